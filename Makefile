@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: Apache-2.0
+# xlb: the entry point. CMake does the building underneath; you type `make`.
+#
+#   make          build everything (BPF objects, skeletons, C++)
+#   make test     install missing dependencies, build, run every test
+#   make bench    build and run the benchmarks (JSON in build/bench/)
+#   make demo     install, build and show the balancer at work
+#   make install  install binaries, unit and example config (PREFIX=/usr/local)
+#   make clean    remove build/
+#
+# V=1 shows the commands.
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+CTEST_ARGS ?=
+
+ifeq ($(V),1)
+  CMAKE_VERBOSE := --verbose
+endif
+
+.DELETE_ON_ERROR:
+.PHONY: all build deps configure test bench demo install clean help
+
+all: build
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD_DIR)/CMakeCache.txt:
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+
+configure: $(BUILD_DIR)/CMakeCache.txt
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) $(CMAKE_VERBOSE)
+
+test: deps
+	@$(MAKE) --no-print-directory build
+	@./scripts/ensure-bpffs.sh
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_ARGS)
+
+bench: deps
+	@$(MAKE) --no-print-directory build
+	@mkdir -p $(BUILD_DIR)/bench
+	@$(BUILD_DIR)/tools/bench/maglev/xlb-bench-maglev \
+	    --benchmark_out=$(BUILD_DIR)/bench/maglev.json --benchmark_out_format=json
+	@$(BUILD_DIR)/tools/bench/xdp/xlb-bench-xdp --out $(BUILD_DIR)/bench/xdp.json
+
+demo: deps
+	@$(MAKE) --no-print-directory build
+	@./scripts/ensure-bpffs.sh
+	@./scripts/demo.sh $(BUILD_DIR)
+
+install: build
+	@cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+clean:
+	@rm -rf $(BUILD_DIR)

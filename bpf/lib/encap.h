@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * IP-in-IP encapsulation towards a backend: IPv4-in-IPv4, IPv4-in-IPv6 and
+ * IPv6-in-IPv6. The inner IP packet is never touched. The outer Ethernet
+ * header goes from this host (the frame's old destination MAC) to the
+ * configured next hop.
+ *
+ * Outer header choices: TTL/hop limit XLB_ENCAP_TTL; TOS/traffic class copied
+ * from the inner packet; IPv4 DF copied from the inner packet (so path-MTU
+ * discovery keeps working end to end) and ID 0; IPv6 flow label from the flow
+ * hash, so ECMP between the LB and the backend keeps a flow on one path.
+ */
+#ifndef XLB_BPF_ENCAP_H
+#define XLB_BPF_ENCAP_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include "xlb/abi.h"
+#include "csum.h"
+#include "parse.h"
+
+#ifndef IPPROTO_IPV6
+#define IPPROTO_IPV6 41
+#endif
+
+/* Outer source inside the configured prefix: host bits (the low 32 at most)
+ * from the flow hash. */
+static __always_inline __be32 xlb_derive_src32(__be32 base, __u32 host_bits, __u32 hash)
+{
+	__u32 host_mask;
+
+	if (host_bits == 0)
+		return base;
+	host_mask = host_bits >= 32 ? 0xffffffffU : ((1U << host_bits) - 1);
+	return bpf_htonl((bpf_ntohl(base) & ~host_mask) | (hash & host_mask));
+}
+
+/* Writes the outer Ethernet header at the (already moved) start of the frame.
+ * old_eth is where the original Ethernet header now sits. */
+static __always_inline void xlb_write_eth(struct ethhdr *eth, const struct ethhdr *old_eth,
+					  const struct xlb_config *cfg, __u16 proto)
+{
+	__u8 our_mac[ETH_ALEN];
+
+	__builtin_memcpy(our_mac, old_eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, cfg->next_hop_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, our_mac, ETH_ALEN);
+	eth->h_proto = bpf_htons(proto);
+}
+
+/* Returns 0 or -outcome. On success the frame is the encapsulated packet. */
+static __always_inline int xlb_encap_v4(struct xdp_md *ctx, const struct xlb_packet *pkt,
+					const struct xlb_backend *be,
+					const struct xlb_config *cfg, __u32 hash)
+{
+	struct ethhdr *eth, *old_eth;
+	struct iphdr *outer;
+	void *data, *data_end;
+
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct iphdr)))
+		return -XLB_OUT_DROP_HEADROOM;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	outer = data + sizeof(*eth);
+	old_eth = data + sizeof(*outer);
+	if ((void *)(old_eth + 1) > data_end || (void *)(outer + 1) > data_end)
+		return -XLB_OUT_DROP_HEADROOM;
+
+	xlb_write_eth(eth, old_eth, cfg, ETH_P_IP);
+	outer->version = 4;
+	outer->ihl = 5;
+	outer->tos = pkt->tos;
+	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer));
+	outer->id = 0;
+	outer->frag_off = pkt->df ? bpf_htons(IP_DF) : 0;
+	outer->ttl = XLB_ENCAP_TTL;
+	outer->protocol = IPPROTO_IPIP;
+	outer->saddr = xlb_derive_src32(
+		cfg->src_v4, 32 - (cfg->src_v4_prefix_len > 32 ? 32 : cfg->src_v4_prefix_len), hash);
+	outer->daddr = be->addr[0];
+	xlb_ipv4_set_csum(outer);
+	return 0;
+}
+
+static __always_inline int xlb_encap_v6(struct xdp_md *ctx, const struct xlb_packet *pkt,
+					const struct xlb_backend *be,
+					const struct xlb_config *cfg, __u32 hash)
+{
+	struct ethhdr *eth, *old_eth;
+	struct ipv6hdr *outer;
+	void *data, *data_end;
+	__u32 payload_len = pkt->ip_len;
+	__u32 host_bits;
+	__u32 flow_label = hash & 0xfffff;
+
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct ipv6hdr)))
+		return -XLB_OUT_DROP_HEADROOM;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	outer = data + sizeof(*eth);
+	old_eth = data + sizeof(*outer);
+	if ((void *)(old_eth + 1) > data_end || (void *)(outer + 1) > data_end)
+		return -XLB_OUT_DROP_HEADROOM;
+
+	xlb_write_eth(eth, old_eth, cfg, ETH_P_IPV6);
+	outer->version = 6;
+	outer->priority = pkt->tos >> 4;
+	outer->flow_lbl[0] = ((pkt->tos & 0x0f) << 4) | ((flow_label >> 16) & 0x0f);
+	outer->flow_lbl[1] = (flow_label >> 8) & 0xff;
+	outer->flow_lbl[2] = flow_label & 0xff;
+	outer->payload_len = bpf_htons(payload_len);
+	outer->nexthdr = pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
+	outer->hop_limit = XLB_ENCAP_TTL;
+	__builtin_memcpy(&outer->saddr, cfg->src_v6, 16);
+	host_bits = 128 - (cfg->src_v6_prefix_len > 128 ? 128 : cfg->src_v6_prefix_len);
+	if (host_bits > 32)
+		host_bits = 32;
+	outer->saddr.in6_u.u6_addr32[3] =
+		xlb_derive_src32(cfg->src_v6[3], host_bits, hash);
+	__builtin_memcpy(&outer->daddr, be->addr, 16);
+	return 0;
+}
+
+#endif /* XLB_BPF_ENCAP_H */

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * xlb_decap: runs on a backend's interface. An IPv4-in-IPv4, IPv4-in-IPv6 or
+ * IPv6-in-IPv6 packet addressed to one of this backend's addresses (the
+ * xlb_decap_addrs map) loses its outer header and goes to the stack as the
+ * client's original packet, where the VIP is bound on loopback. Everything
+ * else passes untouched. This stands in for the kernel's ipip/ip6_tunnel
+ * modules, which hosts (and our CI machines) may not have.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "xlb/abi.h"
+
+#ifndef IPPROTO_IPV6
+#define IPPROTO_IPV6 41
+#endif
+#define XLB_IP_MF_OFFSET 0x3fff
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XLB_DECAP_ADDRS_MAX);
+	__type(key, struct xlb_decap_addr);
+	__type(value, __u8);
+} xlb_decap_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_DECAP_OUT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} xlb_decap_stats SEC(".maps");
+
+static __always_inline int xlb_decap_outcome(enum xlb_decap_outcome outcome, int action)
+{
+	__u32 key = outcome;
+	__u64 *count = bpf_map_lookup_elem(&xlb_decap_stats, &key);
+
+	if (count)
+		*count += 1;
+	return action;
+}
+
+static __always_inline int xlb_is_local(const void *addr, __u8 family)
+{
+	struct xlb_decap_addr key = {};
+
+	__builtin_memcpy(key.addr, addr, family == XLB_FAMILY_V4 ? 4 : 16);
+	key.family = family;
+	return bpf_map_lookup_elem(&xlb_decap_addrs, &key) != NULL;
+}
+
+/* Removes outer_len bytes after the Ethernet header and sets its EtherType. */
+static __always_inline int xlb_strip(struct xdp_md *ctx, __u32 outer_len, __u16 inner_proto)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data, saved;
+
+	if ((void *)(eth + 1) > data_end)
+		return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+	__builtin_memcpy(&saved, eth, sizeof(saved));
+	if (bpf_xdp_adjust_head(ctx, (int)outer_len))
+		return xlb_decap_outcome(XLB_DECAP_OUT_DROP_HEADROOM, XDP_DROP);
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return xlb_decap_outcome(XLB_DECAP_OUT_DROP_HEADROOM, XDP_DROP);
+	__builtin_memcpy(eth, &saved, sizeof(saved));
+	eth->h_proto = bpf_htons(inner_proto);
+	return xlb_decap_outcome(XLB_DECAP_OUT_DECAPSULATED, XDP_PASS);
+}
+
+SEC("xdp")
+int xlb_decap(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = (void *)(eth + 1);
+		__u32 hlen;
+
+		if ((void *)(iph + 1) > data_end)
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+		if (iph->protocol != IPPROTO_IPIP || !xlb_is_local(&iph->daddr, XLB_FAMILY_V4))
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+		if (iph->version != 4 || iph->ihl < 5)
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+		if (iph->frag_off & bpf_htons(XLB_IP_MF_OFFSET))
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_FRAGMENT, XDP_PASS);
+		hlen = iph->ihl * 4;
+		/* the inner header must be there before we commit to stripping */
+		if ((void *)iph + hlen + sizeof(struct iphdr) > data_end)
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+		return xlb_strip(ctx, hlen, ETH_P_IP);
+	}
+
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = (void *)(eth + 1);
+		__u16 inner_proto;
+
+		if ((void *)(ip6h + 1) > data_end)
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+		if (ip6h->nexthdr == IPPROTO_IPV6)
+			inner_proto = ETH_P_IPV6;
+		else if (ip6h->nexthdr == IPPROTO_IPIP)
+			inner_proto = ETH_P_IP;
+		else
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+		if (!xlb_is_local(&ip6h->daddr, XLB_FAMILY_V6))
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+		if ((void *)(ip6h + 1) + (inner_proto == ETH_P_IP ? sizeof(struct iphdr)
+								 : sizeof(struct ipv6hdr)) >
+		    data_end)
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
+		return xlb_strip(ctx, sizeof(*ip6h), inner_proto);
+	}
+
+	return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+}

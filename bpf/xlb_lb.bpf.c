@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * xlb_lb: the XDP balancer. Per packet: parse, match a VIP, keep an
+ * established flow on its backend through the connection table or pick one
+ * from the VIP's Maglev ring, encapsulate towards it and XDP_TX. Everything
+ * that is not for a VIP goes on to the kernel untouched. See
+ * shared/design.md ("Data plane") and include/xlb/abi.h for the contracts.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "xlb/abi.h"
+#include "xlb/flow_hash.h"
+#include "lib/csum.h"
+#include "lib/encap.h"
+#include "lib/parse.h"
+#include "lib/stats.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xlb_config);
+} xlb_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, struct xlb_vip_key);
+	__type(value, struct xlb_vip_value);
+} xlb_vips SEC(".maps");
+
+/* Inner map template: every VIP's ring is an array of backend ids, slot 0
+ * holding the ring size. BPF_F_INNER_MAP lets rings of different sizes share
+ * the outer map; BPF_F_MMAPABLE lets the agent fill a fresh ring in place. */
+struct xlb_ring {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XLB_RING_SIZE_DEFAULT + 1);
+	__uint(map_flags, XLB_RING_MAP_FLAGS);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, __u32);
+	__array(values, struct xlb_ring);
+} xlb_rings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XLB_MAX_BACKENDS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct xlb_backend);
+} xlb_backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XLB_CONNTRACK_DEFAULT);
+	__type(key, struct xlb_flow_key);
+	__type(value, struct xlb_ct_value);
+} xlb_conntrack SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct xlb_vip_stats);
+} xlb_vip_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_MAX_BACKENDS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct xlb_backend_stats);
+} xlb_backend_stats SEC(".maps");
+
+static __always_inline struct xlb_vip_value *xlb_match_vip(const __be32 *addr, __be16 port,
+							    __u8 proto, __u8 family)
+{
+	struct xlb_vip_key vk = {};
+	struct xlb_vip_value *vip;
+
+	__builtin_memcpy(vk.addr, addr, 16);
+	vk.port = port;
+	vk.proto = proto;
+	vk.family = family;
+	vip = bpf_map_lookup_elem(&xlb_vips, &vk);
+	if (vip)
+		return vip;
+	vk.port = 0;
+	return bpf_map_lookup_elem(&xlb_vips, &vk);
+}
+
+static __always_inline int xlb_backend_live(const struct xlb_backend *be, __u32 generation)
+{
+	return be && be->generation != 0 && be->generation == generation;
+}
+
+/*
+ * Chooses the backend for a flow: the connection table first (unless the VIP
+ * skips it or this is a TCP SYN, which always starts a new connection), then
+ * the ring. record: write the ring's choice into the connection table.
+ * Returns 0 with id_out and be_out set, or -outcome.
+ */
+static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
+					    const struct xlb_flow_key *key, int lookup_ct,
+					    int record, __u32 hash, struct xlb_vip_stats *vstats,
+					    __u32 *id_out, struct xlb_backend **be_out)
+{
+	struct xlb_ct_value *ct;
+	struct xlb_backend *be;
+	__u32 vip_id = vip->vip_id;
+	__u32 slot_key = XLB_RING_SIZE_SLOT;
+	__u32 *ring_size, *slot;
+	void *ring;
+
+	if (lookup_ct) {
+		ct = bpf_map_lookup_elem(&xlb_conntrack, key);
+		if (ct) {
+			__u32 id = ct->backend_id;
+
+			be = bpf_map_lookup_elem(&xlb_backends, &id);
+			if (be && xlb_backend_live(be, ct->generation)) {
+				if (vstats)
+					vstats->conntrack_hits += 1;
+				*id_out = id;
+				*be_out = be;
+				return 0;
+			}
+		}
+	}
+
+	ring = bpf_map_lookup_elem(&xlb_rings, &vip_id);
+	if (!ring)
+		return -XLB_OUT_DROP_NO_TABLE;
+	ring_size = bpf_map_lookup_elem(ring, &slot_key);
+	if (!ring_size)
+		return -XLB_OUT_DROP_NO_TABLE;
+	if (*ring_size == 0)
+		return -XLB_OUT_DROP_NO_BACKEND;
+	slot_key = xlb_ring_slot(hash, *ring_size);
+	slot = bpf_map_lookup_elem(ring, &slot_key);
+	if (!slot)
+		return -XLB_OUT_DROP_NO_TABLE;
+	*id_out = *slot;
+	be = bpf_map_lookup_elem(&xlb_backends, id_out);
+	if (!be || be->generation == 0)
+		return -XLB_OUT_DROP_BAD_BACKEND;
+	if (vstats)
+		vstats->new_flows += 1;
+	if (record) {
+		struct xlb_ct_value val = { .backend_id = *id_out, .generation = be->generation };
+
+		bpf_map_update_elem(&xlb_conntrack, key, &val, BPF_ANY);
+	}
+	*be_out = be;
+	return 0;
+}
+
+static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
+				     const struct xlb_backend *be, const struct xlb_config *cfg,
+				     __u32 hash)
+{
+	__u32 overhead;
+
+	if (be->family == XLB_FAMILY_V4) {
+		if (pkt->key.family != XLB_FAMILY_V4)
+			return -XLB_OUT_DROP_FAMILY;
+		overhead = sizeof(struct iphdr);
+	} else {
+		overhead = sizeof(struct ipv6hdr);
+	}
+	if (pkt->ip_len + overhead > cfg->mtu)
+		return -XLB_OUT_DROP_TOO_BIG;
+	if (be->family == XLB_FAMILY_V4)
+		return xlb_encap_v4(ctx, pkt, be, cfg, hash);
+	return xlb_encap_v6(ctx, pkt, be, cfg, hash);
+}
+
+/*
+ * An ICMP "fragmentation needed" / ICMPv6 "packet too big" addressed to a VIP
+ * quotes a packet the backend sent to the client (source = VIP). Reverse the
+ * quoted tuple to find the client's flow and send the error to the backend
+ * that owns it, so its path-MTU discovery works. Returns the protocol-less
+ * flow in *flow and the VIP, or NULL when the packet is not such an error.
+ */
+static __always_inline struct xlb_vip_value *
+xlb_match_icmp_error(struct xlb_cursor *cur, struct xlb_packet *pkt, int proto, int *err)
+{
+	struct xlb_flow_key *key = &pkt->key;
+	__u8 inner_proto;
+	__be16 *ports;
+
+	*err = 0;
+	if (proto == IPPROTO_ICMP && key->family == XLB_FAMILY_V4) {
+		struct icmphdr *icmp = cur->pos;
+		struct iphdr *inner;
+
+		if ((void *)(icmp + 1) > cur->end) {
+			*err = -XLB_OUT_DROP_MALFORMED_L4;
+			return NULL;
+		}
+		if (icmp->type != ICMP_DEST_UNREACH || icmp->code != ICMP_FRAG_NEEDED)
+			return NULL;
+		inner = (void *)(icmp + 1);
+		if ((void *)(inner + 1) > cur->end || inner->ihl < 5)
+			return NULL;
+		ports = (void *)inner + inner->ihl * 4;
+		if ((void *)(ports + 2) > cur->end)
+			return NULL;
+		inner_proto = inner->protocol;
+		/* the quoted packet went VIP -> client; the flow is client -> VIP */
+		key->src[0] = inner->daddr;
+		key->dst[0] = inner->saddr;
+	} else if (proto == IPPROTO_ICMPV6 && key->family == XLB_FAMILY_V6) {
+		struct icmp6hdr *icmp6 = cur->pos;
+		struct ipv6hdr *inner;
+
+		if ((void *)(icmp6 + 1) > cur->end) {
+			*err = -XLB_OUT_DROP_MALFORMED_L4;
+			return NULL;
+		}
+		if (icmp6->icmp6_type != ICMPV6_PKT_TOOBIG)
+			return NULL;
+		inner = (void *)(icmp6 + 1);
+		ports = (void *)(inner + 1);
+		if ((void *)(ports + 2) > cur->end)
+			return NULL;
+		inner_proto = inner->nexthdr;
+		__builtin_memcpy(key->src, &inner->daddr, 16);
+		__builtin_memcpy(key->dst, &inner->saddr, 16);
+	} else {
+		return NULL;
+	}
+	if (inner_proto != IPPROTO_TCP && inner_proto != IPPROTO_UDP)
+		return NULL;
+	key->proto = inner_proto;
+	key->sport = ports[1];
+	key->dport = ports[0];
+	return xlb_match_vip(key->dst, key->dport, key->proto, key->family);
+}
+
+SEC("xdp")
+int xlb_lb(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct xlb_cursor cur = { .pos = data, .end = data_end };
+	struct xlb_packet pkt = {};
+	struct xlb_vip_value *vip;
+	struct xlb_vip_stats *vstats;
+	struct xlb_backend_stats *bstats;
+	struct xlb_backend *be = NULL;
+	struct xlb_config *cfg;
+	struct ethhdr *eth = data;
+	__u32 zero = 0, backend_id = 0, vip_id, hash;
+	__u64 frame_len = data_end - data;
+	int proto, err, icmp_error = 0;
+
+	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
+	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
+		return xlb_outcome(XLB_OUT_PASS_NO_CONFIG, XDP_PASS);
+
+	if ((void *)(eth + 1) > data_end)
+		return xlb_outcome(XLB_OUT_DROP_MALFORMED_ETH, XDP_DROP);
+	cur.pos = eth + 1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		proto = xlb_parse_ipv4(&cur, &pkt);
+	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		proto = xlb_parse_ipv6(&cur, &pkt);
+	else
+		return xlb_outcome(XLB_OUT_PASS_NOT_IP, XDP_PASS);
+	if (proto < 0)
+		goto out_err_proto;
+
+	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		vip = xlb_match_icmp_error(&cur, &pkt, proto, &err);
+		if (err < 0) {
+			proto = err;
+			goto out_err_proto;
+		}
+		icmp_error = 1;
+	} else {
+		err = xlb_parse_l4(&cur, &pkt, proto);
+		if (err < 0) {
+			proto = err;
+			goto out_err_proto;
+		}
+		vip = xlb_match_vip(pkt.key.dst, pkt.key.dport, pkt.key.proto, pkt.key.family);
+	}
+	if (!vip)
+		return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
+
+	vip_id = vip->vip_id;
+	vstats = bpf_map_lookup_elem(&xlb_vip_stats, &vip_id);
+	if (vstats) {
+		vstats->packets += 1;
+		vstats->bytes += frame_len;
+	}
+
+	hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
+	{
+		int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
+
+		/* An ICMP error must not create a flow entry of its own. */
+		err = xlb_pick_backend(vip, &pkt.key, use_ct && !pkt.tcp_syn,
+				       use_ct && !icmp_error, hash, icmp_error ? NULL : vstats,
+				       &backend_id, &be);
+	}
+	if (err == 0)
+		err = xlb_encap(ctx, &pkt, be, cfg, hash);
+	if (err < 0) {
+		if (vstats)
+			vstats->drops += 1;
+		return xlb_outcome(-err, XDP_DROP);
+	}
+
+	bstats = bpf_map_lookup_elem(&xlb_backend_stats, &backend_id);
+	if (bstats) {
+		bstats->packets += 1;
+		bstats->bytes += frame_len;
+	}
+	return xlb_outcome(icmp_error ? XLB_OUT_TX_ICMP_ERROR : XLB_OUT_TX, XDP_TX);
+
+out_err_proto:
+	/* Parsing outcomes: PASS_* go to the kernel, the rest are drops. */
+	if (-proto == XLB_OUT_PASS_FRAGMENT || -proto == XLB_OUT_PASS_IPV6_EXT_LIMIT ||
+	    -proto == XLB_OUT_PASS_NOT_VIP)
+		return xlb_outcome(-proto, XDP_PASS);
+	return xlb_outcome(-proto, XDP_DROP);
+}

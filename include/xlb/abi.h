@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The ABI between the XDP programs and userspace: map names, key and value
+ * layouts, limits, flags and outcome codes. Plain C with <linux/types.h>
+ * types so that clang -target bpf and g++ both include this one file; nothing
+ * here is ever redefined elsewhere.
+ *
+ * Compatibility rules:
+ *  - outcome codes are never renumbered; new ones are appended;
+ *  - a changed key/value layout gets a new map name (see XLB_MAP_* below) so
+ *    an agent never reuses a pinned map whose layout it does not know;
+ *  - every struct has explicit padding fields: no hidden holes in hash keys.
+ */
+#ifndef XLB_ABI_H
+#define XLB_ABI_H
+
+#include <linux/types.h>
+
+#ifdef __cplusplus
+#define XLB_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define XLB_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* Address families as stored in maps (not AF_*: these are part of the ABI). */
+#define XLB_FAMILY_V4 4
+#define XLB_FAMILY_V6 6
+
+/*
+ * Limits. The *_DEFAULT values are the sizes compiled into the object; the
+ * agent resizes the maps before load from its configuration.
+ */
+#define XLB_MAX_VIPS_DEFAULT 512
+#define XLB_MAX_BACKENDS_DEFAULT 4096
+#define XLB_CONNTRACK_DEFAULT 65536
+#define XLB_RING_SIZE_DEFAULT 65537
+#define XLB_RING_SIZE_MAX 5000011
+/* Slot 0 of every ring map holds the ring size M; slots 1..M hold backend ids. */
+#define XLB_RING_SIZE_SLOT 0
+#define XLB_RING_FIRST_SLOT 1
+/* Every inner ring map carries exactly these flags (the outer map's template). */
+#define XLB_RING_MAP_FLAGS ((1U << 12) /* BPF_F_INNER_MAP */ | (1U << 10) /* BPF_F_MMAPABLE */)
+
+/* Parsing bounds: IPv6 extension headers walked before giving up. */
+#define XLB_IPV6_EXT_MAX 6
+/* Outer header TTL / hop limit of encapsulated packets. */
+#define XLB_ENCAP_TTL 64
+
+/* Pinned map names; changing a layout means a new name. */
+#define XLB_MAP_VIPS "xlb_vips"
+#define XLB_MAP_RINGS "xlb_rings"
+#define XLB_MAP_BACKENDS "xlb_backends"
+#define XLB_MAP_CONNTRACK "xlb_conntrack"
+#define XLB_MAP_CONFIG "xlb_config"
+#define XLB_MAP_STATS "xlb_stats"
+#define XLB_MAP_VIP_STATS "xlb_vip_stats"
+#define XLB_MAP_BACKEND_STATS "xlb_backend_stats"
+
+/*
+ * A 5-tuple. Used as the connection-table key and as the input of the flow
+ * hash. IPv4 addresses live in word 0 of the 16-byte fields, the rest zero.
+ */
+struct xlb_flow_key {
+	__be32 src[4];
+	__be32 dst[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 pad[2];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_flow_key) == 40, "xlb_flow_key layout");
+
+/* VIP match key: exact {address, port, protocol}; port 0 is the wildcard. */
+struct xlb_vip_key {
+	__be32 addr[4];
+	__be16 port;
+	__u8 proto;
+	__u8 family;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_key) == 20, "xlb_vip_key layout");
+
+/* Per-VIP flags. */
+#define XLB_VIP_F_NO_CONNTRACK (1U << 0) /* skip the connection table (e.g. UDP) */
+#define XLB_VIP_F_HASH_SRC_ONLY (1U << 1) /* hash the source address only */
+
+struct xlb_vip_value {
+	__u32 vip_id; /* index into the rings map and the per-VIP stats */
+	__u32 flags; /* XLB_VIP_F_* */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_value) == 8, "xlb_vip_value layout");
+
+/*
+ * Backends live in an array indexed by backend id. generation 0 means the
+ * slot is unused; an id is only reused with a new generation, so a
+ * connection-table entry recorded for an older generation is stale.
+ */
+struct xlb_backend {
+	__be32 addr[4];
+	__u8 family;
+	__u8 flags;
+	__u16 pad;
+	__u32 generation;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
+
+struct xlb_ct_value {
+	__u32 backend_id;
+	__u32 generation;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 8, "xlb_ct_value layout");
+
+/* Global configuration, one entry in an array map, written by the agent. */
+#define XLB_CONFIG_MAGIC 0x584c4243U /* "XLBC" */
+#define XLB_CONFIG_VERSION 1
+/* Answer "too big after encapsulation" with ICMP frag-needed / packet-too-big. */
+#define XLB_CFG_F_ICMP_TOO_BIG (1U << 0)
+
+struct xlb_config {
+	__u32 magic; /* XLB_CONFIG_MAGIC; anything else: the program passes all */
+	__u32 version; /* XLB_CONFIG_VERSION */
+	__u32 hash_seed; /* the shared secret of the flow hash */
+	__u32 flags; /* XLB_CFG_F_* */
+	/* Outer source addresses. With a prefix shorter than the address, the
+	 * host bits (at most the low 32) come from the flow hash, which spreads
+	 * a backend's receive load over its queues. */
+	__be32 src_v4;
+	__be32 src_v6[4];
+	__u8 src_v4_prefix_len; /* 32 = fixed address */
+	__u8 src_v6_prefix_len; /* 128 = fixed address */
+	__u8 next_hop_mac[6]; /* outer Ethernet destination */
+	__u16 mtu; /* largest outer IP packet the link carries */
+	__u16 pad;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_config) == 48, "xlb_config layout");
+
+/*
+ * Outcomes. Every packet the balancer sees increments exactly one of these
+ * per-CPU counters. Never renumber; append.
+ */
+enum xlb_outcome {
+	XLB_OUT_TX = 0, /* encapsulated to a backend */
+	XLB_OUT_TX_ICMP_ERROR = 1, /* ICMP error quoting a VIP flow, sent to its backend */
+	XLB_OUT_TX_ICMP_TOO_BIG = 2, /* answered "too big" to the client */
+	XLB_OUT_PASS_NO_CONFIG = 3, /* agent has not configured the program yet */
+	XLB_OUT_PASS_NOT_IP = 4, /* not IPv4/IPv6 (ARP, VLAN, ...) */
+	XLB_OUT_PASS_NOT_VIP = 5, /* no VIP matches */
+	XLB_OUT_PASS_FRAGMENT = 6, /* IPv4/IPv6 fragment (passed by default) */
+	XLB_OUT_PASS_IPV6_EXT_LIMIT = 7, /* more extension headers than we walk */
+	XLB_OUT_DROP_MALFORMED_ETH = 8,
+	XLB_OUT_DROP_MALFORMED_IPV4 = 9, /* truncated, ihl < 5, bad version or length */
+	XLB_OUT_DROP_MALFORMED_IPV6 = 10, /* truncated header or extension header */
+	XLB_OUT_DROP_MALFORMED_L4 = 11, /* truncated TCP/UDP/ICMP header, TCP doff < 5 */
+	XLB_OUT_DROP_NO_TABLE = 12, /* VIP has no published ring */
+	XLB_OUT_DROP_NO_BACKEND = 13, /* VIP's ring is empty (no live backend) */
+	XLB_OUT_DROP_TOO_BIG = 14, /* too big after encapsulation */
+	XLB_OUT_DROP_FAMILY = 15, /* IPv6 VIP with an IPv4 backend: unsupported */
+	XLB_OUT_DROP_BAD_BACKEND = 16, /* ring names an unused backend id */
+	XLB_OUT_DROP_HEADROOM = 17, /* bpf_xdp_adjust_head failed */
+	XLB_OUT__MAX = 18,
+};
+
+struct xlb_vip_stats {
+	__u64 packets;
+	__u64 bytes;
+	__u64 new_flows; /* ring lookups: connection-table misses, SYNs, no-conntrack */
+	__u64 conntrack_hits;
+	__u64 drops; /* no table, no backend, too big, ... for this VIP */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_stats) == 40, "xlb_vip_stats layout");
+
+struct xlb_backend_stats {
+	__u64 packets;
+	__u64 bytes;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_backend_stats) == 16, "xlb_backend_stats layout");
+
+/* Decapsulator: addresses of this backend; outer packets to them are stripped. */
+#define XLB_MAP_DECAP_ADDRS "xlb_decap_addrs"
+#define XLB_DECAP_ADDRS_MAX 64
+
+struct xlb_decap_addr {
+	__be32 addr[4];
+	__u8 family;
+	__u8 pad[3];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_decap_addr) == 20, "xlb_decap_addr layout");
+
+enum xlb_decap_outcome {
+	XLB_DECAP_OUT_DECAPSULATED = 0,
+	XLB_DECAP_OUT_PASS_NOT_ENCAP = 1, /* not IPIP/IP6IP6 or not for us */
+	XLB_DECAP_OUT_PASS_MALFORMED = 2, /* let the kernel judge it */
+	XLB_DECAP_OUT_PASS_FRAGMENT = 3, /* outer fragment: the kernel reassembles */
+	XLB_DECAP_OUT_DROP_HEADROOM = 4,
+	XLB_DECAP_OUT__MAX = 5,
+};
+#define XLB_MAP_DECAP_STATS "xlb_decap_stats"
+
+#endif /* XLB_ABI_H */

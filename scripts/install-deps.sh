@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs every Debian package xlb needs to build, test, benchmark and run the
+# demo. Idempotent: packages already present are left alone, and apt is only
+# consulted when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config clang llvm g++
+  # BPF: libbpf, libxdp, bpftool (skeletons), kernel UAPI headers
+  libbpf-dev libxdp-dev bpftool linux-libc-dev libelf-dev zlib1g-dev gcc-multilib
+  # C++ libraries
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev
+  libasio-dev libsystemd-dev libcli11-dev
+  # lab and tests
+  iproute2 ethtool iputils-ping procps curl python3 util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (or: sudo $0)" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

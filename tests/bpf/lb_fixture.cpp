@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "lb_fixture.h"
+
+#include <arpa/inet.h>
+#include <linux/bpf.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "xlb/maglev/maglev.h"
+
+namespace xlb::test {
+
+std::optional<bpf::LbProgram> LbTest::program_;
+
+void LbTest::SetUpTestSuite() {
+    if (program_) return;
+    auto loaded = bpf::LbProgram::load(kSizes);
+    ASSERT_TRUE(loaded) << loaded.error().message();
+    program_.emplace(std::move(*loaded));
+}
+
+void LbTest::TearDownTestSuite() {}
+
+void LbTest::SetUp() {
+    ASSERT_TRUE(program_) << "the balancer program did not load";
+    auto& p = lb();
+    ASSERT_TRUE(p.vips().clear());
+    ASSERT_TRUE(p.conntrack().clear());
+    for (std::uint32_t v = 0; v < kSizes.max_vips; ++v) {
+        ASSERT_TRUE(bpf::unpublish_ring(p.rings().fd(), v));
+        ASSERT_TRUE(p.vip_stats().zero(v));
+    }
+    for (std::uint32_t b = 0; b < kSizes.max_backends; ++b) {
+        ASSERT_TRUE(p.backends().put(b, xlb_backend{}));
+        ASSERT_TRUE(p.backend_stats().zero(b));
+    }
+    for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) ASSERT_TRUE(p.outcomes().zero(o));
+    backend_addr_.assign(kSizes.max_backends, net::IpAddress{});
+    write_config(default_config());
+}
+
+xlb_config LbTest::default_config() {
+    xlb_config cfg{};
+    cfg.magic = XLB_CONFIG_MAGIC;
+    cfg.version = XLB_CONFIG_VERSION;
+    cfg.hash_seed = kHashSeed;
+    kEncapSrcV4.to_words(&cfg.src_v4);
+    kEncapSrcV6.to_words(cfg.src_v6);
+    cfg.src_v4_prefix_len = 32;
+    cfg.src_v6_prefix_len = 128;
+    std::memcpy(cfg.next_hop_mac, kNextHopMac.data(), 6);
+    cfg.mtu = kLinkMtu;
+    return cfg;
+}
+
+void LbTest::write_config(const xlb_config& cfg) {
+    config_ = cfg;
+    auto ok = lb().config().put(0, cfg);
+    ASSERT_TRUE(ok) << ok.error().message();
+}
+
+void LbTest::add_vip(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto,
+                     std::uint32_t vip_id, std::uint32_t flags) {
+    xlb_vip_key key{};
+    addr.to_words(key.addr);
+    key.port = htons(port);
+    key.proto = proto;
+    key.family = addr.family;
+    auto ok = lb().vips().put(key, xlb_vip_value{vip_id, flags});
+    ASSERT_TRUE(ok) << ok.error().message();
+}
+
+void LbTest::add_backend(std::uint32_t id, const net::IpAddress& addr, std::uint32_t generation) {
+    xlb_backend be{};
+    addr.to_words(be.addr);
+    be.family = addr.family;
+    be.generation = generation;
+    auto ok = lb().backends().put(id, be);
+    ASSERT_TRUE(ok) << ok.error().message();
+    backend_addr_.at(id) = addr;
+}
+
+std::vector<std::uint32_t> LbTest::publish_maglev(std::uint32_t vip_id,
+                                                  const std::vector<RingMember>& members) {
+    std::vector<maglev::Backend> input;
+    for (const RingMember& m : members)
+        input.push_back({net::Endpoint{backend_addr_.at(m.backend_id), kVipPort}.to_string(),
+                         m.weight});
+    auto table = maglev::build_table(input);
+    EXPECT_TRUE(table) << table.error().message;
+    if (!table) return {};
+    std::vector<std::uint32_t> ring(table->table.size());
+    std::transform(table->table.begin(), table->table.end(), ring.begin(),
+                   [&](std::uint32_t index) { return members[index].backend_id; });
+    publish_ring(vip_id, ring);
+    return ring;
+}
+
+void LbTest::publish_ring(std::uint32_t vip_id, const std::vector<std::uint32_t>& ring) {
+    auto ok = bpf::publish_ring(lb().rings().fd(), vip_id, ring);
+    ASSERT_TRUE(ok) << ok.error().message();
+}
+
+bpf::TestRunResult LbTest::run(const Bytes& frame) {
+    auto result = bpf::test_run_xdp(lb().prog_fd(), frame);
+    EXPECT_TRUE(result) << result.error().message();
+    return result ? *result : bpf::TestRunResult{};
+}
+
+Outcomes LbTest::outcomes() {
+    Outcomes out{};
+    for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) {
+        auto per_cpu = lb().outcomes().get_per_cpu(o);
+        EXPECT_TRUE(per_cpu);
+        if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+    }
+    return out;
+}
+
+xlb_vip_stats LbTest::vip_stats(std::uint32_t vip_id) {
+    xlb_vip_stats total{};
+    auto per_cpu = lb().vip_stats().get_per_cpu(vip_id);
+    EXPECT_TRUE(per_cpu);
+    if (!per_cpu) return total;
+    for (const auto& s : *per_cpu) {
+        total.packets += s.packets;
+        total.bytes += s.bytes;
+        total.new_flows += s.new_flows;
+        total.conntrack_hits += s.conntrack_hits;
+        total.drops += s.drops;
+    }
+    return total;
+}
+
+xlb_backend_stats LbTest::backend_stats(std::uint32_t backend_id) {
+    xlb_backend_stats total{};
+    auto per_cpu = lb().backend_stats().get_per_cpu(backend_id);
+    EXPECT_TRUE(per_cpu);
+    if (!per_cpu) return total;
+    for (const auto& s : *per_cpu) {
+        total.packets += s.packets;
+        total.bytes += s.bytes;
+    }
+    return total;
+}
+
+std::uint32_t LbTest::expected_backend(const std::vector<std::uint32_t>& ring,
+                                       const xlb_flow_key& key, std::uint32_t vip_flags) {
+    std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, kHashSeed);
+    std::uint32_t slot = xlb_ring_slot(hash, static_cast<std::uint32_t>(ring.size()));
+    return ring.at(slot - XLB_RING_FIRST_SLOT);
+}
+
+Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
+                             const xlb_flow_key& key, std::uint32_t vip_flags) const {
+    const std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, config_.hash_seed);
+    Bytes inner = ip_packet_of(input);
+    Encapsulation enc;
+    enc.outer_dst = backend;
+    enc.eth_dst = kNextHopMac;
+    std::copy(input.begin(), input.begin() + 6, enc.eth_src.begin());
+    if (backend.is_v4()) {
+        enc.outer_src = net::IpAddress::from_words(&config_.src_v4, 4);
+        std::uint32_t host_bits = 32 - std::min<std::uint32_t>(config_.src_v4_prefix_len, 32);
+        if (host_bits > 0) {
+            std::uint32_t mask = host_bits == 32 ? 0xffffffffU : (1U << host_bits) - 1;
+            std::uint32_t base = ntohl(config_.src_v4);
+            std::uint32_t derived = htonl((base & ~mask) | (hash & mask));
+            std::memcpy(enc.outer_src.bytes.data(), &derived, 4);
+        }
+        enc.df = (inner[6] & 0x40) != 0;
+        enc.tos = inner[1];
+    } else {
+        enc.outer_src = net::IpAddress::from_words(config_.src_v6, 6);
+        std::uint32_t host_bits =
+            std::min<std::uint32_t>(128 - std::min<std::uint32_t>(config_.src_v6_prefix_len, 128), 32);
+        if (host_bits > 0) {
+            std::uint32_t mask = host_bits == 32 ? 0xffffffffU : (1U << host_bits) - 1;
+            std::uint32_t base = ntohl(config_.src_v6[3]);
+            std::uint32_t derived = htonl((base & ~mask) | (hash & mask));
+            std::memcpy(enc.outer_src.bytes.data() + 12, &derived, 4);
+        }
+        enc.flow_label = hash & 0xfffff;
+        enc.tos = (inner[0] >> 4) == 4 ? inner[1]
+                                       : static_cast<std::uint8_t>((inner[0] << 4) | (inner[1] >> 4));
+    }
+    Bytes out = encapsulate(inner, enc);
+    // Ethernet padding after the IP packet stays where it was.
+    std::size_t padding = input.size() - 14 - inner.size();
+    out.insert(out.end(), input.end() - static_cast<std::ptrdiff_t>(padding), input.end());
+    return out;
+}
+
+void LbTest::expect_outcome(const Bytes& input, std::uint32_t action, xlb_outcome outcome,
+                            const std::optional<Bytes>& expected_output) {
+    Outcomes before = outcomes();
+    bpf::TestRunResult result = run(input);
+    Outcomes after = outcomes();
+    EXPECT_EQ(result.action, action) << describe(input);
+    for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o)
+        EXPECT_EQ(after[o] - before[o], o == static_cast<std::uint32_t>(outcome) ? 1u : 0u)
+            << "outcome counter " << o << " for frame of " << input.size() << " bytes";
+    if (expected_output) expect_same_frame(result.frame, *expected_output);
+}
+
+xlb_flow_key flow_key(const Flow& flow) {
+    xlb_flow_key key{};
+    flow.src.to_words(key.src);
+    flow.dst.to_words(key.dst);
+    key.sport = htons(flow.sport);
+    key.dport = htons(flow.dport);
+    key.proto = flow.proto;
+    key.family = flow.src.family;
+    return key;
+}
+
+void expect_same_frame(const Bytes& actual, const Bytes& expected) {
+    EXPECT_EQ(describe(actual), describe(expected));
+    EXPECT_EQ(actual, expected) << "frames differ byte for byte";
+    // Frames the program forwards must keep valid checksums; a malformed input
+    // passed through stays exactly as malformed as it came.
+    EXPECT_EQ(checksum_errors(actual), checksum_errors(expected));
+}
+
+}  // namespace xlb::test

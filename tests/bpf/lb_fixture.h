@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared fixture for the balancer's packet tests: one loaded program per test
+// binary, every map reset before each test so order never matters, and
+// helpers that compute what the program must do independently of it (the
+// shared flow hash, the Maglev library, the encapsulation builder).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "constants.h"
+#include "packet.h"
+#include "xlb/abi.h"
+#include "xlb/bpf/programs.h"
+#include "xlb/bpf/ring.h"
+#include "xlb/bpf/test_run.h"
+#include "xlb/flow_hash.h"
+
+namespace xlb::test {
+
+using Outcomes = std::array<std::uint64_t, XLB_OUT__MAX>;
+
+struct RingMember {
+    std::uint32_t backend_id;
+    std::uint32_t weight = 1;
+};
+
+class LbTest : public ::testing::Test {
+protected:
+    static constexpr bpf::LbMapSizes kSizes{64, 256, 8192};
+
+    static void SetUpTestSuite();
+    static void TearDownTestSuite();
+    void SetUp() override;
+
+    static bpf::LbProgram& lb() { return *program_; }
+
+    // Default configuration: fixed outer sources, next hop kNextHopMac, MTU 1500.
+    static xlb_config default_config();
+    void write_config(const xlb_config& cfg);
+
+    void add_vip(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto,
+                 std::uint32_t vip_id, std::uint32_t flags = 0);
+    void add_backend(std::uint32_t id, const net::IpAddress& addr, std::uint32_t generation = 1);
+    // Builds the VIP's ring with the Maglev library from the backends' keys
+    // and weights, publishes it, and returns it (backend id per slot).
+    std::vector<std::uint32_t> publish_maglev(std::uint32_t vip_id,
+                                              const std::vector<RingMember>& members);
+    void publish_ring(std::uint32_t vip_id, const std::vector<std::uint32_t>& ring);
+
+    bpf::TestRunResult run(const Bytes& frame);
+    Outcomes outcomes();
+    xlb_vip_stats vip_stats(std::uint32_t vip_id);
+    xlb_backend_stats backend_stats(std::uint32_t backend_id);
+
+    // The backend a new flow gets from `ring`, computed in C++.
+    static std::uint32_t expected_backend(const std::vector<std::uint32_t>& ring,
+                                          const xlb_flow_key& key, std::uint32_t vip_flags = 0);
+    // The frame the balancer must emit for `input` sent to `backend`.
+    Bytes expected_encap(const Bytes& input, const net::IpAddress& backend,
+                         const xlb_flow_key& key, std::uint32_t vip_flags = 0) const;
+
+    // Runs the frame and checks: action, only `outcome` counted once, and
+    // for XDP_TX/XDP_PASS the exact output frame.
+    void expect_outcome(const Bytes& input, std::uint32_t action, xlb_outcome outcome,
+                        const std::optional<Bytes>& expected_output);
+
+    xlb_config config_{};
+    std::vector<net::IpAddress> backend_addr_;  // by backend id
+
+private:
+    static std::optional<bpf::LbProgram> program_;
+};
+
+xlb_flow_key flow_key(const Flow& flow);
+
+// Expects two frames to be identical, showing a decoded diff when not.
+void expect_same_frame(const Bytes& actual, const Bytes& expected);
+
+}  // namespace xlb::test

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// Owners of the loaded BPF objects (libbpf skeletons) with typed views of
+// every map. Tests, benchmarks and the agent use these and nothing lower.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "xlb/abi.h"
+#include "xlb/bpf/error.h"
+#include "xlb/bpf/maps.h"
+
+struct xlb_lb;
+struct xlb_decap;
+
+namespace xlb::bpf {
+
+struct LbMapSizes {
+    std::uint32_t max_vips = XLB_MAX_VIPS_DEFAULT;
+    std::uint32_t max_backends = XLB_MAX_BACKENDS_DEFAULT;
+    std::uint32_t conntrack_entries = XLB_CONNTRACK_DEFAULT;
+};
+
+class LbProgram {
+public:
+    // Opens the embedded object, sizes the maps and loads it into the kernel.
+    static Result<LbProgram> load(const LbMapSizes& sizes = {});
+
+    LbProgram(LbProgram&&) noexcept;
+    LbProgram& operator=(LbProgram&&) noexcept;
+    ~LbProgram();
+
+    int prog_fd() const;
+    const LbMapSizes& sizes() const { return sizes_; }
+
+    ArrayMap<xlb_config> config() const;
+    HashMap<xlb_vip_key, xlb_vip_value> vips() const;
+    MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
+    ArrayMap<xlb_backend> backends() const;
+    HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
+    PerCpuArrayMap<std::uint64_t> outcomes() const;
+    PerCpuArrayMap<xlb_vip_stats> vip_stats() const;
+    PerCpuArrayMap<xlb_backend_stats> backend_stats() const;
+
+private:
+    struct SkeletonDeleter {
+        void operator()(xlb_lb* skel) const;
+    };
+    LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes);
+
+    std::unique_ptr<xlb_lb, SkeletonDeleter> skel_;
+    LbMapSizes sizes_;
+};
+
+class DecapProgram {
+public:
+    static Result<DecapProgram> load();
+
+    DecapProgram(DecapProgram&&) noexcept;
+    DecapProgram& operator=(DecapProgram&&) noexcept;
+    ~DecapProgram();
+
+    int prog_fd() const;
+    HashMap<xlb_decap_addr, std::uint8_t> local_addresses() const;
+    PerCpuArrayMap<std::uint64_t> outcomes() const;
+
+private:
+    struct SkeletonDeleter {
+        void operator()(xlb_decap* skel) const;
+    };
+    explicit DecapProgram(std::unique_ptr<xlb_decap, SkeletonDeleter> skel);
+
+    std::unique_ptr<xlb_decap, SkeletonDeleter> skel_;
+};
+
+// Sums a per-CPU counter vector.
+template <typename V, typename F>
+auto sum_per_cpu(const std::vector<V>& per_cpu, F field) {
+    decltype(field(per_cpu.front())) total{};
+    for (const V& v : per_cpu) total += field(v);
+    return total;
+}
+
+}  // namespace xlb::bpf

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// Publishing a VIP's Maglev ring. A new ring is written, complete, into a
+// fresh inner map before one update of the outer ARRAY_OF_MAPS makes it live,
+// so a packet sees the whole old ring or the whole new one, never a mix and
+// never an empty one. Layout: slot 0 holds the ring size M, slots 1..M the
+// backend ids (see include/xlb/abi.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "xlb/bpf/error.h"
+#include "xlb/bpf/fd.h"
+
+namespace xlb::bpf {
+
+// A filled inner map that is not yet referenced by the outer map.
+struct PreparedRing {
+    std::uint32_t vip_id = 0;
+    UniqueFd map;
+};
+
+// Creates an inner map of backend_ids.size() + 1 slots and fills it through a
+// shared mapping. An empty span gives the explicit empty ring (M = 0).
+Result<PreparedRing> prepare_ring(std::uint32_t vip_id, std::span<const std::uint32_t> backend_ids);
+
+// Makes prepared rings live: one outer-map update (batched when several VIPs
+// change together, so they share one RCU grace period).
+Result<void> publish_rings(int outer_map_fd, std::span<PreparedRing> rings);
+
+// prepare + publish for one VIP.
+Result<void> publish_ring(int outer_map_fd, std::uint32_t vip_id,
+                          std::span<const std::uint32_t> backend_ids);
+
+// Removes a VIP's ring: its packets then count as "no table".
+Result<void> unpublish_ring(int outer_map_fd, std::uint32_t vip_id);
+
+// Reads a live ring back (slots 1..M), e.g. to verify or to show it.
+Result<std::vector<std::uint32_t>> read_ring(int outer_map_fd, std::uint32_t vip_id);
+
+}  // namespace xlb::bpf

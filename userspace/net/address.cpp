@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/net/address.h"
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+namespace xlb::net {
+
+std::expected<IpAddress, std::string> IpAddress::parse(std::string_view text) {
+    std::string s(text);
+    IpAddress out;
+    if (s.find(':') == std::string::npos) {
+        out.family = 4;
+        if (inet_pton(AF_INET, s.c_str(), out.bytes.data()) == 1) return out;
+        return std::unexpected("'" + s + "' is not an IPv4 address (expected e.g. 10.0.0.1)");
+    }
+    out.family = 6;
+    if (inet_pton(AF_INET6, s.c_str(), out.bytes.data()) == 1) return out;
+    return std::unexpected("'" + s + "' is not an IPv6 address (expected e.g. 2001:db8::1)");
+}
+
+IpAddress IpAddress::v4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
+    IpAddress out;
+    out.family = 4;
+    out.bytes[0] = a;
+    out.bytes[1] = b;
+    out.bytes[2] = c;
+    out.bytes[3] = d;
+    return out;
+}
+
+IpAddress IpAddress::from_words(const __be32 words[4], std::uint8_t family) {
+    IpAddress out;
+    out.family = family;
+    std::memcpy(out.bytes.data(), words, family == 4 ? 4 : 16);
+    return out;
+}
+
+std::string IpAddress::to_string() const {
+    char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(is_v4() ? AF_INET : AF_INET6, bytes.data(), buf, sizeof(buf));
+    return buf;
+}
+
+void IpAddress::to_words(__be32 words[4]) const {
+    std::memset(words, 0, 16);
+    std::memcpy(words, bytes.data(), is_v4() ? 4 : 16);
+}
+
+std::expected<Endpoint, std::string> Endpoint::parse(std::string_view text) {
+    std::string_view host, port;
+    if (!text.empty() && text.front() == '[') {
+        auto close = text.find(']');
+        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+            return std::unexpected("'" + std::string(text) +
+                                   "' is not an endpoint (expected e.g. [2001:db8::1]:80)");
+        host = text.substr(1, close - 1);
+        port = text.substr(close + 2);
+    } else {
+        auto colon = text.rfind(':');
+        if (colon == std::string_view::npos || text.find(':') != colon)
+            return std::unexpected("'" + std::string(text) +
+                                   "' is not an endpoint (expected e.g. 10.0.0.1:80 or "
+                                   "[2001:db8::1]:80)");
+        host = text.substr(0, colon);
+        port = text.substr(colon + 1);
+    }
+    auto address = IpAddress::parse(host);
+    if (!address) return std::unexpected(address.error());
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value > 65535)
+        return std::unexpected("'" + std::string(port) + "' is not a port (expected 0-65535)");
+    return Endpoint{*address, static_cast<std::uint16_t>(value)};
+}
+
+std::string Endpoint::to_string() const {
+    if (address.is_v4()) return address.to_string() + ":" + std::to_string(port);
+    return "[" + address.to_string() + "]:" + std::to_string(port);
+}
+
+std::expected<MacAddress, std::string> parse_mac(std::string_view text) {
+    MacAddress mac{};
+    unsigned v[6];
+    char tail;
+    std::string s(text);
+    if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4],
+                    &v[5], &tail) != 6 ||
+        s.size() != 17)
+        return std::unexpected("'" + s + "' is not a MAC address (expected e.g. 02:00:00:00:00:01)");
+    for (int i = 0; i < 6; ++i) mac[i] = static_cast<std::uint8_t>(v[i]);
+    return mac;
+}
+
+std::string mac_to_string(const MacAddress& mac) {
+    char buf[18];
+    std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2],
+                  mac[3], mac[4], mac[5]);
+    return buf;
+}
+
+}  // namespace xlb::net

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// IP addresses, endpoints and MAC addresses as the operator writes them and as
+// the BPF maps store them (16-byte fields, IPv4 in the first word).
+#pragma once
+
+#include <linux/types.h>
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+
+namespace xlb::net {
+
+struct IpAddress {
+    std::uint8_t family = 4;              // 4 or 6 (XLB_FAMILY_V4 / XLB_FAMILY_V6)
+    std::array<std::uint8_t, 16> bytes{}; // network order; IPv4 uses the first 4
+
+    // "10.0.0.1" or "2001:db8::1"; the error says what was wrong.
+    static std::expected<IpAddress, std::string> parse(std::string_view text);
+    static IpAddress v4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d);
+    // From a map's 16-byte field.
+    static IpAddress from_words(const __be32 words[4], std::uint8_t family);
+
+    bool is_v4() const { return family == 4; }
+    std::string to_string() const;
+    // Into a map's 16-byte field (zero-filled for IPv4).
+    void to_words(__be32 words[4]) const;
+
+    auto operator<=>(const IpAddress&) const = default;
+};
+
+struct Endpoint {
+    IpAddress address;
+    std::uint16_t port = 0;
+
+    // "10.0.0.1:80" or "[2001:db8::1]:80".
+    static std::expected<Endpoint, std::string> parse(std::string_view text);
+    std::string to_string() const;
+
+    auto operator<=>(const Endpoint&) const = default;
+};
+
+using MacAddress = std::array<std::uint8_t, 6>;
+// "02:00:00:00:00:01"
+std::expected<MacAddress, std::string> parse_mac(std::string_view text);
+std::string mac_to_string(const MacAddress& mac);
+
+}  // namespace xlb::net
