@@ -16,6 +16,7 @@
 #include "xlb/flow_hash.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
+#include "lib/icmp.h"
 #include "lib/parse.h"
 #include "lib/stats.h"
 
@@ -164,20 +165,18 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	return 0;
 }
 
+static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be)
+{
+	return be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+}
+
 static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 				     const struct xlb_backend *be, const struct xlb_config *cfg,
 				     __u32 hash)
 {
-	__u32 overhead;
-
-	if (be->family == XLB_FAMILY_V4) {
-		if (pkt->key.family != XLB_FAMILY_V4)
-			return -XLB_OUT_DROP_FAMILY;
-		overhead = sizeof(struct iphdr);
-	} else {
-		overhead = sizeof(struct ipv6hdr);
-	}
-	if (pkt->ip_len + overhead > cfg->mtu)
+	if (be->family == XLB_FAMILY_V4 && pkt->key.family != XLB_FAMILY_V4)
+		return -XLB_OUT_DROP_FAMILY;
+	if (pkt->ip_len + xlb_encap_overhead(be) > cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
 	if (be->family == XLB_FAMILY_V4)
 		return xlb_encap_v4(ctx, pkt, be, cfg, hash);
@@ -316,6 +315,20 @@ int xlb_lb(struct xdp_md *ctx)
 	}
 	if (err == 0)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash);
+	if (err == -XLB_OUT_DROP_TOO_BIG && (cfg->flags & XLB_CFG_F_ICMP_TOO_BIG) && !icmp_error) {
+		/* the largest packet that still fits once encapsulated */
+		__u32 room = cfg->mtu - xlb_encap_overhead(be);
+
+		if (pkt.key.family == XLB_FAMILY_V4)
+			err = xlb_icmp_too_big_v4(ctx, room);
+		else
+			err = xlb_icmp_too_big_v6(ctx, room);
+		if (vstats)
+			vstats->drops += 1;
+		if (err == 0)
+			return xlb_outcome(XLB_OUT_TX_ICMP_TOO_BIG, XDP_TX);
+		return xlb_outcome(-err, XDP_DROP);
+	}
 	if (err < 0) {
 		if (vstats)
 			vstats->drops += 1;

@@ -378,6 +378,43 @@ TEST_F(LbPacketTest, TooBigAfterEncapsulationIsDropped) {
     expect_outcome(make_frame(v6_flow(), opt6), XDP_DROP, XLB_OUT_DROP_TOO_BIG, std::nullopt);
 }
 
+TEST_F(LbPacketTest, TooBigIsAnsweredWithIcmpWhenConfigured) {
+    xlb_config cfg = default_config();
+    cfg.flags |= XLB_CFG_F_ICMP_TOO_BIG;
+    write_config(cfg);
+    v4_vip();
+    add_vip(kVipV6, kVipPort, kProtoTcp, kVipId + 1);
+    publish_maglev(kVipId + 1, {{20}, {21}});
+    FrameOptions reply_opt;  // what the reply's headers must hold
+    reply_opt.eth_src = kLbMac;
+    reply_opt.eth_dst = kClientSideMac;
+    reply_opt.ttl = 64;
+    reply_opt.ipv4_id = 0;
+    reply_opt.ipv4_frag = 0x4000;
+    reply_opt.ipv6_flow_label = 0;
+
+    FrameOptions big;
+    big.payload.assign(kLinkMtu - 40, 'x');
+    Bytes frame = make_frame(v4_flow(), big);
+    Bytes ip4 = ip_packet_of(frame);
+    Bytes expected4 = make_icmp_too_big_frame(kVipV4, Bytes(ip4.begin(), ip4.begin() + 28),
+                                              kLinkMtu - 20, reply_opt);
+    ASSERT_EQ(checksum_errors(expected4), "");
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX_ICMP_TOO_BIG, expected4);
+
+    Bytes frame6 = make_frame(v6_flow(), big);
+    Bytes ip6 = ip_packet_of(frame6);
+    Bytes expected6 = make_icmp_too_big_frame(kVipV6, Bytes(ip6.begin(), ip6.begin() + 48),
+                                              kLinkMtu - 40, reply_opt);
+    ASSERT_EQ(checksum_errors(expected6), "");
+    expect_outcome(frame6, XDP_TX, XLB_OUT_TX_ICMP_TOO_BIG, expected6);
+
+    // IPv4 without DF did not ask for path-MTU discovery: dropped, not answered
+    big.ipv4_frag = 0;
+    expect_outcome(make_frame(v4_flow(), big), XDP_DROP, XLB_OUT_DROP_TOO_BIG, std::nullopt);
+    EXPECT_EQ(vip_stats(kVipId).drops, 2u);
+}
+
 TEST_F(LbPacketTest, EstablishedFlowStaysOnItsBackendAcrossATableSwap) {
     auto ring = v4_vip();
     Flow flow = v4_flow(45000);
