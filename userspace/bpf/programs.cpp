@@ -3,6 +3,9 @@
 
 #include <bpf/libbpf.h>
 
+#include <optional>
+
+#include "pin_session.h"
 #include "xlb_decap.skel.h"
 #include "xlb_lb.skel.h"
 
@@ -13,6 +16,32 @@ std::string load_hint(int code) {
     if (code == EPERM)
         return "loading BPF needs root or CAP_BPF + CAP_NET_ADMIN (and CAP_PERFMON)";
     return {};
+}
+
+// Before load: with a pin directory, lock it and reuse the compatible pins.
+Result<std::optional<detail::PinSession>> prepare_pins(const LoadOptions& options,
+                                                       bpf_object* obj) {
+    if (options.pin_dir.empty()) return std::optional<detail::PinSession>{};
+    auto session = detail::PinSession::open(options.pin_dir);
+    if (!session) return std::unexpected(session.error());
+    if (auto ok = session->prepare(obj); !ok) return std::unexpected(ok.error());
+    return std::optional<detail::PinSession>{std::move(*session)};
+}
+
+// After load: pin what was not reused.
+Result<PinReport> commit_pins(std::optional<detail::PinSession>& session) {
+    if (!session) return PinReport{};
+    return session->commit();
+}
+
+std::string load_failure_hint(int code, const std::optional<detail::PinSession>& session) {
+    std::string hint = load_hint(code);
+    if (session && session->reused() > 0) {
+        if (!hint.empty()) hint += "; ";
+        hint += "maps pinned in " + session->dir() +
+                " were reused: if an incompatible xlb left them, remove them";
+    }
+    return hint;
 }
 
 Result<void> resize(bpf_map* map, std::uint32_t entries) {
@@ -26,13 +55,14 @@ Result<void> resize(bpf_map* map, std::uint32_t entries) {
 
 void LbProgram::SkeletonDeleter::operator()(xlb_lb* skel) const { xlb_lb__destroy(skel); }
 
-LbProgram::LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes)
-    : skel_(std::move(skel)), sizes_(sizes) {}
+LbProgram::LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes,
+                     PinReport pins)
+    : skel_(std::move(skel)), sizes_(sizes), pins_(std::move(pins)) {}
 LbProgram::LbProgram(LbProgram&&) noexcept = default;
 LbProgram& LbProgram::operator=(LbProgram&&) noexcept = default;
 LbProgram::~LbProgram() = default;
 
-Result<LbProgram> LbProgram::load(const LbMapSizes& sizes) {
+Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& options) {
     if (sizes.max_vips == 0 || sizes.max_backends == 0 || sizes.conntrack_entries == 0)
         return fail(EINVAL, "size the balancer's maps", "every map needs at least one entry");
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
@@ -46,9 +76,19 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes) {
           std::pair{maps.xlb_conntrack, sizes.conntrack_entries}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
     }
+    auto session = prepare_pins(options, skel->obj);
+    if (!session) return std::unexpected(session.error());
     if (int rc = xlb_lb__load(skel.get()); rc != 0)
-        return fail(rc, "load the xlb_lb BPF program", load_hint(-rc));
-    return LbProgram(std::move(skel), sizes);
+        return fail(rc, "load the xlb_lb BPF program", load_failure_hint(-rc, *session));
+    auto pins = commit_pins(*session);
+    if (!pins) return std::unexpected(pins.error());
+    return LbProgram(std::move(skel), sizes, std::move(*pins));
+}
+
+Result<void> LbProgram::unpin(const std::string& dir) {
+    std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
+    if (!skel) return fail(errno, "open the xlb_lb BPF object");
+    return detail::unpin_object_maps(skel->obj, dir);
 }
 
 int LbProgram::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_lb); }
@@ -80,18 +120,28 @@ void DecapProgram::SkeletonDeleter::operator()(xlb_decap* skel) const {
     xlb_decap__destroy(skel);
 }
 
-DecapProgram::DecapProgram(std::unique_ptr<xlb_decap, SkeletonDeleter> skel)
-    : skel_(std::move(skel)) {}
+DecapProgram::DecapProgram(std::unique_ptr<xlb_decap, SkeletonDeleter> skel, PinReport pins)
+    : skel_(std::move(skel)), pins_(std::move(pins)) {}
 DecapProgram::DecapProgram(DecapProgram&&) noexcept = default;
 DecapProgram& DecapProgram::operator=(DecapProgram&&) noexcept = default;
 DecapProgram::~DecapProgram() = default;
 
-Result<DecapProgram> DecapProgram::load() {
+Result<DecapProgram> DecapProgram::load(const LoadOptions& options) {
     std::unique_ptr<xlb_decap, SkeletonDeleter> skel(xlb_decap__open());
     if (!skel) return fail(errno, "open the xlb_decap BPF object");
+    auto session = prepare_pins(options, skel->obj);
+    if (!session) return std::unexpected(session.error());
     if (int rc = xlb_decap__load(skel.get()); rc != 0)
-        return fail(rc, "load the xlb_decap BPF program", load_hint(-rc));
-    return DecapProgram(std::move(skel));
+        return fail(rc, "load the xlb_decap BPF program", load_failure_hint(-rc, *session));
+    auto pins = commit_pins(*session);
+    if (!pins) return std::unexpected(pins.error());
+    return DecapProgram(std::move(skel), std::move(*pins));
+}
+
+Result<void> DecapProgram::unpin(const std::string& dir) {
+    std::unique_ptr<xlb_decap, SkeletonDeleter> skel(xlb_decap__open());
+    if (!skel) return fail(errno, "open the xlb_decap BPF object");
+    return detail::unpin_object_maps(skel->obj, dir);
 }
 
 int DecapProgram::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_decap); }

@@ -4,11 +4,10 @@
 // Both are part of the contract between LB hosts (see maglev.h): any change
 // here reshuffles every table in a deployment.
 
-#include "hash_internal.h"
-
 #include <bit>
 #include <cstring>
 
+#include "hash_internal.h"
 #include "xlb/maglev/maglev.h"
 
 namespace xlb::maglev {
@@ -129,8 +128,9 @@ void WordDigest::add(std::uint64_t word) noexcept {
 
 void WordDigest::add_u32_array(std::span<const std::uint32_t> values) noexcept {
     std::size_t i = 0;
-    // Whole blocks straight from the array when nothing is pending (the
-    // common case: the table is added right after a 4-word-aligned header).
+    // Whole blocks straight from the array when nothing is pending: always
+    // for the table, which goes to a fresh digest in chunks of a multiple of
+    // eight values.
     if (pending_count_ == 0) {
         for (; i + 8 <= values.size(); i += 8) {
             add_block(values[i] | std::uint64_t{values[i + 1]} << 32,
@@ -150,8 +150,8 @@ void WordDigest::add_u32_array(std::span<const std::uint32_t> values) noexcept {
 }
 
 std::uint64_t WordDigest::finish() const noexcept {
-    std::uint64_t h = std::rotl(lanes_[0], 1) + std::rotl(lanes_[1], 7) +
-                      std::rotl(lanes_[2], 12) + std::rotl(lanes_[3], 18);
+    std::uint64_t h = std::rotl(lanes_[0], 1) + std::rotl(lanes_[1], 7) + std::rotl(lanes_[2], 12) +
+                      std::rotl(lanes_[3], 18);
     for (const std::uint64_t lane : lanes_) {
         h = (h ^ lane_round(0, lane)) * kLaneMul1 + kLaneAdd;
     }
@@ -175,9 +175,13 @@ namespace detail {
 Permutation permutation_from_hash(std::uint64_t key_hash, std::uint32_t ring_size) noexcept {
     // Two salted finalisations of one hash: offset and skip must not be
     // correlated, or backends with nearby offsets would walk in lockstep.
-    const std::uint64_t offset = fmix64(key_hash ^ kOffsetSalt) % ring_size;
-    const std::uint64_t skip = fmix64(key_hash ^ kSkipSalt) % (ring_size - 1) + 1;
-    return {static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(skip)};
+    // Each takes the top 32 bits of its finalisation into its range by
+    // multiply-shift (x * range / 2^32): no division, and a bias of at most
+    // range / 2^32, below 0.12% even for the largest ring.
+    const std::uint64_t offset_bits = fmix64(key_hash ^ kOffsetSalt) >> 32;
+    const std::uint64_t skip_bits = fmix64(key_hash ^ kSkipSalt) >> 32;
+    return {static_cast<std::uint32_t>((offset_bits * ring_size) >> 32),
+            static_cast<std::uint32_t>((skip_bits * (ring_size - 1)) >> 32) + 1};
 }
 
 }  // namespace detail

@@ -30,8 +30,7 @@ public:
     [[nodiscard]] std::uint64_t finish() const noexcept;
 
 private:
-    void add_block(std::uint64_t w0, std::uint64_t w1, std::uint64_t w2,
-                   std::uint64_t w3) noexcept;
+    void add_block(std::uint64_t w0, std::uint64_t w1, std::uint64_t w2, std::uint64_t w3) noexcept;
 
     std::uint64_t lanes_[4];
     std::uint64_t pending_[4] = {};

@@ -11,9 +11,7 @@
 namespace xlb::maglev {
 namespace {
 
-void append_decimal(std::string& out, unsigned value) {
-    out += std::to_string(value);
-}
+void append_decimal(std::string& out, unsigned value) { out += std::to_string(value); }
 
 void append_hex_field(std::string& out, unsigned value) {
     // Lowercase, no leading zeros (RFC 5952 section 4.1 and 4.3).

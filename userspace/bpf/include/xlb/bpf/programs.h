@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "xlb/abi.h"
 #include "xlb/bpf/error.h"
 #include "xlb/bpf/maps.h"
+#include "xlb/bpf/pin.h"
 
 struct xlb_lb;
 struct xlb_decap;
@@ -24,7 +26,14 @@ struct LbMapSizes {
 class LbProgram {
 public:
     // Opens the embedded object, sizes the maps and loads it into the kernel.
-    static Result<LbProgram> load(const LbMapSizes& sizes = {});
+    // With options.pin_dir, compatible maps pinned there are reused and every
+    // map is pinned there after load (see xlb/bpf/pin.h); pins() tells which.
+    static Result<LbProgram> load(const LbMapSizes& sizes = {}, const LoadOptions& options = {});
+
+    // Removes the balancer's map pins from dir, and dir when it is then empty
+    // (e.g. --detach-on-exit). A missing dir or pin is not an error. The maps
+    // themselves live on while a program or descriptor still uses them.
+    static Result<void> unpin(const std::string& dir);
 
     LbProgram(LbProgram&&) noexcept;
     LbProgram& operator=(LbProgram&&) noexcept;
@@ -32,6 +41,7 @@ public:
 
     int prog_fd() const;
     const LbMapSizes& sizes() const { return sizes_; }
+    const PinReport& pins() const { return pins_; }
 
     ArrayMap<xlb_config> config() const;
     HashMap<xlb_vip_key, xlb_vip_value> vips() const;
@@ -46,21 +56,25 @@ private:
     struct SkeletonDeleter {
         void operator()(xlb_lb* skel) const;
     };
-    LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes);
+    LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes, PinReport pins);
 
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel_;
     LbMapSizes sizes_;
+    PinReport pins_;
 };
 
 class DecapProgram {
 public:
-    static Result<DecapProgram> load();
+    // Same pinning behaviour as LbProgram::load.
+    static Result<DecapProgram> load(const LoadOptions& options = {});
+    static Result<void> unpin(const std::string& dir);
 
     DecapProgram(DecapProgram&&) noexcept;
     DecapProgram& operator=(DecapProgram&&) noexcept;
     ~DecapProgram();
 
     int prog_fd() const;
+    const PinReport& pins() const { return pins_; }
     HashMap<xlb_decap_addr, std::uint8_t> local_addresses() const;
     PerCpuArrayMap<std::uint64_t> outcomes() const;
 
@@ -68,9 +82,10 @@ private:
     struct SkeletonDeleter {
         void operator()(xlb_decap* skel) const;
     };
-    explicit DecapProgram(std::unique_ptr<xlb_decap, SkeletonDeleter> skel);
+    DecapProgram(std::unique_ptr<xlb_decap, SkeletonDeleter> skel, PinReport pins);
 
     std::unique_ptr<xlb_decap, SkeletonDeleter> skel_;
+    PinReport pins_;
 };
 
 // Sums a per-CPU counter vector.

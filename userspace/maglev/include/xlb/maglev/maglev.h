@@ -14,11 +14,12 @@
 //  2. Each backend's permutation of the M slots is
 //         slot(k) = (offset + k * skip) mod M,  k = 0, 1, ..., M-1
 //     where, with h = SipHash-2-4 of the key under the 128-bit key
-//     (k0 = seed, k1 = kKeyHashK1),
-//         offset = fmix64(h ^ kOffsetSalt) mod M
-//         skip   = fmix64(h ^ kSkipSalt) mod (M - 1) + 1
-//     and fmix64 is MurmurHash3's 64-bit finaliser. M is prime, so every skip
-//     in [1, M-1] visits every slot exactly once.
+//     (k0 = seed, k1 = kKeyHashK1), fmix64 MurmurHash3's 64-bit finaliser
+//     and hi32(x) = x >> 32,
+//         offset = (hi32(fmix64(h ^ kOffsetSalt)) * M) >> 32        in [0, M-1]
+//         skip   = ((hi32(fmix64(h ^ kSkipSalt)) * (M - 1)) >> 32) + 1  in [1, M-1]
+//     (multiply-shift range reduction, in 64-bit arithmetic). M is prime, so
+//     every skip visits every slot exactly once.
 //  3. Turns are taken in passes. In every pass, each backend in order 0..n-1
 //     adds its weight to its credit (starting at 0); when the credit reaches
 //     the largest weight W, it subtracts W and takes a turn. (So backend b's
@@ -26,10 +27,13 @@
 //     weight takes a turn in every pass.) A turn claims the first slot of the
 //     backend's permutation, from where its previous turn stopped, that no
 //     backend has claimed yet. Building stops the moment every slot is taken.
-//  4. checksum = a 64-bit digest (see table_checksum() in maglev.cpp) of M, the
-//     hashes h of the sorted backends, and the table written in sorted-order
-//     numbers. It depends only on the set of (key, weight) and the seed, never
-//     on input order, host or byte order.
+//     All integer arithmetic: the same input gives the same table on every
+//     platform.
+//  4. checksum: a 64-bit digest (WordDigest in hash.cpp, seeded with the
+//     ASCII "xlb-csum") of the words M, n, h_0 .. h_{n-1}, which then seeds a
+//     second digest of the table written in the sorted numbers of step 1, two
+//     slots per word. It depends only on the set of (key, weight), M and the
+//     seed: never on input order, the caller's ids, host or byte order.
 //
 // The seed, kKeyHashK1, the two salts, the hash functions and the order of
 // turns are part of the contract between LB hosts behind the same ECMP group:

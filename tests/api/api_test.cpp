@@ -1,0 +1,1019 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent's API over its Unix socket, the state file and the metrics, with
+// a real Reconciler and ControlLoop over a fake data plane (no kernel): every
+// endpoint's happy path, every error path (the right status, an "error"
+// message, and nothing changed: epochs, desired state and state file), the
+// state file's round trip and restart rule, /metrics, /livez and /readyz.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "xlb/api/data_plane_view.h"
+#include "xlb/api/lookup.h"
+#include "xlb/api/metrics.h"
+#include "xlb/api/server.h"
+#include "xlb/api/state_store.h"
+#include "xlb/config/json.h"
+#include "xlb/control/loop.h"
+#include "xlb/control/reconciler.h"
+#include "xlb/flow_hash.h"
+
+namespace xlb::api {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr const char* kWeb = "198.51.100.10:80/tcp";
+constexpr std::uint32_t kSeed = 0x5eed1234;
+
+net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
+
+// The kernel side, faked: keeps the rings the reconciler publishes (so lookup
+// reads what was published) and serves counters the test sets.
+class FakeDataPlane : public control::DataPlane, public DataPlaneView {
+public:
+    // DataPlane (control thread)
+    bpf::Result<void> write_config(const xlb_config&) override { return {}; }
+    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
+    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& updates) override {
+        if (fail_publish) return bpf::fail(EIO, "publish rings (injected)");
+        std::lock_guard lock(mu);
+        for (const control::RingUpdate& r : updates) rings[r.vip_id] = r.backend_ids;
+        auto now = control::Clock::now();
+        return control::PublishTiming{now, now + 1ms};
+    }
+    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+        std::lock_guard lock(mu);
+        rings.erase(vip_id);
+        return {};
+    }
+
+    // DataPlaneView (API threads)
+    bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override {
+        std::lock_guard lock(mu);
+        auto it = rings.find(vip_id);
+        if (it == rings.end()) return bpf::fail(ENOENT, "find ring of VIP id " + std::to_string(vip_id));
+        return it->second;
+    }
+    bpf::Result<OutcomeCounts> outcomes() const override {
+        std::lock_guard lock(mu);
+        return outcome_counts;
+    }
+    bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override {
+        std::lock_guard lock(mu);
+        auto it = vip_counters.find(vip_id);
+        return it == vip_counters.end() ? xlb_vip_stats{} : it->second;
+    }
+    bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t id) const override {
+        std::lock_guard lock(mu);
+        auto it = backend_counters.find(id);
+        return it == backend_counters.end() ? xlb_backend_stats{} : it->second;
+    }
+
+    std::atomic<bool> fail_publish{false};
+    mutable std::mutex mu;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+    OutcomeCounts outcome_counts{};
+    std::map<std::uint32_t, xlb_vip_stats> vip_counters;
+    std::map<std::uint32_t, xlb_backend_stats> backend_counters;
+};
+
+config::VipSpec web_vip() {
+    config::VipSpec v;
+    v.address = ip("198.51.100.10");
+    v.port = 80;
+    v.name = "web";
+    v.ring_size = 251;
+    for (int i = 0; i < 3; ++i) {
+        config::BackendSpec b;
+        b.address = net::IpAddress::v4(203, 0, 113, static_cast<std::uint8_t>(11 + i));
+        v.backends.push_back(b);
+    }
+    return v;
+}
+
+std::string url_encode(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~') {
+            out += static_cast<char>(c);
+        } else {
+            char buf[4];
+            std::snprintf(buf, sizeof(buf), "%%%02X", c);
+            out += buf;
+        }
+    }
+    return out;
+}
+
+struct Reply {
+    int status = 0;
+    json body;
+    std::string text;
+};
+
+Reply to_reply(const httplib::Result& r) {
+    Reply out;
+    if (!r) {
+        out.status = -1;
+        out.text = httplib::to_string(r.error());
+        return out;
+    }
+    out.status = r->status;
+    out.text = r->body;
+    out.body = json::parse(r->body, nullptr, false);
+    return out;
+}
+
+std::string hex16(std::uint64_t v) {
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return buf.str();
+}
+
+class ApiTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/xlb-api-test-XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir = tmpl;
+        settings.interface = "eth0";
+        settings.next_hop.mac = net::MacAddress{2, 0, 0, 0, 0, 1};
+        settings.encap_source.ipv4 = ip("192.0.2.1");
+        settings.encap_source.ipv6 = ip("2001:db8:ffff::1");
+        settings.hash_seed = kSeed;
+        settings.state_file = dir + "/lib/state.json";
+        settings.api_socket = dir + "/run/xlbd.sock";
+        initial = {web_vip()};
+
+        // What the agent does at start: apply, publish, persist, then serve.
+        store = std::make_unique<StateStore>(settings.state_file, config_digest(initial));
+        rec = std::make_unique<control::Reconciler>(dp, control::Reconciler::Options{16, 64});
+        rec->set_vips(initial);
+        auto published = rec->reconcile(control::Clock::now());
+        ASSERT_TRUE(published) << published.error().message();
+        ASSERT_TRUE(store->save_current(*rec));
+        loop = std::make_unique<control::ControlLoop>(*rec, control::ControlLoop::Options{50ms});
+        loop->on_publish([this](const control::PublishRecord& r) { publishes.record(r); });
+        loop->start();
+        server = std::make_unique<ApiServer>(services(), ApiServer::Options{settings.api_socket});
+        auto started = server->start();
+        ASSERT_TRUE(started) << started.error();
+        client = std::make_unique<httplib::Client>(settings.api_socket);
+        client->set_address_family(AF_UNIX);
+    }
+
+    void TearDown() override {
+        if (server) server->stop();
+        if (loop) loop->stop();
+        fs::remove_all(dir);
+    }
+
+    Services services() {
+        return Services{*loop,
+                        *store,
+                        dp,
+                        publishes,
+                        settings,
+                        AgentInfo{"0.1.0-test", "eth0", "generic", std::chrono::steady_clock::now() - 5s},
+                        [this]() -> std::optional<std::string> {
+                            if (attached) return std::nullopt;
+                            return "XDP program not attached";
+                        }};
+    }
+
+    Reply get(const std::string& path) { return to_reply(client->Get(path.c_str())); }
+    Reply post(const std::string& path, const std::string& body) {
+        return to_reply(client->Post(path.c_str(), body, "application/json"));
+    }
+    Reply patch(const std::string& path, const std::string& body) {
+        return to_reply(client->Patch(path.c_str(), body, "application/json"));
+    }
+    Reply del(const std::string& path) { return to_reply(client->Delete(path.c_str())); }
+
+    static std::string vq(const std::string& key) { return "vip=" + url_encode(key); }
+
+    // Everything a rejected request must leave alone.
+    struct World {
+        std::string vips;        // GET /v1/vips: specs and epochs
+        std::string state_file;  // bytes on disk
+        bool operator==(const World&) const = default;
+    };
+    World world() {
+        Reply r = get("/v1/vips");
+        EXPECT_EQ(r.status, 200) << r.text;
+        return {r.body.dump(), read_file(settings.state_file)};
+    }
+
+    void expect_error(const Reply& r, int status, const std::string& needle) {
+        EXPECT_EQ(r.status, status) << r.text;
+        ASSERT_TRUE(r.body.is_object()) << r.text;
+        ASSERT_TRUE(r.body.contains("error")) << r.text;
+        EXPECT_NE(r.body["error"].get<std::string>().find(needle), std::string::npos)
+            << "error \"" << r.body["error"].get<std::string>() << "\" should mention \"" << needle << "\"";
+    }
+
+    // A rejected request: the status, an error naming the problem, no change.
+    void expect_rejected(const std::function<Reply()>& request, int status, const std::string& needle) {
+        World before = world();
+        expect_error(request(), status, needle);
+        EXPECT_EQ(world(), before) << "a rejected request changed something";
+    }
+
+    json vip(const std::string& key) {
+        Reply r = get("/v1/vip?" + vq(key));
+        EXPECT_EQ(r.status, 200) << r.text;
+        return r.body;
+    }
+
+    std::string dir;
+    config::Settings settings;
+    std::vector<config::VipSpec> initial;
+    FakeDataPlane dp;
+    PublishMetrics publishes;
+    std::atomic<bool> attached{true};
+    std::unique_ptr<StateStore> store;
+    std::unique_ptr<control::Reconciler> rec;
+    std::unique_ptr<control::ControlLoop> loop;
+    std::unique_ptr<ApiServer> server;
+    std::unique_ptr<httplib::Client> client;
+};
+
+// ---- reading ---------------------------------------------------------------
+
+TEST_F(ApiTest, StatusShowsAgentAndVips) {
+    Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["version"], "0.1.0-test");
+    EXPECT_EQ(r.body["interface"], "eth0");
+    EXPECT_EQ(r.body["xdp_mode"], "generic");
+    EXPECT_GE(r.body["uptime_s"].get<int>(), 5);
+    EXPECT_EQ(r.body["ready"], true);
+    ASSERT_EQ(r.body["vips"].size(), 1u);
+    const json& v = r.body["vips"][0];
+    EXPECT_EQ(v["vip"], kWeb);
+    EXPECT_EQ(v["name"], "web");
+    EXPECT_TRUE(v["vip_id"].is_number());
+    EXPECT_EQ(v["epoch"], 1);
+    EXPECT_TRUE(std::regex_match(v["checksum"].get<std::string>(), std::regex("[0-9a-f]{16}")));
+    EXPECT_EQ(v["panic"], false);
+    EXPECT_EQ(v["panic_reason"], "none");
+    EXPECT_DOUBLE_EQ(v["healthy_share"].get<double>(), 1.0);
+    EXPECT_EQ(v["published"], true);
+    EXPECT_EQ(v["backends_total"], 3);
+    EXPECT_EQ(v["backends_healthy"], 3);
+    EXPECT_EQ(v["last_error"], "");
+
+    attached = false;
+    EXPECT_EQ(get("/v1/status").body["ready"], false);
+}
+
+TEST_F(ApiTest, ListAndGetVips) {
+    Reply list = get("/v1/vips");
+    ASSERT_EQ(list.status, 200) << list.text;
+    ASSERT_EQ(list.body["vips"].size(), 1u);
+    EXPECT_EQ(list.body["vips"][0]["vip"], kWeb);
+    EXPECT_EQ(list.body["vips"][0]["spec"]["ring_size"], 251);
+    EXPECT_EQ(list.body["vips"][0]["spec"]["backends"].size(), 3u);
+
+    // the key's protocol defaults to tcp and is normalised
+    json one = vip("198.51.100.10:80");
+    EXPECT_EQ(one["vip"], kWeb);
+    EXPECT_EQ(one["backends"].size(), 3u);
+    EXPECT_EQ(one["spec"], json(web_vip()));
+
+    expect_error(get("/v1/vip?" + vq("198.51.100.99:80/tcp")), 404, "no VIP 198.51.100.99:80/tcp");
+    expect_error(get("/v1/vip"), 400, "missing query parameter vip");
+    expect_error(get("/v1/vip?vip=nonsense"), 400, "vip:");
+}
+
+TEST_F(ApiTest, BackendsShowStateWeightsSlotsAndCounters) {
+    json before = vip(kWeb);
+    const std::uint32_t first_id = before["backends"][0]["id"];
+    {
+        std::lock_guard lock(dp.mu);
+        dp.backend_counters[first_id] = {1234, 567890};
+    }
+    Reply r = get("/v1/backends?" + vq(kWeb));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["vip"], kWeb);
+    EXPECT_EQ(r.body["epoch"], 1);
+    ASSERT_EQ(r.body["backends"].size(), 3u);
+    std::uint64_t slots = 0;
+    double shares = 0;
+    for (const json& b : r.body["backends"]) {
+        for (const char* field : {"address", "state", "health", "last_failure", "weight", "effective_weight",
+                                  "weight_factor", "slots", "share_of_slots", "in_table", "id", "generation",
+                                  "packets", "bytes"})
+            EXPECT_TRUE(b.contains(field)) << field;
+        EXPECT_EQ(b["state"], "active");
+        EXPECT_EQ(b["health"], "healthy");
+        EXPECT_EQ(b["last_failure"], "");
+        EXPECT_EQ(b["weight"], 100);
+        EXPECT_EQ(b["effective_weight"], 100 * control::kWeightScale);
+        EXPECT_EQ(b["in_table"], true);
+        EXPECT_GE(b["generation"].get<int>(), 1);
+        slots += b["slots"].get<std::uint64_t>();
+        shares += b["share_of_slots"].get<double>();
+    }
+    EXPECT_EQ(slots, 251u);
+    EXPECT_NEAR(shares, 1.0, 1e-9);
+    EXPECT_EQ(r.body["backends"][0]["packets"], 1234);
+    EXPECT_EQ(r.body["backends"][0]["bytes"], 567890);
+    expect_error(get("/v1/backends?" + vq("198.51.100.99:80/tcp")), 404, "no VIP");
+}
+
+TEST_F(ApiTest, TableShowsSlotsAgainstTargetShare) {
+    Reply r = get("/v1/table?" + vq(kWeb));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["vip"], kWeb);
+    EXPECT_EQ(r.body["epoch"], 1);
+    EXPECT_EQ(r.body["ring_size"], 251);
+    EXPECT_EQ(r.body["checksum"], vip(kWeb)["checksum"]);
+    ASSERT_EQ(r.body["backends"].size(), 3u);
+    for (const json& b : r.body["backends"]) {
+        EXPECT_NEAR(b["target_share"].get<double>(), 1.0 / 3, 1e-9);
+        EXPECT_NEAR(b["share"].get<double>(), 1.0 / 3, 0.02);
+        EXPECT_NEAR(b["share"].get<double>(), b["slots"].get<double>() / 251, 1e-9);
+    }
+}
+
+// The backend a new flow gets, computed here from first principles (the
+// packet's flow key and the ABI's hash) against the published ring.
+TEST_F(ApiTest, LookupAgreesWithTheDataPlaneHash) {
+    json v = vip(kWeb);
+    std::map<std::uint32_t, std::string> address_of;
+    for (const json& b : v["backends"]) address_of[b["id"]] = b["address"];
+    std::vector<std::uint32_t> ring;
+    {
+        std::lock_guard lock(dp.mu);
+        ring = dp.rings.at(v["vip_id"].get<std::uint32_t>());
+    }
+    ASSERT_EQ(ring.size(), 251u);
+
+    std::set<std::string> seen;
+    for (std::uint16_t port = 40000; port < 40040; ++port) {
+        xlb_flow_key key{};
+        inet_pton(AF_INET, "192.0.2.7", &key.src[0]);
+        inet_pton(AF_INET, "198.51.100.10", &key.dst[0]);
+        key.sport = htons(port);
+        key.dport = htons(80);
+        key.proto = 6;
+        key.family = XLB_FAMILY_V4;
+        const std::uint32_t hash = xlb_flow_hash(&key, kSeed);
+        const std::uint32_t slot = hash % 251;
+
+        Reply r = get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:" + std::to_string(port) + "&proto=tcp");
+        ASSERT_EQ(r.status, 200) << r.text;
+        EXPECT_EQ(r.body["hash"], hash);
+        EXPECT_EQ(r.body["slot"], slot);
+        EXPECT_EQ(r.body["backend_id"], ring[slot]);
+        EXPECT_EQ(r.body["backend"], address_of[ring[slot]]);
+        EXPECT_EQ(r.body["outcome"], "tx");
+        seen.insert(r.body["backend"]);
+    }
+    EXPECT_EQ(seen.size(), 3u) << "40 flows should reach every backend";
+
+    expect_error(get("/v1/lookup?" + vq(kWeb)), 400, "src");
+    expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7"), 400, "src");
+    expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=" + url_encode("[2001:db8::7]:1000")), 400,
+                 "address family");
+    expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000&proto=udp"), 400, "proto");
+    expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000&proto=icmp"), 400, "proto");
+    expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000&dport=81"), 400, "dport");
+    expect_error(get("/v1/lookup?" + vq("198.51.100.99:80") + "&src=192.0.2.7:1000"), 404, "no VIP");
+}
+
+TEST_F(ApiTest, LookupSourceHashAndWildcardPort) {
+    json spec = web_vip();
+    spec["port"] = 0;
+    spec["hash"] = "source";
+    spec["name"] = "any";
+    ASSERT_EQ(post("/v1/vips", spec.dump()).status, 201);
+    const std::string key = "198.51.100.10:0/tcp";
+
+    expect_error(get("/v1/lookup?" + vq(key) + "&src=192.0.2.7:1000"), 400, "dport is required");
+    Reply a = get("/v1/lookup?" + vq(key) + "&src=192.0.2.7:1000&dport=443");
+    Reply b = get("/v1/lookup?" + vq(key) + "&src=192.0.2.7:2000&dport=8443");
+    ASSERT_EQ(a.status, 200) << a.text;
+    ASSERT_EQ(b.status, 200) << b.text;
+    xlb_flow_key k{};
+    inet_pton(AF_INET, "192.0.2.7", &k.src[0]);
+    k.family = XLB_FAMILY_V4;
+    EXPECT_EQ(a.body["hash"], xlb_flow_hash_src(&k, kSeed));
+    EXPECT_EQ(a.body["backend"], b.body["backend"]) << "source hashing: one client, one backend";
+}
+
+TEST_F(ApiTest, LookupWithoutLiveTable) {
+    std::uint32_t vip_id = vip(kWeb)["vip_id"];
+    {
+        std::lock_guard lock(dp.mu);
+        dp.rings[vip_id].clear();
+    }
+    Reply empty = get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000");
+    ASSERT_EQ(empty.status, 200) << empty.text;
+    EXPECT_EQ(empty.body["outcome"], "drop_no_backend");
+    EXPECT_TRUE(empty.body["backend"].is_null());
+    {
+        std::lock_guard lock(dp.mu);
+        dp.rings.erase(vip_id);
+    }
+    EXPECT_EQ(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000").body["outcome"], "drop_no_table");
+}
+
+TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
+    const std::uint32_t vip_id = vip(kWeb)["vip_id"];
+    {
+        std::lock_guard lock(dp.mu);
+        dp.outcome_counts[XLB_OUT_TX] = 1000;
+        dp.outcome_counts[XLB_OUT_DROP_NO_BACKEND] = 7;
+        dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
+    }
+    Reply r = get("/v1/stats");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["outcomes"].size(), static_cast<std::size_t>(XLB_OUT__MAX));
+    EXPECT_EQ(r.body["outcomes"]["tx"], 1000);
+    EXPECT_EQ(r.body["outcomes"]["drop_no_backend"], 7);
+    EXPECT_EQ(r.body["outcomes"]["pass_not_vip"], 0);
+    EXPECT_EQ(r.body["outcomes"]["drop_headroom"], 0);
+    ASSERT_EQ(r.body["vips"].size(), 1u);
+    EXPECT_EQ(r.body["vips"][0], (json{{"vip", kWeb}, {"name", "web"}, {"packets", 1010}, {"bytes", 90000},
+                                       {"new_flows", 40}, {"conntrack_hits", 960}, {"drops", 10}}));
+    EXPECT_EQ(get("/v1/stats?" + vq(kWeb)).body["vips"].size(), 1u);
+    expect_error(get("/v1/stats?" + vq("198.51.100.99:80")), 404, "no VIP");
+}
+
+// ---- changing ---------------------------------------------------------------
+
+TEST_F(ApiTest, AddAndDeleteVip) {
+    json spec = {{"address", "2001:db8::10"},
+                 {"port", 443},
+                 {"name", "web6"},
+                 {"ring_size", 251},
+                 {"backends", {{{"address", "2001:db8:1::11"}}, {{"address", "2001:db8:1::12"}, {"weight", 50}}}}};
+    Reply added = post("/v1/vips", spec.dump());
+    ASSERT_EQ(added.status, 201) << added.text;
+    const std::string key = "[2001:db8::10]:443/tcp";
+    EXPECT_EQ(added.body["vip"], key);
+    EXPECT_EQ(added.body["epoch"], 1);
+    EXPECT_EQ(added.body["published"], true);
+    EXPECT_EQ(added.body["backends"].size(), 2u);
+    EXPECT_EQ(added.body["backends"][1]["weight"], 50);
+    EXPECT_EQ(get("/v1/vips").body["vips"].size(), 2u);
+    EXPECT_NE(read_file(settings.state_file).find("2001:db8:1::12"), std::string::npos)
+        << "the change is persisted";
+
+    Reply deleted = del("/v1/vip?" + vq(key));
+    ASSERT_EQ(deleted.status, 200) << deleted.text;
+    EXPECT_EQ(deleted.body, (json{{"vip", key}, {"deleted", true}}));
+    EXPECT_EQ(get("/v1/vips").body["vips"].size(), 1u);
+    EXPECT_EQ(read_file(settings.state_file).find("2001:db8:1::12"), std::string::npos);
+    expect_rejected([&] { return del("/v1/vip?" + vq(key)); }, 404, "no VIP");
+}
+
+TEST_F(ApiTest, VipChangesAreValidated) {
+    json good = web_vip();
+    good["port"] = 8080;
+    good["name"] = "alt";
+    auto post_vip = [&](const std::string& body) { return [this, body] { return post("/v1/vips", body); }; };
+
+    expect_rejected(post_vip("{\"address\": \"198.51.100.20\", "), 400, "malformed JSON");
+    expect_rejected(post_vip(""), 400, "missing request body");
+    expect_rejected(post_vip("[1, 2]"), 400, "expected a VIP object");
+    json unknown = good;
+    unknown["colour"] = "blue";
+    expect_rejected(post_vip(unknown.dump()), 400, "colour");
+    json bad_address = good;
+    bad_address["address"] = "198.51.100.300";
+    expect_rejected(post_vip(bad_address.dump()), 400, "address");
+    json bad_weight = good;
+    bad_weight["backends"][0]["weight"] = 20000;
+    expect_rejected(post_vip(bad_weight.dump()), 400, "backends[0].weight: found 20000");
+    json not_prime = good;
+    not_prime["ring_size"] = 250;
+    expect_rejected(post_vip(not_prime.dump()), 400, "ring_size");
+    json mixed = {{"address", "2001:db8::20"}, {"port", 80}, {"backends", {{{"address", "203.0.113.50"}}}}};
+    expect_rejected(post_vip(mixed.dump()), 400, "IPv4 address 203.0.113.50 in an IPv6 VIP");
+    json same_name = good;
+    same_name["name"] = "web";
+    expect_rejected(post_vip(same_name.dump()), 400, "name");
+    expect_rejected(post_vip(json(web_vip()).dump()), 409, "already exists");
+
+    ASSERT_EQ(post("/v1/vips", good.dump()).status, 201) << "the valid one is accepted";
+}
+
+TEST_F(ApiTest, AddPatchAndDeleteBackends) {
+    const std::uint64_t epoch = vip(kWeb)["epoch"];
+    const std::string path = "/v1/backends?" + vq(kWeb);
+
+    Reply added = post(path, R"({"address": "203.0.113.14", "weight": 200})");
+    ASSERT_EQ(added.status, 201) << added.text;
+    EXPECT_EQ(added.body["epoch"], epoch + 1);
+    ASSERT_EQ(added.body["backends"].size(), 4u);
+    EXPECT_EQ(added.body["backends"][3]["address"], "203.0.113.14");
+    EXPECT_EQ(added.body["backends"][3]["weight"], 200);
+    EXPECT_EQ(added.body["backends"][3]["in_table"], true);
+
+    Reply weighted = patch(path + "&address=203.0.113.14", R"({"weight": 50})");
+    ASSERT_EQ(weighted.status, 200) << weighted.text;
+    EXPECT_EQ(weighted.body["epoch"], epoch + 2);
+    EXPECT_EQ(weighted.body["backends"][3]["weight"], 50);
+    EXPECT_EQ(weighted.body["backends"][3]["effective_weight"], 50 * control::kWeightScale);
+
+    Reply drained = patch(path + "&address=203.0.113.11", R"({"state": "drain"})");
+    ASSERT_EQ(drained.status, 200) << drained.text;
+    EXPECT_EQ(drained.body["epoch"], epoch + 3);
+    EXPECT_EQ(drained.body["backends"][0]["state"], "drain");
+    EXPECT_EQ(drained.body["backends"][0]["in_table"], false);
+    EXPECT_EQ(drained.body["backends"][0]["slots"], 0);
+
+    Reply enabled = patch(path + "&address=203.0.113.11", R"({"state": "active", "weight": 100})");
+    ASSERT_EQ(enabled.status, 200) << enabled.text;
+    EXPECT_EQ(enabled.body["backends"][0]["state"], "active");
+    EXPECT_EQ(enabled.body["backends"][0]["in_table"], true);
+
+    Reply removed = del(path + "&address=203.0.113.14");
+    ASSERT_EQ(removed.status, 200) << removed.text;
+    EXPECT_EQ(removed.body["backends"].size(), 3u);
+    const std::string state = read_file(settings.state_file);
+    EXPECT_EQ(state.find("203.0.113.14"), std::string::npos) << state;
+}
+
+TEST_F(ApiTest, BackendChangesAreValidated) {
+    const std::string path = "/v1/backends?" + vq(kWeb);
+    const std::string one = path + "&address=203.0.113.11";
+    auto p = [&](const std::string& url, const std::string& body) {
+        return [this, url, body] { return post(url, body); };
+    };
+    auto pa = [&](const std::string& url, const std::string& body) {
+        return [this, url, body] { return patch(url, body); };
+    };
+    auto d = [&](const std::string& url) { return [this, url] { return del(url); }; };
+
+    expect_rejected(p(path, "{\"address\": "), 400, "malformed JSON");
+    expect_rejected(p(path, R"({"address": "203.0.113.20", "colour": "red"})"), 400, "colour");
+    expect_rejected(p(path, R"({"address": "not-an-ip"})"), 400, "address");
+    expect_rejected(p(path, R"({"weight": 10})"), 400, "address");
+    expect_rejected(p(path, R"({"address": "203.0.113.20", "weight": 10001})"), 400,
+                    "weight: found 10001, expected 0-10000");
+    expect_rejected(p(path, R"({"address": "203.0.113.20", "weight": "heavy"})"), 400, "weight");
+    expect_rejected(p(path, R"({"address": "203.0.113.11"})"), 409, "already has backend 203.0.113.11");
+    expect_rejected(p("/v1/backends?" + vq("198.51.100.99:80"), R"({"address": "203.0.113.20"})"), 404,
+                    "no VIP");
+    expect_rejected(p("/v1/backends", R"({"address": "203.0.113.20"})"), 400, "missing query parameter vip");
+
+    expect_rejected(pa(one, R"({"weight": 20000})"), 400, "weight: found 20000");
+    expect_rejected(pa(one, R"({"weight": -1})"), 400, "weight: found -1");
+    expect_rejected(pa(one, R"({"weight": 1.5})"), 400, "weight");
+    expect_rejected(pa(one, R"({"state": "sleeping"})"), 400, "state");
+    expect_rejected(pa(one, R"({"colour": "red"})"), 400, "unknown field \"colour\"");
+    expect_rejected(pa(one, R"({})"), 400, "nothing to change");
+    expect_rejected(pa(one, "weight=5"), 400, "malformed JSON");
+    expect_rejected(pa(path + "&address=203.0.113.99", R"({"weight": 5})"), 404, "no backend 203.0.113.99");
+    expect_rejected(pa(path + "&address=nope", R"({"weight": 5})"), 400, "address");
+    expect_rejected(pa(path, R"({"weight": 5})"), 400, "missing query parameter address");
+
+    expect_rejected(d(path + "&address=203.0.113.99"), 404, "no backend");
+    expect_rejected(d("/v1/backends?" + vq("198.51.100.99:80") + "&address=203.0.113.11"), 404, "no VIP");
+}
+
+TEST_F(ApiTest, IPv6VipRejectsIPv4Backend) {
+    json spec = {{"address", "2001:db8::10"}, {"port", 443}, {"ring_size", 251},
+                 {"backends", {{{"address", "2001:db8:1::11"}}}}};
+    ASSERT_EQ(post("/v1/vips", spec.dump()).status, 201);
+    expect_rejected([&] { return post("/v1/backends?" + vq("[2001:db8::10]:443/tcp"), R"({"address": "203.0.113.20"})"); },
+                    400, "IPv4 address 203.0.113.20 in an IPv6 VIP");
+}
+
+TEST_F(ApiTest, UnknownPathsAndWrongMethods) {
+    expect_rejected([&] { return get("/v1/nothing"); }, 404, "no such endpoint");
+    expect_rejected([&] { return post("/v2/vips", "{}"); }, 404, "no such endpoint");
+    World before = world();
+    auto put = to_reply(client->Put("/v1/vips", "{}", "application/json"));
+    expect_error(put, 405, "not allowed");
+    Reply del_vips = del("/v1/vips");
+    expect_error(del_vips, 405, "GET, POST");
+    expect_error(patch("/v1/status", "{}"), 405, "not allowed");
+    expect_error(post("/v1/lookup?" + vq(kWeb), "{}"), 405, "not allowed");
+    EXPECT_EQ(world(), before);
+    auto head = client->Head("/v1/status");
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->status, 200);
+}
+
+// ---- persistence -----------------------------------------------------------
+
+TEST_F(ApiTest, FailedPersistenceChangesNothing) {
+    // The temporary file's name is taken by a directory: the write fails.
+    fs::create_directories(settings.state_file + ".tmp");
+    const std::string one = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.11";
+    expect_rejected([&] { return patch(one, R"({"weight": 7})"); }, 500, settings.state_file);
+    EXPECT_EQ(vip(kWeb)["backends"][0]["weight"], 100);
+    fs::remove_all(settings.state_file + ".tmp");
+    Reply ok = patch(one, R"({"weight": 7})");
+    ASSERT_EQ(ok.status, 200) << ok.text;
+    EXPECT_EQ(ok.body["backends"][0]["weight"], 7);
+}
+
+// Persisted and handed to the reconciler, but the kernel refused the table:
+// 202 with the reason; the reconciler keeps trying and the change goes live.
+TEST_F(ApiTest, AcceptedButNotYetPublished) {
+    const std::string one = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.11";
+    dp.fail_publish = true;
+    Reply r = patch(one, R"({"weight": 60})");
+    EXPECT_EQ(r.status, 202) << r.text;
+    EXPECT_EQ(r.body["published"], false);
+    EXPECT_NE(r.body["last_error"].get<std::string>().find("injected"), std::string::npos) << r.text;
+    EXPECT_EQ(r.body["epoch"], 1);
+    EXPECT_NE(read_file(settings.state_file).find("\"weight\": 60"), std::string::npos);
+    dp.fail_publish = false;
+    json now;
+    for (int i = 0; i < 100; ++i) {
+        now = vip(kWeb);
+        if (now["published"] == true) break;
+        std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(now["published"], true);
+    EXPECT_EQ(now["epoch"], 2);
+    EXPECT_EQ(now["backends"][0]["weight"], 60);
+}
+
+TEST_F(ApiTest, StateFileRoundTripsAndSurvivesRestart) {
+    const std::string one = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.12";
+    ASSERT_EQ(patch(one, R"({"weight": 30})").status, 200);
+    ASSERT_EQ(post("/v1/backends?" + vq(kWeb), R"({"address": "203.0.113.40"})").status, 201);
+    json now = vip(kWeb);
+
+    StateStore reader(settings.state_file);
+    auto loaded = reader.load();
+    ASSERT_TRUE(loaded) << loaded.error();
+    ASSERT_TRUE(loaded->has_value());
+    const StateFile& state = **loaded;
+    EXPECT_EQ(state.version, 1);
+    EXPECT_EQ(state.config_digest, config_digest(initial));
+    ASSERT_EQ(state.vips.size(), 1u);
+    EXPECT_EQ(json(state.vips[0]), now["spec"]);
+    EXPECT_EQ(state.epochs.at(kWeb), now["epoch"].get<std::uint64_t>());
+    ASSERT_EQ(state.backend_ids.size(), 4u);
+    for (const json& b : now["backends"]) {
+        auto it = std::find_if(state.backend_ids.begin(), state.backend_ids.end(),
+                               [&](const control::BackendAssignment& a) { return a.address.to_string() == b["address"]; });
+        ASSERT_NE(it, state.backend_ids.end());
+        EXPECT_EQ(it->id, b["id"].get<std::uint32_t>());
+        EXPECT_EQ(it->generation, b["generation"].get<std::uint32_t>());
+        EXPECT_EQ(it->vip_key, kWeb);
+    }
+    // encode/decode is lossless
+    auto again = decode_state(encode_state(state));
+    ASSERT_TRUE(again) << again.error();
+    EXPECT_EQ(encode_state(*again), encode_state(state));
+    EXPECT_EQ(encode_state(state), read_file(settings.state_file));
+
+    // Restart with the same configuration file: the runtime changes win, ids
+    // and generations are kept and epochs go on from where they were.
+    StartupDecision d = decide_startup_vips(initial, state);
+    EXPECT_EQ(d.source, StartupDecision::Source::kState);
+    EXPECT_FALSE(d.backup_state);
+    EXPECT_TRUE(d.warning.empty());
+    EXPECT_EQ(d.vips, state.vips);
+    FakeDataPlane dp2;
+    control::Reconciler rec2(dp2, {16, 64});
+    EXPECT_TRUE(restore_ids_and_epochs(rec2, state).empty());
+    rec2.set_vips(d.vips);
+    ASSERT_TRUE(rec2.reconcile(control::Clock::now()));
+    auto restarted = rec2.vip_status(kWeb);
+    ASSERT_TRUE(restarted);
+    EXPECT_GT(restarted->epoch, now["epoch"].get<std::uint64_t>());
+    EXPECT_EQ(hex16(restarted->checksum), now["checksum"]) << "same inputs, same table";
+    for (std::size_t i = 0; i < restarted->backends.size(); ++i) {
+        EXPECT_EQ(*restarted->backends[i].id, now["backends"][i]["id"].get<std::uint32_t>());
+        EXPECT_EQ(restarted->backends[i].generation, now["backends"][i]["generation"].get<std::uint32_t>());
+    }
+
+    // Restart after the file was edited: the file wins, the state is set aside.
+    std::vector<config::VipSpec> edited = initial;
+    edited[0].ring_size = 257;
+    StartupDecision e = decide_startup_vips(edited, state);
+    EXPECT_EQ(e.source, StartupDecision::Source::kConfig);
+    EXPECT_TRUE(e.backup_state);
+    EXPECT_NE(e.warning.find("changed"), std::string::npos);
+    EXPECT_EQ(e.vips, edited);
+    auto backup = reader.backup();
+    ASSERT_TRUE(backup) << backup.error();
+    EXPECT_TRUE(backup->starts_with(settings.state_file + ".bak-"));
+    EXPECT_TRUE(fs::exists(*backup));
+    auto none = reader.load();
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(none->has_value()) << "no state file: a first start";
+    EXPECT_EQ(decide_startup_vips(edited, std::nullopt).vips, edited);
+}
+
+TEST(ApiStateStore, DigestIgnoresOrderOnly) {
+    config::VipSpec a = web_vip(), b = web_vip();
+    b.port = 443;
+    EXPECT_EQ(config_digest({a, b}), config_digest({b, a}));
+    EXPECT_EQ(config_digest({a, b}).size(), 16u);
+    config::VipSpec c = b;
+    c.backends[0].weight = 5;
+    EXPECT_NE(config_digest({a, b}), config_digest({a, c}));
+}
+
+TEST(ApiStateStore, CorruptFilesAreReportedWithPathAndProblem) {
+    char tmpl[] = "/tmp/xlb-state-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string path = std::string(tmpl) + "/state.json";
+    StateStore store(path);
+    auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+    auto error_of = [&]() -> std::string {
+        auto r = store.load();
+        EXPECT_FALSE(r) << "should not load";
+        return r ? "" : r.error();
+    };
+    write("{\"version\": 1, ");
+    std::string e = error_of();
+    EXPECT_NE(e.find(path), std::string::npos) << e;
+    EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+
+    StateFile good;
+    good.vips = {web_vip()};
+    json j = json::parse(encode_state(good));
+    j["version"] = 2;
+    write(j.dump());
+    EXPECT_NE(error_of().find("version: found 2, expected 1"), std::string::npos);
+    j = json::parse(encode_state(good));
+    j["extra"] = true;
+    write(j.dump());
+    EXPECT_NE(error_of().find("extra"), std::string::npos);
+    j = json::parse(encode_state(good));
+    j["vips"][0]["port"] = "http";
+    write(j.dump());
+    EXPECT_NE(error_of().find("port"), std::string::npos);
+    j = json::parse(encode_state(good));
+    j["ids"]["backends"] = {{{"vip", kWeb}, {"address", "nope"}, {"id", 1}, {"generation", 1}}};
+    write(j.dump());
+    EXPECT_NE(error_of().find("ids.backends[0].address"), std::string::npos);
+    j = json::parse(encode_state(good));
+    j["epochs"] = {{"not a key", 3}};
+    write(j.dump());
+    EXPECT_NE(error_of().find("epochs"), std::string::npos);
+
+    // a good file loads; saving leaves no temporary file behind
+    ASSERT_TRUE(store.save(good));
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    auto loaded = store.load();
+    ASSERT_TRUE(loaded && loaded->has_value());
+    EXPECT_EQ((*loaded)->vips, good.vips);
+    fs::remove_all(tmpl);
+}
+
+// ---- the socket ------------------------------------------------------------
+
+TEST_F(ApiTest, SocketModeAndSingleAgent) {
+    struct stat st {};
+    ASSERT_EQ(::stat(settings.api_socket.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISSOCK(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0660u);
+
+    ApiServer second(services(), ApiServer::Options{settings.api_socket});
+    auto refused = second.start();
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("another agent"), std::string::npos) << refused.error();
+    EXPECT_EQ(get("/livez").status, 200) << "the first agent keeps its socket";
+
+    // A stale socket (nobody listening) is replaced.
+    const std::string stale = dir + "/run/stale.sock";
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, stale.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+    ApiServer third(services(), ApiServer::Options{stale});
+    auto started = third.start();
+    ASSERT_TRUE(started) << started.error();
+    httplib::Client c(stale);
+    c.set_address_family(AF_UNIX);
+    auto r = c.Get("/livez");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    third.stop();
+    EXPECT_FALSE(fs::exists(stale)) << "stop removes the socket";
+
+    // Anything else at the path is left alone.
+    const std::string file = dir + "/run/file.sock";
+    std::ofstream(file) << "not a socket";
+    ApiServer fourth(services(), ApiServer::Options{file});
+    auto not_socket = fourth.start();
+    ASSERT_FALSE(not_socket);
+    EXPECT_NE(not_socket.error().find("not a socket"), std::string::npos);
+    EXPECT_TRUE(fs::exists(file));
+}
+
+// ---- health and metrics ----------------------------------------------------
+
+TEST_F(ApiTest, LivezAndReadyz) {
+    auto livez = client->Get("/livez");
+    ASSERT_TRUE(livez);
+    EXPECT_EQ(livez->status, 200);
+    EXPECT_EQ(livez->body, "ok\n");
+    auto readyz = client->Get("/readyz");
+    ASSERT_TRUE(readyz);
+    EXPECT_EQ(readyz->status, 200);
+
+    attached = false;
+    readyz = client->Get("/readyz");
+    ASSERT_TRUE(readyz);
+    EXPECT_EQ(readyz->status, 503);
+    EXPECT_NE(readyz->body.find("XDP program not attached"), std::string::npos);
+
+    // A loop whose threads never ran is not live, and says which thread.
+    control::Reconciler idle_rec(dp, {16, 64});
+    control::ControlLoop idle(idle_rec, {});
+    ProbeResult dead = check_live(idle);
+    EXPECT_FALSE(dead.ok);
+    EXPECT_NE(dead.text.find("control thread"), std::string::npos) << dead.text;
+    EXPECT_NE(dead.text.find("worker thread"), std::string::npos) << dead.text;
+}
+
+TEST_F(ApiTest, MetricsExposition) {
+    const std::uint32_t vip_id = vip(kWeb)["vip_id"];
+    const std::uint32_t backend_id = vip(kWeb)["backends"][0]["id"];
+    {
+        std::lock_guard lock(dp.mu);
+        dp.outcome_counts[XLB_OUT_TX] = 1000;
+        dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
+        dp.backend_counters[backend_id] = {333, 44444};
+    }
+    ASSERT_EQ(patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.13", R"({"weight": 0})").status, 200);
+
+    MetricsServer metrics(services(), "127.0.0.1:0");
+    auto started = metrics.start();
+    ASSERT_TRUE(started) << started.error();
+    ASSERT_NE(metrics.port(), 0);
+    httplib::Client c("127.0.0.1", metrics.port());
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/plain; version=0.0.4"), std::string::npos);
+    const std::string& text = r->body;
+
+    // Every line is a HELP, a TYPE or a well-formed sample of a declared family.
+    const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+)");
+    const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram))");
+    const std::regex sample(
+        R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*\})? (-?[0-9.]+(e[-+]?[0-9]+)?|\+Inf))");
+    std::map<std::string, std::string> types;
+    std::set<std::string> helped;
+    std::map<std::string, std::string> values;  // "name{labels}" -> value
+    std::istringstream lines(text);
+    std::string line;
+    int samples = 0;
+    while (std::getline(lines, line)) {
+        std::smatch m;
+        if (std::regex_match(line, m, help)) {
+            helped.insert(m[1]);
+        } else if (std::regex_match(line, m, type)) {
+            EXPECT_TRUE(helped.contains(m[1])) << "HELP before TYPE: " << line;
+            EXPECT_FALSE(types.contains(m[1])) << "one TYPE per family: " << line;
+            types[m[1]] = m[2];
+        } else if (std::regex_match(line, m, sample)) {
+            std::string family = m[1];
+            for (const char* suffix : {"_bucket", "_sum", "_count"})
+                if (!types.contains(family) && family.ends_with(suffix))
+                    family = family.substr(0, family.size() - std::strlen(suffix));
+            EXPECT_TRUE(types.contains(family)) << "sample of an undeclared family: " << line;
+            values[std::string(m[1]) + std::string(m[2])] = line.substr(line.rfind(' ') + 1);
+            ++samples;
+        } else {
+            ADD_FAILURE() << "not exposition format: \"" << line << "\"";
+        }
+    }
+    EXPECT_GT(samples, 40);
+    for (const char* f : {"xlb_packets_total", "xlb_bytes_total", "xlb_new_flows_total", "xlb_conntrack_hits_total",
+                          "xlb_vip_drops_total", "xlb_backend_packets_total", "xlb_backend_bytes_total",
+                          "xlb_outcomes_total", "xlb_publishes_total"})
+        EXPECT_EQ(types[f], "counter") << f;
+    for (const char* f : {"xlb_backend_healthy", "xlb_backend_effective_weight", "xlb_vip_panic", "xlb_table_epoch"})
+        EXPECT_EQ(types[f], "gauge") << f;
+    EXPECT_EQ(types["xlb_publish_latency_seconds"], "histogram");
+
+    const std::string v = "{vip=\"198.51.100.10:80/tcp\"}";
+    const std::string b11 = "{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.11\"}";
+    const std::string b13 = "{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.13\"}";
+    EXPECT_EQ(values["xlb_packets_total" + v], "1010");
+    EXPECT_EQ(values["xlb_bytes_total" + v], "90000");
+    EXPECT_EQ(values["xlb_new_flows_total" + v], "40");
+    EXPECT_EQ(values["xlb_conntrack_hits_total" + v], "960");
+    EXPECT_EQ(values["xlb_vip_drops_total" + v], "10");
+    EXPECT_EQ(values["xlb_backend_packets_total" + b11], "333");
+    EXPECT_EQ(values["xlb_backend_bytes_total" + b11], "44444");
+    EXPECT_EQ(values["xlb_outcomes_total{outcome=\"tx\"}"], "1000");
+    EXPECT_EQ(values["xlb_outcomes_total{outcome=\"drop_no_backend\"}"], "0");
+    EXPECT_EQ(values["xlb_backend_healthy" + b11], "1");
+    EXPECT_EQ(values["xlb_backend_effective_weight" + b11], std::to_string(100 * control::kWeightScale));
+    EXPECT_EQ(values["xlb_backend_effective_weight" + b13], "0");
+    EXPECT_EQ(values["xlb_vip_panic" + v], "0");
+    EXPECT_EQ(values["xlb_table_epoch" + v], "2");
+    EXPECT_EQ(values["xlb_publishes_total"], "1");
+    EXPECT_EQ(values["xlb_publish_latency_seconds_count"], "1");
+    EXPECT_EQ(values["xlb_publish_latency_seconds_bucket{le=\"+Inf\"}"], "1");
+    EXPECT_EQ(values["xlb_publish_latency_seconds_bucket{le=\"0.0005\"}"].empty(), false);
+    EXPECT_EQ(values["xlb_publish_return_latency_seconds_bucket{le=\"0.0005\"}"], "0")
+        << "the fake's update returns 1 ms after it was issued";
+
+    auto livez = c.Get("/livez");
+    ASSERT_TRUE(livez);
+    EXPECT_EQ(livez->status, 200);
+    auto readyz = c.Get("/readyz");
+    ASSERT_TRUE(readyz);
+    EXPECT_EQ(readyz->status, 200);
+    auto missing = c.Get("/nothing");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    metrics.stop();
+}
+
+TEST(ApiMetrics, LabelValuesAreEscaped) {
+    EXPECT_EQ(escape_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    EXPECT_EQ(escape_label_value("198.51.100.10:80/tcp"), "198.51.100.10:80/tcp");
+
+    MetricsInput in;
+    control::VipStatus v;
+    v.spec = web_vip();
+    v.spec.name = "x";
+    control::BackendStatus b;
+    b.address = ip("203.0.113.11");
+    v.backends.push_back(b);
+    in.vips.push_back(v);
+    in.outcomes = OutcomeCounts{};
+    const std::string text = render_metrics(in);
+    EXPECT_NE(text.find("xlb_backend_healthy{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.11\"} 0"),
+              std::string::npos);
+    EXPECT_EQ(text.find("xlb_packets_total{"), std::string::npos) << "no VIP id: no counter sample";
+    EXPECT_NE(text.find("# TYPE xlb_publish_latency_seconds histogram"), std::string::npos);
+}
+
+TEST(ApiMetrics, ParseListenAddress) {
+    EXPECT_EQ(parse_listen_address("127.0.0.1:9464").value(), (std::pair<std::string, std::uint16_t>{"127.0.0.1", 9464}));
+    EXPECT_EQ(parse_listen_address("[::1]:9000").value(), (std::pair<std::string, std::uint16_t>{"::1", 9000}));
+    EXPECT_EQ(parse_listen_address("localhost:0").value().second, 0);
+    for (const char* bad : {"127.0.0.1", "127.0.0.1:", ":9464", "::1:9464", "[::1]9464", "127.0.0.1:65536", "h:x"}) {
+        auto r = parse_listen_address(bad);
+        EXPECT_FALSE(r) << bad;
+        if (!r) {
+            EXPECT_NE(r.error().find("expected HOST:PORT"), std::string::npos);
+        }
+    }
+}
+
+TEST(ApiLookup, MatchesTheKernelsFlowKey) {
+    config::VipSpec v = web_vip();
+    auto src = *net::Endpoint::parse("192.0.2.7:40000");
+    xlb_flow_key k = flow_key(v, src, 80);
+    EXPECT_EQ(k.sport, htons(40000));
+    EXPECT_EQ(k.dport, htons(80));
+    EXPECT_EQ(k.proto, 6);
+    EXPECT_EQ(k.family, XLB_FAMILY_V4);
+    EXPECT_EQ(k.pad[0] | k.pad[1], 0);
+    std::vector<std::uint32_t> ring = {7, 8, 9};
+    LookupResult r = lookup(v, src, 80, kSeed, std::span<const std::uint32_t>(ring));
+    EXPECT_EQ(r.hash, xlb_flow_hash(&k, kSeed));
+    EXPECT_EQ(*r.slot, r.hash % 3);
+    EXPECT_EQ(*r.backend_id, ring[r.hash % 3]);
+    v.hash = config::HashMode::kSourceIp;
+    v.conntrack = false;
+    EXPECT_EQ(vip_flags(v), XLB_VIP_F_HASH_SRC_ONLY | XLB_VIP_F_NO_CONNTRACK);
+    EXPECT_EQ(lookup(v, src, 80, kSeed, std::nullopt).outcome, "drop_no_table");
+}
+
+}  // namespace
+}  // namespace xlb::api

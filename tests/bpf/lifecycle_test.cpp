@@ -1,0 +1,714 @@
+// SPDX-License-Identifier: Apache-2.0
+// The BPF lifecycle the agent drives: pinning and reuse of the balancer's
+// maps, attaching through XdpAttachment (native, generic, auto), keeping a
+// program attached on exit, and replacing it without a moment in which the
+// interface has no program.
+//
+// Every test runs in a network namespace of its own (xlbt-<pid>-<n>) with a
+// veth pair, entered on the test thread and always removed, also when an
+// assertion fails; no traffic is sent. Pins go to a unique directory under
+// /sys/fs/bpf that is always removed. Needs root.
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/bpf/fd.h"
+#include "xlb/bpf/pin.h"
+#include "xlb/bpf/programs.h"
+#include "xlb/bpf/ring.h"
+#include "xlb/bpf/xdp.h"
+
+extern char** environ;
+
+namespace xlb::bpf {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kPrefix = "xlbt-";
+constexpr const char* kVeth = "xv0";
+constexpr const char* kPeer = "xv1";
+constexpr LbMapSizes kSizes{16, 64, 1024};
+
+std::string own_prefix() { return kPrefix + std::to_string(::getpid()) + "-"; }
+
+// Runs a command (no shell) and returns its exit status; -1 if it did not run.
+int run(const std::vector<std::string>& argv, bool quiet = false) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (quiet) {
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    }
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return -1;
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Namespaces and pin directories left by a test binary that crashed: the
+// name carries the pid, and a dead pid means nobody will clean them up.
+bool left_by_dead_process(const std::string& name) {
+    if (!name.starts_with(kPrefix)) return false;
+    std::string rest = name.substr(std::strlen(kPrefix));
+    std::size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0) return false;
+    pid_t pid = 0;
+    for (char c : rest.substr(0, dash)) {
+        if (c < '0' || c > '9') return false;
+        pid = pid * 10 + (c - '0');
+    }
+    return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+void sweep_stale() {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/run/netns", ec)) {
+        std::string name = entry.path().filename();
+        if (left_by_dead_process(name)) run({"ip", "netns", "del", name}, true);
+    }
+    for (const auto& entry : fs::directory_iterator("/sys/fs/bpf", ec)) {
+        std::string name = entry.path().filename();
+        if (left_by_dead_process(name)) fs::remove_all(entry.path(), ec);
+    }
+}
+
+// A named network namespace with a veth pair, entered on the calling thread.
+// The destructor returns the thread to its original namespace and deletes
+// this one, whatever state setup reached.
+class TestNetns {
+public:
+    explicit TestNetns(std::string name) : name_(std::move(name)) {}
+    TestNetns(const TestNetns&) = delete;
+    TestNetns& operator=(const TestNetns&) = delete;
+    ~TestNetns() {
+        leave();
+        if (created_) run({"ip", "netns", "del", name_});
+    }
+
+    const std::string& name() const { return name_; }
+    std::string path() const { return "/run/netns/" + name_; }
+
+    // Creates the namespace and the veth pair, then enters it.
+    ::testing::AssertionResult setup() {
+        if (run({"ip", "netns", "add", name_}) != 0)
+            return ::testing::AssertionFailure() << "ip netns add " << name_;
+        created_ = true;
+        const std::vector<std::vector<std::string>> steps = {
+            {"ip", "-n", name_, "link", "add", kVeth, "type", "veth", "peer", "name", kPeer},
+            {"ip", "-n", name_, "link", "set", "dev", kVeth, "up"},
+            {"ip", "-n", name_, "link", "set", "dev", kPeer, "up"},
+            {"ip", "-n", name_, "link", "set", "dev", "lo", "up"},
+        };
+        for (const auto& step : steps) {
+            if (run(step) != 0) {
+                std::string cmd;
+                for (const auto& a : step) cmd += a + " ";
+                return ::testing::AssertionFailure() << cmd;
+            }
+        }
+        original_.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+        if (!original_)
+            return ::testing::AssertionFailure() << "open own netns: " << std::strerror(errno);
+        UniqueFd target(::open(path().c_str(), O_RDONLY | O_CLOEXEC));
+        if (!target || ::setns(target.get(), CLONE_NEWNET) != 0)
+            return ::testing::AssertionFailure()
+                   << "enter " << name_ << ": " << std::strerror(errno);
+        entered_ = true;
+        return ::testing::AssertionSuccess();
+    }
+
+    void leave() {
+        if (entered_ && ::setns(original_.get(), CLONE_NEWNET) == 0) entered_ = false;
+        original_.reset();
+    }
+
+private:
+    std::string name_;
+    bool created_ = false;
+    bool entered_ = false;
+    UniqueFd original_;
+};
+
+// Polls the interface's XDP program from a thread of its own (in the same
+// namespace) while a test replaces it, and counts the polls that saw none.
+class XdpWatcher {
+public:
+    XdpWatcher(const std::string& netns_path, int ifindex)
+        : thread_([this, netns_path, ifindex] { loop(netns_path, ifindex); }) {
+        while (polls_.load() < 20 && !failed_.load()) std::this_thread::yield();
+    }
+    ~XdpWatcher() { stop(); }
+
+    void stop() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    bool failed() const { return failed_; }
+    std::uint64_t polls() const { return polls_; }
+    std::uint64_t gaps() const { return gaps_; }
+    const std::set<std::uint32_t>& seen() const { return seen_; }
+
+private:
+    void loop(const std::string& netns_path, int ifindex) {
+        UniqueFd ns(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!ns || ::setns(ns.get(), CLONE_NEWNET) != 0) {
+            failed_ = true;
+            return;
+        }
+        while (!stop_.load()) {
+            LIBBPF_OPTS(bpf_xdp_query_opts, q);
+            if (bpf_xdp_query(ifindex, 0, &q) != 0) {
+                failed_ = true;
+                return;
+            }
+            std::uint32_t id = q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id;
+            if (id == 0) gaps_.fetch_add(1);
+            seen_.insert(id);
+            polls_.fetch_add(1);
+        }
+    }
+
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> failed_{false};
+    std::atomic<std::uint64_t> polls_{0};
+    std::atomic<std::uint64_t> gaps_{0};
+    std::set<std::uint32_t> seen_;  // read after stop()
+    std::thread thread_;
+};
+
+std::uint32_t map_id(int fd) {
+    bpf_map_info info{};
+    __u32 len = sizeof info;
+    return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
+}
+
+std::uint32_t pinned_map_id(const std::string& path) {
+    UniqueFd fd(bpf_obj_get(path.c_str()));
+    return fd ? map_id(fd.get()) : 0;
+}
+
+std::vector<std::uint32_t> lb_map_ids(const LbProgram& lb) {
+    return {map_id(lb.config().fd()),    map_id(lb.vips().fd()),         map_id(lb.rings().fd()),
+            map_id(lb.backends().fd()),  map_id(lb.conntrack().fd()),    map_id(lb.outcomes().fd()),
+            map_id(lb.vip_stats().fd()), map_id(lb.backend_stats().fd())};
+}
+
+xlb_vip_key vip_key() {
+    xlb_vip_key k{};
+    k.addr[0] = htonl(0xc0000201);  // 192.0.2.1
+    k.port = htons(80);
+    k.proto = 6;
+    k.family = XLB_FAMILY_V4;
+    return k;
+}
+
+xlb_flow_key flow() {
+    xlb_flow_key k{};
+    k.src[0] = htonl(0xc6336401);  // 198.51.100.1
+    k.dst[0] = htonl(0xc0000201);
+    k.sport = htons(40000);
+    k.dport = htons(80);
+    k.proto = 6;
+    k.family = XLB_FAMILY_V4;
+    return k;
+}
+
+class LifecycleTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        ASSERT_EQ(run({"sh", "-c", "mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf"}), 0)
+            << "bpffs is not mounted at /sys/fs/bpf";
+        sweep_stale();
+    }
+
+    void SetUp() override {
+        netns_ = std::make_unique<TestNetns>(own_prefix() + std::to_string(counter_++));
+        ASSERT_TRUE(netns_->setup());
+        auto veth = Interface::by_name(kVeth);
+        ASSERT_TRUE(veth) << veth.error().message();
+        veth_ = *veth;
+        auto lo = Interface::by_name("lo");
+        ASSERT_TRUE(lo) << lo.error().message();
+        lo_ = *lo;
+    }
+
+    void TearDown() override {
+        std::error_code ec;
+        for (const std::string& root : pin_roots_) fs::remove_all(root, ec);
+        netns_.reset();
+    }
+
+    // A fresh pin directory, nested like the agent's /sys/fs/bpf/xlb/<if>/,
+    // that does not exist yet; removed in TearDown.
+    std::string pin_dir() {
+        std::string root =
+            "/sys/fs/bpf/" + netns_->name() + "-" + std::to_string(pin_roots_.size());
+        pin_roots_.push_back(root);
+        return root + "/xlb/" + kVeth;
+    }
+
+    LbProgram load(const LoadOptions& options = {}, const LbMapSizes& sizes = kSizes) {
+        auto lb = LbProgram::load(sizes, options);
+        EXPECT_TRUE(lb) << lb.error().message();
+        if (!lb) throw std::runtime_error(lb.error().message());
+        return std::move(*lb);
+    }
+
+    XdpStatus status(const Interface& iface) {
+        auto st = query_xdp(iface);
+        EXPECT_TRUE(st) << st.error().message();
+        return st ? *st : XdpStatus{};
+    }
+
+    std::unique_ptr<TestNetns> netns_;
+    Interface veth_, lo_;
+    std::vector<std::string> pin_roots_;
+    static inline int counter_ = 0;
+};
+
+// --- attaching --------------------------------------------------------------
+
+TEST_F(LifecycleTest, NativeAttachIsQueryableAndDetachedOnDestruction) {
+    LbProgram lb = load();
+    {
+        auto a = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kNative});
+        ASSERT_TRUE(a) << a.error().message();
+        EXPECT_EQ(a->mode(), XdpAttachMode::kNative);
+        EXPECT_EQ(a->prog_name(), "xlb_lb");
+        EXPECT_EQ(a->report().replaced_prog_id, 0u);
+        EXPECT_FALSE(a->report().native_error);
+        XdpStatus st = status(veth_);
+        EXPECT_EQ(st.mode, XdpAttachMode::kNative);
+        EXPECT_STREQ(to_string(st.mode), "native");
+        EXPECT_EQ(st.prog_id, a->prog_id());
+        EXPECT_EQ(st.prog_name, "xlb_lb");
+        EXPECT_EQ(a->report().summary(veth_.name, "xlb_lb"),
+                  "xlb_lb attached to xv0 in native mode");
+    }
+    EXPECT_FALSE(status(veth_).attached());
+}
+
+TEST_F(LifecycleTest, GenericAttachAndExplicitDetach) {
+    LbProgram lb = load();
+    auto by_index = Interface::by_index(veth_.ifindex);
+    ASSERT_TRUE(by_index) << by_index.error().message();
+    EXPECT_EQ(by_index->name, kVeth);
+    auto a = XdpAttachment::attach(lb, *by_index, {.mode = XdpMode::kGeneric});
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(a->mode(), XdpAttachMode::kGeneric);
+    XdpStatus st = status(veth_);
+    EXPECT_EQ(st.mode, XdpAttachMode::kGeneric);
+    EXPECT_STREQ(to_string(st.mode), "generic");
+    EXPECT_EQ(st.prog_id, a->prog_id());
+
+    auto detached = a->detach();
+    ASSERT_TRUE(detached) << detached.error().message();
+    EXPECT_TRUE(*detached);
+    EXPECT_FALSE(a->attached());
+    EXPECT_FALSE(status(veth_).attached());
+    auto again = a->detach();
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(*again);
+}
+
+TEST_F(LifecycleTest, AutoPrefersNative) {
+    LbProgram lb = load();
+    auto a = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kAuto});
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(a->mode(), XdpAttachMode::kNative);
+    EXPECT_FALSE(a->report().native_error);
+    EXPECT_EQ(status(veth_).mode, XdpAttachMode::kNative);
+}
+
+TEST_F(LifecycleTest, AutoFallsBackToGenericAndSaysWhy) {
+    // The loopback device has no native XDP.
+    LbProgram lb = load();
+    auto a = XdpAttachment::attach(lb, lo_, {.mode = XdpMode::kAuto});
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(a->mode(), XdpAttachMode::kGeneric);
+    ASSERT_TRUE(a->report().native_error);
+    EXPECT_EQ(a->report().native_error->code, EOPNOTSUPP);
+    std::string summary = a->report().summary(lo_.name, a->prog_name());
+    EXPECT_NE(summary.find("in generic mode (native XDP failed: attach XDP to lo in native mode: "
+                           "Operation not supported"),
+              std::string::npos)
+        << summary;
+    EXPECT_EQ(status(lo_).mode, XdpAttachMode::kGeneric);
+}
+
+TEST_F(LifecycleTest, NativeWithoutDriverSupportFailsWithAHint) {
+    LbProgram lb = load();
+    auto a = XdpAttachment::attach(lb, lo_, {.mode = XdpMode::kNative});
+    ASSERT_FALSE(a);
+    EXPECT_EQ(a.error().code, EOPNOTSUPP);
+    EXPECT_EQ(a.error().message(),
+              "attach XDP to lo in native mode: Operation not supported "
+              "(driver has no native XDP; try --xdp-mode generic)");
+    EXPECT_FALSE(status(lo_).attached());
+
+    auto missing = Interface::by_name("xlbt-nonesuch");
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ENODEV);
+    EXPECT_EQ(missing.error().message(),
+              "find interface xlbt-nonesuch: No such device "
+              "(no interface of that name in this network namespace)");
+}
+
+TEST_F(LifecycleTest, TheKernelsReasonReachesTheError) {
+    // Native XDP on a veth refuses a peer MTU above what one page holds
+    // (see shared/measured.md); the kernel says so in its extended ack.
+    ASSERT_EQ(run({"ip", "-n", netns_->name(), "link", "set", "dev", kPeer, "mtu", "9000"}), 0);
+    LbProgram lb = load();
+    auto native = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kNative});
+    ASSERT_FALSE(native);
+    EXPECT_EQ(native.error().code, ERANGE);
+    EXPECT_EQ(native.error().message(),
+              "attach XDP to xv0 in native mode: Numerical result out of range "
+              "(kernel: veth: Peer MTU is too large to set XDP; try --xdp-mode generic)");
+
+    auto a = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kAuto});
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(a->mode(), XdpAttachMode::kGeneric);
+    ASSERT_TRUE(a->report().native_error);
+    EXPECT_EQ(a->report().native_error->message(), native.error().message());
+    EXPECT_EQ(a->summary(), "xlb_lb attached to xv0 in generic mode (native XDP failed: " +
+                                native.error().message() + ")");
+}
+
+TEST_F(LifecycleTest, KeptAttachmentOutlivesTheAgentsObjects) {
+    std::uint32_t id = 0;
+    {
+        LbProgram lb = load();
+        auto a = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kNative});
+        ASSERT_TRUE(a) << a.error().message();
+        a->keep();
+        id = a->prog_id();
+    }  // the attachment, the skeleton and every descriptor are gone
+    XdpStatus st = status(veth_);
+    EXPECT_EQ(st.prog_id, id);
+    EXPECT_EQ(st.prog_name, "xlb_lb");
+    EXPECT_EQ(st.mode, XdpAttachMode::kNative);
+
+    // What --detach-on-exit of a later run, or a cleanup tool, does.
+    auto other = detach_xdp(veth_, "xlb_decap");
+    ASSERT_TRUE(other) << other.error().message();
+    EXPECT_FALSE(*other);
+    EXPECT_TRUE(status(veth_).attached());
+    auto detached = detach_xdp(veth_, "xlb_lb");
+    ASSERT_TRUE(detached) << detached.error().message();
+    EXPECT_TRUE(*detached);
+    EXPECT_FALSE(status(veth_).attached());
+}
+
+TEST_F(LifecycleTest, ReplacesAnEarlierProgramWithoutAGap) {
+    std::uint32_t old_id = 0;
+    {
+        LbProgram old_lb = load();
+        auto old = XdpAttachment::attach(old_lb, veth_, {.mode = XdpMode::kNative});
+        ASSERT_TRUE(old) << old.error().message();
+        old->keep();  // the previous agent exited, leaving it forwarding
+        old_id = old->prog_id();
+    }
+    LbProgram lb = load();
+    XdpWatcher watcher(netns_->path(), veth_.ifindex);
+    ASSERT_FALSE(watcher.failed());
+    auto a = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kAuto});
+    // Let the watcher see the new program for a while, too.
+    const std::uint64_t after = watcher.polls() + 20;
+    while (watcher.polls() < after && !watcher.failed()) std::this_thread::yield();
+    watcher.stop();
+    ASSERT_TRUE(a) << a.error().message();
+
+    EXPECT_EQ(a->report().replaced_prog_id, old_id);
+    EXPECT_EQ(a->report().replaced_prog_name, "xlb_lb");
+    EXPECT_EQ(a->report().replaced_mode, XdpAttachMode::kNative);
+    EXPECT_TRUE(a->report().atomic);
+    EXPECT_EQ(a->mode(), XdpAttachMode::kNative);
+    EXPECT_NE(a->prog_id(), old_id);
+    EXPECT_EQ(status(veth_).prog_id, a->prog_id());
+
+    EXPECT_FALSE(watcher.failed());
+    EXPECT_EQ(watcher.gaps(), 0u) << "polls without a program, of " << watcher.polls();
+    EXPECT_EQ(watcher.seen(), (std::set<std::uint32_t>{old_id, a->prog_id()}));
+    EXPECT_NE(a->report().summary(veth_.name, "xlb_lb").find("atomically"), std::string::npos);
+}
+
+TEST_F(LifecycleTest, AnOldAttachmentNeverDetachesItsReplacement) {
+    LbProgram first = load();
+    LbProgram second = load();
+    auto a = XdpAttachment::attach(first, veth_, {.mode = XdpMode::kGeneric});
+    ASSERT_TRUE(a) << a.error().message();
+    auto b = XdpAttachment::attach(second, veth_, {.mode = XdpMode::kGeneric});
+    ASSERT_TRUE(b) << b.error().message();
+    EXPECT_EQ(b->report().replaced_prog_id, a->prog_id());
+
+    auto detached = a->detach();  // not attached any more: nothing to do
+    ASSERT_TRUE(detached) << detached.error().message();
+    EXPECT_FALSE(*detached);
+    EXPECT_EQ(status(veth_).prog_id, b->prog_id());
+
+    // The attachment can swap its program in place, atomically.
+    LbProgram third = load();
+    auto swapped = b->replace(third.prog_fd());
+    ASSERT_TRUE(swapped) << swapped.error().message();
+    EXPECT_EQ(status(veth_).prog_id, b->prog_id());
+    EXPECT_EQ(b->mode(), XdpAttachMode::kGeneric);
+}
+
+TEST_F(LifecycleTest, AModeChangeIsReportedAsNotAtomic) {
+    LbProgram first = load();
+    auto a = XdpAttachment::attach(first, veth_, {.mode = XdpMode::kNative});
+    ASSERT_TRUE(a) << a.error().message();
+    a->keep();
+    LbProgram second = load();
+    auto b = XdpAttachment::attach(second, veth_, {.mode = XdpMode::kGeneric});
+    ASSERT_TRUE(b) << b.error().message();
+    EXPECT_EQ(b->mode(), XdpAttachMode::kGeneric);
+    EXPECT_FALSE(b->report().atomic);
+    EXPECT_EQ(b->report().replaced_mode, XdpAttachMode::kNative);
+    EXPECT_EQ(status(veth_).mode, XdpAttachMode::kGeneric);
+    EXPECT_NE(b->report().summary(veth_.name, "xlb_lb").find("mode change"), std::string::npos);
+}
+
+TEST_F(LifecycleTest, DecapAttachesTooAndAForeignProgramIsNotReplaced) {
+    auto decap = DecapProgram::load();
+    ASSERT_TRUE(decap) << decap.error().message();
+    auto d = XdpAttachment::attach(*decap, veth_, {.mode = XdpMode::kNative});
+    ASSERT_TRUE(d) << d.error().message();
+    EXPECT_EQ(d->prog_name(), "xlb_decap");
+    EXPECT_EQ(status(veth_).prog_name, "xlb_decap");
+
+    LbProgram lb = load();
+    auto refused = XdpAttachment::attach(lb, veth_);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, EBUSY);
+    EXPECT_EQ(refused.error().message(),
+              "attach XDP to xv0: Device or resource busy (xlb_decap (id " +
+                  std::to_string(d->prog_id()) +
+                  ") in native mode is attached; xlb replaces only an earlier xlb_lb; detach it "
+                  "first (ip link set dev xv0 xdp off))");
+    EXPECT_EQ(status(veth_).prog_id, d->prog_id());
+
+    auto forced = XdpAttachment::attach(lb, veth_, {.replace_foreign = true});
+    ASSERT_TRUE(forced) << forced.error().message();
+    EXPECT_EQ(forced->report().replaced_prog_name, "xlb_decap");
+    EXPECT_EQ(status(veth_).prog_name, "xlb_lb");
+}
+
+// --- pinning ----------------------------------------------------------------
+
+TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
+    const std::string dir = pin_dir();
+    std::vector<std::uint32_t> ids;
+    {
+        LbProgram lb = load({.pin_dir = dir});
+        const PinReport& pins = lb.pins();
+        EXPECT_EQ(pins.dir, dir);
+        EXPECT_EQ(pins.maps.size(), 8u);
+        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 8u) << pins.summary();
+        ASSERT_TRUE(lb.vips().put(vip_key(), {3, 0}));
+        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
+        ASSERT_TRUE(lb.backends().put(7, xlb_backend{{htonl(0x0a000007)}, XLB_FAMILY_V4, 0, 0, 2}));
+        const std::vector<std::uint32_t> ring = {7, 7, 7, 7, 7};
+        ASSERT_TRUE(publish_ring(lb.rings().fd(), 3, ring));
+        ids = lb_map_ids(lb);
+        for (const MapPin& pin : pins.maps)
+            EXPECT_EQ(pinned_map_id(pin.path), pin.map_id) << pin.map;
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    EXPECT_EQ(::stat(fs::path(dir).parent_path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+    LbProgram lb = load({.pin_dir = dir});
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 8u) << lb.pins().summary();
+    EXPECT_EQ(lb_map_ids(lb), ids);
+    auto vip = lb.vips().get(vip_key());
+    ASSERT_TRUE(vip && *vip);
+    EXPECT_EQ((*vip)->vip_id, 3u);
+    auto ct = lb.conntrack().get(flow());
+    ASSERT_TRUE(ct && *ct);
+    EXPECT_EQ((*ct)->backend_id, 7u);
+    EXPECT_EQ((*ct)->generation, 2u);
+    auto ring = read_ring(lb.rings().fd(), 3);
+    ASSERT_TRUE(ring) << ring.error().message();
+    EXPECT_EQ(*ring, (std::vector<std::uint32_t>{7, 7, 7, 7, 7}));
+
+    ASSERT_TRUE(LbProgram::unpin(dir));
+    EXPECT_FALSE(fs::exists(dir));
+    // The maps outlive their pins while the program holds them.
+    EXPECT_TRUE(lb.vips().put(vip_key(), {4, 0}));
+}
+
+TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
+    const std::string dir = pin_dir();
+    std::uint32_t old_ct = 0, old_vips = 0;
+    {
+        LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
+        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
+        ASSERT_TRUE(lb.vips().put(vip_key(), {3, 0}));
+        old_ct = map_id(lb.conntrack().fd());
+        old_vips = map_id(lb.vips().fd());
+    }
+    LbProgram lb = load({.pin_dir = dir}, {16, 64, 2048});
+    const PinReport& pins = lb.pins();
+    EXPECT_EQ(pins.names(PinAction::kReplaced), std::vector<std::string>{XLB_MAP_CONNTRACK});
+    EXPECT_EQ(pins.names(PinAction::kReused).size(), 7u);
+    const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
+    ASSERT_NE(ct, nullptr);
+    EXPECT_EQ(ct->reason, "max_entries 1024, want 2048");
+    EXPECT_EQ(ct->path, dir + "/" XLB_MAP_CONNTRACK);
+    EXPECT_NE(ct->map_id, old_ct);
+    EXPECT_EQ(pinned_map_id(ct->path), map_id(lb.conntrack().fd()));
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK "~new"));
+    EXPECT_NE(pins.summary().find("replaced xlb_conntrack (max_entries 1024, want 2048)"),
+              std::string::npos)
+        << pins.summary();
+    // The new table starts empty; everything else is still there.
+    auto flow_entry = lb.conntrack().get(flow());
+    ASSERT_TRUE(flow_entry);
+    EXPECT_FALSE(*flow_entry);
+    EXPECT_EQ(map_id(lb.vips().fd()), old_vips);
+    auto vip = lb.vips().get(vip_key());
+    ASSERT_TRUE(vip && *vip);
+}
+
+TEST_F(LifecycleTest, IncompatibleRingTemplateAndKeyLayoutAreDetected) {
+    const std::string dir = pin_dir();
+    fs::create_directories(dir);
+    // Rings whose inner maps are not mmapable (an older layout), holding one ring.
+    LIBBPF_OPTS(bpf_map_create_opts, inner_opts, .map_flags = BPF_F_INNER_MAP);
+    UniqueFd tmpl(bpf_map_create(BPF_MAP_TYPE_ARRAY, "tmpl", 4, 4, 8, &inner_opts));
+    ASSERT_TRUE(tmpl) << std::strerror(errno);
+    LIBBPF_OPTS(bpf_map_create_opts, outer_opts, .inner_map_fd = static_cast<__u32>(tmpl.get()));
+    UniqueFd rings(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "xlb_rings", 4, 4, kSizes.max_vips,
+                                  &outer_opts));
+    ASSERT_TRUE(rings) << std::strerror(errno);
+    UniqueFd inner(bpf_map_create(BPF_MAP_TYPE_ARRAY, "ring", 4, 4, 32, &inner_opts));
+    ASSERT_TRUE(inner) << std::strerror(errno);
+    std::uint32_t slot = 5, inner_fd = static_cast<std::uint32_t>(inner.get());
+    ASSERT_EQ(bpf_map_update_elem(rings.get(), &slot, &inner_fd, BPF_ANY), 0)
+        << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(rings.get(), (dir + "/" XLB_MAP_RINGS).c_str()), 0);
+    // VIPs keyed by something else.
+    UniqueFd vips(bpf_map_create(BPF_MAP_TYPE_HASH, "xlb_vips", 8, 8, kSizes.max_vips, nullptr));
+    ASSERT_TRUE(vips) << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(vips.get(), (dir + "/" XLB_MAP_VIPS).c_str()), 0);
+
+    LbProgram lb = load({.pin_dir = dir});
+    const PinReport& pins = lb.pins();
+    const MapPin* r = pins.find(XLB_MAP_RINGS);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->action, PinAction::kReplaced);
+    EXPECT_EQ(r->reason, "inner map flags 0x1000, want 0x1400");
+    const MapPin* v = pins.find(XLB_MAP_VIPS);
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->action, PinAction::kReplaced);
+    EXPECT_EQ(v->reason, "key size 8, want 20");
+    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 6u);
+    EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_RINGS), map_id(lb.rings().fd()));
+    // The replacement takes rings of the current layout.
+    const std::vector<std::uint32_t> ring = {1, 2, 3};
+    EXPECT_TRUE(publish_ring(lb.rings().fd(), 0, ring));
+}
+
+TEST_F(LifecycleTest, AgentRestartKeepsStateAndForwarding) {
+    // The whole sequence: run 1 pins, attaches and exits leaving the program;
+    // run 2 reuses the maps and swaps the program in without a gap.
+    const std::string dir = pin_dir();
+    std::vector<std::uint32_t> ids;
+    std::uint32_t old_prog = 0;
+    {
+        LbProgram lb = load({.pin_dir = dir});
+        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
+        auto a = XdpAttachment::attach(lb, veth_);
+        ASSERT_TRUE(a) << a.error().message();
+        a->keep();
+        ids = lb_map_ids(lb);
+        old_prog = a->prog_id();
+    }
+    XdpWatcher watcher(netns_->path(), veth_.ifindex);
+    LbProgram lb = load({.pin_dir = dir});
+    auto a = XdpAttachment::attach(lb, veth_);
+    watcher.stop();
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(a->report().replaced_prog_id, old_prog);
+    EXPECT_TRUE(a->report().atomic);
+    EXPECT_EQ(watcher.gaps(), 0u);
+    EXPECT_EQ(lb_map_ids(lb), ids);
+    auto ct = lb.conntrack().get(flow());
+    ASSERT_TRUE(ct && *ct);
+    EXPECT_EQ((*ct)->backend_id, 7u);
+
+    // --detach-on-exit: detach, then remove the pins.
+    auto detached = a->detach();
+    ASSERT_TRUE(detached && *detached);
+    ASSERT_TRUE(LbProgram::unpin(dir));
+    EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST_F(LifecycleTest, PinDirectoryOutsideBpffsIsRefused) {
+    const std::string dir = "/tmp/" + netns_->name() + "-pins/xlb";
+    auto lb = LbProgram::load(kSizes, {.pin_dir = dir});
+    ASSERT_FALSE(lb);
+    EXPECT_EQ(lb.error().code, ENOTSUP);
+    EXPECT_EQ(lb.error().message(),
+              "pin maps in " + dir +
+                  ": Operation not supported (/tmp is not on a BPF filesystem; mount one: "
+                  "mount -t bpf bpf /sys/fs/bpf)");
+    EXPECT_FALSE(fs::exists(fs::path(dir).parent_path()));
+
+    auto relative = LbProgram::load(kSizes, {.pin_dir = "xlb/eth0"});
+    ASSERT_FALSE(relative);
+    EXPECT_EQ(relative.error().code, EINVAL);
+}
+
+TEST_F(LifecycleTest, DecapMapsPinAndUnpinToo) {
+    const std::string dir = pin_dir();
+    {
+        auto decap = DecapProgram::load({.pin_dir = dir});
+        ASSERT_TRUE(decap) << decap.error().message();
+        EXPECT_EQ(decap->pins().names(PinAction::kCreated),
+                  (std::vector<std::string>{XLB_MAP_DECAP_ADDRS, XLB_MAP_DECAP_STATS}));
+    }
+    auto decap = DecapProgram::load({.pin_dir = dir});
+    ASSERT_TRUE(decap) << decap.error().message();
+    EXPECT_EQ(decap->pins().names(PinAction::kReused).size(), 2u);
+    ASSERT_TRUE(DecapProgram::unpin(dir));
+    EXPECT_FALSE(fs::exists(dir));
+    EXPECT_TRUE(DecapProgram::unpin(dir));  // nothing left: still fine
+}
+
+}  // namespace
+}  // namespace xlb::bpf

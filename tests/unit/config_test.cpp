@@ -1,0 +1,1134 @@
+// SPDX-License-Identifier: Apache-2.0
+// The configuration: YAML reading and validation (one test per rule, each
+// pinning the line and column), the example file, durations, VIP keys, and
+// the JSON codec.
+#include "xlb/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "xlb/config/json.h"
+#include "xlb/config/model.h"
+
+#ifndef XLB_SOURCE_DIR
+#error "XLB_SOURCE_DIR must be defined (the source tree, to find etc/xlbd.example.yaml)"
+#endif
+
+namespace xlb::config {
+namespace {
+
+using nlohmann::json;
+
+// Lines 1-4 of most test documents; a VIP starts on line 5.
+const std::string kHead =
+    "interface: eth0\n"                                             // 1
+    "next_hop: {address: 192.0.2.1}\n"                              // 2
+    "encap_source: {ipv4: 203.0.113.1, ipv6: \"2001:db8:e::1\"}\n"  // 3
+    "vips:\n";                                                      // 4
+
+// A valid VIP on lines 5-8.
+const std::string kVip =
+    "  - address: 198.51.100.10\n"        // 5
+    "    port: 80\n"                      // 6
+    "    backends:\n"                     // 7
+    "      - {address: 203.0.113.11}\n";  // 8
+
+std::vector<ConfigError> errors_of(const std::string& yaml) {
+    auto parsed = parse_config(yaml, "test.yaml");
+    if (parsed) return {};
+    return parsed.error();
+}
+
+std::string listing(const std::vector<ConfigError>& errors) {
+    std::string out;
+    for (const auto& e : errors) out += "\n  " + e.to_string();
+    return out;
+}
+
+// Exactly one error, at line:column, whose message contains every word.
+::testing::AssertionResult OneError(const std::string& yaml, int line, int column,
+                                    std::initializer_list<std::string_view> words) {
+    const auto errors = errors_of(yaml);
+    if (errors.size() != 1) {
+        return ::testing::AssertionFailure()
+               << "expected 1 error, got " << errors.size() << ":" << listing(errors);
+    }
+    const ConfigError& e = errors.front();
+    if (e.file != "test.yaml" || e.line != line || e.column != column) {
+        return ::testing::AssertionFailure() << "expected the error at test.yaml:" << line << ":"
+                                             << column << ", got " << e.to_string();
+    }
+    for (auto w : words) {
+        if (e.message.find(w) == std::string::npos) {
+            return ::testing::AssertionFailure()
+                   << "message lacks \"" << w << "\": " << e.to_string();
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
+Config parse_ok(const std::string& yaml) {
+    auto parsed = parse_config(yaml, "test.yaml");
+    EXPECT_TRUE(parsed.has_value()) << (parsed ? "" : listing(parsed.error()));
+    return parsed ? *parsed : Config{};
+}
+
+std::string example_path() { return std::string(XLB_SOURCE_DIR) + "/etc/xlbd.example.yaml"; }
+
+// --- Reading valid files ----------------------------------------------------
+
+TEST(ConfigParse, MinimalFileGetsDocumentedDefaults) {
+    const Config c = parse_ok(kHead + kVip);
+    const Settings& s = c.settings;
+    EXPECT_EQ(s.interface, "eth0");
+    EXPECT_EQ(s.xdp_mode, XdpMode::kAuto);
+    ASSERT_TRUE(s.next_hop.address);
+    EXPECT_EQ(*s.next_hop.address, net::IpAddress::v4(192, 0, 2, 1));
+    EXPECT_FALSE(s.next_hop.mac);
+    EXPECT_EQ(s.encap_source.ipv4_prefix_len, 32);
+    EXPECT_EQ(s.encap_source.ipv6_prefix_len, 128);
+    EXPECT_EQ(s.hash_seed, 0u);
+    EXPECT_EQ(s.mtu, 1500);
+    EXPECT_TRUE(s.icmp_too_big);
+    EXPECT_EQ(s.maps, MapSizes{});
+    EXPECT_EQ(s.api_socket, "/run/xlb/xlbd.sock");
+    EXPECT_EQ(s.metrics_listen, "127.0.0.1:9464");
+    ASSERT_EQ(c.vips.size(), 1u);
+    const VipSpec& v = c.vips[0];
+    EXPECT_EQ(v.key(), "198.51.100.10:80/tcp");
+    EXPECT_EQ(v.ring_size, 65537u);
+    EXPECT_EQ(v.panic_threshold, 0.5);
+    EXPECT_EQ(v.health_check, HealthCheck{});
+    EXPECT_EQ(v.slow_start, SlowStart{});
+    ASSERT_EQ(v.backends.size(), 1u);
+    EXPECT_EQ(v.backends[0].weight, kDefaultWeight);
+    EXPECT_EQ(v.backends[0].state, AdminState::kActive);
+}
+
+TEST(ConfigParse, ExampleFileParsesCleanWithItsValues) {
+    auto loaded = load_config_file(example_path());
+    ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
+    const Config& c = *loaded;
+    EXPECT_EQ(c.settings.hash_seed, 0x5eed1234u);
+    EXPECT_EQ(c.settings.encap_source.ipv4_prefix_len, 24);
+    ASSERT_TRUE(c.settings.encap_source.ipv6);
+    EXPECT_EQ(c.settings.encap_source.ipv6->to_string(), "2001:db8:e::1");
+    ASSERT_EQ(c.vips.size(), 3u);
+    const VipSpec* web = c.find_vip("198.51.100.10:80/tcp");
+    ASSERT_NE(web, nullptr);
+    EXPECT_EQ(web->name, "web");
+    EXPECT_EQ(web->health_check.type, HealthCheckType::kHttp);
+    EXPECT_EQ(web->health_check.interval, std::chrono::seconds(2));
+    EXPECT_EQ(web->health_check.jitter, std::chrono::milliseconds(200));
+    const std::vector<StatusRange> statuses{{200, 299}, {301, 301}};
+    EXPECT_EQ(web->health_check.expected_statuses, statuses);
+    EXPECT_EQ(web->slow_start.window, std::chrono::seconds(30));
+    ASSERT_EQ(web->backends.size(), 3u);
+    EXPECT_EQ(web->backends[0].identity(), "web-1");
+    EXPECT_EQ(web->backends[2].state, AdminState::kDrain);
+    const VipSpec* web6 = c.find_vip("[2001:db8::10]:443/tcp");
+    ASSERT_NE(web6, nullptr);
+    EXPECT_EQ(web6->backends[1].weight, 200u);
+    const VipSpec* dns = c.find_vip("198.51.100.53:53/udp");
+    ASSERT_NE(dns, nullptr);
+    EXPECT_EQ(dns->hash, HashMode::kSourceIp);
+    EXPECT_FALSE(dns->conntrack);
+    EXPECT_EQ(dns->on_unhealthy, UnhealthyPolicy::kKeep);
+    EXPECT_EQ(dns->slow_start.window, Duration::zero());
+    EXPECT_EQ(dns->panic_threshold, 0.0);
+    EXPECT_TRUE(check_config(c).empty());
+}
+
+TEST(ConfigParse, ExampleFileRoundTripsThroughYaml) {
+    auto loaded = load_config_file(example_path());
+    ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
+    const std::string written = to_yaml(*loaded);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, *loaded) << written;
+    EXPECT_EQ(to_yaml(*reread), written);
+}
+
+TEST(ConfigParse, MacNextHopAndHexSeed) {
+    const Config c = parse_ok(
+        "interface: veth0\n"
+        "next_hop: {mac: \"02:00:00:00:00:01\"}\n"
+        "hash_seed: 0xFFFFFFFF\n"
+        "xdp_mode: generic\n");
+    ASSERT_TRUE(c.settings.next_hop.mac);
+    EXPECT_EQ(net::mac_to_string(*c.settings.next_hop.mac), "02:00:00:00:00:01");
+    EXPECT_EQ(c.settings.hash_seed, 0xffffffffu);
+    EXPECT_EQ(c.settings.xdp_mode, XdpMode::kGeneric);
+    EXPECT_TRUE(c.vips.empty());
+}
+
+TEST(ConfigParse, DecimalSeed) {
+    EXPECT_EQ(parse_ok("interface: eth0\nnext_hop: {address: 192.0.2.1}\nhash_seed: 4294967295\n")
+                  .settings.hash_seed,
+              0xffffffffu);
+}
+
+TEST(ConfigParse, MissingFileSaysSo) {
+    auto loaded = load_config_file("/nonexistent/xlbd.yaml");
+    ASSERT_FALSE(loaded.has_value());
+    ASSERT_EQ(loaded.error().size(), 1u);
+    EXPECT_EQ(loaded.error()[0].line, 0);
+    EXPECT_EQ(loaded.error()[0].to_string().rfind("/nonexistent/xlbd.yaml: cannot read", 0), 0u)
+        << loaded.error()[0].to_string();
+}
+
+TEST(ConfigParse, ErrorFormat) {
+    EXPECT_EQ((ConfigError{"xlbd.yaml", 12, 14, "vips[0].port: found \"http\""}).to_string(),
+              "xlbd.yaml:12:14: vips[0].port: found \"http\"");
+}
+
+// --- Structure: syntax, required and unknown keys, types, enums ---------------
+
+TEST(ConfigErrors, YamlSyntax) {
+    EXPECT_TRUE(OneError("interface: eth0\nvips: [1, 2\nmtu: 3\n", 3, 4, {"not valid YAML"}));
+}
+
+TEST(ConfigErrors, EmptyDocument) { EXPECT_TRUE(OneError("", 1, 1, {"empty", "interface"})); }
+
+TEST(ConfigErrors, TopLevelNotAMapping) {
+    EXPECT_TRUE(OneError("- eth0\n", 1, 1, {"found a list", "expected a mapping"}));
+}
+
+TEST(ConfigErrors, MissingInterface) {
+    EXPECT_TRUE(OneError("next_hop: {address: 192.0.2.1}\n", 1, 1,
+                         {"interface: missing", "expected", "eth0"}));
+}
+
+TEST(ConfigErrors, MissingNextHop) {
+    EXPECT_TRUE(OneError("interface: eth0\n", 1, 1, {"next_hop: missing", "address", "mac"}));
+}
+
+TEST(ConfigErrors, EmptyValue) {
+    EXPECT_TRUE(OneError("interface:\nnext_hop: {address: 192.0.2.1}\n", 1, 1,
+                         {"interface: found nothing (null)", "expected a string"}));
+}
+
+TEST(ConfigErrors, MissingVipAddress) {
+    EXPECT_TRUE(
+        OneError(kHead + "  - port: 80\n", 5, 5, {"vips[0].address: missing", "IP address"}));
+}
+
+TEST(ConfigErrors, MissingVipPort) {
+    EXPECT_TRUE(OneError(kHead + "  - address: 198.51.100.10\n", 5, 5,
+                         {"vips[0].port: missing", "0-65535", "0 = every port"}));
+}
+
+TEST(ConfigErrors, MissingBackendAddress) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {weight: 5}\n", 9, 9,
+                         {"vips[0].backends[1].address: missing"}));
+}
+
+TEST(ConfigErrors, MissingHealthCheckType) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {interval: 5s}\n", 9, 19,
+                         {"vips[0].health_check.type: missing", "none, tcp, http or udp"}));
+}
+
+TEST(ConfigErrors, UnknownKeyWithSuggestion) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    helth_check: {type: tcp}\n", 9, 5,
+                         {"vips[0].helth_check: unknown key", "did you mean \"health_check\""}));
+}
+
+TEST(ConfigErrors, UnknownKeyTransposition) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, intreval: 2s}\n", 9, 31,
+                         {"unknown key", "did you mean \"interval\""}));
+}
+
+TEST(ConfigErrors, UnknownKeyListsTheKnownOnes) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nfrobnicate: 1\n", 3, 1,
+                         {"frobnicate: unknown key", "expected one of", "interface", "vips"}));
+}
+
+TEST(ConfigErrors, DuplicateKey) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\ninterface: eth1\n", 3, 1,
+                         {"interface: duplicate key", "line 1"}));
+}
+
+TEST(ConfigErrors, PortNotAnInteger) {
+    // The example of the design: the position of the value, what was found,
+    // what was expected.
+    const auto errors = errors_of(kHead + "  - address: 198.51.100.10\n    port: http\n");
+    ASSERT_EQ(errors.size(), 1u) << listing(errors);
+    EXPECT_EQ(errors[0].to_string(),
+              "test.yaml:6:11: vips[0].port: found \"http\", expected an integer 0-65535 (0 = "
+              "every port)");
+}
+
+TEST(ConfigErrors, PortOutOfRange) {
+    EXPECT_TRUE(OneError(kHead + "  - address: 198.51.100.10\n    port: 65536\n", 6, 11,
+                         {"vips[0].port", "found \"65536\"", "0-65535"}));
+}
+
+TEST(ConfigErrors, NegativeWeight) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 203.0.113.12, weight: -1}\n", 9, 41,
+                         {"backends[1].weight", "found \"-1\"", "0-10000"}));
+}
+
+TEST(ConfigErrors, UnknownProtocol) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    protocol: sctp\n", 9, 15,
+                         {"vips[0].protocol", "found \"sctp\"", "tcp or udp"}));
+}
+
+TEST(ConfigErrors, UnknownXdpMode) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nxdp_mode: driver\n", 3,
+                         11, {"xdp_mode", "native, generic or auto"}));
+}
+
+TEST(ConfigErrors, UnknownHashMode) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    hash: sip\n", 9, 11, {"5tuple or source"}));
+}
+
+TEST(ConfigErrors, UnknownBackendState) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 203.0.113.12, state: off}\n", 9, 40,
+                         {"backends[1].state", "found \"off\"", "active, drain or disabled"}));
+}
+
+TEST(ConfigErrors, UnknownUnhealthyPolicy) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    on_unhealthy: drop\n", 9, 19, {"reschedule or keep"}));
+}
+
+TEST(ConfigErrors, YesIsNotABoolean) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    conntrack: yes\n", 9, 16,
+                         {"vips[0].conntrack", "found \"yes\"", "true or false"}));
+}
+
+TEST(ConfigErrors, BadAddress) {
+    EXPECT_TRUE(OneError(kHead + "  - address: 198.51.100.300\n    port: 80\n", 5, 14,
+                         {"vips[0].address", "198.51.100.300", "expected an IP address"}));
+}
+
+TEST(ConfigErrors, BadMac) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {mac: \"02:00:00:00:01\"}\n", 2, 17,
+                         {"next_hop.mac", "expected a MAC address"}));
+}
+
+TEST(ConfigErrors, SeedTooBig) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nhash_seed: 0x100000000\n", 3, 12,
+                 {"hash_seed", "32-bit", "hex"}));
+}
+
+TEST(ConfigErrors, PanicThresholdNotANumber) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    panic_threshold: half\n", 9, 22, {"a number 0-1"}));
+}
+
+TEST(ConfigErrors, VipsNotAList) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nvips: {a: 1}\n", 3, 7,
+                         {"vips: found a mapping", "expected a list of VIPs"}));
+}
+
+TEST(ConfigErrors, BackendNotAMapping) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - 203.0.113.12\n", 9, 9,
+                         {"backends[1]: found \"203.0.113.12\"", "expected a mapping"}));
+}
+
+TEST(ConfigErrors, KeyThatIsNotAName) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\n[a]: 1\n", 3, 1,
+                         {"found a list as a key", "expected a name"}));
+}
+
+TEST(ConfigErrors, StatusNotAStatus) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: http, expected_statuses: [200, ok]}\n", 9,
+                 57, {"expected_statuses[1]", "found \"ok\"", "HTTP status"}));
+}
+
+TEST(ConfigErrors, StatusesNotAList) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: http, expected_statuses: 200}\n",
+                         9, 51, {"expected_statuses", "expected a list"}));
+}
+
+// --- Durations -----------------------------------------------------------------
+
+TEST(ConfigErrors, DurationWithoutUnit) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, interval: 2}\n", 9, 41,
+                         {"health_check.interval", "found \"2\"", "units are required"}));
+}
+
+TEST(ConfigErrors, DurationWithUnknownUnit) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    slow_start: {window: 1d}\n", 9, 26,
+                         {"slow_start.window", "found \"1d\"", "ms, s, m or h"}));
+}
+
+TEST(Durations, Parse) {
+    EXPECT_EQ(parse_duration("500ms"), Duration{500});
+    EXPECT_EQ(parse_duration("2s"), Duration{2000});
+    EXPECT_EQ(parse_duration("1m"), Duration{60'000});
+    EXPECT_EQ(parse_duration("1h"), Duration{3'600'000});
+    EXPECT_EQ(parse_duration("0s"), Duration{0});
+    EXPECT_EQ(parse_duration("0ms"), Duration{0});
+}
+
+TEST(Durations, Rejects) {
+    for (const char* bad : {"", "2", "0", "s", "-1s", "1.5s", "2 s", "2sec", "2S", "1d", " 2s",
+                            "99999999999999999999h"}) {
+        EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
+    }
+    auto bare = parse_duration("2");
+    ASSERT_FALSE(bare.has_value());
+    EXPECT_NE(bare.error().find("units are required"), std::string::npos) << bare.error();
+}
+
+TEST(Durations, FormatUsesTheLargestExactUnitAndRoundTrips) {
+    EXPECT_EQ(format_duration(Duration{0}), "0s");
+    EXPECT_EQ(format_duration(Duration{1500}), "1500ms");
+    EXPECT_EQ(format_duration(Duration{90'000}), "90s");
+    EXPECT_EQ(format_duration(Duration{120'000}), "2m");
+    EXPECT_EQ(format_duration(Duration{7'200'000}), "2h");
+    for (long ms : {0L, 1L, 999L, 1000L, 61'000L, 3'600'000L, 86'400'000L}) {
+        EXPECT_EQ(parse_duration(format_duration(Duration{ms})), Duration{ms}) << ms;
+    }
+}
+
+// --- Semantic rules (one test each) -------------------------------------------------
+
+TEST(ConfigErrors, DuplicateVip) {
+    EXPECT_TRUE(OneError(kHead + kVip + "  - address: 198.51.100.10\n    port: 80\n", 9, 5,
+                         {"vips[1]", "198.51.100.10:80/tcp again", "also vips[0]"}));
+}
+
+TEST(ConfigErrors, SameAddressDifferentProtocolIsNotADuplicate) {
+    parse_ok(kHead + kVip + "  - {address: 198.51.100.10, port: 80, protocol: udp}\n");
+}
+
+TEST(ConfigErrors, MoreVipsThanMaxVips) {
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "maps: {max_vips: 2}\n"
+        "vips:\n"
+        "  - {address: 198.51.100.1, port: 80}\n"
+        "  - {address: 198.51.100.2, port: 80}\n"
+        "  - {address: 198.51.100.3, port: 80}\n";
+    EXPECT_TRUE(OneError(yaml, 7, 5, {"vips[2]", "more than 2 VIPs", "maps.max_vips (2)"}));
+}
+
+TEST(ConfigErrors, DuplicateBackendAddress) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 203.0.113.11, weight: 5}\n", 9, 19,
+                         {"backends[1].address", "203.0.113.11 again", "also backends[0]"}));
+}
+
+TEST(ConfigErrors, DuplicateBackendIdentity) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "      - {address: 203.0.113.12, hash_key: 203.0.113.11}\n", 9, 43,
+                 {"backends[1].hash_key", "identity \"203.0.113.11\"", "distinct hash_key"}));
+}
+
+TEST(ConfigErrors, MoreDistinctBackendsThanMaxBackends) {
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "encap_source: {ipv4: 203.0.113.1}\n"
+        "maps: {max_backends: 2}\n"
+        "vips:\n"
+        "  - address: 198.51.100.1\n"
+        "    port: 80\n"
+        "    backends: [{address: 203.0.113.11}, {address: 203.0.113.12}]\n"
+        "  - address: 198.51.100.2\n"
+        "    port: 80\n"
+        // The same two again count once; the third does not fit.
+        "    backends:\n"
+        "      - {address: 203.0.113.12}\n"
+        "      - {address: 203.0.113.11}\n"
+        "      - {address: 203.0.113.13}\n";
+    EXPECT_TRUE(
+        OneError(yaml, 14, 19,
+                 {"vips[1].backends[2].address", "more than 2 distinct", "maps.max_backends (2)"}));
+}
+
+TEST(ConfigErrors, WeightAboveMaximum) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 203.0.113.12, weight: 10001}\n", 9, 41,
+                         {"backends[1].weight", "found 10001", "0-10000"}));
+}
+
+TEST(ConfigErrors, IPv6VipWithIPv4Backend) {
+    const std::string yaml = kHead +
+                             "  - address: \"2001:db8::10\"\n"
+                             "    port: 443\n"
+                             "    backends:\n"
+                             "      - {address: \"2001:db8:1::1\"}\n"
+                             "      - {address: 203.0.113.11}\n";
+    EXPECT_TRUE(OneError(yaml, 9, 19,
+                         {"backends[1].address", "IPv4 address 203.0.113.11 in an IPv6 VIP",
+                          "IPv6-in-IPv4", "not supported"}));
+}
+
+TEST(ConfigErrors, IPv4VipWithIPv6BackendIsFine) {
+    parse_ok(kHead + kVip + "      - {address: \"2001:db8:1::1\"}\n");
+}
+
+TEST(ConfigErrors, BackendIsTheVip) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 198.51.100.10}\n", 9, 19,
+                         {"backends[1].address", "VIP's own address"}));
+}
+
+TEST(ConfigErrors, MulticastVip) {
+    EXPECT_TRUE(OneError(kHead + "  - {address: 224.0.0.1, port: 80}\n", 5, 15,
+                         {"vips[0].address", "found 224.0.0.1", "unicast"}));
+}
+
+TEST(ConfigErrors, RingSizeNotPrime) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    ring_size: 65536\n", 9, 16,
+                         {"vips[0].ring_size", "65536", "not prime", "65537"}));
+}
+
+TEST(ConfigErrors, RingSizeTooLarge) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    ring_size: 5000101\n", 9, 16,
+                         {"ring_size", "exceeds the maximum 5000011"}));
+}
+
+TEST(ConfigErrors, RingSizeTooSmallForItsBackends) {
+    // 3 backends not disabled need 30 slots; the disabled one does not count.
+    const std::string yaml = kHead + kVip +
+                             "      - {address: 203.0.113.12, state: drain}\n"
+                             "      - {address: 203.0.113.13, weight: 0}\n"
+                             "      - {address: 203.0.113.14, state: disabled}\n"
+                             "    ring_size: 29\n";
+    EXPECT_TRUE(
+        OneError(yaml, 12, 16, {"ring_size", "ring size 29", "3 backends", "31 is the smallest"}));
+    parse_ok(kHead + kVip +
+             "      - {address: 203.0.113.12, state: drain}\n"
+             "      - {address: 203.0.113.13, weight: 0}\n"
+             "      - {address: 203.0.113.14, state: disabled}\n"
+             "    ring_size: 31\n");
+}
+
+TEST(ConfigErrors, PanicThresholdOutOfRange) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    panic_threshold: 1.5\n", 9, 22,
+                         {"panic_threshold", "found 1.5", "0-1"}));
+}
+
+TEST(ConfigErrors, SlowStartFloorOutOfRange) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    slow_start: {window: 10s, floor: 2}\n", 9, 38,
+                         {"slow_start.floor", "found 2", "0-1"}));
+}
+
+TEST(ConfigErrors, SlowStartWindowTooLong) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    slow_start: {window: 2h}\n", 9, 26,
+                         {"slow_start.window", "found 2h", "1h"}));
+}
+
+TEST(ConfigErrors, TimeoutNotBelowInterval) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: tcp, interval: 2s, timeout: 2s}\n", 9, 54,
+                 {"health_check.timeout", "found 2s", "not below the interval 2s",
+                  "must fail before the next one"}));
+}
+
+TEST(ConfigErrors, DefaultTimeoutAgainstShortInterval) {
+    // timeout defaults to 1s: the error points at the check, where it is missing.
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, interval: 500ms}\n", 9, 19,
+                         {"health_check.timeout", "found 1s", "interval 500ms"}));
+}
+
+TEST(ConfigErrors, ZeroTimeout) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, timeout: 0s}\n", 9, 40,
+                         {"health_check.timeout", "found 0s", "above 0"}));
+}
+
+TEST(ConfigErrors, IntervalTooShort) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: tcp, interval: 5ms, timeout: 1ms}\n", 9,
+                 41, {"health_check.interval", "found 5ms", "10ms to 1h"}));
+}
+
+TEST(ConfigErrors, UnhealthyThresholdZero) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, unhealthy_threshold: 0}\n",
+                         9, 52, {"health_check.unhealthy_threshold", "found 0", ">= 1"}));
+}
+
+TEST(ConfigErrors, HealthyThresholdZero) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, healthy_threshold: 0}\n", 9,
+                         50, {"health_check.healthy_threshold", "found 0", ">= 1"}));
+}
+
+TEST(ConfigErrors, HealthCheckPortOutOfRange) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, port: 70000}\n", 9, 37,
+                         {"health_check.port", "found \"70000\"", "0-65535"}));
+}
+
+TEST(ConfigErrors, HealthCheckPortNeededForWildcardVip) {
+    const std::string yaml = kHead +
+                             "  - address: 198.51.100.10\n"
+                             "    port: 0\n"
+                             "    health_check: {type: tcp}\n";
+    EXPECT_TRUE(OneError(yaml, 7, 19, {"health_check.port", "every port", "port to probe"}));
+    parse_ok(kHead +
+             "  - address: 198.51.100.10\n"
+             "    port: 0\n"
+             "    health_check: {type: tcp, port: 22}\n");
+}
+
+TEST(ConfigErrors, HttpFieldOnTcpCheck) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, path: /healthz}\n", 9, 37,
+                         {"health_check.path", "set for type tcp", "type: http"}));
+}
+
+TEST(ConfigErrors, UdpFieldOnHttpCheck) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: http, udp_payload: ping}\n", 9,
+                         45, {"health_check.udp_payload", "set for type http", "type: udp"}));
+}
+
+TEST(ConfigErrors, HttpFieldWithoutACheck) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: none, host: example.com}\n", 9,
+                         38, {"health_check.host", "set for type none", "type: http"}));
+}
+
+TEST(ConfigErrors, ProbeThroughTheVipOnAnotherPort) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: http, port: 8080, via_vip: true}\n", 9,
+                 38, {"health_check.port", "found 8080 with via_vip: true", "only port 80"}));
+}
+
+TEST(ConfigErrors, ProbeThroughTheVipWithAnotherProtocol) {
+    const std::string yaml = kHead +
+                             "  - address: 198.51.100.53\n"
+                             "    port: 53\n"
+                             "    protocol: udp\n"
+                             "    health_check: {type: tcp, via_vip: true}\n";
+    EXPECT_TRUE(
+        OneError(yaml, 8, 40, {"health_check.via_vip", "tcp check of a udp VIP", "udp check"}));
+}
+
+TEST(ConfigErrors, StatusOutOfRange) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip + "    health_check: {type: http, expected_statuses: [\"200-299\", 600]}\n", 9,
+        63, {"expected_statuses[1]", "found 600", "100-599"}));
+}
+
+TEST(ConfigErrors, StatusRangeBackwards) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip + "    health_check: {type: http, expected_statuses: [\"299-200\"]}\n", 9, 52,
+        {"expected_statuses[0]", "found 299-200", "FIRST <= LAST"}));
+}
+
+TEST(ConfigErrors, HttpPathNotAbsolute) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: http, path: healthz}\n", 9, 38,
+                         {"health_check.path", "found \"healthz\"", "e.g. /healthz"}));
+}
+
+TEST(ConfigErrors, HttpHostWithSpace) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: http, host: \"a b\"}\n", 9, 38,
+                         {"health_check.host", "without spaces"}));
+}
+
+TEST(ConfigErrors, EncapSourceIPv4MissingForIPv4Backends) {
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "encap_source: {ipv6: \"2001:db8:e::1\"}\n"
+        "vips:\n" +
+        kVip + "      - {address: 203.0.113.12}\n";
+    // Reported once per VIP, at its first IPv4 backend.
+    EXPECT_TRUE(OneError(
+        yaml, 8, 19,
+        {"backends[0].address", "IPv4 backend 203.0.113.11", "encap_source.ipv4 is not set"}));
+}
+
+TEST(ConfigErrors, EncapSourceMissingAltogether) {
+    const std::string yaml = "interface: eth0\nnext_hop: {address: 192.0.2.1}\nvips:\n" + kVip;
+    EXPECT_TRUE(OneError(yaml, 7, 19, {"encap_source.ipv4 is not set"}));
+}
+
+TEST(ConfigErrors, EncapSourceIPv6MissingForIPv6Backends) {
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "encap_source: {ipv4: 203.0.113.1}\n"
+        "vips:\n" +
+        kVip + "      - {address: \"2001:db8:1::1\"}\n";
+    EXPECT_TRUE(OneError(
+        yaml, 9, 19,
+        {"backends[1].address", "IPv6 backend 2001:db8:1::1", "encap_source.ipv6 is not set"}));
+}
+
+TEST(ConfigErrors, EncapPrefixTooLong) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\n"
+                 "encap_source: {ipv4: 203.0.113.0/33}\n",
+                 3, 22, {"encap_source.ipv4", "/33", "/1 to /32"}));
+}
+
+TEST(ConfigErrors, EncapPrefixZero) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\n"
+                 "encap_source: {ipv6: \"2001:db8::/0\"}\n",
+                 3, 22, {"encap_source.ipv6", "/0", "/1 to /128"}));
+}
+
+TEST(ConfigErrors, EncapPrefixNotANumber) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\n"
+                 "encap_source: {ipv4: 203.0.113.0/x}\n",
+                 3, 22, {"encap_source.ipv4", "found \"203.0.113.0/x\"", "prefix"}));
+}
+
+TEST(ConfigErrors, EncapWrongFamily) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\n"
+                 "encap_source: {ipv4: \"2001:db8::1\"}\n",
+                 3, 22, {"encap_source.ipv4", "IPv6 address 2001:db8::1", "IPv4"}));
+}
+
+TEST(ConfigErrors, NextHopBoth) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1, mac: \"02:00:00:00:00:01\"}\n", 2,
+                 11, {"next_hop", "both address and mac", "exactly one"}));
+}
+
+TEST(ConfigErrors, NextHopNeither) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {}\n", 2, 11,
+                         {"next_hop", "neither address nor mac", "exactly one"}));
+}
+
+TEST(ConfigErrors, NextHopMulticastMac) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {mac: \"01:00:5e:00:00:01\"}\n", 2, 17,
+                         {"next_hop.mac", "01:00:5e:00:00:01", "unicast"}));
+}
+
+TEST(ConfigErrors, MtuTooSmall) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmtu: 500\n", 3, 6,
+                         {"mtu: found 500", "576-9000"}));
+}
+
+TEST(ConfigErrors, MtuTooLarge) {
+    EXPECT_TRUE(OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmtu: 9001\n", 3, 6,
+                         {"mtu: found 9001", "576-9000"}));
+}
+
+TEST(ConfigErrors, MtuTooSmallForIPv6Vip) {
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "mtu: 1300\n"
+        "vips:\n"
+        "  - {address: 198.51.100.10, port: 80}\n"
+        "  - {address: \"2001:db8::10\", port: 80}\n";
+    EXPECT_TRUE(OneError(yaml, 6, 15, {"vips[1].address", "IPv6 VIP with mtu 1300", ">= 1320"}));
+}
+
+TEST(ConfigErrors, MapSizeZero) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmaps: {conntrack_entries: 0}\n",
+                 3, 27, {"maps.conntrack_entries", "found 0", "1-134217728"}));
+}
+
+TEST(ConfigErrors, MapSizeTooLarge) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmaps: {max_backends: 1000000}\n",
+                 3, 22, {"maps.max_backends", "found 1000000", "1-262144"}));
+}
+
+TEST(ConfigErrors, InterfaceNameTooLong) {
+    EXPECT_TRUE(OneError("interface: a-very-long-ifname0\nnext_hop: {address: 192.0.2.1}\n", 1, 12,
+                         {"interface", "at most 15 characters"}));
+}
+
+TEST(ConfigErrors, RelativeSocketPath) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {socket: xlbd.sock}\n", 3,
+                 15, {"api.socket", "found \"xlbd.sock\"", "absolute path"}));
+}
+
+TEST(ConfigErrors, MetricsListenNotAnEndpoint) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmetrics: {listen: localhost}\n",
+                 3, 19, {"metrics.listen", "found \"localhost\"", "ADDRESS:PORT"}));
+}
+
+TEST(ConfigErrors, BadVipName) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    name: web site\n", 9, 11,
+                         {"vips[0].name", "found \"web site\"", "A-Z a-z 0-9"}));
+}
+
+TEST(ConfigErrors, DuplicateVipName) {
+    EXPECT_TRUE(OneError(kHead + "  - {address: 198.51.100.1, port: 80, name: web}\n"
+                                 "  - {address: 198.51.100.2, port: 80, name: web}\n",
+                         6, 45, {"vips[1].name", "\"web\" again", "also vips[0]"}));
+}
+
+// --- Collecting errors ------------------------------------------------------------
+
+TEST(ConfigErrors, AllErrorsInFileOrder) {
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1, mac: \"02:00:00:00:00:01\"}\n"
+        "mtu: 100\n"
+        "vips:\n"
+        "  - address: 198.51.100.10\n"
+        "    port: http\n"
+        "    ring_size: 100\n"
+        "    backends:\n"
+        "      - {address: 203.0.113.11, weight: 20000}\n";
+    const auto errors = errors_of(yaml);
+    ASSERT_EQ(errors.size(), 6u) << listing(errors);
+    EXPECT_EQ(errors[0].line, 2);  // next_hop both
+    EXPECT_EQ(errors[1].line, 3);  // mtu
+    EXPECT_EQ(errors[2].line, 6);  // port
+    EXPECT_EQ(errors[3].line, 7);  // ring size
+    EXPECT_EQ(errors[4].line, 9);  // encap_source.ipv4 missing
+    EXPECT_EQ(errors[4].column, 19);
+    EXPECT_EQ(errors[5].line, 9);  // weight
+    EXPECT_EQ(errors[5].column, 41);
+}
+
+TEST(ConfigErrors, AnUnreadableValueIsReportedOnce) {
+    // The address cannot be read; its consequences (not unicast, duplicate
+    // of vips[1] by default value, missing encap source) are not reported.
+    const std::string yaml =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "vips:\n"
+        "  - {address: nope, port: 80, backends: [{address: bad}]}\n"
+        "  - {address: nope, port: 80}\n";
+    const auto errors = errors_of(yaml);
+    ASSERT_EQ(errors.size(), 3u) << listing(errors);
+    for (const auto& e : errors) {
+        EXPECT_NE(e.message.find("expected an IP address"), std::string::npos) << e.to_string();
+    }
+}
+
+TEST(ConfigErrors, AnUnreadableVipPortHidesTheHealthPortRule) {
+    EXPECT_TRUE(OneError(kHead + "  - address: 198.51.100.10\n    port: x\n"
+                                 "    health_check: {type: tcp}\n",
+                         6, 11, {"vips[0].port"}));
+}
+
+TEST(ConfigErrors, StatusIndicesFollowTheFile) {
+    const auto errors =
+        errors_of(kHead + kVip + "    health_check: {type: http, expected_statuses: [ok, 700]}\n");
+    ASSERT_EQ(errors.size(), 2u) << listing(errors);
+    EXPECT_NE(errors[0].message.find("expected_statuses[0]: found \"ok\""), std::string::npos);
+    EXPECT_NE(errors[1].message.find("expected_statuses[1]: found 700"), std::string::npos);
+    EXPECT_EQ(errors[1].column, 56);
+}
+
+// --- Semantic checks without a file (the API's view) -------------------------------
+
+TEST(Validate, VipAgainstSettings) {
+    Settings settings;
+    settings.encap_source.ipv4 = net::IpAddress::v4(203, 0, 113, 1);
+    VipSpec vip;
+    vip.address = net::IpAddress::v4(198, 51, 100, 10);
+    vip.port = 80;
+    vip.backends.push_back(BackendSpec{net::IpAddress::v4(203, 0, 113, 11)});
+    EXPECT_TRUE(validate_vip(vip, settings).empty());
+
+    vip.backends.push_back(BackendSpec{net::IpAddress::v4(203, 0, 113, 11), 20000});
+    vip.health_check.type = HealthCheckType::kTcp;
+    vip.health_check.timeout = vip.health_check.interval;
+    const auto messages = validate_vip(vip, settings);
+    ASSERT_EQ(messages.size(), 3u);
+    EXPECT_EQ(messages[0].rfind("health_check.timeout: found 10s, not below", 0), 0u)
+        << messages[0];
+    EXPECT_EQ(messages[1].rfind("backends[1].address: found 203.0.113.11 again", 0), 0u)
+        << messages[1];
+    EXPECT_EQ(messages[2], "backends[1].weight: found 20000, expected 0-10000");
+}
+
+TEST(Validate, WholeConfigPathsIncludeTheVipIndex) {
+    Config config;
+    config.settings.interface = "eth0";
+    config.settings.next_hop.address = net::IpAddress::v4(192, 0, 2, 1);
+    VipSpec vip;
+    vip.address = net::IpAddress::v4(198, 51, 100, 10);
+    vip.port = 80;
+    config.vips = {vip, vip};
+    const auto issues = check_config(config);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_EQ(issues[0].path, "vips[1]");
+    EXPECT_NE(issues[0].message.find("198.51.100.10:80/tcp again"), std::string::npos);
+}
+
+TEST(Validate, DefaultSettingsLackOnlyTheRequiredValues) {
+    const auto issues = check_config(Config{});
+    ASSERT_EQ(issues.size(), 2u);
+    EXPECT_EQ(issues[0].path, "interface");
+    EXPECT_EQ(issues[1].path, "next_hop");
+}
+
+// --- The model: keys, names, lookups ---------------------------------------------
+
+TEST(Model, VipKeys) {
+    VipSpec v;
+    v.address = net::IpAddress::v4(198, 51, 100, 10);
+    v.port = 80;
+    EXPECT_EQ(v.key(), "198.51.100.10:80/tcp");
+    v.port = 0;
+    v.protocol = Protocol::kUdp;
+    EXPECT_EQ(v.key(), "198.51.100.10:0/udp");
+    v.address = *net::IpAddress::parse("2001:db8::10");
+    v.port = 443;
+    v.protocol = Protocol::kTcp;
+    EXPECT_EQ(v.key(), "[2001:db8::10]:443/tcp");
+}
+
+TEST(Model, ParseVipKey) {
+    auto k = parse_vip_key("10.0.0.10:80/tcp");
+    ASSERT_TRUE(k.has_value()) << k.error();
+    EXPECT_EQ(k->address, net::IpAddress::v4(10, 0, 0, 10));
+    EXPECT_EQ(k->port, 80);
+    EXPECT_EQ(k->protocol, Protocol::kTcp);
+
+    k = parse_vip_key("[2001:db8::1]:443/udp");
+    ASSERT_TRUE(k.has_value()) << k.error();
+    EXPECT_EQ(k->address, *net::IpAddress::parse("2001:db8::1"));
+    EXPECT_EQ(k->port, 443);
+    EXPECT_EQ(k->protocol, Protocol::kUdp);
+
+    k = parse_vip_key("10.0.0.10:80");
+    ASSERT_TRUE(k.has_value()) << k.error();
+    EXPECT_EQ(k->protocol, Protocol::kTcp);
+    EXPECT_EQ(k->to_string(), "10.0.0.10:80/tcp");
+
+    // Non-canonical input comes out canonical, so that find_vip() matches.
+    k = parse_vip_key("[2001:DB8:0::1]:0/udp");
+    ASSERT_TRUE(k.has_value()) << k.error();
+    EXPECT_EQ(k->to_string(), "[2001:db8::1]:0/udp");
+}
+
+TEST(Model, ParseVipKeyErrors) {
+    for (const char* bad :
+         {"", "10.0.0.10", "10.0.0.10:80/sctp", "10.0.0.10:/tcp", "10.0.0.10:65536",
+          "2001:db8::1:80/tcp", "[2001:db8::1]/tcp", "10.0.0.10:80/", "host:80/tcp"}) {
+        auto k = parse_vip_key(bad);
+        EXPECT_FALSE(k.has_value()) << bad;
+        if (!k) {
+            EXPECT_NE(k.error().find("expected"), std::string::npos) << k.error();
+        }
+    }
+    auto k = parse_vip_key("10.0.0.10:80/sctp");
+    ASSERT_FALSE(k.has_value());
+    EXPECT_NE(k.error().find("'sctp' is neither tcp nor udp"), std::string::npos) << k.error();
+}
+
+TEST(Model, VipKeyRoundTrip) {
+    for (const char* text : {"198.51.100.10:80/tcp", "[2001:db8::10]:443/udp", "192.0.2.1:0/tcp"}) {
+        auto k = parse_vip_key(text);
+        ASSERT_TRUE(k.has_value()) << k.error();
+        EXPECT_EQ(k->to_string(), text);
+    }
+}
+
+TEST(Model, EnumNamesRoundTrip) {
+    for (auto v : {XdpMode::kNative, XdpMode::kGeneric, XdpMode::kAuto})
+        EXPECT_EQ(parse_xdp_mode(to_string(v)), v);
+    for (auto v : {Protocol::kTcp, Protocol::kUdp}) EXPECT_EQ(parse_protocol(to_string(v)), v);
+    for (auto v : {HashMode::kFiveTuple, HashMode::kSourceIp})
+        EXPECT_EQ(parse_hash_mode(to_string(v)), v);
+    for (auto v : {AdminState::kActive, AdminState::kDrain, AdminState::kDisabled})
+        EXPECT_EQ(parse_admin_state(to_string(v)), v);
+    for (auto v : {HealthCheckType::kNone, HealthCheckType::kTcp, HealthCheckType::kHttp,
+                   HealthCheckType::kUdp})
+        EXPECT_EQ(parse_health_check_type(to_string(v)), v);
+    for (auto v : {UnhealthyPolicy::kReschedule, UnhealthyPolicy::kKeep})
+        EXPECT_EQ(parse_unhealthy_policy(to_string(v)), v);
+    EXPECT_STREQ(to_string(HashMode::kFiveTuple), "5tuple");
+    EXPECT_STREQ(to_string(HashMode::kSourceIp), "source");
+    EXPECT_FALSE(parse_protocol("TCP"));
+    EXPECT_FALSE(parse_admin_state(""));
+}
+
+TEST(Model, Lookups) {
+    Config c;
+    VipSpec v;
+    v.address = net::IpAddress::v4(198, 51, 100, 10);
+    v.port = 80;
+    v.backends.push_back(BackendSpec{net::IpAddress::v4(203, 0, 113, 11), 7});
+    c.vips.push_back(v);
+    ASSERT_NE(c.find_vip("198.51.100.10:80/tcp"), nullptr);
+    EXPECT_EQ(c.find_vip("198.51.100.10:80/udp"), nullptr);
+    VipSpec* mutable_vip = c.find_vip("198.51.100.10:80/tcp");
+    BackendSpec* b = mutable_vip->find_backend(net::IpAddress::v4(203, 0, 113, 11));
+    ASSERT_NE(b, nullptr);
+    b->weight = 9;
+    EXPECT_EQ(std::as_const(c).vips[0].find_backend(net::IpAddress::v4(203, 0, 113, 11))->weight,
+              9u);
+    EXPECT_EQ(v.find_backend(net::IpAddress::v4(203, 0, 113, 12)), nullptr);
+}
+
+// --- JSON --------------------------------------------------------------------------
+
+VipSpec full_vip() {
+    VipSpec v;
+    v.address = *net::IpAddress::parse("2001:db8::10");
+    v.port = 443;
+    v.protocol = Protocol::kUdp;
+    v.name = "quic";
+    v.hash = HashMode::kSourceIp;
+    v.conntrack = false;
+    v.ring_size = 4099;
+    v.panic_threshold = 0.3;
+    v.slow_start = SlowStart{Duration{1500}, 0.25};
+    v.on_unhealthy = UnhealthyPolicy::kKeep;
+    v.health_check.type = HealthCheckType::kHttp;
+    v.health_check.port = 8443;
+    v.health_check.path = "/ready";
+    v.health_check.host = "example.com";
+    v.health_check.expected_statuses = {{200, 204}, {301, 301}};
+    v.health_check.body_contains = "OK";
+    v.health_check.interval = Duration{2000};
+    v.health_check.timeout = Duration{750};
+    v.health_check.jitter = Duration{0};
+    v.health_check.unhealthy_threshold = 3;
+    v.health_check.healthy_threshold = 5;
+    v.health_check.via_vip = true;
+    v.backends = {
+        BackendSpec{*net::IpAddress::parse("2001:db8:1::1"), 100, AdminState::kActive, "a"},
+        BackendSpec{*net::IpAddress::parse("2001:db8:1::2"), 0, AdminState::kDrain, ""},
+        BackendSpec{*net::IpAddress::parse("2001:db8:1::3"), 10000, AdminState::kDisabled, "c"}};
+    return v;
+}
+
+TEST(Json, VipRoundTrip) {
+    const VipSpec v = full_vip();
+    const json j = v;
+    EXPECT_EQ(j["address"], "2001:db8::10");
+    EXPECT_EQ(j["protocol"], "udp");
+    EXPECT_EQ(j["hash"], "source");
+    EXPECT_EQ(j["slow_start"]["window"], "1500ms");
+    EXPECT_EQ(j["health_check"]["interval"], "2s");
+    EXPECT_EQ(j["health_check"]["expected_statuses"], json::parse(R"(["200-204", 301])"));
+    EXPECT_EQ(j["backends"][1]["state"], "drain");
+    auto back = vip_from_json(j);
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, v);
+    // And through text, as the API and the state file carry it.
+    auto reparsed = vip_from_json(json::parse(j.dump()));
+    ASSERT_TRUE(reparsed.has_value()) << reparsed.error();
+    EXPECT_EQ(*reparsed, v);
+}
+
+TEST(Json, ExampleVipsRoundTrip) {
+    auto loaded = load_config_file(example_path());
+    ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
+    const json j = vips_to_json(loaded->vips);
+    auto back = vips_from_json(json::parse(j.dump(2)));
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, loaded->vips);
+}
+
+TEST(Json, MissingFieldsTakeDefaults) {
+    auto v = vip_from_json(json::parse(R"({"address": "198.51.100.10", "port": 80})"));
+    ASSERT_TRUE(v.has_value()) << v.error();
+    EXPECT_EQ(v->ring_size, 65537u);
+    EXPECT_EQ(v->health_check, HealthCheck{});
+    auto b = backend_from_json(json::parse(R"({"address": "203.0.113.11"})"));
+    ASSERT_TRUE(b.has_value()) << b.error();
+    EXPECT_EQ(b->weight, kDefaultWeight);
+    EXPECT_EQ(b->state, AdminState::kActive);
+}
+
+TEST(Json, UnknownFieldIsNamed) {
+    auto v =
+        vip_from_json(json::parse(R"({"address": "198.51.100.10", "port": 80, "prot": "tcp"})"));
+    ASSERT_FALSE(v.has_value());
+    EXPECT_EQ(v.error(), "prot: unknown key; did you mean \"port\"?");
+}
+
+TEST(Json, WrongTypesAreNamed) {
+    // JSON is typed: a string is not a port, a number is not a duration.
+    auto v = vip_from_json(json::parse(
+        R"({"address": "198.51.100.10", "port": "80", "conntrack": "true",
+            "health_check": {"type": "tcp", "interval": 2},
+            "backends": [{"address": "203.0.113.11"},
+                         {"address": "203.0.113.12", "weight": 1.5}]})"));
+    ASSERT_FALSE(v.has_value());
+    const std::string& e = v.error();
+    EXPECT_NE(e.find("port: found \"80\", expected an integer 0-65535"), std::string::npos) << e;
+    EXPECT_NE(e.find("conntrack: found \"true\", expected true or false"), std::string::npos) << e;
+    EXPECT_NE(e.find("health_check.interval: found 2, expected a duration"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find("units are required"), std::string::npos) << e;
+    EXPECT_NE(e.find("backends[1].weight: found 1.5, expected an integer 0-10000"),
+              std::string::npos)
+        << e;
+}
+
+TEST(Json, MissingRequiredFields) {
+    auto v = vip_from_json(json::parse(R"({"name": "web"})"));
+    ASSERT_FALSE(v.has_value());
+    EXPECT_NE(v.error().find("address: missing"), std::string::npos) << v.error();
+    EXPECT_NE(v.error().find("port: missing"), std::string::npos) << v.error();
+}
+
+TEST(Json, NotAnObject) {
+    auto b = backend_from_json(json::parse(R"(["203.0.113.11"])"));
+    ASSERT_FALSE(b.has_value());
+    EXPECT_EQ(b.error().rfind("found a list, expected an object", 0), 0u) << b.error();
+}
+
+TEST(Json, BackendErrors) {
+    auto b = backend_from_json(json::parse(R"({"address": "203.0.113.300", "state": "gone"})"));
+    ASSERT_FALSE(b.has_value());
+    EXPECT_NE(b.error().find("address: found \"203.0.113.300\", expected an IP address"),
+              std::string::npos)
+        << b.error();
+    EXPECT_NE(b.error().find("state: found \"gone\", expected active, drain or disabled"),
+              std::string::npos)
+        << b.error();
+}
+
+TEST(Json, HealthCheckAndSlowStart) {
+    HealthCheck h;
+    h.type = HealthCheckType::kUdp;
+    h.udp_payload = "ping";
+    h.udp_expect = "pong";
+    auto back = health_check_from_json(json(h));
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, h);
+    auto bad = health_check_from_json(json::parse(R"({"type": "icmp"})"));
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.error().find("type: found \"icmp\""), std::string::npos) << bad.error();
+
+    SlowStart s{Duration{60'000}, 0.5};
+    auto ss = slow_start_from_json(json(s));
+    ASSERT_TRUE(ss.has_value()) << ss.error();
+    EXPECT_EQ(*ss, s);
+    EXPECT_EQ(json(s)["window"], "1m");
+    auto bad_ss = slow_start_from_json(json::parse(R"({"window": "30", "floor": "x"})"));
+    ASSERT_FALSE(bad_ss.has_value());
+    EXPECT_NE(bad_ss.error().find("window: found \"30\""), std::string::npos) << bad_ss.error();
+    EXPECT_NE(bad_ss.error().find("floor: found \"x\", expected a number 0-1"), std::string::npos)
+        << bad_ss.error();
+}
+
+TEST(Json, StateFileListPathsCarryTheIndex) {
+    auto vips = vips_from_json(json::parse(
+        R"([{"address": "198.51.100.10", "port": 80},
+            {"address": "198.51.100.11", "port": 80, "backends": [{"adress": "203.0.113.1"}]}])"));
+    ASSERT_FALSE(vips.has_value());
+    EXPECT_NE(vips.error().find("[1].backends[0].adress: unknown key; did you mean \"address\"?"),
+              std::string::npos)
+        << vips.error();
+    EXPECT_NE(vips.error().find("[1].backends[0].address: missing"), std::string::npos)
+        << vips.error();
+    auto not_list = vips_from_json(json::object());
+    ASSERT_FALSE(not_list.has_value());
+    EXPECT_EQ(not_list.error(), "found an object, expected a list of VIPs");
+}
+
+TEST(Json, SettingsForStatus) {
+    auto loaded = load_config_file(example_path());
+    ASSERT_TRUE(loaded.has_value());
+    const json j = settings_to_json(loaded->settings);
+    EXPECT_EQ(j["interface"], "eth0");
+    EXPECT_EQ(j["hash_seed"], "0x5eed1234");
+    EXPECT_EQ(j["encap_source"]["ipv4"], "203.0.113.0/24");
+    EXPECT_EQ(j["next_hop"]["address"], "192.0.2.1");
+    EXPECT_FALSE(j["next_hop"].contains("mac"));
+    EXPECT_EQ(j["maps"]["max_vips"], 512);
+}
+
+}  // namespace
+}  // namespace xlb::config

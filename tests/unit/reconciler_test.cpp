@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reconciler against a recording fake data plane: effective weights,
+// order of map writes, epochs and checksums, coalescing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "xlb/control/effective.h"
+#include "xlb/control/loop.h"
+#include "xlb/control/reconciler.h"
+
+namespace xlb::control {
+namespace {
+
+using config::AdminState;
+using config::BackendSpec;
+using config::VipSpec;
+
+net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
+
+// Records every write, in order, and keeps the resulting map contents.
+class FakeDataPlane : public DataPlane {
+public:
+    bpf::Result<void> write_config(const xlb_config&) override { return {}; }
+    bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
+        log.push_back("vip+ " + std::to_string(value.vip_id));
+        vips[key.port] = value;
+        return {};
+    }
+    bpf::Result<void> remove_vip(const xlb_vip_key& key) override {
+        log.push_back("vip- " + std::to_string(vips[key.port].vip_id));
+        vips.erase(key.port);
+        return {};
+    }
+    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+        log.push_back("backend " + std::to_string(id) + " gen " + std::to_string(be.generation));
+        backends[id] = be;
+        return {};
+    }
+    bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
+        if (fail_publish) return bpf::fail(EIO, "publish");
+        if (publish_delay.count() > 0) std::this_thread::sleep_for(publish_delay);
+        ++publishes;
+        for (const RingUpdate& r : updates) {
+            // a ring may only name backends whose entries exist and are current
+            for (std::uint32_t id : r.backend_ids)
+                if (!backends.contains(id) || backends[id].generation == 0)
+                    ring_names_missing_backend = true;
+            log.push_back("ring " + std::to_string(r.vip_id));
+            rings[r.vip_id] = r.backend_ids;
+        }
+        auto now = Clock::now();
+        return PublishTiming{now, now};
+    }
+    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+        log.push_back("ring- " + std::to_string(vip_id));
+        rings.erase(vip_id);
+        return {};
+    }
+
+    std::set<std::uint32_t> ids_in_ring(std::uint32_t vip_id) {
+        return {rings[vip_id].begin(), rings[vip_id].end()};
+    }
+    std::size_t index_of(const std::string& entry) const {
+        return static_cast<std::size_t>(std::find(log.begin(), log.end(), entry) - log.begin());
+    }
+
+    std::vector<std::string> log;
+    std::map<std::uint16_t, xlb_vip_value> vips;  // by port: tests use distinct ports
+    std::map<std::uint32_t, xlb_backend> backends;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+    int publishes = 0;
+    bool fail_publish = false;
+    bool ring_names_missing_backend = false;
+    std::chrono::milliseconds publish_delay{0};
+};
+
+VipSpec web_vip(std::size_t backends = 3, std::uint16_t port = 80) {
+    VipSpec v;
+    v.address = ip("198.51.100.10");
+    v.port = port;
+    v.ring_size = 251;
+    for (std::size_t i = 0; i < backends; ++i) {
+        BackendSpec b;
+        b.address = net::IpAddress::v4(203, 0, 113, static_cast<std::uint8_t>(11 + i));
+        v.backends.push_back(b);
+    }
+    return v;
+}
+
+class ReconcilerTest : public ::testing::Test {
+protected:
+    FakeDataPlane dp;
+    Reconciler rec{dp, {16, 64}};
+
+    void reconcile() {
+        auto r = rec.reconcile(Clock::now());
+        ASSERT_TRUE(r) << r.error().message();
+    }
+    std::uint32_t id_of(const VipSpec& v, std::size_t i) {
+        return rec.registry().find_backend(v.key(), v.backends[i].address)->id;
+    }
+    std::uint32_t vip_id(const VipSpec& v) { return *rec.registry().find_vip(v.key()); }
+};
+
+TEST(EffectiveWeights, AdministrativeStates) {
+    VipSpec v = web_vip(3);
+    v.backends[1].state = AdminState::kDrain;
+    v.backends[2].state = AdminState::kDisabled;
+    std::vector<ObservedBackend> obs(3, {Health::kHealthy, 1.0});
+    VipPlan p = plan_vip(v, obs, false);
+    EXPECT_TRUE(p.backends[0].in_table);
+    EXPECT_EQ(p.backends[0].effective_weight, config::kDefaultWeight * kWeightScale);
+    EXPECT_FALSE(p.backends[1].in_table);
+    EXPECT_TRUE(p.backends[1].live) << "a drained backend keeps its flows";
+    EXPECT_FALSE(p.backends[2].in_table);
+    EXPECT_FALSE(p.backends[2].live) << "a disabled backend is gone";
+    EXPECT_FALSE(p.in_panic());
+}
+
+TEST(EffectiveWeights, WeightFactorScalesAndNeverRoundsToZero) {
+    VipSpec v = web_vip(2);
+    v.backends[0].weight = 1;
+    std::vector<ObservedBackend> obs{{Health::kHealthy, 0.1}, {Health::kHealthy, 0.5}};
+    VipPlan p = plan_vip(v, obs, false);
+    EXPECT_EQ(p.backends[0].effective_weight, 10u);
+    EXPECT_EQ(p.backends[1].effective_weight, config::kDefaultWeight * kWeightScale / 2);
+    obs[0].weight_factor = 0.0001;
+    EXPECT_EQ(plan_vip(v, obs, false).backends[0].effective_weight, 1u);
+}
+
+TEST(EffectiveWeights, UnhealthyPolicyDecidesWhetherFlowsMove) {
+    VipSpec v = web_vip(4);
+    v.panic_threshold = 0.5;
+    std::vector<ObservedBackend> obs(4, {Health::kHealthy, 1.0});
+    obs[3].health = Health::kUnhealthy;
+    VipPlan p = plan_vip(v, obs, false);
+    EXPECT_FALSE(p.backends[3].in_table);
+    EXPECT_FALSE(p.backends[3].live);
+    v.on_unhealthy = config::UnhealthyPolicy::kKeep;
+    p = plan_vip(v, obs, false);
+    EXPECT_FALSE(p.backends[3].in_table);
+    EXPECT_TRUE(p.backends[3].live);
+}
+
+TEST(EffectiveWeights, PanicAtTheBoundary) {
+    VipSpec v = web_vip(4);
+    std::vector<ObservedBackend> obs(4, {Health::kHealthy, 1.0});
+    obs[2].health = obs[3].health = Health::kUnhealthy;
+    v.panic_threshold = 0.5;  // healthy share exactly 0.5: not below
+    EXPECT_FALSE(plan_vip(v, obs, false).in_panic());
+    v.panic_threshold = 0.5001;  // just above the share: panic, everyone in
+    VipPlan p = plan_vip(v, obs, false);
+    EXPECT_EQ(p.panic, PanicReason::kBelowThreshold);
+    EXPECT_TRUE(std::all_of(p.backends.begin(), p.backends.end(),
+                            [](const PlannedBackend& b) { return b.in_table && b.live; }));
+    v.panic_threshold = 0.4999;
+    EXPECT_FALSE(plan_vip(v, obs, false).in_panic());
+    v.panic_threshold = 0;  // never panic, even with nothing healthy
+    for (auto& o : obs) o.health = Health::kUnhealthy;
+    p = plan_vip(v, obs, false);
+    EXPECT_FALSE(p.in_panic());
+    EXPECT_TRUE(std::none_of(p.backends.begin(), p.backends.end(),
+                             [](const PlannedBackend& b) { return b.in_table; }));
+}
+
+TEST(EffectiveWeights, StartupIsPanicUntilEveryVerdictIsIn) {
+    VipSpec v = web_vip(3);
+    std::vector<ObservedBackend> obs(3);
+    obs[0].health = Health::kUnhealthy;
+    VipPlan p = plan_vip(v, obs, true);
+    EXPECT_EQ(p.panic, PanicReason::kAwaitingFirstVerdicts);
+    EXPECT_TRUE(p.backends[0].in_table && p.backends[1].in_table && p.backends[2].in_table);
+    // after start-up, a backend without a verdict waits outside the table
+    obs[0].health = Health::kHealthy;
+    obs[1].health = Health::kHealthy;
+    p = plan_vip(v, obs, false);
+    EXPECT_FALSE(p.in_panic());
+    EXPECT_FALSE(p.backends[2].in_table);
+}
+
+TEST_F(ReconcilerTest, PublishesEveryVipWithEntriesRingThenVip) {
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    EXPECT_TRUE(rec.has_pending_work());
+    reconcile();
+    EXPECT_FALSE(rec.has_pending_work());
+    EXPECT_TRUE(rec.all_published());
+    EXPECT_FALSE(dp.ring_names_missing_backend);
+    EXPECT_EQ(dp.ids_in_ring(vip_id(v)), (std::set<std::uint32_t>{id_of(v, 0), id_of(v, 1), id_of(v, 2)}));
+    EXPECT_EQ(dp.rings[vip_id(v)].size(), 251u);
+    // ring live before the VIP entry sends packets to it
+    EXPECT_LT(dp.index_of("ring " + std::to_string(vip_id(v))),
+              dp.index_of("vip+ " + std::to_string(vip_id(v))));
+    auto s = rec.vip_status(v.key());
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->epoch, 1u);
+    EXPECT_NE(s->checksum, 0u);
+    std::uint32_t slots = 0;
+    for (const auto& b : s->backends) slots += b.slots;
+    EXPECT_EQ(slots, 251u);
+}
+
+TEST_F(ReconcilerTest, DrainKeepsTheBackendOutOfNewTablesOnly) {
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    reconcile();
+    const std::uint32_t drained = id_of(v, 1);
+    const std::uint32_t gen = dp.backends[drained].generation;
+    v.backends[1].state = AdminState::kDrain;
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(drained));
+    EXPECT_EQ(dp.backends[drained].generation, gen) << "established flows must stay";
+    EXPECT_EQ(rec.vip_status(v.key())->epoch, 2u);
+}
+
+TEST_F(ReconcilerTest, RemovedBackendLeavesTheRingBeforeItsFlowsMove) {
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    reconcile();
+    const std::uint32_t gone = id_of(v, 2);
+    const std::uint32_t gen = dp.backends[gone].generation;
+    dp.log.clear();
+    v.backends.pop_back();
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(gone));
+    EXPECT_GT(dp.backends[gone].generation, gen);
+    EXPECT_LT(dp.index_of("ring " + std::to_string(vip_id(v))),
+              dp.index_of("backend " + std::to_string(gone) + " gen " +
+                          std::to_string(dp.backends[gone].generation)));
+    EXPECT_FALSE(rec.registry().find_backend(v.key(), ip("203.0.113.13")));
+    // the id comes back with a generation no recorded flow can hold
+    v.backends.push_back(BackendSpec{ip("203.0.113.99")});
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_EQ(id_of(v, 2), gone);
+    EXPECT_GT(dp.backends[gone].generation, gen + 1);
+}
+
+TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
+    VipSpec v = web_vip(3);
+    v.health_check.type = config::HealthCheckType::kTcp;
+    rec.set_vips({v});
+    for (const auto& b : v.backends) rec.set_observed(v.key(), b.address, {Health::kHealthy, 1.0});
+    reconcile();
+    const std::uint32_t sick = id_of(v, 0);
+    const std::uint32_t gen = dp.backends[sick].generation;
+    dp.log.clear();
+    rec.set_observed(v.key(), v.backends[0].address, {Health::kUnhealthy, 1.0});
+    reconcile();
+    EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(sick));
+    EXPECT_EQ(dp.backends[sick].generation, gen + 1);
+    EXPECT_LT(dp.index_of("ring " + std::to_string(vip_id(v))),
+              dp.index_of("backend " + std::to_string(sick) + " gen " + std::to_string(gen + 1)));
+    // healthy again: back in the ring with its new generation
+    rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
+    reconcile();
+    EXPECT_TRUE(dp.ids_in_ring(vip_id(v)).contains(sick));
+    EXPECT_EQ(dp.backends[sick].generation, gen + 1);
+}
+
+TEST_F(ReconcilerTest, UnchangedInputKeepsTheEpochAndSameInputGivesSameChecksum) {
+    VipSpec v = web_vip(3);
+    VipSpec other = web_vip(2, 443);
+    rec.set_vips({v, other});
+    reconcile();
+    const auto first = *rec.vip_status(v.key());
+    const int publishes = dp.publishes;
+    rec.set_vips({v, other});
+    reconcile();
+    EXPECT_EQ(dp.publishes, publishes);
+    // change one VIP: only it gets a new epoch
+    VipSpec heavier = v;
+    heavier.backends[0].weight = 300;
+    rec.set_vips({heavier, other});
+    reconcile();
+    EXPECT_EQ(rec.vip_status(v.key())->epoch, first.epoch + 1);
+    EXPECT_NE(rec.vip_status(v.key())->checksum, first.checksum);
+    EXPECT_EQ(rec.vip_status(other.key())->epoch, 1u);
+    // and back: the same inputs give the same table checksum again
+    rec.set_vips({v, other});
+    reconcile();
+    EXPECT_EQ(rec.vip_status(v.key())->checksum, first.checksum);
+    EXPECT_EQ(rec.vip_status(v.key())->epoch, first.epoch + 2);
+}
+
+TEST_F(ReconcilerTest, TwoReconcilersAgreeWhateverTheirIds) {
+    VipSpec v = web_vip(5);
+    FakeDataPlane dp2;
+    Reconciler rec2(dp2, {16, 64});
+    // the second host allocated other ids before (another VIP came and went)
+    rec2.set_vips({web_vip(4, 8080)});
+    ASSERT_TRUE(rec2.reconcile(Clock::now()));
+    VipSpec reversed = v;
+    std::reverse(reversed.backends.begin(), reversed.backends.end());
+    rec2.set_vips({reversed});
+    ASSERT_TRUE(rec2.reconcile(Clock::now()));
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_EQ(rec.vip_status(v.key())->checksum, rec2.vip_status(v.key())->checksum);
+    // each host's ring names its own ids, for the same addresses slot by slot
+    auto address_ring = [](Reconciler& r, FakeDataPlane& d, const VipSpec& spec) {
+        std::map<std::uint32_t, net::IpAddress> by_id;
+        for (const auto& b : spec.backends)
+            by_id[r.registry().find_backend(spec.key(), b.address)->id] = b.address;
+        std::vector<net::IpAddress> out;
+        for (std::uint32_t id : d.rings[*r.registry().find_vip(spec.key())]) out.push_back(by_id[id]);
+        return out;
+    };
+    EXPECT_EQ(address_ring(rec, dp, v), address_ring(rec2, dp2, reversed));
+}
+
+TEST_F(ReconcilerTest, StaleBuildIsDroppedAndTheNewestPlanPublished) {
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    auto jobs = rec.plan(Clock::now());
+    ASSERT_EQ(jobs.size(), 1u);
+    BuildResult old = build_table(jobs[0]);
+    v.backends[0].weight = 50;
+    rec.set_vips({v});  // changes while the build was running
+    auto records = rec.publish({old});
+    ASSERT_TRUE(records);
+    EXPECT_TRUE(records->empty());
+    EXPECT_EQ(dp.publishes, 0);
+    EXPECT_TRUE(rec.has_pending_work());
+    reconcile();
+    EXPECT_EQ(rec.vip_status(v.key())->epoch, 1u);
+    EXPECT_EQ(rec.vip_status(v.key())->backends[0].weight, 50u);
+}
+
+TEST_F(ReconcilerTest, FailedPublishIsReportedAndRetried) {
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    dp.fail_publish = true;
+    auto r = rec.reconcile(Clock::now());
+    EXPECT_FALSE(r);
+    EXPECT_FALSE(rec.all_published());
+    EXPECT_FALSE(rec.vip_status(v.key())->last_error.empty());
+    EXPECT_TRUE(rec.has_pending_work());
+    dp.fail_publish = false;
+    reconcile();
+    EXPECT_TRUE(rec.all_published());
+    EXPECT_TRUE(rec.vip_status(v.key())->last_error.empty());
+}
+
+TEST_F(ReconcilerTest, RemovingAVipStopsMatchingFirstThenFreesEverything) {
+    VipSpec v = web_vip(2);
+    rec.set_vips({v});
+    reconcile();
+    const std::uint32_t id = vip_id(v);
+    const std::uint32_t b0 = id_of(v, 0);
+    dp.log.clear();
+    rec.set_vips({});
+    reconcile();
+    EXPECT_LT(dp.index_of("vip- " + std::to_string(id)), dp.index_of("ring- " + std::to_string(id)));
+    EXPECT_FALSE(dp.rings.contains(id));
+    EXPECT_TRUE(dp.vips.empty());
+    EXPECT_FALSE(rec.registry().find_vip(v.key()));
+    EXPECT_EQ(rec.registry().backends_in_use(), 0u);
+    EXPECT_EQ(dp.backends[b0].family, 0) << "released entries hold no address";
+}
+
+TEST_F(ReconcilerTest, EpochsContinueAfterARestart) {
+    VipSpec v = web_vip(2);
+    rec.restore_epoch(v.key(), 41);
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_EQ(rec.vip_status(v.key())->epoch, 42u);
+}
+
+TEST(ControlLoopTest, BurstsOfChangesAreCoalesced) {
+    FakeDataPlane dp;
+    dp.publish_delay = std::chrono::milliseconds(20);
+    Reconciler rec(dp, {16, 64});
+    ControlLoop loop(rec, {});
+    int published = 0;
+    loop.on_publish([&](const PublishRecord&) { ++published; });
+    loop.start();
+    VipSpec v = web_vip(3);
+    std::vector<std::future<bool>> done;
+    for (std::uint32_t w = 1; w <= 100; ++w) {
+        v.backends[0].weight = w;
+        done.push_back(loop.call<bool>([v](Reconciler& r) {
+            r.set_vips({v});
+            return true;
+        }));
+    }
+    for (auto& f : done) ASSERT_TRUE(f.get());
+    auto status = loop.call<std::optional<VipStatus>>(
+        [&](Reconciler& r) { return r.vip_status(v.key()); });
+    auto s = status.get();
+    loop.stop();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->backends[0].weight, 100u) << "the last change wins";
+    EXPECT_TRUE(s->published);
+    EXPECT_LT(published, 10) << "100 changes in a burst must not mean 100 publishes";
+    EXPECT_GE(published, 1);
+    std::printf("  100 changes -> %d publishes\n", published);
+}
+
+}  // namespace
+}  // namespace xlb::control

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlb-bench-publish: how long a table change takes to go live, through the
+// real reconciler and the real maps. Two figures per publish:
+//   decision to live   - from the reconciler's decision (plan) until the
+//                        outer-map update is issued; the table is live then;
+//   decision to return - until that update call returns, after the kernel's
+//                        RCU grace period (see shared/measured.md).
+// Each case changes one backend's weight per publish, so every publish
+// builds and swaps a full 65537-slot table.
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "xlb/bpf/programs.h"
+#include "xlb/control/data_plane.h"
+#include "xlb/control/reconciler.h"
+
+namespace {
+
+using xlb::control::Clock;
+
+double percentile(std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    if (v.empty()) return 0;
+    const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(rank);
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+
+xlb::config::VipSpec make_vip(std::uint32_t backends) {
+    xlb::config::VipSpec vip;
+    vip.address = *xlb::net::IpAddress::parse("198.51.100.10");
+    vip.port = 80;
+    for (std::uint32_t i = 0; i < backends; ++i) {
+        xlb::config::BackendSpec b;
+        b.address = xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
+                                            static_cast<std::uint8_t>(i >> 8),
+                                            static_cast<std::uint8_t>(i));
+        vip.backends.push_back(b);
+    }
+    return vip;
+}
+
+struct CaseResult {
+    std::uint32_t backends;
+    std::vector<double> live_ms, return_ms;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"xlb-bench-publish: table publish latency through the real maps"};
+    std::string out_path = "build/bench/publish.json";
+    int publishes = 200;
+    app.add_option("--out", out_path, "JSON output path")->capture_default_str();
+    app.add_option("--publishes", publishes, "publishes per case")->check(CLI::Range(10, 100000))
+        ->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+
+    auto program = xlb::bpf::LbProgram::load({16, 4096, 1024});
+    if (!program) {
+        fmt::print(stderr, "xlb-bench-publish: {}\n", program.error().message());
+        return 1;
+    }
+    std::vector<CaseResult> results;
+    for (std::uint32_t n : {100u, 1000u}) {
+        xlb::control::BpfDataPlane data_plane(*program);
+        xlb::control::Reconciler reconciler(data_plane, {16, 4096});
+        xlb::config::VipSpec vip = make_vip(n);
+        reconciler.set_vips({vip});
+        if (auto r = reconciler.reconcile(Clock::now()); !r) {
+            fmt::print(stderr, "xlb-bench-publish: first publish: {}\n", r.error().message());
+            return 1;
+        }
+        CaseResult result{n, {}, {}};
+        for (int i = 0; i < publishes; ++i) {
+            auto& weight = vip.backends[static_cast<std::size_t>(i) % n].weight;
+            weight = weight == 50 ? 150 : 50;  // every publish changes the table
+            reconciler.set_vips({vip});
+            auto records = reconciler.reconcile(Clock::now());
+            if (!records || records->size() != 1) {
+                fmt::print(stderr, "xlb-bench-publish: publish {} failed: {}\n", i,
+                           records ? "no table published" : records.error().message());
+                return 1;
+            }
+            result.live_ms.push_back(records->front().decision_to_live_ms);
+            result.return_ms.push_back(records->front().decision_to_return_ms);
+        }
+        results.push_back(std::move(result));
+        reconciler.set_vips({});
+        (void)reconciler.reconcile(Clock::now());
+    }
+
+    nlohmann::json cases = nlohmann::json::array();
+    fmt::print("{:>9}  {:>14}  {:>14}  {:>16}  {:>16}  {}\n", "backends", "live p50 ms", "live p99 ms",
+               "return p50 ms", "return p99 ms", "target (live p99 < 5 ms)");
+    for (const CaseResult& r : results) {
+        const double p50 = percentile(r.live_ms, 50), p99 = percentile(r.live_ms, 99);
+        const double rp50 = percentile(r.return_ms, 50), rp99 = percentile(r.return_ms, 99);
+        fmt::print("{:>9}  {:>14.3f}  {:>14.3f}  {:>16.3f}  {:>16.3f}  {}\n", r.backends, p50, p99,
+                   rp50, rp99, r.backends == 1000 ? (p99 < 5.0 ? "met" : "MISSED") : "-");
+        cases.push_back({{"backends", r.backends},
+                         {"p50_ms", p50},
+                         {"p99_ms", p99},
+                         {"return_p50_ms", rp50},
+                         {"return_p99_ms", rp99}});
+    }
+    std::filesystem::path path(out_path);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << nlohmann::json{{"cases", cases}}.dump(2) << "\n";
+    fmt::print("wrote {}\n", out_path);
+    return 0;
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "harness.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cstring>
+
+#include "xlb_bench.skel.h"
+
+namespace xlb::bench {
+
+static_assert(sizeof(xlb_bench::xlb_bench__bss::frame_template) == kFrameLen,
+              "kFrameLen must match XLB_BENCH_FRAME_LEN in bpf/bench/xlb_bench.bpf.c");
+
+void Harness::SkeletonDeleter::operator()(xlb_bench* skel) const { xlb_bench__destroy(skel); }
+
+Harness::Harness(std::unique_ptr<xlb_bench, SkeletonDeleter> skel) : skel_(std::move(skel)) {}
+Harness::Harness(Harness&&) noexcept = default;
+Harness& Harness::operator=(Harness&&) noexcept = default;
+Harness::~Harness() = default;
+
+bpf::Result<Harness> Harness::load() {
+    std::unique_ptr<xlb_bench, SkeletonDeleter> skel(xlb_bench__open());
+    if (!skel) return bpf::fail(errno, "open the xlb_bench BPF object");
+    if (int rc = xlb_bench__load(skel.get()); rc != 0)
+        return bpf::fail(rc, "load the xlb_bench BPF programs",
+                         -rc == EPERM ? "loading BPF needs root or CAP_BPF + CAP_NET_ADMIN" : "");
+    if (!skel->bss) return bpf::fail(EINVAL, "map the xlb_bench globals");
+    return Harness(std::move(skel));
+}
+
+int Harness::floor_fd() const { return bpf_program__fd(skel_->progs.xlb_bench_floor); }
+
+bpf::Result<void> Harness::set_target(int prog_fd) const {
+    const std::uint32_t slot = 0;
+    const std::uint32_t fd = static_cast<std::uint32_t>(prog_fd);
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.xlb_bench_target), &slot, &fd, BPF_ANY) != 0)
+        return bpf::fail(
+            errno, "point the bench wrapper's tail call at program fd " + std::to_string(prog_fd));
+    return {};
+}
+
+void Harness::set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset) const {
+    std::memset(skel_->bss->frame_template, 0, kFrameLen);
+    std::memcpy(skel_->bss->frame_template, frame.data(), std::min(frame.size(), kFrameLen));
+    skel_->bss->vary_offset = vary_offset;
+}
+
+std::uint32_t Harness::vary_counter() const { return skel_->bss->vary_counter; }
+
+bpf::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame,
+                                             std::uint32_t repeat) const {
+    if (frame.size() != kFrameLen)
+        return bpf::fail(EINVAL, "run the bench wrapper on a frame of " +
+                                     std::to_string(frame.size()) + " bytes (it needs " +
+                                     std::to_string(kFrameLen) + ")");
+    return bpf::test_run_xdp(bpf_program__fd(skel_->progs.xlb_bench_wrapper), frame, repeat);
+}
+
+}  // namespace xlb::bench

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The measuring harness of xlb-bench-xdp: owns the wrapper object
+// (bpf/bench/xlb_bench.bpf.c), points its tail call at the program under test
+// or at the floor, loads the frame it restores on every repetition, and runs
+// it through BPF_PROG_TEST_RUN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "xlb/bpf/error.h"
+#include "xlb/bpf/test_run.h"
+
+struct xlb_bench;
+
+namespace xlb::bench {
+
+// The wrapper restores exactly this many bytes (XLB_BENCH_FRAME_LEN).
+inline constexpr std::size_t kFrameLen = 128;
+
+class Harness {
+public:
+    static bpf::Result<Harness> load();
+
+    Harness(Harness&&) noexcept;
+    Harness& operator=(Harness&&) noexcept;
+    ~Harness();
+
+    // Fd of xlb_bench_floor: wrapper + floor is the baseline of every case.
+    int floor_fd() const;
+    // The program the wrapper tail-calls from now on (slot 0 of its prog array).
+    bpf::Result<void> set_target(int prog_fd) const;
+    // The frame restored before every repetition, and the offset of the 32-bit
+    // field given a new value (the running counter) on every repetition; 0 = none.
+    void set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset) const;
+    // The last value the wrapper wrote at vary_offset (counts every repetition
+    // that had one).
+    std::uint32_t vary_counter() const;
+    // Runs the wrapper `repeat` times on `frame` (kFrameLen bytes).
+    bpf::Result<bpf::TestRunResult> run(std::span<const std::uint8_t> frame,
+                                        std::uint32_t repeat) const;
+
+private:
+    struct SkeletonDeleter {
+        void operator()(xlb_bench* skel) const;
+    };
+    explicit Harness(std::unique_ptr<xlb_bench, SkeletonDeleter> skel);
+
+    std::unique_ptr<xlb_bench, SkeletonDeleter> skel_;
+};
+
+}  // namespace xlb::bench

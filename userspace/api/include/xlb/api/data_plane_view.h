@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the API and the metrics read from the kernel side: live rings (for
+// lookup) and the per-CPU counters, summed over CPUs. Reads only; the
+// reconciler alone writes the maps. Implementations must be safe to call
+// from several threads at once (the BPF one is: every read is a syscall).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/bpf/error.h"
+
+namespace xlb::bpf {
+class LbProgram;
+}
+
+namespace xlb::api {
+
+using OutcomeCounts = std::array<std::uint64_t, XLB_OUT__MAX>;
+
+class DataPlaneView {
+public:
+    virtual ~DataPlaneView() = default;
+    // The live ring of a VIP id: backend id per slot (slots 1..M of the map,
+    // so index i is Maglev position i). Fails with ENOENT when the VIP has no
+    // published ring.
+    virtual bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const = 0;
+    virtual bpf::Result<OutcomeCounts> outcomes() const = 0;
+    virtual bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const = 0;
+    virtual bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const = 0;
+};
+
+// Reads a loaded (or pinned and reused) balancer's maps.
+class BpfDataPlaneView : public DataPlaneView {
+public:
+    explicit BpfDataPlaneView(const bpf::LbProgram& program) : program_(program) {}
+    bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override;
+    bpf::Result<OutcomeCounts> outcomes() const override;
+    bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override;
+    bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const override;
+
+private:
+    const bpf::LbProgram& program_;
+};
+
+// Stable lower-case names of enum xlb_outcome without the XLB_OUT_ prefix
+// ("tx", "drop_no_backend", ...): JSON keys and metric label values.
+const char* outcome_name(std::uint32_t outcome);
+
+}  // namespace xlb::api

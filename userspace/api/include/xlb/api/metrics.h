@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prometheus metrics (text exposition format 0.0.4) on a TCP address,
+// 127.0.0.1:9464 by default, with /livez and /readyz beside /metrics.
+// Series (docs/api.md lists them with their meaning):
+//   xlb_packets_total{vip}  xlb_bytes_total{vip}  xlb_new_flows_total{vip}
+//   xlb_conntrack_hits_total{vip}  xlb_vip_drops_total{vip}
+//   xlb_backend_packets_total{vip,backend}  xlb_backend_bytes_total{vip,backend}
+//   xlb_outcomes_total{outcome}
+//   xlb_backend_healthy{vip,backend}  xlb_backend_effective_weight{vip,backend}
+//   xlb_vip_panic{vip}  xlb_table_epoch{vip}
+//   xlb_publishes_total  xlb_publish_latency_seconds (histogram, decision to live)
+//   xlb_publish_return_latency_seconds (histogram, decision to the update's return)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "xlb/api/data_plane_view.h"
+#include "xlb/api/services.h"
+#include "xlb/control/reconciler.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace xlb::api {
+
+// Publish counts and latencies. Thread-safe: the agent calls record() from
+// ControlLoop::on_publish (control thread), the metrics server reads.
+class PublishMetrics {
+public:
+    // Upper bounds in seconds; +Inf is implied.
+    static constexpr std::array<double, 11> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                        0.05,   0.1,   0.25,   0.5,   1.0};
+    struct Histogram {
+        std::array<std::uint64_t, kBuckets.size()> buckets{};  // cumulative, per bound
+        std::uint64_t count = 0;
+        double sum = 0;  // seconds
+    };
+    struct Snapshot {
+        std::uint64_t publishes = 0;
+        Histogram decision_to_live;
+        Histogram decision_to_return;
+    };
+
+    void record(const control::PublishRecord& record);
+    Snapshot snapshot() const;
+
+private:
+    static void add(Histogram& h, double seconds);
+    mutable std::mutex mu_;
+    Snapshot data_;
+};
+
+// Everything one scrape shows, gathered from the reconciler and the maps.
+struct MetricsInput {
+    std::vector<control::VipStatus> vips;
+    std::optional<OutcomeCounts> outcomes;                 // nullopt: read failed
+    std::map<std::uint32_t, xlb_vip_stats> vip_stats;      // by VIP id
+    std::map<std::uint32_t, xlb_backend_stats> backend_stats;  // by backend id
+    PublishMetrics::Snapshot publishes;
+};
+
+// Prometheus text exposition format 0.0.4: HELP and TYPE per family, label
+// values escaped (\\, \", \n).
+std::string render_metrics(const MetricsInput& input);
+// A label value as the format wants it: \ -> \\, " -> \", newline -> \n.
+std::string escape_label_value(std::string_view value);
+
+// "127.0.0.1:9464", "[::1]:9464", "localhost:9464"; port 0 picks a free one.
+std::expected<std::pair<std::string, std::uint16_t>, std::string> parse_listen_address(
+    std::string_view text);
+
+class MetricsServer {
+public:
+    MetricsServer(Services services, std::string listen = "127.0.0.1:9464");
+    ~MetricsServer();
+    MetricsServer(const MetricsServer&) = delete;
+    MetricsServer& operator=(const MetricsServer&) = delete;
+
+    // Binds and starts serving on its own threads. The error names the
+    // address and why.
+    std::expected<void, std::string> start();
+    void stop();
+    // The bound port (useful with port 0).
+    std::uint16_t port() const { return port_; }
+
+private:
+    Services services_;
+    std::string listen_;
+    std::uint16_t port_ = 0;
+    std::unique_ptr<httplib::Server> server_;
+    std::thread thread_;
+};
+
+}  // namespace xlb::api

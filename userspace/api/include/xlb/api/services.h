@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the agent hands to the API and metrics servers. Everything referenced
+// must outlive both servers; stop the servers before the control loop.
+//
+// Handlers run on the servers' own threads and reach the reconciler only
+// through ControlLoop::call (the control thread runs the task and the
+// response waits for the publish that follows). The data-plane view is read
+// directly: reads of the kernel's maps, no state of the agent.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "xlb/config/model.h"
+#include "xlb/control/loop.h"
+
+namespace xlb::api {
+
+class DataPlaneView;
+class PublishMetrics;
+class StateStore;
+
+struct AgentInfo {
+    std::string version;     // e.g. "0.1.0"
+    std::string interface;   // "eth0"
+    std::string xdp_mode;    // the mode actually attached: "native" or "generic"
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+// nullopt: the XDP program is attached; otherwise why not ("not attached yet").
+using Readiness = std::function<std::optional<std::string>()>;
+
+struct Services {
+    control::ControlLoop& loop;
+    StateStore& state;                 // persists every change before it is applied
+    const DataPlaneView& data_plane;   // rings and counters
+    PublishMetrics& publishes;         // fed by the agent from ControlLoop::on_publish
+    config::Settings settings;         // validation of changes, hash seed
+    AgentInfo info;
+    Readiness readiness;
+    // How long a handler waits for the control thread (a task and the publish
+    // that follows). Past it: 503, and for a change "may still be applied".
+    std::chrono::milliseconds call_timeout{15'000};
+};
+
+// /livez: the control and worker threads of the loop have iterated within
+// `max_age`. Checks no dependency.
+struct ProbeResult {
+    bool ok = false;
+    std::string text;  // "ok", or what is wrong
+};
+ProbeResult check_live(const control::ControlLoop& loop,
+                       std::chrono::milliseconds max_age = std::chrono::seconds(5));
+// /readyz: readiness() says attached and every VIP's desired state is live.
+ProbeResult check_ready(const Services& services);
+
+}  // namespace xlb::api

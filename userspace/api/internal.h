@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal to xlb_api: the call into the control thread, JSON views of the
+// reconciler's status, and small HTTP helpers shared by the API and metrics
+// servers.
+#pragma once
+
+#include <chrono>
+#include <expected>
+#include <functional>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "xlb/api/data_plane_view.h"
+#include "xlb/api/services.h"
+#include "xlb/control/loop.h"
+#include "xlb/control/reconciler.h"
+
+namespace xlb::api::detail {
+
+using json = nlohmann::json;
+
+struct HttpError {
+    int status = 400;
+    std::string message;
+};
+
+// Runs fn on the control thread; the value arrives after the publish that
+// follows. A loop that does not answer in time (or is stopping) gives 503.
+template <typename R>
+std::expected<R, HttpError> on_control(control::ControlLoop& loop,
+                                       std::chrono::milliseconds timeout,
+                                       std::function<R(control::Reconciler&)> fn) {
+    std::future<R> future = loop.call<R>(std::move(fn));
+    if (future.wait_for(timeout) != std::future_status::ready)
+        return std::unexpected(HttpError{
+            503, "the control thread did not answer within " + std::to_string(timeout.count()) +
+                     " ms (is the agent wedged? see /livez)"});
+    try {
+        return future.get();
+    } catch (const std::future_error&) {
+        return std::unexpected(HttpError{503, "the agent is shutting down"});
+    }
+}
+
+// 16 lower-case hex digits.
+std::string hex64(std::uint64_t value);
+
+// Per-backend and per-VIP counters for a status snapshot. Missing entries:
+// the read failed (the first error is returned, for logs and bodies).
+struct Counters {
+    std::map<std::uint32_t, xlb_vip_stats> vips;          // by VIP id
+    std::map<std::uint32_t, xlb_backend_stats> backends;  // by backend id
+    std::string error;
+};
+Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips);
+
+json vip_summary_json(const control::VipStatus& vip);
+json backend_json(const control::VipStatus& vip, const control::BackendStatus& backend,
+                  const Counters& counters);
+json vip_detail_json(const control::VipStatus& vip, const Counters& counters);
+json table_json(const control::VipStatus& vip);
+json vip_stats_json(const control::VipStatus& vip, const Counters& counters);
+
+// Responses.
+void send_json(httplib::Response& res, int status, const json& body);
+void send_error(httplib::Response& res, int status, const std::string& message);
+inline void send_error(httplib::Response& res, const HttpError& e) {
+    send_error(res, e.status, e.message);
+}
+
+// Method dispatch with 404 for unknown paths and 405 (with Allow) for known
+// paths and other methods. Catches exceptions as 500 JSON.
+class Router {
+public:
+    using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+    void add(const std::string& method, const std::string& path, Handler handler);
+    void install(httplib::Server& server) const;
+
+private:
+    void dispatch(const httplib::Request& req, httplib::Response& res) const;
+    std::map<std::string, std::map<std::string, Handler>> routes_;  // path -> method -> handler
+};
+
+// GET /livez and GET /readyz, plain text.
+void add_probes(Router& router, const Services& services);
+
+}  // namespace xlb::api::detail

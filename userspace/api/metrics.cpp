@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/api/metrics.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "internal.h"
+
+namespace xlb::api {
+
+void PublishMetrics::add(Histogram& h, double seconds) {
+    for (std::size_t i = 0; i < kBuckets.size(); ++i)
+        if (seconds <= kBuckets[i]) ++h.buckets[i];
+    ++h.count;
+    h.sum += seconds;
+}
+
+void PublishMetrics::record(const control::PublishRecord& record) {
+    std::lock_guard lock(mu_);
+    ++data_.publishes;
+    add(data_.decision_to_live, record.decision_to_live_ms / 1000.0);
+    add(data_.decision_to_return, record.decision_to_return_ms / 1000.0);
+}
+
+PublishMetrics::Snapshot PublishMetrics::snapshot() const {
+    std::lock_guard lock(mu_);
+    return data_;
+}
+
+std::string escape_label_value(std::string_view value) {
+    std::string out;
+    out.reserve(value.size());
+    for (char c : value) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '"') out += "\\\"";
+        else if (c == '\n') out += "\\n";
+        else out += c;
+    }
+    return out;
+}
+
+namespace {
+
+std::string number(double value) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.9g", value);
+    return buf;
+}
+
+class Writer {
+public:
+    void family(std::string_view name, std::string_view type, std::string_view help) {
+        out_ += "# HELP ";
+        out_ += name;
+        out_ += ' ';
+        out_ += help;
+        out_ += "\n# TYPE ";
+        out_ += name;
+        out_ += ' ';
+        out_ += type;
+        out_ += '\n';
+    }
+    void sample(std::string_view name,
+                std::initializer_list<std::pair<std::string_view, std::string_view>> labels,
+                const std::string& value) {
+        out_ += name;
+        if (labels.size() > 0) {
+            out_ += '{';
+            bool first = true;
+            for (const auto& [k, v] : labels) {
+                if (!first) out_ += ',';
+                first = false;
+                out_ += k;
+                out_ += "=\"";
+                out_ += escape_label_value(v);
+                out_ += '"';
+            }
+            out_ += '}';
+        }
+        out_ += ' ';
+        out_ += value;
+        out_ += '\n';
+    }
+    void sample(std::string_view name,
+                std::initializer_list<std::pair<std::string_view, std::string_view>> labels,
+                std::uint64_t value) {
+        sample(name, labels, std::to_string(value));
+    }
+    void histogram(std::string_view name, std::string_view help,
+                   const PublishMetrics::Histogram& h) {
+        family(name, "histogram", help);
+        const std::string bucket = std::string(name) + "_bucket";
+        for (std::size_t i = 0; i < PublishMetrics::kBuckets.size(); ++i)
+            sample(bucket, {{"le", number(PublishMetrics::kBuckets[i])}}, h.buckets[i]);
+        sample(bucket, {{"le", "+Inf"}}, h.count);
+        sample(std::string(name) + "_sum", {}, number(h.sum));
+        sample(std::string(name) + "_count", {}, h.count);
+    }
+    std::string take() { return std::move(out_); }
+
+private:
+    std::string out_;
+};
+
+}  // namespace
+
+std::string render_metrics(const MetricsInput& in) {
+    Writer w;
+    // Per-VIP counters.
+    struct VipCounter {
+        const char* name;
+        const char* help;
+        __u64 xlb_vip_stats::*field;
+    };
+    const VipCounter vip_counters[] = {
+        {"xlb_packets_total", "Packets received for the VIP.", &xlb_vip_stats::packets},
+        {"xlb_bytes_total", "Bytes received for the VIP (whole frames).", &xlb_vip_stats::bytes},
+        {"xlb_new_flows_total", "Flows that took a backend from the Maglev table.",
+         &xlb_vip_stats::new_flows},
+        {"xlb_conntrack_hits_total", "Packets that kept their backend through the connection table.",
+         &xlb_vip_stats::conntrack_hits},
+        {"xlb_vip_drops_total", "Packets for the VIP that were dropped (no table, no backend, too big, ...).",
+         &xlb_vip_stats::drops},
+    };
+    for (const VipCounter& c : vip_counters) {
+        w.family(c.name, "counter", c.help);
+        for (const control::VipStatus& v : in.vips) {
+            if (!v.vip_id) continue;
+            auto it = in.vip_stats.find(*v.vip_id);
+            if (it == in.vip_stats.end()) continue;
+            w.sample(c.name, {{"vip", v.spec.key()}}, it->second.*c.field);
+        }
+    }
+
+    struct BackendCounter {
+        const char* name;
+        const char* help;
+        __u64 xlb_backend_stats::*field;
+    };
+    const BackendCounter backend_counters[] = {
+        {"xlb_backend_packets_total", "Packets sent to the backend.", &xlb_backend_stats::packets},
+        {"xlb_backend_bytes_total", "Bytes sent to the backend (before encapsulation).",
+         &xlb_backend_stats::bytes},
+    };
+    for (const BackendCounter& c : backend_counters) {
+        w.family(c.name, "counter", c.help);
+        for (const control::VipStatus& v : in.vips) {
+            const std::string vip = v.spec.key();
+            for (const control::BackendStatus& b : v.backends) {
+                if (!b.id) continue;
+                auto it = in.backend_stats.find(*b.id);
+                if (it == in.backend_stats.end()) continue;
+                w.sample(c.name, {{"vip", vip}, {"backend", b.address.to_string()}},
+                         it->second.*c.field);
+            }
+        }
+    }
+
+    w.family("xlb_outcomes_total", "counter",
+             "Packets by what the XDP program did with them (forwarded, passed, dropped and why).");
+    if (in.outcomes) {
+        for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i)
+            w.sample("xlb_outcomes_total", {{"outcome", outcome_name(i)}}, (*in.outcomes)[i]);
+    }
+
+    w.family("xlb_backend_healthy", "gauge", "1 when the backend's health check passes, else 0.");
+    for (const control::VipStatus& v : in.vips) {
+        const std::string vip = v.spec.key();
+        for (const control::BackendStatus& b : v.backends)
+            w.sample("xlb_backend_healthy", {{"vip", vip}, {"backend", b.address.to_string()}},
+                     b.health == control::Health::kHealthy ? 1 : 0);
+    }
+    w.family("xlb_backend_effective_weight", "gauge",
+             "The backend's weight in the VIP's live table (configured weight x 100 x factors; 0: not in the table).");
+    for (const control::VipStatus& v : in.vips) {
+        const std::string vip = v.spec.key();
+        for (const control::BackendStatus& b : v.backends)
+            w.sample("xlb_backend_effective_weight",
+                     {{"vip", vip}, {"backend", b.address.to_string()}}, b.effective_weight);
+    }
+    w.family("xlb_vip_panic", "gauge",
+             "1 when the VIP is in panic (health ignored: too few healthy backends), else 0.");
+    for (const control::VipStatus& v : in.vips)
+        w.sample("xlb_vip_panic", {{"vip", v.spec.key()}},
+                 v.panic != control::PanicReason::kNone ? 1 : 0);
+    w.family("xlb_table_epoch", "gauge", "Epoch of the VIP's live table (0: never published).");
+    for (const control::VipStatus& v : in.vips)
+        w.sample("xlb_table_epoch", {{"vip", v.spec.key()}}, v.epoch);
+
+    w.family("xlb_publishes_total", "counter", "Table publishes (one per VIP table made live).");
+    w.sample("xlb_publishes_total", {}, in.publishes.publishes);
+    w.histogram("xlb_publish_latency_seconds",
+                "From the reconciler's decision until the table was live (outer map update issued).",
+                in.publishes.decision_to_live);
+    w.histogram("xlb_publish_return_latency_seconds",
+                "From the reconciler's decision until the outer map update returned (after the RCU grace period).",
+                in.publishes.decision_to_return);
+    return w.take();
+}
+
+std::expected<std::pair<std::string, std::uint16_t>, std::string> parse_listen_address(
+    std::string_view text) {
+    auto bad = [&](const std::string& why) {
+        return std::unexpected("metrics address \"" + std::string(text) + "\": " + why +
+                               ", expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464");
+    };
+    std::string host;
+    std::string_view port;
+    if (text.starts_with('[')) {
+        auto close = text.find(']');
+        if (close == std::string_view::npos) return bad("missing ']'");
+        host = std::string(text.substr(1, close - 1));
+        if (close + 1 >= text.size() || text[close + 1] != ':') return bad("missing :PORT");
+        port = text.substr(close + 2);
+    } else {
+        auto colon = text.rfind(':');
+        if (colon == std::string_view::npos) return bad("missing :PORT");
+        host = std::string(text.substr(0, colon));
+        if (host.find(':') != std::string::npos) return bad("an IPv6 address needs brackets");
+        port = text.substr(colon + 1);
+    }
+    if (host.empty()) return bad("missing host");
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535)
+        return bad("port \"" + std::string(port) + "\" is not 0-65535");
+    return std::pair{host, static_cast<std::uint16_t>(value)};
+}
+
+MetricsServer::MetricsServer(Services services, std::string listen)
+    : services_(std::move(services)), listen_(std::move(listen)) {}
+
+MetricsServer::~MetricsServer() { stop(); }
+
+std::expected<void, std::string> MetricsServer::start() {
+    auto address = parse_listen_address(listen_);
+    if (!address) return std::unexpected(address.error());
+    const auto& [host, port] = *address;
+
+    detail::Router router;
+    router.add("GET", "/metrics", [s = services_](const httplib::Request&, httplib::Response& res) {
+        MetricsInput in;
+        auto vips = detail::on_control<std::vector<control::VipStatus>>(
+            s.loop, s.call_timeout, [](control::Reconciler& r) { return r.status(); });
+        if (!vips) {
+            res.status = 503;
+            res.set_content(vips.error().message + "\n", "text/plain");
+            return;
+        }
+        in.vips = std::move(*vips);
+        detail::Counters counters = detail::read_counters(s.data_plane, in.vips);
+        if (!counters.error.empty()) spdlog::warn("metrics: counters incomplete: {}", counters.error);
+        in.vip_stats = std::move(counters.vips);
+        in.backend_stats = std::move(counters.backends);
+        if (auto outcomes = s.data_plane.outcomes()) in.outcomes = *outcomes;
+        else spdlog::warn("metrics: outcome counters unreadable: {}", outcomes.error().message());
+        in.publishes = s.publishes.snapshot();
+        res.status = 200;
+        res.set_content(render_metrics(in), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    detail::add_probes(router, services_);
+
+    server_ = std::make_unique<httplib::Server>();
+    router.install(*server_);
+    errno = 0;
+    if (port == 0) {
+        int bound = server_->bind_to_any_port(host);
+        if (bound <= 0) {
+            const int err = errno;
+            server_.reset();
+            return std::unexpected("metrics: bind " + listen_ + ": " +
+                                   (err ? std::strerror(err) : "failed"));
+        }
+        port_ = static_cast<std::uint16_t>(bound);
+    } else {
+        if (!server_->bind_to_port(host, port)) {
+            const int err = errno;
+            server_.reset();
+            return std::unexpected("metrics: bind " + listen_ + ": " +
+                                   (err ? std::strerror(err) : "failed"));
+        }
+        port_ = port;
+    }
+    thread_ = std::thread([server = server_.get()] { server->listen_after_bind(); });
+    for (int i = 0; i < 2000 && !server_->is_running(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    spdlog::info("metrics: serving /metrics, /livez, /readyz on {}:{}", host, port_);
+    return {};
+}
+
+void MetricsServer::stop() {
+    if (!server_) return;
+    server_->stop();
+    if (thread_.joinable()) thread_.join();
+    server_.reset();
+}
+
+}  // namespace xlb::api

@@ -1,0 +1,663 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/api/server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <optional>
+#include <span>
+
+#include <spdlog/spdlog.h>
+
+#include "internal.h"
+#include "xlb/api/lookup.h"
+#include "xlb/api/state_store.h"
+#include "xlb/config/config.h"
+#include "xlb/config/json.h"
+
+namespace xlb::api {
+namespace {
+
+using detail::HttpError;
+using detail::json;
+using detail::send_error;
+using detail::send_json;
+
+// A change to the desired VIP list, computed on the control thread from the
+// current list.
+struct Change {
+    std::vector<config::VipSpec> vips;           // the whole new desired list
+    std::string vip_key;                         // the VIP changed or removed
+    bool removed = false;                        // the VIP is gone
+    std::optional<std::size_t> backend_index;    // the backend changed (for error paths)
+    std::string what;                            // for the log: "backend 10.0.0.1 added"
+};
+using Mutator = std::function<std::expected<Change, HttpError>(std::vector<config::VipSpec>)>;
+
+std::string describe(const httplib::Request& req) {
+    std::string text = req.method + " " + req.path;
+    std::string query;
+    for (const auto& [k, v] : req.params) query += (query.empty() ? "?" : "&") + k + "=" + v;
+    return text + query;
+}
+
+// Validates the VIP a change touches, in the context of all the others (the
+// rules across VIPs: names, maps.max_vips, maps.max_backends), with the same
+// rules as the configuration file. Paths are relative to the VIP, or to the
+// backend for backend changes.
+std::optional<HttpError> validate_change(const Change& change, const config::Settings& settings) {
+    if (change.removed) return std::nullopt;
+    config::Config candidate;
+    candidate.settings = settings;
+    const config::VipSpec* changed = nullptr;
+    for (const config::VipSpec& v : change.vips) {
+        if (v.key() == change.vip_key) changed = &v;
+        else candidate.vips.push_back(v);
+    }
+    if (!changed) return HttpError{500, "internal error: changed VIP " + change.vip_key + " missing"};
+    candidate.vips.push_back(*changed);  // last: rules across VIPs report on it
+    const std::string prefix = "vips[" + std::to_string(candidate.vips.size() - 1) + "]";
+    const std::string backend_prefix =
+        change.backend_index ? "backends[" + std::to_string(*change.backend_index) + "]" : "";
+
+    std::vector<std::string> problems;
+    for (const config::ValidationIssue& issue : config::check_config(candidate)) {
+        std::string path = issue.path;
+        if (path == prefix) path.clear();
+        else if (path.starts_with(prefix + ".")) path = path.substr(prefix.size() + 1);
+        else continue;  // settings, or another VIP: not this change's doing
+        if (!backend_prefix.empty()) {
+            if (path == backend_prefix) path.clear();
+            else if (path.starts_with(backend_prefix + ".")) path = path.substr(backend_prefix.size() + 1);
+        }
+        problems.push_back(path.empty() ? issue.message : path + ": " + issue.message);
+    }
+    if (problems.empty()) return std::nullopt;
+    std::string message = change.backend_index ? "invalid backend for VIP " + change.vip_key + ": "
+                                               : "invalid VIP " + change.vip_key + ": ";
+    for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+    return HttpError{400, message};
+}
+
+std::vector<config::VipSpec>::iterator find_vip(std::vector<config::VipSpec>& vips,
+                                                const std::string& key) {
+    return std::find_if(vips.begin(), vips.end(),
+                        [&](const config::VipSpec& v) { return v.key() == key; });
+}
+
+HttpError unknown_vip(const std::string& key) {
+    return {404, "no VIP " + key + " (GET /v1/vips lists them)"};
+}
+
+HttpError unknown_backend(const std::string& key, const net::IpAddress& address) {
+    return {404, "VIP " + key + " has no backend " + address.to_string() +
+                     " (GET /v1/backends?vip=" + key + " lists them)"};
+}
+
+class Handlers {
+public:
+    explicit Handlers(Services services) : s_(std::move(services)) {}
+
+    void install(detail::Router& router, const std::shared_ptr<Handlers>& self) {
+        auto bind = [self](void (Handlers::*fn)(const httplib::Request&, httplib::Response&)) {
+            return [self, fn](const httplib::Request& req, httplib::Response& res) {
+                ((*self).*fn)(req, res);
+            };
+        };
+        router.add("GET", "/v1/status", bind(&Handlers::status));
+        router.add("GET", "/v1/vips", bind(&Handlers::list_vips));
+        router.add("POST", "/v1/vips", bind(&Handlers::add_vip));
+        router.add("GET", "/v1/vip", bind(&Handlers::get_vip));
+        router.add("DELETE", "/v1/vip", bind(&Handlers::delete_vip));
+        router.add("GET", "/v1/backends", bind(&Handlers::list_backends));
+        router.add("POST", "/v1/backends", bind(&Handlers::add_backend));
+        router.add("DELETE", "/v1/backends", bind(&Handlers::delete_backend));
+        router.add("PATCH", "/v1/backends", bind(&Handlers::patch_backend));
+        router.add("GET", "/v1/table", bind(&Handlers::table));
+        router.add("GET", "/v1/lookup", bind(&Handlers::lookup));
+        router.add("GET", "/v1/stats", bind(&Handlers::stats));
+        detail::add_probes(router, s_);
+    }
+
+private:
+    template <typename R>
+    std::expected<R, HttpError> call(std::function<R(control::Reconciler&)> fn) {
+        return detail::on_control<R>(s_.loop, s_.call_timeout, std::move(fn));
+    }
+
+    // ?vip=KEY, normalised ("10.0.0.10:80" -> "10.0.0.10:80/tcp").
+    static std::expected<std::string, HttpError> vip_param(const httplib::Request& req) {
+        if (!req.has_param("vip"))
+            return std::unexpected(HttpError{
+                400, "missing query parameter vip, expected e.g. ?vip=198.51.100.10:80/tcp"});
+        auto key = config::parse_vip_key(req.get_param_value("vip"));
+        if (!key) return std::unexpected(HttpError{400, "vip: " + key.error()});
+        return key->to_string();
+    }
+
+    static std::expected<net::IpAddress, HttpError> address_param(const httplib::Request& req) {
+        if (!req.has_param("address"))
+            return std::unexpected(
+                HttpError{400, "missing query parameter address, expected e.g. &address=10.0.0.1"});
+        auto address = net::IpAddress::parse(req.get_param_value("address"));
+        if (!address) return std::unexpected(HttpError{400, "address: " + address.error()});
+        return *address;
+    }
+
+    static std::expected<json, HttpError> body_json(const httplib::Request& req,
+                                                    const char* expected) {
+        if (req.body.empty())
+            return std::unexpected(
+                HttpError{400, std::string("missing request body, expected ") + expected});
+        try {
+            json j = json::parse(req.body);
+            if (!j.is_object())
+                return std::unexpected(HttpError{
+                    400, "found " + std::string(j.type_name()) + " as the body, expected " + expected});
+            return j;
+        } catch (const json::parse_error& e) {
+            return std::unexpected(HttpError{
+                400, "malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what()});
+        }
+    }
+
+    std::expected<std::vector<control::VipStatus>, HttpError> all_status() {
+        return call<std::vector<control::VipStatus>>(
+            [](control::Reconciler& r) { return r.status(); });
+    }
+
+    std::expected<control::VipStatus, HttpError> one_status(const std::string& key) {
+        auto status = call<std::optional<control::VipStatus>>(
+            [key](control::Reconciler& r) { return r.vip_status(key); });
+        if (!status) return std::unexpected(status.error());
+        if (!*status) return std::unexpected(unknown_vip(key));
+        return std::move(**status);
+    }
+
+    void reject(const httplib::Request& req, httplib::Response& res, const HttpError& e) {
+        if (e.status >= 500)
+            spdlog::warn("api: failed {}: {} ({})", describe(req), e.message, e.status);
+        else if (req.method != "GET")
+            spdlog::info("api: rejected {}: {} ({})", describe(req), e.message, e.status);
+        send_error(res, e);
+    }
+
+    // Validate, persist, apply, wait for the publish, answer with the VIP.
+    void apply(const httplib::Request& req, httplib::Response& res, Mutator mutate,
+               int success_status) {
+        const config::Settings settings = s_.settings;
+        StateStore& state = s_.state;
+        auto outcome = call<std::expected<Change, HttpError>>(
+            [mutate, settings, &state](control::Reconciler& r) -> std::expected<Change, HttpError> {
+                auto change = mutate(r.vips());
+                if (!change) return change;
+                if (auto invalid = validate_change(*change, settings))
+                    return std::unexpected(*invalid);
+                StateFile next = snapshot_state(r, state.config_digest());
+                next.vips = change->vips;
+                if (auto saved = state.save(next); !saved)
+                    return std::unexpected(
+                        HttpError{500, "not applied, nothing changed: " + saved.error()});
+                r.set_vips(change->vips);
+                return change;
+            });
+        if (!outcome) return reject(req, res, outcome.error());
+        if (!*outcome) return reject(req, res, outcome->error());
+        const Change& change = **outcome;
+
+        // Published: record the ids and epochs it settled on, and read back.
+        const std::string key = change.vip_key;
+        auto after = call<std::optional<control::VipStatus>>(
+            [key, &state](control::Reconciler& r) {
+                if (auto saved = state.save_current(r); !saved)
+                    spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error());
+                return r.vip_status(key);
+            });
+        if (!after) {
+            spdlog::warn("api: VIP {}: {} (persisted; publish not confirmed: {})", key, change.what,
+                         after.error().message);
+            return send_error(res, after.error().status,
+                              "the change was persisted and handed to the control thread, but its "
+                              "publish was not confirmed: " + after.error().message);
+        }
+        if (change.removed) {
+            spdlog::info("api: VIP {}: {}", key, change.what);
+            return send_json(res, 200, json{{"vip", key}, {"deleted", true}});
+        }
+        if (!*after) {
+            return send_error(res, 409, "VIP " + key + " was removed by a concurrent request");
+        }
+        const control::VipStatus& vip = **after;
+        spdlog::info("api: VIP {}: {} (epoch {}, checksum {}{}{})", key, change.what, vip.epoch,
+                     detail::hex64(vip.checksum), vip.published ? "" : ", not yet published: ",
+                     vip.last_error);
+        const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
+        send_json(res, vip.published ? success_status : 202, detail::vip_detail_json(vip, counters));
+    }
+
+    void status(const httplib::Request& req, httplib::Response& res) {
+        struct Snapshot {
+            std::vector<control::VipStatus> vips;
+            bool published = false;
+        };
+        auto snap = call<Snapshot>([](control::Reconciler& r) {
+            return Snapshot{r.status(), r.all_published()};
+        });
+        if (!snap) return reject(req, res, snap.error());
+        std::optional<std::string> not_attached = s_.readiness ? s_.readiness() : std::nullopt;
+        json vips = json::array();
+        for (const auto& v : snap->vips) vips.push_back(detail::vip_summary_json(v));
+        const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
+            std::chrono::steady_clock::now() - s_.info.started);
+        send_json(res, 200,
+                  json{{"version", s_.info.version},
+                       {"interface", s_.info.interface},
+                       {"xdp_mode", s_.info.xdp_mode},
+                       {"uptime_s", uptime.count()},
+                       {"ready", !not_attached && snap->published},
+                       {"vips", std::move(vips)}});
+    }
+
+    void list_vips(const httplib::Request& req, httplib::Response& res) {
+        auto all = all_status();
+        if (!all) return reject(req, res, all.error());
+        json vips = json::array();
+        for (const auto& v : *all) {
+            json j = detail::vip_summary_json(v);
+            j["spec"] = v.spec;
+            vips.push_back(std::move(j));
+        }
+        send_json(res, 200, json{{"vips", std::move(vips)}});
+    }
+
+    void get_vip(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto vip = one_status(*key);
+        if (!vip) return reject(req, res, vip.error());
+        send_json(res, 200, detail::vip_detail_json(*vip, detail::read_counters(s_.data_plane, {*vip})));
+    }
+
+    void add_vip(const httplib::Request& req, httplib::Response& res) {
+        auto body = body_json(req, "a VIP object (docs/api.md)");
+        if (!body) return reject(req, res, body.error());
+        auto spec = config::vip_from_json(*body);
+        if (!spec) return reject(req, res, {400, "invalid VIP: " + spec.error()});
+        apply(req, res,
+              [spec = *spec](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                  const std::string key = spec.key();
+                  if (find_vip(vips, key) != vips.end())
+                      return std::unexpected(HttpError{
+                          409, "VIP " + key + " already exists (change its backends with "
+                                              "/v1/backends, or delete it first)"});
+                  vips.push_back(spec);
+                  return Change{std::move(vips), key, false, std::nullopt,
+                                "added with " + std::to_string(spec.backends.size()) + " backends"};
+              },
+              201);
+    }
+
+    void delete_vip(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        apply(req, res,
+              [key = *key](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                  auto it = find_vip(vips, key);
+                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
+                  vips.erase(it);
+                  return Change{std::move(vips), key, true, std::nullopt, "deleted"};
+              },
+              200);
+    }
+
+    void list_backends(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto vip = one_status(*key);
+        if (!vip) return reject(req, res, vip.error());
+        const detail::Counters counters = detail::read_counters(s_.data_plane, {*vip});
+        json backends = json::array();
+        for (const auto& b : vip->backends) backends.push_back(detail::backend_json(*vip, b, counters));
+        send_json(res, 200,
+                  json{{"vip", *key},
+                       {"epoch", vip->epoch},
+                       {"checksum", detail::hex64(vip->checksum)},
+                       {"backends", std::move(backends)}});
+    }
+
+    void add_backend(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto body = body_json(req, "a backend object, e.g. {\"address\": \"10.0.0.1\", \"weight\": 100}");
+        if (!body) return reject(req, res, body.error());
+        auto backend = config::backend_from_json(*body);
+        if (!backend) return reject(req, res, {400, "invalid backend: " + backend.error()});
+        apply(req, res,
+              [key = *key, b = *backend](
+                  std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                  auto it = find_vip(vips, key);
+                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
+                  if (it->find_backend(b.address))
+                      return std::unexpected(HttpError{
+                          409, "VIP " + key + " already has backend " + b.address.to_string() +
+                                   " (change it with PATCH /v1/backends)"});
+                  it->backends.push_back(b);
+                  const std::size_t index = it->backends.size() - 1;
+                  return Change{std::move(vips), key, false, index,
+                                "backend " + b.address.to_string() + " added (weight " +
+                                    std::to_string(b.weight) + ", " + config::to_string(b.state) +
+                                    ")"};
+              },
+              201);
+    }
+
+    void delete_backend(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto address = address_param(req);
+        if (!address) return reject(req, res, address.error());
+        apply(req, res,
+              [key = *key, address = *address](
+                  std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                  auto it = find_vip(vips, key);
+                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
+                  auto& list = it->backends;
+                  auto b = std::find_if(list.begin(), list.end(),
+                                        [&](const config::BackendSpec& x) { return x.address == address; });
+                  if (b == list.end()) return std::unexpected(unknown_backend(key, address));
+                  list.erase(b);
+                  return Change{std::move(vips), key, false, std::nullopt,
+                                "backend " + address.to_string() + " removed"};
+              },
+              200);
+    }
+
+    void patch_backend(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto address = address_param(req);
+        if (!address) return reject(req, res, address.error());
+        const char* expected = "an object with \"weight\" (0-10000) and/or \"state\" "
+                               "(active, drain or disabled), e.g. {\"weight\": 50}";
+        auto body = body_json(req, expected);
+        if (!body) return reject(req, res, body.error());
+        std::optional<std::uint32_t> weight;
+        std::optional<config::AdminState> state;
+        for (auto it = body->begin(); it != body->end(); ++it) {
+            if (it.key() == "weight") {
+                if (!it.value().is_number_unsigned() || it.value().get<std::uint64_t>() > UINT32_MAX)
+                    return reject(req, res,
+                                  {400, "weight: found " + it.value().dump() + ", expected an integer 0-" +
+                                            std::to_string(config::kMaxWeight)});
+                weight = it.value().get<std::uint32_t>();
+            } else if (it.key() == "state") {
+                std::optional<config::AdminState> parsed;
+                if (it.value().is_string())
+                    parsed = config::parse_admin_state(it.value().get<std::string>());
+                if (!parsed)
+                    return reject(req, res,
+                                  {400, "state: found " + it.value().dump() +
+                                            ", expected active, drain or disabled"});
+                state = parsed;
+            } else {
+                return reject(req, res, {400, "found unknown field \"" + it.key() + "\", expected " + expected});
+            }
+        }
+        if (!weight && !state) return reject(req, res, {400, "nothing to change, expected " + std::string(expected)});
+        apply(req, res,
+              [key = *key, address = *address, weight, state](
+                  std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                  auto it = find_vip(vips, key);
+                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
+                  auto& list = it->backends;
+                  auto b = std::find_if(list.begin(), list.end(),
+                                        [&](const config::BackendSpec& x) { return x.address == address; });
+                  if (b == list.end()) return std::unexpected(unknown_backend(key, address));
+                  std::string what = "backend " + address.to_string();
+                  if (weight && *weight != b->weight) {
+                      what += " weight " + std::to_string(b->weight) + " -> " + std::to_string(*weight);
+                      b->weight = *weight;
+                  }
+                  if (state && *state != b->state) {
+                      what += std::string(" state ") + config::to_string(b->state) + " -> " +
+                              config::to_string(*state);
+                      b->state = *state;
+                  }
+                  if (what == "backend " + address.to_string()) what += " unchanged";
+                  const auto index = static_cast<std::size_t>(b - list.begin());
+                  return Change{std::move(vips), key, false, index, what};
+              },
+              200);
+    }
+
+    void table(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto vip = one_status(*key);
+        if (!vip) return reject(req, res, vip.error());
+        send_json(res, 200, detail::table_json(*vip));
+    }
+
+    void lookup(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        if (!req.has_param("src"))
+            return reject(req, res, {400, "missing query parameter src, expected e.g. &src=192.0.2.7:40000"});
+        auto src = net::Endpoint::parse(req.get_param_value("src"));
+        if (!src) return reject(req, res, {400, "src: " + src.error()});
+        auto vip = one_status(*key);
+        if (!vip) return reject(req, res, vip.error());
+        const config::VipSpec& spec = vip->spec;
+        if (src->address.family != spec.address.family)
+            return reject(req, res,
+                          {400, "src: found an IPv" + std::to_string(src->address.family) +
+                                    " client for an IPv" + std::to_string(spec.address.family) +
+                                    " VIP, expected the VIP's address family"});
+        if (req.has_param("proto")) {
+            auto proto = config::parse_protocol(req.get_param_value("proto"));
+            if (!proto)
+                return reject(req, res, {400, "proto: found \"" + req.get_param_value("proto") +
+                                                  "\", expected tcp or udp"});
+            if (*proto != spec.protocol)
+                return reject(req, res,
+                              {400, std::string("proto: found ") + config::to_string(*proto) + ", but VIP " +
+                                        *key + " is " + config::to_string(spec.protocol)});
+        }
+        std::uint16_t dport = spec.port;
+        if (req.has_param("dport")) {
+            const std::string text = req.get_param_value("dport");
+            unsigned long value = 0;
+            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
+                return reject(req, res, {400, "dport: found \"" + text + "\", expected a port 1-65535"});
+            if (spec.port != 0 && value != spec.port)
+                return reject(req, res, {400, "dport: found " + text + ", but VIP " + *key +
+                                                  " serves port " + std::to_string(spec.port) +
+                                                  " only"});
+            dport = static_cast<std::uint16_t>(value);
+        } else if (spec.port == 0) {
+            return reject(req, res, {400, "VIP " + *key + " serves every port: dport is required, e.g. &dport=443"});
+        }
+
+        std::optional<std::vector<std::uint32_t>> ring;
+        if (vip->vip_id) {
+            auto live = s_.data_plane.ring(*vip->vip_id);
+            if (live) ring = std::move(*live);
+            else if (live.error().code != ENOENT)
+                return reject(req, res, {503, "reading the live table failed: " + live.error().message()});
+        }
+        std::optional<std::span<const std::uint32_t>> view;
+        if (ring) view = std::span<const std::uint32_t>(*ring);
+        const LookupResult r = api::lookup(spec, *src, dport, s_.settings.hash_seed, view);
+
+        json backend = nullptr;
+        if (r.backend_id) {
+            for (const auto& b : vip->backends)
+                if (b.id == r.backend_id) backend = b.address.to_string();
+        }
+        auto opt = [](const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); };
+        send_json(res, 200,
+                  json{{"vip", *key},
+                       {"src", src->to_string()},
+                       {"dport", dport},
+                       {"proto", config::to_string(spec.protocol)},
+                       {"hash", r.hash},
+                       {"ring_size", r.ring_size},
+                       {"slot", opt(r.slot)},
+                       {"backend_id", opt(r.backend_id)},
+                       {"backend", backend},
+                       {"outcome", r.outcome},
+                       {"epoch", vip->epoch}});
+    }
+
+    void stats(const httplib::Request& req, httplib::Response& res) {
+        std::optional<std::string> only;
+        if (req.has_param("vip")) {
+            auto key = vip_param(req);
+            if (!key) return reject(req, res, key.error());
+            only = *key;
+        }
+        auto all = all_status();
+        if (!all) return reject(req, res, all.error());
+        std::vector<control::VipStatus> vips;
+        for (auto& v : *all)
+            if (!only || v.spec.key() == *only) vips.push_back(std::move(v));
+        if (only && vips.empty()) return reject(req, res, unknown_vip(*only));
+        auto outcomes = s_.data_plane.outcomes();
+        if (!outcomes)
+            return reject(req, res, {503, "reading counters failed: " + outcomes.error().message()});
+        json by_outcome = json::object();
+        for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i) by_outcome[outcome_name(i)] = (*outcomes)[i];
+        const detail::Counters counters = detail::read_counters(s_.data_plane, vips);
+        json list = json::array();
+        for (const auto& v : vips) list.push_back(detail::vip_stats_json(v, counters));
+        send_json(res, 200, json{{"outcomes", std::move(by_outcome)}, {"vips", std::move(list)}});
+    }
+
+    Services s_;
+};
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string parent_dir(const std::string& path) {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+std::expected<void, std::string> make_dirs(const std::string& dir) {
+    if (dir.empty() || dir == "/" || dir == ".") return {};
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return {};
+        return std::unexpected(dir + " exists and is not a directory");
+    }
+    if (auto up = make_dirs(parent_dir(dir)); !up) return up;
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+        return std::unexpected("create directory " + dir + ": " + errno_text(errno));
+    return {};
+}
+
+// Whether something accepts connections on the socket at `path`: 1 yes,
+// 0 no (stale), or the errno that prevented finding out.
+std::expected<bool, int> socket_answers(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return std::unexpected(errno);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    const int err = errno;
+    ::close(fd);
+    if (rc == 0) return true;
+    if (err == ECONNREFUSED || err == ENOENT) return false;
+    return std::unexpected(err);
+}
+
+}  // namespace
+
+struct ApiServer::Impl {
+    detail::Router router;
+};
+
+ApiServer::ApiServer(Services services, Options options)
+    : services_(std::move(services)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+    auto handlers = std::make_shared<Handlers>(services_);
+    handlers->install(impl_->router, handlers);
+}
+
+ApiServer::~ApiServer() { stop(); }
+
+std::expected<void, std::string> ApiServer::start() {
+    const std::string& path = options_.socket_path;
+    auto fail = [&](const std::string& why) -> std::expected<void, std::string> {
+        return std::unexpected("API socket " + path + ": " + why);
+    };
+    if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path))
+        return fail("expected a path of 1-" + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
+                    " bytes");
+    if (auto made = make_dirs(parent_dir(path)); !made) return fail(made.error());
+
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) return fail("exists and is not a socket; refusing to replace it");
+        auto answers = socket_answers(path);
+        if (!answers) return fail("cannot tell whether another agent uses it: " + errno_text(answers.error()));
+        if (*answers) return fail("another agent is serving on it; stop it first");
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+            return fail("remove stale socket: " + errno_text(errno));
+        spdlog::info("api: removed stale socket {}", path);
+    } else if (errno != ENOENT) {
+        return fail(errno_text(errno));
+    }
+
+    server_ = std::make_unique<httplib::Server>();
+    server_->set_address_family(AF_UNIX);
+    server_->set_payload_max_length(options_.max_body_bytes);
+    impl_->router.install(*server_);
+    // The port is ignored for AF_UNIX, but must not be 0: httplib would then
+    // ask the socket for the port it got and fail.
+    errno = 0;
+    if (!server_->bind_to_port(path, 1)) {
+        const int err = errno;
+        server_.reset();
+        return fail("bind: " + (err ? errno_text(err) : std::string("failed")));
+    }
+    created_socket_ = true;
+    if (::chmod(path.c_str(), 0660) != 0) {
+        const int err = errno;
+        server_->stop();
+        server_.reset();
+        ::unlink(path.c_str());
+        created_socket_ = false;
+        return fail("chmod 0660: " + errno_text(err));
+    }
+    thread_ = std::thread([server = server_.get()] { server->listen_after_bind(); });
+    // stop() only works once the server runs: wait for it.
+    for (int i = 0; i < 2000 && !server_->is_running(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    spdlog::info("api: serving on {}", path);
+    return {};
+}
+
+void ApiServer::stop() {
+    if (server_) {
+        server_->stop();
+        if (thread_.joinable()) thread_.join();
+        server_.reset();
+    }
+    if (created_socket_) {
+        ::unlink(options_.socket_path.c_str());
+        created_socket_ = false;
+        spdlog::info("api: stopped serving on {}", options_.socket_path);
+    }
+}
+
+}  // namespace xlb::api

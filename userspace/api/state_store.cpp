@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/api/state_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "xlb/config/json.h"
+#include "xlb/control/reconciler.h"
+
+namespace xlb::api {
+namespace {
+
+using json = nlohmann::json;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Field checks for the parts of the file that are not VipSpecs.
+class Reader {
+public:
+    std::string error;
+
+    bool fail(const std::string& path, const std::string& message) {
+        if (error.empty()) error = path + ": " + message;
+        return false;
+    }
+    static std::string found(const json& j) {
+        if (j.is_object()) return "an object";
+        if (j.is_array()) return "a list";
+        return j.dump();
+    }
+    bool object(const json& j, const std::string& path,
+                std::initializer_list<std::string_view> keys, std::string_view what) {
+        if (!j.is_object()) return fail(path, "found " + found(j) + ", expected " + std::string(what));
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
+                return fail(path.empty() ? it.key() : path + "." + it.key(),
+                            "unknown key, expected one of the keys of " + std::string(what));
+        }
+        for (std::string_view k : keys) {
+            if (!j.contains(std::string(k)))
+                return fail(path.empty() ? std::string(k) : path + "." + std::string(k),
+                            "missing");
+        }
+        return true;
+    }
+    bool uint(const json& j, const std::string& path, std::uint64_t max, std::uint64_t& out) {
+        if (!j.is_number_unsigned() || j.get<std::uint64_t>() > max)
+            return fail(path, "found " + found(j) + ", expected an integer 0-" + std::to_string(max));
+        out = j.get<std::uint64_t>();
+        return true;
+    }
+    bool string(const json& j, const std::string& path, std::string& out) {
+        if (!j.is_string()) return fail(path, "found " + found(j) + ", expected a string");
+        out = j.get<std::string>();
+        return true;
+    }
+    bool vip_key(const json& j, const std::string& path, std::string& out) {
+        std::string text;
+        if (!string(j, path, text)) return false;
+        auto key = config::parse_vip_key(text);
+        if (!key) return fail(path, key.error());
+        out = key->to_string();
+        return true;
+    }
+};
+
+std::uint64_t fnv1a64(std::string_view text) {
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+std::string parent_dir(const std::string& path) {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+// mkdir -p with 0755 for the directories it creates.
+std::expected<void, std::string> make_dirs(const std::string& dir) {
+    if (dir.empty() || dir == "/" || dir == ".") return {};
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return {};
+        return std::unexpected(dir + " exists and is not a directory");
+    }
+    if (auto up = make_dirs(parent_dir(dir)); !up) return up;
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+        return std::unexpected("create directory " + dir + ": " + errno_text(errno));
+    return {};
+}
+
+}  // namespace
+
+std::string encode_state(const StateFile& state) {
+    json epochs = json::object();
+    for (const auto& [key, epoch] : state.epochs) epochs[key] = epoch;
+    json vip_ids = json::array();
+    for (const auto& [key, id] : state.vip_ids) vip_ids.push_back({{"vip", key}, {"id", id}});
+    json backend_ids = json::array();
+    for (const control::BackendAssignment& a : state.backend_ids)
+        backend_ids.push_back({{"vip", a.vip_key},
+                               {"address", a.address.to_string()},
+                               {"id", a.id},
+                               {"generation", a.generation}});
+    json j = {{"version", state.version},
+              {"config_digest", state.config_digest},
+              {"vips", config::vips_to_json(state.vips)},
+              {"epochs", epochs},
+              {"ids", {{"vips", vip_ids}, {"backends", backend_ids}}}};
+    return j.dump(2) + "\n";
+}
+
+std::expected<StateFile, std::string> decode_state(std::string_view text) {
+    json j;
+    try {
+        j = json::parse(text.begin(), text.end());
+    } catch (const json::parse_error& e) {
+        return std::unexpected("not valid JSON (at byte " + std::to_string(e.byte) + "): " +
+                               e.what());
+    }
+    Reader r;
+    StateFile out;
+    if (!r.object(j, "", {"version", "config_digest", "vips", "epochs", "ids"},
+                  "a state file: version, config_digest, vips, epochs, ids"))
+        return std::unexpected(r.error);
+    std::uint64_t version = 0;
+    if (!r.uint(j["version"], "version", 1000, version)) return std::unexpected(r.error);
+    if (version != kStateFileVersion)
+        return std::unexpected("version: found " + std::to_string(version) + ", expected " +
+                               std::to_string(kStateFileVersion) +
+                               " (written by a different xlbd version)");
+    out.version = static_cast<int>(version);
+    if (!r.string(j["config_digest"], "config_digest", out.config_digest))
+        return std::unexpected(r.error);
+
+    auto vips = config::vips_from_json(j["vips"]);
+    if (!vips) return std::unexpected("vips: " + vips.error());
+    out.vips = std::move(*vips);
+
+    const json& epochs = j["epochs"];
+    if (!epochs.is_object())
+        return std::unexpected("epochs: found " + Reader::found(epochs) +
+                               ", expected an object of VIP key to epoch");
+    for (auto it = epochs.begin(); it != epochs.end(); ++it) {
+        const std::string path = "epochs[\"" + it.key() + "\"]";
+        auto key = config::parse_vip_key(it.key());
+        if (!key) return std::unexpected(path + ": " + key.error());
+        std::uint64_t epoch = 0;
+        if (!r.uint(it.value(), path, UINT64_MAX, epoch)) return std::unexpected(r.error);
+        out.epochs[key->to_string()] = epoch;
+    }
+
+    const json& ids = j["ids"];
+    if (!r.object(ids, "ids", {"vips", "backends"}, "ids: vips, backends"))
+        return std::unexpected(r.error);
+    if (!ids["vips"].is_array())
+        return std::unexpected("ids.vips: found " + Reader::found(ids["vips"]) +
+                               ", expected a list");
+    for (std::size_t i = 0; i < ids["vips"].size(); ++i) {
+        const json& item = ids["vips"][i];
+        const std::string path = "ids.vips[" + std::to_string(i) + "]";
+        std::string key;
+        std::uint64_t id = 0;
+        if (!r.object(item, path, {"vip", "id"}, "a VIP id: vip, id") ||
+            !r.vip_key(item["vip"], path + ".vip", key) ||
+            !r.uint(item["id"], path + ".id", UINT32_MAX, id))
+            return std::unexpected(r.error);
+        out.vip_ids.emplace_back(key, static_cast<std::uint32_t>(id));
+    }
+    if (!ids["backends"].is_array())
+        return std::unexpected("ids.backends: found " + Reader::found(ids["backends"]) +
+                               ", expected a list");
+    for (std::size_t i = 0; i < ids["backends"].size(); ++i) {
+        const json& item = ids["backends"][i];
+        const std::string path = "ids.backends[" + std::to_string(i) + "]";
+        control::BackendAssignment a;
+        std::string address;
+        std::uint64_t id = 0, generation = 0;
+        if (!r.object(item, path, {"vip", "address", "id", "generation"},
+                      "a backend id: vip, address, id, generation") ||
+            !r.vip_key(item["vip"], path + ".vip", a.vip_key) ||
+            !r.string(item["address"], path + ".address", address) ||
+            !r.uint(item["id"], path + ".id", UINT32_MAX, id) ||
+            !r.uint(item["generation"], path + ".generation", UINT32_MAX, generation))
+            return std::unexpected(r.error);
+        auto parsed = net::IpAddress::parse(address);
+        if (!parsed) return std::unexpected(path + ".address: " + parsed.error());
+        a.address = *parsed;
+        a.id = static_cast<std::uint32_t>(id);
+        a.generation = static_cast<std::uint32_t>(generation);
+        out.backend_ids.push_back(std::move(a));
+    }
+    return out;
+}
+
+std::string config_digest(const std::vector<config::VipSpec>& vips) {
+    std::vector<const config::VipSpec*> sorted;
+    for (const auto& v : vips) sorted.push_back(&v);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const config::VipSpec* a, const config::VipSpec* b) {
+                  return a->vip_key() < b->vip_key();
+              });
+    json list = json::array();
+    for (const config::VipSpec* v : sorted) list.push_back(*v);
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx",
+                  static_cast<unsigned long long>(fnv1a64(list.dump())));
+    return hex;
+}
+
+StartupDecision decide_startup_vips(const std::vector<config::VipSpec>& config_vips,
+                                    const std::optional<StateFile>& state) {
+    StartupDecision d;
+    if (!state) {
+        d.vips = config_vips;
+        return d;
+    }
+    const std::string digest = config_digest(config_vips);
+    if (state->config_digest == digest) {
+        d.source = StartupDecision::Source::kState;
+        d.vips = state->vips;
+        return d;
+    }
+    d.vips = config_vips;
+    d.backup_state = true;
+    d.warning = "the configuration file's VIPs changed since the state file was written "
+                "(digest " + digest + ", state written for " +
+                (state->config_digest.empty() ? std::string("none") : state->config_digest) +
+                "): using the configuration file; runtime changes made through the API are "
+                "dropped and the old state file is kept as a backup";
+    return d;
+}
+
+StateFile snapshot_state(control::Reconciler& reconciler, const std::string& digest) {
+    StateFile s;
+    s.config_digest = digest;
+    s.vips = reconciler.vips();
+    for (const control::VipStatus& v : reconciler.status())
+        if (v.epoch > 0) s.epochs[v.spec.key()] = v.epoch;
+    s.vip_ids = reconciler.registry().vip_assignments();
+    s.backend_ids = reconciler.registry().backend_assignments();
+    return s;
+}
+
+std::vector<std::string> restore_ids_and_epochs(control::Reconciler& reconciler,
+                                                const StateFile& state) {
+    std::vector<std::string> skipped = reconciler.registry().restore(state.vip_ids, state.backend_ids);
+    for (const auto& [key, epoch] : state.epochs) reconciler.restore_epoch(key, epoch);
+    return skipped;
+}
+
+StateStore::StateStore(std::string path, std::string digest)
+    : path_(std::move(path)), config_digest_(std::move(digest)) {}
+
+void StateStore::set_config_digest(std::string digest) {
+    std::lock_guard lock(mu_);
+    config_digest_ = std::move(digest);
+}
+
+std::string StateStore::config_digest() const {
+    std::lock_guard lock(mu_);
+    return config_digest_;
+}
+
+std::expected<std::optional<StateFile>, std::string> StateStore::load() const {
+    std::lock_guard lock(mu_);
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) {
+        const int err = errno;
+        if (err == ENOENT) return std::optional<StateFile>{};
+        return std::unexpected("state file " + path_ + ": cannot open: " + errno_text(err));
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    if (in.bad()) return std::unexpected("state file " + path_ + ": read failed");
+    auto state = decode_state(buf.str());
+    if (!state) return std::unexpected("state file " + path_ + ": " + state.error());
+    return std::optional<StateFile>(std::move(*state));
+}
+
+std::expected<void, std::string> StateStore::save(const StateFile& state) const {
+    std::lock_guard lock(mu_);
+    const std::string text = encode_state(state);
+    const std::string dir = parent_dir(path_);
+    if (auto made = make_dirs(dir); !made)
+        return std::unexpected("save state file " + path_ + ": " + made.error());
+    const std::string tmp = path_ + ".tmp";
+    auto failed = [&](const std::string& step, int err) -> std::expected<void, std::string> {
+        ::unlink(tmp.c_str());
+        return std::unexpected("save state file " + path_ + ": " + step + ": " + errno_text(err));
+    };
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        const int err = errno;
+        // do not unlink what we could not create: it may be someone else's
+        return std::unexpected("save state file " + path_ + ": open " + tmp + ": " +
+                               errno_text(err));
+    }
+    if (!write_all(fd, text)) {
+        const int err = errno;
+        ::close(fd);
+        return failed("write " + tmp, err);
+    }
+    if (::fsync(fd) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return failed("fsync " + tmp, err);
+    }
+    if (::close(fd) != 0) return failed("close " + tmp, errno);
+    if (::rename(tmp.c_str(), path_.c_str()) != 0) return failed("rename " + tmp, errno);
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return std::unexpected("save state file " + path_ + ": open directory " + dir +
+                                        ": " + errno_text(errno));
+    if (::fsync(dfd) != 0) {
+        const int err = errno;
+        ::close(dfd);
+        return std::unexpected("save state file " + path_ + ": fsync directory " + dir + ": " +
+                               errno_text(err));
+    }
+    ::close(dfd);
+    return {};
+}
+
+std::expected<void, std::string> StateStore::save_current(control::Reconciler& reconciler) const {
+    return save(snapshot_state(reconciler, config_digest()));
+}
+
+std::expected<std::string, std::string> StateStore::backup() const {
+    std::lock_guard lock(mu_);
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) {
+        if (errno == ENOENT) return std::string{};
+        return std::unexpected("back up state file " + path_ + ": " + errno_text(errno));
+    }
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
+    std::string target = path_ + ".bak-" + stamp;
+    for (int n = 1; ::access(target.c_str(), F_OK) == 0; ++n)
+        target = path_ + ".bak-" + stamp + "-" + std::to_string(n);
+    if (::rename(path_.c_str(), target.c_str()) != 0)
+        return std::unexpected("back up state file " + path_ + " to " + target + ": " +
+                               errno_text(errno));
+    return target;
+}
+
+}  // namespace xlb::api

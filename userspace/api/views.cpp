@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: Apache-2.0
+// JSON views of the reconciler's status, HTTP helpers and the health probes.
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "internal.h"
+#include "xlb/config/json.h"
+
+namespace xlb::api {
+
+ProbeResult check_live(const control::ControlLoop& loop, std::chrono::milliseconds max_age) {
+    const auto now = control::Clock::now();
+    auto age = [&](control::Clock::time_point beat) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(now - beat);
+    };
+    const auto control_age = age(loop.control_heartbeat());
+    const auto worker_age = age(loop.worker_heartbeat());
+    std::string stuck;
+    if (control_age > max_age)
+        stuck += "control thread last answered " + std::to_string(control_age.count()) + " ms ago";
+    if (worker_age > max_age) {
+        if (!stuck.empty()) stuck += "; ";
+        stuck += "table worker thread last answered " + std::to_string(worker_age.count()) +
+                 " ms ago";
+    }
+    if (!stuck.empty())
+        return {false, stuck + " (limit " + std::to_string(max_age.count()) + " ms)"};
+    return {true, "ok"};
+}
+
+ProbeResult check_ready(const Services& services) {
+    if (services.readiness) {
+        if (auto reason = services.readiness()) return {false, "not ready: " + *reason};
+    }
+    auto unpublished = detail::on_control<std::vector<std::string>>(
+        services.loop, std::min(services.call_timeout, std::chrono::milliseconds(5000)),
+        [](control::Reconciler& r) {
+            std::vector<std::string> out;
+            if (r.all_published()) return out;
+            for (const control::VipStatus& v : r.status()) {
+                if (v.published) continue;
+                std::string line = v.spec.key();
+                if (!v.last_error.empty()) line += " (" + v.last_error + ")";
+                out.push_back(std::move(line));
+            }
+            if (out.empty()) out.push_back("removed VIPs are still being torn down");
+            return out;
+        });
+    if (!unpublished) return {false, "not ready: " + unpublished.error().message};
+    if (!unpublished->empty()) {
+        std::string text = "not ready: tables not yet published for ";
+        for (std::size_t i = 0; i < unpublished->size(); ++i)
+            text += (i ? ", " : "") + (*unpublished)[i];
+        return {false, text};
+    }
+    return {true, "ok"};
+}
+
+namespace detail {
+
+std::string hex64(std::uint64_t value) {
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016" PRIx64, value);
+    return buf;
+}
+
+Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips) {
+    Counters c;
+    auto note = [&](const bpf::Error& e) {
+        if (c.error.empty()) c.error = e.message();
+    };
+    for (const control::VipStatus& v : vips) {
+        if (v.vip_id) {
+            if (auto s = view.vip_stats(*v.vip_id)) c.vips[*v.vip_id] = *s;
+            else note(s.error());
+        }
+        for (const control::BackendStatus& b : v.backends) {
+            if (!b.id) continue;
+            if (auto s = view.backend_stats(*b.id)) c.backends[*b.id] = *s;
+            else note(s.error());
+        }
+    }
+    return c;
+}
+
+namespace {
+
+json optional_id(const std::optional<std::uint32_t>& id) {
+    return id ? json(*id) : json(nullptr);
+}
+
+std::size_t healthy_count(const control::VipStatus& vip) {
+    std::size_t n = 0;
+    for (const auto& b : vip.backends)
+        if (b.health == control::Health::kHealthy) ++n;
+    return n;
+}
+
+double share(std::uint64_t part, std::uint64_t whole) {
+    return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
+}
+
+std::uint64_t table_slots(const control::VipStatus& vip) {
+    std::uint64_t total = 0;
+    for (const auto& b : vip.backends) total += b.slots;
+    return total;
+}
+
+}  // namespace
+
+json vip_summary_json(const control::VipStatus& v) {
+    return json{
+        {"vip", v.spec.key()},
+        {"name", v.spec.name},
+        {"vip_id", optional_id(v.vip_id)},
+        {"epoch", v.epoch},
+        {"checksum", hex64(v.checksum)},
+        {"panic", v.panic != control::PanicReason::kNone},
+        {"panic_reason", control::to_string(v.panic)},
+        {"healthy_share", v.healthy_share},
+        {"published", v.published},
+        {"backends_total", v.backends.size()},
+        {"backends_healthy", healthy_count(v)},
+        {"last_error", v.last_error},
+    };
+}
+
+json backend_json(const control::VipStatus& vip, const control::BackendStatus& b,
+                  const Counters& counters) {
+    json packets = nullptr, bytes = nullptr;
+    if (b.id) {
+        if (auto it = counters.backends.find(*b.id); it != counters.backends.end()) {
+            packets = it->second.packets;
+            bytes = it->second.bytes;
+        }
+    }
+    const config::BackendSpec* spec = vip.spec.find_backend(b.address);
+    return json{
+        {"address", b.address.to_string()},
+        {"hash_key", spec ? spec->hash_key : std::string()},
+        {"state", config::to_string(b.state)},
+        {"health", control::to_string(b.health)},
+        {"last_failure", ""},
+        {"weight", b.weight},
+        {"effective_weight", b.effective_weight},
+        {"weight_factor", b.weight_factor},
+        {"slots", b.slots},
+        {"share_of_slots", share(b.slots, table_slots(vip))},
+        {"in_table", b.in_table},
+        {"live", b.live},
+        {"id", optional_id(b.id)},
+        {"generation", b.generation},
+        {"packets", packets},
+        {"bytes", bytes},
+    };
+}
+
+json vip_detail_json(const control::VipStatus& v, const Counters& counters) {
+    json j = vip_summary_json(v);
+    j["spec"] = v.spec;
+    json backends = json::array();
+    for (const auto& b : v.backends) backends.push_back(backend_json(v, b, counters));
+    j["backends"] = std::move(backends);
+    return j;
+}
+
+json table_json(const control::VipStatus& v) {
+    std::uint64_t weight_sum = 0;
+    for (const auto& b : v.backends)
+        if (b.in_table) weight_sum += b.effective_weight;
+    const std::uint64_t slots = table_slots(v);
+    json backends = json::array();
+    for (const auto& b : v.backends) {
+        if (b.state == config::AdminState::kDisabled) continue;
+        backends.push_back(json{
+            {"address", b.address.to_string()},
+            {"in_table", b.in_table},
+            {"slots", b.slots},
+            {"share", share(b.slots, slots)},
+            {"target_share", b.in_table ? share(b.effective_weight, weight_sum) : 0.0},
+        });
+    }
+    return json{{"vip", v.spec.key()},
+                {"epoch", v.epoch},
+                {"checksum", hex64(v.checksum)},
+                {"published", v.published},
+                {"ring_size", slots},
+                {"configured_ring_size", v.spec.ring_size},
+                {"backends", std::move(backends)}};
+}
+
+json vip_stats_json(const control::VipStatus& v, const Counters& counters) {
+    xlb_vip_stats s{};
+    bool have = false;
+    if (v.vip_id) {
+        if (auto it = counters.vips.find(*v.vip_id); it != counters.vips.end()) {
+            s = it->second;
+            have = true;
+        }
+    }
+    auto value = [&](std::uint64_t x) { return have ? json(x) : json(nullptr); };
+    return json{{"vip", v.spec.key()},
+                {"name", v.spec.name},
+                {"packets", value(s.packets)},
+                {"bytes", value(s.bytes)},
+                {"new_flows", value(s.new_flows)},
+                {"conntrack_hits", value(s.conntrack_hits)},
+                {"drops", value(s.drops)}};
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(body.dump(2) + "\n", "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+    send_json(res, status, json{{"error", message}});
+}
+
+void Router::add(const std::string& method, const std::string& path, Handler handler) {
+    routes_[path][method] = std::move(handler);
+}
+
+void Router::install(httplib::Server& server) const {
+    auto self = std::make_shared<Router>(*this);
+    auto handler = [self](const httplib::Request& req, httplib::Response& res) {
+        self->dispatch(req, res);
+    };
+    server.Get(".*", handler);
+    server.Post(".*", handler);
+    server.Put(".*", handler);
+    server.Patch(".*", handler);
+    server.Delete(".*", handler);
+    server.Options(".*", handler);
+    // Errors httplib produces itself (bad request line, body too large): JSON too.
+    server.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string what = "HTTP status " + std::to_string(res.status);
+        if (res.status == 400) what = "bad request: the request could not be parsed as HTTP";
+        if (res.status == 413) what = "request body too large";
+        if (res.status == 414) what = "request URI too long";
+        send_error(res, res.status, what);
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    server.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+            std::string what = "unknown exception";
+            try {
+                if (ep) std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            spdlog::error("api: {} {} failed: {}", req.method, req.path, what);
+            send_error(res, 500, "internal error: " + what);
+        });
+}
+
+void Router::dispatch(const httplib::Request& req, httplib::Response& res) const {
+    auto path = routes_.find(req.path);
+    if (path == routes_.end()) {
+        send_error(res, 404, "no such endpoint: " + req.path + " (see docs/api.md)");
+        return;
+    }
+    std::string method = req.method == "HEAD" ? "GET" : req.method;
+    auto handler = path->second.find(method);
+    if (handler == path->second.end()) {
+        std::string allow;
+        for (const auto& [m, h] : path->second) allow += (allow.empty() ? "" : ", ") + m;
+        res.set_header("Allow", allow);
+        send_error(res, 405, "method " + req.method + " not allowed on " + req.path +
+                                 ", expected one of: " + allow);
+        return;
+    }
+    try {
+        handler->second(req, res);
+    } catch (const std::exception& e) {
+        spdlog::error("api: {} {} failed: {}", req.method, req.path, e.what());
+        send_error(res, 500, std::string("internal error: ") + e.what());
+    }
+}
+
+void add_probes(Router& router, const Services& services) {
+    router.add("GET", "/livez", [&loop = services.loop](const httplib::Request&, httplib::Response& res) {
+        ProbeResult r = check_live(loop);
+        res.status = r.ok ? 200 : 503;
+        res.set_content(r.text + "\n", "text/plain");
+    });
+    router.add("GET", "/readyz", [services](const httplib::Request&, httplib::Response& res) {
+        ProbeResult r = check_ready(services);
+        res.status = r.ok ? 200 : 503;
+        res.set_content(r.text + "\n", "text/plain");
+    });
+}
+
+}  // namespace detail
+}  // namespace xlb::api

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: Apache-2.0
+// The YAML side: a yaml-cpp view for the shared decoders (decode.h), the
+// file reader, error locations, and the writer.
+#include "xlb/config/config.h"
+
+// yaml-cpp 0.7's inline code trips g++ 12's -Wdangling-pointer (a false
+// positive in its node iterators); silence it for that header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/yaml.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "decode.h"
+#include "validate_internal.h"
+
+namespace xlb::config {
+
+namespace {
+
+using detail::Kind;
+using detail::Location;
+
+Location location_of(const YAML::Mark& mark, Location fallback) {
+    if (mark.is_null() || mark.line < 0) return fallback;
+    return Location{mark.line + 1, mark.column + 1};
+}
+
+class YamlView {
+public:
+    static constexpr std::string_view kMapNoun = "a mapping";
+
+    using Entry = detail::Entry<YamlView>;
+
+    YamlView(YAML::Node node, Location location) : node_(std::move(node)), location_(location) {}
+
+    Kind kind() const {
+        if (node_.IsMap()) return Kind::kMap;
+        if (node_.IsSequence()) return Kind::kList;
+        if (node_.IsScalar()) return Kind::kScalar;
+        return Kind::kNull;
+    }
+    Location location() const { return location_; }
+
+    std::string found() const {
+        switch (kind()) {
+            case Kind::kMap:
+                return "a mapping";
+            case Kind::kList:
+                return "a list";
+            case Kind::kScalar:
+                return detail::quote(node_.Scalar());
+            case Kind::kNull:
+                break;
+        }
+        return "nothing (null)";
+    }
+
+    // YAML scalars are untyped: the schema decides how to read the text.
+    std::optional<std::string> string_text() const { return text(); }
+    std::optional<std::string> number_text() const { return text(); }
+    std::optional<std::string> bool_text() const { return text(); }
+    std::optional<std::string> scalar_text() const { return text(); }
+
+    std::vector<Entry> entries() const {
+        std::vector<Entry> out;
+        for (auto it = node_.begin(); it != node_.end(); ++it) {
+            const YAML::Node& k = it->first;
+            const YAML::Node& v = it->second;
+            const Location key_location = location_of(k.Mark(), location_);
+            Location value_location = location_of(v.Mark(), key_location);
+            // An empty value ("key:" and a line break) has the position of
+            // whatever follows; the key is where the operator looks.
+            if (v.IsNull() && value_location.line != key_location.line) {
+                value_location = key_location;
+            }
+            YamlView key_view(k, key_location);
+            std::optional<std::string> key;
+            if (k.IsScalar()) key = k.Scalar();
+            out.push_back(Entry{key, key_location, key_view.found(), YamlView(v, value_location)});
+        }
+        return out;
+    }
+
+    std::vector<YamlView> items() const {
+        std::vector<YamlView> out;
+        for (auto it = node_.begin(); it != node_.end(); ++it) {
+            out.emplace_back(*it, location_of(it->Mark(), location_));
+        }
+        return out;
+    }
+
+private:
+    std::optional<std::string> text() const {
+        if (node_.IsScalar()) return node_.Scalar();
+        return std::nullopt;
+    }
+
+    YAML::Node node_;
+    Location location_;
+};
+
+std::string number_text(double v) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    if (ec != std::errc{}) return "0";
+    return std::string(buf, end);
+}
+
+std::string status_text(const StatusRange& r) {
+    if (r.first == r.last) return std::to_string(r.first);
+    return std::to_string(r.first) + "-" + std::to_string(r.last);
+}
+
+}  // namespace
+
+std::string ConfigError::to_string() const {
+    if (line <= 0) return file + ": " + message;
+    return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view yaml,
+                                                             const std::string& source_name) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(std::string(yaml));
+    } catch (const YAML::Exception& e) {
+        const Location at = location_of(e.mark, Location{1, 1});
+        return std::unexpected(std::vector<ConfigError>{ConfigError{
+            source_name, at.line, at.column,
+            "not valid YAML: " + e.msg + " (expected a YAML mapping; see docs/config.md)"}});
+    }
+
+    detail::Sink sink;
+    const YamlView view(root, location_of(root.Mark(), Location{1, 1}));
+    detail::Decoded decoded = detail::decode_config(view, sink);
+    std::vector<detail::Issue> issues;
+    detail::check_config(decoded.config, issues);
+
+    std::vector<ConfigError> errors;
+    for (const auto& d : sink.errors()) {
+        errors.push_back(ConfigError{source_name, d.location.line, d.location.column,
+                                     detail::with_path(d.path, d.message)});
+    }
+    // Skip the consequences of what could not be read: an issue on a path at
+    // or below a structural error, or computed from a value that had one.
+    auto consequence = [&](const detail::Issue& issue) {
+        for (const auto& d : sink.errors()) {
+            const std::string_view at = issue.issue.path;
+            if (d.path.empty() || (detail::related(d.path, at) && d.path.size() <= at.size())) {
+                return true;
+            }
+            for (const auto& dep : issue.depends_on) {
+                if (detail::related(d.path, dep)) return true;
+            }
+        }
+        return false;
+    };
+    for (const auto& issue : issues) {
+        if (consequence(issue)) continue;
+        const Location at = sink.locate(issue.issue.path);
+        errors.push_back(ConfigError{source_name, at.line, at.column, issue.issue.to_string()});
+    }
+    if (errors.empty()) return std::move(decoded.config);
+    std::stable_sort(errors.begin(), errors.end(), [](const ConfigError& a, const ConfigError& b) {
+        return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+    });
+    return std::unexpected(std::move(errors));
+}
+
+std::expected<Config, std::vector<ConfigError>> load_config_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        const int err = errno;
+        return std::unexpected(std::vector<ConfigError>{
+            ConfigError{path, 0, 0,
+                        std::string("cannot read the file: ") + std::strerror(err) +
+                            " (expected a readable YAML file)"}});
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) {
+        return std::unexpected(
+            std::vector<ConfigError>{ConfigError{path, 0, 0, "cannot read the file (I/O error)"}});
+    }
+    return parse_config(text.str(), path);
+}
+
+std::string to_yaml(const Config& config) {
+    const Settings& s = config.settings;
+    YAML::Emitter e;
+    e << YAML::BeginMap;
+    e << YAML::Key << "interface" << YAML::Value << s.interface;
+    e << YAML::Key << "xdp_mode" << YAML::Value << to_string(s.xdp_mode);
+    e << YAML::Key << "next_hop" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    if (s.next_hop.address)
+        e << YAML::Key << "address" << YAML::Value << s.next_hop.address->to_string();
+    if (s.next_hop.mac)
+        e << YAML::Key << "mac" << YAML::Value << net::mac_to_string(*s.next_hop.mac);
+    e << YAML::EndMap;
+    e << YAML::Key << "encap_source" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    if (s.encap_source.ipv4) {
+        e << YAML::Key << "ipv4" << YAML::Value
+          << s.encap_source.ipv4->to_string() + "/" +
+                 std::to_string(s.encap_source.ipv4_prefix_len);
+    }
+    if (s.encap_source.ipv6) {
+        e << YAML::Key << "ipv6" << YAML::Value
+          << s.encap_source.ipv6->to_string() + "/" +
+                 std::to_string(s.encap_source.ipv6_prefix_len);
+    }
+    e << YAML::EndMap;
+    char seed[16];
+    std::snprintf(seed, sizeof(seed), "0x%08x", s.hash_seed);
+    e << YAML::Key << "hash_seed" << YAML::Value << seed;
+    e << YAML::Key << "mtu" << YAML::Value << s.mtu;
+    e << YAML::Key << "icmp_too_big" << YAML::Value << s.icmp_too_big;
+    e << YAML::Key << "maps" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "max_vips" << YAML::Value << s.maps.max_vips;
+    e << YAML::Key << "max_backends" << YAML::Value << s.maps.max_backends;
+    e << YAML::Key << "conntrack_entries" << YAML::Value << s.maps.conntrack_entries;
+    e << YAML::EndMap;
+    e << YAML::Key << "api" << YAML::Value << YAML::BeginMap << YAML::Key << "socket" << YAML::Value
+      << s.api_socket << YAML::EndMap;
+    e << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap << YAML::Key << "listen"
+      << YAML::Value << s.metrics_listen << YAML::EndMap;
+    e << YAML::Key << "state_file" << YAML::Value << s.state_file;
+    e << YAML::Key << "pin_dir" << YAML::Value << s.pin_dir;
+
+    auto optional_text = [&](const char* key, const std::string& value) {
+        if (!value.empty()) e << YAML::Key << key << YAML::Value << value;
+    };
+    e << YAML::Key << "vips" << YAML::Value << YAML::BeginSeq;
+    for (const VipSpec& v : config.vips) {
+        e << YAML::BeginMap;
+        e << YAML::Key << "address" << YAML::Value << v.address.to_string();
+        e << YAML::Key << "port" << YAML::Value << v.port;
+        e << YAML::Key << "protocol" << YAML::Value << to_string(v.protocol);
+        optional_text("name", v.name);
+        e << YAML::Key << "hash" << YAML::Value << to_string(v.hash);
+        e << YAML::Key << "conntrack" << YAML::Value << v.conntrack;
+        e << YAML::Key << "ring_size" << YAML::Value << v.ring_size;
+        e << YAML::Key << "panic_threshold" << YAML::Value << number_text(v.panic_threshold);
+        e << YAML::Key << "slow_start" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+          << "window" << YAML::Value << format_duration(v.slow_start.window) << YAML::Key << "floor"
+          << YAML::Value << number_text(v.slow_start.floor) << YAML::EndMap;
+        e << YAML::Key << "on_unhealthy" << YAML::Value << to_string(v.on_unhealthy);
+        const HealthCheck& h = v.health_check;
+        e << YAML::Key << "health_check" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "type" << YAML::Value << to_string(h.type);
+        e << YAML::Key << "port" << YAML::Value << h.port;
+        e << YAML::Key << "path" << YAML::Value << h.path;
+        optional_text("host", h.host);
+        e << YAML::Key << "expected_statuses" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+        for (const auto& r : h.expected_statuses) e << status_text(r);
+        e << YAML::EndSeq;
+        optional_text("body_contains", h.body_contains);
+        optional_text("udp_payload", h.udp_payload);
+        optional_text("udp_expect", h.udp_expect);
+        e << YAML::Key << "interval" << YAML::Value << format_duration(h.interval);
+        e << YAML::Key << "timeout" << YAML::Value << format_duration(h.timeout);
+        e << YAML::Key << "jitter" << YAML::Value << format_duration(h.jitter);
+        e << YAML::Key << "unhealthy_threshold" << YAML::Value << h.unhealthy_threshold;
+        e << YAML::Key << "healthy_threshold" << YAML::Value << h.healthy_threshold;
+        e << YAML::Key << "via_vip" << YAML::Value << h.via_vip;
+        e << YAML::EndMap;
+        e << YAML::Key << "backends" << YAML::Value << YAML::BeginSeq;
+        for (const BackendSpec& b : v.backends) {
+            e << YAML::Flow << YAML::BeginMap;
+            e << YAML::Key << "address" << YAML::Value << b.address.to_string();
+            e << YAML::Key << "weight" << YAML::Value << b.weight;
+            e << YAML::Key << "state" << YAML::Value << to_string(b.state);
+            optional_text("hash_key", b.hash_key);
+            e << YAML::EndMap;
+        }
+        e << YAML::EndSeq;
+        e << YAML::EndMap;
+    }
+    e << YAML::EndSeq;
+    e << YAML::EndMap;
+    return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace xlb::config

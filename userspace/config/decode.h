@@ -1,0 +1,603 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: the schema, written once, for both YAML (config file) and JSON
+// (API bodies, state file). The decoders are templates over a "view" of a
+// document node; config.cpp provides a yaml-cpp view with line and column,
+// json.cpp an nlohmann view without. A view provides:
+//
+//   static constexpr std::string_view kMapNoun;     // "a mapping" / "an object"
+//   Kind kind() const;  Location location() const;
+//   std::string found() const;                        // for "found X, expected Y"
+//   std::optional<std::string> string_text() const;   // a string value
+//   std::optional<std::string> number_text() const;   // a number value
+//   std::optional<std::string> bool_text() const;     // a boolean value
+//   std::optional<std::string> scalar_text() const;   // a string or a number
+//   std::vector<Entry<View>> entries() const;         // a map, in order
+//   std::vector<View> items() const;                  // a list
+//
+// YAML scalars are untyped text, so every *_text() of a YAML scalar returns
+// it; JSON is typed, so a JSON "80" is not a number and 80 is not a string.
+//
+// Decoders check structure: required and unknown keys, types, enum names and
+// the ranges of the C++ types. Everything else (ranges of meaning, relations
+// between fields) is validate.cpp's job, so that the API's runtime changes
+// and the file meet one set of rules.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "xlb/config/model.h"
+
+namespace xlb::config::detail {
+
+struct Location {
+    int line = 0;  // 1-based; 0: unknown (JSON)
+    int column = 0;
+};
+
+enum class Kind { kNull, kScalar, kList, kMap };
+
+// One key and value of a mapping, as a view's entries() returns them.
+template <class V>
+struct Entry {
+    std::optional<std::string> key;  // nullopt: not a scalar key
+    Location key_location;
+    std::string key_found;  // the key, described for an error message
+    V value;
+};
+
+struct Diag {
+    std::string path;  // "vips[0].port"; empty: the document itself
+    Location location;
+    std::string message;  // without the path
+};
+
+class Sink {
+public:
+    void error(const std::string& path, Location location, std::string message);
+    // Remembers where a path's node is, so that semantic checks, which only
+    // know paths, can point at it.
+    void note(const std::string& path, Location location);
+    // The location of `path`, or of its nearest ancestor that has one.
+    Location locate(std::string path) const;
+    std::size_t count() const { return errors_.size(); }
+    const std::vector<Diag>& errors() const { return errors_; }
+
+private:
+    std::vector<Diag> errors_;
+    std::unordered_map<std::string, Location> locations_;
+};
+
+std::string join(const std::string& base, std::string_view key);  // "a", "b" -> "a.b"
+std::string index(const std::string& base, std::size_t i);        // "a", 3 -> "a[3]"
+// "path: message", or the message alone for the empty path.
+std::string with_path(const std::string& path, const std::string& message);
+// Double-quoted, with control characters escaped.
+std::string quote(std::string_view text);
+// The closest allowed key within a small edit distance, or empty.
+std::string_view closest(std::string_view key, std::span<const std::string_view> allowed);
+
+std::optional<std::uint64_t> parse_decimal(std::string_view text);
+std::optional<std::uint64_t> parse_decimal_or_hex(std::string_view text);
+std::optional<double> parse_number(std::string_view text);
+std::optional<bool> parse_bool(std::string_view text);
+// "200", "200-299" (not range-checked beyond u16).
+std::optional<StatusRange> parse_status_range(std::string_view text);
+
+// ---------------------------------------------------------------------------
+// Readers: each returns nullopt after recording an error.
+
+template <class V>
+std::optional<std::string> read_string(const V& v, const std::string& path, Sink& s,
+                                       std::string_view expected) {
+    s.note(path, v.location());
+    if (auto t = v.string_text()) return t;
+    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(expected));
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<std::uint64_t> read_uint(const V& v, const std::string& path, Sink& s,
+                                       std::uint64_t max, std::string_view expected = {}) {
+    s.note(path, v.location());
+    std::string want =
+        expected.empty() ? "an integer 0-" + std::to_string(max) : std::string(expected);
+    if (auto t = v.number_text()) {
+        if (auto n = parse_decimal(*t); n && *n <= max) return n;
+    }
+    s.error(path, v.location(), "found " + v.found() + ", expected " + want);
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<std::uint32_t> read_u32_hex(const V& v, const std::string& path, Sink& s) {
+    s.note(path, v.location());
+    if (auto t = v.scalar_text()) {
+        if (auto n = parse_decimal_or_hex(*t); n && *n <= 0xffffffffULL) {
+            return static_cast<std::uint32_t>(*n);
+        }
+    }
+    s.error(path, v.location(),
+            "found " + v.found() +
+                ", expected a 32-bit unsigned integer, decimal or hex (e.g. 0x5eed1234)");
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<bool> read_bool(const V& v, const std::string& path, Sink& s) {
+    s.note(path, v.location());
+    if (auto t = v.bool_text()) {
+        if (auto b = parse_bool(*t)) return b;
+    }
+    s.error(path, v.location(), "found " + v.found() + ", expected true or false");
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<double> read_number(const V& v, const std::string& path, Sink& s,
+                                  std::string_view expected) {
+    s.note(path, v.location());
+    if (auto t = v.number_text()) {
+        if (auto d = parse_number(*t)) return d;
+    }
+    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(expected));
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<Duration> read_duration(const V& v, const std::string& path, Sink& s) {
+    s.note(path, v.location());
+    std::string want = "a duration: a whole number and a unit (ms, s, m or h), e.g. 500ms, 2s, 1m";
+    if (auto t = v.string_text()) {
+        if (auto d = parse_duration(*t)) return *d;
+        if (parse_decimal(*t)) want += "; units are required";
+    } else if (v.number_text()) {
+        want += "; units are required, and a duration is a string";
+    }
+    s.error(path, v.location(), "found " + v.found() + ", expected " + want);
+    return std::nullopt;
+}
+
+template <class E, class V, class Parse>
+std::optional<E> read_enum(const V& v, const std::string& path, Sink& s, Parse parse,
+                           std::string_view names) {
+    s.note(path, v.location());
+    if (auto t = v.string_text()) {
+        if (auto e = parse(*t)) return e;
+    }
+    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(names));
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<net::IpAddress> read_address(const V& v, const std::string& path, Sink& s) {
+    s.note(path, v.location());
+    if (auto t = v.string_text()) {
+        if (auto a = net::IpAddress::parse(*t)) return *a;
+    }
+    s.error(path, v.location(),
+            "found " + v.found() + ", expected an IP address, e.g. 192.0.2.1 or 2001:db8::1");
+    return std::nullopt;
+}
+
+template <class V>
+std::optional<net::MacAddress> read_mac(const V& v, const std::string& path, Sink& s) {
+    s.note(path, v.location());
+    if (auto t = v.string_text()) {
+        if (auto m = net::parse_mac(*t)) return *m;
+    }
+    s.error(path, v.location(),
+            "found " + v.found() + ", expected a MAC address, e.g. \"02:00:00:00:00:01\"");
+    return std::nullopt;
+}
+
+// "203.0.113.7" or "203.0.113.0/24": the prefix length defaults to the
+// address's full length.
+template <class V>
+std::optional<std::pair<net::IpAddress, std::uint8_t>> read_prefix(const V& v,
+                                                                   const std::string& path,
+                                                                   Sink& s) {
+    s.note(path, v.location());
+    if (auto t = v.string_text()) {
+        std::string_view text = *t;
+        std::string_view addr = text, len;
+        bool has_len = false;
+        if (auto slash = text.find('/'); slash != std::string_view::npos) {
+            addr = text.substr(0, slash);
+            len = text.substr(slash + 1);
+            has_len = true;
+        }
+        auto a = net::IpAddress::parse(addr);
+        auto n =
+            has_len ? parse_decimal(len) : std::optional<std::uint64_t>(a && a->is_v4() ? 32 : 128);
+        if (a && n && *n <= 128) return std::pair{*a, static_cast<std::uint8_t>(*n)};
+    }
+    s.error(path, v.location(),
+            "found " + v.found() +
+                ", expected an address or a prefix, e.g. 203.0.113.7 or 203.0.113.0/24");
+    return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// Mappings.
+
+template <class V>
+struct Fields {
+    struct Item {
+        std::string key;
+        V value;
+    };
+    std::vector<Item> items;
+
+    const V* get(std::string_view key) const {
+        for (const auto& item : items) {
+            if (item.key == key) return &item.value;
+        }
+        return nullptr;
+    }
+};
+
+// Checks that `v` is a mapping whose keys are all in `allowed`, each at most
+// once. Unknown and duplicate keys are reported and left out. `what` names
+// the thing for the "expected" part, e.g. "a VIP".
+template <class V>
+std::optional<Fields<V>> read_fields(const V& v, const std::string& path, Sink& s,
+                                     std::span<const std::string_view> allowed,
+                                     std::string_view what) {
+    s.note(path, v.location());
+    if (v.kind() != Kind::kMap) {
+        s.error(path, v.location(),
+                "found " + v.found() + ", expected " + std::string(V::kMapNoun) + " (" +
+                    std::string(what) + ")");
+        return std::nullopt;
+    }
+    Fields<V> out;
+    std::unordered_map<std::string, Location> seen;
+    for (auto& entry : v.entries()) {
+        if (!entry.key) {
+            s.error(path, entry.key_location,
+                    "found " + entry.key_found + " as a key, expected a name");
+            continue;
+        }
+        const std::string& key = *entry.key;
+        const std::string key_path = join(path, key);
+        if (auto it = seen.find(key); it != seen.end()) {
+            std::string msg = "duplicate key";
+            if (it->second.line > 0)
+                msg += " (first given at line " + std::to_string(it->second.line) + ")";
+            s.error(key_path, entry.key_location, msg + ", expected each key once");
+            continue;
+        }
+        seen.emplace(key, entry.key_location);
+        bool known = false;
+        for (auto a : allowed) known = known || a == key;
+        if (!known) {
+            std::string msg = "unknown key";
+            if (auto near = closest(key, allowed); !near.empty()) {
+                msg += "; did you mean \"" + std::string(near) + "\"?";
+            } else {
+                msg += ", expected one of: ";
+                for (std::size_t i = 0; i < allowed.size(); ++i) {
+                    msg += (i ? ", " : "") + std::string(allowed[i]);
+                }
+            }
+            s.error(key_path, entry.key_location, msg);
+            continue;
+        }
+        out.items.push_back({key, std::move(entry.value)});
+    }
+    return out;
+}
+
+template <class V>
+void missing(const V& map, const std::string& path, std::string_view key, Sink& s,
+             std::string_view expected) {
+    s.error(join(path, key), map.location(), "missing, expected " + std::string(expected));
+}
+
+// Applies `read` to the field if present; assigns the result to `out`.
+template <class V, class T, class Read>
+void field(const Fields<V>& f, const std::string& path, std::string_view key, T& out, Read read) {
+    if (const V* v = f.get(key)) {
+        if (auto value = read(*v, join(path, key))) out = std::move(*value);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The schema.
+
+inline constexpr std::string_view kSlowStartKeys[] = {"window", "floor"};
+inline constexpr std::string_view kHealthCheckKeys[] = {"type",
+                                                        "port",
+                                                        "path",
+                                                        "host",
+                                                        "expected_statuses",
+                                                        "body_contains",
+                                                        "udp_payload",
+                                                        "udp_expect",
+                                                        "interval",
+                                                        "timeout",
+                                                        "jitter",
+                                                        "unhealthy_threshold",
+                                                        "healthy_threshold",
+                                                        "via_vip"};
+inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key"};
+inline constexpr std::string_view kVipKeys[] = {
+    "address",    "port",         "protocol",     "name",
+    "hash",       "conntrack",    "ring_size",    "panic_threshold",
+    "slow_start", "on_unhealthy", "health_check", "backends"};
+
+template <class V>
+SlowStart decode_slow_start(const V& v, const std::string& path, Sink& s) {
+    SlowStart out;
+    auto f = read_fields(v, path, s, kSlowStartKeys, "slow start: window, floor");
+    if (!f) return out;
+    field(*f, path, "window", out.window,
+          [&](const V& x, const std::string& p) { return read_duration(x, p, s); });
+    field(*f, path, "floor", out.floor, [&](const V& x, const std::string& p) {
+        return read_number(x, p, s, "a number 0-1 (share of the weight to start from)");
+    });
+    return out;
+}
+
+template <class V>
+std::optional<std::string> read_text(const V& x, const std::string& p, Sink& s) {
+    return read_string(x, p, s, "a string");
+}
+
+template <class V>
+HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
+    HealthCheck out;
+    auto f = read_fields(v, path, s, kHealthCheckKeys, "a health check: type, interval, ...");
+    if (!f) return out;
+    if (!f->get("type")) missing(v, path, "type", s, "none, tcp, http or udp");
+    field(*f, path, "type", out.type, [&](const V& x, const std::string& p) {
+        return read_enum<HealthCheckType>(x, p, s, parse_health_check_type,
+                                          "none, tcp, http or udp");
+    });
+    field(*f, path, "port", out.port, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 65535, "an integer 0-65535 (0 = the VIP's port)");
+    });
+    auto text = [&](const V& x, const std::string& p) { return read_text(x, p, s); };
+    field(*f, path, "path", out.path, text);
+    field(*f, path, "host", out.host, text);
+    field(*f, path, "body_contains", out.body_contains, text);
+    field(*f, path, "udp_payload", out.udp_payload, text);
+    field(*f, path, "udp_expect", out.udp_expect, text);
+    if (const V* list = f->get("expected_statuses")) {
+        const std::string lpath = join(path, "expected_statuses");
+        s.note(lpath, list->location());
+        if (list->kind() != Kind::kList) {
+            s.error(lpath, list->location(),
+                    "found " + list->found() +
+                        ", expected a list of statuses and ranges, e.g. [\"200-299\", 301]");
+        } else {
+            out.expected_statuses.clear();
+            std::size_t i = 0;
+            for (const V& item : list->items()) {
+                const std::string ipath = index(lpath, i++);
+                s.note(ipath, item.location());
+                std::optional<StatusRange> r;
+                if (auto t = item.scalar_text()) r = parse_status_range(*t);
+                // A placeholder keeps later indices equal to the file's.
+                out.expected_statuses.push_back(r.value_or(StatusRange{}));
+                if (!r) {
+                    s.error(ipath, item.location(),
+                            "found " + item.found() +
+                                ", expected an HTTP status (e.g. 301) or a range (e.g. "
+                                "\"200-299\")");
+                }
+            }
+        }
+    }
+    auto dur = [&](const V& x, const std::string& p) { return read_duration(x, p, s); };
+    field(*f, path, "interval", out.interval, dur);
+    field(*f, path, "timeout", out.timeout, dur);
+    field(*f, path, "jitter", out.jitter, dur);
+    auto count = [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL, "an integer >= 1 (consecutive probes)");
+    };
+    field(*f, path, "unhealthy_threshold", out.unhealthy_threshold, count);
+    field(*f, path, "healthy_threshold", out.healthy_threshold, count);
+    field(*f, path, "via_vip", out.via_vip,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    return out;
+}
+
+template <class V>
+BackendSpec decode_backend(const V& v, const std::string& path, Sink& s) {
+    BackendSpec out;
+    auto f = read_fields(v, path, s, kBackendKeys, "a backend: address, weight, state, hash_key");
+    if (!f) return out;
+    if (!f->get("address")) missing(v, path, "address", s, "the backend's IP address");
+    field(*f, path, "address", out.address,
+          [&](const V& x, const std::string& p) { return read_address(x, p, s); });
+    field(*f, path, "weight", out.weight, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL, "an integer 0-" + std::to_string(kMaxWeight));
+    });
+    field(*f, path, "state", out.state, [&](const V& x, const std::string& p) {
+        return read_enum<AdminState>(x, p, s, parse_admin_state, "active, drain or disabled");
+    });
+    field(*f, path, "hash_key", out.hash_key,
+          [&](const V& x, const std::string& p) { return read_text(x, p, s); });
+    return out;
+}
+
+template <class V>
+std::vector<BackendSpec> decode_backends(const V& v, const std::string& path, Sink& s) {
+    std::vector<BackendSpec> out;
+    s.note(path, v.location());
+    if (v.kind() != Kind::kList) {
+        s.error(path, v.location(),
+                "found " + v.found() + ", expected a list of backends (may be empty: [])");
+        return out;
+    }
+    std::size_t i = 0;
+    for (const V& item : v.items()) out.push_back(decode_backend(item, index(path, i++), s));
+    return out;
+}
+
+template <class V>
+VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
+    VipSpec out;
+    auto f = read_fields(v, path, s, kVipKeys, "a VIP: address, port, protocol, backends, ...");
+    if (!f) return out;
+    if (!f->get("address")) missing(v, path, "address", s, "the VIP's IP address");
+    if (!f->get("port")) missing(v, path, "port", s, "an integer 0-65535 (0 = every port)");
+    field(*f, path, "address", out.address,
+          [&](const V& x, const std::string& p) { return read_address(x, p, s); });
+    field(*f, path, "port", out.port, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 65535, "an integer 0-65535 (0 = every port)");
+    });
+    field(*f, path, "protocol", out.protocol, [&](const V& x, const std::string& p) {
+        return read_enum<Protocol>(x, p, s, parse_protocol, "tcp or udp");
+    });
+    field(*f, path, "name", out.name,
+          [&](const V& x, const std::string& p) { return read_text(x, p, s); });
+    field(*f, path, "hash", out.hash, [&](const V& x, const std::string& p) {
+        return read_enum<HashMode>(x, p, s, parse_hash_mode, "5tuple or source");
+    });
+    field(*f, path, "conntrack", out.conntrack,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    field(*f, path, "ring_size", out.ring_size, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL, "a prime number of slots, e.g. 65537");
+    });
+    field(*f, path, "panic_threshold", out.panic_threshold, [&](const V& x, const std::string& p) {
+        return read_number(x, p, s, "a number 0-1 (0 = never panic)");
+    });
+    if (const V* x = f->get("slow_start")) {
+        out.slow_start = decode_slow_start(*x, join(path, "slow_start"), s);
+    }
+    field(*f, path, "on_unhealthy", out.on_unhealthy, [&](const V& x, const std::string& p) {
+        return read_enum<UnhealthyPolicy>(x, p, s, parse_unhealthy_policy, "reschedule or keep");
+    });
+    if (const V* x = f->get("health_check")) {
+        out.health_check = decode_health_check(*x, join(path, "health_check"), s);
+    }
+    if (const V* x = f->get("backends")) {
+        out.backends = decode_backends(*x, join(path, "backends"), s);
+    }
+    return out;
+}
+
+inline constexpr std::string_view kRootKeys[] = {
+    "interface", "xdp_mode", "next_hop", "encap_source", "hash_seed", "mtu", "icmp_too_big",
+    "maps",      "api",      "metrics",  "state_file",   "pin_dir",   "vips"};
+inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
+inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
+inline constexpr std::string_view kMapsKeys[] = {"max_vips", "max_backends", "conntrack_entries"};
+inline constexpr std::string_view kApiKeys[] = {"socket"};
+inline constexpr std::string_view kMetricsKeys[] = {"listen"};
+
+struct Decoded {
+    Config config;
+};
+
+template <class V>
+Decoded decode_config(const V& root, Sink& s) {
+    Decoded out;
+    Settings& st = out.config.settings;
+    const std::string top;
+    s.note(top, root.location());
+    if (root.kind() == Kind::kNull) {
+        s.error(top, Location{1, 1},
+                "the document is empty, expected " + std::string(V::kMapNoun) +
+                    " with at least interface and next_hop");
+        return out;
+    }
+    auto f = read_fields(root, top, s, kRootKeys, "the configuration: interface, vips, ...");
+    if (!f) return out;
+    auto text = [&](const V& x, const std::string& p) { return read_text(x, p, s); };
+    if (!f->get("interface")) {
+        missing(root, top, "interface", s, "the name of the network interface, e.g. eth0");
+    }
+    if (!f->get("next_hop")) {
+        missing(root, top, "next_hop", s,
+                "{address: IP} or {mac: MAC} (where encapsulated packets go)");
+    }
+    field(*f, top, "interface", st.interface, text);
+    field(*f, top, "xdp_mode", st.xdp_mode, [&](const V& x, const std::string& p) {
+        return read_enum<XdpMode>(x, p, s, parse_xdp_mode, "native, generic or auto");
+    });
+    if (const V* x = f->get("next_hop")) {
+        const std::string p = "next_hop";
+        if (auto nh =
+                read_fields(*x, p, s, kNextHopKeys, "next hop: {address: IP} or {mac: MAC}")) {
+            field(*nh, p, "address", st.next_hop.address,
+                  [&](const V& y, const std::string& q) { return read_address(y, q, s); });
+            field(*nh, p, "mac", st.next_hop.mac,
+                  [&](const V& y, const std::string& q) { return read_mac(y, q, s); });
+        }
+    }
+    if (const V* x = f->get("encap_source")) {
+        const std::string p = "encap_source";
+        if (auto es = read_fields(*x, p, s, kEncapKeys, "outer source addresses: ipv4, ipv6")) {
+            for (std::string_view key : kEncapKeys) {
+                const V* y = es->get(key);
+                if (!y) continue;
+                if (auto prefix = read_prefix(*y, join(p, key), s)) {
+                    if (key == "ipv4") {
+                        st.encap_source.ipv4 = prefix->first;
+                        st.encap_source.ipv4_prefix_len = prefix->second;
+                    } else {
+                        st.encap_source.ipv6 = prefix->first;
+                        st.encap_source.ipv6_prefix_len = prefix->second;
+                    }
+                }
+            }
+        }
+    }
+    field(*f, top, "hash_seed", st.hash_seed,
+          [&](const V& x, const std::string& p) { return read_u32_hex(x, p, s); });
+    field(*f, top, "mtu", st.mtu, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 65535, "an integer 576-9000");
+    });
+    field(*f, top, "icmp_too_big", st.icmp_too_big,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    if (const V* x = f->get("maps")) {
+        const std::string p = "maps";
+        if (auto m = read_fields(*x, p, s, kMapsKeys,
+                                 "map sizes: max_vips, max_backends, conntrack_entries")) {
+            auto size = [&](const V& y, const std::string& q) {
+                return read_uint(y, q, s, 0xffffffffULL, "a positive integer");
+            };
+            field(*m, p, "max_vips", st.maps.max_vips, size);
+            field(*m, p, "max_backends", st.maps.max_backends, size);
+            field(*m, p, "conntrack_entries", st.maps.conntrack_entries, size);
+        }
+    }
+    if (const V* x = f->get("api")) {
+        if (auto a = read_fields(*x, "api", s, kApiKeys, "the API: socket")) {
+            field(*a, "api", "socket", st.api_socket, text);
+        }
+    }
+    if (const V* x = f->get("metrics")) {
+        if (auto m = read_fields(*x, "metrics", s, kMetricsKeys, "metrics: listen")) {
+            field(*m, "metrics", "listen", st.metrics_listen, text);
+        }
+    }
+    field(*f, top, "state_file", st.state_file, text);
+    field(*f, top, "pin_dir", st.pin_dir, text);
+
+    if (const V* x = f->get("vips")) {
+        const std::string p = "vips";
+        s.note(p, x->location());
+        if (x->kind() != Kind::kList) {
+            s.error(p, x->location(),
+                    "found " + x->found() + ", expected a list of VIPs (may be empty: [])");
+        } else {
+            std::size_t i = 0;
+            for (const V& item : x->items()) {
+                out.config.vips.push_back(decode_vip(item, index(p, i++), s));
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace xlb::config::detail

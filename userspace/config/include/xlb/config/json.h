@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// JSON forms of the desired-state types, for the API (request and response
+// bodies) and the state file. Field names and value forms are those of the
+// YAML file (docs/config.md): enums by name, durations as strings ("2s"),
+// statuses as 301 or "200-299". Encoding writes every field, defaults
+// included; decoding fills missing optional fields with the defaults.
+//
+// Decoding checks structure only (unknown fields, types, enum names, required
+// fields) and rejects with a message naming the field, e.g.
+//   backends[0].weight: found "heavy", expected an integer 0-10000
+// Semantic rules (ranges, duplicates, ring size, ...) are check_vip() and
+// check_config() in config.h: run them on the decoded value.
+#pragma once
+
+#include <expected>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "xlb/config/model.h"
+
+namespace xlb::config {
+
+// Found by nlohmann's ADL: `nlohmann::json j = vip;` works.
+void to_json(nlohmann::json& j, const StatusRange& range);
+void to_json(nlohmann::json& j, const HealthCheck& check);
+void to_json(nlohmann::json& j, const SlowStart& slow_start);
+void to_json(nlohmann::json& j, const BackendSpec& backend);
+void to_json(nlohmann::json& j, const VipSpec& vip);
+
+// On failure: every problem found, "; "-separated, each "field: found X,
+// expected Y" (field paths relative to the decoded object).
+std::expected<VipSpec, std::string> vip_from_json(const nlohmann::json& j);
+std::expected<BackendSpec, std::string> backend_from_json(const nlohmann::json& j);
+std::expected<HealthCheck, std::string> health_check_from_json(const nlohmann::json& j);
+std::expected<SlowStart, std::string> slow_start_from_json(const nlohmann::json& j);
+
+// The state file's list of VIPs: a JSON array of VIP objects; error paths
+// start with the index ("[2].backends[0].address: ...").
+nlohmann::json vips_to_json(const std::vector<VipSpec>& vips);
+std::expected<std::vector<VipSpec>, std::string> vips_from_json(const nlohmann::json& j);
+
+// The global settings as JSON (for status output; YAML key layout, encode
+// only: settings come from the file).
+nlohmann::json settings_to_json(const Settings& settings);
+
+}  // namespace xlb::config

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+// The operator's desired state, as read from the YAML file, changed through
+// the API and persisted in the state file. Plain values, no I/O: the parser
+// (config.h), the JSON codec (json.h), the reconciler and the API all speak
+// these types. Defaults here are the documented defaults (docs/config.md).
+#pragma once
+
+#include <chrono>
+#include <compare>
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xlb/net/address.h"
+
+namespace xlb::config {
+
+using Duration = std::chrono::milliseconds;
+
+enum class XdpMode { kNative, kGeneric, kAuto };              // "native" | "generic" | "auto"
+enum class Protocol : std::uint8_t { kTcp = 6, kUdp = 17 };   // "tcp" | "udp"
+enum class HashMode { kFiveTuple, kSourceIp };                // "5tuple" | "source"
+enum class AdminState { kActive, kDrain, kDisabled };         // "active" | "drain" | "disabled"
+enum class HealthCheckType { kNone, kTcp, kHttp, kUdp };      // "none" | "tcp" | "http" | "udp"
+enum class UnhealthyPolicy { kReschedule, kKeep };            // "reschedule" | "keep"
+
+// Largest configurable backend weight. Effective weights are scaled from it,
+// so the bound keeps every Maglev weight sum inside 32 bits.
+inline constexpr std::uint32_t kMaxWeight = 10000;
+inline constexpr std::uint32_t kDefaultWeight = 100;
+
+struct StatusRange {
+    std::uint16_t first = 200;
+    std::uint16_t last = 299;  // inclusive
+    bool operator==(const StatusRange&) const = default;
+};
+
+struct HealthCheck {
+    HealthCheckType type = HealthCheckType::kNone;
+    std::uint16_t port = 0;  // 0: the VIP's port
+    Duration interval{10'000};
+    Duration timeout{1'000};  // must be below interval
+    Duration jitter{1'000};   // up to this much is added to each interval, at random
+    std::uint32_t unhealthy_threshold = 2;
+    std::uint32_t healthy_threshold = 2;
+    // http
+    std::string path = "/";
+    std::string host;  // Host header; empty: the backend's address
+    // One range, 200-299. (Not a braced list: g++ 12 warns falsely about an
+    // initializer_list in a default member initializer at -O2.)
+    std::vector<StatusRange> expected_statuses =
+        std::vector<StatusRange>(1, StatusRange{200, 299});
+    std::string body_contains;  // empty: any body
+    // udp
+    std::string udp_payload;
+    std::string udp_expect;  // empty: any reply
+    // send the probe to the VIP, encapsulated like client traffic
+    bool via_vip = false;
+    bool operator==(const HealthCheck&) const = default;
+};
+
+struct SlowStart {
+    Duration window{30'000};  // 0: off
+    double floor = 0.1;       // share of the weight a backend starts from
+    bool operator==(const SlowStart&) const = default;
+};
+
+struct BackendSpec {
+    net::IpAddress address;
+    std::uint32_t weight = kDefaultWeight;  // 0 .. kMaxWeight; 0 takes no new flows
+    AdminState state = AdminState::kActive;
+    // Stable identity for Maglev; empty: the address. Set it to re-address a
+    // backend without moving its flows.
+    std::string hash_key;
+    bool operator==(const BackendSpec&) const = default;
+
+    // What Maglev hashes: hash_key, or the address in canonical text form.
+    std::string identity() const { return hash_key.empty() ? address.to_string() : hash_key; }
+};
+
+// A VIP's identity: what the data plane matches on.
+struct VipKey {
+    net::IpAddress address;
+    std::uint16_t port = 0;  // 0: every port (wildcard)
+    Protocol protocol = Protocol::kTcp;
+
+    // "198.51.100.10:80/tcp", "[2001:db8::10]:443/udp", "198.51.100.10:0/tcp".
+    std::string to_string() const;
+    auto operator<=>(const VipKey&) const = default;
+};
+
+struct VipSpec {
+    net::IpAddress address;
+    std::uint16_t port = 0;  // 0: every port (wildcard)
+    Protocol protocol = Protocol::kTcp;
+    std::string name;  // optional label for logs and metrics
+    HashMode hash = HashMode::kFiveTuple;
+    bool conntrack = true;  // false: XLB_VIP_F_NO_CONNTRACK (e.g. stateless UDP)
+    std::uint32_t ring_size = 65537;
+    double panic_threshold = 0.5;  // 0: never panic
+    SlowStart slow_start;
+    HealthCheck health_check;
+    UnhealthyPolicy on_unhealthy = UnhealthyPolicy::kReschedule;
+    std::vector<BackendSpec> backends;
+    bool operator==(const VipSpec&) const = default;
+
+    // "198.51.100.10:80/tcp", "[2001:db8::10]:443/tcp"; the VIP's identity.
+    std::string key() const;
+    VipKey vip_key() const { return VipKey{address, port, protocol}; }
+    const BackendSpec* find_backend(const net::IpAddress& address) const;
+    BackendSpec* find_backend(const net::IpAddress& address);
+};
+
+struct NextHop {
+    // Exactly one of them: an address whose MAC the agent resolves (and keeps
+    // current) from the kernel's neighbour table, or a fixed MAC.
+    std::optional<net::IpAddress> address;
+    std::optional<net::MacAddress> mac;
+    bool operator==(const NextHop&) const = default;
+};
+
+struct EncapSource {
+    // Outer source addresses; with a prefix shorter than the address, the
+    // host bits come from the flow hash.
+    std::optional<net::IpAddress> ipv4;
+    std::uint8_t ipv4_prefix_len = 32;
+    std::optional<net::IpAddress> ipv6;
+    std::uint8_t ipv6_prefix_len = 128;
+    bool operator==(const EncapSource&) const = default;
+};
+
+struct MapSizes {
+    std::uint32_t max_vips = 512;
+    std::uint32_t max_backends = 4096;
+    std::uint32_t conntrack_entries = 1'048'576;
+    bool operator==(const MapSizes&) const = default;
+};
+
+struct Settings {
+    std::string interface;
+    XdpMode xdp_mode = XdpMode::kAuto;
+    NextHop next_hop;
+    EncapSource encap_source;
+    std::uint32_t hash_seed = 0;
+    std::uint16_t mtu = 1500;
+    bool icmp_too_big = true;
+    MapSizes maps;
+    std::string api_socket = "/run/xlb/xlbd.sock";
+    std::string metrics_listen = "127.0.0.1:9464";
+    std::string state_file = "/var/lib/xlb/state.json";
+    std::string pin_dir = "/sys/fs/bpf/xlb";
+    bool operator==(const Settings&) const = default;
+};
+
+struct Config {
+    Settings settings;
+    std::vector<VipSpec> vips;
+    bool operator==(const Config&) const = default;
+
+    // By VipSpec::key() text (as parse_vip_key() normalises it).
+    const VipSpec* find_vip(const std::string& key) const;
+    VipSpec* find_vip(const std::string& key);
+};
+
+// Names as written in YAML and JSON.
+const char* to_string(XdpMode);
+const char* to_string(Protocol);
+const char* to_string(HashMode);
+const char* to_string(AdminState);
+const char* to_string(HealthCheckType);
+const char* to_string(UnhealthyPolicy);
+
+// The inverses: exact names as above; nullopt for anything else.
+std::optional<XdpMode> parse_xdp_mode(std::string_view);
+std::optional<Protocol> parse_protocol(std::string_view);
+std::optional<HashMode> parse_hash_mode(std::string_view);
+std::optional<AdminState> parse_admin_state(std::string_view);
+std::optional<HealthCheckType> parse_health_check_type(std::string_view);
+std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view);
+
+// "10.0.0.10:80/tcp", "[2001:db8::1]:443/udp", or "10.0.0.10:80" (tcp). The
+// error says what was wrong and shows the expected form.
+std::expected<VipKey, std::string> parse_vip_key(std::string_view text);
+
+// Durations as written in YAML and JSON: a non-negative integer and a unit,
+// one of ms, s, m, h ("500ms", "2s", "1m"). A bare number is an error (units
+// are required). format_duration() writes the largest exact unit ("90s",
+// "1500ms", "0s") and parse_duration() reads it back unchanged.
+std::expected<Duration, std::string> parse_duration(std::string_view text);
+std::string format_duration(Duration duration);
+
+}  // namespace xlb::config

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// The JSON side: an nlohmann view for the shared decoders (decode.h), and the
+// encoders.
+#include "xlb/config/json.h"
+
+#include <cstdio>
+
+#include "decode.h"
+
+namespace xlb::config {
+
+namespace {
+
+using detail::Kind;
+using detail::Location;
+using json = nlohmann::json;
+
+class JsonView {
+public:
+    static constexpr std::string_view kMapNoun = "an object";
+
+    using Entry = detail::Entry<JsonView>;
+
+    explicit JsonView(const json& j) : j_(&j) {}
+
+    Kind kind() const {
+        if (j_->is_object()) return Kind::kMap;
+        if (j_->is_array()) return Kind::kList;
+        if (j_->is_null()) return Kind::kNull;
+        return Kind::kScalar;
+    }
+    Location location() const { return {}; }
+
+    std::string found() const {
+        if (j_->is_object()) return "an object";
+        if (j_->is_array()) return "a list";
+        if (j_->is_string()) return detail::quote(j_->get_ref<const std::string&>());
+        return j_->dump();  // number, true/false, null
+    }
+
+    // JSON is typed: a string is not a number, and so on.
+    std::optional<std::string> string_text() const {
+        if (j_->is_string()) return j_->get<std::string>();
+        return std::nullopt;
+    }
+    std::optional<std::string> number_text() const {
+        if (j_->is_number()) return j_->dump();
+        return std::nullopt;
+    }
+    std::optional<std::string> bool_text() const {
+        if (j_->is_boolean()) return j_->dump();
+        return std::nullopt;
+    }
+    std::optional<std::string> scalar_text() const {
+        if (j_->is_string() || j_->is_number())
+            return j_->is_string() ? string_text() : number_text();
+        return std::nullopt;
+    }
+
+    std::vector<Entry> entries() const {
+        std::vector<Entry> out;
+        for (auto it = j_->begin(); it != j_->end(); ++it) {
+            out.push_back(Entry{it.key(), {}, detail::quote(it.key()), JsonView(it.value())});
+        }
+        return out;
+    }
+
+    std::vector<JsonView> items() const {
+        std::vector<JsonView> out;
+        for (const auto& item : *j_) out.emplace_back(item);
+        return out;
+    }
+
+private:
+    const json* j_;
+};
+
+template <class T, class Decode>
+std::expected<T, std::string> decode(const json& j, const std::string& path, Decode fn) {
+    detail::Sink sink;
+    T value = fn(JsonView(j), path, sink);
+    if (sink.count() == 0) return value;
+    std::string message;
+    for (const auto& d : sink.errors()) {
+        if (!message.empty()) message += "; ";
+        message += detail::with_path(d.path, d.message);
+    }
+    return std::unexpected(std::move(message));
+}
+
+}  // namespace
+
+void to_json(json& j, const StatusRange& r) {
+    if (r.first == r.last) {
+        j = r.first;
+    } else {
+        j = std::to_string(r.first) + "-" + std::to_string(r.last);
+    }
+}
+
+void to_json(json& j, const HealthCheck& h) {
+    j = json{
+        {"type", to_string(h.type)},
+        {"port", h.port},
+        {"path", h.path},
+        {"host", h.host},
+        {"expected_statuses", h.expected_statuses},
+        {"body_contains", h.body_contains},
+        {"udp_payload", h.udp_payload},
+        {"udp_expect", h.udp_expect},
+        {"interval", format_duration(h.interval)},
+        {"timeout", format_duration(h.timeout)},
+        {"jitter", format_duration(h.jitter)},
+        {"unhealthy_threshold", h.unhealthy_threshold},
+        {"healthy_threshold", h.healthy_threshold},
+        {"via_vip", h.via_vip},
+    };
+}
+
+void to_json(json& j, const SlowStart& s) {
+    j = json{{"window", format_duration(s.window)}, {"floor", s.floor}};
+}
+
+void to_json(json& j, const BackendSpec& b) {
+    j = json{{"address", b.address.to_string()},
+             {"weight", b.weight},
+             {"state", to_string(b.state)},
+             {"hash_key", b.hash_key}};
+}
+
+void to_json(json& j, const VipSpec& v) {
+    j = json{
+        {"address", v.address.to_string()},  {"port", v.port},
+        {"protocol", to_string(v.protocol)}, {"name", v.name},
+        {"hash", to_string(v.hash)},         {"conntrack", v.conntrack},
+        {"ring_size", v.ring_size},          {"panic_threshold", v.panic_threshold},
+        {"slow_start", v.slow_start},        {"on_unhealthy", to_string(v.on_unhealthy)},
+        {"health_check", v.health_check},    {"backends", v.backends},
+    };
+}
+
+std::expected<VipSpec, std::string> vip_from_json(const json& j) {
+    return decode<VipSpec>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
+        return detail::decode_vip(v, p, s);
+    });
+}
+
+std::expected<BackendSpec, std::string> backend_from_json(const json& j) {
+    return decode<BackendSpec>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
+        return detail::decode_backend(v, p, s);
+    });
+}
+
+std::expected<HealthCheck, std::string> health_check_from_json(const json& j) {
+    return decode<HealthCheck>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
+        return detail::decode_health_check(v, p, s);
+    });
+}
+
+std::expected<SlowStart, std::string> slow_start_from_json(const json& j) {
+    return decode<SlowStart>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
+        return detail::decode_slow_start(v, p, s);
+    });
+}
+
+json vips_to_json(const std::vector<VipSpec>& vips) {
+    json out = json::array();
+    for (const auto& v : vips) out.push_back(v);
+    return out;
+}
+
+std::expected<std::vector<VipSpec>, std::string> vips_from_json(const json& j) {
+    return decode<std::vector<VipSpec>>(
+        j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
+            std::vector<VipSpec> out;
+            if (v.kind() != Kind::kList) {
+                s.error(p, v.location(), "found " + v.found() + ", expected a list of VIPs");
+                return out;
+            }
+            std::size_t i = 0;
+            for (const JsonView& item : v.items()) {
+                out.push_back(detail::decode_vip(item, detail::index(p, i++), s));
+            }
+            return out;
+        });
+}
+
+json settings_to_json(const Settings& s) {
+    json next_hop = json::object();
+    if (s.next_hop.address) next_hop["address"] = s.next_hop.address->to_string();
+    if (s.next_hop.mac) next_hop["mac"] = net::mac_to_string(*s.next_hop.mac);
+    json encap = json::object();
+    if (s.encap_source.ipv4) {
+        encap["ipv4"] =
+            s.encap_source.ipv4->to_string() + "/" + std::to_string(s.encap_source.ipv4_prefix_len);
+    }
+    if (s.encap_source.ipv6) {
+        encap["ipv6"] =
+            s.encap_source.ipv6->to_string() + "/" + std::to_string(s.encap_source.ipv6_prefix_len);
+    }
+    char seed[16];
+    std::snprintf(seed, sizeof(seed), "0x%08x", s.hash_seed);
+    return json{
+        {"interface", s.interface},
+        {"xdp_mode", to_string(s.xdp_mode)},
+        {"next_hop", next_hop},
+        {"encap_source", encap},
+        {"hash_seed", seed},
+        {"mtu", s.mtu},
+        {"icmp_too_big", s.icmp_too_big},
+        {"maps",
+         {{"max_vips", s.maps.max_vips},
+          {"max_backends", s.maps.max_backends},
+          {"conntrack_entries", s.maps.conntrack_entries}}},
+        {"api", {{"socket", s.api_socket}}},
+        {"metrics", {{"listen", s.metrics_listen}}},
+        {"state_file", s.state_file},
+        {"pin_dir", s.pin_dir},
+    };
+}
+
+}  // namespace xlb::config

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/config/model.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+namespace xlb::config {
+
+namespace {
+
+template <class Enum, std::size_t N>
+std::optional<Enum> lookup(std::string_view text,
+                           const std::pair<std::string_view, Enum> (&names)[N]) {
+    for (const auto& [name, value] : names) {
+        if (name == text) return value;
+    }
+    return std::nullopt;
+}
+
+constexpr std::pair<std::string_view, XdpMode> kXdpModes[] = {
+    {"native", XdpMode::kNative}, {"generic", XdpMode::kGeneric}, {"auto", XdpMode::kAuto}};
+constexpr std::pair<std::string_view, Protocol> kProtocols[] = {{"tcp", Protocol::kTcp},
+                                                                {"udp", Protocol::kUdp}};
+constexpr std::pair<std::string_view, HashMode> kHashModes[] = {{"5tuple", HashMode::kFiveTuple},
+                                                                {"source", HashMode::kSourceIp}};
+constexpr std::pair<std::string_view, AdminState> kAdminStates[] = {
+    {"active", AdminState::kActive},
+    {"drain", AdminState::kDrain},
+    {"disabled", AdminState::kDisabled}};
+constexpr std::pair<std::string_view, HealthCheckType> kCheckTypes[] = {
+    {"none", HealthCheckType::kNone},
+    {"tcp", HealthCheckType::kTcp},
+    {"http", HealthCheckType::kHttp},
+    {"udp", HealthCheckType::kUdp}};
+constexpr std::pair<std::string_view, UnhealthyPolicy> kPolicies[] = {
+    {"reschedule", UnhealthyPolicy::kReschedule}, {"keep", UnhealthyPolicy::kKeep}};
+
+template <class Enum, std::size_t N>
+const char* name_of(Enum value, const std::pair<std::string_view, Enum> (&names)[N]) {
+    for (const auto& [name, v] : names) {
+        if (v == value) return name.data();  // the literals are NUL-terminated
+    }
+    return "?";
+}
+
+}  // namespace
+
+const char* to_string(XdpMode v) { return name_of(v, kXdpModes); }
+const char* to_string(Protocol v) { return name_of(v, kProtocols); }
+const char* to_string(HashMode v) { return name_of(v, kHashModes); }
+const char* to_string(AdminState v) { return name_of(v, kAdminStates); }
+const char* to_string(HealthCheckType v) { return name_of(v, kCheckTypes); }
+const char* to_string(UnhealthyPolicy v) { return name_of(v, kPolicies); }
+
+std::optional<XdpMode> parse_xdp_mode(std::string_view t) { return lookup(t, kXdpModes); }
+std::optional<Protocol> parse_protocol(std::string_view t) { return lookup(t, kProtocols); }
+std::optional<HashMode> parse_hash_mode(std::string_view t) { return lookup(t, kHashModes); }
+std::optional<AdminState> parse_admin_state(std::string_view t) { return lookup(t, kAdminStates); }
+std::optional<HealthCheckType> parse_health_check_type(std::string_view t) {
+    return lookup(t, kCheckTypes);
+}
+std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view t) {
+    return lookup(t, kPolicies);
+}
+
+std::string VipKey::to_string() const {
+    return net::Endpoint{address, port}.to_string() + "/" + config::to_string(protocol);
+}
+
+std::string VipSpec::key() const { return vip_key().to_string(); }
+
+const BackendSpec* VipSpec::find_backend(const net::IpAddress& a) const {
+    auto it = std::find_if(backends.begin(), backends.end(),
+                           [&](const BackendSpec& b) { return b.address == a; });
+    return it == backends.end() ? nullptr : &*it;
+}
+
+BackendSpec* VipSpec::find_backend(const net::IpAddress& a) {
+    return const_cast<BackendSpec*>(std::as_const(*this).find_backend(a));
+}
+
+const VipSpec* Config::find_vip(const std::string& key) const {
+    auto it =
+        std::find_if(vips.begin(), vips.end(), [&](const VipSpec& v) { return v.key() == key; });
+    return it == vips.end() ? nullptr : &*it;
+}
+
+VipSpec* Config::find_vip(const std::string& key) {
+    return const_cast<VipSpec*>(std::as_const(*this).find_vip(key));
+}
+
+std::expected<VipKey, std::string> parse_vip_key(std::string_view text) {
+    const std::string shown = "'" + std::string(text) + "'";
+    const char* form =
+        " (expected ADDRESS:PORT[/tcp|/udp], e.g. 198.51.100.10:80/tcp or "
+        "[2001:db8::10]:443/udp)";
+    std::string_view endpoint = text;
+    Protocol protocol = Protocol::kTcp;
+    // The protocol follows the last '/', which cannot occur in an endpoint.
+    if (auto slash = text.rfind('/'); slash != std::string_view::npos) {
+        endpoint = text.substr(0, slash);
+        auto name = text.substr(slash + 1);
+        auto parsed = parse_protocol(name);
+        if (!parsed) {
+            return std::unexpected(shown + " is not a VIP: protocol '" + std::string(name) +
+                                   "' is neither tcp nor udp" + form);
+        }
+        protocol = *parsed;
+    }
+    auto ep = net::Endpoint::parse(endpoint);
+    if (!ep) return std::unexpected(shown + " is not a VIP: " + ep.error() + form);
+    return VipKey{ep->address, ep->port, protocol};
+}
+
+std::expected<Duration, std::string> parse_duration(std::string_view text) {
+    const std::string shown = "'" + std::string(text) + "'";
+    const char* form = "a whole number and a unit: ms, s, m or h, e.g. 500ms, 2s, 1m";
+    std::size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == 0) return std::unexpected(shown + " is not a duration (expected " + form + ")");
+    std::uint64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
+    (void)end;
+    const std::string_view unit = text.substr(digits);
+    if (unit.empty()) {
+        return std::unexpected(shown + " has no unit; units are required (expected " +
+                               std::string(form) + ")");
+    }
+    std::uint64_t scale = 0;
+    if (unit == "ms") {
+        scale = 1;
+    } else if (unit == "s") {
+        scale = 1'000;
+    } else if (unit == "m") {
+        scale = 60'000;
+    } else if (unit == "h") {
+        scale = 3'600'000;
+    } else {
+        return std::unexpected(shown + " has an unknown unit '" + std::string(unit) +
+                               "' (expected " + form + ")");
+    }
+    // Bound: ten years is more than any setting needs, and far from overflow.
+    constexpr std::uint64_t kMaxMs = 10ULL * 366 * 24 * 3'600'000;
+    if (ec != std::errc{} || value > kMaxMs / scale) {
+        return std::unexpected(shown + " is too long (expected at most " +
+                               std::to_string(kMaxMs / 3'600'000) + "h)");
+    }
+    return Duration{static_cast<Duration::rep>(value * scale)};
+}
+
+std::string format_duration(Duration d) {
+    const auto ms = d.count();
+    if (ms == 0) return "0s";
+    if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+    if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+    if (ms % 1'000 == 0) return std::to_string(ms / 1'000) + "s";
+    return std::to_string(ms) + "ms";
+}
+
+}  // namespace xlb::config

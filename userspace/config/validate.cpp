@@ -1,0 +1,516 @@
+// SPDX-License-Identifier: Apache-2.0
+// The semantic rules: one place, used by the file reader and by the API.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "decode.h"
+#include "validate_internal.h"
+#include "xlb/config/config.h"
+#include "xlb/maglev/maglev.h"
+#include "xlb/net/address.h"
+
+namespace xlb::config {
+
+namespace {
+
+using detail::join;
+using detail::quote;
+
+// Bounds, documented in docs/config.md.
+constexpr std::uint16_t kMinMtu = 576;          // IPv4's minimum reassembly size
+constexpr std::uint16_t kMaxMtu = 9000;         // jumbo frames
+constexpr std::uint16_t kMinMtuV6 = 1280 + 40;  // IPv6 minimum after an IPv6 outer header
+constexpr std::uint32_t kMaxVipsLimit = 65536;
+// Keeps every VIP's weight sum (at most max_backends * kMaxWeight) in 32 bits.
+constexpr std::uint32_t kMaxBackendsLimit = 262144;
+constexpr std::uint32_t kMaxConntrackLimit = 134'217'728;  // 2^27 entries, ~10 GiB
+constexpr Duration kMinInterval{10};
+constexpr Duration kMaxDurationSetting{3'600'000};  // 1h
+constexpr std::size_t kMaxNameLength = 64;
+constexpr std::size_t kMaxHashKeyLength = 255;
+constexpr std::size_t kIfNameMax = 15;  // IFNAMSIZ - 1
+
+// Collects issues under a path prefix ("vips[3]"). `local` dependencies are
+// relative to the prefix, `global` ones absolute (see detail::Issue).
+struct Out {
+    std::vector<detail::Issue>& issues;
+    std::string prefix;
+    void add(std::string_view path, std::string message, std::vector<std::string> local = {},
+             std::vector<std::string> global = {}) const {
+        detail::Issue issue{ValidationIssue{join(prefix, path), std::move(message)},
+                            std::move(global)};
+        for (const auto& l : local) issue.depends_on.push_back(join(prefix, l));
+        issues.push_back(std::move(issue));
+    }
+};
+
+std::string number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return buf;
+}
+
+std::string dur(Duration d) { return format_duration(d); }
+
+bool is_unicast(const net::IpAddress& a) {
+    const auto& b = a.bytes;
+    if (a.is_v4()) {
+        const bool zero = b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0;
+        const bool multicast = (b[0] & 0xf0) == 0xe0;
+        const bool broadcast = b[0] == 255 && b[1] == 255 && b[2] == 255 && b[3] == 255;
+        return !zero && !multicast && !broadcast;
+    }
+    const bool zero = std::all_of(b.begin(), b.end(), [](std::uint8_t x) { return x == 0; });
+    return !zero && b[0] != 0xff;
+}
+
+std::string family_name(const net::IpAddress& a) { return a.is_v4() ? "IPv4" : "IPv6"; }
+
+bool printable(std::string_view s) {
+    return std::none_of(s.begin(), s.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+    });
+}
+
+bool is_token(std::string_view s) {
+    return std::none_of(s.begin(), s.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u <= 0x20 || u == 0x7f;
+    });
+}
+
+// Keys of one check type set on another would be silently ignored.
+void check_health_fields(const HealthCheck& hc, const Out& out) {
+    const std::string type = to_string(hc.type);
+    const HealthCheck defaults;
+    const bool http = hc.type == HealthCheckType::kHttp;
+    const bool udp = hc.type == HealthCheckType::kUdp;
+    auto only = [&](const char* key, bool set, const char* wanted) {
+        if (set) {
+            out.add(std::string("health_check.") + key,
+                    "set for type " + type + ", expected only with type: " + wanted,
+                    {"health_check.type"});
+        }
+    };
+    if (!http) {
+        only("path", hc.path != defaults.path, "http");
+        only("host", !hc.host.empty(), "http");
+        only("expected_statuses", hc.expected_statuses != defaults.expected_statuses, "http");
+        only("body_contains", !hc.body_contains.empty(), "http");
+    }
+    if (!udp) {
+        only("udp_payload", !hc.udp_payload.empty(), "udp");
+        only("udp_expect", !hc.udp_expect.empty(), "udp");
+    }
+}
+
+void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
+    check_health_fields(hc, out);
+    if (hc.type == HealthCheckType::kNone) return;
+    const std::string type = to_string(hc.type);
+    if (hc.interval < kMinInterval || hc.interval > kMaxDurationSetting) {
+        out.add("health_check.interval", "found " + dur(hc.interval) + ", expected " +
+                                             dur(kMinInterval) + " to " + dur(kMaxDurationSetting));
+    }
+    if (hc.timeout <= Duration::zero()) {
+        out.add("health_check.timeout",
+                "found " + dur(hc.timeout) + ", expected a timeout above 0 and below the interval");
+    } else if (hc.timeout >= hc.interval) {
+        out.add("health_check.timeout",
+                "found " + dur(hc.timeout) + ", not below the interval " + dur(hc.interval) +
+                    "; expected a timeout shorter than the interval (a probe must fail before "
+                    "the next one starts)",
+                {"health_check.interval"});
+    }
+    if (hc.jitter < Duration::zero() || hc.jitter > kMaxDurationSetting) {
+        out.add("health_check.jitter",
+                "found " + dur(hc.jitter) + ", expected 0s to " + dur(kMaxDurationSetting));
+    }
+    if (hc.unhealthy_threshold < 1) {
+        out.add("health_check.unhealthy_threshold",
+                "found 0, expected an integer >= 1 (consecutive failures before unhealthy)");
+    }
+    if (hc.healthy_threshold < 1) {
+        out.add("health_check.healthy_threshold",
+                "found 0, expected an integer >= 1 (consecutive successes before healthy)");
+    }
+    if (hc.port == 0 && vip.port == 0) {
+        out.add("health_check.port",
+                "found 0 (the VIP's port), but the VIP's port is 0 (every port); expected the "
+                "port to probe, 1-65535",
+                {"port"});
+    }
+
+    // A probe through the data path is addressed to the VIP: it must be
+    // something the VIP matches, or it goes nowhere.
+    if (hc.via_vip) {
+        const Protocol probe = hc.type == HealthCheckType::kUdp ? Protocol::kUdp : Protocol::kTcp;
+        if (probe != vip.protocol) {
+            out.add("health_check.via_vip",
+                    "found true for a " + type + " check of a " + to_string(vip.protocol) +
+                        " VIP, which does not match the probe; expected via_vip: false, or a " +
+                        (vip.protocol == Protocol::kUdp ? "udp" : "tcp or http") + " check",
+                    {"protocol", "health_check.type"});
+        } else if (vip.port != 0 && hc.port != 0 && hc.port != vip.port) {
+            out.add("health_check.port",
+                    "found " + std::to_string(hc.port) +
+                        " with via_vip: true, but the VIP matches only port " +
+                        std::to_string(vip.port) + "; expected 0 (the VIP's port) or " +
+                        std::to_string(vip.port),
+                    {"port", "health_check.via_vip"});
+        }
+    }
+    const bool http = hc.type == HealthCheckType::kHttp;
+    if (http) {
+        if (hc.path.empty() || hc.path.front() != '/' || !is_token(hc.path)) {
+            out.add("health_check.path",
+                    "found " + quote(hc.path) +
+                        ", expected an absolute request path without spaces, e.g. /healthz");
+        }
+        if (!is_token(hc.host)) {
+            out.add("health_check.host",
+                    "found " + quote(hc.host) +
+                        ", expected a host name without spaces or control characters");
+        }
+        if (!printable(hc.body_contains)) {
+            out.add("health_check.body_contains", "found " + quote(hc.body_contains) +
+                                                      ", expected text without control characters");
+        }
+        if (hc.expected_statuses.empty()) {
+            out.add("health_check.expected_statuses",
+                    "found an empty list, expected at least one status or range, e.g. "
+                    "[\"200-299\"]");
+        }
+        for (std::size_t i = 0; i < hc.expected_statuses.size(); ++i) {
+            const auto& r = hc.expected_statuses[i];
+            const std::string shown = r.first == r.last
+                                          ? std::to_string(r.first)
+                                          : std::to_string(r.first) + "-" + std::to_string(r.last);
+            if (r.first < 100 || r.last > 599 || r.first > r.last) {
+                out.add("health_check.expected_statuses[" + std::to_string(i) + "]",
+                        "found " + shown +
+                            ", expected an HTTP status 100-599 or a range FIRST-LAST with "
+                            "FIRST <= LAST");
+            }
+        }
+    }
+}
+
+void check_backends(const VipSpec& vip, const Settings* settings, const Out& out) {
+    std::map<net::IpAddress, std::size_t> addresses;
+    std::map<std::string, std::size_t> identities;
+    bool v4_reported = false, v6_reported = false;
+    for (std::size_t i = 0; i < vip.backends.size(); ++i) {
+        const BackendSpec& b = vip.backends[i];
+        const std::string at = "backends[" + std::to_string(i) + "]";
+        const std::string addr = b.address.to_string();
+        bool address_ok = true;
+        auto bad_address = [&](std::string message, std::vector<std::string> deps = {}) {
+            out.add(at + ".address", std::move(message), std::move(deps));
+            address_ok = false;
+        };
+        if (!is_unicast(b.address)) {
+            bad_address("found " + addr + ", expected a unicast address");
+        } else if (b.address == vip.address) {
+            bad_address("found " + addr +
+                            ", the VIP's own address; expected the address of a server behind it",
+                        {"address"});
+        } else if (!vip.address.is_v4() && b.address.is_v4()) {
+            bad_address("found IPv4 address " + addr +
+                            " in an IPv6 VIP, expected an IPv6 address (IPv6-in-IPv4 "
+                            "encapsulation is not supported)",
+                        {"address"});
+        } else if (auto [it, fresh] = addresses.emplace(b.address, i); !fresh) {
+            bad_address("found " + addr + " again (also backends[" + std::to_string(it->second) +
+                            "]), expected each backend once per VIP",
+                        {"backends[" + std::to_string(it->second) + "].address"});
+        }
+        if (address_ok) {
+            const std::string id = b.identity();
+            if (auto [it, fresh] = identities.emplace(id, i); !fresh) {
+                const std::string other = "backends[" + std::to_string(it->second) + "]";
+                out.add(
+                    at + (b.hash_key.empty() ? ".address" : ".hash_key"),
+                    "found identity " + quote(id) + " again (also backends[" +
+                        std::to_string(it->second) +
+                        "]), expected a distinct hash_key per backend (Maglev places "
+                        "backends by it)",
+                    {at + ".address", at + ".hash_key", other + ".address", other + ".hash_key"});
+            }
+        }
+        if (b.weight > kMaxWeight) {
+            out.add(at + ".weight", "found " + std::to_string(b.weight) + ", expected 0-" +
+                                        std::to_string(kMaxWeight));
+        }
+        if (b.hash_key.size() > kMaxHashKeyLength || !printable(b.hash_key)) {
+            out.add(at + ".hash_key", "found " + quote(b.hash_key) + ", expected at most " +
+                                          std::to_string(kMaxHashKeyLength) +
+                                          " characters without control characters");
+        }
+        if (settings && address_ok) {
+            const auto& es = settings->encap_source;
+            if (b.address.is_v4() && !es.ipv4 && !v4_reported) {
+                v4_reported = true;
+                out.add(at + ".address",
+                        "found IPv4 backend " + addr +
+                            " but encap_source.ipv4 is not set; expected an IPv4 outer source "
+                            "address (or prefix) in encap_source.ipv4",
+                        {}, {"encap_source"});
+            }
+            if (!b.address.is_v4() && !es.ipv6 && !v6_reported) {
+                v6_reported = true;
+                out.add(at + ".address",
+                        "found IPv6 backend " + addr +
+                            " but encap_source.ipv6 is not set; expected an IPv6 outer source "
+                            "address (or prefix) in encap_source.ipv6",
+                        {}, {"encap_source"});
+            }
+        }
+    }
+}
+
+void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out) {
+    if (!is_unicast(vip.address)) {
+        out.add("address", "found " + vip.address.to_string() + ", expected a unicast address");
+    } else if (settings && !vip.address.is_v4() && settings->mtu >= kMinMtu &&
+               settings->mtu < kMinMtuV6) {
+        out.add("address",
+                "found an IPv6 VIP with mtu " + std::to_string(settings->mtu) +
+                    ", expected mtu >= " + std::to_string(kMinMtuV6) +
+                    " (IPv6's minimum 1280 plus the 40-byte outer header)",
+                {}, {"mtu"});
+    }
+    if (!vip.name.empty()) {
+        const bool ok = vip.name.size() <= kMaxNameLength &&
+                        std::all_of(vip.name.begin(), vip.name.end(), [](char c) {
+                            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                   (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+                        });
+        if (!ok) {
+            out.add("name", "found " + quote(vip.name) + ", expected at most " +
+                                std::to_string(kMaxNameLength) +
+                                " characters from A-Z a-z 0-9 . _ - (it labels logs and metrics)");
+        }
+    }
+    // Every backend that is not disabled can be put in the table at runtime
+    // (enable, a weight change) without another file check, so the ring must
+    // be big enough for all of them.
+    const auto candidates = static_cast<std::size_t>(
+        std::count_if(vip.backends.begin(), vip.backends.end(),
+                      [](const BackendSpec& b) { return b.state != AdminState::kDisabled; }));
+    if (auto valid = maglev::validate_ring_size(vip.ring_size, candidates); !valid) {
+        out.add("ring_size", valid.error().message, {"backends"});
+    }
+    if (!(vip.panic_threshold >= 0.0 && vip.panic_threshold <= 1.0)) {
+        out.add("panic_threshold", "found " + number(vip.panic_threshold) +
+                                       ", expected a number 0-1 (0 = never panic)");
+    }
+    if (vip.slow_start.window < Duration::zero() || vip.slow_start.window > kMaxDurationSetting) {
+        out.add("slow_start.window", "found " + dur(vip.slow_start.window) +
+                                         ", expected 0s (off) to " + dur(kMaxDurationSetting));
+    }
+    if (!(vip.slow_start.floor >= 0.0 && vip.slow_start.floor <= 1.0)) {
+        out.add("slow_start.floor",
+                "found " + number(vip.slow_start.floor) +
+                    ", expected a number 0-1 (share of the weight to start from)");
+    }
+    check_health(vip.health_check, vip, out);
+    check_backends(vip, settings, out);
+}
+
+void check_encap(const std::optional<net::IpAddress>& addr, std::uint8_t len, bool v4,
+                 const Out& out) {
+    if (!addr) return;
+    const std::string key = v4 ? "encap_source.ipv4" : "encap_source.ipv6";
+    const std::string want = v4 ? "IPv4" : "IPv6";
+    const unsigned max = v4 ? 32 : 128;
+    const std::string shown = addr->to_string() + "/" + std::to_string(len);
+    if (addr->is_v4() != v4) {
+        out.add(key, "found " + family_name(*addr) + " address " + addr->to_string() +
+                         ", expected an " + want + " address or prefix");
+    } else if (len < 1 || len > max) {
+        out.add(key, "found prefix length /" + std::to_string(len) + ", expected /1 to /" +
+                         std::to_string(max));
+    } else if (!is_unicast(*addr)) {
+        out.add(key, "found " + shown + ", expected a unicast address or prefix");
+    }
+}
+
+void check_path(const std::string& value, const char* key, const Out& out) {
+    if (value.empty() || value.front() != '/' || !printable(value)) {
+        out.add(key, "found " + quote(value) + ", expected an absolute path");
+    }
+}
+
+void check_settings(const Settings& s, const Out& out) {
+    if (s.interface.empty()) {
+        out.add("interface", "found an empty name, expected a network interface, e.g. eth0");
+    } else if (s.interface.size() > kIfNameMax || s.interface == "." || s.interface == ".." ||
+               !std::all_of(s.interface.begin(), s.interface.end(), [](char c) {
+                   auto u = static_cast<unsigned char>(c);
+                   return u > 0x20 && u != 0x7f && c != '/' && c != ':';
+               })) {
+        out.add("interface", "found " + quote(s.interface) +
+                                 ", expected a network interface name (at most 15 characters, "
+                                 "no '/', ':' or spaces)");
+    }
+    const auto& nh = s.next_hop;
+    if (nh.address && nh.mac) {
+        out.add("next_hop",
+                "found both address and mac, expected exactly one (address: the agent resolves "
+                "the MAC; mac: a fixed MAC)",
+                {"next_hop.address", "next_hop.mac"});
+    } else if (!nh.address && !nh.mac) {
+        out.add("next_hop", "found neither address nor mac, expected exactly one",
+                {"next_hop.address", "next_hop.mac"});
+    }
+    if (nh.address && !is_unicast(*nh.address)) {
+        out.add("next_hop.address", "found " + nh.address->to_string() +
+                                        ", expected the unicast address of the next hop");
+    }
+    if (nh.mac) {
+        const auto& m = *nh.mac;
+        const bool zero = std::all_of(m.begin(), m.end(), [](std::uint8_t b) { return b == 0; });
+        if (zero || (m[0] & 1)) {
+            out.add("next_hop.mac", "found " + net::mac_to_string(m) +
+                                        ", expected the unicast MAC of the next hop");
+        }
+    }
+    check_encap(s.encap_source.ipv4, s.encap_source.ipv4_prefix_len, true, out);
+    check_encap(s.encap_source.ipv6, s.encap_source.ipv6_prefix_len, false, out);
+    if (s.mtu < kMinMtu || s.mtu > kMaxMtu) {
+        out.add("mtu", "found " + std::to_string(s.mtu) + ", expected an integer " +
+                           std::to_string(kMinMtu) + "-" + std::to_string(kMaxMtu));
+    }
+    auto size = [&](const char* key, std::uint32_t value, std::uint32_t max) {
+        if (value < 1 || value > max) {
+            out.add(key, "found " + std::to_string(value) + ", expected an integer 1-" +
+                             std::to_string(max));
+        }
+    };
+    size("maps.max_vips", s.maps.max_vips, kMaxVipsLimit);
+    size("maps.max_backends", s.maps.max_backends, kMaxBackendsLimit);
+    size("maps.conntrack_entries", s.maps.conntrack_entries, kMaxConntrackLimit);
+    check_path(s.api_socket, "api.socket", out);
+    if (auto ep = net::Endpoint::parse(s.metrics_listen); !ep) {
+        out.add("metrics.listen", "found " + quote(s.metrics_listen) +
+                                      ", expected ADDRESS:PORT, e.g. 127.0.0.1:9464 (" +
+                                      ep.error() + ")");
+    } else if (ep->port == 0) {
+        out.add("metrics.listen", "found port 0, expected a port 1-65535");
+    }
+    check_path(s.state_file, "state_file", out);
+    check_path(s.pin_dir, "pin_dir", out);
+}
+
+}  // namespace
+
+namespace detail {
+
+bool related(std::string_view a, std::string_view b) {
+    if (a.size() > b.size()) std::swap(a, b);
+    if (a.empty()) return true;
+    if (b.substr(0, a.size()) != a) return false;
+    return b.size() == a.size() || b[a.size()] == '.' || b[a.size()] == '[';
+}
+
+void check_config(const Config& config, std::vector<Issue>& issues) {
+    const Settings& s = config.settings;
+    const Out top{issues, ""};
+    check_settings(s, top);
+
+    std::map<VipKey, std::size_t> keys;
+    std::map<std::string, std::size_t> names;
+    std::set<net::IpAddress> distinct;
+    bool backends_reported = false;
+    for (std::size_t i = 0; i < config.vips.size(); ++i) {
+        const std::string at = "vips[" + std::to_string(i) + "]";
+        const VipSpec& vip = config.vips[i];
+        if (i == s.maps.max_vips) {
+            top.add(at,
+                    "found more than " + std::to_string(s.maps.max_vips) +
+                        " VIPs, expected at most maps.max_vips (" +
+                        std::to_string(s.maps.max_vips) + ")",
+                    {"maps.max_vips"});
+        }
+        check_vip_into(vip, &s, Out{issues, at});
+        if (auto [it, fresh] = keys.emplace(vip.vip_key(), i); !fresh) {
+            const std::string other = "vips[" + std::to_string(it->second) + "]";
+            top.add(at,
+                    "found VIP " + vip.key() + " again (also " + other +
+                        "), expected each address:port/protocol once",
+                    {at + ".address", at + ".port", at + ".protocol", other + ".address",
+                     other + ".port", other + ".protocol"});
+        }
+        if (!vip.name.empty()) {
+            if (auto [it, fresh] = names.emplace(vip.name, i); !fresh) {
+                const std::string other = "vips[" + std::to_string(it->second) + "]";
+                top.add(at + ".name",
+                        "found name " + quote(vip.name) + " again (also " + other +
+                            "), expected a distinct name per VIP",
+                        {other + ".name"});
+            }
+        }
+        for (std::size_t j = 0; j < vip.backends.size(); ++j) {
+            distinct.insert(vip.backends[j].address);
+            if (!backends_reported && distinct.size() > s.maps.max_backends) {
+                backends_reported = true;
+                top.add(at + ".backends[" + std::to_string(j) + "].address",
+                        "found more than " + std::to_string(s.maps.max_backends) +
+                            " distinct backend addresses, expected at most maps.max_backends (" +
+                            std::to_string(s.maps.max_backends) + ")",
+                        {"maps.max_backends"});
+            }
+        }
+    }
+}
+
+}  // namespace detail
+
+std::string ValidationIssue::to_string() const { return detail::with_path(path, message); }
+
+namespace {
+std::vector<ValidationIssue> plain(std::vector<detail::Issue>&& issues) {
+    std::vector<ValidationIssue> out;
+    out.reserve(issues.size());
+    for (auto& i : issues) out.push_back(std::move(i.issue));
+    return out;
+}
+}  // namespace
+
+std::vector<ValidationIssue> check_vip(const VipSpec& vip, const Settings& settings) {
+    std::vector<detail::Issue> issues;
+    check_vip_into(vip, &settings, Out{issues, ""});
+    return plain(std::move(issues));
+}
+
+std::vector<ValidationIssue> check_config(const Config& config) {
+    std::vector<detail::Issue> issues;
+    detail::check_config(config, issues);
+    return plain(std::move(issues));
+}
+
+namespace {
+std::vector<std::string> strings(const std::vector<ValidationIssue>& issues) {
+    std::vector<std::string> out;
+    out.reserve(issues.size());
+    for (const auto& i : issues) out.push_back(i.to_string());
+    return out;
+}
+}  // namespace
+
+std::vector<std::string> validate_vip(const VipSpec& vip, const Settings& settings) {
+    return strings(check_vip(vip, settings));
+}
+
+std::vector<std::string> validate_config(const Config& config) {
+    return strings(check_config(config));
+}
+
+}  // namespace xlb::config

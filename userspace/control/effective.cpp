@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/control/effective.h"
+
+#include <cmath>
+#include <limits>
+
+namespace xlb::control {
+
+const char* to_string(Health h) {
+    switch (h) {
+        case Health::kUnknown: return "unknown";
+        case Health::kHealthy: return "healthy";
+        case Health::kUnhealthy: return "unhealthy";
+    }
+    return "?";
+}
+
+const char* to_string(PanicReason r) {
+    switch (r) {
+        case PanicReason::kNone: return "none";
+        case PanicReason::kBelowThreshold: return "below_threshold";
+        case PanicReason::kAwaitingFirstVerdicts: return "awaiting_first_verdicts";
+    }
+    return "?";
+}
+
+bool VipPlan::same_table_inputs(const VipPlan& other) const {
+    auto members = [](const VipPlan& p) {
+        std::vector<std::pair<std::string, std::uint32_t>> m;
+        for (const PlannedBackend& b : p.backends)
+            if (b.in_table) m.emplace_back(b.identity, b.effective_weight);
+        return m;
+    };
+    return members(*this) == members(other);
+}
+
+namespace {
+
+std::uint32_t scaled_weight(std::uint32_t weight, double factor) {
+    if (weight == 0) return 0;
+    if (!(factor > 0.0)) return 0;
+    if (factor > 1.0) factor = 1.0;
+    double w = std::round(static_cast<double>(weight) * kWeightScale * factor);
+    return w < 1.0 ? 1u : static_cast<std::uint32_t>(w);
+}
+
+}  // namespace
+
+VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
+                 bool starting) {
+    using config::AdminState;
+    VipPlan plan;
+    plan.backends.resize(spec.backends.size());
+
+    std::uint64_t active_weight = 0, healthy_weight = 0;
+    bool awaiting = false;
+    std::size_t active_count = 0;
+    for (std::size_t i = 0; i < spec.backends.size(); ++i) {
+        const config::BackendSpec& b = spec.backends[i];
+        if (b.state != AdminState::kActive) continue;
+        ++active_count;
+        active_weight += b.weight;
+        Health h = i < observed.size() ? observed[i].health : Health::kUnknown;
+        if (h == Health::kHealthy) healthy_weight += b.weight;
+        if (h == Health::kUnknown) awaiting = true;
+    }
+    plan.healthy_share =
+        active_weight == 0 ? 0.0 : static_cast<double>(healthy_weight) / static_cast<double>(active_weight);
+    if (active_count > 0 && awaiting && starting)
+        plan.panic = PanicReason::kAwaitingFirstVerdicts;
+    else if (active_count > 0 && spec.panic_threshold > 0.0 &&
+             plan.healthy_share < spec.panic_threshold)
+        plan.panic = PanicReason::kBelowThreshold;
+
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < spec.backends.size(); ++i) {
+        const config::BackendSpec& b = spec.backends[i];
+        PlannedBackend& p = plan.backends[i];
+        p.spec_index = i;
+        p.identity = b.identity();
+        const ObservedBackend o = i < observed.size() ? observed[i] : ObservedBackend{};
+        switch (b.state) {
+            case AdminState::kDisabled:
+                p.live = false;
+                continue;
+            case AdminState::kDrain:
+                p.live = true;  // established flows stay
+                continue;
+            case AdminState::kActive:
+                break;
+        }
+        const bool healthy = o.health == Health::kHealthy;
+        if (healthy || plan.in_panic()) {
+            p.effective_weight = scaled_weight(b.weight, o.weight_factor);
+            p.in_table = p.effective_weight > 0;
+            p.live = true;
+        } else {
+            p.live = spec.on_unhealthy == config::UnhealthyPolicy::kKeep;
+        }
+        total += p.effective_weight;
+    }
+
+    // Maglev needs the sum inside 32 bits: shrink every weight by one divisor.
+    const std::uint64_t limit = std::numeric_limits<std::uint32_t>::max();
+    if (total > limit) {
+        const std::uint64_t divisor = (total + limit - 1) / limit + 1;
+        for (PlannedBackend& p : plan.backends)
+            if (p.in_table)
+                p.effective_weight = std::max<std::uint32_t>(
+                    1, static_cast<std::uint32_t>(p.effective_weight / divisor));
+    }
+    return plan;
+}
+
+}  // namespace xlb::control

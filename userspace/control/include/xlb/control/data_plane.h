@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the reconciler asks of the kernel side. The real implementation writes
+// the balancer's maps; tests use a recording fake.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/bpf/error.h"
+
+namespace xlb::bpf {
+class LbProgram;
+}
+
+namespace xlb::control {
+
+struct RingUpdate {
+    std::uint32_t vip_id = 0;
+    std::vector<std::uint32_t> backend_ids;  // one per slot; empty: the explicit empty ring
+};
+
+// When the outer-map update was issued (the rings are live from then) and when
+// the call returned (after the kernel's RCU grace period).
+struct PublishTiming {
+    std::chrono::steady_clock::time_point issued;
+    std::chrono::steady_clock::time_point returned;
+};
+
+class DataPlane {
+public:
+    virtual ~DataPlane() = default;
+    virtual bpf::Result<void> write_config(const xlb_config& cfg) = 0;
+    virtual bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) = 0;
+    virtual bpf::Result<void> remove_vip(const xlb_vip_key& key) = 0;
+    virtual bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) = 0;
+    // Every ring complete in a fresh map first, then one outer-map update.
+    // Returns when the new rings are live and no packet still uses the old.
+    virtual bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) = 0;
+    virtual bpf::Result<void> remove_ring(std::uint32_t vip_id) = 0;
+};
+
+// Writes the maps of a loaded (or pinned and reused) balancer.
+class BpfDataPlane : public DataPlane {
+public:
+    explicit BpfDataPlane(const bpf::LbProgram& program) : program_(program) {}
+    bpf::Result<void> write_config(const xlb_config& cfg) override;
+    bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override;
+    bpf::Result<void> remove_vip(const xlb_vip_key& key) override;
+    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) override;
+    bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) override;
+    bpf::Result<void> remove_ring(std::uint32_t vip_id) override;
+
+private:
+    const bpf::LbProgram& program_;
+};
+
+}  // namespace xlb::control

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reconciler: owns the desired state (VIPs and backends) and the observed
+// state (health, weight factors), turns them into each VIP's effective
+// backends and publishes tables through a DataPlane. It is single-threaded by
+// design: ControlLoop (loop.h) runs it on one thread and gives table builds
+// to a worker; tests drive it directly with a fake DataPlane.
+//
+// Order of writes, so that no packet ever meets a half-made state:
+//  - a backend's map entry is written before any ring names it;
+//  - a VIP's ring is live before its VIP entry makes packets look for it;
+//  - a backend leaves the ring first; only then is its generation bumped
+//    (its recorded flows re-pick from the new ring) or its id released.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xlb/config/model.h"
+#include "xlb/control/data_plane.h"
+#include "xlb/control/effective.h"
+#include "xlb/control/registry.h"
+#include "xlb/maglev/maglev.h"
+
+namespace xlb::control {
+
+using Clock = std::chrono::steady_clock;
+
+// A table to build, self-contained so a worker thread can build it.
+struct BuildJob {
+    std::string vip_key;
+    std::uint64_t plan_version = 0;
+    std::uint32_t ring_size = 0;
+    std::vector<maglev::Backend> members;    // in-table backends: identity, effective weight
+    std::vector<std::uint32_t> member_ids;   // their backend ids, same order
+    Clock::time_point decided_at;
+};
+
+struct BuildResult {
+    std::string vip_key;
+    std::uint64_t plan_version = 0;
+    std::string error;                       // non-empty: the build failed
+    std::vector<std::uint32_t> ring;         // backend id per slot
+    std::uint64_t checksum = 0;
+    std::vector<std::uint32_t> slots;        // per member, same order as the job
+    std::vector<std::uint32_t> member_ids;
+    Clock::time_point decided_at;
+};
+
+// Pure: runs the Maglev builder for a job.
+BuildResult build_table(const BuildJob& job);
+
+struct PublishRecord {
+    std::string vip_key;
+    std::uint64_t epoch = 0;
+    std::uint64_t checksum = 0;
+    double decision_to_live_ms = 0;   // decision until the outer update was issued
+    double decision_to_return_ms = 0; // until the update call returned
+};
+
+struct BackendStatus {
+    net::IpAddress address;
+    config::AdminState state = config::AdminState::kActive;
+    Health health = Health::kUnknown;
+    std::uint32_t weight = 0;             // configured
+    std::uint32_t effective_weight = 0;   // in the published table (scaled)
+    double weight_factor = 1.0;
+    std::uint32_t slots = 0;              // in the published table
+    bool in_table = false;
+    bool live = false;
+    std::optional<std::uint32_t> id;
+    std::uint32_t generation = 0;
+};
+
+struct VipStatus {
+    config::VipSpec spec;
+    std::optional<std::uint32_t> vip_id;
+    std::uint64_t epoch = 0;              // 0: never published
+    std::uint64_t checksum = 0;
+    PanicReason panic = PanicReason::kNone;
+    double healthy_share = 0;
+    bool published = false;               // the current desired state is live
+    std::string last_error;
+    std::vector<BackendStatus> backends;
+};
+
+class Reconciler {
+public:
+    struct Options {
+        std::uint32_t max_vips = XLB_MAX_VIPS_DEFAULT;
+        std::uint32_t max_backends = XLB_MAX_BACKENDS_DEFAULT;
+    };
+
+    Reconciler(DataPlane& data_plane, Options options);
+
+    IdRegistry& registry() { return registry_; }
+
+    // Replaces the whole desired VIP set (start, SIGHUP). Only VIPs whose
+    // spec changed are re-planned; the others keep their epoch.
+    void set_vips(const std::vector<config::VipSpec>& vips);
+    std::vector<config::VipSpec> vips() const;
+    const config::VipSpec* find_vip(const std::string& key) const;
+
+    // Restores epochs after a restart so they stay monotonic per VIP.
+    void restore_epoch(const std::string& vip_key, std::uint64_t epoch);
+
+    void set_observed(const std::string& vip_key, const net::IpAddress& backend,
+                      ObservedBackend observed);
+
+    // VIPs whose desired or observed state changed since they were planned.
+    bool has_pending_work() const;
+
+    // Plans every changed VIP. Liveness changes that need no new table are
+    // applied at once; the rest come back as jobs to build.
+    std::vector<BuildJob> plan(Clock::time_point now);
+    // Publishes built tables in one batch, then applies what must follow a
+    // publish. Results for a plan that has since changed are dropped.
+    bpf::Result<std::vector<PublishRecord>> publish(std::vector<BuildResult> results);
+    // plan + build here + publish: the synchronous path (tests, start-up).
+    bpf::Result<std::vector<PublishRecord>> reconcile(Clock::time_point now);
+
+    std::vector<VipStatus> status() const;
+    std::optional<VipStatus> vip_status(const std::string& key) const;
+    // True when every VIP's current desired state is live.
+    bool all_published() const;
+
+private:
+    struct VipState {
+        config::VipSpec spec;
+        std::map<net::IpAddress, ObservedBackend> observed;
+        bool starting = true;
+        std::uint64_t plan_version = 1;     // bumped on every change
+        std::uint64_t planned_version = 0;  // last version planned
+        std::uint64_t live_version = 0;     // last version fully applied
+        bool vip_entry_written = false;
+        xlb_vip_value vip_value{};
+        std::optional<VipPlan> current_plan;  // latest plan (status: panic, weights)
+        std::optional<VipPlan> table_plan;    // inputs of the live table
+        std::uint32_t table_ring_size = 0;
+        std::optional<VipPlan> pending_plan;  // being built
+        std::map<net::IpAddress, bool> applied_live;
+        std::map<std::string, std::uint32_t> slots_by_identity;
+        std::uint64_t epoch = 0;
+        std::uint64_t checksum = 0;
+        std::string last_error;
+    };
+
+    std::vector<ObservedBackend> observed_for(const VipState& v) const;
+    bpf::Result<void> ensure_backend_entries(VipState& v, const VipPlan& plan);
+    bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
+    bpf::Result<void> release_removed_backends(VipState& v);
+    bpf::Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
+    bpf::Result<void> finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id);
+    bpf::Result<void> remove_vip(const std::string& key, VipState& v);
+    static xlb_vip_key vip_map_key(const config::VipSpec& spec);
+    static xlb_vip_value vip_map_value(const config::VipSpec& spec, std::uint32_t vip_id);
+
+    DataPlane& data_plane_;
+    Options options_;
+    IdRegistry registry_;
+    std::map<std::string, VipState> vips_;
+    std::map<std::string, VipState> removed_;  // waiting to be torn down
+    std::map<std::string, std::uint64_t> restored_epochs_;
+};
+
+}  // namespace xlb::control

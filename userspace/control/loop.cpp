@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/control/loop.h"
+
+namespace xlb::control {
+
+ControlLoop::ControlLoop(Reconciler& reconciler, Options options)
+    : reconciler_(reconciler), options_(options) {}
+
+ControlLoop::~ControlLoop() { stop(); }
+
+void ControlLoop::start() {
+    control_beat_ = Clock::now().time_since_epoch().count();
+    worker_beat_ = control_beat_.load();
+    worker_thread_ = std::thread([this] { worker_main(); });
+    control_thread_ = std::thread([this] { control_main(); });
+}
+
+void ControlLoop::stop() {
+    {
+        std::lock_guard lock(mu_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    if (control_thread_.joinable()) control_thread_.join();
+    {
+        std::lock_guard lock(worker_mu_);
+        worker_stopping_ = true;
+    }
+    worker_cv_.notify_all();
+    if (worker_thread_.joinable()) worker_thread_.join();
+}
+
+void ControlLoop::post(Task task) {
+    post_with_completion([task = std::move(task)](Reconciler& r) -> std::function<void()> {
+        task(r);
+        return {};
+    });
+}
+
+void ControlLoop::post_with_completion(CompletingTask task) {
+    {
+        std::lock_guard lock(mu_);
+        tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+}
+
+void ControlLoop::control_main() {
+    std::vector<std::function<void()>> waiting;    // completions of tasks not yet planned
+    std::vector<std::function<void()>> in_flight;  // completions waiting for a build
+    bool building = false;
+    auto complete = [](std::vector<std::function<void()>>& list) {
+        for (auto& done : list)
+            if (done) done();
+        list.clear();
+    };
+
+    while (true) {
+        std::deque<CompletingTask> tasks;
+        std::optional<std::vector<BuildResult>> built;
+        {
+            std::unique_lock lock(mu_);
+            cv_.wait_for(lock, options_.idle_tick,
+                         [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
+            if (stopping_) break;
+            tasks.swap(tasks_);
+            built.swap(built_);
+        }
+        control_beat_ = Clock::now().time_since_epoch().count();
+
+        for (CompletingTask& task : tasks) waiting.push_back(task(reconciler_));
+
+        if (built) {
+            building = false;
+            auto records = reconciler_.publish(std::move(*built));
+            if (!records) {
+                if (error_observer_) error_observer_(records.error().message());
+            } else if (publish_observer_) {
+                for (const PublishRecord& r : *records) publish_observer_(r);
+            }
+            complete(in_flight);
+        }
+
+        if (!building && reconciler_.has_pending_work()) {
+            std::vector<BuildJob> jobs = reconciler_.plan(Clock::now());
+            if (!jobs.empty()) {
+                building = true;
+                in_flight.insert(in_flight.end(), std::make_move_iterator(waiting.begin()),
+                                 std::make_move_iterator(waiting.end()));
+                waiting.clear();
+                {
+                    std::lock_guard lock(worker_mu_);
+                    to_build_ = std::move(jobs);
+                }
+                worker_cv_.notify_one();
+            }
+        }
+        if (!building) complete(waiting);
+    }
+    complete(waiting);
+    complete(in_flight);
+}
+
+void ControlLoop::worker_main() {
+    while (true) {
+        std::vector<BuildJob> jobs;
+        {
+            std::unique_lock lock(worker_mu_);
+            worker_cv_.wait_for(lock, options_.idle_tick,
+                                [&] { return worker_stopping_ || to_build_.has_value(); });
+            worker_beat_ = Clock::now().time_since_epoch().count();
+            if (worker_stopping_) return;
+            if (!to_build_) continue;
+            jobs = std::move(*to_build_);
+            to_build_.reset();
+        }
+        std::vector<BuildResult> results;
+        results.reserve(jobs.size());
+        for (const BuildJob& job : jobs) results.push_back(build_table(job));
+        {
+            std::lock_guard lock(mu_);
+            built_ = std::move(results);
+        }
+        cv_.notify_one();
+    }
+}
+
+}  // namespace xlb::control

@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/control/reconciler.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace xlb::control {
+namespace {
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation) {
+    xlb_backend be{};
+    address.to_words(be.addr);
+    be.family = address.family;
+    be.generation = generation;
+    return be;
+}
+
+xlb_backend released_entry(std::uint32_t generation) {
+    xlb_backend be{};
+    be.generation = generation;
+    return be;
+}
+
+bool same_observation(const ObservedBackend& a, const ObservedBackend& b) {
+    return a.health == b.health && a.weight_factor == b.weight_factor;
+}
+
+}  // namespace
+
+BuildResult build_table(const BuildJob& job) {
+    BuildResult out;
+    out.vip_key = job.vip_key;
+    out.plan_version = job.plan_version;
+    out.member_ids = job.member_ids;
+    out.decided_at = job.decided_at;
+    maglev::BuildOptions options;
+    options.ring_size = job.ring_size;
+    auto table = maglev::build_table(job.members, options);
+    if (!table) {
+        out.error = table.error().message;
+        return out;
+    }
+    out.checksum = table->checksum;
+    out.slots = table->slots_per_backend;
+    out.ring.resize(table->table.size());
+    std::transform(table->table.begin(), table->table.end(), out.ring.begin(),
+                   [&](std::uint32_t index) { return job.member_ids[index]; });
+    return out;
+}
+
+Reconciler::Reconciler(DataPlane& data_plane, Options options)
+    : data_plane_(data_plane), options_(options), registry_(options.max_vips, options.max_backends) {}
+
+void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
+    std::map<std::string, const config::VipSpec*> wanted;
+    for (const config::VipSpec& spec : vips) wanted.emplace(spec.key(), &spec);
+
+    for (auto it = vips_.begin(); it != vips_.end();) {
+        if (!wanted.contains(it->first)) {
+            removed_.insert_or_assign(it->first, std::move(it->second));
+            it = vips_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (const auto& [key, spec] : wanted) {
+        auto it = vips_.find(key);
+        if (it == vips_.end()) {
+            // A VIP re-added before its removal was carried out simply continues.
+            VipState state;
+            if (auto old = removed_.find(key); old != removed_.end()) {
+                state = std::move(old->second);
+                removed_.erase(old);
+            }
+            state.spec = *spec;
+            state.plan_version += 1;
+            if (auto e = restored_epochs_.find(key); e != restored_epochs_.end())
+                state.epoch = std::max(state.epoch, e->second);
+            vips_.emplace(key, std::move(state));
+            continue;
+        }
+        if (it->second.spec == *spec) continue;
+        it->second.spec = *spec;
+        it->second.plan_version += 1;
+        // observations of backends that are gone are forgotten
+        for (auto o = it->second.observed.begin(); o != it->second.observed.end();)
+            o = spec->find_backend(o->first) ? std::next(o) : it->second.observed.erase(o);
+    }
+}
+
+std::vector<config::VipSpec> Reconciler::vips() const {
+    std::vector<config::VipSpec> out;
+    for (const auto& [key, v] : vips_) out.push_back(v.spec);
+    return out;
+}
+
+const config::VipSpec* Reconciler::find_vip(const std::string& key) const {
+    auto it = vips_.find(key);
+    return it == vips_.end() ? nullptr : &it->second.spec;
+}
+
+void Reconciler::restore_epoch(const std::string& vip_key, std::uint64_t epoch) {
+    restored_epochs_[vip_key] = epoch;
+    if (auto it = vips_.find(vip_key); it != vips_.end())
+        it->second.epoch = std::max(it->second.epoch, epoch);
+}
+
+void Reconciler::set_observed(const std::string& vip_key, const net::IpAddress& backend,
+                              ObservedBackend observed) {
+    auto it = vips_.find(vip_key);
+    if (it == vips_.end() || !it->second.spec.find_backend(backend)) return;
+    auto& slot = it->second.observed[backend];
+    if (same_observation(slot, observed)) return;
+    slot = observed;
+    it->second.plan_version += 1;
+}
+
+bool Reconciler::has_pending_work() const {
+    if (!removed_.empty()) return true;
+    return std::any_of(vips_.begin(), vips_.end(), [](const auto& kv) {
+        return kv.second.planned_version != kv.second.plan_version;
+    });
+}
+
+std::vector<ObservedBackend> Reconciler::observed_for(const VipState& v) const {
+    std::vector<ObservedBackend> out;
+    out.reserve(v.spec.backends.size());
+    const bool checked = v.spec.health_check.type != config::HealthCheckType::kNone;
+    for (const config::BackendSpec& b : v.spec.backends) {
+        ObservedBackend o;
+        if (auto it = v.observed.find(b.address); it != v.observed.end()) o = it->second;
+        if (!checked) o.health = Health::kHealthy;
+        out.push_back(o);
+    }
+    return out;
+}
+
+xlb_vip_key Reconciler::vip_map_key(const config::VipSpec& spec) {
+    xlb_vip_key key{};
+    spec.address.to_words(key.addr);
+    key.port = htons(spec.port);
+    key.proto = static_cast<std::uint8_t>(spec.protocol);
+    key.family = spec.address.family;
+    return key;
+}
+
+xlb_vip_value Reconciler::vip_map_value(const config::VipSpec& spec, std::uint32_t vip_id) {
+    xlb_vip_value value{};
+    value.vip_id = vip_id;
+    if (!spec.conntrack) value.flags |= XLB_VIP_F_NO_CONNTRACK;
+    if (spec.hash == config::HashMode::kSourceIp) value.flags |= XLB_VIP_F_HASH_SRC_ONLY;
+    return value;
+}
+
+bpf::Result<void> Reconciler::ensure_backend_entries(VipState& v, const VipPlan& plan) {
+    const std::string key = v.spec.key();
+    for (std::size_t i = 0; i < v.spec.backends.size(); ++i) {
+        const config::BackendSpec& b = v.spec.backends[i];
+        if (b.state == config::AdminState::kDisabled) continue;
+        auto ref = registry_.backend(key, b.address);
+        if (!ref) return bpf::fail(ENOSPC, ref.error());
+        if (v.applied_live.contains(b.address)) continue;
+        // first sight in this process: (re)write the entry; a restored
+        // assignment writes the same id and generation the map already holds
+        auto ok = data_plane_.put_backend(ref->id, backend_entry(b.address, ref->generation));
+        if (!ok) return ok;
+        v.applied_live[b.address] = true;
+        (void)plan;
+    }
+    return {};
+}
+
+bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
+    const std::string key = v.spec.key();
+    for (const PlannedBackend& p : plan.backends) {
+        const config::BackendSpec& b = v.spec.backends[p.spec_index];
+        if (b.state == config::AdminState::kDisabled) continue;
+        auto applied = v.applied_live.find(b.address);
+        if (applied == v.applied_live.end()) continue;
+        if (applied->second && !p.live) {
+            // its recorded flows must re-pick from the (already live) new ring
+            BackendRef ref = registry_.bump_generation(key, b.address);
+            auto ok = data_plane_.put_backend(ref.id, backend_entry(b.address, ref.generation));
+            if (!ok) return ok;
+        }
+        applied->second = p.live;
+    }
+    return {};
+}
+
+bpf::Result<void> Reconciler::release_removed_backends(VipState& v) {
+    const std::string key = v.spec.key();
+    for (auto it = v.applied_live.begin(); it != v.applied_live.end();) {
+        const config::BackendSpec* b = v.spec.find_backend(it->first);
+        if (b && b->state != config::AdminState::kDisabled) {
+            ++it;
+            continue;
+        }
+        if (auto released = registry_.release_backend(key, it->first)) {
+            auto ok = data_plane_.put_backend(released->id, released_entry(released->generation));
+            if (!ok) return ok;
+        }
+        it = v.applied_live.erase(it);
+    }
+    return {};
+}
+
+bpf::Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
+    auto vip_id = registry_.find_vip(key);
+    if (v.vip_entry_written) {
+        // packets for the address go to the kernel from here on
+        auto ok = data_plane_.remove_vip(vip_map_key(v.spec));
+        if (!ok) return ok;
+        v.vip_entry_written = false;
+    }
+    if (vip_id) {
+        auto ok = data_plane_.remove_ring(*vip_id);
+        if (!ok) return ok;
+    }
+    v.spec.backends.clear();
+    auto ok = release_removed_backends(v);
+    if (!ok) return ok;
+    registry_.release_vip(key);
+    return {};
+}
+
+bpf::Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
+    const xlb_vip_value value = vip_map_value(v.spec, vip_id);
+    if (v.vip_entry_written && v.vip_value.vip_id == value.vip_id &&
+        v.vip_value.flags == value.flags)
+        return {};
+    auto ok = data_plane_.put_vip(vip_map_key(v.spec), value);
+    if (!ok) return ok;
+    v.vip_entry_written = true;
+    v.vip_value = value;
+    return {};
+}
+
+// What follows a VIP's table going live (or a change that needs no table).
+bpf::Result<void> Reconciler::finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id) {
+    if (auto ok = apply_vip_entry(v, vip_id); !ok) return ok;
+    if (auto ok = apply_liveness(v, plan); !ok) return ok;
+    if (auto ok = release_removed_backends(v); !ok) return ok;
+    v.live_version = v.plan_version;
+    v.last_error.clear();
+    return {};
+}
+
+std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
+    for (auto it = removed_.begin(); it != removed_.end();) {
+        auto ok = remove_vip(it->first, it->second);
+        if (!ok) {
+            it->second.last_error = ok.error().message();
+            ++it;
+            continue;
+        }
+        it = removed_.erase(it);
+    }
+
+    std::vector<BuildJob> jobs;
+    for (auto& [key, v] : vips_) {
+        if (v.planned_version == v.plan_version) continue;
+        v.planned_version = v.plan_version;
+        const std::vector<ObservedBackend> observed = observed_for(v);
+        VipPlan plan = plan_vip(v.spec, observed, v.starting);
+        if (v.starting) {
+            bool all_judged = true;
+            for (std::size_t i = 0; i < v.spec.backends.size(); ++i)
+                if (v.spec.backends[i].state == config::AdminState::kActive &&
+                    observed[i].health == Health::kUnknown)
+                    all_judged = false;
+            v.starting = !all_judged;
+        }
+        v.current_plan = plan;
+
+        auto vip_id = registry_.vip_id(key);
+        if (!vip_id) {
+            v.last_error = vip_id.error();
+            continue;
+        }
+        if (auto ok = ensure_backend_entries(v, plan); !ok) {
+            v.last_error = ok.error().message();
+            continue;
+        }
+        const bool needs_table = !v.table_plan || !plan.same_table_inputs(*v.table_plan) ||
+                                 v.table_ring_size != v.spec.ring_size;
+        if (!needs_table) {
+            if (auto ok = finish_apply(v, plan, *vip_id); !ok) v.last_error = ok.error().message();
+            continue;
+        }
+        BuildJob job;
+        job.vip_key = key;
+        job.plan_version = v.plan_version;
+        job.ring_size = v.spec.ring_size;
+        job.decided_at = now;
+        for (const PlannedBackend& p : plan.backends) {
+            if (!p.in_table) continue;
+            job.members.push_back({p.identity, p.effective_weight});
+            job.member_ids.push_back(
+                registry_.find_backend(key, v.spec.backends[p.spec_index].address)->id);
+        }
+        v.pending_plan = std::move(plan);
+        jobs.push_back(std::move(job));
+    }
+    return jobs;
+}
+
+bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results) {
+    std::vector<RingUpdate> rings;
+    std::vector<BuildResult*> accepted;
+    for (BuildResult& r : results) {
+        auto it = vips_.find(r.vip_key);
+        // a newer plan supersedes this build; it is already queued or built
+        if (it == vips_.end() || r.plan_version != it->second.plan_version) continue;
+        if (!r.error.empty()) {
+            it->second.last_error = r.error;
+            continue;
+        }
+        auto vip_id = registry_.find_vip(r.vip_key);
+        if (!vip_id) continue;
+        rings.push_back({*vip_id, std::move(r.ring)});
+        accepted.push_back(&r);
+    }
+    std::vector<PublishRecord> records;
+    if (rings.empty()) return records;
+
+    auto timing = data_plane_.publish(rings);
+    if (!timing) {
+        for (BuildResult* r : accepted) {
+            VipState& v = vips_.at(r->vip_key);
+            v.last_error = timing.error().message();
+            v.planned_version = 0;  // plan (and try) again
+        }
+        return std::unexpected(timing.error());
+    }
+
+    bpf::Result<void> first_error;
+    for (BuildResult* r : accepted) {
+        VipState& v = vips_.at(r->vip_key);
+        v.epoch += 1;
+        v.checksum = r->checksum;
+        v.table_plan = v.pending_plan;
+        v.table_ring_size = v.spec.ring_size;
+        v.slots_by_identity.clear();
+        std::size_t member = 0;
+        for (const PlannedBackend& p : v.pending_plan->backends)
+            if (p.in_table && member < r->slots.size())
+                v.slots_by_identity[p.identity] = r->slots[member++];
+        auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
+        if (!ok) {
+            v.last_error = ok.error().message();
+            if (first_error) first_error = ok;
+        }
+        records.push_back({r->vip_key, v.epoch, v.checksum, ms_between(r->decided_at, timing->issued),
+                           ms_between(r->decided_at, timing->returned)});
+    }
+    if (!first_error) return std::unexpected(first_error.error());
+    return records;
+}
+
+bpf::Result<std::vector<PublishRecord>> Reconciler::reconcile(Clock::time_point now) {
+    std::vector<BuildJob> jobs = plan(now);
+    std::vector<BuildResult> results;
+    results.reserve(jobs.size());
+    for (const BuildJob& job : jobs) results.push_back(build_table(job));
+    return publish(std::move(results));
+}
+
+std::vector<VipStatus> Reconciler::status() const {
+    std::vector<VipStatus> out;
+    for (const auto& [key, v] : vips_) out.push_back(*vip_status(key));
+    return out;
+}
+
+std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
+    auto it = vips_.find(key);
+    if (it == vips_.end()) return std::nullopt;
+    const VipState& v = it->second;
+    VipStatus s;
+    s.spec = v.spec;
+    s.vip_id = registry_.find_vip(key);
+    s.epoch = v.epoch;
+    s.checksum = v.checksum;
+    s.published = v.live_version == v.plan_version && v.last_error.empty();
+    s.last_error = v.last_error;
+    if (v.current_plan) {
+        s.panic = v.current_plan->panic;
+        s.healthy_share = v.current_plan->healthy_share;
+    }
+    const std::vector<ObservedBackend> observed = observed_for(v);
+    for (std::size_t i = 0; i < v.spec.backends.size(); ++i) {
+        const config::BackendSpec& b = v.spec.backends[i];
+        BackendStatus bs;
+        bs.address = b.address;
+        bs.state = b.state;
+        bs.health = observed[i].health;
+        bs.weight_factor = observed[i].weight_factor;
+        bs.weight = b.weight;
+        if (auto ref = registry_.find_backend(key, b.address)) {
+            bs.id = ref->id;
+            bs.generation = ref->generation;
+        }
+        if (auto live = v.applied_live.find(b.address); live != v.applied_live.end())
+            bs.live = live->second;
+        if (v.table_plan) {
+            for (const PlannedBackend& p : v.table_plan->backends) {
+                if (p.identity != b.identity() || !p.in_table) continue;
+                bs.in_table = true;
+                bs.effective_weight = p.effective_weight;
+            }
+        }
+        if (auto slots = v.slots_by_identity.find(b.identity()); slots != v.slots_by_identity.end())
+            bs.slots = bs.in_table ? slots->second : 0;
+        s.backends.push_back(bs);
+    }
+    return s;
+}
+
+bool Reconciler::all_published() const {
+    if (!removed_.empty()) return false;
+    return std::all_of(vips_.begin(), vips_.end(), [](const auto& kv) {
+        return kv.second.live_version == kv.second.plan_version && kv.second.last_error.empty();
+    });
+}
+
+}  // namespace xlb::control
