@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlbd's wiring: configuration -> BPF program (pinned, reused) -> reconciler
+// and its loop -> XDP attach -> API, metrics, next-hop watcher -> signals.
+// The parts are libraries with one job each; this file only connects them.
+#pragma once
+
+#include <expected>
+#include <optional>
+#include <string>
+
+#include "xlb/abi.h"
+#include "xlb/config/model.h"
+
+namespace xlb::agent {
+
+inline constexpr const char* kVersion = "0.1.0";
+
+struct AgentOptions {
+    std::string config_path;
+    // Command-line overrides of the file's settings.
+    std::optional<std::string> interface;
+    std::optional<config::XdpMode> xdp_mode;
+    std::optional<std::string> api_socket;
+    std::optional<std::string> metrics_listen;
+    std::optional<std::string> pin_dir;
+    std::optional<std::string> state_file;
+    bool detach_on_exit = false;
+};
+
+// The data plane's global configuration from the settings and the next
+// hop's MAC. Pure.
+xlb_config make_datapath_config(const config::Settings& settings, const net::MacAddress& next_hop);
+
+// Applies the command-line overrides to settings read from the file.
+void apply_overrides(const AgentOptions& options, config::Settings& settings);
+
+// Settings that only take effect at start (a reload that changes them says so).
+std::vector<std::string> restart_only_changes(const config::Settings& before,
+                                              const config::Settings& after);
+
+// Runs the agent until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
+int run_agent(const AgentOptions& options);
+
+}  // namespace xlb::agent
