@@ -61,6 +61,11 @@ public:
         return {};
     }
 
+    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override {
+        if (!rings.contains(vip_id)) return std::optional<std::vector<std::uint32_t>>{};
+        return std::optional<std::vector<std::uint32_t>>{rings[vip_id]};
+    }
+
     std::set<std::uint32_t> ids_in_ring(std::uint32_t vip_id) {
         return {rings[vip_id].begin(), rings[vip_id].end()};
     }
@@ -371,6 +376,32 @@ TEST_F(ReconcilerTest, EpochsContinueAfterARestart) {
     rec.set_vips({v});
     reconcile();
     EXPECT_EQ(rec.vip_status(v.key())->epoch, 42u);
+}
+
+TEST_F(ReconcilerTest, RestartAdoptsAnIdenticalLiveTableWithoutPublishing) {
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    reconcile();
+    const auto before = *rec.vip_status(v.key());
+    const int publishes = dp.publishes;
+    // a new agent over the same maps, ids and epochs restored from the state
+    Reconciler restarted(dp, {16, 64});
+    restarted.registry().restore(rec.registry().vip_assignments(), rec.registry().backend_assignments());
+    restarted.restore_epoch(v.key(), before.epoch);
+    restarted.set_vips({v});
+    ASSERT_TRUE(restarted.reconcile(Clock::now()));
+    EXPECT_EQ(dp.publishes, publishes) << "the live table is already the right one";
+    auto after = *restarted.vip_status(v.key());
+    EXPECT_EQ(after.epoch, before.epoch);
+    EXPECT_EQ(after.checksum, before.checksum);
+    EXPECT_TRUE(after.published);
+    EXPECT_EQ(after.backends[0].slots, before.backends[0].slots);
+    // a different table is published as usual
+    v.backends[0].weight = 7;
+    restarted.set_vips({v});
+    ASSERT_TRUE(restarted.reconcile(Clock::now()));
+    EXPECT_EQ(dp.publishes, publishes + 1);
+    EXPECT_EQ(restarted.vip_status(v.key())->epoch, before.epoch + 1);
 }
 
 TEST(ControlLoopTest, BurstsOfChangesAreCoalesced) {

@@ -9,12 +9,14 @@ bpf::Result<void> BpfDataPlane::write_config(const xlb_config& cfg) {
     return program_.config().put(0, cfg);
 }
 
+// The VIP table and its pre-filter change together, in the order that never
+// hides a VIP from the program (LbProgram::put_vip / remove_vip).
 bpf::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) {
-    return program_.vips().put(key, value);
+    return program_.put_vip(key, value);
 }
 
 bpf::Result<void> BpfDataPlane::remove_vip(const xlb_vip_key& key) {
-    auto erased = program_.vips().erase(key);
+    auto erased = program_.remove_vip(key);
     if (!erased) return std::unexpected(erased.error());
     return {};
 }
@@ -41,6 +43,15 @@ bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& 
 
 bpf::Result<void> BpfDataPlane::remove_ring(std::uint32_t vip_id) {
     return bpf::unpublish_ring(program_.rings().fd(), vip_id);
+}
+
+bpf::Result<std::optional<std::vector<std::uint32_t>>> BpfDataPlane::live_ring(std::uint32_t vip_id) {
+    auto ring = bpf::read_ring(program_.rings().fd(), vip_id);
+    if (!ring) {
+        if (ring.error().code == ENOENT) return std::optional<std::vector<std::uint32_t>>{};
+        return std::unexpected(ring.error());
+    }
+    return std::optional<std::vector<std::uint32_t>>{std::move(*ring)};
 }
 
 }  // namespace xlb::control

@@ -311,9 +311,16 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
     return jobs;
 }
 
+void Reconciler::record_slots(VipState& v, const BuildResult& r) {
+    v.slots_by_identity.clear();
+    std::size_t member = 0;
+    for (const PlannedBackend& p : v.pending_plan->backends)
+        if (p.in_table && member < r.slots.size()) v.slots_by_identity[p.identity] = r.slots[member++];
+}
+
 bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results) {
     std::vector<RingUpdate> rings;
-    std::vector<BuildResult*> accepted;
+    std::vector<BuildResult*> accepted, adopted;
     for (BuildResult& r : results) {
         auto it = vips_.find(r.vip_key);
         // a newer plan supersedes this build; it is already queued or built
@@ -324,11 +331,37 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         }
         auto vip_id = registry_.find_vip(r.vip_key);
         if (!vip_id) continue;
+        VipState& v = it->second;
+        if (!v.table_plan) {
+            // First table of this process: after a restart the pinned ring may
+            // already be exactly this one. Adopt it: no swap, no new epoch.
+            auto live = data_plane_.live_ring(*vip_id);
+            if (live && *live && **live == r.ring && v.epoch > 0) {
+                adopted.push_back(&r);
+                continue;
+            }
+        }
         rings.push_back({*vip_id, std::move(r.ring)});
         accepted.push_back(&r);
     }
     std::vector<PublishRecord> records;
-    if (rings.empty()) return records;
+    bpf::Result<void> first_error;
+    for (BuildResult* r : adopted) {
+        VipState& v = vips_.at(r->vip_key);
+        v.checksum = r->checksum;
+        v.table_plan = v.pending_plan;
+        v.table_ring_size = v.spec.ring_size;
+        record_slots(v, *r);
+        auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
+        if (!ok) {
+            v.last_error = ok.error().message();
+            if (first_error) first_error = ok;
+        }
+    }
+    if (rings.empty()) {
+        if (!first_error) return std::unexpected(first_error.error());
+        return records;
+    }
 
     auto timing = data_plane_.publish(rings);
     if (!timing) {
@@ -340,18 +373,13 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         return std::unexpected(timing.error());
     }
 
-    bpf::Result<void> first_error;
     for (BuildResult* r : accepted) {
         VipState& v = vips_.at(r->vip_key);
         v.epoch += 1;
         v.checksum = r->checksum;
         v.table_plan = v.pending_plan;
         v.table_ring_size = v.spec.ring_size;
-        v.slots_by_identity.clear();
-        std::size_t member = 0;
-        for (const PlannedBackend& p : v.pending_plan->backends)
-            if (p.in_table && member < r->slots.size())
-                v.slots_by_identity[p.identity] = r->slots[member++];
+        record_slots(v, *r);
         auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
         if (!ok) {
             v.last_error = ok.error().message();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "xlb/abi.h"
@@ -39,6 +40,12 @@ public:
     // Returns when the new rings are live and no packet still uses the old.
     virtual bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) = 0;
     virtual bpf::Result<void> remove_ring(std::uint32_t vip_id) = 0;
+    // The ring live now for a VIP id (nullopt: none or unknown), so a
+    // restarted agent can adopt an identical table instead of publishing it
+    // again (and bumping its epoch).
+    virtual bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t) {
+        return std::optional<std::vector<std::uint32_t>>{};
+    }
 };
 
 // Writes the maps of a loaded (or pinned and reused) balancer.
@@ -51,6 +58,7 @@ public:
     bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) override;
     bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) override;
     bpf::Result<void> remove_ring(std::uint32_t vip_id) override;
+    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override;
 
 private:
     const bpf::LbProgram& program_;

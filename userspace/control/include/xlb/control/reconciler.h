@@ -154,6 +154,7 @@ private:
     bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
     bpf::Result<void> release_removed_backends(VipState& v);
     bpf::Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
+    static void record_slots(VipState& v, const BuildResult& r);
     bpf::Result<void> finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id);
     bpf::Result<void> remove_vip(const std::string& key, VipState& v);
     static xlb_vip_key vip_map_key(const config::VipSpec& spec);
