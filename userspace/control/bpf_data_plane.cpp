@@ -9,14 +9,12 @@ bpf::Result<void> BpfDataPlane::write_config(const xlb_config& cfg) {
     return program_.config().put(0, cfg);
 }
 
-// The VIP table and its pre-filter change together, in the order that never
-// hides a VIP from the program (LbProgram::put_vip / remove_vip).
 bpf::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) {
-    return program_.put_vip(key, value);
+    return program_.vips().put(key, value);
 }
 
 bpf::Result<void> BpfDataPlane::remove_vip(const xlb_vip_key& key) {
-    auto erased = program_.remove_vip(key);
+    auto erased = program_.vips().erase(key);
     if (!erased) return std::unexpected(erased.error());
     return {};
 }
