@@ -50,6 +50,7 @@ bench: deps
 	@$(BUILD_DIR)/tools/bench/maglev/xlb-bench-maglev \
 	    --benchmark_out=$(BUILD_DIR)/bench/maglev.json --benchmark_out_format=json
 	@$(BUILD_DIR)/tools/bench/xdp/xlb-bench-xdp --out $(BUILD_DIR)/bench/xdp.json
+	@$(BUILD_DIR)/tools/bench/publish/xlb-bench-publish --out $(BUILD_DIR)/bench/publish.json
 
 demo: deps
 	@$(MAKE) --no-print-directory build
