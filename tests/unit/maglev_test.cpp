@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -264,6 +263,11 @@ TEST(MaglevReference, WeightsMatchSlotForSlot) {
         sixteen[i].weight = static_cast<std::uint32_t>(1 + (i * 7) % 16);
     }
     expect_matches_reference({kDefaultRingSize, sixteen});
+    // One heavy backend and many light ones: tens of thousands of passes,
+    // most with a single turn.
+    std::vector<Backend> one_heavy = make_backends(100);
+    one_heavy[37].weight = 100000;
+    expect_matches_reference({kDefaultRingSize, one_heavy});
     for (const std::uint32_t ring_size : {1009U, kDefaultRingSize}) {
         expect_matches_reference({ring_size, cycled});
         expect_matches_reference({ring_size, mixed});

@@ -7,6 +7,8 @@
 //    its next position and its skip, and steps with add-and-subtract.
 //  * The walk runs in a tight loop whose state lives in registers; nothing
 //    that changes per turn (remaining slots, slot counts) goes through memory.
+//  * In the middle of the build, whole passes are walked in two steps that
+//    leave the branch predictor nothing to guess (see PassBatch).
 //  * The end game. Walking costs about M/F probes per claim while F slots are
 //    free, so the last few hundred claims would cost as much as thousands of
 //    earlier ones. Once F falls to a threshold the builder switches to
@@ -14,10 +16,10 @@
 //    of every free slot directly, k = (slot - position) * skip^-1 mod M, and
 //    claims the free slot with the smallest k: by definition the one the walk
 //    would reach first. The result is identical; only the work differs.
-//  * Weighted scheduling visits, pass by pass, only backends that are due at
-//    least every few passes; rarely due backends wait in a heap keyed by the
-//    pass of their next turn. Skewed weights (1 against 1,000,000) thus cost
-//    about as much as equal ones.
+//  * Weighted scheduling files each backend under the pass of its next turn
+//    (a wheel of per-pass bitmaps, or a heap for backends due rarely), so a
+//    pass costs its turns, not a visit to every backend. Skewed weights (1
+//    against 1,000,000) thus cost about as much as equal ones.
 //
 // The unit tests compare the result with a direct transcription of the
 // algorithm in maglev.h for many sizes, weights and seeds.
@@ -41,8 +43,6 @@
 #include "hash_internal.h"
 
 namespace xlb::maglev {
-int g_variant = 0;   // TEMP (sets only)
-int g_end_game = 0;  // TEMP
 namespace {
 
 constexpr std::uint32_t kNoBackend = UINT32_MAX;
@@ -129,6 +129,7 @@ struct Walker {
 // Claimed slots, one byte each. A thin view (the storage belongs to the
 // builder), so that the walk keeps the pointer in a register.
 struct ByteSet {
+    static constexpr bool kBatchWalks = true;  // see PassBatch
     std::uint8_t* bytes;
     [[nodiscard]] bool test(std::uint32_t slot) const noexcept { return bytes[slot] != 0; }
     void set(std::uint32_t slot) const noexcept { bytes[slot] = 1; }
@@ -161,6 +162,7 @@ struct ByteSet {
 
 // Claimed slots, one bit each.
 struct BitSet {
+    static constexpr bool kBatchWalks = false;
     std::uint8_t* bytes;
     [[nodiscard]] bool test(std::uint32_t slot) const noexcept {
         return (bytes[slot / 8] >> (slot % 8)) & 1;
@@ -246,6 +248,100 @@ template <class ClaimedSet>
     table[position] = backend;
     walker.position = step(position, skip, ring_size);
 }
+
+// Batched passes. In the middle of the build a turn's walk is short but its
+// length is random, so the branch that ends it is mispredicted about once per
+// turn, which costs more than the probes. A whole pass can instead be taken
+// in two steps:
+//  1. Every turn of the pass finds the first slot of its walk that was free
+//     when the pass began. The walks are independent, so they advance in
+//     rounds, one probe per walk per round, and a walk that is done simply
+//     is not copied into the next round's list: no branch on the data.
+//  2. The turns claim in order. A turn's slot may have been claimed by an
+//     earlier turn of the same pass; then it walks on from there, exactly as
+//     it would have. Every slot before the found one was already claimed when
+//     the pass began, so the result is the same as turn by turn.
+// Each backend appears at most once in a pass, which step 1 relies on.
+struct Lane {
+    std::uint32_t position;
+    std::uint32_t skip;
+    std::uint32_t turn;  // index into the pass's turns
+};
+
+// Batches pay off from this many turns in a pass, while the table is between
+// these shares full (tuned with tools/bench/maglev): below, first probes
+// mostly succeed; above, walks are long and the mispredictions few in
+// comparison. With the bitmap of large rings, where the time goes to cache
+// misses rather than mispredictions, they did not pay off at all.
+constexpr std::uint32_t kBatchMinTurns = 32;
+constexpr std::uint32_t kBatchFromFullPercent = 20;
+constexpr std::uint32_t kBatchToFullPercent = 90;
+
+template <class ClaimedSet>
+bool batch_pays_off(std::uint32_t turns, std::uint32_t free_slots,
+                    std::uint32_t ring_size) noexcept {
+    if (!ClaimedSet::kBatchWalks || turns < kBatchMinTurns) {
+        return false;
+    }
+    const std::uint64_t full = ring_size - free_slots;
+    return full * 100 >= std::uint64_t{ring_size} * kBatchFromFullPercent &&
+           full * 100 < std::uint64_t{ring_size} * kBatchToFullPercent;
+}
+
+class PassBatch {
+public:
+    explicit PassBatch(std::size_t max_turns) : lanes_(2 * max_turns), found_(max_turns) {}
+
+    // Takes `turn_count` turns, of backends turns[i] (or i when turns is
+    // null), in order.
+    template <class ClaimedSet>
+    [[gnu::noinline]] void walk(ClaimedSet claimed, Walker* walker, const std::uint32_t* turns,
+                                std::uint32_t turn_count, std::uint32_t* table,
+                                std::uint32_t ring_size) noexcept {
+        Lane* current = lanes_.data();
+        Lane* next = current + found_.size();
+        std::uint32_t* const found = found_.data();
+        // Step 1, first round straight from the walkers.
+        std::uint32_t walking = 0;
+        for (std::uint32_t i = 0; i < turn_count; ++i) {
+            const std::uint32_t backend = turns != nullptr ? turns[i] : i;
+            const std::uint32_t position = walker[backend].position;
+            const std::uint32_t skip = walker[backend].skip;
+            found[i] = position;
+            current[walking] = {step(position, skip, ring_size), skip, i};
+            walking += claimed.test(position);
+        }
+        // Later rounds: only the walks still on claimed slots.
+        while (walking > 0) {
+            std::uint32_t still_walking = 0;
+            for (std::uint32_t k = 0; k < walking; ++k) {
+                const Lane lane = current[k];
+                found[lane.turn] = lane.position;
+                next[still_walking] = {step(lane.position, lane.skip, ring_size), lane.skip,
+                                       lane.turn};
+                still_walking += claimed.test(lane.position);
+            }
+            std::swap(current, next);
+            walking = still_walking;
+        }
+        // Step 2.
+        for (std::uint32_t i = 0; i < turn_count; ++i) {
+            const std::uint32_t backend = turns != nullptr ? turns[i] : i;
+            Walker& turn_walker = walker[backend];
+            std::uint32_t position = found[i];
+            if (claimed.test(position)) [[unlikely]] {
+                position = first_free(claimed, position, turn_walker.skip, ring_size);
+            }
+            claimed.set(position);
+            table[position] = backend;
+            turn_walker.position = step(position, turn_walker.skip, ring_size);
+        }
+    }
+
+private:
+    std::vector<Lane> lanes_;           // two lists of lanes: this round's, the next
+    std::vector<std::uint32_t> found_;  // per turn: its slot, once step 1 is done
+};
 
 // The end game (see the top of the file).
 class EndGame {
@@ -347,16 +443,24 @@ template <class ClaimedSet>
 [[gnu::noinline]] std::uint32_t walk_equal_weights(ClaimedSet claimed, Walker* walker,
                                                    std::uint32_t backend_count,
                                                    std::uint32_t* table, std::uint32_t ring_size,
-                                                   std::uint32_t turns) noexcept {
+                                                   std::uint32_t turns) {
+    PassBatch batch(ClaimedSet::kBatchWalks && backend_count >= kBatchMinTurns ? backend_count : 0);
     std::uint32_t backend = 0;
+    std::uint32_t free_slots = ring_size;
     // Runs of turns up to the end of a pass or of the walk, so that no turn
     // has to check a count.
     while (turns > 0) {
-        const std::uint32_t run_end = backend + std::min(backend_count - backend, turns);
-        turns -= run_end - backend;
-        for (; backend < run_end; ++backend) {
-            walk_turn(claimed, walker[backend], backend, table, ring_size);
+        const std::uint32_t run = std::min(backend_count - backend, turns);
+        if (run == backend_count && batch_pays_off<ClaimedSet>(run, free_slots, ring_size)) {
+            batch.walk(claimed, walker, nullptr, run, table, ring_size);
+        } else {
+            for (std::uint32_t b = backend; b < backend + run; ++b) {
+                walk_turn(claimed, walker[b], b, table, ring_size);
+            }
         }
+        backend += run;
+        turns -= run;
+        free_slots -= run;
         if (backend == backend_count) {
             backend = 0;
         }
@@ -416,13 +520,12 @@ struct TurnCadence {
     std::uint64_t excess = 0;
 
     // Passes from this turn to the next (from pass 0 for the first turn).
+    // Branch-free: which of the two gaps comes next follows no pattern the
+    // branch predictor could learn across backends.
     std::uint64_t next_gap() noexcept {
-        if (excess >= remainder) {
-            excess -= remainder;
-            return quotient;
-        }
-        excess += weight - remainder;
-        return quotient + 1;
+        const bool short_gap = excess >= remainder;
+        excess = short_gap ? excess - remainder : excess + weight - remainder;
+        return quotient + !short_gap;
     }
 };
 
@@ -489,14 +592,21 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
     }
 
     std::vector<std::uint32_t> pass_turns(weights.size());
+    PassBatch batch(ClaimedSet::kBatchWalks && weights.size() >= kBatchMinTurns ? weights.size()
+                                                                                : 0);
     for (std::uint64_t pass = 1;; ++pass) {
         // The pass's turns: its frequent backends, bit by bit, merged by
         // backend number with the rare ones due this pass.
         std::size_t turn_count = 0;
+        // The next rare backend due in this pass, or kNoBackend.
+        auto next_rare = [&] {
+            return !rare_heap.empty() && rare_heap.front() >> 32 == pass
+                       ? static_cast<std::uint32_t>(rare_heap.front())
+                       : kNoBackend;
+        };
+        std::uint32_t rare = next_rare();
         auto take_rare_before = [&](std::uint32_t limit) {
-            while (!rare_heap.empty() && rare_heap.front() >> 32 == pass &&
-                   static_cast<std::uint32_t>(rare_heap.front()) < limit) {
-                const auto rare = static_cast<std::uint32_t>(rare_heap.front());
+            while (rare < limit) {
                 std::ranges::pop_heap(rare_heap, std::greater<>{});
                 rare_heap.pop_back();
                 const std::uint64_t pass_after = pass_of_turn(rare, ++rare_turns[rare] + 1);
@@ -505,6 +615,7 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
                     std::ranges::push_heap(rare_heap, std::greater<>{});
                 }
                 pass_turns[turn_count++] = rare;
+                rare = next_rare();
             }
         };
         std::uint64_t* bucket = &wheel[(pass % kWheel) * words];
@@ -515,7 +626,9 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
                 const std::size_t index = word * 64 + std::countr_zero(bits);
                 bits &= bits - 1;
                 const std::uint32_t backend = frequent[index];
-                take_rare_before(backend);
+                if (rare < backend) [[unlikely]] {
+                    take_rare_before(backend);
+                }
                 pass_turns[turn_count++] = backend;
                 file(index, pass + frequent_cadence[index].next_gap());
             }
@@ -525,7 +638,15 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
         // Take the turns: walking while the walk phase lasts, then end game.
         const std::size_t walked = std::min<std::size_t>(turn_count, walk_turns_left);
         if (walked > 0) {
-            walk_turn_list(claimed, walkers.data(), pass_turns.data(), walked, table, ring_size);
+            if (walked == turn_count &&
+                batch_pays_off<ClaimedSet>(static_cast<std::uint32_t>(walked),
+                                           walk_turns_left + end_game_at, ring_size)) {
+                batch.walk(claimed, walkers.data(), pass_turns.data(),
+                           static_cast<std::uint32_t>(walked), table, ring_size);
+            } else {
+                walk_turn_list(claimed, walkers.data(), pass_turns.data(), walked, table,
+                               ring_size);
+            }
             walk_turns_left -= static_cast<std::uint32_t>(walked);
             if (walk_turns_left == 0) {
                 end_game.start(claimed, end_game_at);

@@ -4,16 +4,19 @@
 // straightforward textbook implementation (BM_Textbook*) kept here, in the
 // same run, on the same inputs. The textbook version follows the paper's
 // pseudocode: a 64-bit modulo per probe, one pass over all backends per round.
-// Both produce the same table; main() checks that before measuring.
+// Both produce the same table; main() checks that before measuring. The
+// library's time includes what the textbook's leaves out: input validation,
+// the checksum and the slot counts.
+//
+// The development machines are shared and noisy: compare figures taken in one
+// run, and prefer --benchmark_repetitions with the median or minimum.
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "xlb/maglev/maglev.h"

@@ -43,6 +43,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <expected>
 #include <span>
@@ -125,8 +126,10 @@ struct Error {
 // Builds the table for the given backends. Deterministic: the same set of
 // (key, weight), the same ring size and seed give a byte-identical table
 // (modulo the caller's index numbering) and the same checksum on every host.
-// Time about O(M log M) probes in theory, far less in practice; memory
-// O(M + N); no allocation per slot.
+// Cost: O(N log N) to sort, about M ln(M) / 2 probes to fill, plus, with
+// unequal weights, a few operations per pass (at most M passes); memory
+// O(M + N); no allocation per slot. About 1 ms for M = 65537, N = 1000 on
+// the development machines (tools/bench/maglev). Safe to call concurrently.
 [[nodiscard]] std::expected<Table, Error> build_table(std::span<const Backend> backends,
                                                       const BuildOptions& options = {});
 
@@ -158,7 +161,7 @@ struct Permutation {
 [[nodiscard]] std::string canonical_key(const std::array<std::uint8_t, 16>& ipv6,
                                         std::uint16_t port);
 
-// Primality by trial division (the largest ring size needs at most ~330 tries).
+// Primality by trial division (at most about 1100 divisions for ring sizes).
 [[nodiscard]] bool is_prime(std::uint32_t n) noexcept;
 // Smallest prime >= n (n <= 4294967291).
 [[nodiscard]] std::uint32_t next_prime(std::uint32_t n) noexcept;
