@@ -274,8 +274,8 @@ struct Lane {
 // comparison. With the bitmap of large rings, where the time goes to cache
 // misses rather than mispredictions, they did not pay off at all.
 constexpr std::uint32_t kBatchMinTurns = 32;
-constexpr std::uint32_t kBatchFromFullPercent = 20;
-constexpr std::uint32_t kBatchToFullPercent = 90;
+constexpr std::uint32_t kBatchFromFullPercent = 5;
+constexpr std::uint32_t kBatchToFullPercent = 95;
 
 template <class ClaimedSet>
 bool batch_pays_off(std::uint32_t turns, std::uint32_t free_slots,
