@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "files.h"
 #include "internal.h"
 #include "xlb/api/lookup.h"
 #include "xlb/api/state_store.h"
@@ -25,6 +26,8 @@ namespace xlb::api {
 namespace {
 
 using detail::HttpError;
+using detail::make_dirs;
+using detail::parent_dir;
 using detail::json;
 using detail::send_error;
 using detail::send_json;
@@ -234,9 +237,12 @@ private:
             return send_error(res, 409, "VIP " + key + " was removed by a concurrent request");
         }
         const control::VipStatus& vip = **after;
-        spdlog::info("api: VIP {}: {} (epoch {}, checksum {}{}{})", key, change.what, vip.epoch,
-                     detail::hex64(vip.checksum), vip.published ? "" : ", not yet published: ",
-                     vip.last_error);
+        if (vip.published)
+            spdlog::info("api: VIP {}: {} (epoch {}, checksum {})", key, change.what, vip.epoch,
+                         detail::hex64(vip.checksum));
+        else
+            spdlog::warn("api: VIP {}: {} (persisted, not yet live: {})", key, change.what,
+                         vip.last_error.empty() ? "publish pending" : vip.last_error);
         const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
         send_json(res, vip.published ? success_status : 202, detail::vip_detail_json(vip, counters));
     }
@@ -545,25 +551,6 @@ private:
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-std::string parent_dir(const std::string& path) {
-    auto slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    if (slash == 0) return "/";
-    return path.substr(0, slash);
-}
-
-std::expected<void, std::string> make_dirs(const std::string& dir) {
-    if (dir.empty() || dir == "/" || dir == ".") return {};
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return {};
-        return std::unexpected(dir + " exists and is not a directory");
-    }
-    if (auto up = make_dirs(parent_dir(dir)); !up) return up;
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return std::unexpected("create directory " + dir + ": " + errno_text(errno));
-    return {};
-}
 
 // Whether something accepts connections on the socket at `path`: 1 yes,
 // 0 no (stale), or the errno that prevented finding out.

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "files.h"
 #include "xlb/config/json.h"
 #include "xlb/control/reconciler.h"
 
@@ -22,6 +23,8 @@ namespace xlb::api {
 namespace {
 
 using json = nlohmann::json;
+using detail::make_dirs;
+using detail::parent_dir;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -94,27 +97,6 @@ bool write_all(int fd, std::string_view data) {
         data.remove_prefix(static_cast<std::size_t>(n));
     }
     return true;
-}
-
-std::string parent_dir(const std::string& path) {
-    auto slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    if (slash == 0) return "/";
-    return path.substr(0, slash);
-}
-
-// mkdir -p with 0755 for the directories it creates.
-std::expected<void, std::string> make_dirs(const std::string& dir) {
-    if (dir.empty() || dir == "/" || dir == ".") return {};
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return {};
-        return std::unexpected(dir + " exists and is not a directory");
-    }
-    if (auto up = make_dirs(parent_dir(dir)); !up) return up;
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return std::unexpected("create directory " + dir + ": " + errno_text(errno));
-    return {};
 }
 
 }  // namespace

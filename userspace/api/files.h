@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal to xlb_api: small filesystem helpers shared by the state file and
+// the socket setup.
+#pragma once
+
+#include <expected>
+#include <string>
+
+namespace xlb::api::detail {
+
+// "/a/b/c" -> "/a/b"; "c" -> "."; "/c" -> "/".
+std::string parent_dir(const std::string& path);
+// mkdir -p; directories it creates get mode 0755, existing ones are left as
+// they are. The error names the directory and the errno text.
+std::expected<void, std::string> make_dirs(const std::string& dir);
+
+}  // namespace xlb::api::detail
