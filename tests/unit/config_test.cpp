@@ -155,6 +155,61 @@ TEST(ConfigParse, ExampleFileRoundTripsThroughYaml) {
     EXPECT_EQ(to_yaml(*reread), written);
 }
 
+TEST(ConfigParse, HealthCheckPolicyDefaults) {
+    const HealthCheck h;
+    EXPECT_FALSE(h.failure_accrual.enabled);  // opt-in
+    EXPECT_EQ(h.failure_accrual.success_rate, 0.8);
+    EXPECT_EQ(h.failure_accrual.window, std::chrono::seconds(10));
+    EXPECT_EQ(h.failure_accrual.min_probes, 5u);
+    EXPECT_EQ(h.failure_accrual.min_penalty, std::chrono::seconds(1));
+    EXPECT_EQ(h.failure_accrual.max_penalty, std::chrono::minutes(1));
+    EXPECT_EQ(h.failure_accrual.jitter, 0.5);
+    EXPECT_EQ(h.rate_limit_bias.factor, 0.1);
+    EXPECT_EQ(h.rate_limit_bias.penalty, std::chrono::seconds(5));
+    EXPECT_EQ(h.rate_limit_bias.max_retry_after, std::chrono::seconds(300));
+    EXPECT_EQ(h.flapping.changes, 4u);
+    EXPECT_EQ(h.flapping.window, std::chrono::minutes(5));
+    EXPECT_EQ(h.flapping.hold, std::chrono::minutes(5));
+}
+
+TEST(ConfigParse, HealthCheckPoliciesAndTheirRoundTrips) {
+    const Config c = parse_ok(kHead + kVip +
+                              "    health_check:\n"
+                              "      type: http\n"
+                              "      interval: 1s\n"
+                              "      timeout: 500ms\n"
+                              "      failure_accrual: {enabled: true, success_rate: 0.9, window: "
+                              "30s, min_probes: 10, min_penalty: 2s, max_penalty: 2m, jitter: "
+                              "0.25}\n"
+                              "      rate_limit_bias: {factor: 0.2, penalty: 10s, max_retry_after: "
+                              "1m}\n"
+                              "      flapping: {changes: 6, window: 10m, hold: 15m}\n");
+    ASSERT_EQ(c.vips.size(), 1u);
+    const HealthCheck& h = c.vips[0].health_check;
+    const FailureAccrual accrual{true, 0.9, std::chrono::seconds(30), 10, std::chrono::seconds(2),
+                                 std::chrono::minutes(2), 0.25};
+    EXPECT_EQ(h.failure_accrual, accrual);
+    const RateLimitBias bias{0.2, std::chrono::seconds(10), std::chrono::minutes(1)};
+    EXPECT_EQ(h.rate_limit_bias, bias);
+    const Flapping flapping{6, std::chrono::minutes(10), std::chrono::minutes(15)};
+    EXPECT_EQ(h.flapping, flapping);
+    const std::string written = to_yaml(c);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, c) << written;
+    auto back = health_check_from_json(json::parse(json(h).dump()));
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, h);
+    // A state file written before these settings existed still reads.
+    json old = json(HealthCheck{});
+    old.erase("failure_accrual");
+    old.erase("rate_limit_bias");
+    old.erase("flapping");
+    auto older = health_check_from_json(old);
+    ASSERT_TRUE(older.has_value()) << older.error();
+    EXPECT_EQ(*older, HealthCheck{});
+}
+
 TEST(ConfigParse, MacNextHopAndHexSeed) {
     const Config c = parse_ok(
         "interface: veth0\n"
@@ -622,6 +677,128 @@ TEST(ConfigErrors, HttpHostWithSpace) {
                          {"health_check.host", "without spaces"}));
 }
 
+// Failure accrual, rate-limit bias, flapping.
+
+TEST(ConfigErrors, AccrualSettingsWhileDisabled) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: tcp, failure_accrual: {window: 20s}}\n",
+                 9, 48, {"health_check.failure_accrual", "enabled is false", "enabled: true"}));
+}
+
+TEST(ConfigErrors, AccrualWindowHoldsTooFewProbes) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip + "    health_check: {type: tcp, failure_accrual: {enabled: true}}\n", 9, 48,
+        {"health_check.failure_accrual.window", "found 10s", "fewer than min_probes (5)",
+         "interval 10s", "(50s)"}));
+}
+
+TEST(ConfigErrors, AccrualSuccessRateZero) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: tcp, interval: 1s, timeout: 500ms, "
+                             "failure_accrual: {enabled: true, success_rate: 0}}\n",
+                         9, 108,
+                         {"failure_accrual.success_rate", "found 0", "above 0, at most 1"}));
+}
+
+TEST(ConfigErrors, AccrualSuccessRateAboveOne) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: tcp, interval: 1s, timeout: 500ms, "
+                             "failure_accrual: {enabled: true, success_rate: 1.5}}\n",
+                         9, 108, {"failure_accrual.success_rate", "found 1.5"}));
+}
+
+TEST(ConfigErrors, AccrualMinProbesZero) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: tcp, interval: 1s, timeout: 500ms, "
+                             "failure_accrual: {enabled: true, min_probes: 0}}\n",
+                         9, 106, {"failure_accrual.min_probes", "found 0", ">= 1"}));
+}
+
+TEST(ConfigErrors, AccrualMaxPenaltyBelowMin) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip +
+                     "    health_check: {type: tcp, interval: 1s, timeout: 500ms, failure_accrual: "
+                     "{enabled: true, min_penalty: 10s, max_penalty: 5s}}\n",
+                 9, 125, {"failure_accrual.max_penalty", "found 5s", "min_penalty (10s) to 1h"}));
+}
+
+TEST(ConfigErrors, AccrualZeroMinPenalty) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: tcp, interval: 1s, timeout: 500ms, "
+                             "failure_accrual: {enabled: true, min_penalty: 0s}}\n",
+                         9, 107, {"failure_accrual.min_penalty", "found 0s", "above 0s"}));
+}
+
+TEST(ConfigErrors, AccrualJitterAboveOne) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: tcp, interval: 1s, timeout: 500ms, "
+                             "failure_accrual: {enabled: true, jitter: 2}}\n",
+                         9, 102, {"failure_accrual.jitter", "found 2", "0-1"}));
+}
+
+TEST(ConfigErrors, AccrualUnknownKey) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: tcp, interval: 1s, timeout: 500ms, "
+                             "failure_accrual: {enabled: true, windw: 20s}}\n",
+                         9, 94,
+                         {"failure_accrual.windw", "unknown key", "did you mean \"window\""}));
+}
+
+TEST(ConfigErrors, AccrualSuccessRateNotANumber) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip + "    health_check: {type: tcp, failure_accrual: {success_rate: high}}\n", 9,
+        63, {"failure_accrual.success_rate", "found \"high\"", "a number above 0"}));
+}
+
+TEST(ConfigErrors, BiasOnTcpCheck) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: tcp, rate_limit_bias: {factor: 0.5}}\n",
+                 9, 48, {"health_check.rate_limit_bias", "set for type tcp", "type: http"}));
+}
+
+TEST(ConfigErrors, BiasFactorZero) {
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: http, rate_limit_bias: {factor: 0}}\n", 9,
+                 58, {"rate_limit_bias.factor", "found 0", "1 = no bias"}));
+}
+
+TEST(ConfigErrors, BiasCapBelowPenalty) {
+    EXPECT_TRUE(OneError(kHead + kVip +
+                             "    health_check: {type: http, rate_limit_bias: {penalty: 10s, "
+                             "max_retry_after: 5s}}\n",
+                         9, 81,
+                         {"rate_limit_bias.max_retry_after", "found 5s", "penalty (10s) to 1h"}));
+}
+
+TEST(ConfigErrors, BiasPenaltyTooLong) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip +
+            "    health_check: {type: http, rate_limit_bias: {penalty: 2h, max_retry_after: 2h}}\n",
+        9, 59, {"rate_limit_bias.penalty", "found 2h", "0s to 1h"}));
+}
+
+TEST(ConfigErrors, FlappingWindowWithoutChanges) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip + "    health_check: {type: tcp, flapping: {changes: 0, window: 1m}}\n", 9, 41,
+        {"health_check.flapping", "changes is 0 (off)"}));
+}
+
+TEST(ConfigErrors, FlappingZeroHold) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, flapping: {hold: 0s}}\n", 9,
+                         48, {"flapping.hold", "found 0s", "above 0s"}));
+}
+
+TEST(ConfigErrors, FlappingWindowTooLong) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, flapping: {window: 2h}}\n",
+                         9, 50, {"flapping.window", "found 2h", "at most 1h"}));
+}
+
+TEST(ConfigErrors, PoliciesWithoutACheck) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: none, flapping: {changes: 2}}\n",
+                         9, 42,
+                         {"health_check.flapping", "set for type none", "tcp, http or udp"}));
+}
+
 TEST(ConfigErrors, EncapSourceIPv4MissingForIPv4Backends) {
     const std::string yaml =
         "interface: eth0\n"
@@ -983,6 +1160,10 @@ VipSpec full_vip() {
     v.health_check.unhealthy_threshold = 3;
     v.health_check.healthy_threshold = 5;
     v.health_check.via_vip = true;
+    v.health_check.failure_accrual = FailureAccrual{true, 0.9, Duration{20'000}, 4, Duration{500},
+                                                    Duration{30'000}, 0.25};
+    v.health_check.rate_limit_bias = RateLimitBias{0.2, Duration{2'000}, Duration{60'000}};
+    v.health_check.flapping = Flapping{3, Duration{120'000}, Duration{600'000}};
     v.backends = {
         BackendSpec{*net::IpAddress::parse("2001:db8:1::1"), 100, AdminState::kActive, "a"},
         BackendSpec{*net::IpAddress::parse("2001:db8:1::2"), 0, AdminState::kDrain, ""},

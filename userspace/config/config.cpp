@@ -269,6 +269,37 @@ std::string to_yaml(const Config& config) {
         e << YAML::Key << "unhealthy_threshold" << YAML::Value << h.unhealthy_threshold;
         e << YAML::Key << "healthy_threshold" << YAML::Value << h.healthy_threshold;
         e << YAML::Key << "via_vip" << YAML::Value << h.via_vip;
+        // Failure accrual, rate-limit bias, flapping: written when not the defaults.
+        const HealthCheck defaults;
+        if (h.failure_accrual != defaults.failure_accrual) {
+            const FailureAccrual& a = h.failure_accrual;
+            e << YAML::Key << "failure_accrual" << YAML::Value << YAML::Flow << YAML::BeginMap;
+            e << YAML::Key << "enabled" << YAML::Value << a.enabled;
+            e << YAML::Key << "success_rate" << YAML::Value << number_text(a.success_rate);
+            e << YAML::Key << "window" << YAML::Value << format_duration(a.window);
+            e << YAML::Key << "min_probes" << YAML::Value << a.min_probes;
+            e << YAML::Key << "min_penalty" << YAML::Value << format_duration(a.min_penalty);
+            e << YAML::Key << "max_penalty" << YAML::Value << format_duration(a.max_penalty);
+            e << YAML::Key << "jitter" << YAML::Value << number_text(a.jitter);
+            e << YAML::EndMap;
+        }
+        if (h.rate_limit_bias != defaults.rate_limit_bias) {
+            const RateLimitBias& b = h.rate_limit_bias;
+            e << YAML::Key << "rate_limit_bias" << YAML::Value << YAML::Flow << YAML::BeginMap;
+            e << YAML::Key << "factor" << YAML::Value << number_text(b.factor);
+            e << YAML::Key << "penalty" << YAML::Value << format_duration(b.penalty);
+            e << YAML::Key << "max_retry_after" << YAML::Value
+              << format_duration(b.max_retry_after);
+            e << YAML::EndMap;
+        }
+        if (h.flapping != defaults.flapping) {
+            const Flapping& f = h.flapping;
+            e << YAML::Key << "flapping" << YAML::Value << YAML::Flow << YAML::BeginMap;
+            e << YAML::Key << "changes" << YAML::Value << f.changes;
+            e << YAML::Key << "window" << YAML::Value << format_duration(f.window);
+            e << YAML::Key << "hold" << YAML::Value << format_duration(f.hold);
+            e << YAML::EndMap;
+        }
         e << YAML::EndMap;
         e << YAML::Key << "backends" << YAML::Value << YAML::BeginSeq;
         for (const BackendSpec& b : v.backends) {

@@ -325,7 +325,14 @@ inline constexpr std::string_view kHealthCheckKeys[] = {"type",
                                                         "jitter",
                                                         "unhealthy_threshold",
                                                         "healthy_threshold",
-                                                        "via_vip"};
+                                                        "via_vip",
+                                                        "failure_accrual",
+                                                        "rate_limit_bias",
+                                                        "flapping"};
+inline constexpr std::string_view kFailureAccrualKeys[] = {
+    "enabled", "success_rate", "window", "min_probes", "min_penalty", "max_penalty", "jitter"};
+inline constexpr std::string_view kRateLimitBiasKeys[] = {"factor", "penalty", "max_retry_after"};
+inline constexpr std::string_view kFlappingKeys[] = {"changes", "window", "hold"};
 inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key"};
 inline constexpr std::string_view kVipKeys[] = {
     "address",    "port",         "protocol",     "name",
@@ -348,6 +355,61 @@ SlowStart decode_slow_start(const V& v, const std::string& path, Sink& s) {
 template <class V>
 std::optional<std::string> read_text(const V& x, const std::string& p, Sink& s) {
     return read_string(x, p, s, "a string");
+}
+
+template <class V>
+FailureAccrual decode_failure_accrual(const V& v, const std::string& path, Sink& s) {
+    FailureAccrual out;
+    auto f = read_fields(v, path, s, kFailureAccrualKeys,
+                         "failure accrual: enabled, success_rate, window, min_probes, "
+                         "min_penalty, max_penalty, jitter");
+    if (!f) return out;
+    auto dur = [&](const V& x, const std::string& p) { return read_duration(x, p, s); };
+    field(*f, path, "enabled", out.enabled,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    field(*f, path, "success_rate", out.success_rate, [&](const V& x, const std::string& p) {
+        return read_number(x, p, s, "a number above 0, at most 1 (share of successful probes)");
+    });
+    field(*f, path, "window", out.window, dur);
+    field(*f, path, "min_probes", out.min_probes, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL, "an integer >= 1 (probes in the window)");
+    });
+    field(*f, path, "min_penalty", out.min_penalty, dur);
+    field(*f, path, "max_penalty", out.max_penalty, dur);
+    field(*f, path, "jitter", out.jitter, [&](const V& x, const std::string& p) {
+        return read_number(x, p, s, "a number 0-1 (share of the hold-down added at random)");
+    });
+    return out;
+}
+
+template <class V>
+RateLimitBias decode_rate_limit_bias(const V& v, const std::string& path, Sink& s) {
+    RateLimitBias out;
+    auto f = read_fields(v, path, s, kRateLimitBiasKeys,
+                         "rate-limit bias: factor, penalty, max_retry_after");
+    if (!f) return out;
+    auto dur = [&](const V& x, const std::string& p) { return read_duration(x, p, s); };
+    field(*f, path, "factor", out.factor, [&](const V& x, const std::string& p) {
+        return read_number(x, p, s, "a number above 0, at most 1 (1 = no bias)");
+    });
+    field(*f, path, "penalty", out.penalty, dur);
+    field(*f, path, "max_retry_after", out.max_retry_after, dur);
+    return out;
+}
+
+template <class V>
+Flapping decode_flapping(const V& v, const std::string& path, Sink& s) {
+    Flapping out;
+    auto f = read_fields(v, path, s, kFlappingKeys, "flapping: changes, window, hold");
+    if (!f) return out;
+    auto dur = [&](const V& x, const std::string& p) { return read_duration(x, p, s); };
+    field(*f, path, "changes", out.changes, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL,
+                         "an integer >= 0 (state changes allowed in the window; 0 = off)");
+    });
+    field(*f, path, "window", out.window, dur);
+    field(*f, path, "hold", out.hold, dur);
+    return out;
 }
 
 template <class V>
@@ -406,6 +468,15 @@ HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
     field(*f, path, "healthy_threshold", out.healthy_threshold, count);
     field(*f, path, "via_vip", out.via_vip,
           [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    if (const V* x = f->get("failure_accrual")) {
+        out.failure_accrual = decode_failure_accrual(*x, join(path, "failure_accrual"), s);
+    }
+    if (const V* x = f->get("rate_limit_bias")) {
+        out.rate_limit_bias = decode_rate_limit_bias(*x, join(path, "rate_limit_bias"), s);
+    }
+    if (const V* x = f->get("flapping")) {
+        out.flapping = decode_flapping(*x, join(path, "flapping"), s);
+    }
     return out;
 }
 

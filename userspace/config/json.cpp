@@ -114,6 +114,22 @@ void to_json(json& j, const HealthCheck& h) {
         {"unhealthy_threshold", h.unhealthy_threshold},
         {"healthy_threshold", h.healthy_threshold},
         {"via_vip", h.via_vip},
+        {"failure_accrual",
+         {{"enabled", h.failure_accrual.enabled},
+          {"success_rate", h.failure_accrual.success_rate},
+          {"window", format_duration(h.failure_accrual.window)},
+          {"min_probes", h.failure_accrual.min_probes},
+          {"min_penalty", format_duration(h.failure_accrual.min_penalty)},
+          {"max_penalty", format_duration(h.failure_accrual.max_penalty)},
+          {"jitter", h.failure_accrual.jitter}}},
+        {"rate_limit_bias",
+         {{"factor", h.rate_limit_bias.factor},
+          {"penalty", format_duration(h.rate_limit_bias.penalty)},
+          {"max_retry_after", format_duration(h.rate_limit_bias.max_retry_after)}}},
+        {"flapping",
+         {{"changes", h.flapping.changes},
+          {"window", format_duration(h.flapping.window)},
+          {"hold", format_duration(h.flapping.hold)}}},
     };
 }
 

@@ -108,6 +108,115 @@ void check_health_fields(const HealthCheck& hc, const Out& out) {
         only("udp_payload", !hc.udp_payload.empty(), "udp");
         only("udp_expect", !hc.udp_expect.empty(), "udp");
     }
+    if (!http) only("rate_limit_bias", hc.rate_limit_bias != defaults.rate_limit_bias, "http");
+    if (hc.type == HealthCheckType::kNone) {
+        only("failure_accrual", hc.failure_accrual != defaults.failure_accrual, "tcp, http or udp");
+        only("flapping", hc.flapping != defaults.flapping, "tcp, http or udp");
+    }
+}
+
+std::string share(double v) { return number(v); }
+
+bool in_unit(double v) { return v >= 0.0 && v <= 1.0; }      // [0, 1], not NaN
+bool in_open_unit(double v) { return v > 0.0 && v <= 1.0; }  // (0, 1]
+
+// Failure accrual, rate-limit bias and flapping (docs/config.md, health_check).
+void check_health_policies(const HealthCheck& hc, const Out& out) {
+    const HealthCheck defaults;
+    const FailureAccrual& fa = hc.failure_accrual;
+    const FailureAccrual fa0 = defaults.failure_accrual;
+    const std::string fa_at = "health_check.failure_accrual";
+    if (!fa.enabled) {
+        // Settings of an accrual that is off would be silently ignored.
+        FailureAccrual as_set = fa;
+        as_set.enabled = fa0.enabled;
+        if (as_set != fa0) {
+            out.add(fa_at,
+                    "settings given while enabled is false, expected enabled: true to use them "
+                    "(or leave them out)",
+                    {fa_at + ".enabled"});
+        }
+    } else {
+        if (!in_open_unit(fa.success_rate)) {
+            out.add(fa_at + ".success_rate",
+                    "found " + share(fa.success_rate) +
+                        ", expected a number above 0, at most 1 (eject below this share of "
+                        "successful probes)");
+        }
+        if (fa.min_probes < 1) {
+            out.add(fa_at + ".min_probes",
+                    "found 0, expected an integer >= 1 (probes in the window before the success "
+                    "rate is judged)");
+        }
+        if (fa.window <= Duration::zero() || fa.window > kMaxDurationSetting) {
+            out.add(fa_at + ".window", "found " + dur(fa.window) + ", expected above 0s, at most " +
+                                           dur(kMaxDurationSetting));
+        } else if (fa.min_probes >= 1 && hc.interval >= kMinInterval &&
+                   fa.window < hc.interval * fa.min_probes) {
+            // A window that cannot hold min_probes probes never judges anything.
+            out.add(fa_at + ".window",
+                    "found " + dur(fa.window) + ", which holds fewer than min_probes (" +
+                        std::to_string(fa.min_probes) + ") probes at the interval " +
+                        dur(hc.interval) + "; expected at least min_probes x interval (" +
+                        dur(hc.interval * fa.min_probes) +
+                        "), or a shorter interval (the success rate would never be judged)",
+                    {"health_check.interval", fa_at + ".min_probes"});
+        }
+        if (fa.min_penalty <= Duration::zero() || fa.min_penalty > kMaxDurationSetting) {
+            out.add(fa_at + ".min_penalty", "found " + dur(fa.min_penalty) +
+                                                ", expected above 0s, at most " +
+                                                dur(kMaxDurationSetting));
+        } else if (fa.max_penalty < fa.min_penalty || fa.max_penalty > kMaxDurationSetting) {
+            out.add(fa_at + ".max_penalty",
+                    "found " + dur(fa.max_penalty) + ", expected min_penalty (" +
+                        dur(fa.min_penalty) + ") to " + dur(kMaxDurationSetting),
+                    {fa_at + ".min_penalty"});
+        }
+        if (!in_unit(fa.jitter)) {
+            out.add(fa_at + ".jitter",
+                    "found " + share(fa.jitter) +
+                        ", expected a number 0-1 (share of the hold-down added at random)");
+        }
+    }
+
+    const RateLimitBias& rb = hc.rate_limit_bias;
+    const std::string rb_at = "health_check.rate_limit_bias";
+    if (hc.type == HealthCheckType::kHttp) {  // on other types: check_health_fields()
+        if (!in_open_unit(rb.factor)) {
+            out.add(rb_at + ".factor", "found " + share(rb.factor) +
+                                           ", expected a number above 0, at most 1 (1 = no bias)");
+        }
+        if (rb.penalty < Duration::zero() || rb.penalty > kMaxDurationSetting) {
+            out.add(rb_at + ".penalty",
+                    "found " + dur(rb.penalty) + ", expected 0s to " + dur(kMaxDurationSetting));
+        } else if (rb.max_retry_after < rb.penalty || rb.max_retry_after > kMaxDurationSetting) {
+            out.add(rb_at + ".max_retry_after",
+                    "found " + dur(rb.max_retry_after) + ", expected penalty (" + dur(rb.penalty) +
+                        ") to " + dur(kMaxDurationSetting),
+                    {rb_at + ".penalty"});
+        }
+    }
+
+    const Flapping& fl = hc.flapping;
+    const Flapping fl0 = defaults.flapping;
+    const std::string fl_at = "health_check.flapping";
+    if (fl.changes == 0) {
+        if (fl.window != fl0.window || fl.hold != fl0.hold) {
+            out.add(fl_at,
+                    "window or hold given while changes is 0 (off), expected changes >= 1 to use "
+                    "them (or leave them out)",
+                    {fl_at + ".changes"});
+        }
+    } else {
+        if (fl.window <= Duration::zero() || fl.window > kMaxDurationSetting) {
+            out.add(fl_at + ".window", "found " + dur(fl.window) + ", expected above 0s, at most " +
+                                           dur(kMaxDurationSetting));
+        }
+        if (fl.hold <= Duration::zero() || fl.hold > kMaxDurationSetting) {
+            out.add(fl_at + ".hold", "found " + dur(fl.hold) + ", expected above 0s, at most " +
+                                         dur(kMaxDurationSetting));
+        }
+    }
 }
 
 void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
@@ -166,6 +275,7 @@ void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
                     {"port", "health_check.via_vip"});
         }
     }
+    check_health_policies(hc, out);
     const bool http = hc.type == HealthCheckType::kHttp;
     if (http) {
         if (hc.path.empty() || hc.path.front() != '/' || !is_token(hc.path)) {

@@ -38,6 +38,43 @@ struct StatusRange {
     bool operator==(const StatusRange&) const = default;
 };
 
+// Failure accrual (opt-in, after Linkerd's unified failure accrual): a
+// backend is also ejected when its success rate over a sliding window falls
+// below a threshold; with accrual on, every ejection of a serving backend
+// (by the success rate, or by unhealthy_threshold consecutive failures) holds
+// it out for a back-off: min_penalty doubling per consecutive ejection up to
+// max_penalty, plus up to `jitter` of it at random (never above max_penalty).
+struct FailureAccrual {
+    bool enabled = false;
+    double success_rate = 0.8;     // eject below this share of successful probes ...
+    Duration window{10'000};       // ... over this sliding window ...
+    std::uint32_t min_probes = 5;  // ... once it holds at least this many probes
+    Duration min_penalty{1'000};   // first hold-down
+    Duration max_penalty{60'000};  // longest hold-down
+    double jitter = 0.5;           // 0-1: share of the hold-down added at random
+    bool operator==(const FailureAccrual&) const = default;
+};
+
+// Rate-limit bias (http checks, after Linkerd's load biaser): a probe
+// answered 429, or 503 with Retry-After, scales the backend's weight by
+// `factor` for max(penalty, Retry-After), at most max_retry_after.
+struct RateLimitBias {
+    double factor = 0.1;                // (0, 1]; 1: off
+    Duration penalty{5'000};            // shortest bias
+    Duration max_retry_after{300'000};  // cap on the bias (and on Retry-After)
+    bool operator==(const RateLimitBias&) const = default;
+};
+
+// Flapping: a backend whose health changes more than `changes` times within
+// `window` is, on turning unhealthy, held out for `hold` before it may come
+// back (besides healthy_threshold successes). changes = 0: off.
+struct Flapping {
+    std::uint32_t changes = 4;
+    Duration window{300'000};
+    Duration hold{300'000};
+    bool operator==(const Flapping&) const = default;
+};
+
 struct HealthCheck {
     HealthCheckType type = HealthCheckType::kNone;
     std::uint16_t port = 0;  // 0: the VIP's port
@@ -59,6 +96,9 @@ struct HealthCheck {
     std::string udp_expect;  // empty: any reply
     // send the probe to the VIP, encapsulated like client traffic
     bool via_vip = false;
+    FailureAccrual failure_accrual;
+    RateLimitBias rate_limit_bias;  // http only
+    Flapping flapping;
     bool operator==(const HealthCheck&) const = default;
 };
 

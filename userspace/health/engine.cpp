@@ -1,0 +1,817 @@
+// SPDX-License-Identifier: Apache-2.0
+// The probe engine: one thread, one epoll instance. Timers are a binary heap
+// of (when, slot, generation) with lazy cancellation: a slot's generation
+// moves on when its schedule or its probe is replaced, and entries that no
+// longer match are dropped when they surface. epoll_pwait2() sleeps until the
+// earliest timer, rounded up to Options::timer_resolution so that probes due
+// close together start in one wake-up (no timerfd re-arming per probe; in a
+// VM a wake-up costs as much as the probe's own system calls). Epoll events
+// carry (slot, probe generation) for the same reason as the timers.
+#include "xlb/health/engine.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "format.h"
+#include "xlb/health/http.h"
+
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+namespace xlb::health {
+
+namespace {
+
+using config::HealthCheckType;
+using detail::human;
+
+constexpr std::uint64_t kWakeTag = ~std::uint64_t{0};
+constexpr std::size_t kScratch = 64 * 1024;
+
+struct Mapped {
+    Failure failure;
+    std::string detail;
+};
+
+Mapped map_errno(int err, bool udp) {
+    switch (err) {
+        case ECONNREFUSED:
+            return {Failure::kRefused, udp ? "port unreachable" : "connection refused"};
+        case ECONNRESET:
+            return {Failure::kReset, "connection reset"};
+        case EPIPE:
+            return {Failure::kReset, "connection reset (broken pipe)"};
+        case ETIMEDOUT:
+            return {Failure::kTimeout, "timed out (kernel)"};
+        case EHOSTUNREACH:
+            return {Failure::kUnreachable, "host unreachable"};
+        case ENETUNREACH:
+            return {Failure::kUnreachable, "network unreachable"};
+        case EHOSTDOWN:
+            return {Failure::kUnreachable, "host down"};
+        case ENETDOWN:
+            return {Failure::kUnreachable, "network down"};
+        case EACCES:
+        case EPERM:
+            return {Failure::kUnreachable, std::string("blocked: ") + std::strerror(err)};
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+        case EADDRNOTAVAIL:
+        case EADDRINUSE:
+        case EAGAIN:
+            return {Failure::kLocal, std::string("could not probe: ") + std::strerror(err)};
+        default:
+            return {Failure::kUnreachable, std::strerror(err)};
+    }
+}
+
+socklen_t to_sockaddr(const net::IpAddress& a, std::uint16_t port, sockaddr_storage& out) {
+    std::memset(&out, 0, sizeof(out));
+    if (a.is_v4()) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&out);
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(port);
+        std::memcpy(&sin->sin_addr, a.bytes.data(), 4);
+        return sizeof(sockaddr_in);
+    }
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&out);
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(port);
+    std::memcpy(&sin6->sin6_addr, a.bytes.data(), 16);
+    return sizeof(sockaddr_in6);
+}
+
+// Whether two targets are probed alike: everything but the settings that
+// only the state machine reads (thresholds, accrual, bias, flapping).
+bool probed_alike(const ProbeTarget& a, const ProbeTarget& b) {
+    auto probe_part = [](config::HealthCheck c) {
+        const config::HealthCheck defaults;
+        c.unhealthy_threshold = defaults.unhealthy_threshold;
+        c.healthy_threshold = defaults.healthy_threshold;
+        c.failure_accrual = defaults.failure_accrual;
+        c.rate_limit_bias = defaults.rate_limit_bias;
+        c.flapping = defaults.flapping;
+        return c;
+    };
+    return a.key == b.key && a.port == b.port && probe_part(a.check) == probe_part(b.check);
+}
+
+std::uint64_t splitmix(std::uint64_t& state) {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+}  // namespace
+
+struct ProbeEngine::Impl {
+    enum class Phase : std::uint8_t { kIdle, kConnecting, kSending, kReceiving };
+    enum class TimerKind : std::uint8_t { kDue, kDeadline };
+
+    struct Slot {
+        bool active = false;
+        ProbeTarget target;
+        std::string request;  // http
+        sockaddr_storage addr{};
+        socklen_t addr_len = 0;
+        std::uint32_t sched_gen = 0;
+        std::uint32_t probe_gen = 0;
+        TimePoint due{};
+        // The probe in flight.
+        int fd = -1;
+        Phase phase = Phase::kIdle;
+        TimePoint scheduled{};
+        TimePoint started{};
+        std::size_t sent = 0;
+        std::optional<HttpResponseReader> reader;
+    };
+
+    struct Timer {
+        TimePoint when;
+        std::uint32_t slot;
+        std::uint32_t gen;
+        TimerKind kind;
+        bool operator>(const Timer& o) const { return when > o.when; }
+    };
+
+    struct Call {
+        TimePoint when;
+        std::uint64_t seq;
+        std::function<void()> fn;
+    };
+    struct CallLater {
+        bool operator()(const Call& a, const Call& b) const {
+            return a.when != b.when ? a.when > b.when : a.seq > b.seq;
+        }
+    };
+
+    Impl(Options o, ResultHandler h) : opt(std::move(o)), on_result(std::move(h)) {
+        rng = opt.seed;
+        if (rng == 0) {
+            std::random_device rd;
+            rng = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+        }
+        if (opt.max_in_flight == 0) {
+            rlimit rl{};
+            std::size_t limit = 1024;
+            if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+                limit = static_cast<std::size_t>(rl.rlim_cur);
+            } else if (rl.rlim_cur == RLIM_INFINITY) {
+                limit = 1 << 20;
+            }
+            max_in_flight = std::max<std::size_t>(64, limit > 256 ? limit - 256 : 0);
+        } else {
+            max_in_flight = opt.max_in_flight;
+        }
+        scratch.resize(kScratch);
+    }
+
+    ~Impl() {
+        if (epfd >= 0) ::close(epfd);
+        if (evfd >= 0) ::close(evfd);
+    }
+
+    // --- Shared with other threads -------------------------------------------
+    Options opt;
+    ResultHandler on_result;
+    int epfd = -1;
+    int evfd = -1;
+    std::thread thread;
+    std::mutex thread_mu;  // guards `thread` for cpu_time()
+    std::atomic<bool> stopping{false};
+    std::mutex mu;
+    std::optional<std::vector<ProbeTarget>> pending_targets;
+    std::vector<Call> pending_calls;
+    std::atomic<std::uint64_t> st_targets{0}, st_started{0}, st_results{0}, st_in_flight{0},
+        st_waiting{0};
+    std::atomic<std::int64_t> final_cpu_ns{0};
+
+    // --- Engine thread only -------------------------------------------------------
+    std::uint64_t rng = 0;
+    std::size_t max_in_flight = 0;
+    std::vector<Slot> slots;
+    std::vector<std::uint32_t> free_slots;
+    std::map<TargetKey, std::uint32_t> index;
+    std::vector<Timer> timers;  // min-heap
+    std::vector<Call> calls;    // min-heap
+    std::uint64_t call_seq = 0;
+    std::deque<std::pair<std::uint32_t, std::uint32_t>> waiting;  // (slot, sched_gen)
+    std::size_t in_flight = 0;
+    std::vector<char> scratch;
+
+    void wake() {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(evfd, &one, sizeof(one));
+    }
+
+    double uniform() { return static_cast<double>(splitmix(rng) >> 11) * 0x1.0p-53; }
+
+    Clock::duration random_upto(Clock::duration d) {
+        if (d <= Clock::duration::zero()) return Clock::duration::zero();
+        return Clock::duration(static_cast<Clock::rep>(uniform() * static_cast<double>(d.count())));
+    }
+
+    void push_timer(TimePoint when, std::uint32_t slot, std::uint32_t gen, TimerKind kind) {
+        timers.push_back(Timer{when, slot, gen, kind});
+        std::push_heap(timers.begin(), timers.end(), std::greater<>{});
+    }
+
+    void schedule(std::uint32_t i, TimePoint due) {
+        Slot& s = slots[i];
+        s.due = due;
+        ++s.sched_gen;
+        push_timer(due, i, s.sched_gen, TimerKind::kDue);
+    }
+
+    // --- Targets ----------------------------------------------------------------
+
+    void prepare(Slot& s, ProbeTarget t) {
+        s.target = std::move(t);
+        s.addr_len = to_sockaddr(s.target.key.backend, s.target.port, s.addr);
+        s.request = s.target.check.type == HealthCheckType::kHttp
+                        ? http_request(s.target.check, s.target.key.backend, s.target.port)
+                        : std::string();
+    }
+
+    void abandon(Slot& s) {
+        if (s.fd >= 0) {
+            set_abortive(s.fd);
+            ::close(s.fd);
+            s.fd = -1;
+            --in_flight;
+        }
+        s.phase = Phase::kIdle;
+        s.reader.reset();
+        ++s.probe_gen;
+    }
+
+    void apply_targets(std::vector<ProbeTarget> targets, TimePoint now) {
+        std::map<TargetKey, std::uint32_t> next;
+        for (ProbeTarget& t : targets) {
+            if (t.check.type == HealthCheckType::kNone || next.contains(t.key)) continue;
+            const TargetKey key = t.key;
+            if (auto it = index.find(key); it != index.end()) {
+                const std::uint32_t i = it->second;
+                index.erase(it);
+                Slot& s = slots[i];
+                if (probed_alike(s.target, t)) {
+                    s.target = std::move(t);  // e.g. new thresholds: the schedule stays
+                } else {
+                    abandon(s);
+                    const auto interval =
+                        std::chrono::duration_cast<Clock::duration>(t.check.interval);
+                    const TimePoint due = std::min(s.due, now + interval);
+                    prepare(s, std::move(t));
+                    schedule(i, std::max(due, now));
+                }
+                next.emplace(key, i);
+                continue;
+            }
+            std::uint32_t i;
+            if (!free_slots.empty()) {
+                i = free_slots.back();
+                free_slots.pop_back();
+            } else {
+                i = static_cast<std::uint32_t>(slots.size());
+                slots.emplace_back();
+            }
+            Slot& s = slots[i];
+            s.active = true;
+            const auto interval = std::chrono::duration_cast<Clock::duration>(t.check.interval);
+            const auto spread = std::min<Clock::duration>(interval, opt.first_probe_spread);
+            prepare(s, std::move(t));
+            schedule(i, now + random_upto(spread));
+            next.emplace(key, i);
+        }
+        for (auto& [key, i] : index) {  // gone
+            Slot& s = slots[i];
+            abandon(s);
+            s.active = false;
+            ++s.sched_gen;
+            s.target = ProbeTarget{};
+            s.request.clear();
+            free_slots.push_back(i);
+        }
+        index = std::move(next);
+        st_targets = index.size();
+        st_in_flight = in_flight;
+    }
+
+    // --- Probes -------------------------------------------------------------------
+
+    static void set_abortive(int fd) {
+        const linger lg{1, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+
+    void due(std::uint32_t i, TimePoint now) {
+        Slot& s = slots[i];
+        const auto& check = s.target.check;
+        // The next one is due interval + jitter after this one was due (no
+        // drift); if the loop fell that far behind, from now on.
+        const auto interval = std::chrono::duration_cast<Clock::duration>(check.interval);
+        const auto jitter = std::chrono::duration_cast<Clock::duration>(check.jitter);
+        TimePoint next = s.due + std::max<Clock::duration>(interval + random_upto(jitter),
+                                                           std::chrono::milliseconds(1));
+        const TimePoint this_due = s.due;
+        if (next <= now) next = now + std::chrono::milliseconds(1);
+        schedule(i, next);
+        if (s.fd >= 0) return;  // the previous probe is still running: skip this round
+        s.scheduled = this_due;
+        if (in_flight >= max_in_flight) {
+            waiting.emplace_back(i, s.sched_gen);
+            st_waiting = waiting.size();
+            return;
+        }
+        start(i);
+    }
+
+    void drain_waiting() {
+        while (!waiting.empty() && in_flight < max_in_flight) {
+            auto [i, gen] = waiting.front();
+            waiting.pop_front();
+            if (slots[i].active && slots[i].sched_gen == gen && slots[i].fd < 0) start(i);
+        }
+        st_waiting = waiting.size();
+    }
+
+    void start(std::uint32_t i) {
+        Slot& s = slots[i];
+        const auto& check = s.target.check;
+        const bool udp = check.type == HealthCheckType::kUdp;
+        const bool v4 = s.target.key.backend.is_v4();
+        s.started = Clock::now();
+        ++s.probe_gen;
+        s.sent = 0;
+        s.reader.reset();
+        ++st_started;
+        const int fd = ::socket(v4 ? AF_INET : AF_INET6,
+                                (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            const int err = errno;
+            finish(s, Failure::kLocal,
+                   std::string("could not probe: socket: ") + std::strerror(err));
+            return;
+        }
+        s.fd = fd;
+        ++in_flight;
+        st_in_flight = in_flight;
+        if (auto err = configure(s, fd, v4); !err.empty()) {
+            finish(s, Failure::kLocal, "could not probe: " + err);
+            return;
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.data.u64 = (static_cast<std::uint64_t>(i) << 32) | s.probe_gen;
+        if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            const int err = errno;
+            finish(s, Failure::kLocal,
+                   std::string("could not probe: epoll: ") + std::strerror(err));
+            return;
+        }
+        push_timer(s.started + std::chrono::duration_cast<Clock::duration>(check.timeout), i,
+                   s.probe_gen, TimerKind::kDeadline);
+        s.phase = Phase::kConnecting;
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len) == 0) {
+            connected(s);
+            return;
+        }
+        const int err = errno;
+        if (err == EINPROGRESS) return;
+        auto m = map_errno(err, udp);
+        finish(s, m.failure, std::move(m.detail));
+    }
+
+    std::string configure(const Slot& s, int fd, bool v4) {
+        if (s.target.check.type == HealthCheckType::kTcp) set_abortive(fd);
+        if (!opt.device.empty() && ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, opt.device.data(),
+                                                static_cast<socklen_t>(opt.device.size())) != 0) {
+            return "SO_BINDTODEVICE " + opt.device + ": " + std::strerror(errno);
+        }
+        if (opt.mark != 0 &&
+            ::setsockopt(fd, SOL_SOCKET, SO_MARK, &opt.mark, sizeof(opt.mark)) != 0) {
+            return std::string("SO_MARK: ") + std::strerror(errno);
+        }
+        const auto& source = v4 ? opt.source_v4 : opt.source_v6;
+        if (source) {
+            const int one = 1;
+            ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+            sockaddr_storage sa;
+            const socklen_t len = to_sockaddr(*source, 0, sa);
+            if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0) {
+                return "bind " + source->to_string() + ": " + std::strerror(errno);
+            }
+        }
+        return {};
+    }
+
+    void connected(Slot& s) {
+        switch (s.target.check.type) {
+            case HealthCheckType::kTcp:
+                finish(s, Failure::kNone, "connected");
+                return;
+            case HealthCheckType::kHttp:
+                s.phase = Phase::kSending;
+                send_request(s);
+                return;
+            case HealthCheckType::kUdp: {
+                const auto& payload = s.target.check.udp_payload;
+                if (::send(s.fd, payload.data(), payload.size(), MSG_NOSIGNAL) < 0) {
+                    auto m = map_errno(errno, true);
+                    finish(s, m.failure, std::move(m.detail));
+                    return;
+                }
+                s.phase = Phase::kReceiving;
+                receive_udp(s);
+                return;
+            }
+            case HealthCheckType::kNone:
+                break;
+        }
+        finish(s, Failure::kLocal, "no check");
+    }
+
+    void send_request(Slot& s) {
+        while (s.sent < s.request.size()) {
+            const ssize_t n =
+                ::send(s.fd, s.request.data() + s.sent, s.request.size() - s.sent, MSG_NOSIGNAL);
+            if (n > 0) {
+                s.sent += static_cast<std::size_t>(n);
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT follows
+            auto m = map_errno(n < 0 ? errno : EPIPE, false);
+            finish(s, m.failure, std::move(m.detail));
+            return;
+        }
+        s.phase = Phase::kReceiving;
+        const auto& check = s.target.check;
+        s.reader.emplace(opt.max_http_head, opt.max_http_body, !check.body_contains.empty());
+        receive_http(s);  // edge-triggered: the answer may be there already
+    }
+
+    void receive_http(Slot& s) {
+        for (;;) {
+            const ssize_t n = ::recv(s.fd, scratch.data(), scratch.size(), 0);
+            if (n > 0) {
+                const auto state =
+                    s.reader->feed(std::string_view(scratch.data(), static_cast<std::size_t>(n)));
+                if (state == HttpResponseReader::State::kDone || s.reader->body_truncated()) {
+                    complete_http(s, false);
+                    return;
+                }
+                if (state == HttpResponseReader::State::kError) {
+                    set_abortive(s.fd);
+                    finish(s, Failure::kBadResponse, "bad response: " + s.reader->error());
+                    return;
+                }
+                continue;
+            }
+            if (n == 0) {
+                const auto state = s.reader->finish();
+                if (state == HttpResponseReader::State::kDone) {
+                    complete_http(s, true);
+                } else {
+                    finish(s, s.reader->closed_early() ? Failure::kClosed : Failure::kBadResponse,
+                           s.reader->error());
+                }
+                return;
+            }
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            auto m = map_errno(errno, false);
+            if (m.failure == Failure::kReset) m.detail += " " + stage(s);
+            finish(s, m.failure, std::move(m.detail));
+            return;
+        }
+    }
+
+    void complete_http(Slot& s, bool eof) {
+        if (!eof) {
+            // The server usually closes right after the response: if its FIN
+            // is already here, close politely; otherwise reset (no TIME_WAIT).
+            const ssize_t n = ::recv(s.fd, scratch.data(), scratch.size(), MSG_PEEK);
+            eof = n == 0;
+            if (!eof) set_abortive(s.fd);
+        }
+        auto j = judge_http(s.target.check, *s.reader, std::chrono::system_clock::now());
+        ProbeResult r = result_base(s, j.failure, std::move(j.detail));
+        r.http_status = static_cast<std::uint16_t>(s.reader->status());
+        r.rate_limited = j.rate_limited;
+        r.retry_after = j.retry_after;
+        deliver(s, std::move(r));
+    }
+
+    void receive_udp(Slot& s) {
+        for (;;) {
+            const ssize_t n = ::recv(s.fd, scratch.data(), scratch.size(), 0);
+            if (n >= 0) {
+                const std::string_view reply(scratch.data(), static_cast<std::size_t>(n));
+                const auto& expect = s.target.check.udp_expect;
+                if (expect.empty() || reply.find(expect) != std::string_view::npos) {
+                    finish(s, Failure::kNone, "reply of " + std::to_string(n) + " bytes");
+                } else {
+                    finish(s, Failure::kReplyMismatch,
+                           "reply of " + std::to_string(n) + " bytes lacks \"" +
+                               expect.substr(0, 40) + "\"");
+                }
+                return;
+            }
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            auto m = map_errno(errno, true);
+            finish(s, m.failure, std::move(m.detail));
+            return;
+        }
+    }
+
+    std::string stage(const Slot& s) const {
+        switch (s.phase) {
+            case Phase::kConnecting:
+                return "(connecting)";
+            case Phase::kSending:
+                return "(sending the request)";
+            case Phase::kReceiving:
+                if (s.target.check.type == HealthCheckType::kUdp) return "(no reply)";
+                if (s.reader && s.reader->state() == HttpResponseReader::State::kBody) {
+                    return "(reading the response body)";
+                }
+                return "(waiting for the response headers)";
+            case Phase::kIdle:
+                break;
+        }
+        return "";
+    }
+
+    void on_event(std::uint32_t i, std::uint32_t gen, std::uint32_t events) {
+        if (i >= slots.size()) return;
+        Slot& s = slots[i];
+        if (!s.active || s.fd < 0 || s.probe_gen != gen) return;  // stale
+        const bool udp = s.target.check.type == HealthCheckType::kUdp;
+        switch (s.phase) {
+            case Phase::kConnecting: {
+                if (events & (EPOLLERR | EPOLLHUP)) {
+                    int err = 0;
+                    socklen_t len = sizeof(err);
+                    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    if (err == 0 && !(events & EPOLLOUT)) err = ECONNRESET;
+                    if (err != 0) {
+                        auto m = map_errno(err, udp);
+                        finish(s, m.failure, std::move(m.detail));
+                        return;
+                    }
+                }
+                if (events & EPOLLOUT) connected(s);
+                return;
+            }
+            case Phase::kSending:
+                if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) send_request(s);
+                return;
+            case Phase::kReceiving:
+                if (udp) {
+                    receive_udp(s);
+                } else {
+                    receive_http(s);
+                }
+                return;
+            case Phase::kIdle:
+                return;
+        }
+    }
+
+    void on_deadline(Slot& s) {
+        const auto timeout = std::chrono::duration_cast<Clock::duration>(s.target.check.timeout);
+        set_abortive(s.fd);
+        finish(s, Failure::kTimeout, "timeout after " + human(timeout) + " " + stage(s));
+    }
+
+    ProbeResult result_base(const Slot& s, Failure failure, std::string detail) const {
+        ProbeResult r;
+        r.key = s.target.key;
+        r.type = s.target.check.type;
+        r.port = s.target.port;
+        r.failure = failure;
+        r.detail = std::move(detail);
+        r.scheduled = s.scheduled;
+        r.started = s.started;
+        r.finished = Clock::now();
+        return r;
+    }
+
+    void finish(Slot& s, Failure failure, std::string detail) {
+        deliver(s, result_base(s, failure, std::move(detail)));
+    }
+
+    void deliver(Slot& s, ProbeResult r) {
+        if (s.fd >= 0) {
+            ::close(s.fd);  // also leaves the epoll set
+            s.fd = -1;
+            --in_flight;
+            st_in_flight = in_flight;
+        }
+        s.phase = Phase::kIdle;
+        s.reader.reset();
+        ++st_results;
+        report(std::move(r));
+    }
+
+    void report(ProbeResult r) {
+        if (!on_result) return;
+        try {
+            on_result(std::move(r));
+        } catch (...) {
+            // The handler must not throw; the loop goes on regardless.
+        }
+    }
+
+    // --- The loop -------------------------------------------------------------------
+
+    void take_commands(TimePoint now) {
+        std::optional<std::vector<ProbeTarget>> targets;
+        std::vector<Call> new_calls;
+        {
+            std::lock_guard lock(mu);
+            targets.swap(pending_targets);
+            new_calls.swap(pending_calls);
+        }
+        if (targets) apply_targets(std::move(*targets), now);
+        for (Call& c : new_calls) {
+            c.seq = call_seq++;
+            calls.push_back(std::move(c));
+            std::push_heap(calls.begin(), calls.end(), CallLater{});
+        }
+    }
+
+    void run_timers(TimePoint now) {
+        while (!timers.empty() && timers.front().when <= now) {
+            std::pop_heap(timers.begin(), timers.end(), std::greater<>{});
+            const Timer t = timers.back();
+            timers.pop_back();
+            Slot& s = slots[t.slot];
+            if (!s.active) continue;
+            if (t.kind == TimerKind::kDue) {
+                if (s.sched_gen == t.gen) due(t.slot, now);
+            } else if (s.fd >= 0 && s.probe_gen == t.gen) {
+                on_deadline(s);
+            }
+        }
+        while (!calls.empty() && calls.front().when <= now) {
+            std::pop_heap(calls.begin(), calls.end(), CallLater{});
+            Call c = std::move(calls.back());
+            calls.pop_back();
+            try {
+                if (c.fn) c.fn();
+            } catch (...) {
+            }
+        }
+    }
+
+    void loop() {
+        pthread_setname_np(pthread_self(), "xlb-probe");
+        std::vector<epoll_event> events(512);
+        while (!stopping.load(std::memory_order_relaxed)) {
+            TimePoint next = TimePoint::max();
+            if (!timers.empty()) next = timers.front().when;
+            if (!calls.empty()) next = std::min(next, calls.front().when);
+            timespec ts{};
+            timespec* wait = nullptr;
+            if (next != TimePoint::max()) {
+                // Batch: wake at the next multiple of the resolution.
+                const auto res = std::chrono::duration_cast<Clock::duration>(opt.timer_resolution);
+                if (res > Clock::duration::zero()) {
+                    const auto since = next.time_since_epoch();
+                    next = TimePoint((since + res - Clock::duration(1)) / res * res);
+                }
+                const auto left = std::max(next - Clock::now(), Clock::duration::zero());
+                const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+                ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+                ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+                wait = &ts;
+            }
+            const int n =
+                ::epoll_pwait2(epfd, events.data(), static_cast<int>(events.size()), wait, nullptr);
+            const TimePoint now = Clock::now();
+            for (int k = 0; k < n; ++k) {
+                const std::uint64_t data = events[static_cast<std::size_t>(k)].data.u64;
+                if (data == kWakeTag) {
+                    std::uint64_t v;
+                    [[maybe_unused]] auto r = ::read(evfd, &v, sizeof(v));
+                    take_commands(now);
+                    continue;
+                }
+                on_event(static_cast<std::uint32_t>(data >> 32), static_cast<std::uint32_t>(data),
+                         events[static_cast<std::size_t>(k)].events);
+            }
+            run_timers(Clock::now());
+            drain_waiting();
+        }
+        for (Slot& s : slots) abandon(s);
+        rusage ru{};
+        if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+            final_cpu_ns =
+                (static_cast<std::int64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+                     1'000'000'000LL +
+                 static_cast<std::int64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1'000LL);
+        }
+    }
+};
+
+ProbeEngine::ProbeEngine(Options options, ResultHandler on_result)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(on_result))) {}
+
+ProbeEngine::~ProbeEngine() { stop(); }
+
+std::expected<void, std::string> ProbeEngine::start() {
+    Impl& m = *impl_;
+    if (m.thread.joinable()) return {};
+    if (m.epfd < 0) {
+        m.epfd = ::epoll_create1(EPOLL_CLOEXEC);
+        if (m.epfd < 0)
+            return std::unexpected(std::string("epoll_create1: ") + std::strerror(errno));
+        m.evfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (m.evfd < 0) return std::unexpected(std::string("eventfd: ") + std::strerror(errno));
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = kWakeTag;
+        if (::epoll_ctl(m.epfd, EPOLL_CTL_ADD, m.evfd, &ev) != 0) {
+            return std::unexpected(std::string("epoll_ctl: ") + std::strerror(errno));
+        }
+    }
+    m.stopping = false;
+    std::lock_guard lock(m.thread_mu);
+    m.thread = std::thread([&m] { m.loop(); });
+    m.wake();  // pick up targets set before start()
+    return {};
+}
+
+void ProbeEngine::stop() {
+    Impl& m = *impl_;
+    std::lock_guard lock(m.thread_mu);
+    if (!m.thread.joinable()) return;
+    m.stopping = true;
+    m.wake();
+    m.thread.join();
+}
+
+void ProbeEngine::set_targets(std::vector<ProbeTarget> targets) {
+    Impl& m = *impl_;
+    {
+        std::lock_guard lock(m.mu);
+        m.pending_targets = std::move(targets);
+    }
+    if (m.evfd >= 0) m.wake();
+}
+
+void ProbeEngine::call_at(TimePoint when, std::function<void()> fn) {
+    Impl& m = *impl_;
+    {
+        std::lock_guard lock(m.mu);
+        m.pending_calls.push_back(Impl::Call{when, 0, std::move(fn)});
+    }
+    if (m.evfd >= 0) m.wake();
+}
+
+ProbeEngine::Stats ProbeEngine::stats() const {
+    const Impl& m = *impl_;
+    return Stats{m.st_targets.load(), m.st_started.load(), m.st_results.load(),
+                 m.st_in_flight.load(), m.st_waiting.load()};
+}
+
+std::chrono::nanoseconds ProbeEngine::cpu_time() const {
+    Impl& m = *impl_;
+    std::lock_guard lock(m.thread_mu);
+    if (m.thread.joinable()) {
+        clockid_t cid;
+        timespec ts{};
+        if (pthread_getcpuclockid(m.thread.native_handle(), &cid) == 0 &&
+            clock_gettime(cid, &ts) == 0) {
+            return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+        }
+    }
+    return std::chrono::nanoseconds(m.final_cpu_ns.load());
+}
+
+}  // namespace xlb::health

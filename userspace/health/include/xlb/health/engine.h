@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+// The probers: every probe of every target on one event loop (epoll, one
+// thread), with non-blocking sockets; no thread per probe.
+//
+// Schedule, per target: the first probe at a random point within
+// min(interval, first_probe_spread) of the target's arrival (so that a large
+// pool is not probed in one burst, and first verdicts come quickly); each next
+// one `interval` plus a random share of `jitter` ([0, jitter]) after the
+// previous one was due. The timeout is strict: a probe without a complete
+// answer `timeout` after it started fails with Failure::kTimeout, whatever
+// stage it is at (connecting, waiting for the headers, reading the body).
+//
+// Probes:
+//  - tcp: a connect. Closed with a reset (SO_LINGER 0), so that this host keeps
+//    no TIME_WAIT socket per probe (at 10,000 probes/s TIME_WAIT would pin
+//    600,000 four-tuples);
+//  - http: HTTP/1.1 GET with "Connection: close" (http.h). The response is
+//    read to its end: the server closes first and keeps the TIME_WAIT, as for
+//    any Connection: close exchange; if the probe must close first (a timeout,
+//    a body too long to read, a server that keeps the connection open), the
+//    close is a reset, for the same reason as above;
+//  - udp: the payload in one datagram to the backend (connected socket, so
+//    that an ICMP port unreachable fails it at once as "refused"); any reply
+//    passes, or one containing udp_expect.
+//
+// Not yet: probes through the data path (HealthCheck::via_vip). Such targets
+// are probed at the backend's own address like any other. The plan: connect
+// to the VIP with SO_MARK = a probe mark carrying the backend's id; a tc
+// egress program encapsulates marked packets to that backend exactly as the
+// XDP program does client traffic; the backend answers from the VIP straight
+// to the prober (direct return), which XDP passes as not addressed to a VIP.
+//
+// Threads: set_targets(), call_at(), stats() and cpu_time() may be called from
+// any thread; the result handler and call_at() functions run on the engine's
+// thread and must not block it (the agent posts results to its control loop).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xlb/health/targets.h"
+#include "xlb/health/types.h"
+
+namespace xlb::health {
+
+class ProbeEngine {
+public:
+    struct Options {
+        // Source addresses of probes, per family (IP_BIND_ADDRESS_NO_PORT:
+        // the port is still picked at connect time). None: the kernel picks.
+        std::optional<net::IpAddress> source_v4;
+        std::optional<net::IpAddress> source_v6;
+        std::string device;      // SO_BINDTODEVICE; empty: none
+        std::uint32_t mark = 0;  // SO_MARK; 0: none
+        // Probes in flight at most; the others wait (and are late). 0: the
+        // file-descriptor limit less 256, at least 64.
+        std::size_t max_in_flight = 0;
+        std::chrono::milliseconds first_probe_spread{1000};
+        // Due probes are started in batches, the loop waking at most once per
+        // this much time (rounded up to a multiple of it): a probe starts up to
+        // this late, and 10,000 probes a second cost 1,000 wake-ups, not
+        // 10,000. 0: wake for every probe.
+        std::chrono::microseconds timer_resolution{1000};
+        std::size_t max_http_head = 16 * 1024;
+        std::size_t max_http_body = 64 * 1024;  // read for body_contains
+        std::uint64_t seed = 0;                 // 0: random
+    };
+
+    struct Stats {
+        std::uint64_t targets = 0;
+        std::uint64_t probes_started = 0;
+        std::uint64_t results = 0;
+        std::uint64_t in_flight = 0;
+        std::uint64_t waiting = 0;  // due, held back by max_in_flight
+    };
+
+    using ResultHandler = std::function<void(ProbeResult)>;
+
+    ProbeEngine(Options options, ResultHandler on_result);
+    ~ProbeEngine();  // stop()
+    ProbeEngine(const ProbeEngine&) = delete;
+    ProbeEngine& operator=(const ProbeEngine&) = delete;
+
+    // Starts the engine's thread. An error if the event loop cannot be set up.
+    std::expected<void, std::string> start();
+    // Stops and joins the thread; probes in flight are abandoned (no result).
+    void stop();
+
+    // Replaces the set of targets (by key). A target probed as before (same
+    // port and check, thresholds and the state machine's other settings
+    // aside) keeps its schedule and its probe in flight; a changed one
+    // abandons its probe in flight and is next probed no later than one new
+    // interval from now; a new one is probed within first_probe_spread.
+    // Applied on the engine thread, soon after the call.
+    void set_targets(std::vector<ProbeTarget> targets);
+
+    // Runs fn on the engine thread at `when` (or soon after): a timer for the
+    // agent, e.g. to wake its control loop at HealthTracker::next_change().
+    void call_at(TimePoint when, std::function<void()> fn);
+
+    Stats stats() const;
+    // CPU time (user + system) used by the engine's thread so far.
+    std::chrono::nanoseconds cpu_time() const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xlb::health
