@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: Apache-2.0
+// The xlbctl binary against a real xlbd in network namespaces (lab.h): every
+// verb, human and --json, and each error path with its exit code (bad
+// arguments: 1, before anything is sent; the agent's refusal: 1 with its
+// message; no agent: 2 with one line). `lookup` is checked against the
+// backend the XDP program itself picks (BPF_PROG_TEST_RUN on a second
+// instance of the balancer sharing the agent's pinned maps), and a change
+// made with xlbctl is checked to survive an agent restart.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "lab.h"
+#include "packet.h"
+#include "xlb/bpf/programs.h"
+#include "xlb/bpf/test_run.h"
+
+namespace xlb::xlbctl::test {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+#define EXPECT_LACKS(text, part) EXPECT_EQ((text).find(part), std::string::npos) << (text)
+
+constexpr const char* kWeb = "198.51.100.10:80/tcp";
+constexpr const char* kAny = "198.51.100.20:0/tcp";
+// A socket path nobody serves: a command that exits 1 with it was refused
+// before anything was sent (sending would have failed with exit 2).
+constexpr const char* kNoSocket = "/nonexistent/xlbd.sock";
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return buf.str();
+}
+
+json parse(const std::string& text) {
+    json j = json::parse(text, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
+    return j;
+}
+
+int lines(const std::string& text) {
+    return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// The backend of `address` in a reply's "backends", or null.
+json find_backend(const json& reply, const std::string& address) {
+    for (const json& b : reply.at("backends"))
+        if (b.at("address") == address) return b;
+    return nullptr;
+}
+
+// Runs the real binary, without a terminal (so never colour).
+ProcessResult xlbctl(std::vector<std::string> args, ProcessOptions options = {}) {
+    args.insert(args.begin(), XLBCTL_PATH);
+    options.unset_env.push_back("NO_COLOR");
+    return run_process(args, options);
+}
+
+TEST(XlbctlBinary, HelpAndVersionNeedNoAgent) {
+    ProcessResult r = xlbctl({"backend", "add", "--help"}, {{"XLB_SOCKET=/nonexistent"}});
+    EXPECT_EQ(r.code, 0);
+    EXPECT_HAS(r.out, "Usage: xlbctl backend add [OPTIONS] VIP ADDR");
+    EXPECT_HAS(r.out, "Examples:\n  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14\n");
+    EXPECT_EQ(r.err, "");
+    ProcessResult v = xlbctl({"--version"});
+    EXPECT_EQ(v.code, 0);
+    EXPECT_HAS(v.out, "xlbctl ");
+    ProcessResult none = xlbctl({});
+    EXPECT_EQ(none.code, 1);
+    EXPECT_HAS(none.err, "xlbctl: expected a verb after 'xlbctl'");
+}
+
+class XlbctlAgent : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { clean_up_stale_labs(); }
+
+    void SetUp() override {
+        if (auto why = Lab::unavailable(XLBD_PATH)) GTEST_SKIP() << *why;
+        lab = std::make_unique<Lab>(XLBD_PATH);
+        lab->start_agent();
+    }
+
+    void TearDown() override {
+        if (HasFailure() && lab) std::cerr << "--- xlbd's log ---\n" << lab->agent_log();
+        lab.reset();
+    }
+
+    // xlbctl with XLB_SOCKET pointing at the lab's agent.
+    ProcessResult ctl(std::vector<std::string> args, ProcessOptions options = {}) {
+        options.env.push_back("XLB_SOCKET=" + lab->socket());
+        return xlbctl(std::move(args), std::move(options));
+    }
+
+    // Success: exit 0, nothing on stderr, the output.
+    std::string ok(const std::vector<std::string>& args) {
+        ProcessResult r = ctl(args);
+        EXPECT_EQ(r.code, 0) << join(args) << "\nstdout: " << r.out << "\nstderr: " << r.err;
+        EXPECT_EQ(r.err, "") << join(args);
+        return r.out;
+    }
+
+    json ok_json(std::vector<std::string> args) {
+        args.push_back("--json");
+        return parse(ok(args));
+    }
+
+    // Refused: exit 1 and one line on stderr, nothing on stdout.
+    std::string refused(const std::vector<std::string>& args, const ProcessOptions& options = {}) {
+        ProcessResult r = ctl(args, options);
+        EXPECT_EQ(r.code, 1) << join(args) << "\nstdout: " << r.out << "\nstderr: " << r.err;
+        EXPECT_EQ(r.out, "") << join(args);
+        EXPECT_EQ(lines(r.err), 1) << join(args) << ": " << r.err;
+        return r.err;
+    }
+
+    // Refused by xlbctl's own checks: with a socket nobody serves, exit 1
+    // (not 2) shows that nothing was sent.
+    std::string refused_before_sending(std::vector<std::string> args) {
+        args.push_back("--socket");
+        args.push_back(kNoSocket);
+        return refused(args);
+    }
+
+    static std::string join(const std::vector<std::string>& args) {
+        std::string s = "xlbctl";
+        for (const auto& a : args) s += " " + a;
+        return s;
+    }
+
+    // A second instance of the balancer on the agent's pinned maps.
+    bpf::LbProgram balancer() {
+        auto lb = bpf::LbProgram::load({Lab::kMaxVips, Lab::kMaxBackends, Lab::kConntrackEntries},
+                                       {lab->maps_dir()});
+        if (!lb) throw std::runtime_error(lb.error().message());
+        if (!lb->pins().names(bpf::PinAction::kReplaced).empty() ||
+            !lb->pins().names(bpf::PinAction::kCreated).empty())
+            throw std::runtime_error("the test's balancer did not reuse every map of the agent: " +
+                                     lb->pins().summary());
+        return std::move(*lb);
+    }
+
+    // The backend the XDP program sends a new TCP flow to: the outer
+    // destination of the encapsulated frame.
+    static std::string data_plane_backend(const bpf::LbProgram& lb, const std::string& src,
+                                          std::uint16_t sport, const std::string& vip,
+                                          std::uint16_t dport) {
+        xlb::test::Flow flow{*net::IpAddress::parse(src), *net::IpAddress::parse(vip), sport, dport,
+                             xlb::test::kProtoTcp};
+        xlb::test::FrameOptions opt;
+        opt.tcp_flags = xlb::test::kTcpSyn;
+        auto frame = xlb::test::make_frame(flow, opt);
+        auto run = bpf::test_run_xdp(lb.prog_fd(), frame);
+        if (!run) return "test run failed: " + run.error().message();
+        if (run->action != XDP_TX) return "action " + std::to_string(run->action);
+        const auto& out = run->frame;
+        if (out.size() < 34 || out[12] != 0x08 || out[13] != 0x00) return "not IPv4 out";
+        return fmt::format("{}.{}.{}.{}", out[30], out[31], out[32], out[33]);
+    }
+
+    std::unique_ptr<Lab> lab;
+};
+
+TEST_F(XlbctlAgent, Status) {
+    const std::string out = ok({"status"});
+    EXPECT_HAS(out, "on xlbc-lb, native XDP, up ");
+    EXPECT_HAS(out, ", ready\n");
+    EXPECT_HAS(out, "VIP                   NAME  BACKENDS  HEALTHY WEIGHT  PANIC");
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web        3/3         100.00%  no");
+    EXPECT_HAS(out, "198.51.100.20:0/tcp   any        2/2");
+    EXPECT_HAS(out, "live\n");
+
+    const json j = ok_json({"status"});
+    EXPECT_TRUE(j["version"].is_string());
+    EXPECT_EQ(j["interface"], Lab::kInterface);
+    EXPECT_EQ(j["xdp_mode"], "native");
+    EXPECT_TRUE(j["uptime_s"].is_number_unsigned());
+    EXPECT_EQ(j["ready"], true);
+    ASSERT_EQ(j["vips"].size(), 2u);
+    for (const char* field :
+         {"vip", "name", "vip_id", "epoch", "checksum", "panic", "panic_reason", "healthy_share",
+          "published", "backends_total", "backends_healthy", "last_error"})
+        EXPECT_TRUE(j["vips"][0].contains(field)) << field;
+    EXPECT_EQ(j["vips"][0]["checksum"].get<std::string>().size(), 16u);
+}
+
+TEST_F(XlbctlAgent, VipListAddDel) {
+    std::string out = ok({"vip", "list"});
+    EXPECT_HAS(out, "VIP                   NAME  HASH    CONNTRACK  RING  PANIC AT  BACKENDS");
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   5tuple  yes         251       50%       3/3");
+    EXPECT_EQ(ok({"vip", "list", "-q"}), std::string(kWeb) + "\n" + kAny + "\n");
+
+    out = ok({"vip", "add", "198.51.100.30:443", "--name", "tls", "--hash", "source", "--ring-size",
+              "1009", "--panic-threshold", "0.25", "--no-conntrack", "--backend", "203.0.113.21",
+              "-b", "203.0.113.22=50"});
+    EXPECT_HAS(out, "added VIP 198.51.100.30:443/tcp: 2 backends, epoch 1, checksum ");
+    json list = ok_json({"vip", "list"});
+    json added;
+    for (const json& v : list["vips"])
+        if (v["vip"] == "198.51.100.30:443/tcp") added = v;
+    ASSERT_TRUE(added.is_object()) << list.dump(2);
+    EXPECT_EQ(added["spec"]["name"], "tls");
+    EXPECT_EQ(added["spec"]["hash"], "source");
+    EXPECT_EQ(added["spec"]["ring_size"], 1009);
+    EXPECT_EQ(added["spec"]["conntrack"], false);
+    EXPECT_EQ(added["spec"]["panic_threshold"], 0.25);
+    EXPECT_EQ(added["spec"]["backends"].size(), 2u);
+    EXPECT_EQ(added["spec"]["backends"][1]["weight"], 50);
+
+    EXPECT_HAS(refused({"vip", "add", "198.51.100.30:443"}),
+               "xlbctl: xlbd: VIP 198.51.100.30:443/tcp already exists");
+
+    json v6 = ok_json({"vip", "add", "[2001:db8::30]:443/udp", "--hash", "source"});
+    EXPECT_EQ(v6["vip"], "[2001:db8::30]:443/udp");
+    EXPECT_EQ(v6["spec"]["protocol"], "udp");
+    EXPECT_TRUE(v6["backends"].empty());
+
+    EXPECT_EQ(ok({"vip", "del", "198.51.100.30:443"}), "deleted VIP 198.51.100.30:443/tcp\n");
+    EXPECT_EQ(ok_json({"vip", "del", "[2001:db8::30]:443/udp"}),
+              (json{{"vip", "[2001:db8::30]:443/udp"}, {"deleted", true}}));
+    EXPECT_EQ(refused({"vip", "del", "198.51.100.30:443"}),
+              "xlbctl: xlbd: no VIP 198.51.100.30:443/tcp (GET /v1/vips lists them)\n");
+    ProcessResult j = ctl({"vip", "del", "198.51.100.30:443", "--json"});
+    EXPECT_EQ(j.code, 1);
+    json e = parse(j.err);
+    EXPECT_EQ(e["http_status"], 404);
+    EXPECT_EQ(e["exit_code"], 1);
+    EXPECT_HAS(e["error"].get<std::string>(), "no VIP 198.51.100.30:443/tcp");
+
+    EXPECT_EQ(ok({"vip", "list", "-q"}), std::string(kWeb) + "\n" + kAny + "\n");
+}
+
+TEST_F(XlbctlAgent, BadArgumentsChangeNothing) {
+    const std::string state = read_file(lab->state_file());
+    const json before = ok_json({"status"});
+    EXPECT_HAS(refused_before_sending({"vip", "add", "198.51.100.31:80", "--ring-size", "1000"}),
+               "--ring-size: ring size 1000 is not prime");
+    EXPECT_HAS(refused_before_sending({"vip", "add", "198.51.100.31:99999"}),
+               "'99999' is not a port (expected 0-65535)");
+    EXPECT_HAS(refused_before_sending({"vip", "add", "198.51.100.31:80", "--hash", "random"}),
+               "e.g. --hash source");
+    EXPECT_HAS(
+        refused_before_sending({"backend", "add", kWeb, "203.0.113.14", "--weight", "10001"}),
+        "--weight: found 10001, expected 0-10000");
+    EXPECT_HAS(refused_before_sending({"backend", "add", "[2001:db8::10]:80", "203.0.113.14"}),
+               "found IPv4 address 203.0.113.14 in an IPv6 VIP");
+    EXPECT_HAS(refused_before_sending({"backend", "drain", "web", "203.0.113.11"}),
+               "VIP: 'web' is not a VIP");
+    EXPECT_HAS(refused_before_sending({"backend", "del", kWeb, "203.0.113.11:80"}),
+               "an address with a port");
+    EXPECT_HAS(refused_before_sending({"stats", "--watch", "0"}), "--watch: found '0'");
+    EXPECT_HAS(refused_before_sending({"status", "--bogus"}), "--bogus");
+    EXPECT_EQ(read_file(lab->state_file()), state) << "the state file was not touched";
+    const json after = ok_json({"status"});
+    for (std::size_t i = 0; i < 2; ++i)
+        EXPECT_EQ(after["vips"][i]["epoch"], before["vips"][i]["epoch"]);
+}
+
+TEST_F(XlbctlAgent, BackendVerbs) {
+    std::string out = ok({"backend", "list", kWeb});
+    EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp  epoch ");
+    EXPECT_HAS(out,
+               "ADDRESS       STATE   HEALTH   WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS  "
+               "BYTES  LAST FAILURE\n");
+    EXPECT_HAS(out, "203.0.113.13  active  healthy      50         50");
+    EXPECT_EQ(ok({"backend", "list", kWeb, "-q"}), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
+    json list = ok_json({"backend", "list", kWeb});
+    EXPECT_EQ(list["vip"], kWeb);
+    ASSERT_EQ(list["backends"].size(), 3u);
+    for (const char* field : {"address", "hash_key", "state", "health", "last_failure", "weight",
+                              "effective_weight", "weight_factor", "slots", "share_of_slots",
+                              "in_table", "live", "id", "generation", "packets", "bytes"})
+        EXPECT_TRUE(list["backends"][0].contains(field)) << field;
+    const auto epoch0 = list["epoch"].get<std::uint64_t>();
+
+    out = ok({"backend", "add", kWeb, "203.0.113.14", "--weight", "25"});
+    EXPECT_HAS(out,
+               "added backend 203.0.113.14 to 198.51.100.10:80/tcp: weight 25 (effective "
+               "25), ");
+    EXPECT_HAS(refused({"backend", "add", kWeb, "203.0.113.14"}),
+               "xlbctl: xlbd: VIP 198.51.100.10:80/tcp already has backend 203.0.113.14");
+
+    json set = ok_json({"backend", "set", kWeb, "203.0.113.14", "--weight", "75"});
+    EXPECT_EQ(find_backend(set, "203.0.113.14")["weight"], 75);
+    EXPECT_GT(set["epoch"].get<std::uint64_t>(), epoch0);
+
+    EXPECT_HAS(ok({"backend", "drain", kWeb, "203.0.113.14"}),
+               "backend 203.0.113.14 of 198.51.100.10:80/tcp is draining");
+    json drained = find_backend(ok_json({"backend", "list", kWeb}), "203.0.113.14");
+    EXPECT_EQ(drained["state"], "drain");
+    EXPECT_EQ(drained["in_table"], false);
+    EXPECT_EQ(drained["live"], true);
+
+    EXPECT_HAS(ok({"backend", "enable", kWeb, "203.0.113.14"}),
+               "backend 203.0.113.14 of 198.51.100.10:80/tcp is active: weight 75");
+    json disabled = ok_json({"backend", "disable", kWeb, "203.0.113.14"});
+    EXPECT_EQ(find_backend(disabled, "203.0.113.14")["state"], "disabled");
+    EXPECT_HAS(ok({"backend", "list", kWeb}), "203.0.113.14  disabled");
+
+    EXPECT_HAS(ok({"backend", "del", kWeb, "203.0.113.14"}),
+               "removed backend 203.0.113.14 from 198.51.100.10:80/tcp");
+    EXPECT_EQ(ok({"backend", "list", kWeb, "-q"}), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
+    EXPECT_EQ(refused({"backend", "del", kWeb, "203.0.113.14"}),
+              "xlbctl: xlbd: VIP 198.51.100.10:80/tcp has no backend 203.0.113.14 (GET "
+              "/v1/backends?vip=198.51.100.10:80/tcp lists them)\n");
+    EXPECT_HAS(refused({"backend", "drain", kWeb, "203.0.113.99"}), "has no backend 203.0.113.99");
+    EXPECT_EQ(refused({"backend", "list", "198.51.100.99:80"}),
+              "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)\n");
+    EXPECT_HAS(refused({"backend", "add", "198.51.100.99:80", "203.0.113.14"}),
+               "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
+}
+
+TEST_F(XlbctlAgent, Table) {
+    const std::string out = ok({"table", kWeb});
+    EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp  epoch ");
+    EXPECT_HAS(out, "  251 slots  live\n");
+    EXPECT_HAS(out, "BACKEND       SLOTS   SHARE  TARGET  DEVIATION  IN TABLE\n");
+    EXPECT_HAS(out, "203.0.113.13");
+    const json t = ok_json({"table", kWeb});
+    EXPECT_EQ(t["ring_size"], 251);
+    EXPECT_EQ(t["configured_ring_size"], 251);
+    EXPECT_EQ(t["published"], true);
+    const json backends = ok_json({"backend", "list", kWeb});
+    std::uint64_t total = 0;
+    for (const json& b : t["backends"]) {
+        total += b["slots"].get<std::uint64_t>();
+        EXPECT_EQ(find_backend(backends, b["address"])["slots"], b["slots"]);
+        EXPECT_NEAR(b["share"].get<double>(), b["target_share"].get<double>(), 0.05);
+    }
+    EXPECT_EQ(total, 251u);
+    EXPECT_EQ(t["checksum"], backends["checksum"]);
+    EXPECT_HAS(refused({"table", "198.51.100.99:80"}), "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
+}
+
+TEST_F(XlbctlAgent, LookupAgreesWithTheDataPlane) {
+    bpf::LbProgram lb = balancer();
+    std::set<std::string> seen;
+    for (int i = 0; i < 100; ++i) {
+        const std::string src = fmt::format("198.18.{}.{}", i / 50, 1 + (i * 37) % 250);
+        const auto sport = static_cast<std::uint16_t>(20000 + i * 101);
+        const json r = ok_json({"lookup", kWeb, "--src", fmt::format("{}:{}", src, sport)});
+        ASSERT_EQ(r["outcome"], "tx") << r.dump();
+        const std::string kernel = data_plane_backend(lb, src, sport, "198.51.100.10", 80);
+        EXPECT_EQ(r["backend"], kernel) << "flow " << src << ":" << sport;
+        seen.insert(kernel);
+    }
+    EXPECT_EQ(seen.size(), 3u) << "100 flows reach every backend";
+
+    // The every-port VIP: the destination port is part of the flow.
+    for (int i = 0; i < 20; ++i) {
+        const std::string src = fmt::format("198.18.9.{}", 1 + i);
+        const auto dport = static_cast<std::uint16_t>(1000 + i * 997);
+        const json r =
+            ok_json({"lookup", kAny, "--src", src + ":40000", "--dport", std::to_string(dport)});
+        EXPECT_EQ(r["dport"], dport);
+        EXPECT_EQ(r["backend"], data_plane_backend(lb, src, 40000, "198.51.100.20", dport));
+    }
+
+    const std::string human = ok({"lookup", kWeb, "--src", "198.18.0.1:20000"});
+    EXPECT_HAS(human,
+               "198.51.100.10:80/tcp: a new tcp flow from 198.18.0.1:20000 to port 80 "
+               "goes to ");
+    EXPECT_HAS(human, " of 251, hash ");
+    const json j = ok_json({"lookup", kWeb, "--src", "198.18.0.1:20000"});
+    for (const char* field : {"vip", "src", "dport", "proto", "hash", "ring_size", "slot",
+                              "backend_id", "backend", "outcome", "epoch"})
+        EXPECT_TRUE(j.contains(field)) << field;
+}
+
+TEST_F(XlbctlAgent, LookupErrors) {
+    EXPECT_HAS(refused_before_sending({"lookup", kAny, "--src", "198.18.0.1:1"}),
+               "VIP 198.51.100.20:0/tcp serves every port: --dport is required, e.g.");
+    EXPECT_HAS(refused_before_sending({"lookup", kWeb, "--src", "[2001:db8::1]:5"}),
+               "--src: found an IPv6 client");
+    EXPECT_HAS(refused_before_sending({"lookup", kWeb, "--src", "198.18.0.1"}),
+               "--src: '198.18.0.1' is not an endpoint");
+    EXPECT_HAS(refused_before_sending({"lookup", kWeb, "--src", "198.18.0.1:1", "--dport", "443"}),
+               "serves port 80 only");
+    EXPECT_HAS(refused_before_sending({"lookup", kWeb, "--src", "198.18.0.1:1", "--proto", "udp"}),
+               "--proto: found udp, but VIP 198.51.100.10:80/tcp is tcp");
+    EXPECT_HAS(refused({"lookup", "198.51.100.10:80", "--proto", "udp", "--src", "198.18.0.1:1"}),
+               "xlbctl: xlbd: no VIP 198.51.100.10:80/udp");
+    // An empty table: dropped, and said so (exit 0: the lookup itself worked).
+    ok({"backend", "disable", kAny, "203.0.113.11"});
+    ok({"backend", "disable", kAny, "203.0.113.12"});
+    const std::string out = ok({"lookup", kAny, "--src", "198.18.0.1:1", "--dport", "22"});
+    EXPECT_HAS(out,
+               "is dropped: the table is empty: no backend can take traffic "
+               "(drop_no_backend)");
+    EXPECT_EQ(ok_json({"lookup", kAny, "--src", "198.18.0.1:1", "--dport", "22"})["backend"],
+              nullptr);
+}
+
+TEST_F(XlbctlAgent, StatsAndWatch) {
+    bpf::LbProgram lb = balancer();
+    for (int i = 0; i < 50; ++i)
+        ASSERT_EQ(data_plane_backend(lb, "198.18.1.1", static_cast<std::uint16_t>(30000 + i),
+                                     "198.51.100.10", 80)
+                      .find("203.0.113."),
+                  0u);
+
+    std::string out = ok({"stats"});
+    EXPECT_HAS(out, "VIP                   NAME  PACKETS     BYTES  NEW FLOWS  CT HITS  DROPS\n");
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web        50  ");
+    EXPECT_HAS(out, "OUTCOME (every packet the program saw)  PACKETS\n");
+    EXPECT_HAS(out, "\ntx  ");
+
+    json s = ok_json({"stats", kWeb});
+    ASSERT_EQ(s["vips"].size(), 1u);
+    EXPECT_EQ(s["vips"][0]["vip"], kWeb);
+    EXPECT_EQ(s["vips"][0]["packets"], 50);
+    EXPECT_EQ(s["vips"][0]["new_flows"], 50);
+    EXPECT_GT(s["vips"][0]["bytes"].get<std::uint64_t>(), 50u * 54);
+    EXPECT_GE(s["outcomes"]["tx"].get<std::uint64_t>(), 50u);
+    std::uint64_t sent = 0;
+    const json backends = ok_json({"backend", "list", kWeb});
+    for (const json& b : backends["backends"]) sent += b["packets"].get<std::uint64_t>();
+    EXPECT_EQ(sent, 50u) << "per-backend packets add up: " << backends.dump(2) << "\n"
+                         << run_process({"bpftool", "map", "dump", "pinned",
+                                         lab->maps_dir() + "/xlb_backend_stats"})
+                                .out;
+    EXPECT_HAS(refused({"stats", "198.51.100.99:80"}), "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
+
+    // Rates while traffic flows.
+    std::atomic<bool> stop{false};
+    std::thread traffic([&] {
+        for (std::uint16_t port = 1; !stop; ++port) {
+            data_plane_backend(lb, "198.18.2.2", port, "198.51.100.10", 80);
+            std::this_thread::sleep_for(1ms);
+        }
+    });
+    ProcessResult watch = ctl({"stats", kWeb, "--watch", "0.3", "--count", "2", "--json"});
+    ProcessResult human = ctl({"stats", "--watch", "0.2", "--count", "1"});
+    stop = true;
+    traffic.join();
+
+    EXPECT_EQ(watch.code, 0) << watch.err;
+    EXPECT_EQ(lines(watch.out), 2) << watch.out;
+    std::istringstream in(watch.out);
+    for (std::string line; std::getline(in, line);) {
+        json sample = parse(line);
+        EXPECT_GE(sample["interval_s"].get<double>(), 0.29);
+        EXPECT_LT(sample["interval_s"].get<double>(), 5.0);
+        EXPECT_TRUE(sample["time"].is_string());
+        const json& v = sample["vips"][0];
+        EXPECT_GT(v["packets_per_s"].get<double>(), 0.0) << line;
+        EXPECT_DOUBLE_EQ(v["bits_per_s"].get<double>(), v["bytes_per_s"].get<double>() * 8);
+        EXPECT_TRUE(sample["outcomes_per_s"].contains("tx"));
+    }
+    EXPECT_EQ(human.code, 0) << human.err;
+    EXPECT_HAS(human.out, "every 0.2s  ");
+    EXPECT_HAS(human.out, "pps");
+    EXPECT_HAS(human.out, "bit/s");
+    EXPECT_LACKS(human.out, "\x1b[");
+}
+
+TEST_F(XlbctlAgent, ChangesSurviveARestart) {
+    ok({"backend", "add", kWeb, "203.0.113.14", "--weight", "25"});
+    ok({"backend", "drain", kWeb, "203.0.113.11"});
+    ok({"vip", "add", "198.51.100.30:443", "--name", "tls", "-b", "203.0.113.21"});
+    const json before = ok_json({"backend", "list", kWeb});
+
+    EXPECT_EQ(lab->stop_agent(), 0);
+    ProcessResult down = ctl({"backend", "list", kWeb});
+    EXPECT_EQ(down.code, 2);
+    lab->start_agent();
+
+    const json after = ok_json({"backend", "list", kWeb});
+    ASSERT_EQ(after["backends"].size(), 4u) << after.dump(2);
+    EXPECT_EQ(find_backend(after, "203.0.113.14")["weight"], 25);
+    EXPECT_EQ(find_backend(after, "203.0.113.11")["state"], "drain");
+    EXPECT_GE(after["epoch"].get<std::uint64_t>(), before["epoch"].get<std::uint64_t>());
+    EXPECT_EQ(after["checksum"], before["checksum"]) << "the same table";
+    EXPECT_HAS(ok({"backend", "list", kWeb}), "203.0.113.14  active");
+    EXPECT_HAS(ok({"vip", "list", "-q"}), "198.51.100.30:443/tcp\n");
+}
+
+TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
+    lab->stop_agent();
+    ProcessResult r = ctl({"status"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "xlbctl: cannot connect to xlbd at " + lab->socket() +
+                         ": No such file or directory (is xlbd running? systemctl status xlbd; "
+                         "another socket: --socket PATH or XLB_SOCKET)\n");
+    ProcessResult j = ctl({"vip", "list", "--json"});
+    EXPECT_EQ(j.code, 2);
+    json e = parse(j.err);
+    EXPECT_EQ(e["exit_code"], 2);
+    EXPECT_HAS(e["error"].get<std::string>(), "No such file or directory");
+    // Arguments are still checked first: a bad one is exit 1, not 2.
+    EXPECT_HAS(refused({"backend", "set", kWeb, "203.0.113.11", "--weight", "x"}),
+               "--weight: found 'x'");
+
+    // A stale socket (an agent that crashed): refused.
+    {
+        int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", lab->socket().c_str());
+        ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+        ::close(fd);
+    }
+    r = ctl({"stats"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.err, ": Connection refused (nothing accepts connections on it: is xlbd running?");
+    EXPECT_EQ(lines(r.err), 1);
+
+    // Not accessible: an unprivileged user (the lab directory is 0700).
+    ProcessOptions nobody;
+    nobody.uid = 65534;
+    r = ctl({"status"}, nobody);
+    if (r.code == 126 || r.code == 127) GTEST_SKIP() << "cannot run xlbctl as nobody: " << r.err;
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.err,
+               ": Permission denied (the socket is mode 0660: run as root or as a member of "
+               "its group");
+}
+
+TEST_F(XlbctlAgent, SocketOptionBeatsTheEnvironment) {
+    ProcessResult r = xlbctl({"status", "--socket", lab->socket()}, {{"XLB_SOCKET=/nonexistent"}});
+    EXPECT_EQ(r.code, 0) << r.err;
+    r = xlbctl({"--socket", lab->socket(), "vip", "list", "-q"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    r = xlbctl({"status"}, {{"XLB_SOCKET=" + lab->dir() + "/other.sock"}});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.err, "cannot connect to xlbd at " + lab->dir() + "/other.sock");
+}
+
+}  // namespace
+}  // namespace xlb::xlbctl::test

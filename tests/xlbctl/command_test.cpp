@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlbctl's argument parsing and validation, verb by verb: what a valid line
+// becomes, and the message (what is wrong, an example of what is right) for
+// each kind of invalid one. Nothing here touches a socket.
+#include "xlb/xlbctl/command.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "xlb/xlbctl/request.h"
+
+namespace xlb::xlbctl {
+namespace {
+
+using Args = std::vector<std::string>;
+
+struct Env {
+    std::map<std::string, std::string> vars;
+    GetEnv get() const {
+        return [this](const char* name) -> const char* {
+            auto it = vars.find(name);
+            return it == vars.end() ? nullptr : it->second.c_str();
+        };
+    }
+};
+
+Command parse_ok(const Args& args, const Env& env = {}) {
+    ParseResult r = parse_command(args, env.get());
+    if (auto* e = std::get_if<ParseExit>(&r)) {
+        ADD_FAILURE() << "expected a command, got exit " << e->code << ": " << e->error;
+        return {};
+    }
+    return std::get<Command>(r);
+}
+
+// The usage error for args (exit code 1), or "" with a failure.
+std::string parse_error(const Args& args, const Env& env = {}) {
+    ParseResult r = parse_command(args, env.get());
+    if (auto* e = std::get_if<ParseExit>(&r)) {
+        EXPECT_EQ(e->code, kExitFailed);
+        EXPECT_TRUE(e->out.empty());
+        EXPECT_EQ(e->error.find('\n'), std::string::npos) << "one line: " << e->error;
+        return e->error;
+    }
+    ADD_FAILURE() << "expected a usage error for the line";
+    return "";
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+TEST(XlbctlParse, CommonOptionsBeforeOrAfterTheVerb) {
+    Command a = parse_ok({"--json", "--socket", "/tmp/a.sock", "status"});
+    EXPECT_EQ(a.verb, Verb::kStatus);
+    EXPECT_TRUE(a.json);
+    EXPECT_EQ(a.socket, "/tmp/a.sock");
+    Command b = parse_ok({"vip", "list", "--json", "--socket", "/tmp/b.sock", "--timeout", "2.5"});
+    EXPECT_EQ(b.verb, Verb::kVipList);
+    EXPECT_TRUE(b.json);
+    EXPECT_EQ(b.socket, "/tmp/b.sock");
+    EXPECT_EQ(b.timeout, std::chrono::milliseconds(2500));
+    Command c = parse_ok({"backend", "--json", "list", "198.51.100.10:80"});
+    EXPECT_TRUE(c.json);
+}
+
+TEST(XlbctlParse, SocketDefaultEnvironmentAndOption) {
+    EXPECT_EQ(parse_ok({"status"}).socket, "/run/xlb/xlbd.sock");
+    Env env{{{"XLB_SOCKET", "/tmp/env.sock"}}};
+    EXPECT_EQ(parse_ok({"status"}, env).socket, "/tmp/env.sock");
+    EXPECT_EQ(parse_ok({"status", "--socket", "/tmp/opt.sock"}, env).socket, "/tmp/opt.sock");
+    Env empty{{{"XLB_SOCKET", ""}}};
+    EXPECT_EQ(parse_ok({"status"}, empty).socket, "/run/xlb/xlbd.sock");
+}
+
+TEST(XlbctlParse, SocketPathTooLong) {
+    const std::string path = "/tmp/" + std::string(120, 's');
+    std::string e = parse_error({"status", "--socket", path});
+    EXPECT_HAS(e, "--socket: found a path of 125 bytes, expected at most 107");
+    EXPECT_HAS(e, "e.g. --socket /run/xlb/xlbd.sock");
+    Env env{{{"XLB_SOCKET", path}}};
+    EXPECT_HAS(parse_error({"status"}, env), "XLB_SOCKET: found a path of 125 bytes");
+}
+
+TEST(XlbctlParse, Timeout) {
+    std::string e = parse_error({"status", "--timeout", "soon"});
+    EXPECT_HAS(e, "--timeout: found 'soon', expected seconds 0.1-3600, e.g. --timeout 10");
+    EXPECT_HAS(parse_error({"status", "--timeout", "0"}), "expected seconds 0.1-3600");
+}
+
+TEST(XlbctlParse, MissingVerb) {
+    EXPECT_HAS(parse_error({}),
+               "expected a verb after 'xlbctl': status, vip, backend, stats, "
+               "table or lookup");
+    EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
+    EXPECT_HAS(parse_error({"backend"}),
+               "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable or "
+               "disable");
+}
+
+TEST(XlbctlParse, UnknownArgumentsNameTheHelp) {
+    std::string e = parse_error({"status", "--colour"});
+    EXPECT_HAS(e, "--colour");
+    EXPECT_HAS(e, "xlbctl status --help shows usage and examples");
+    EXPECT_HAS(parse_error({"backend", "add", "198.51.100.10:80"}), "ADDR is required");
+    EXPECT_HAS(parse_error({"lookup", "198.51.100.10:80"}), "--src is required");
+    EXPECT_HAS(parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11"}),
+               "--weight is required");
+}
+
+TEST(XlbctlParse, VipKeys) {
+    Command c = parse_ok({"table", "198.51.100.10:80"});
+    EXPECT_EQ(c.vip, "198.51.100.10:80/tcp") << "normalised, tcp by default";
+    EXPECT_EQ(parse_ok({"table", "[2001:db8::10]:443/udp"}).vip, "[2001:db8::10]:443/udp");
+    EXPECT_EQ(parse_ok({"table", "198.51.100.20:0/tcp"}).vip, "198.51.100.20:0/tcp");
+
+    std::string e = parse_error({"table", "198.51.100.10"});
+    EXPECT_HAS(e, "VIP: '198.51.100.10' is not a VIP");
+    EXPECT_HAS(e, "e.g. 198.51.100.10:80/tcp or [2001:db8::10]:443/udp");
+    EXPECT_HAS(parse_error({"table", "198.51.100.10:80/sctp"}),
+               "protocol 'sctp' is neither tcp nor udp");
+    EXPECT_HAS(parse_error({"table", "198.51.100.10:70000"}),
+               "'70000' is not a port (expected 0-65535)");
+    EXPECT_HAS(parse_error({"table", "198.51.100.300:80"}), "is not an IPv4 address");
+    EXPECT_HAS(parse_error({"table", "2001:db8::10:80"}), "is not a VIP");
+}
+
+TEST(XlbctlParse, VipListQuiet) {
+    EXPECT_FALSE(parse_ok({"vip", "list"}).quiet);
+    EXPECT_TRUE(parse_ok({"vip", "list", "-q"}).quiet);
+    EXPECT_TRUE(parse_ok({"backend", "list", "198.51.100.10:80", "--quiet"}).quiet);
+}
+
+TEST(XlbctlParse, VipAdd) {
+    Command c = parse_ok({"vip", "add", "10.0.0.10:80/tcp", "--hash", "5tuple", "--ring-size",
+                          "65537", "--name", "web", "--no-conntrack", "--panic-threshold", "0.25",
+                          "--backend", "10.0.1.1", "-b", "10.0.1.2=50"});
+    EXPECT_EQ(c.verb, Verb::kVipAdd);
+    EXPECT_EQ(c.vip, "10.0.0.10:80/tcp");
+    EXPECT_EQ(c.spec.address.to_string(), "10.0.0.10");
+    EXPECT_EQ(c.spec.port, 80);
+    EXPECT_EQ(c.spec.name, "web");
+    EXPECT_EQ(c.spec.hash, config::HashMode::kFiveTuple);
+    EXPECT_EQ(c.spec.ring_size, 65537u);
+    EXPECT_FALSE(c.spec.conntrack);
+    EXPECT_DOUBLE_EQ(c.spec.panic_threshold, 0.25);
+    ASSERT_EQ(c.spec.backends.size(), 2u);
+    EXPECT_EQ(c.spec.backends[0].weight, 100u);
+    EXPECT_EQ(c.spec.backends[1].address.to_string(), "10.0.1.2");
+    EXPECT_EQ(c.spec.backends[1].weight, 50u);
+
+    Command d = parse_ok({"vip", "add", "[2001:db8::10]:53/udp", "--hash", "source"});
+    EXPECT_EQ(d.spec.protocol, config::Protocol::kUdp);
+    EXPECT_EQ(d.spec.hash, config::HashMode::kSourceIp);
+    EXPECT_TRUE(d.spec.conntrack);
+    EXPECT_EQ(d.spec.ring_size, 65537u) << "the default";
+    EXPECT_EQ(parse_ok({"vip", "add", "198.51.100.20:0"}).spec.port, 0) << "every port";
+}
+
+TEST(XlbctlParse, VipAddErrors) {
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--hash", "round-robin"}),
+               "--hash: found 'round-robin', expected 5tuple");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--hash", "x"}), "e.g. --hash source");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--ring-size", "big"}),
+               "--ring-size: found 'big', expected a prime number of table slots, e.g. "
+               "--ring-size 65537");
+    std::string e = parse_error({"vip", "add", "10.0.0.10:80", "--ring-size", "1000"});
+    EXPECT_HAS(e, "--ring-size: ring size 1000 is not prime");
+    EXPECT_HAS(e, "1009");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--panic-threshold", "1.5"}),
+               "--panic-threshold: found '1.5', expected a number 0-1");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--panic-threshold", "half"}),
+               "e.g. --panic-threshold 0.5");
+    e = parse_error({"vip", "add", "10.0.0.10:80", "--name", "my web"});
+    EXPECT_HAS(e, "--name: found \"my web\", expected at most 64 characters");
+    EXPECT_HAS(e, "e.g. --name web");
+    EXPECT_HAS(parse_error({"vip", "add", "0.0.0.0:80"}),
+               "VIP 0.0.0.0:80/tcp: found 0.0.0.0, expected a unicast address");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--backend", "10.0.1.1=heavy"}),
+               "--backend '10.0.1.1=heavy': weight 'heavy' is not an integer 0-10000");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--backend", "host1"}),
+               "e.g. --backend 203.0.113.11 or --backend 203.0.113.11=50");
+    e = parse_error({"vip", "add", "[2001:db8::10]:80", "--backend", "10.0.1.1"});
+    EXPECT_HAS(e, "--backend 10.0.1.1: found IPv4 address 10.0.1.1 in an IPv6 VIP");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "-b", "10.0.1.1", "-b", "10.0.1.1"}),
+               "again");
+    EXPECT_HAS(parse_error({"vip", "add", "10.0.0.10:80", "--ring-size", "13", "-b", "10.0.1.1",
+                            "-b", "10.0.1.2"}),
+               "--ring-size:");
+}
+
+TEST(XlbctlParse, VipDel) {
+    Command c = parse_ok({"vip", "del", "10.0.0.10:80"});
+    EXPECT_EQ(c.verb, Verb::kVipDel);
+    EXPECT_EQ(c.vip, "10.0.0.10:80/tcp");
+    EXPECT_HAS(parse_error({"vip", "del"}), "VIP is required");
+}
+
+TEST(XlbctlParse, BackendVerbs) {
+    struct Case {
+        const char* verb;
+        Verb expected;
+    } cases[] = {{"list", Verb::kBackendList},     {"add", Verb::kBackendAdd},
+                 {"del", Verb::kBackendDel},       {"drain", Verb::kBackendDrain},
+                 {"enable", Verb::kBackendEnable}, {"disable", Verb::kBackendDisable}};
+    for (const Case& c : cases) {
+        Args args = {"backend", c.verb, "198.51.100.10:80"};
+        if (c.expected != Verb::kBackendList) args.push_back("203.0.113.11");
+        Command cmd = parse_ok(args);
+        EXPECT_EQ(cmd.verb, c.expected) << c.verb;
+        EXPECT_EQ(cmd.vip, "198.51.100.10:80/tcp");
+        if (c.expected != Verb::kBackendList) {
+            EXPECT_EQ(cmd.backend.to_string(), "203.0.113.11");
+        }
+    }
+    Command set = parse_ok({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--weight", "0"});
+    EXPECT_EQ(set.verb, Verb::kBackendSet);
+    EXPECT_EQ(set.weight, 0u);
+    Command add = parse_ok({"backend", "add", "198.51.100.10:80", "203.0.113.11", "--weight",
+                            "10000", "--hash-key", "web-1"});
+    EXPECT_EQ(add.weight, 10000u);
+    EXPECT_EQ(add.hash_key, "web-1");
+    EXPECT_FALSE(parse_ok({"backend", "add", "198.51.100.10:80", "203.0.113.11"}).weight)
+        << "no --weight: the agent's default";
+    Command v6 = parse_ok({"backend", "add", "[2001:db8::10]:443", "2001:db8:b::11"});
+    EXPECT_EQ(v6.backend.to_string(), "2001:db8:b::11");
+    // IPv4 VIP, IPv6 backend: IPv4-in-IPv6 is supported.
+    EXPECT_EQ(parse_ok({"backend", "add", "198.51.100.10:80", "2001:db8:b::11"}).backend.family, 6);
+}
+
+TEST(XlbctlParse, BackendErrors) {
+    std::string e = parse_error({"backend", "add", "198.51.100.10:80", "203.0.113.11:8080"});
+    EXPECT_HAS(e, "ADDR: found '203.0.113.11:8080', an address with a port");
+    EXPECT_HAS(e, "e.g. 203.0.113.11");
+    EXPECT_HAS(parse_error({"backend", "add", "198.51.100.10:80", "server-1"}),
+               "'server-1' is not an IPv4 address (expected e.g. 10.0.0.1)");
+    e = parse_error({"backend", "add", "[2001:db8::10]:443", "203.0.113.11"});
+    EXPECT_HAS(e,
+               "ADDR 203.0.113.11: found IPv4 address 203.0.113.11 in an IPv6 VIP, expected "
+               "an IPv6 address");
+    EXPECT_HAS(e, "e.g. xlbctl backend add [2001:db8::10]:443/tcp 2001:db8:b::11");
+    EXPECT_HAS(parse_error({"backend", "drain", "198.51.100.10:80", "198.51.100.10"}),
+               "the VIP's own address");
+    EXPECT_HAS(parse_error({"backend", "del", "198.51.100.10:80", "224.0.0.1"}),
+               "expected a unicast address");
+    e = parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--weight", "20000"});
+    EXPECT_HAS(e,
+               "--weight: found 20000, expected 0-10000 (0 takes no new flows), e.g. "
+               "--weight 100");
+    EXPECT_HAS(
+        parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--weight", "-1"}),
+        "--weight: found '-1', expected an integer 0-10000");
+    EXPECT_HAS(
+        parse_error({"backend", "add", "198.51.100.10:80", "203.0.113.11", "--weight", "1.5"}),
+        "--weight: found '1.5'");
+    EXPECT_HAS(parse_error({"backend", "add", "198.51.100.10:80", "203.0.113.11", "--hash-key",
+                            std::string(300, 'k')}),
+               "--hash-key: found");
+}
+
+TEST(XlbctlParse, Stats) {
+    Command all = parse_ok({"stats"});
+    EXPECT_EQ(all.verb, Verb::kStats);
+    EXPECT_TRUE(all.vip.empty());
+    EXPECT_FALSE(all.watch_seconds);
+
+    Command one = parse_ok({"stats", "198.51.100.10:80"});
+    EXPECT_EQ(one.vip, "198.51.100.10:80/tcp");
+
+    EXPECT_EQ(parse_ok({"stats", "--watch"}).watch_seconds, 2.0) << "default interval";
+    EXPECT_EQ(parse_ok({"stats", "-w", "0.5"}).watch_seconds, 0.5);
+    Command w = parse_ok({"stats", "198.51.100.10:80", "--watch", "5", "--count", "3"});
+    EXPECT_EQ(w.vip, "198.51.100.10:80/tcp");
+    EXPECT_EQ(w.watch_seconds, 5.0);
+    EXPECT_EQ(w.count, 3u);
+    // --watch without SECS before the VIP: the VIP is not taken for SECS.
+    Command v = parse_ok({"stats", "--watch", "198.51.100.10:80"});
+    EXPECT_EQ(v.vip, "198.51.100.10:80/tcp");
+    EXPECT_EQ(v.watch_seconds, 2.0);
+}
+
+TEST(XlbctlParse, StatsErrors) {
+    EXPECT_HAS(parse_error({"stats", "--watch", "0"}),
+               "--watch: found '0', expected seconds 0.1-3600, e.g. --watch 2");
+    EXPECT_HAS(parse_error({"stats", "198.51.100.10:80", "--watch", "fast"}),
+               "--watch: found 'fast'");
+    EXPECT_HAS(parse_error({"stats", "--watch", "1", "--count", "0"}),
+               "--count: found '0', expected a number of refreshes >= 1");
+    EXPECT_HAS(parse_error({"stats", "--count", "3"}), "--count 3 without --watch");
+    EXPECT_HAS(parse_error({"stats", "nowhere:80"}), "VIP:");
+}
+
+TEST(XlbctlParse, Table) {
+    EXPECT_EQ(parse_ok({"table", "198.51.100.10:80/tcp"}).verb, Verb::kTable);
+    EXPECT_HAS(parse_error({"table"}), "VIP is required");
+}
+
+TEST(XlbctlParse, Lookup) {
+    Command c = parse_ok({"lookup", "198.51.100.10:80", "--src", "192.0.2.7:40000"});
+    EXPECT_EQ(c.verb, Verb::kLookup);
+    EXPECT_EQ(c.src.to_string(), "192.0.2.7:40000");
+    EXPECT_FALSE(c.proto);
+    EXPECT_FALSE(c.dport);
+
+    Command udp =
+        parse_ok({"lookup", "198.51.100.10:53", "--proto", "udp", "--src", "192.0.2.7:5353"});
+    EXPECT_EQ(udp.vip, "198.51.100.10:53/udp") << "--proto names the VIP's protocol";
+    Command same =
+        parse_ok({"lookup", "198.51.100.10:53/udp", "--proto", "udp", "--src", "192.0.2.7:1"});
+    EXPECT_EQ(same.vip, "198.51.100.10:53/udp");
+
+    Command wild =
+        parse_ok({"lookup", "198.51.100.20:0", "--src", "192.0.2.7:1", "--dport", "443"});
+    EXPECT_EQ(wild.dport, 443);
+    EXPECT_EQ(
+        parse_ok({"lookup", "198.51.100.10:80", "--src", "192.0.2.7:1", "--dport", "80"}).dport,
+        80);
+    Command v6 = parse_ok({"lookup", "[2001:db8::10]:443", "--src", "[2001:db8:c::7]:40000"});
+    EXPECT_EQ(v6.src.address.family, 6);
+}
+
+TEST(XlbctlParse, LookupErrors) {
+    std::string e = parse_error({"lookup", "198.51.100.10:80", "--src", "192.0.2.7"});
+    EXPECT_HAS(e, "--src: '192.0.2.7' is not an endpoint (expected e.g. 10.0.0.1:80");
+    EXPECT_HAS(parse_error({"lookup", "198.51.100.10:80", "--src", "192.0.2.7:99999"}),
+               "--src: '99999' is not a port (expected 0-65535)");
+    e = parse_error({"lookup", "198.51.100.10:80", "--src", "[2001:db8:c::7]:40000"});
+    EXPECT_HAS(e,
+               "--src: found an IPv6 client [2001:db8:c::7]:40000 for the IPv4 VIP "
+               "198.51.100.10:80/tcp, expected an IPv4 address and port, e.g. --src "
+               "192.0.2.7:40000");
+    e = parse_error({"lookup", "[2001:db8::10]:443", "--src", "192.0.2.7:1"});
+    EXPECT_HAS(e, "e.g. --src [2001:db8:c::7]:40000");
+    EXPECT_HAS(
+        parse_error({"lookup", "198.51.100.10:80", "--src", "192.0.2.7:1", "--proto", "sctp"}),
+        "--proto: found 'sctp', expected tcp or udp, e.g. --proto udp");
+    EXPECT_HAS(
+        parse_error({"lookup", "198.51.100.10:80/tcp", "--src", "192.0.2.7:1", "--proto", "udp"}),
+        "--proto: found udp, but VIP 198.51.100.10:80/tcp is tcp");
+    EXPECT_HAS(parse_error({"lookup", "198.51.100.20:0", "--src", "192.0.2.7:1"}),
+               "VIP 198.51.100.20:0/tcp serves every port: --dport is required, e.g. xlbctl "
+               "lookup 198.51.100.20:0/tcp --src 192.0.2.7:40000 --dport 443");
+    EXPECT_HAS(parse_error({"lookup", "198.51.100.10:80", "--src", "192.0.2.7:1", "--dport", "81"}),
+               "--dport: found 81, but VIP 198.51.100.10:80/tcp serves port 80 only");
+    EXPECT_HAS(parse_error({"lookup", "198.51.100.20:0", "--src", "192.0.2.7:1", "--dport", "0"}),
+               "--dport: found '0', expected a port 1-65535, e.g. --dport 443");
+    EXPECT_HAS(
+        parse_error({"lookup", "198.51.100.20:0", "--src", "192.0.2.7:1", "--dport", "65536"}),
+        "expected a port 1-65535");
+}
+
+TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
+    const std::vector<Args> verbs = {
+        {},
+        {"status"},
+        {"vip"},
+        {"vip", "list"},
+        {"vip", "add"},
+        {"vip", "del"},
+        {"backend"},
+        {"backend", "list"},
+        {"backend", "add"},
+        {"backend", "del"},
+        {"backend", "set"},
+        {"backend", "drain"},
+        {"backend", "enable"},
+        {"backend", "disable"},
+        {"stats"},
+        {"table"},
+        {"lookup"},
+    };
+    for (Args args : verbs) {
+        std::string name = "xlbctl";
+        for (const auto& a : args) name += " " + a;
+        args.push_back("--help");
+        ParseResult r = parse_command(args, nullptr);
+        ASSERT_TRUE(std::holds_alternative<ParseExit>(r)) << name;
+        const ParseExit& e = std::get<ParseExit>(r);
+        EXPECT_EQ(e.code, kExitOk) << name;
+        EXPECT_TRUE(e.error.empty()) << name;
+        EXPECT_HAS(e.out, "Usage: " + name);
+        EXPECT_HAS(e.out, "Examples:\n  xlbctl");
+        if (args.size() > 1 && args[0] != "vip" && args[0] != "backend") {
+            EXPECT_HAS(e.out, "--json");
+            EXPECT_HAS(e.out, "--socket");
+        }
+    }
+}
+
+TEST(XlbctlParse, Version) {
+    ParseResult r = parse_command({"--version"}, nullptr);
+    ASSERT_TRUE(std::holds_alternative<ParseExit>(r));
+    EXPECT_EQ(std::get<ParseExit>(r).code, 0);
+    EXPECT_HAS(std::get<ParseExit>(r).out, "xlbctl ");
+}
+
+TEST(XlbctlParse, WantsJson) {
+    EXPECT_TRUE(wants_json({"vip", "add", "--json", "x"}));
+    EXPECT_FALSE(wants_json({"status"}));
+}
+
+// The requests, per verb (docs/api.md).
+TEST(XlbctlRequest, PerVerb) {
+    auto req = [](const Args& args) { return build_request(parse_ok(args)); };
+    EXPECT_EQ(req({"status"}), (HttpRequest{"GET", "/v1/status", ""}));
+    EXPECT_EQ(req({"vip", "list"}), (HttpRequest{"GET", "/v1/vips", ""}));
+    EXPECT_EQ(req({"vip", "del", "198.51.100.10:80"}),
+              (HttpRequest{"DELETE", "/v1/vip?vip=198.51.100.10%3A80%2Ftcp", ""}));
+    EXPECT_EQ(req({"backend", "list", "[2001:db8::10]:443/udp"}),
+              (HttpRequest{"GET", "/v1/backends?vip=%5B2001%3Adb8%3A%3A10%5D%3A443%2Fudp", ""}));
+    EXPECT_EQ(req({"backend", "add", "198.51.100.10:80", "203.0.113.14", "--weight", "50"}),
+              (HttpRequest{"POST", "/v1/backends?vip=198.51.100.10%3A80%2Ftcp",
+                           R"({"address":"203.0.113.14","weight":50})"}));
+    EXPECT_EQ(req({"backend", "add", "198.51.100.10:80", "203.0.113.14"}).body,
+              R"({"address":"203.0.113.14"})");
+    const std::string target = "/v1/backends?vip=198.51.100.10%3A80%2Ftcp&address=203.0.113.14";
+    EXPECT_EQ(req({"backend", "del", "198.51.100.10:80", "203.0.113.14"}),
+              (HttpRequest{"DELETE", target, ""}));
+    EXPECT_EQ(req({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "7"}),
+              (HttpRequest{"PATCH", target, R"({"weight":7})"}));
+    EXPECT_EQ(req({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}).body,
+              R"({"state":"drain"})");
+    EXPECT_EQ(req({"backend", "enable", "198.51.100.10:80", "203.0.113.14"}).body,
+              R"({"state":"active"})");
+    EXPECT_EQ(req({"backend", "disable", "198.51.100.10:80", "203.0.113.14"}).body,
+              R"({"state":"disabled"})");
+    EXPECT_EQ(req({"stats"}).target, "/v1/stats");
+    EXPECT_EQ(req({"stats", "198.51.100.10:80"}).target, "/v1/stats?vip=198.51.100.10%3A80%2Ftcp");
+    EXPECT_EQ(req({"table", "198.51.100.10:80"}).target, "/v1/table?vip=198.51.100.10%3A80%2Ftcp");
+    EXPECT_EQ(
+        req({"lookup", "198.51.100.20:0/udp", "--src", "192.0.2.7:5", "--dport", "53"}).target,
+        "/v1/lookup?vip=198.51.100.20%3A0%2Fudp&src=192.0.2.7%3A5&dport=53");
+    EXPECT_EQ(req({"lookup", "198.51.100.10:53", "--proto", "udp", "--src", "192.0.2.7:5"}).method,
+              "GET");
+}
+
+TEST(XlbctlRequest, VipAddBody) {
+    HttpRequest r = build_request(parse_ok({"vip", "add", "10.0.0.10:80/tcp", "--hash", "source",
+                                            "--ring-size", "251", "--name", "web", "--no-conntrack",
+                                            "--panic-threshold", "0", "-b", "10.0.1.1=5"}));
+    EXPECT_EQ(r.method, "POST");
+    EXPECT_EQ(r.target, "/v1/vips");
+    auto body = nlohmann::json::parse(r.body);
+    EXPECT_EQ(body, nlohmann::json::parse(R"({
+        "address": "10.0.0.10", "port": 80, "protocol": "tcp", "name": "web", "hash": "source",
+        "conntrack": false, "ring_size": 251, "panic_threshold": 0.0,
+        "backends": [{"address": "10.0.1.1", "weight": 5}]})"));
+}
+
+TEST(XlbctlRequest, UrlEncode) {
+    EXPECT_EQ(url_encode("AZaz09-._~"), "AZaz09-._~");
+    EXPECT_EQ(url_encode("[::1]:80/tcp &="), "%5B%3A%3A1%5D%3A80%2Ftcp%20%26%3D");
+}
+
+}  // namespace
+}  // namespace xlb::xlbctl

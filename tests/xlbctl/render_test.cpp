@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: Apache-2.0
+// Human output from canned replies (the shapes of docs/api.md): aligned
+// tables, units, colour only when asked for, and the rates of stats --watch.
+#include "xlb/xlbctl/render.h"
+
+#include <gtest/gtest.h>
+
+#include "xlb/xlbctl/format.h"
+
+namespace xlb::xlbctl {
+namespace {
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+const Style kPlain{false};
+const Style kColour{true};
+
+Command cmd(Verb verb) {
+    Command c;
+    c.verb = verb;
+    c.vip = "198.51.100.10:80/tcp";
+    return c;
+}
+
+json vip_summary(const char* key, const char* name, int healthy, int total, bool panic = false,
+                 bool published = true, const char* error = "") {
+    return json{{"vip", key},
+                {"name", name},
+                {"vip_id", 0},
+                {"epoch", 3},
+                {"checksum", "5bf6441c8ac68df2"},
+                {"panic", panic},
+                {"panic_reason", panic ? "below_threshold" : "none"},
+                {"healthy_share", total ? static_cast<double>(healthy) / total : 0.0},
+                {"published", published},
+                {"backends_total", total},
+                {"backends_healthy", healthy},
+                {"last_error", error}};
+}
+
+json backend(const char* address, const char* state, const char* health, int weight, int slots,
+             double share, json packets = 614901, json bytes = 541112880) {
+    return json{{"address", address},
+                {"hash_key", ""},
+                {"state", state},
+                {"health", health},
+                {"last_failure", ""},
+                {"weight", weight},
+                {"effective_weight", state == std::string("active") ? weight * 100 : 0},
+                {"weight_factor", 1.0},
+                {"slots", slots},
+                {"share_of_slots", share},
+                {"in_table", slots > 0},
+                {"live", true},
+                {"id", 0},
+                {"generation", 1},
+                {"packets", packets},
+                {"bytes", bytes}};
+}
+
+// Each line's columns start at the same offsets as the header's.
+void expect_aligned(const std::string& table, const std::vector<std::string>& headers) {
+    std::vector<std::string> lines;
+    std::size_t at = 0;
+    while (at < table.size()) {
+        std::size_t eol = table.find('\n', at);
+        lines.push_back(table.substr(at, eol - at));
+        at = eol + 1;
+    }
+    ASSERT_FALSE(lines.empty());
+    std::size_t header_line = 0;
+    while (header_line < lines.size() && lines[header_line].find(headers[0]) != 0) ++header_line;
+    ASSERT_LT(header_line, lines.size()) << table;
+    const std::string& header = lines[header_line];
+    for (const std::string& h : headers) EXPECT_NE(header.find(h), std::string::npos) << h;
+    for (const std::string& line : lines) {
+        EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing blank: '" << line << "'";
+        EXPECT_EQ(line.find('\x1b'), std::string::npos) << "no colour without a terminal";
+    }
+}
+
+TEST(XlbctlFormat, Units) {
+    EXPECT_EQ(format_bytes(0), "0 B");
+    EXPECT_EQ(format_bytes(512), "512 B");
+    EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+    EXPECT_EQ(format_bytes(541112880), "516 MiB");
+    EXPECT_EQ(format_bytes(1622036480), "1.51 GiB");
+    EXPECT_EQ(format_bytes(1024.0 * 1024 - 1), "1.00 MiB") << "never '1024 KiB'";
+    EXPECT_EQ(format_pps(0), "0 pps");
+    EXPECT_EQ(format_pps(950), "950 pps");
+    EXPECT_EQ(format_pps(12345), "12.3 kpps");
+    EXPECT_EQ(format_pps(1234567), "1.23 Mpps");
+    EXPECT_EQ(format_pps(0.5), "0.50 pps");
+    EXPECT_EQ(format_bits(800), "800 bit/s");
+    EXPECT_EQ(format_bits(9.41e9), "9.41 Gbit/s");
+    EXPECT_EQ(format_per_second(12300), "12.3k/s");
+    EXPECT_EQ(format_percent(0.33333841951874515), "33.33%");
+    EXPECT_EQ(format_signed_percent(0.004), "+0.40%");
+    EXPECT_EQ(format_signed_percent(-0.0125), "-1.25%");
+    EXPECT_EQ(format_uptime(45), "45s");
+    EXPECT_EQ(format_uptime(3725), "1h 2m 5s");
+    EXPECT_EQ(format_uptime(3 * 86400 + 4 * 3600 + 300), "3d 4h 5m");
+    EXPECT_EQ(format_number(100), "100");
+    EXPECT_EQ(format_number(12.5), "12.5");
+    EXPECT_EQ(format_number(1.0 / 3), "0.33");
+}
+
+TEST(XlbctlFormat, TableAlignsAndColoursWithoutShifting) {
+    Table t({{"NAME"}, {"COUNT", Table::Align::kRight}, {"STATE"}});
+    t.add({"a", "1", {"healthy", Colour::kGreen}});
+    t.add({"longer-name", "12345", ""});
+    EXPECT_EQ(t.render(kPlain),
+              "NAME         COUNT  STATE\n"
+              "a                1  healthy\n"
+              "longer-name  12345\n");
+    const std::string coloured = t.render(kColour);
+    EXPECT_HAS(coloured, "\x1b[1mNAME\x1b[0m");
+    EXPECT_HAS(coloured, "a                1  \x1b[32mhealthy\x1b[0m\n");
+}
+
+TEST(XlbctlFormat, PaintOnlyWithColour) {
+    EXPECT_EQ(paint("x", Colour::kRed, kPlain), "x");
+    EXPECT_EQ(paint("x", Colour::kRed, kColour), "\x1b[31mx\x1b[0m");
+}
+
+json status_reply() {
+    return json{{"version", "0.1.0"},
+                {"interface", "eth0"},
+                {"xdp_mode", "native"},
+                {"uptime_s", 3725},
+                {"ready", true},
+                {"vips",
+                 {vip_summary("198.51.100.10:80/tcp", "web", 3, 3),
+                  vip_summary("[2001:db8::10]:443/tcp", "", 0, 2, true, false,
+                              "publish rings: Operation not permitted")}}};
+}
+
+TEST(XlbctlRender, Status) {
+    const std::string out = render_human(cmd(Verb::kStatus), status_reply(), kPlain);
+    EXPECT_HAS(out, "xlbd 0.1.0 on eth0, native XDP, up 1h 2m 5s, ready\n");
+    EXPECT_HAS(out,
+               "VIP                     NAME  BACKENDS  HEALTHY WEIGHT  PANIC                  "
+               "EPOCH  CHECKSUM          TABLE\n");
+    EXPECT_HAS(out,
+               "198.51.100.10:80/tcp    web        3/3         100.00%  no                         "
+               "3  5bf6441c8ac68df2  live\n");
+    EXPECT_HAS(out,
+               "[2001:db8::10]:443/tcp  -          0/2           0.00%  yes (below threshold)");
+    EXPECT_HAS(out, "pending\n");
+    EXPECT_HAS(out, "[2001:db8::10]:443/tcp: last error: publish rings: Operation not permitted\n");
+    expect_aligned(out, {"VIP", "NAME", "BACKENDS", "PANIC", "EPOCH", "CHECKSUM", "TABLE"});
+
+    json not_ready = status_reply();
+    not_ready["ready"] = false;
+    not_ready["vips"] = json::array();
+    const std::string empty = render_human(cmd(Verb::kStatus), not_ready, kColour);
+    EXPECT_HAS(empty, "\x1b[31mnot ready\x1b[0m");
+    EXPECT_HAS(empty, "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)");
+}
+
+TEST(XlbctlRender, StatusColours) {
+    const std::string out = render_human(cmd(Verb::kStatus), status_reply(), kColour);
+    EXPECT_HAS(out, "\x1b[32mready\x1b[0m");
+    EXPECT_HAS(out, "\x1b[31myes (below threshold)\x1b[0m");
+    EXPECT_HAS(out, "\x1b[31m0/2\x1b[0m");
+    EXPECT_HAS(out, "\x1b[33mpending\x1b[0m");
+}
+
+json vip_list_reply() {
+    json web = vip_summary("198.51.100.10:80/tcp", "web", 2, 3);
+    web["spec"] = json{{"address", "198.51.100.10"}, {"port", 80},
+                       {"protocol", "tcp"},          {"name", "web"},
+                       {"hash", "5tuple"},           {"conntrack", true},
+                       {"ring_size", 65537},         {"panic_threshold", 0.5}};
+    json dns = vip_summary("198.51.100.53:53/udp", "", 1, 1);
+    dns["spec"] = json{{"address", "198.51.100.53"}, {"port", 53},
+                       {"protocol", "udp"},          {"name", ""},
+                       {"hash", "source"},           {"conntrack", false},
+                       {"ring_size", 251},           {"panic_threshold", 0.0}};
+    return json{{"vips", {web, dns}}};
+}
+
+TEST(XlbctlRender, VipList) {
+    const std::string out = render_human(cmd(Verb::kVipList), vip_list_reply(), kPlain);
+    EXPECT_EQ(out,
+              "VIP                   NAME  HASH    CONNTRACK   RING  PANIC AT  BACKENDS  EPOCH  "
+              "PANIC  TABLE\n"
+              "198.51.100.10:80/tcp  web   5tuple  yes        65537       50%       2/3      3  "
+              "no     live\n"
+              "198.51.100.53:53/udp  -     source  no           251        0%       1/1      3  "
+              "no     live\n");
+    Command quiet = cmd(Verb::kVipList);
+    quiet.quiet = true;
+    EXPECT_EQ(render_human(quiet, vip_list_reply(), kColour),
+              "198.51.100.10:80/tcp\n198.51.100.53:53/udp\n");
+    EXPECT_HAS(render_human(cmd(Verb::kVipList), json{{"vips", json::array()}}, kPlain), "no VIPs");
+}
+
+json backends_reply() {
+    return json{
+        {"vip", "198.51.100.10:80/tcp"},
+        {"epoch", 3},
+        {"checksum", "5bf6441c8ac68df2"},
+        {"backends",
+         {backend("203.0.113.11", "active", "healthy", 100, 43691, 0.6666717),
+          backend("203.0.113.12", "drain", "unknown", 50, 0, 0.0),
+          backend("203.0.113.13", "active", "unhealthy", 50, 21846, 0.3333282, nullptr, nullptr)}}};
+}
+
+TEST(XlbctlRender, BackendList) {
+    json reply = backends_reply();
+    reply["backends"][2]["last_failure"] = "connect: connection refused";
+    const std::string out = render_human(cmd(Verb::kBackendList), reply, kPlain);
+    EXPECT_EQ(out,
+              "VIP 198.51.100.10:80/tcp  epoch 3  checksum 5bf6441c8ac68df2\n"
+              "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS    "
+              "BYTES  LAST FAILURE\n"
+              "203.0.113.11  active  healthy       100        100  43691  66.67%   614901  "
+              "516 MiB  -\n"
+              "203.0.113.12  drain   unknown        50          0      0   0.00%   614901  "
+              "516 MiB  -\n"
+              "203.0.113.13  active  unhealthy      50         50  21846  33.33%        -        "
+              "-  connect: connection refused\n");
+    const std::string coloured = render_human(cmd(Verb::kBackendList), reply, kColour);
+    EXPECT_HAS(coloured, "\x1b[33mdrain\x1b[0m");
+    EXPECT_HAS(coloured, "\x1b[31munhealthy\x1b[0m");
+    EXPECT_HAS(coloured, "\x1b[32mhealthy\x1b[0m");
+
+    Command quiet = cmd(Verb::kBackendList);
+    quiet.quiet = true;
+    EXPECT_EQ(render_human(quiet, reply, kPlain), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
+
+    reply["backends"] = json::array();
+    EXPECT_HAS(render_human(cmd(Verb::kBackendList), reply, kPlain),
+               "no backends (add one: xlbctl backend add 198.51.100.10:80/tcp ADDR)");
+}
+
+json vip_detail(json backends) {
+    json v = vip_summary("198.51.100.10:80/tcp", "web", 2, 2);
+    v["epoch"] = 4;
+    v["backends"] = std::move(backends);
+    return v;
+}
+
+TEST(XlbctlRender, BackendChanges) {
+    Command c = cmd(Verb::kBackendAdd);
+    c.backend = *net::IpAddress::parse("203.0.113.14");
+    json reply = vip_detail({backend("203.0.113.11", "active", "healthy", 100, 43691, 0.6667),
+                             backend("203.0.113.14", "active", "healthy", 50, 21846, 0.3333)});
+    EXPECT_EQ(render_human(c, reply, kPlain),
+              "added backend 203.0.113.14 to 198.51.100.10:80/tcp: weight 50 (effective 50), "
+              "21846 slots (33.33%), epoch 4\n");
+    c.verb = Verb::kBackendSet;
+    EXPECT_EQ(render_human(c, reply, kPlain),
+              "backend 203.0.113.14 of 198.51.100.10:80/tcp: weight 50 (effective 50), 21846 "
+              "slots (33.33%), epoch 4\n");
+    c.verb = Verb::kBackendEnable;
+    EXPECT_HAS(render_human(c, reply, kPlain), "is active: weight 50");
+    c.verb = Verb::kBackendDrain;
+    EXPECT_EQ(render_human(c, reply, kPlain),
+              "backend 203.0.113.14 of 198.51.100.10:80/tcp is draining: no new flows, "
+              "established flows stay; epoch 4\n");
+    c.verb = Verb::kBackendDisable;
+    EXPECT_HAS(render_human(c, reply, kPlain), "is disabled: out of the table");
+    c.verb = Verb::kBackendDel;
+    EXPECT_EQ(render_human(c, reply, kPlain),
+              "removed backend 203.0.113.14 from 198.51.100.10:80/tcp: its flows moved to the "
+              "others, epoch 4\n");
+}
+
+TEST(XlbctlRender, VipAddAndDel) {
+    json reply = vip_detail({backend("203.0.113.11", "active", "healthy", 100, 251, 1.0)});
+    reply["epoch"] = 1;
+    EXPECT_EQ(render_human(cmd(Verb::kVipAdd), reply, kPlain),
+              "added VIP 198.51.100.10:80/tcp: 1 backend, epoch 1, checksum 5bf6441c8ac68df2\n");
+    EXPECT_EQ(render_human(cmd(Verb::kVipDel),
+                           json{{"vip", "198.51.100.10:80/tcp"}, {"deleted", true}}, kPlain),
+              "deleted VIP 198.51.100.10:80/tcp\n");
+}
+
+TEST(XlbctlRender, PendingWarning) {
+    json reply = vip_detail(json::array());
+    EXPECT_EQ(pending_warning(cmd(Verb::kBackendAdd), reply), "");
+    reply["published"] = false;
+    reply["last_error"] = "publish rings: No space left on device";
+    EXPECT_EQ(pending_warning(cmd(Verb::kBackendAdd), reply),
+              "backend add 198.51.100.10:80/tcp: persisted, but not live yet: publish rings: No "
+              "space left on device (the agent retries; xlbctl status shows when it is)");
+}
+
+TEST(XlbctlRender, Table) {
+    json reply{{"vip", "198.51.100.10:80/tcp"},
+               {"epoch", 3},
+               {"checksum", "5bf6441c8ac68df2"},
+               {"published", true},
+               {"ring_size", 65537},
+               {"configured_ring_size", 65537},
+               {"backends",
+                {{{"address", "203.0.113.11"},
+                  {"in_table", true},
+                  {"slots", 21846},
+                  {"share", 0.33333841951874515},
+                  {"target_share", 0.3333333333333333}},
+                 {{"address", "203.0.113.12"},
+                  {"in_table", false},
+                  {"slots", 0},
+                  {"share", 0.0},
+                  {"target_share", 0.0}}}}};
+    EXPECT_EQ(render_human(cmd(Verb::kTable), reply, kPlain),
+              "VIP 198.51.100.10:80/tcp  epoch 3  checksum 5bf6441c8ac68df2  65537 slots  live\n"
+              "BACKEND       SLOTS   SHARE  TARGET  DEVIATION  IN TABLE\n"
+              "203.0.113.11  21846  33.33%  33.33%     +0.00%  yes\n"
+              "203.0.113.12      0   0.00%       -          -  no\n");
+    reply["ring_size"] = 0;
+    reply["published"] = false;
+    const std::string empty = render_human(cmd(Verb::kTable), reply, kPlain);
+    EXPECT_HAS(empty, "0 slots (configured 65537)  pending\n");
+    EXPECT_HAS(empty, "empty table: no backend can take new flows\n");
+}
+
+TEST(XlbctlRender, Lookup) {
+    json reply{{"vip", "198.51.100.10:80/tcp"},
+               {"src", "192.0.2.7:40000"},
+               {"dport", 80},
+               {"proto", "tcp"},
+               {"hash", 3954743863u},
+               {"ring_size", 65537},
+               {"slot", 44672},
+               {"backend_id", 2},
+               {"backend", "203.0.113.13"},
+               {"outcome", "tx"},
+               {"epoch", 3}};
+    EXPECT_EQ(render_human(cmd(Verb::kLookup), reply, kPlain),
+              "198.51.100.10:80/tcp: a new tcp flow from 192.0.2.7:40000 to port 80 goes to "
+              "203.0.113.13\n"
+              "  backend id 2, slot 44672 of 65537, hash 3954743863 (0xebb89a37), epoch 3\n");
+    reply["outcome"] = "drop_no_backend";
+    reply["backend"] = nullptr;
+    reply["backend_id"] = nullptr;
+    reply["slot"] = nullptr;
+    reply["ring_size"] = 0;
+    EXPECT_EQ(render_human(cmd(Verb::kLookup), reply, kPlain),
+              "198.51.100.10:80/tcp: a new tcp flow from 192.0.2.7:40000 to port 80 is dropped: "
+              "the table is empty: no backend can take traffic (drop_no_backend)\n"
+              "  hash 3954743863 (0xebb89a37), epoch 3\n");
+}
+
+json stats_reply(std::uint64_t tx, std::uint64_t packets, std::uint64_t bytes,
+                 std::uint64_t drops = 0) {
+    json outcomes = json::object();
+    for (const char* name : {"tx", "pass_not_vip", "drop_no_backend", "drop_malformed_l4"})
+        outcomes[name] = 0;
+    outcomes["tx"] = tx;
+    outcomes["pass_not_vip"] = 5120;
+    outcomes["drop_no_backend"] = drops;
+    return json{{"outcomes", outcomes},
+                {"vips",
+                 {{{"vip", "198.51.100.10:80/tcp"},
+                   {"name", "web"},
+                   {"packets", packets},
+                   {"bytes", bytes},
+                   {"new_flows", packets / 40},
+                   {"conntrack_hits", packets - packets / 40},
+                   {"drops", drops}},
+                  {{"vip", "198.51.100.20:0/tcp"},
+                   {"name", ""},
+                   {"packets", nullptr},
+                   {"bytes", nullptr},
+                   {"new_flows", nullptr},
+                   {"conntrack_hits", nullptr},
+                   {"drops", nullptr}}}}};
+}
+
+TEST(XlbctlRender, Stats) {
+    const std::string out =
+        render_human(cmd(Verb::kStats), stats_reply(1843220, 1843223, 1622036480, 3), kPlain);
+    EXPECT_EQ(out,
+              "VIP                   NAME  PACKETS     BYTES  NEW FLOWS  CT HITS  DROPS\n"
+              "198.51.100.10:80/tcp  web   1843223  1.51 GiB      46080  1797143      3\n"
+              "198.51.100.20:0/tcp   -           -         -          -        -      -\n"
+              "\n"
+              "OUTCOME (every packet the program saw)  PACKETS\n"
+              "tx                                      1843220\n"
+              "pass_not_vip                               5120\n"
+              "drop_no_backend                               3\n");
+    EXPECT_HAS(render_human(cmd(Verb::kStats), stats_reply(1, 1, 1, 3), kColour),
+               "\x1b[31mdrop_no_backend\x1b[0m");
+}
+
+TEST(XlbctlRender, WatchRates) {
+    const json before = stats_reply(1000, 1000, 1'000'000);
+    const json after = stats_reply(21000, 21000, 126'000'000, 10);
+    const json s = watch_sample(before, after, 2.0, "2026-01-02T03:04:05Z");
+    EXPECT_EQ(s["time"], "2026-01-02T03:04:05Z");
+    EXPECT_EQ(s["interval_s"], 2.0);
+    EXPECT_EQ(s["outcomes"]["tx"], 21000) << "totals kept";
+    EXPECT_DOUBLE_EQ(s["outcomes_per_s"]["tx"].get<double>(), 10000.0);
+    EXPECT_DOUBLE_EQ(s["outcomes_per_s"]["pass_not_vip"].get<double>(), 0.0);
+    const json& web = s["vips"][0];
+    EXPECT_DOUBLE_EQ(web["packets_per_s"].get<double>(), 10000.0);
+    EXPECT_DOUBLE_EQ(web["bytes_per_s"].get<double>(), 62'500'000.0);
+    EXPECT_DOUBLE_EQ(web["bits_per_s"].get<double>(), 500'000'000.0);
+    EXPECT_DOUBLE_EQ(web["new_flows_per_s"].get<double>(), 250.0);
+    EXPECT_DOUBLE_EQ(web["drops_per_s"].get<double>(), 5.0);
+    EXPECT_TRUE(s["vips"][1]["packets_per_s"].is_null()) << "no VIP id: no counters, no rate";
+
+    const std::string out = render_watch(s, kPlain);
+    EXPECT_HAS(out, "every 2s  2026-01-02T03:04:05Z  (Ctrl-C to stop)\n");
+    EXPECT_HAS(out, "10.0 kpps");
+    EXPECT_HAS(out, "500 Mbit/s");
+    EXPECT_HAS(out, "250/s");
+    EXPECT_HAS(out, "    5/s");
+    EXPECT_HAS(out, "120 MiB");
+    expect_aligned(out, {"VIP", "NAME", "PACKETS", "THROUGHPUT", "NEW FLOWS", "CT HITS", "DROPS"});
+    EXPECT_HAS(out, "OUTCOME (every packet the program saw)       RATE  TOTAL\n");
+}
+
+TEST(XlbctlRender, WatchCounterReset) {
+    // Maps recreated between samples: counters went back; no negative rate.
+    const json s = watch_sample(stats_reply(5000, 5000, 5000), stats_reply(10, 10, 10), 1.0, "t");
+    EXPECT_DOUBLE_EQ(s["vips"][0]["packets_per_s"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(s["outcomes_per_s"]["tx"].get<double>(), 0.0);
+}
+
+TEST(XlbctlRender, MissingFieldsThrow) {
+    EXPECT_THROW(render_human(cmd(Verb::kStatus), json{{"version", "x"}}, kPlain), json::exception);
+}
+
+TEST(XlbctlRender, JsonIsTheReply) {
+    const json reply = status_reply();
+    EXPECT_EQ(json::parse(render_json(reply)), reply);
+    EXPECT_EQ(render_json(reply).back(), '\n');
+}
+
+}  // namespace
+}  // namespace xlb::xlbctl

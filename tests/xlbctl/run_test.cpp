@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: Apache-2.0
+// A whole xlbctl run against a scripted agent (no process, no kernel): exit
+// codes (0 done, 1 rejected, 2 unreachable), what goes to stdout and stderr,
+// --json errors, colour rules, the watch loop; and the HTTP transport against
+// small socket servers in this process (refused, missing, silent, garbage).
+#include "xlb/xlbctl/run.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "xlb/xlbctl/render.h"
+
+namespace xlb::xlbctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+// Replies in order; records what was sent.
+class ScriptedTransport : public Transport {
+public:
+    explicit ScriptedTransport(std::deque<std::expected<HttpResponse, TransportError>> replies,
+                               std::vector<HttpRequest>* sent)
+        : replies_(std::move(replies)), sent_(sent) {}
+    std::expected<HttpResponse, TransportError> send(const HttpRequest& r) override {
+        sent_->push_back(r);
+        if (replies_.empty()) return HttpResponse{500, R"({"error": "script ran out"})"};
+        auto next = replies_.front();
+        replies_.pop_front();
+        return next;
+    }
+
+private:
+    std::deque<std::expected<HttpResponse, TransportError>> replies_;
+    std::vector<HttpRequest>* sent_;
+};
+
+struct Harness {
+    std::ostringstream out, err;
+    std::vector<HttpRequest> sent;
+    std::deque<std::expected<HttpResponse, TransportError>> replies;
+    std::map<std::string, std::string> env;
+    bool tty = false;
+    std::chrono::steady_clock::time_point clock{};
+    std::vector<std::chrono::milliseconds> sleeps;
+    bool watch_started = false;
+    std::string socket_seen;
+    // Ctrl-C after this many sleeps (never when negative).
+    int interrupt_after_sleeps = -1;
+
+    int run(const std::vector<std::string>& args) {
+        Io io;
+        io.out = &out;
+        io.err = &err;
+        io.out_is_tty = tty;
+        io.getenv = [this](const char* name) -> const char* {
+            auto it = env.find(name);
+            return it == env.end() ? nullptr : it->second.c_str();
+        };
+        io.connect = [this](const Command& c) -> std::unique_ptr<Transport> {
+            socket_seen = c.socket;
+            return std::make_unique<ScriptedTransport>(replies, &sent);
+        };
+        io.sleep = [this](std::chrono::milliseconds d) {
+            sleeps.push_back(d);
+            clock += d;
+        };
+        io.now = [this] { return clock; };
+        io.wall_time = [] { return std::string("2026-01-02T03:04:05Z"); };
+        io.interrupted = [this] {
+            return interrupt_after_sleeps >= 0 &&
+                   sleeps.size() >= static_cast<std::size_t>(interrupt_after_sleeps);
+        };
+        io.on_watch_start = [this] { watch_started = true; };
+        return xlbctl::run(args, io);
+    }
+};
+
+HttpResponse ok(json body, int status = 200) { return HttpResponse{status, body.dump()}; }
+
+json vip_object(bool published = true) {
+    return json{{"vip", "198.51.100.10:80/tcp"},
+                {"name", "web"},
+                {"vip_id", 0},
+                {"epoch", 2},
+                {"checksum", "5bf6441c8ac68df2"},
+                {"panic", false},
+                {"panic_reason", "none"},
+                {"healthy_share", 1.0},
+                {"published", published},
+                {"backends_total", 1},
+                {"backends_healthy", 1},
+                {"last_error", published ? "" : "publish rings: EIO"},
+                {"backends",
+                 {{{"address", "203.0.113.14"},
+                   {"hash_key", ""},
+                   {"state", "active"},
+                   {"health", "healthy"},
+                   {"last_failure", ""},
+                   {"weight", 50},
+                   {"effective_weight", 5000},
+                   {"weight_factor", 1.0},
+                   {"slots", 251},
+                   {"share_of_slots", 1.0},
+                   {"in_table", true},
+                   {"live", true},
+                   {"id", 0},
+                   {"generation", 1},
+                   {"packets", 0},
+                   {"bytes", 0}}}}};
+}
+
+TEST(XlbctlRun, SuccessIsExitZero) {
+    Harness h;
+    h.replies.push_back(ok(vip_object(), 201));
+    EXPECT_EQ(h.run({"backend", "add", "198.51.100.10:80", "203.0.113.14", "--weight", "50"}), 0);
+    ASSERT_EQ(h.sent.size(), 1u);
+    EXPECT_EQ(h.sent[0].method, "POST");
+    EXPECT_HAS(h.out.str(), "added backend 203.0.113.14 to 198.51.100.10:80/tcp");
+    EXPECT_EQ(h.err.str(), "");
+    EXPECT_EQ(h.socket_seen, "/run/xlb/xlbd.sock");
+}
+
+TEST(XlbctlRun, JsonOutputIsTheReply) {
+    Harness h;
+    h.replies.push_back(ok(vip_object(), 201));
+    EXPECT_EQ(h.run({"backend", "add", "198.51.100.10:80", "203.0.113.14", "--json"}), 0);
+    EXPECT_EQ(json::parse(h.out.str()), vip_object());
+}
+
+TEST(XlbctlRun, BadArgumentsAreExitOneAndNothingIsSent) {
+    Harness h;
+    EXPECT_EQ(h.run({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "20000"}),
+              1);
+    EXPECT_TRUE(h.sent.empty());
+    EXPECT_EQ(h.out.str(), "");
+    EXPECT_EQ(h.err.str(),
+              "xlbctl: --weight: found 20000, expected 0-10000 (0 takes no new flows), e.g. "
+              "--weight 100\n");
+}
+
+TEST(XlbctlRun, BadArgumentsWithJsonAreAJsonError) {
+    Harness h;
+    EXPECT_EQ(h.run({"table", "nonsense", "--json"}), 1);
+    json e = json::parse(h.err.str());
+    EXPECT_EQ(e["exit_code"], 1);
+    EXPECT_HAS(e["error"].get<std::string>(), "VIP: 'nonsense' is not a VIP");
+    EXPECT_FALSE(e.contains("http_status"));
+    EXPECT_EQ(h.out.str(), "");
+}
+
+TEST(XlbctlRun, ApiErrorShowsTheAgentsMessageExitOne) {
+    Harness h;
+    h.replies.push_back(HttpResponse{
+        404, R"J({"error": "no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)"})J"});
+    EXPECT_EQ(h.run({"backend", "list", "198.51.100.99:80"}), 1);
+    EXPECT_EQ(h.err.str(), "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)\n");
+    EXPECT_EQ(h.out.str(), "");
+
+    Harness j;
+    j.replies.push_back(
+        HttpResponse{409, R"({"error": "VIP 198.51.100.10:80/tcp already exists"})"});
+    EXPECT_EQ(j.run({"vip", "add", "198.51.100.10:80", "--json"}), 1);
+    json e = json::parse(j.err.str());
+    EXPECT_EQ(e["error"], "xlbd: VIP 198.51.100.10:80/tcp already exists");
+    EXPECT_EQ(e["http_status"], 409);
+    EXPECT_EQ(e["exit_code"], 1);
+}
+
+TEST(XlbctlRun, ErrorWithoutJsonBody) {
+    Harness h;
+    h.replies.push_back(HttpResponse{503, "not ready: XDP program not attached\n"});
+    EXPECT_EQ(h.run({"status"}), 1);
+    EXPECT_EQ(h.err.str(), "xlbctl: xlbd: not ready: XDP program not attached\n");
+}
+
+TEST(XlbctlRun, UnreachableIsExitTwoOnOneLine) {
+    Harness h;
+    h.replies.push_back(std::unexpected(
+        TransportError{TransportError::Stage::kConnect, ENOENT, "No such file or directory"}));
+    EXPECT_EQ(h.run({"status", "--socket", "/tmp/nowhere.sock"}), 2);
+    EXPECT_EQ(
+        h.err.str(),
+        "xlbctl: cannot connect to xlbd at /tmp/nowhere.sock: No such file or directory (is "
+        "xlbd running? systemctl status xlbd; another socket: --socket PATH or XLB_SOCKET)\n");
+
+    Harness j;
+    j.replies.push_back(std::unexpected(
+        TransportError{TransportError::Stage::kConnect, EACCES, "Permission denied"}));
+    EXPECT_EQ(j.run({"vip", "list", "--json"}), 2);
+    json e = json::parse(j.err.str());
+    EXPECT_EQ(e["exit_code"], 2);
+    EXPECT_HAS(e["error"].get<std::string>(), "Permission denied (the socket is mode 0660");
+}
+
+TEST(XlbctlRun, MalformedRepliesAreExitTwo) {
+    Harness h;
+    h.replies.push_back(HttpResponse{200, "<html>"});
+    EXPECT_EQ(h.run({"status"}), 2);
+    EXPECT_HAS(h.err.str(), "sent a malformed reply: HTTP 200 without a JSON object");
+
+    Harness j;
+    j.replies.push_back(ok(json{{"version", "9"}}));
+    EXPECT_EQ(j.run({"status"}), 2);
+    EXPECT_HAS(j.err.str(), "sent a reply xlbctl does not understand");
+}
+
+TEST(XlbctlRun, AcceptedButNotLiveWarns) {
+    Harness h;
+    h.replies.push_back(ok(vip_object(false), 202));
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), 0);
+    EXPECT_HAS(h.out.str(), "is draining");
+    EXPECT_EQ(h.err.str(),
+              "xlbctl: warning: backend drain 198.51.100.10:80/tcp: persisted, but not live yet: "
+              "publish rings: EIO (the agent retries; xlbctl status shows when it is)\n");
+}
+
+TEST(XlbctlRun, HelpIsExitZeroOnStdout) {
+    Harness h;
+    EXPECT_EQ(h.run({"lookup", "--help"}), 0);
+    EXPECT_HAS(h.out.str(), "Usage: xlbctl lookup");
+    EXPECT_EQ(h.err.str(), "");
+    EXPECT_TRUE(h.sent.empty());
+}
+
+TEST(XlbctlRun, SocketFromEnvironment) {
+    Harness h;
+    h.env["XLB_SOCKET"] = "/tmp/env.sock";
+    h.replies.push_back(ok(json{{"vips", json::array()}}));
+    EXPECT_EQ(h.run({"vip", "list"}), 0);
+    EXPECT_EQ(h.socket_seen, "/tmp/env.sock");
+}
+
+json status_reply() {
+    return json{{"version", "0.1.0"}, {"interface", "eth0"}, {"xdp_mode", "native"},
+                {"uptime_s", 5},      {"ready", true},       {"vips", json::array()}};
+}
+
+TEST(XlbctlRun, ColourOnlyOnATerminalAndNeverWithNoColor) {
+    Harness pipe;
+    pipe.replies.push_back(ok(status_reply()));
+    pipe.run({"status"});
+    EXPECT_EQ(pipe.out.str().find('\x1b'), std::string::npos);
+
+    Harness tty;
+    tty.tty = true;
+    tty.replies.push_back(ok(status_reply()));
+    tty.run({"status"});
+    EXPECT_HAS(tty.out.str(), "\x1b[32mready");
+
+    Harness no_color;
+    no_color.tty = true;
+    no_color.env["NO_COLOR"] = "1";
+    no_color.replies.push_back(ok(status_reply()));
+    no_color.run({"status"});
+    EXPECT_EQ(no_color.out.str().find('\x1b'), std::string::npos);
+
+    Harness dumb;
+    dumb.tty = true;
+    dumb.env["TERM"] = "dumb";
+    dumb.replies.push_back(ok(status_reply()));
+    dumb.run({"status"});
+    EXPECT_EQ(dumb.out.str().find('\x1b'), std::string::npos);
+}
+
+json stats(std::uint64_t packets) {
+    return json{{"outcomes", {{"tx", packets}, {"drop_no_backend", 0}}},
+                {"vips",
+                 {{{"vip", "198.51.100.10:80/tcp"},
+                   {"name", "web"},
+                   {"packets", packets},
+                   {"bytes", packets * 100},
+                   {"new_flows", packets / 10},
+                   {"conntrack_hits", packets - packets / 10},
+                   {"drops", 0}}}}};
+}
+
+TEST(XlbctlRun, WatchJsonLines) {
+    Harness h;
+    for (std::uint64_t p : {1000u, 3000u, 7000u}) h.replies.push_back(ok(stats(p)));
+    EXPECT_EQ(h.run({"stats", "--watch", "2", "--count", "2", "--json"}), 0);
+    EXPECT_TRUE(h.watch_started);
+    EXPECT_EQ(h.sent.size(), 3u) << "one sample, then one per refresh";
+    ASSERT_EQ(h.sleeps.size(), 2u);
+    EXPECT_EQ(h.sleeps[0], std::chrono::milliseconds(2000));
+    std::istringstream lines(h.out.str());
+    std::string line;
+    std::vector<json> samples;
+    while (std::getline(lines, line)) samples.push_back(json::parse(line));
+    ASSERT_EQ(samples.size(), 2u);
+    EXPECT_DOUBLE_EQ(samples[0]["vips"][0]["packets_per_s"].get<double>(), 1000.0);
+    EXPECT_DOUBLE_EQ(samples[1]["vips"][0]["packets_per_s"].get<double>(), 2000.0);
+    EXPECT_DOUBLE_EQ(samples[1]["vips"][0]["bits_per_s"].get<double>(), 2000.0 * 800);
+    EXPECT_EQ(samples[1]["time"], "2026-01-02T03:04:05Z");
+}
+
+TEST(XlbctlRun, WatchRefreshesInPlaceOnATerminal) {
+    Harness h;
+    h.tty = true;
+    for (std::uint64_t p : {1000u, 3000u, 7000u}) h.replies.push_back(ok(stats(p)));
+    EXPECT_EQ(h.run({"stats", "-w", "1", "-n", "2"}), 0);
+    const std::string out = h.out.str();
+    EXPECT_HAS(out, "measuring rates over 1s");
+    EXPECT_HAS(out, "\x1b[H\x1b[2J");
+    EXPECT_HAS(out, "\x1b[K\n");
+    EXPECT_HAS(out, "4.00 kpps");
+
+    Harness pipe;
+    for (std::uint64_t p : {1000u, 3000u, 7000u}) pipe.replies.push_back(ok(stats(p)));
+    EXPECT_EQ(pipe.run({"stats", "-w", "1", "-n", "2"}), 0);
+    EXPECT_EQ(pipe.out.str().find('\x1b'), std::string::npos) << "frames one after another";
+    EXPECT_HAS(pipe.out.str(), "2.00 kpps");
+    EXPECT_HAS(pipe.out.str(), "4.00 kpps");
+}
+
+TEST(XlbctlRun, WatchEndsCleanlyOnCtrlC) {
+    Harness h;
+    for (std::uint64_t p : {1000u, 3000u, 7000u, 9000u}) h.replies.push_back(ok(stats(p)));
+    h.interrupt_after_sleeps = 3;  // Ctrl-C during the third wait
+    EXPECT_EQ(h.run({"stats", "--watch", "1", "--json"}), 0);
+    EXPECT_EQ(h.sent.size(), 3u);
+    EXPECT_EQ(h.err.str(), "");
+    const std::string out = h.out.str();
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << "two refreshes before Ctrl-C";
+}
+
+TEST(XlbctlRun, WatchStopsOnAgentFailure) {
+    Harness h;
+    h.replies.push_back(ok(stats(1)));
+    h.replies.push_back(std::unexpected(
+        TransportError{TransportError::Stage::kConnect, ECONNREFUSED, "Connection refused"}));
+    EXPECT_EQ(h.run({"stats", "--watch", "1"}), 2);
+    EXPECT_HAS(h.err.str(), "cannot connect to xlbd");
+}
+
+// --- the transport ---------------------------------------------------------
+
+TEST(XlbctlHttp, ParsesResponses) {
+    auto r = parse_http_response(
+        "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n"
+        "{\"error\": \"x\"}\n");
+    ASSERT_TRUE(r) << r.error();
+    EXPECT_EQ(r->status, 404);
+    EXPECT_EQ(r->body, "{\"error\": \"x\"}\n");
+
+    auto chunked = parse_http_response(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n");
+    ASSERT_TRUE(chunked) << chunked.error();
+    EXPECT_EQ(chunked->body, "{\"a\":1}");
+
+    auto to_end = parse_http_response("HTTP/1.0 200 OK\r\n\r\nall of it");
+    ASSERT_TRUE(to_end);
+    EXPECT_EQ(to_end->body, "all of it");
+
+    EXPECT_FALSE(parse_http_response("SSH-2.0-OpenSSH\r\n\r\n"));
+    EXPECT_FALSE(parse_http_response("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"));
+    EXPECT_FALSE(parse_http_response(""));
+}
+
+// A Unix socket server in this process that does one thing per connection.
+class SocketServer {
+public:
+    enum class Mode { kReply, kSilent, kClose, kGarbage };
+
+    SocketServer(const std::string& path, Mode mode, std::string reply = {})
+        : path_(path), mode_(mode), reply_(std::move(reply)) {
+        fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+        EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+        EXPECT_EQ(::listen(fd_, 4), 0);
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~SocketServer() {
+        stop_ = true;
+        ::shutdown(fd_, SHUT_RDWR);
+        thread_.join();
+        ::close(fd_);
+        ::unlink(path_.c_str());
+    }
+    std::string request() const {
+        std::lock_guard lock(mu_);
+        return request_;
+    }
+
+private:
+    void serve() {
+        while (!stop_) {
+            int c = ::accept(fd_, nullptr, nullptr);
+            if (c < 0) return;
+            char buf[4096];
+            std::string in;
+            while (in.find("\r\n\r\n") == std::string::npos) {
+                ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+                if (n <= 0) break;
+                in.append(buf, static_cast<std::size_t>(n));
+            }
+            {
+                std::lock_guard lock(mu_);
+                request_ = in;
+            }
+            if (mode_ == Mode::kReply) {
+                (void)!::send(c, reply_.data(), reply_.size(), MSG_NOSIGNAL);
+            } else if (mode_ == Mode::kGarbage) {
+                const char g[] = "garbage garbage\r\n\r\n";
+                (void)!::send(c, g, sizeof(g) - 1, MSG_NOSIGNAL);
+            } else if (mode_ == Mode::kSilent) {
+                while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            ::close(c);
+        }
+    }
+
+    std::string path_;
+    Mode mode_;
+    std::string reply_;
+    int fd_ = -1;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+    mutable std::mutex mu_;
+    std::string request_;
+};
+
+class XlbctlTransport : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/xlbctl-transport-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir = tmpl;
+        path = dir + "/xlbd.sock";
+    }
+    void TearDown() override { fs::remove_all(dir); }
+
+    std::expected<HttpResponse, TransportError> send(
+        HttpRequest r = {"GET", "/v1/status", ""},
+        std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) {
+        UnixSocketTransport t(path, timeout);
+        return t.send(r);
+    }
+
+    std::string dir, path;
+};
+
+TEST_F(XlbctlTransport, ExchangesARequest) {
+    SocketServer server(path, SocketServer::Mode::kReply,
+                        "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}");
+    auto r = send({"POST", "/v1/backends?vip=x", R"({"address":"203.0.113.14"})"});
+    ASSERT_TRUE(r) << r.error().detail;
+    EXPECT_EQ(r->status, 201);
+    EXPECT_EQ(r->body, "{}");
+    const std::string sent = server.request();
+    EXPECT_HAS(sent, "POST /v1/backends?vip=x HTTP/1.1\r\n");
+    EXPECT_HAS(sent, "Connection: close\r\n");
+    EXPECT_HAS(sent, "Content-Type: application/json\r\nContent-Length: 26\r\n\r\n");
+}
+
+TEST_F(XlbctlTransport, MissingSocket) {
+    auto r = send();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().stage, TransportError::Stage::kConnect);
+    EXPECT_EQ(r.error().err, ENOENT);
+    EXPECT_EQ(describe(r.error(), path, std::chrono::seconds(30)),
+              "cannot connect to xlbd at " + path +
+                  ": No such file or directory (is xlbd running? systemctl status xlbd; another "
+                  "socket: --socket PATH or XLB_SOCKET)");
+}
+
+TEST_F(XlbctlTransport, StaleSocketIsRefused) {
+    {
+        // Bound and closed without unlinking: what a crashed agent leaves.
+        int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+        ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+        ::close(fd);
+    }
+    auto r = send();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().err, ECONNREFUSED);
+    EXPECT_HAS(describe(r.error(), path, std::chrono::seconds(30)),
+               "Connection refused (nothing accepts connections on it: is xlbd running?");
+}
+
+TEST_F(XlbctlTransport, NotADirectory) {
+    { std::ofstream(dir + "/file") << "x"; }
+    path = dir + "/file/xlbd.sock";
+    auto r = send();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().err, ENOTDIR);
+}
+
+TEST_F(XlbctlTransport, SilentAgentTimesOut) {
+    SocketServer server(path, SocketServer::Mode::kSilent);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = send({"GET", "/v1/status", ""}, std::chrono::milliseconds(200));
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().err, ETIMEDOUT);
+    EXPECT_LT(took, std::chrono::seconds(2));
+    EXPECT_HAS(describe(r.error(), path, std::chrono::milliseconds(200)),
+               "did not answer within 0.2 s (is it wedged?");
+}
+
+TEST_F(XlbctlTransport, ClosedWithoutReply) {
+    SocketServer server(path, SocketServer::Mode::kClose);
+    auto r = send();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().stage, TransportError::Stage::kReceive);
+    EXPECT_HAS(describe(r.error(), path, std::chrono::seconds(30)),
+               "lost the connection to xlbd at " + path +
+                   ": the agent closed the connection without a reply");
+}
+
+TEST_F(XlbctlTransport, NotHttp) {
+    SocketServer server(path, SocketServer::Mode::kGarbage);
+    auto r = send();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().stage, TransportError::Stage::kProtocol);
+    EXPECT_HAS(describe(r.error(), path, std::chrono::seconds(30)),
+               "sent a malformed reply: not an HTTP reply");
+}
+
+TEST_F(XlbctlTransport, PathTooLong) {
+    path = "/tmp/" + std::string(200, 'x');
+    auto r = send();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().err, ENAMETOOLONG);
+}
+
+}  // namespace
+}  // namespace xlb::xlbctl

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlbctl's command line: the verbs, their arguments, and their validation.
+//
+// parse_command() turns argv into a Command that is complete and valid: every
+// address, port, weight and VIP key has been checked, with the same rules the
+// agent applies (config::check_vip), before anything is sent. What it cannot
+// check (an unknown VIP, a duplicate backend) the agent reports.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "xlb/config/model.h"
+#include "xlb/net/address.h"
+
+namespace xlb::xlbctl {
+
+inline constexpr const char* kDefaultSocket = "/run/xlb/xlbd.sock";
+inline constexpr const char* kSocketEnv = "XLB_SOCKET";
+inline constexpr double kDefaultWatchSeconds = 2.0;
+inline constexpr double kDefaultTimeoutSeconds = 30.0;
+
+// Exit codes (docs/xlbctl.md).
+inline constexpr int kExitOk = 0;           // done
+inline constexpr int kExitFailed = 1;       // rejected: by xlbctl's checks or by the agent
+inline constexpr int kExitUnreachable = 2;  // no usable agent on the socket
+
+enum class Verb {
+    kStatus,
+    kVipList,
+    kVipAdd,
+    kVipDel,
+    kBackendList,
+    kBackendAdd,
+    kBackendDel,
+    kBackendSet,
+    kBackendDrain,
+    kBackendEnable,
+    kBackendDisable,
+    kStats,
+    kTable,
+    kLookup,
+};
+
+// "status", "vip add", "backend drain", ...
+const char* verb_name(Verb verb);
+
+struct Command {
+    Verb verb = Verb::kStatus;
+
+    // Every verb.
+    std::string socket = kDefaultSocket;
+    bool json = false;
+    std::chrono::milliseconds timeout{static_cast<long>(kDefaultTimeoutSeconds * 1000)};
+
+    // The VIP a verb acts on, normalised ("198.51.100.10:80/tcp"); empty for
+    // status, vip list, and stats without a VIP.
+    std::string vip;
+    std::optional<config::VipKey> vip_key;
+
+    // vip add: the VIP object sent to POST /v1/vips.
+    config::VipSpec spec;
+
+    // backend add|del|set|drain|enable|disable.
+    net::IpAddress backend;
+    std::optional<std::uint32_t> weight;  // add (agent default 100), set (required)
+    std::string hash_key;                 // add
+
+    // vip list -q, backend list -q: keys only, one a line.
+    bool quiet = false;
+
+    // stats.
+    std::optional<double> watch_seconds;  // --watch [SECS]
+    std::optional<std::uint64_t> count;   // --count N: stop after N refreshes
+
+    // lookup.
+    net::Endpoint src;
+    std::optional<std::uint16_t> dport;
+    std::optional<config::Protocol> proto;
+};
+
+// --help, --version, or a usage error: what to print and the exit code.
+struct ParseExit {
+    int code = kExitOk;
+    std::string out;    // help or version text (stdout)
+    std::string error;  // one line without "xlbctl: " or newline; empty for help
+};
+
+using ParseResult = std::variant<Command, ParseExit>;
+using GetEnv = std::function<const char*(const char*)>;
+
+// args: the command line without the program name. getenv: the environment
+// (XLB_SOCKET), injectable for tests.
+ParseResult parse_command(const std::vector<std::string>& args, const GetEnv& getenv);
+
+// Whether --json was asked for anywhere on the line (errors are then written
+// as JSON even when the line did not parse).
+bool wants_json(const std::vector<std::string>& args);
+
+}  // namespace xlb::xlbctl

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// Rendering of the agent's replies: human text (aligned tables, units,
+// optional colour) and xlbctl's JSON (docs/xlbctl.md). Pure functions of the
+// reply, so that tests render canned JSON.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "xlb/xlbctl/command.h"
+#include "xlb/xlbctl/format.h"
+
+namespace xlb::xlbctl {
+
+using json = nlohmann::json;
+
+// The human text for a successful reply to `command` (ends with a newline).
+// Throws json::exception when the reply lacks a field it needs (the caller
+// reports a malformed reply).
+std::string render_human(const Command& command, const json& reply, const Style& style);
+
+// The --json document for a successful reply: the reply itself (its fields
+// are the API's, documented and stable), pretty-printed, ending with a newline.
+std::string render_json(const json& reply);
+
+// For a change answered 202 (persisted, not live yet): the warning line, or
+// "" when the reply says the change is live.
+std::string pending_warning(const Command& command, const json& reply);
+
+// stats --watch: one refresh from two samples of GET /v1/stats taken
+// `seconds` apart. The result is the later sample with rates added:
+//   "time" (RFC 3339, UTC, from `time_utc`), "interval_s",
+//   "outcomes_per_s" {name: rate}, and in each element of "vips"
+//   "packets_per_s", "bytes_per_s", "bits_per_s", "new_flows_per_s",
+//   "conntrack_hits_per_s", "drops_per_s" (null when a counter is null in
+//   either sample; 0 when a counter went backwards, e.g. maps recreated).
+json watch_sample(const json& before, const json& after, double seconds,
+                  const std::string& time_utc);
+// The human form of watch_sample()'s result.
+std::string render_watch(const json& sample, const Style& style);
+
+}  // namespace xlb::xlbctl

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// One run of xlbctl: parse, validate, send, render, exit code. Everything
+// outside the process (streams, environment, the socket, time) comes in
+// through Io, so tests run it with a fake agent.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "xlb/xlbctl/command.h"
+#include "xlb/xlbctl/transport.h"
+
+namespace xlb::xlbctl {
+
+struct Io {
+    std::ostream* out = nullptr;
+    std::ostream* err = nullptr;
+    bool out_is_tty = false;
+    GetEnv getenv;
+    // A transport for the command's socket and timeout.
+    std::function<std::unique_ptr<Transport>(const Command&)> connect;
+    // stats --watch: wait (returns early when interrupted), the clock, the
+    // wall time as RFC 3339 UTC, and whether Ctrl-C was pressed.
+    std::function<void(std::chrono::milliseconds)> sleep;
+    std::function<std::chrono::steady_clock::time_point()> now;
+    std::function<std::string()> wall_time;
+    std::function<bool()> interrupted;
+    // Called once when a watch loop starts (main installs its SIGINT handler).
+    std::function<void()> on_watch_start;
+};
+
+// The real process: std::cout/std::cerr, isatty(1), ::getenv, the Unix
+// socket, steady_clock, and a SIGINT flag.
+Io process_io();
+
+// Returns the exit code (kExitOk, kExitFailed, kExitUnreachable).
+int run(const std::vector<std::string>& args, Io& io);
+
+}  // namespace xlb::xlbctl

@@ -1,0 +1,763 @@
+// SPDX-License-Identifier: Apache-2.0
+// Command line -> Command, with every argument checked before anything is
+// sent. Error messages say what was found, what was expected, and show an
+// example of the right form.
+#include "xlb/xlbctl/command.h"
+
+#include <fmt/format.h>
+#include <sys/un.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <expected>
+#include <map>
+
+#include "xlb/config/config.h"
+
+#ifndef XLBCTL_VERSION
+#define XLBCTL_VERSION "unknown"
+#endif
+
+namespace xlb::xlbctl {
+
+const char* verb_name(Verb verb) {
+    switch (verb) {
+        case Verb::kStatus:
+            return "status";
+        case Verb::kVipList:
+            return "vip list";
+        case Verb::kVipAdd:
+            return "vip add";
+        case Verb::kVipDel:
+            return "vip del";
+        case Verb::kBackendList:
+            return "backend list";
+        case Verb::kBackendAdd:
+            return "backend add";
+        case Verb::kBackendDel:
+            return "backend del";
+        case Verb::kBackendSet:
+            return "backend set";
+        case Verb::kBackendDrain:
+            return "backend drain";
+        case Verb::kBackendEnable:
+            return "backend enable";
+        case Verb::kBackendDisable:
+            return "backend disable";
+        case Verb::kStats:
+            return "stats";
+        case Verb::kTable:
+            return "table";
+        case Verb::kLookup:
+            return "lookup";
+    }
+    return "?";
+}
+
+bool wants_json(const std::vector<std::string>& args) {
+    return std::find(args.begin(), args.end(), "--json") != args.end();
+}
+
+namespace {
+
+template <typename T>
+using Checked = std::expected<T, std::string>;
+
+constexpr double kMinWatch = 0.1, kMaxWatch = 3600;
+constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;
+constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
+
+// Arguments as typed, before checking.
+struct Raw {
+    std::string socket;
+    std::string timeout;
+    bool json = false;
+    std::string vip, address, weight, hash_key;
+    std::string name, hash, ring_size, panic_threshold;
+    bool no_conntrack = false;
+    std::vector<std::string> backends;
+    bool quiet = false;
+    std::string watch, count;
+    bool watch_given = false, count_given = false;
+    std::string src, proto, dport;
+};
+
+// Documentation-range examples in the VIP's family.
+struct Examples {
+    std::string vip = "198.51.100.10:80/tcp";
+    std::string backend = "203.0.113.11";
+    std::string src = "192.0.2.7:40000";
+};
+Examples examples_for(const std::optional<config::VipKey>& key) {
+    Examples e;
+    if (key && !key->address.is_v4()) {
+        e.vip = "[2001:db8::10]:443/tcp";
+        e.backend = "2001:db8:b::11";
+        e.src = "[2001:db8:c::7]:40000";
+    }
+    return e;
+}
+
+std::string with_example(std::string message, const std::string& example) {
+    if (message.find("e.g.") != std::string::npos) return message;
+    return message + " (e.g. " + example + ")";
+}
+
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+Checked<std::uint64_t> parse_unsigned(std::string_view text) {
+    std::uint64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+        return std::unexpected(std::string("not an integer"));
+    return value;
+}
+
+Checked<double> parse_number(std::string_view text) {
+    const std::string s(text);
+    if (s.empty() || std::isspace(static_cast<unsigned char>(s.front())))
+        return std::unexpected(std::string("not a number"));
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(value))
+        return std::unexpected(std::string("not a number"));
+    return value;
+}
+
+Checked<config::VipKey> check_vip_key(const std::string& text) {
+    auto key = config::parse_vip_key(text);
+    if (!key) return std::unexpected("VIP: " + key.error());
+    return *key;
+}
+
+Checked<std::uint32_t> check_weight(const std::string& text) {
+    const std::string range = "0-" + std::to_string(config::kMaxWeight);
+    const std::string tail = " (0 takes no new flows), e.g. --weight 100";
+    auto value = parse_unsigned(text);
+    if (!value)
+        return std::unexpected("--weight: found " + in_quotes(text) + ", expected an integer " +
+                               range + tail);
+    if (*value > config::kMaxWeight)
+        return std::unexpected("--weight: found " + text + ", expected " + range + tail);
+    return static_cast<std::uint32_t>(*value);
+}
+
+Checked<net::IpAddress> check_address(const std::string& text, const std::string& what,
+                                      const Examples& ex) {
+    auto address = net::IpAddress::parse(text);
+    if (address) return *address;
+    if (net::Endpoint::parse(text))
+        return std::unexpected(what + ": found " + in_quotes(text) +
+                               ", an address with a port; a backend is an address alone "
+                               "(packets keep the VIP's port), e.g. " +
+                               ex.backend);
+    return std::unexpected(what + ": " + address.error());
+}
+
+// Permissive settings: client-side checks are those of the VIP itself. The
+// agent still applies its settings (encapsulation sources, MTU, map sizes).
+config::Settings client_settings() {
+    config::Settings s;
+    s.encap_source.ipv4 = net::IpAddress::v4(192, 0, 2, 1);
+    s.encap_source.ipv6 = *net::IpAddress::parse("2001:db8::1");
+    return s;
+}
+
+// One backend checked with the agent's rules, as part of its VIP.
+Checked<void> check_backend(const config::VipKey& key, const config::BackendSpec& backend,
+                            const std::string& example) {
+    config::VipSpec spec;
+    spec.address = key.address;
+    spec.port = key.port;
+    spec.protocol = key.protocol;
+    spec.backends.push_back(backend);
+    std::vector<std::string> problems;
+    for (const config::ValidationIssue& issue : config::check_vip(spec, client_settings())) {
+        const std::string& p = issue.path;
+        if (p == "backends[0].address")
+            problems.push_back("ADDR " + backend.address.to_string() + ": " + issue.message);
+        else if (p == "backends[0].weight")
+            problems.push_back("--weight: " + issue.message);
+        else if (p == "backends[0].hash_key")
+            problems.push_back("--hash-key: " + issue.message);
+        else if (p.starts_with("backends[0]"))
+            problems.push_back(p.substr(12) + ": " + issue.message);
+    }
+    if (problems.empty()) return {};
+    std::string message;
+    for (const auto& p : problems) message += (message.empty() ? "" : "; ") + p;
+    return std::unexpected(with_example(message, example));
+}
+
+Checked<config::BackendSpec> check_backend_option(const std::string& text, const Examples& ex) {
+    const std::string form = "expected ADDR or ADDR=WEIGHT, e.g. --backend " + ex.backend +
+                             " or --backend " + ex.backend + "=50";
+    config::BackendSpec b;
+    std::string address = text, weight;
+    if (auto eq = text.find('='); eq != std::string::npos) {
+        address = text.substr(0, eq);
+        weight = text.substr(eq + 1);
+    }
+    auto parsed = net::IpAddress::parse(address);
+    if (!parsed)
+        return std::unexpected("--backend " + in_quotes(text) + ": " + parsed.error() + "; " +
+                               form);
+    b.address = *parsed;
+    if (!weight.empty() || text.find('=') != std::string::npos) {
+        auto w = parse_unsigned(weight);
+        if (!w || *w > config::kMaxWeight)
+            return std::unexpected("--backend " + in_quotes(text) + ": weight " +
+                                   in_quotes(weight) + " is not an integer 0-" +
+                                   std::to_string(config::kMaxWeight) + "; " + form);
+        b.weight = static_cast<std::uint32_t>(*w);
+    }
+    return b;
+}
+
+Checked<config::VipSpec> check_vip_add(const Raw& raw, const config::VipKey& key,
+                                       const Examples& ex) {
+    config::VipSpec spec;
+    spec.address = key.address;
+    spec.port = key.port;
+    spec.protocol = key.protocol;
+    spec.name = raw.name;
+    spec.conntrack = !raw.no_conntrack;
+    if (!raw.hash.empty()) {
+        auto mode = config::parse_hash_mode(raw.hash);
+        if (!mode)
+            return std::unexpected("--hash: found " + in_quotes(raw.hash) +
+                                   ", expected 5tuple (addresses and ports: a client's "
+                                   "connections spread) or source (client address only: one "
+                                   "client, one backend), e.g. --hash source");
+        spec.hash = *mode;
+    }
+    if (!raw.ring_size.empty()) {
+        auto size = parse_unsigned(raw.ring_size);
+        if (!size || *size > UINT32_MAX)
+            return std::unexpected("--ring-size: found " + in_quotes(raw.ring_size) +
+                                   ", expected a prime number of table slots, e.g. "
+                                   "--ring-size 65537");
+        spec.ring_size = static_cast<std::uint32_t>(*size);
+    }
+    if (!raw.panic_threshold.empty()) {
+        auto t = parse_number(raw.panic_threshold);
+        if (!t || *t < 0 || *t > 1)
+            return std::unexpected("--panic-threshold: found " + in_quotes(raw.panic_threshold) +
+                                   ", expected a number 0-1 (share of healthy weight below "
+                                   "which health is ignored; 0 = never panic), e.g. "
+                                   "--panic-threshold 0.5");
+        spec.panic_threshold = *t;
+    }
+    for (const std::string& text : raw.backends) {
+        auto b = check_backend_option(text, ex);
+        if (!b) return std::unexpected(b.error());
+        spec.backends.push_back(*b);
+    }
+
+    std::vector<std::string> problems;
+    for (const config::ValidationIssue& issue : config::check_vip(spec, client_settings())) {
+        const std::string& p = issue.path;
+        std::string where = p;
+        if (p == "address")
+            where = "VIP " + key.to_string();
+        else if (p == "name")
+            where = "--name";
+        else if (p == "ring_size")
+            where = "--ring-size";
+        else if (p == "panic_threshold")
+            where = "--panic-threshold";
+        else if (p.starts_with("backends[")) {
+            const std::size_t i = std::strtoul(p.c_str() + 9, nullptr, 10);
+            if (i < raw.backends.size()) where = "--backend " + raw.backends[i];
+        }
+        std::string message = where + ": " + issue.message;
+        if (p == "name") message = with_example(message, "--name web");
+        problems.push_back(std::move(message));
+    }
+    if (!problems.empty()) {
+        std::string message;
+        for (const auto& p : problems) message += (message.empty() ? "" : "; ") + p;
+        return std::unexpected(
+            with_example(message, "xlbctl vip add " + ex.vip + " --ring-size 65537"));
+    }
+    return spec;
+}
+
+Checked<double> check_seconds(const std::string& option, const std::string& text, double min,
+                              double max, const std::string& example) {
+    auto value = parse_number(text);
+    if (!value || *value < min || *value > max)
+        return std::unexpected(option + ": found " + in_quotes(text) + ", expected seconds " +
+                               fmt::format("{:g}-{:g}", min, max) + ", e.g. " + example);
+    return *value;
+}
+
+// ---------------------------------------------------------------------------
+// The command tree.
+
+struct Cli {
+    CLI::App app{
+        "xlbctl: the operator's command line of the xlb load balancer.\n"
+        "Talks to the xlbd agent over its Unix socket (never to the kernel).",
+        "xlbctl"};
+    Raw raw;
+    std::map<const CLI::App*, Verb> leaves;
+};
+
+void add_common(CLI::App* app, Raw& raw) {
+    app->add_option("--socket", raw.socket,
+                    std::string("the agent's API socket (default: $") + kSocketEnv + ", else " +
+                        kDefaultSocket + ")")
+        ->type_name("PATH");
+    app->add_flag("--json", raw.json,
+                  "print the reply as JSON (field names are stable: man xlbctl)");
+    app->add_option("--timeout", raw.timeout, "give up on the agent after SECS (default 30)")
+        ->type_name("SECS");
+}
+
+CLI::App* leaf(Cli& cli, CLI::App* parent, const std::string& name, const std::string& help,
+               Verb verb, const std::string& examples) {
+    CLI::App* app = parent->add_subcommand(name, help);
+    add_common(app, cli.raw);
+    app->footer("Examples:\n" + examples);
+    cli.leaves[app] = verb;
+    return app;
+}
+
+void add_vip_arg(CLI::App* app, Raw& raw) {
+    app->add_option("VIP", raw.vip, "ADDRESS:PORT[/tcp|/udp]; port 0 = every port")
+        ->type_name("")
+        ->required();
+}
+
+void add_addr_arg(CLI::App* app, Raw& raw) {
+    app->add_option("ADDR", raw.address, "the backend's IP address (no port)")
+        ->type_name("")
+        ->required();
+}
+
+void build(Cli& cli) {
+    CLI::App& app = cli.app;
+    Raw& raw = cli.raw;
+    app.set_version_flag("--version", "xlbctl " XLBCTL_VERSION);
+    app.require_subcommand(1);
+    add_common(&app, raw);
+    app.footer(
+        "Examples:\n"
+        "  xlbctl status\n"
+        "  xlbctl vip add 198.51.100.10:80/tcp --hash 5tuple --ring-size 65537\n"
+        "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14 --weight 50\n"
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
+        "  xlbctl stats --watch\n"
+        "  xlbctl lookup 198.51.100.10:80/tcp --src 192.0.2.7:40000\n"
+        "Every verb takes --json and --socket PATH, and --help with examples.\n"
+        "Exit status: 0 done; 1 rejected (by xlbctl's checks or by the agent);\n"
+        "2 the agent could not be reached. See man xlbctl.");
+
+    leaf(cli, &app, "status",
+         "The agent (version, interface, XDP mode, uptime, readiness) and, per VIP,\n"
+         "healthy/total backends, panic, epoch and table checksum.",
+         Verb::kStatus,
+         "  xlbctl status\n"
+         "  xlbctl status --json\n"
+         "  XLB_SOCKET=/tmp/lab/xlbd.sock xlbctl status\n");
+
+    CLI::App* vip = app.add_subcommand("vip", "List, add or delete VIPs.");
+    vip->require_subcommand(1);
+    add_common(vip, raw);
+    vip->footer(
+        "Examples:\n"
+        "  xlbctl vip list\n"
+        "  xlbctl vip add 198.51.100.10:80/tcp --hash 5tuple --ring-size 65537\n"
+        "  xlbctl vip del 198.51.100.10:80/tcp\n");
+    CLI::App* vip_list = leaf(cli, vip, "list",
+                              "Every VIP: name, hash mode, conntrack, ring size, panic threshold,\n"
+                              "healthy/total backends, epoch and whether its table is live.",
+                              Verb::kVipList,
+                              "  xlbctl vip list\n"
+                              "  xlbctl vip list -q          # keys only, one a line\n"
+                              "  xlbctl vip list --json\n");
+    vip_list->add_flag("-q,--quiet", raw.quiet, "print only the VIP keys, one a line");
+
+    CLI::App* vip_add = leaf(
+        cli, vip, "add",
+        "Add a VIP (persisted: it survives an agent restart). Its other settings\n"
+        "(slow start, health check) take the configuration file's defaults.",
+        Verb::kVipAdd,
+        "  xlbctl vip add 10.0.0.10:80/tcp --hash 5tuple --ring-size 65537\n"
+        "  xlbctl vip add 198.51.100.10:443 --name web --backend 203.0.113.11 --backend "
+        "203.0.113.12=50\n"
+        "  xlbctl vip add '[2001:db8::10]:53/udp' --hash source --no-conntrack\n"
+        "  xlbctl vip add 198.51.100.20:0/tcp --panic-threshold 0   # every port, never panic\n");
+    add_vip_arg(vip_add, raw);
+    vip_add->add_option("--name", raw.name, "label for logs and metrics (A-Z a-z 0-9 . _ -)");
+    vip_add
+        ->add_option("--hash", raw.hash,
+                     "5tuple (default: addresses and ports) or source (client address "
+                     "only: one client, one backend)")
+        ->type_name("MODE");
+    vip_add
+        ->add_option("--ring-size", raw.ring_size,
+                     "Maglev table slots, a prime >= 10 per backend (default 65537)")
+        ->type_name("N");
+    vip_add->add_flag("--no-conntrack", raw.no_conntrack,
+                      "skip the connection table (stateless UDP): flows follow the table");
+    vip_add
+        ->add_option("--panic-threshold", raw.panic_threshold,
+                     "below this healthy share of weight, ignore health (default 0.5; 0 = "
+                     "never)")
+        ->type_name("0-1");
+    vip_add
+        ->add_option("-b,--backend", raw.backends,
+                     "a backend to start with, ADDR or ADDR=WEIGHT (repeatable)")
+        ->type_name("ADDR[=W]");
+
+    CLI::App* vip_del = leaf(cli, vip, "del",
+                             "Delete a VIP: its table and entries leave the data plane, its "
+                             "flows are dropped.",
+                             Verb::kVipDel, "  xlbctl vip del 198.51.100.10:80/tcp\n");
+    add_vip_arg(vip_del, raw);
+
+    CLI::App* backend = app.add_subcommand(
+        "backend", "List a VIP's backends; add, delete, reweight, drain, enable or disable one.");
+    backend->require_subcommand(1);
+    add_common(backend, raw);
+    backend->footer(
+        "Examples:\n"
+        "  xlbctl backend list 198.51.100.10:80/tcp\n"
+        "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14 --weight 50\n"
+        "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
+        "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n"
+        "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n");
+    CLI::App* b_list = leaf(cli, backend, "list",
+                            "A VIP's backends: state, health and last failure, configured and\n"
+                            "effective weight, table slots and their share, packets and bytes.",
+                            Verb::kBackendList,
+                            "  xlbctl backend list 198.51.100.10:80/tcp\n"
+                            "  xlbctl backend list '[2001:db8::10]:443/tcp' --json\n"
+                            "  xlbctl backend list 198.51.100.10:80 -q   # addresses only\n");
+    add_vip_arg(b_list, raw);
+    b_list->add_flag("-q,--quiet", raw.quiet, "print only the addresses, one a line");
+
+    CLI::App* b_add = leaf(cli, backend, "add",
+                           "Add a backend to a VIP (active; persisted). It takes new flows once\n"
+                           "the table is published (and, with a health check, once healthy).",
+                           Verb::kBackendAdd,
+                           "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14\n"
+                           "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14 --weight 50\n"
+                           "  xlbctl backend add '[2001:db8::10]:443/tcp' 2001:db8:b::14\n");
+    add_vip_arg(b_add, raw);
+    add_addr_arg(b_add, raw);
+    b_add->add_option("--weight", raw.weight, "relative weight 0-10000 (default 100)")
+        ->type_name("W");
+    b_add
+        ->add_option("--hash-key", raw.hash_key,
+                     "stable identity for Maglev (default: the address)")
+        ->type_name("KEY");
+
+    CLI::App* b_del =
+        leaf(cli, backend, "del",
+             "Remove a backend: it leaves the table and its flows move to the\n"
+             "others. Drain it first to let its connections finish.",
+             Verb::kBackendDel, "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n");
+    add_vip_arg(b_del, raw);
+    add_addr_arg(b_del, raw);
+
+    CLI::App* b_set = leaf(cli, backend, "set", "Change a backend's weight.", Verb::kBackendSet,
+                           "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
+                           "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 0  "
+                           " # no new flows\n");
+    add_vip_arg(b_set, raw);
+    add_addr_arg(b_set, raw);
+    b_set->add_option("--weight", raw.weight, "relative weight 0-10000")
+        ->type_name("W")
+        ->required();
+
+    CLI::App* b_drain =
+        leaf(cli, backend, "drain",
+             "Drain a backend: no new flows; established flows stay (through\n"
+             "the connection table) until they end.",
+             Verb::kBackendDrain, "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n");
+    add_vip_arg(b_drain, raw);
+    add_addr_arg(b_drain, raw);
+
+    CLI::App* b_enable =
+        leaf(cli, backend, "enable", "Make a drained or disabled backend active again.",
+             Verb::kBackendEnable, "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n");
+    add_vip_arg(b_enable, raw);
+    add_addr_arg(b_enable, raw);
+
+    CLI::App* b_disable =
+        leaf(cli, backend, "disable",
+             "Disable a backend: it leaves the table and the data plane;\n"
+             "its established flows move to other backends.",
+             Verb::kBackendDisable, "  xlbctl backend disable 198.51.100.10:80/tcp 203.0.113.11\n");
+    add_vip_arg(b_disable, raw);
+    add_addr_arg(b_disable, raw);
+
+    CLI::App* stats = leaf(cli, &app, "stats",
+                           "Packet counters: per VIP packets, bytes, new flows, connection-table\n"
+                           "hits and drops; globally every outcome (drops by reason). With\n"
+                           "--watch, rates (pps, bit/s) refreshed in place every SECS.",
+                           Verb::kStats,
+                           "  xlbctl stats\n"
+                           "  xlbctl stats 198.51.100.10:80/tcp\n"
+                           "  xlbctl stats --watch            # every 2 s until Ctrl-C\n"
+                           "  xlbctl stats 198.51.100.10:80/tcp --watch 1\n"
+                           "  xlbctl stats --watch 5 --count 12 --json   # JSON Lines\n");
+    stats->add_option("VIP", raw.vip, "only this VIP (ADDRESS:PORT[/tcp|/udp])")->type_name("");
+    stats->add_option("-w,--watch", raw.watch, "show rates, refreshing every SECS (default 2)")
+        ->expected(0, 1)
+        ->type_name("[SECS]");
+    stats->add_option("-n,--count", raw.count, "with --watch: stop after N refreshes")
+        ->type_name("N");
+
+    CLI::App* table = leaf(cli, &app, "table",
+                           "A VIP's live Maglev table: epoch, checksum, size, and slots per\n"
+                           "backend against its target share.",
+                           Verb::kTable,
+                           "  xlbctl table 198.51.100.10:80/tcp\n"
+                           "  xlbctl table 198.51.100.10:80/tcp --json\n");
+    add_vip_arg(table, raw);
+
+    CLI::App* lookup = leaf(cli, &app, "lookup",
+                            "The backend the first packet of a new flow from --src would get:\n"
+                            "the kernel's hash, seed and live table. (Established flows follow\n"
+                            "the connection table and may be elsewhere.)",
+                            Verb::kLookup,
+                            "  xlbctl lookup 198.51.100.10:80/tcp --src 192.0.2.7:40000\n"
+                            "  xlbctl lookup 198.51.100.10:53 --proto udp --src 192.0.2.7:5353\n"
+                            "  xlbctl lookup 198.51.100.20:0/tcp --src 192.0.2.7:40000 --dport 443"
+                            "   # every-port VIP\n"
+                            "  xlbctl lookup '[2001:db8::10]:443' --src '[2001:db8:c::7]:40000'\n");
+    add_vip_arg(lookup, raw);
+    lookup->add_option("--src", raw.src, "the client, IP:PORT or [IPv6]:PORT")
+        ->type_name("IP:PORT")
+        ->required();
+    lookup->add_option("--proto", raw.proto, "tcp or udp (default: the VIP's)")->type_name("P");
+    lookup
+        ->add_option("--dport", raw.dport, "destination port; required for an every-port (:0) VIP")
+        ->type_name("PORT");
+}
+
+// The deepest subcommand given on the line.
+CLI::App* selected(CLI::App& app) {
+    CLI::App* at = &app;
+    while (true) {
+        auto subs = at->get_subcommands();
+        if (subs.empty()) return at;
+        at = subs.front();
+    }
+}
+
+std::string path_of(CLI::App* app) {
+    std::string path;
+    for (CLI::App* at = app; at; at = at->get_parent())
+        path = at->get_name() + (path.empty() ? "" : " " + path);
+    return path;
+}
+
+std::string verbs_of(CLI::App* app) {
+    std::vector<std::string> names;
+    for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; }))
+        names.push_back(sub->get_name());
+    std::string text;
+    for (std::size_t i = 0; i < names.size(); ++i)
+        text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return text;
+}
+
+ParseExit usage(std::string message) { return ParseExit{kExitFailed, "", std::move(message)}; }
+
+// Checks the arguments of the verb and fills the Command.
+Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
+    Command c;
+    c.verb = verb;
+    c.json = raw.json;
+    c.quiet = raw.quiet;
+
+    if (!raw.socket.empty()) {
+        c.socket = raw.socket;
+    } else if (const char* env = getenv ? getenv(kSocketEnv) : nullptr; env && *env) {
+        c.socket = env;
+    }
+    if (c.socket.size() > kMaxSocketPath) {
+        const std::string from = raw.socket.empty() ? std::string(kSocketEnv) : "--socket";
+        return std::unexpected(from + ": found a path of " + std::to_string(c.socket.size()) +
+                               " bytes, expected at most " + std::to_string(kMaxSocketPath) +
+                               " (the limit of a Unix socket address), e.g. --socket " +
+                               kDefaultSocket);
+    }
+    if (!raw.timeout.empty()) {
+        auto t = check_seconds("--timeout", raw.timeout, kMinTimeout, kMaxTimeout, "--timeout 10");
+        if (!t) return std::unexpected(t.error());
+        c.timeout = std::chrono::milliseconds(static_cast<long>(std::llround(*t * 1000)));
+    }
+
+    std::string vip_text = raw.vip;
+    // stats --watch VIP: the VIP was taken for SECS.
+    std::string watch = raw.watch;
+    if (verb == Verb::kStats && !watch.empty() && !parse_number(watch) && vip_text.empty()) {
+        vip_text = watch;
+        watch.clear();
+    }
+
+    if (!vip_text.empty()) {
+        auto key = check_vip_key(vip_text);
+        if (!key) return std::unexpected(key.error());
+        c.vip_key = *key;
+    }
+    const Examples ex = examples_for(c.vip_key);
+
+    switch (verb) {
+        case Verb::kBackendAdd:
+        case Verb::kBackendDel:
+        case Verb::kBackendSet:
+        case Verb::kBackendDrain:
+        case Verb::kBackendEnable:
+        case Verb::kBackendDisable: {
+            const std::string example = std::string("xlbctl ") + verb_name(verb) + " " + ex.vip +
+                                        " " + ex.backend +
+                                        (verb == Verb::kBackendSet ? " --weight 50" : "");
+            auto address = check_address(raw.address, "ADDR", ex);
+            if (!address) return std::unexpected(address.error());
+            c.backend = *address;
+            if (!raw.weight.empty()) {
+                auto w = check_weight(raw.weight);
+                if (!w) return std::unexpected(w.error());
+                c.weight = *w;
+            }
+            c.hash_key = raw.hash_key;
+            config::BackendSpec b;
+            b.address = c.backend;
+            b.weight = c.weight.value_or(config::kDefaultWeight);
+            b.hash_key = c.hash_key;
+            if (auto ok = check_backend(*c.vip_key, b, example); !ok)
+                return std::unexpected(ok.error());
+            break;
+        }
+        case Verb::kVipAdd: {
+            auto spec = check_vip_add(raw, *c.vip_key, ex);
+            if (!spec) return std::unexpected(spec.error());
+            c.spec = std::move(*spec);
+            break;
+        }
+        case Verb::kStats: {
+            if (raw.watch_given) {
+                double seconds = kDefaultWatchSeconds;
+                if (!watch.empty()) {
+                    auto s = check_seconds("--watch", watch, kMinWatch, kMaxWatch, "--watch 2");
+                    if (!s) return std::unexpected(s.error());
+                    seconds = *s;
+                }
+                c.watch_seconds = seconds;
+            }
+            if (raw.count_given) {
+                auto n = parse_unsigned(raw.count);
+                if (!n || *n < 1)
+                    return std::unexpected(
+                        "--count: found " + in_quotes(raw.count) +
+                        ", expected a number of refreshes >= 1, e.g. --watch 2 --count 10");
+                if (!c.watch_seconds)
+                    return std::unexpected("--count " + raw.count +
+                                           " without --watch: --count limits the refreshes of "
+                                           "--watch, e.g. xlbctl stats --watch 2 --count 10");
+                c.count = *n;
+            }
+            break;
+        }
+        case Verb::kLookup: {
+            config::VipKey& key = *c.vip_key;
+            const bool explicit_proto = vip_text.find('/') != std::string::npos;
+            if (!raw.proto.empty()) {
+                auto proto = config::parse_protocol(raw.proto);
+                if (!proto)
+                    return std::unexpected("--proto: found " + in_quotes(raw.proto) +
+                                           ", expected tcp or udp, e.g. --proto udp");
+                if (explicit_proto && *proto != key.protocol)
+                    return std::unexpected(
+                        std::string("--proto: found ") + config::to_string(*proto) + ", but VIP " +
+                        key.to_string() + " is " + config::to_string(key.protocol) +
+                        "; expected --proto " + config::to_string(key.protocol) + " or no --proto");
+                key.protocol = *proto;
+                c.proto = *proto;
+            }
+            auto src = net::Endpoint::parse(raw.src);
+            if (!src) return std::unexpected("--src: " + src.error());
+            if (src->address.family != key.address.family)
+                return std::unexpected(
+                    "--src: found an IPv" + std::to_string(src->address.family) + " client " +
+                    src->to_string() + " for the IPv" + std::to_string(key.address.family) +
+                    " VIP " + key.to_string() + ", expected an IPv" +
+                    std::to_string(key.address.family) + " address and port, e.g. --src " + ex.src);
+            c.src = *src;
+            if (!raw.dport.empty()) {
+                auto port = parse_unsigned(raw.dport);
+                if (!port || *port < 1 || *port > 65535)
+                    return std::unexpected("--dport: found " + in_quotes(raw.dport) +
+                                           ", expected a port 1-65535, e.g. --dport 443");
+                if (key.port != 0 && *port != key.port)
+                    return std::unexpected("--dport: found " + raw.dport + ", but VIP " +
+                                           key.to_string() + " serves port " +
+                                           std::to_string(key.port) + " only; expected --dport " +
+                                           std::to_string(key.port) + " or no --dport");
+                c.dport = static_cast<std::uint16_t>(*port);
+            } else if (key.port == 0) {
+                return std::unexpected(
+                    "VIP " + key.to_string() + " serves every port: --dport is required, e.g. " +
+                    "xlbctl lookup " + key.to_string() + " --src " + ex.src + " --dport 443");
+            }
+            break;
+        }
+        default:
+            break;
+    }
+    if (c.vip_key) c.vip = c.vip_key->to_string();
+    return c;
+}
+
+}  // namespace
+
+ParseResult parse_command(const std::vector<std::string>& args, const GetEnv& getenv) {
+    Cli cli;
+    build(cli);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+        cli.app.parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+        return ParseExit{kExitOk, cli.app.help(), ""};
+    } catch (const CLI::CallForAllHelp&) {
+        return ParseExit{kExitOk, cli.app.help("", CLI::AppFormatMode::All), ""};
+    } catch (const CLI::CallForVersion& e) {
+        return ParseExit{kExitOk, std::string(e.what()) + "\n", ""};
+    } catch (const CLI::ParseError& e) {
+        CLI::App* at = selected(cli.app);
+        if (!cli.leaves.contains(at) &&
+            at->get_subcommands([](CLI::App*) { return true; }).size() &&
+            dynamic_cast<const CLI::RequiredError*>(&e))
+            return usage("expected a verb after '" + path_of(at) + "': " + verbs_of(at) + " (" +
+                         path_of(at) + " --help shows them with examples)");
+        return usage(std::string(e.what()) + " (" + path_of(at) +
+                     " --help shows usage and examples)");
+    }
+    CLI::App* at = selected(cli.app);
+    auto it = cli.leaves.find(at);
+    if (it == cli.leaves.end())
+        return usage("expected a verb after '" + path_of(at) + "': " + verbs_of(at));
+    cli.raw.watch_given =
+        at->get_option_no_throw("--watch") && at->get_option_no_throw("--watch")->count() > 0;
+    cli.raw.count_given =
+        at->get_option_no_throw("--count") && at->get_option_no_throw("--count")->count() > 0;
+    auto command = finish(cli.raw, it->second, getenv);
+    if (!command) return usage(command.error());
+    return *command;
+}
+
+}  // namespace xlb::xlbctl

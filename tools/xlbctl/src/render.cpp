@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: Apache-2.0
+// Human renderings of the API's replies (field meanings: docs/api.md).
+#include "xlb/xlbctl/render.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace xlb::xlbctl {
+
+namespace {
+
+using Align = Table::Align;
+using Cell = Table::Cell;
+
+std::string str(const json& j, const char* key) { return j.at(key).get<std::string>(); }
+
+bool flag(const json& j, const char* key) { return j.at(key).get<bool>(); }
+
+std::uint64_t u64(const json& j, const char* key) { return j.at(key).get<std::uint64_t>(); }
+
+double number(const json& j, const char* key) { return j.at(key).get<double>(); }
+
+// An integer counter that may be null (unreadable): "-".
+std::string count_or_dash(const json& j, const char* key) {
+    const json& v = j.at(key);
+    return v.is_null() ? "-" : std::to_string(v.get<std::uint64_t>());
+}
+
+std::string bytes_or_dash(const json& j, const char* key) {
+    const json& v = j.at(key);
+    return v.is_null() ? "-" : format_bytes(v.get<double>());
+}
+
+std::string name_or_dash(const json& j) {
+    std::string name = j.value("name", "");
+    return name.empty() ? "-" : name;
+}
+
+std::string panic_text(const json& vip) {
+    if (!flag(vip, "panic")) return "no";
+    const std::string reason = str(vip, "panic_reason");
+    if (reason == "below_threshold") return "yes (below threshold)";
+    if (reason == "awaiting_first_verdicts") return "yes (awaiting first verdicts)";
+    return "yes (" + reason + ")";
+}
+
+Cell panic_cell(const json& vip) {
+    const bool panic = flag(vip, "panic");
+    return {panic_text(vip), panic ? Colour::kRed : Colour::kNone};
+}
+
+Cell backends_cell(const json& vip) {
+    const auto healthy = u64(vip, "backends_healthy"), total = u64(vip, "backends_total");
+    Colour c = Colour::kNone;
+    if (total > 0 && healthy == 0)
+        c = Colour::kRed;
+    else if (healthy < total)
+        c = Colour::kYellow;
+    return {fmt::format("{}/{}", healthy, total), c};
+}
+
+Cell table_state_cell(const json& vip) {
+    return flag(vip, "published") ? Cell{"live", Colour::kGreen} : Cell{"pending", Colour::kYellow};
+}
+
+Cell state_cell(const std::string& state) {
+    if (state == "drain") return {state, Colour::kYellow};
+    if (state == "disabled") return {state, Colour::kDim};
+    return {state};
+}
+
+Cell health_cell(const std::string& health) {
+    if (health == "healthy") return {health, Colour::kGreen};
+    if (health == "unhealthy") return {health, Colour::kRed};
+    return {health, Colour::kYellow};
+}
+
+// Errors the agent reported for VIPs, one line each.
+std::string vip_errors(const json& vips, const Style& style) {
+    std::string out;
+    for (const json& v : vips) {
+        const std::string error = v.value("last_error", "");
+        if (!error.empty())
+            out += paint(str(v, "vip") + ": last error: " + error, Colour::kRed, style) + "\n";
+    }
+    return out;
+}
+
+std::string render_status(const json& r, const Style& style) {
+    const bool ready = flag(r, "ready");
+    std::string out =
+        fmt::format("xlbd {} on {}, {} XDP, up {}, ", str(r, "version"), str(r, "interface"),
+                    str(r, "xdp_mode"), format_uptime(u64(r, "uptime_s")));
+    out += ready ? paint("ready", Colour::kGreen, style) : paint("not ready", Colour::kRed, style);
+    out += "\n";
+    const json& vips = r.at("vips");
+    if (vips.empty()) {
+        out += "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
+        return out;
+    }
+    Table t({{"VIP"},
+             {"NAME"},
+             {"BACKENDS", Align::kRight},
+             {"HEALTHY WEIGHT", Align::kRight},
+             {"PANIC"},
+             {"EPOCH", Align::kRight},
+             {"CHECKSUM"},
+             {"TABLE"}});
+    for (const json& v : vips)
+        t.add({str(v, "vip"), name_or_dash(v), backends_cell(v),
+               format_percent(number(v, "healthy_share")), panic_cell(v),
+               std::to_string(u64(v, "epoch")), str(v, "checksum"), table_state_cell(v)});
+    return out + t.render(style) + vip_errors(vips, style);
+}
+
+std::string render_vip_list(const json& r, const Style& style, bool quiet) {
+    const json& vips = r.at("vips");
+    std::string out;
+    if (quiet) {
+        for (const json& v : vips) out += str(v, "vip") + "\n";
+        return out;
+    }
+    if (vips.empty()) return "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
+    Table t({{"VIP"},
+             {"NAME"},
+             {"HASH"},
+             {"CONNTRACK"},
+             {"RING", Align::kRight},
+             {"PANIC AT", Align::kRight},
+             {"BACKENDS", Align::kRight},
+             {"EPOCH", Align::kRight},
+             {"PANIC"},
+             {"TABLE"}});
+    for (const json& v : vips) {
+        const json& spec = v.at("spec");
+        t.add({str(v, "vip"), name_or_dash(v), str(spec, "hash"),
+               flag(spec, "conntrack") ? "yes" : "no", std::to_string(u64(spec, "ring_size")),
+               format_number(number(spec, "panic_threshold") * 100) + "%", backends_cell(v),
+               std::to_string(u64(v, "epoch")), panic_cell(v), table_state_cell(v)});
+    }
+    return t.render(style) + vip_errors(vips, style);
+}
+
+std::string header_line(const json& r, const Style& style) {
+    return paint("VIP " + str(r, "vip"), Colour::kBold, style) +
+           fmt::format("  epoch {}  checksum {}", u64(r, "epoch"), str(r, "checksum"));
+}
+
+std::string effective_text(const json& b) {
+    // effective_weight = weight x 100 x weight_factor: shown on the weight's scale.
+    return format_number(static_cast<double>(u64(b, "effective_weight")) / 100.0);
+}
+
+std::string render_backend_list(const json& r, const Style& style, bool quiet) {
+    const json& backends = r.at("backends");
+    std::string out;
+    if (quiet) {
+        for (const json& b : backends) out += str(b, "address") + "\n";
+        return out;
+    }
+    out = header_line(r, style) + "\n";
+    if (backends.empty())
+        return out + "no backends (add one: xlbctl backend add " + str(r, "vip") + " ADDR)\n";
+    Table t({{"ADDRESS"},
+             {"STATE"},
+             {"HEALTH"},
+             {"WEIGHT", Align::kRight},
+             {"EFFECTIVE", Align::kRight},
+             {"SLOTS", Align::kRight},
+             {"SHARE", Align::kRight},
+             {"PACKETS", Align::kRight},
+             {"BYTES", Align::kRight},
+             {"LAST FAILURE"}});
+    for (const json& b : backends) {
+        const std::string failure = b.value("last_failure", "");
+        t.add({str(b, "address"), state_cell(str(b, "state")), health_cell(str(b, "health")),
+               std::to_string(u64(b, "weight")), effective_text(b), std::to_string(u64(b, "slots")),
+               format_percent(number(b, "share_of_slots")), count_or_dash(b, "packets"),
+               bytes_or_dash(b, "bytes"), failure.empty() ? "-" : failure});
+    }
+    return out + t.render(style);
+}
+
+const json* find_backend(const json& vip, const std::string& address) {
+    if (!vip.contains("backends")) return nullptr;
+    for (const json& b : vip.at("backends"))
+        if (b.value("address", "") == address) return &b;
+    return nullptr;
+}
+
+std::string slots_text(const json& b) {
+    return fmt::format("{} slots ({})", u64(b, "slots"),
+                       format_percent(number(b, "share_of_slots")));
+}
+
+std::string render_backend_change(const Command& c, const json& r) {
+    const std::string addr = c.backend.to_string();
+    const std::string vip = str(r, "vip");
+    const std::string epoch = fmt::format("epoch {}", u64(r, "epoch"));
+    const json* b = find_backend(r, addr);
+    auto weights = [&]() {
+        return fmt::format("weight {} (effective {}), {}", u64(*b, "weight"), effective_text(*b),
+                           slots_text(*b));
+    };
+    switch (c.verb) {
+        case Verb::kBackendAdd:
+            if (!b) break;
+            return fmt::format("added backend {} to {}: {}, {}\n", addr, vip, weights(), epoch);
+        case Verb::kBackendDel:
+            return fmt::format("removed backend {} from {}: its flows moved to the others, {}\n",
+                               addr, vip, epoch);
+        case Verb::kBackendSet:
+            if (!b) break;
+            return fmt::format("backend {} of {}: {}, {}\n", addr, vip, weights(), epoch);
+        case Verb::kBackendDrain:
+            return fmt::format(
+                "backend {} of {} is draining: no new flows, established flows stay; {}\n", addr,
+                vip, epoch);
+        case Verb::kBackendEnable:
+            if (!b) break;
+            return fmt::format("backend {} of {} is active: {}, {}\n", addr, vip, weights(), epoch);
+        case Verb::kBackendDisable:
+            return fmt::format(
+                "backend {} of {} is disabled: out of the table and the data plane; {}\n", addr,
+                vip, epoch);
+        default:
+            break;
+    }
+    return fmt::format("backend {} of {}: done, {}\n", addr, vip, epoch);
+}
+
+std::string render_vip_add(const json& r) {
+    const std::size_t n = r.at("backends").size();
+    return fmt::format("added VIP {}: {} backend{}, epoch {}, checksum {}\n", str(r, "vip"), n,
+                       n == 1 ? "" : "s", u64(r, "epoch"), str(r, "checksum"));
+}
+
+std::string render_table(const json& r, const Style& style) {
+    const std::uint64_t ring = u64(r, "ring_size"), configured = u64(r, "configured_ring_size");
+    std::string out = header_line(r, style);
+    out += fmt::format("  {} slots", ring);
+    if (ring != configured) out += fmt::format(" (configured {})", configured);
+    out += "  ";
+    out += flag(r, "published") ? paint("live", Colour::kGreen, style)
+                                : paint("pending", Colour::kYellow, style);
+    out += "\n";
+    if (ring == 0)
+        out += paint("empty table: no backend can take new flows", Colour::kRed, style) + "\n";
+    const json& backends = r.at("backends");
+    if (backends.empty()) return out;
+    Table t({{"BACKEND"},
+             {"SLOTS", Align::kRight},
+             {"SHARE", Align::kRight},
+             {"TARGET", Align::kRight},
+             {"DEVIATION", Align::kRight},
+             {"IN TABLE"}});
+    for (const json& b : backends) {
+        const bool in = flag(b, "in_table");
+        const double share = number(b, "share"), target = number(b, "target_share");
+        std::string deviation = "-";
+        if (in && target > 0) deviation = format_signed_percent(share / target - 1);
+        t.add({str(b, "address"), std::to_string(u64(b, "slots")), format_percent(share),
+               in ? format_percent(target) : "-", deviation,
+               in ? Cell{"yes"} : Cell{"no", Colour::kYellow}});
+    }
+    return out + t.render(style);
+}
+
+std::string render_lookup(const json& r, const Style& style) {
+    const std::string outcome = str(r, "outcome");
+    std::string out = fmt::format("{}: a new {} flow from {} to port {} ", str(r, "vip"),
+                                  str(r, "proto"), str(r, "src"), u64(r, "dport"));
+    const std::uint64_t hash = u64(r, "hash");
+    if (outcome == "tx" && !r.at("backend").is_null()) {
+        out += "goes to " + paint(str(r, "backend"), Colour::kBold, style) + "\n";
+        out += fmt::format("  backend id {}, slot {} of {}, hash {} (0x{:08x}), epoch {}\n",
+                           u64(r, "backend_id"), u64(r, "slot"), u64(r, "ring_size"), hash, hash,
+                           u64(r, "epoch"));
+        return out;
+    }
+    std::string why = outcome;
+    if (outcome == "drop_no_table")
+        why = "the VIP has no published table";
+    else if (outcome == "drop_no_backend")
+        why = "the table is empty: no backend can take traffic";
+    out += paint("is dropped", Colour::kRed, style) + fmt::format(": {} ({})\n", why, outcome);
+    out += fmt::format("  hash {} (0x{:08x}), epoch {}\n", hash, hash, u64(r, "epoch"));
+    return out;
+}
+
+// Outcomes with a nonzero total, in the API's order.
+std::vector<std::string> seen_outcomes(const json& outcomes) {
+    std::vector<std::string> names;
+    for (auto it = outcomes.begin(); it != outcomes.end(); ++it)
+        if (it.value().is_number() && it.value().get<std::uint64_t>() > 0)
+            names.push_back(it.key());
+    // tx first, then pass, then drops: easier to read than alphabetical
+    auto rank = [](const std::string& n) {
+        if (n.starts_with("tx")) return 0;
+        if (n.starts_with("pass")) return 1;
+        return 2;
+    };
+    std::stable_sort(names.begin(), names.end(),
+                     [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+    return names;
+}
+
+Colour outcome_colour(const std::string& name) {
+    return name.starts_with("drop") ? Colour::kRed : Colour::kNone;
+}
+
+std::string render_stats(const json& r, const Style& style) {
+    std::string out;
+    const json& vips = r.at("vips");
+    if (vips.empty()) {
+        out += "no VIPs\n";
+    } else {
+        Table t({{"VIP"},
+                 {"NAME"},
+                 {"PACKETS", Align::kRight},
+                 {"BYTES", Align::kRight},
+                 {"NEW FLOWS", Align::kRight},
+                 {"CT HITS", Align::kRight},
+                 {"DROPS", Align::kRight}});
+        for (const json& v : vips) {
+            const bool drops = !v.at("drops").is_null() && u64(v, "drops") > 0;
+            t.add({str(v, "vip"), name_or_dash(v), count_or_dash(v, "packets"),
+                   bytes_or_dash(v, "bytes"), count_or_dash(v, "new_flows"),
+                   count_or_dash(v, "conntrack_hits"),
+                   Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone}});
+        }
+        out += t.render(style);
+    }
+    out += "\n";
+    const json& outcomes = r.at("outcomes");
+    const auto names = seen_outcomes(outcomes);
+    if (names.empty()) return out + "every packet the program saw, by outcome: none yet\n";
+    Table t({{"OUTCOME (every packet the program saw)"}, {"PACKETS", Align::kRight}});
+    for (const auto& n : names)
+        t.add({Cell{n, outcome_colour(n)}, std::to_string(outcomes.at(n).get<std::uint64_t>())});
+    return out + t.render(style);
+}
+
+// later - earlier per second; null when either is null; 0 when it went back.
+json rate(const json& earlier, const json& later, double seconds) {
+    if (!earlier.is_number() || !later.is_number() || seconds <= 0) return nullptr;
+    const auto a = earlier.get<std::uint64_t>(), b = later.get<std::uint64_t>();
+    return b < a ? 0.0 : static_cast<double>(b - a) / seconds;
+}
+
+std::string rate_text(const json& v, std::string (*fmt_fn)(double)) {
+    return v.is_null() ? "-" : fmt_fn(v.get<double>());
+}
+
+}  // namespace
+
+std::string render_human(const Command& c, const json& r, const Style& style) {
+    switch (c.verb) {
+        case Verb::kStatus:
+            return render_status(r, style);
+        case Verb::kVipList:
+            return render_vip_list(r, style, c.quiet);
+        case Verb::kVipAdd:
+            return render_vip_add(r);
+        case Verb::kVipDel:
+            return fmt::format("deleted VIP {}\n", str(r, "vip"));
+        case Verb::kBackendList:
+            return render_backend_list(r, style, c.quiet);
+        case Verb::kBackendAdd:
+        case Verb::kBackendDel:
+        case Verb::kBackendSet:
+        case Verb::kBackendDrain:
+        case Verb::kBackendEnable:
+        case Verb::kBackendDisable:
+            return render_backend_change(c, r);
+        case Verb::kStats:
+            return render_stats(r, style);
+        case Verb::kTable:
+            return render_table(r, style);
+        case Verb::kLookup:
+            return render_lookup(r, style);
+    }
+    return r.dump(2) + "\n";
+}
+
+std::string render_json(const json& reply) { return reply.dump(2) + "\n"; }
+
+std::string pending_warning(const Command& c, const json& r) {
+    if (!r.is_object() || !r.contains("published") || r.value("published", true)) return "";
+    std::string why = r.value("last_error", "");
+    if (why.empty()) why = "publish pending";
+    return fmt::format(
+        "{} {}: persisted, but not live yet: {} (the agent retries; xlbctl status "
+        "shows when it is)",
+        verb_name(c.verb), r.value("vip", c.vip), why);
+}
+
+json watch_sample(const json& before, const json& after, double seconds,
+                  const std::string& time_utc) {
+    json out = after;
+    out["time"] = time_utc;
+    out["interval_s"] = seconds;
+    json outcome_rates = json::object();
+    const json& a_out = after.at("outcomes");
+    const json& b_out = before.at("outcomes");
+    for (auto it = a_out.begin(); it != a_out.end(); ++it)
+        outcome_rates[it.key()] =
+            rate(b_out.contains(it.key()) ? b_out.at(it.key()) : json(), it.value(), seconds);
+    out["outcomes_per_s"] = std::move(outcome_rates);
+    for (json& v : out.at("vips")) {
+        const json* prev = nullptr;
+        for (const json& p : before.at("vips"))
+            if (p.value("vip", "") == v.value("vip", "")) prev = &p;
+        auto field_rate = [&](const char* key) {
+            return prev ? rate(prev->at(key), v.at(key), seconds) : json();
+        };
+        v["packets_per_s"] = field_rate("packets");
+        v["bytes_per_s"] = field_rate("bytes");
+        v["bits_per_s"] =
+            v["bytes_per_s"].is_null() ? json() : json(v["bytes_per_s"].get<double>() * 8);
+        v["new_flows_per_s"] = field_rate("new_flows");
+        v["conntrack_hits_per_s"] = field_rate("conntrack_hits");
+        v["drops_per_s"] = field_rate("drops");
+    }
+    return out;
+}
+
+std::string render_watch(const json& s, const Style& style) {
+    std::string out =
+        paint(fmt::format("every {}s", format_number(s.at("interval_s").get<double>())),
+              Colour::kBold, style) +
+        fmt::format("  {}  (Ctrl-C to stop)\n", str(s, "time"));
+    const json& vips = s.at("vips");
+    if (vips.empty()) {
+        out += "no VIPs\n";
+    } else {
+        Table t({{"VIP"},
+                 {"NAME"},
+                 {"PACKETS", Align::kRight},
+                 {"THROUGHPUT", Align::kRight},
+                 {"NEW FLOWS", Align::kRight},
+                 {"CT HITS", Align::kRight},
+                 {"DROPS", Align::kRight},
+                 {"TOTAL PACKETS", Align::kRight},
+                 {"TOTAL BYTES", Align::kRight}});
+        for (const json& v : vips) {
+            const json& drops = v.at("drops_per_s");
+            const bool dropping = drops.is_number() && drops.get<double>() > 0;
+            t.add(
+                {str(v, "vip"), name_or_dash(v), rate_text(v.at("packets_per_s"), format_pps),
+                 rate_text(v.at("bits_per_s"), format_bits),
+                 rate_text(v.at("new_flows_per_s"), format_per_second),
+                 rate_text(v.at("conntrack_hits_per_s"), format_per_second),
+                 Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone},
+                 count_or_dash(v, "packets"), bytes_or_dash(v, "bytes")});
+        }
+        out += t.render(style);
+    }
+    out += "\n";
+    const json& outcomes = s.at("outcomes");
+    const auto names = seen_outcomes(outcomes);
+    if (names.empty()) return out + "every packet the program saw, by outcome: none yet\n";
+    Table t({{"OUTCOME (every packet the program saw)"},
+             {"RATE", Align::kRight},
+             {"TOTAL", Align::kRight}});
+    for (const auto& n : names)
+        t.add({Cell{n, outcome_colour(n)}, rate_text(s.at("outcomes_per_s").at(n), format_pps),
+               std::to_string(outcomes.at(n).get<std::uint64_t>())});
+    return out + t.render(style);
+}
+
+}  // namespace xlb::xlbctl

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/xlbctl/request.h"
+
+#include <nlohmann/json.hpp>
+
+#include "xlb/config/json.h"
+
+namespace xlb::xlbctl {
+
+std::string url_encode(std::string_view text) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    out.reserve(text.size());
+    for (unsigned char c : text) {
+        const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                                (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+                                c == '~';
+        if (unreserved) {
+            out += static_cast<char>(c);
+        } else {
+            out += '%';
+            out += kHex[c >> 4];
+            out += kHex[c & 0xf];
+        }
+    }
+    return out;
+}
+
+namespace {
+
+std::string vip_query(const Command& c) { return "vip=" + url_encode(c.vip); }
+
+std::string backend_query(const Command& c) {
+    return vip_query(c) + "&address=" + url_encode(c.backend.to_string());
+}
+
+HttpRequest patch(const Command& c, const nlohmann::json& body) {
+    return {"PATCH", "/v1/backends?" + backend_query(c), body.dump()};
+}
+
+}  // namespace
+
+HttpRequest build_request(const Command& c) {
+    using nlohmann::json;
+    switch (c.verb) {
+        case Verb::kStatus:
+            return {"GET", "/v1/status", ""};
+        case Verb::kVipList:
+            return {"GET", "/v1/vips", ""};
+        case Verb::kVipAdd: {
+            // Only what the operator chose: everything else takes the agent's
+            // defaults (the same as config::VipSpec's).
+            json body{{"address", c.spec.address.to_string()},
+                      {"port", c.spec.port},
+                      {"protocol", config::to_string(c.spec.protocol)},
+                      {"hash", config::to_string(c.spec.hash)},
+                      {"conntrack", c.spec.conntrack},
+                      {"ring_size", c.spec.ring_size},
+                      {"panic_threshold", c.spec.panic_threshold}};
+            if (!c.spec.name.empty()) body["name"] = c.spec.name;
+            if (!c.spec.backends.empty()) {
+                json backends = json::array();
+                for (const auto& b : c.spec.backends)
+                    backends.push_back(
+                        json{{"address", b.address.to_string()}, {"weight", b.weight}});
+                body["backends"] = std::move(backends);
+            }
+            return {"POST", "/v1/vips", body.dump()};
+        }
+        case Verb::kVipDel:
+            return {"DELETE", "/v1/vip?" + vip_query(c), ""};
+        case Verb::kBackendList:
+            return {"GET", "/v1/backends?" + vip_query(c), ""};
+        case Verb::kBackendAdd: {
+            json body{{"address", c.backend.to_string()}};
+            if (c.weight) body["weight"] = *c.weight;
+            if (!c.hash_key.empty()) body["hash_key"] = c.hash_key;
+            return {"POST", "/v1/backends?" + vip_query(c), body.dump()};
+        }
+        case Verb::kBackendDel:
+            return {"DELETE", "/v1/backends?" + backend_query(c), ""};
+        case Verb::kBackendSet:
+            return patch(c, json{{"weight", c.weight.value_or(0)}});
+        case Verb::kBackendDrain:
+            return patch(c, json{{"state", "drain"}});
+        case Verb::kBackendEnable:
+            return patch(c, json{{"state", "active"}});
+        case Verb::kBackendDisable:
+            return patch(c, json{{"state", "disabled"}});
+        case Verb::kStats:
+            return {"GET", c.vip.empty() ? "/v1/stats" : "/v1/stats?" + vip_query(c), ""};
+        case Verb::kTable:
+            return {"GET", "/v1/table?" + vip_query(c), ""};
+        case Verb::kLookup: {
+            std::string target =
+                "/v1/lookup?" + vip_query(c) + "&src=" + url_encode(c.src.to_string());
+            if (c.proto) target += "&proto=" + std::string(config::to_string(*c.proto));
+            if (c.dport) target += "&dport=" + std::to_string(*c.dport);
+            return {"GET", target, ""};
+        }
+    }
+    return {"GET", "/v1/status", ""};
+}
+
+}  // namespace xlb::xlbctl

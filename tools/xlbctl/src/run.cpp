@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/xlbctl/run.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "xlb/xlbctl/render.h"
+#include "xlb/xlbctl/request.h"
+
+namespace xlb::xlbctl {
+
+namespace {
+
+struct Failure {
+    int code = kExitFailed;
+    std::string message;
+    std::optional<int> http_status;
+};
+
+class Reporter {
+public:
+    Reporter(Io& io, bool json) : io_(io), json_(json) {}
+
+    int fail(const Failure& f) const {
+        if (json_) {
+            json j{{"error", f.message}, {"exit_code", f.code}};
+            if (f.http_status) j["http_status"] = *f.http_status;
+            *io_.err << j.dump() << "\n";
+        } else {
+            *io_.err << "xlbctl: " << f.message << "\n";
+        }
+        return f.code;
+    }
+
+    void warn(const std::string& message) const {
+        if (json_)
+            *io_.err << json{{"warning", message}}.dump() << "\n";
+        else
+            *io_.err << "xlbctl: warning: " << message << "\n";
+    }
+
+private:
+    Io& io_;
+    bool json_;
+};
+
+bool colour_enabled(const Io& io) {
+    if (!io.out_is_tty) return false;
+    const char* no_color = io.getenv ? io.getenv("NO_COLOR") : nullptr;
+    if (no_color && *no_color) return false;
+    const char* term = io.getenv ? io.getenv("TERM") : nullptr;
+    return !(term && std::string_view(term) == "dumb");
+}
+
+struct Reply {
+    int status = 0;
+    json body;
+};
+
+// One request: the reply as JSON, or the failure to report.
+std::expected<Reply, Failure> exchange(Transport& transport, const HttpRequest& request,
+                                       const Command& c) {
+    auto response = transport.send(request);
+    if (!response)
+        return std::unexpected(
+            Failure{kExitUnreachable, describe(response.error(), c.socket, c.timeout)});
+    json body = json::parse(response->body, nullptr, false);
+    if (response->status >= 400) {
+        std::string message;
+        if (body.is_object() && body.contains("error") && body["error"].is_string()) {
+            message = body["error"].get<std::string>();
+        } else {
+            message = response->body.substr(0, response->body.find('\n'));
+            if (message.empty()) message = "HTTP status " + std::to_string(response->status);
+        }
+        return std::unexpected(Failure{kExitFailed, "xlbd: " + message, response->status});
+    }
+    if (body.is_discarded() || !body.is_object())
+        return std::unexpected(Failure{
+            kExitUnreachable,
+            fmt::format("xlbd at {} sent a malformed reply: HTTP {} without a JSON object (is it "
+                        "the agent's API socket?)",
+                        c.socket, response->status)});
+    return Reply{response->status, std::move(body)};
+}
+
+Failure malformed(const Command& c, const std::exception& e) {
+    return Failure{kExitUnreachable,
+                   fmt::format("xlbd at {} sent a reply xlbctl does not understand: {} (are xlbd "
+                               "and xlbctl the same version? xlbctl --version, xlbctl status "
+                               "--json)",
+                               c.socket, e.what())};
+}
+
+int watch(const Command& c, Transport& transport, Io& io, const Style& style,
+          const Reporter& report) {
+    const HttpRequest request = build_request(c);
+    auto first = exchange(transport, request, c);
+    if (!first) return report.fail(first.error());
+    json before = std::move(first->body);
+    auto t0 = io.now();
+    if (io.on_watch_start) io.on_watch_start();
+    const auto interval =
+        std::chrono::milliseconds(static_cast<long>(std::llround(*c.watch_seconds * 1000)));
+    const bool in_place = io.out_is_tty && !c.json;
+    if (in_place)
+        *io.out << fmt::format("measuring rates over {}s (Ctrl-C to stop)...\n",
+                               format_number(*c.watch_seconds))
+                << std::flush;
+    std::uint64_t shown = 0;
+    while (!io.interrupted()) {
+        io.sleep(interval);
+        if (io.interrupted()) break;
+        auto next = exchange(transport, request, c);
+        if (!next) return report.fail(next.error());
+        const auto t1 = io.now();
+        const double seconds = std::chrono::duration<double>(t1 - t0).count();
+        try {
+            const json sample = watch_sample(before, next->body, seconds, io.wall_time());
+            if (c.json) {
+                *io.out << sample.dump() << "\n";
+            } else if (in_place) {
+                // Home, each line cleared to its end, then the rest of the screen.
+                std::string frame = render_watch(sample, style), painted;
+                for (char ch : frame) {
+                    if (ch == '\n') painted += "\x1b[K";
+                    painted += ch;
+                }
+                *io.out << (shown == 0 ? "\x1b[H\x1b[2J" : "\x1b[H") << painted << "\x1b[J";
+            } else {
+                if (shown > 0) *io.out << "\n";
+                *io.out << render_watch(sample, style);
+            }
+        } catch (const json::exception& e) {
+            return report.fail(malformed(c, e));
+        }
+        io.out->flush();
+        before = std::move(next->body);
+        t0 = t1;
+        ++shown;
+        if (c.count && shown >= *c.count) break;
+    }
+    return kExitOk;
+}
+
+std::atomic<bool> g_interrupted{false};
+
+void on_signal(int) { g_interrupted = true; }
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, Io& io) {
+    const Reporter report(io, wants_json(args));
+    ParseResult parsed = parse_command(args, io.getenv);
+    if (const ParseExit* e = std::get_if<ParseExit>(&parsed)) {
+        *io.out << e->out;
+        if (!e->error.empty()) return report.fail(Failure{e->code, e->error, std::nullopt});
+        return e->code;
+    }
+    const Command& c = std::get<Command>(parsed);
+    const Style style{colour_enabled(io)};
+    std::unique_ptr<Transport> transport = io.connect(c);
+    if (c.watch_seconds) return watch(c, *transport, io, style, report);
+
+    auto reply = exchange(*transport, build_request(c), c);
+    if (!reply) return report.fail(reply.error());
+    try {
+        *io.out << (c.json ? render_json(reply->body) : render_human(c, reply->body, style));
+        if (reply->status == 202)
+            if (auto warning = pending_warning(c, reply->body); !warning.empty())
+                report.warn(warning);
+    } catch (const json::exception& e) {
+        return report.fail(malformed(c, e));
+    }
+    io.out->flush();
+    return kExitOk;
+}
+
+Io process_io() {
+    Io io;
+    io.out = &std::cout;
+    io.err = &std::cerr;
+    io.out_is_tty = ::isatty(STDOUT_FILENO) == 1;
+    io.getenv = [](const char* name) -> const char* { return std::getenv(name); };
+    io.connect = [](const Command& c) -> std::unique_ptr<Transport> {
+        return std::make_unique<UnixSocketTransport>(c.socket, c.timeout);
+    };
+    io.sleep = [](std::chrono::milliseconds total) {
+        const auto end = std::chrono::steady_clock::now() + total;
+        while (!g_interrupted && std::chrono::steady_clock::now() < end) {
+            const auto left = end - std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(
+                std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
+        }
+    };
+    io.now = [] { return std::chrono::steady_clock::now(); };
+    io.wall_time = [] {
+        const std::time_t now = std::time(nullptr);
+        std::tm tm{};
+        ::gmtime_r(&now, &tm);
+        char buf[32];
+        std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        return std::string(buf);
+    };
+    io.interrupted = [] { return g_interrupted.load(); };
+    io.on_watch_start = [] {
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGINT, &sa, nullptr);
+        ::sigaction(SIGTERM, &sa, nullptr);
+    };
+    return io;
+}
+
+}  // namespace xlb::xlbctl
