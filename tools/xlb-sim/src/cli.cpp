@@ -1,0 +1,550 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/sim/cli.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "xlb/sim/balance.h"
+#include "xlb/sim/placement.h"
+#include "xlb/sim/report.h"
+
+namespace xlb::sim {
+
+namespace {
+
+enum class Format { kText, kCsv, kJson };
+
+// Options every subcommand shares.
+struct Common {
+    std::uint64_t seed = 1;
+    bool csv = false;
+    bool json = false;
+    std::string plot;
+
+    [[nodiscard]] Format format() const {
+        return json ? Format::kJson : csv ? Format::kCsv : Format::kText;
+    }
+};
+
+void add_common(CLI::App& app, Common& common) {
+    app.add_option("--seed", common.seed, "seed of every random choice; same seed, same output")
+        ->capture_default_str();
+    auto* csv = app.add_flag("--csv", common.csv, "print CSV instead of a table");
+    auto* json = app.add_flag("--json", common.json, "print JSON instead of a table");
+    csv->excludes(json);
+    app.add_option("--plot", common.plot, "also write a line chart to this SVG file");
+}
+
+std::string render(const Report& report, Format format) {
+    switch (format) {
+        case Format::kCsv:
+            return render_csv(report);
+        case Format::kJson:
+            return render_json(report);
+        case Format::kText:
+            break;
+    }
+    return render_text(report);
+}
+
+std::expected<void, std::string> write_file(const std::string& path, const std::string& text) {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << text;
+    file.close();
+    if (!file) return std::unexpected(fmt::format("cannot write plot file '{}'", path));
+    return {};
+}
+
+double percent(double fraction) { return 100.0 * fraction; }
+
+// Series colours: algorithms by their enum value, the ideal in black.
+constexpr int kIdealColour = 6;
+
+// Drops series that dwarf the reference series (say, modulo's ~100% next to
+// consistent hashing's ~1%): they would flatten every other curve. The title
+// names what was dropped; the table still has it.
+void drop_off_scale(Plot& plot, const std::string& reference, double factor) {
+    const auto peak = [](const Series& s) {
+        double m = 0;
+        for (auto [x, y] : s.points) m = std::max(m, y);
+        return m;
+    };
+    const auto ref = std::find_if(plot.series.begin(), plot.series.end(),
+                                  [&](const Series& s) { return s.name == reference; });
+    if (ref == plot.series.end()) return;
+    const double limit = factor * peak(*ref);
+    std::vector<std::string> dropped;
+    std::erase_if(plot.series, [&](const Series& s) {
+        if (s.name == reference || peak(s) <= limit) return false;
+        dropped.push_back(s.name);
+        return true;
+    });
+    if (!dropped.empty()) {
+        plot.title += fmt::format(" ({}: off the scale)", fmt::join(dropped, ", "));
+    }
+}
+
+std::expected<std::vector<Algorithm>, std::string> parse_algorithms(
+    const std::vector<std::string>& names) {
+    std::vector<Algorithm> algorithms;
+    for (const auto& name : names) {
+        auto a = parse_algorithm(name);
+        if (!a) return std::unexpected(a.error());
+        if (std::find(algorithms.begin(), algorithms.end(), *a) == algorithms.end()) {
+            algorithms.push_back(*a);
+        }
+    }
+    return algorithms;
+}
+
+// ---- placement ------------------------------------------------------------
+
+struct PlacementArgs {
+    std::vector<std::uint32_t> backends{100};
+    std::size_t keys = 1'000'000;
+    std::vector<std::uint32_t> weights;
+    std::vector<std::uint32_t> vnodes{100};
+    std::uint32_t ring_size = 65537;
+    std::vector<std::string> algorithms{"modulo", "ring", "rendezvous", "jump", "maglev"};
+    bool no_timing = false;
+};
+
+std::expected<std::string, std::string> run_placement_command(const PlacementArgs& args,
+                                                              const Common& common) {
+    auto algorithms = parse_algorithms(args.algorithms);
+    if (!algorithms) return std::unexpected(algorithms.error());
+    const bool sweep_backends = args.backends.size() > 1;
+    const bool sweep_vnodes = args.vnodes.size() > 1;
+    if (!common.plot.empty() && !sweep_backends && !sweep_vnodes) {
+        return std::unexpected(
+            "--plot needs a sweep to draw: give several --backends (moved keys vs N) or "
+            "several --vnodes (ring balance vs virtual nodes)");
+    }
+    if (sweep_backends && sweep_vnodes) {
+        return std::unexpected("sweep either --backends or --vnodes, not both");
+    }
+
+    Report report;
+    report.command = "placement";
+    report.parameters = {{"backends", args.backends},   {"keys", args.keys},
+                         {"weights", args.weights},     {"vnodes", args.vnodes},
+                         {"ring_size", args.ring_size}, {"algorithms", args.algorithms},
+                         {"seed", common.seed}};
+    report.columns = {{"algorithm"}, {"backends"}, {"vnodes"}};
+    if (!args.no_timing) {
+        report.columns.push_back({"build_us", 0});
+        report.columns.push_back({"lookup_ns", 1});
+    }
+    for (const char* name : {"memory_bytes"}) report.columns.push_back({name});
+    for (const char* name : {"max_over_mean", "cv", "cv_noise", "max_share_err"}) {
+        report.columns.push_back({name, 4});
+    }
+    for (const char* name : {"add_moved_pct", "add_ideal_pct", "remove_moved_pct",
+                             "remove_ideal_pct", "weight_moved_pct", "weight_ideal_pct"}) {
+        report.columns.push_back({name, 3});
+    }
+
+    std::vector<PlacementResult> all;
+    for (std::uint32_t n : args.backends) {
+        for (std::size_t v = 0; v < args.vnodes.size(); ++v) {
+            PlacementStudy study;
+            study.backends = n;
+            study.keys = args.keys;
+            study.weights = args.weights;
+            study.algorithm.vnodes = args.vnodes[v];
+            study.algorithm.ring_size = args.ring_size;
+            study.seed = common.seed;
+            study.algorithms.clear();
+            // Only the ring depends on the number of virtual nodes.
+            for (Algorithm a : *algorithms) {
+                if (v == 0 || a == Algorithm::kRing) study.algorithms.push_back(a);
+            }
+            auto results = run_placement(study);
+            if (!results) return std::unexpected(results.error());
+            all.insert(all.end(), results->begin(), results->end());
+        }
+    }
+    if (sweep_vnodes) {
+        // Keep each algorithm's rows together (the ring's sweep in order).
+        const auto rank = [&](Algorithm x) {
+            return std::find(algorithms->begin(), algorithms->end(), x) - algorithms->begin();
+        };
+        std::stable_sort(all.begin(), all.end(), [&](const auto& a, const auto& b) {
+            return rank(a.algorithm) < rank(b.algorithm);
+        });
+    }
+    for (const auto& r : all) {
+        std::vector<Cell> row{
+            std::string(algorithm_name(r.algorithm)), std::int64_t{r.backends},
+            r.algorithm == Algorithm::kRing ? Cell{std::int64_t{r.vnodes}} : Cell{}};
+        if (!args.no_timing) {
+            row.emplace_back(r.build_us);
+            row.emplace_back(r.lookup_ns);
+        }
+        row.emplace_back(static_cast<std::int64_t>(r.memory_bytes));
+        row.emplace_back(r.max_over_mean);
+        row.emplace_back(r.cv);
+        row.emplace_back(r.cv_noise);
+        row.emplace_back(r.max_share_error);
+        row.emplace_back(percent(r.moved_add));
+        row.emplace_back(percent(r.ideal_add));
+        row.emplace_back(r.backends > 1 ? Cell{percent(r.moved_remove)} : Cell{});
+        row.emplace_back(r.backends > 1 ? Cell{percent(r.ideal_remove)} : Cell{});
+        row.emplace_back(r.moved_weight ? Cell{percent(*r.moved_weight)} : Cell{});
+        row.emplace_back(percent(r.ideal_weight));
+        report.rows.push_back(std::move(row));
+    }
+
+    if (!common.plot.empty()) {
+        Plot plot;
+        plot.log_x = true;
+        if (sweep_backends) {
+            plot.title = "Keys moved when one backend joins";
+            plot.x_label = "backends before the join (N)";
+            plot.y_label = "keys moved / least possible";
+            for (Algorithm a : *algorithms) {
+                Series s{std::string(algorithm_name(a)), {}, false, static_cast<int>(a)};
+                for (const auto& r : all) {
+                    if (r.algorithm == a)
+                        s.points.emplace_back(r.backends, r.moved_add / r.ideal_add);
+                }
+                plot.series.push_back(std::move(s));
+            }
+            Series ideal{"ideal", {}, true, kIdealColour};
+            for (std::uint32_t n : args.backends) {
+                for (const auto& r : all) {
+                    if (r.backends == n) {
+                        ideal.points.emplace_back(n, 1.0);
+                        break;
+                    }
+                }
+            }
+            plot.series.push_back(std::move(ideal));
+            drop_off_scale(plot, "ideal", 20);
+        } else {
+            plot.title = fmt::format("Balance with {} backends", args.backends.front());
+            plot.x_label = "ring hash: virtual nodes per backend";
+            plot.y_label = "max / mean keys per backend";
+            const double v_lo = args.vnodes.front(), v_hi = args.vnodes.back();
+            for (Algorithm a : *algorithms) {
+                Series s{std::string(algorithm_name(a)), {}, false, static_cast<int>(a)};
+                for (const auto& r : all) {
+                    if (r.algorithm != a) continue;
+                    if (a == Algorithm::kRing) {
+                        s.points.emplace_back(r.vnodes, r.max_over_mean);
+                    } else {
+                        // Independent of virtual nodes: a flat reference line.
+                        s.points = {{v_lo, r.max_over_mean}, {v_hi, r.max_over_mean}};
+                        s.dashed = true;
+                    }
+                }
+                std::sort(s.points.begin(), s.points.end());
+                plot.series.push_back(std::move(s));
+            }
+            drop_off_scale(plot, "rendezvous", 10);
+        }
+        if (auto w = write_file(common.plot, render_svg(plot)); !w)
+            return std::unexpected(w.error());
+    }
+    return render(report, common.format());
+}
+
+// ---- churn ----------------------------------------------------------------
+
+struct ChurnArgs {
+    std::uint32_t backends = 100;
+    std::size_t keys = 200'000;
+    std::string script{kDefaultChurnScript};
+    std::uint32_t vnodes = 100;
+    std::uint32_t ring_size = 65537;
+    std::vector<std::string> algorithms{"modulo", "ring", "rendezvous", "jump", "maglev"};
+};
+
+std::expected<std::string, std::string> run_churn_command(const ChurnArgs& args,
+                                                          const Common& common) {
+    auto algorithms = parse_algorithms(args.algorithms);
+    if (!algorithms) return std::unexpected(algorithms.error());
+    ChurnStudy study;
+    study.backends = args.backends;
+    study.keys = args.keys;
+    study.script = args.script;
+    study.algorithm.vnodes = args.vnodes;
+    study.algorithm.ring_size = args.ring_size;
+    study.seed = common.seed;
+    study.algorithms = *algorithms;
+    auto steps = run_churn(study);
+    if (!steps) return std::unexpected(steps.error());
+
+    Report report;
+    report.command = "churn";
+    report.parameters = {{"backends", args.backends},   {"keys", args.keys},
+                         {"script", args.script},       {"vnodes", args.vnodes},
+                         {"ring_size", args.ring_size}, {"algorithms", args.algorithms},
+                         {"seed", common.seed}};
+    report.columns = {{"step"}, {"action"}, {"backends"}, {"ideal_pct", 2}};
+    for (Algorithm a : *algorithms) {
+        report.columns.push_back({fmt::format("{}_pct", algorithm_name(a)), 2});
+    }
+    report.columns.push_back({"ideal_cum_pct", 2});
+    for (Algorithm a : *algorithms) {
+        report.columns.push_back({fmt::format("{}_cum_pct", algorithm_name(a)), 2});
+    }
+    std::int64_t number = 0;
+    for (const auto& s : *steps) {
+        std::vector<Cell> row{++number, s.action, std::int64_t{s.backends}, percent(s.ideal_step)};
+        for (double m : s.moved_step) row.emplace_back(percent(m));
+        row.emplace_back(percent(s.ideal_cumulative));
+        for (double m : s.moved_cumulative) row.emplace_back(percent(m));
+        report.rows.push_back(std::move(row));
+    }
+
+    if (!common.plot.empty()) {
+        Plot plot;
+        plot.title = "Cumulative keys moved over a membership script";
+        plot.x_label = "step";
+        plot.y_label = "keys moved, cumulative (% of all keys)";
+        for (std::size_t a = 0; a < algorithms->size(); ++a) {
+            Series s{std::string(algorithm_name((*algorithms)[a])),
+                     {{0, 0}},
+                     false,
+                     static_cast<int>((*algorithms)[a])};
+            for (std::size_t i = 0; i < steps->size(); ++i) {
+                s.points.emplace_back(i + 1, percent((*steps)[i].moved_cumulative[a]));
+            }
+            plot.series.push_back(std::move(s));
+        }
+        Series ideal{"ideal", {{0, 0}}, true, kIdealColour};
+        for (std::size_t i = 0; i < steps->size(); ++i) {
+            ideal.points.emplace_back(i + 1, percent((*steps)[i].ideal_cumulative));
+        }
+        plot.series.push_back(std::move(ideal));
+        drop_off_scale(plot, "ideal", 5);
+        if (auto w = write_file(common.plot, render_svg(plot)); !w)
+            return std::unexpected(w.error());
+    }
+    return render(report, common.format());
+}
+
+// ---- balance --------------------------------------------------------------
+
+struct BalanceArgs {
+    std::uint32_t servers = 100;
+    std::uint64_t requests = 200'000;
+    std::uint64_t jobs_per_server = 1000;
+    double utilisation = 0.8;
+    double slow_factor = 5.0;
+    double hot_share = 0.1;
+    std::uint64_t key_space = 100'000;
+    std::vector<std::string> scenarios{"static", "uniform", "heavy-tailed", "slow-server",
+                                       "hot-key"};
+    std::vector<std::string> policies{"random", "round-robin", "least-request",
+                                      "p2c",    "p2c-ewma",    "hash"};
+};
+
+std::expected<std::string, std::string> run_balance_command(const BalanceArgs& args,
+                                                            const Common& common) {
+    if (!common.plot.empty()) {
+        return std::unexpected(
+            "--plot: balance has no curve to draw; plot placement (--backends or --vnodes "
+            "sweep) or churn");
+    }
+    std::vector<Policy> policies;
+    for (const auto& name : args.policies) {
+        auto p = parse_policy(name);
+        if (!p) return std::unexpected(p.error());
+        policies.push_back(*p);
+    }
+    static constexpr const char* kScenarios[] = {"static", "uniform", "heavy-tailed", "slow-server",
+                                                 "hot-key"};
+    for (const auto& s : args.scenarios) {
+        if (std::find(std::begin(kScenarios), std::end(kScenarios), s) == std::end(kScenarios)) {
+            return std::unexpected(fmt::format(
+                "unknown scenario '{}': use static, uniform, heavy-tailed, slow-server or hot-key",
+                s));
+        }
+    }
+
+    Report report;
+    report.command = "balance";
+    report.parameters = {{"servers", args.servers},
+                         {"requests", args.requests},
+                         {"jobs_per_server", args.jobs_per_server},
+                         {"utilisation", args.utilisation},
+                         {"slow_factor", args.slow_factor},
+                         {"hot_share", args.hot_share},
+                         {"key_space", args.key_space},
+                         {"scenarios", args.scenarios},
+                         {"policies", args.policies},
+                         {"seed", common.seed}};
+    report.columns = {{"scenario"},  {"policy"},           {"mean_load", 2},      {"max_load", 2},
+                      {"peak_load"}, {"max_over_mean", 3}, {"max_minus_mean", 2}, {"p50", 3},
+                      {"p99", 3},    {"p999", 3},          {"server0_pct", 2}};
+
+    for (const auto& scenario : args.scenarios) {
+        for (Policy policy : policies) {
+            std::vector<Cell> row{scenario, std::string(policy_name(policy))};
+            if (scenario == "static") {
+                if (policy == Policy::kP2CEwma) continue;  // nothing to learn from
+                const std::uint64_t jobs = args.jobs_per_server * args.servers;
+                auto loads = place_static(args.servers, jobs, policy, common.seed);
+                if (!loads) return std::unexpected(loads.error());
+                const double mean = static_cast<double>(jobs) / args.servers;
+                const auto max = *std::max_element(loads->begin(), loads->end());
+                row.insert(row.end(), {mean, static_cast<double>(max), std::int64_t(max),
+                                       max / mean, max - mean, Cell{}, Cell{}, Cell{},
+                                       percent(static_cast<double>((*loads)[0]) / jobs)});
+            } else {
+                QueueScenario q;
+                q.servers = args.servers;
+                q.requests = args.requests;
+                q.utilisation = args.utilisation;
+                q.key_space = args.key_space;
+                q.seed = common.seed;
+                if (scenario == "heavy-tailed") q.durations = Durations::kHeavyTailed;
+                if (scenario == "slow-server") q.slow_factor = args.slow_factor;
+                if (scenario == "hot-key") q.hot_share = args.hot_share;
+                auto r = simulate_queue(q, policy);
+                if (!r) return std::unexpected(r.error());
+                row.insert(row.end(), {r->mean_outstanding, r->mean_max_outstanding,
+                                       static_cast<std::int64_t>(r->peak_outstanding),
+                                       r->mean_max_outstanding / r->mean_outstanding,
+                                       r->mean_max_outstanding - r->mean_outstanding, r->p50,
+                                       r->p99, r->p999, percent(r->server0_share)});
+            }
+            report.rows.push_back(std::move(row));
+        }
+    }
+    return render(report, common.format());
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+    CLI::App app{"xlb-sim: fixed-seed simulations of key placement and request balancing",
+                 "xlb-sim"};
+    app.require_subcommand(1);
+
+    Common placement_common, churn_common, balance_common;
+
+    PlacementArgs placement;
+    auto* p = app.add_subcommand("placement",
+                                 "balance, speed, memory and disruption of placement algorithms");
+    add_common(*p, placement_common);
+    p->add_option("-n,--backends", placement.backends,
+                  "backends; several (comma-separated) sweep N")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 100'000u))
+        ->capture_default_str();
+    p->add_option("-k,--keys", placement.keys, "keys to place")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{20'000'000}))
+        ->capture_default_str();
+    p->add_option("-w,--weights", placement.weights,
+                  "backend weights, repeated cyclically (default all 1)")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1'000'000u));
+    p->add_option("-v,--vnodes", placement.vnodes,
+                  "ring hash points per unit of weight; several sweep V")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 100'000u))
+        ->capture_default_str();
+    p->add_option("-m,--ring-size", placement.ring_size, "Maglev table size (prime)")
+        ->capture_default_str();
+    p->add_option("-a,--algorithms", placement.algorithms, "modulo, ring, rendezvous, jump, maglev")
+        ->delimiter(',')
+        ->capture_default_str();
+    p->add_flag("--no-timing", placement.no_timing,
+                "leave out build and lookup times (the only columns that vary between runs)");
+
+    ChurnArgs churn;
+    auto* c = app.add_subcommand("churn", "cumulative keys moved over scripted membership changes");
+    add_common(*c, churn_common);
+    c->add_option("-n,--backends", churn.backends, "backends at the start (ids 0..N-1)")
+        ->check(CLI::Range(1u, 100'000u))
+        ->capture_default_str();
+    c->add_option("-k,--keys", churn.keys, "keys to place")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{20'000'000}))
+        ->capture_default_str();
+    c->add_option("-s,--script", churn.script,
+                  "steps: join, leave:ID, flap:ID (leave and rejoin), weight:ID=W")
+        ->capture_default_str();
+    c->add_option("-v,--vnodes", churn.vnodes, "ring hash points per unit of weight")
+        ->check(CLI::Range(1u, 100'000u))
+        ->capture_default_str();
+    c->add_option("-m,--ring-size", churn.ring_size, "Maglev table size (prime)")
+        ->capture_default_str();
+    c->add_option("-a,--algorithms", churn.algorithms, "modulo, ring, rendezvous, jump, maglev")
+        ->delimiter(',')
+        ->capture_default_str();
+
+    BalanceArgs balance;
+    auto* b = app.add_subcommand("balance", "request-level balancing policies, simulated");
+    add_common(*b, balance_common);
+    b->add_option("-n,--servers", balance.servers, "servers")
+        ->check(CLI::Range(1u, 100'000u))
+        ->capture_default_str();
+    b->add_option("-r,--requests", balance.requests, "requests per queue scenario")
+        ->check(CLI::Range(std::uint64_t{10}, std::uint64_t{10'000'000}))
+        ->capture_default_str();
+    b->add_option("--jobs-per-server", balance.jobs_per_server,
+                  "static scenario: jobs (that never finish) per server")
+        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}))
+        ->capture_default_str();
+    b->add_option("-u,--utilisation", balance.utilisation,
+                  "arrival rate over the capacity of N normal servers")
+        ->check(CLI::Range(0.01, 0.99))
+        ->capture_default_str();
+    b->add_option("--slow-factor", balance.slow_factor,
+                  "slow-server scenario: server 0 is this many times slower")
+        ->check(CLI::Range(1.0, 1000.0))
+        ->capture_default_str();
+    b->add_option("--hot-share", balance.hot_share,
+                  "hot-key scenario: share of requests for the one hot key")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    b->add_option("--key-space", balance.key_space, "distinct keys besides the hot one")
+        ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}))
+        ->capture_default_str();
+    b->add_option("--scenarios", balance.scenarios,
+                  "static, uniform, heavy-tailed, slow-server, hot-key")
+        ->delimiter(',')
+        ->capture_default_str();
+    b->add_option("-p,--policies", balance.policies,
+                  "random, round-robin, least-request, p2c, p2c-ewma, hash")
+        ->delimiter(',')
+        ->capture_default_str();
+
+    // CLI11 consumes a vector from the back.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+        std::ostringstream usage_out, usage_err;
+        const int code = app.exit(e, usage_out, usage_err);
+        out << usage_out.str();
+        if (!usage_err.str().empty()) err << "xlb-sim: " << usage_err.str();
+        return code == 0 ? kExitOk : kExitUsage;
+    }
+
+    std::expected<std::string, std::string> result;
+    if (p->parsed()) {
+        result = run_placement_command(placement, placement_common);
+    } else if (c->parsed()) {
+        result = run_churn_command(churn, churn_common);
+    } else {
+        result = run_balance_command(balance, balance_common);
+    }
+    if (!result) {
+        err << "xlb-sim: error: " << result.error() << '\n';
+        return kExitFailure;
+    }
+    out << *result;
+    return kExitOk;
+}
+
+}  // namespace xlb::sim
