@@ -51,6 +51,7 @@ bench: deps
 	    --benchmark_out=$(BUILD_DIR)/bench/maglev.json --benchmark_out_format=json
 	@$(BUILD_DIR)/tools/bench/xdp/xlb-bench-xdp --out $(BUILD_DIR)/bench/xdp.json
 	@$(BUILD_DIR)/tools/bench/publish/xlb-bench-publish --out $(BUILD_DIR)/bench/publish.json
+	@$(BUILD_DIR)/tools/bench/health/xlb-bench-health --out $(BUILD_DIR)/bench/health.json
 
 demo: deps
 	@$(MAKE) --no-print-directory build

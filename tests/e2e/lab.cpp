@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lab.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -90,6 +93,60 @@ NetnsScope::NetnsScope(const std::string& ns) {
 NetnsScope::~NetnsScope() {
     if (saved_ && ::setns(saved_.get(), CLONE_NEWNET) != 0)
         std::fprintf(stderr, "e2e: cannot return to the original netns: %s\n", std::strerror(errno));
+}
+
+// ---- servers in the namespaces (health checks) ----------------------------------
+
+void add_router_addresses(const Lab& lab, const std::vector<std::string>& addresses) {
+    for (const std::string& a : addresses) {
+        run_ok("ip -n " + lab.router_ns() + " addr add " + a + "/32 dev lo");
+        run_ok("ip -n " + lab.lb_ns() + " route add " + a + "/32 via " + Lab::kRouterAddr);
+    }
+}
+
+TcpServer::TcpServer(std::string ns, std::string address, std::uint16_t port)
+    : ns_(std::move(ns)), address_(std::move(address)), port_(port) {}
+
+TcpServer::~TcpServer() { stop(); }
+
+void TcpServer::start() {
+    if (listening()) return;
+    // the socket belongs to the namespace it is created in, whatever thread uses it later
+    listener_ = in_netns(ns_, [this] {
+        bpf::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (!fd) throw std::runtime_error("socket: " + std::string(std::strerror(errno)));
+        const int one = 1;
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(port_);
+        if (::inet_pton(AF_INET, address_.c_str(), &sa.sin_addr) != 1)
+            throw std::runtime_error("TcpServer: not an IPv4 address: " + address_);
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
+            throw std::runtime_error("bind " + name() + " in " + ns_ + ": " + std::strerror(errno));
+        if (::listen(fd.get(), 512) != 0)
+            throw std::runtime_error("listen " + name() + ": " + std::strerror(errno));
+        return fd;
+    });
+    stop_ = false;
+    thread_ = std::thread([this] {
+        pollfd p{listener_.get(), POLLIN, 0};
+        while (!stop_) {
+            if (::poll(&p, 1, 50) <= 0) continue;
+            while (true) {
+                bpf::UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+                if (!conn) break;
+                ++accepted_;
+            }
+        }
+    });
+}
+
+void TcpServer::stop() {
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    thread_.join();
+    listener_.reset();  // from here on a SYN is answered with a reset
 }
 
 // ---- the lab -------------------------------------------------------------------

@@ -139,6 +139,39 @@ private:
     std::thread thread_;
 };
 
+// ---- servers in the namespaces (health checks) ----------------------------------
+
+// Puts IPv4 addresses (/32) on the router namespace's loopback and routes them
+// from the lb namespace through the router: servers the agent can probe at
+// the backends' own addresses. They go with the namespaces.
+void add_router_addresses(const Lab& lab, const std::vector<std::string>& addresses);
+
+// A TCP server inside a namespace that accepts every connection and closes
+// it (all a tcp health check needs). stop() closes the listening socket, so
+// that connects are refused from then on, as when a server process dies;
+// start() listens again on the same address.
+class TcpServer {
+public:
+    TcpServer(std::string ns, std::string address, std::uint16_t port);
+    ~TcpServer();  // stop()
+    TcpServer(const TcpServer&) = delete;
+    TcpServer& operator=(const TcpServer&) = delete;
+
+    void start();  // throws when it cannot listen
+    void stop();
+    bool listening() const { return thread_.joinable(); }
+    std::string name() const { return address_ + ":" + std::to_string(port_); }
+    std::uint64_t accepted() const { return accepted_; }
+
+private:
+    std::string ns_, address_;
+    std::uint16_t port_;
+    bpf::UniqueFd listener_;
+    std::atomic<bool> stop_{false};
+    std::atomic<std::uint64_t> accepted_{0};
+    std::thread thread_;
+};
+
 // ---- the agent -----------------------------------------------------------------
 
 class AgentProcess {

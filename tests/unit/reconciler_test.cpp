@@ -269,6 +269,88 @@ TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
     EXPECT_EQ(dp.backends[sick].generation, gen + 1);
 }
 
+TEST_F(ReconcilerTest, KeepPolicyAndDrainLeaveGenerationsAlone) {
+    VipSpec v = web_vip(3);
+    v.health_check.type = config::HealthCheckType::kTcp;
+    v.on_unhealthy = config::UnhealthyPolicy::kKeep;
+    v.backends[2].state = config::AdminState::kDrain;
+    rec.set_vips({v});
+    for (const auto& b : v.backends) rec.set_observed(v.key(), b.address, {Health::kHealthy, 1.0});
+    reconcile();
+    const std::uint32_t sick = id_of(v, 0), drained = id_of(v, 2);
+    const std::uint32_t gen = dp.backends[sick].generation,
+                        drained_gen = dp.backends[drained].generation;
+    rec.set_observed(v.key(), v.backends[0].address, {Health::kUnhealthy, 1.0});
+    rec.set_observed(v.key(), v.backends[2].address, {Health::kUnhealthy, 1.0});
+    reconcile();
+    EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(sick));
+    EXPECT_EQ(dp.backends[sick].generation, gen);  // keep: its flows stay
+    EXPECT_EQ(dp.backends[drained].generation, drained_gen);
+    EXPECT_TRUE(rec.vip_status(v.key())->backends[0].live);
+    // reschedule, but drained: a drained backend always keeps its flows
+    v.on_unhealthy = config::UnhealthyPolicy::kReschedule;
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_EQ(dp.backends[drained].generation, drained_gen);
+    EXPECT_TRUE(rec.vip_status(v.key())->backends[2].live);
+}
+
+TEST_F(ReconcilerTest, PanicChangesAreCountedAndReported) {
+    VipSpec v = web_vip(3);
+    v.health_check.type = config::HealthCheckType::kTcp;
+    rec.set_vips({v});
+    reconcile();
+    auto st = rec.vip_status(v.key());
+    EXPECT_TRUE(st->starting);
+    EXPECT_EQ(st->panic_entries, 0u);  // start-up panic is not an entry
+    auto changes = rec.take_panic_changes();
+    ASSERT_EQ(changes.size(), 1u);
+    EXPECT_EQ(changes[0].to, PanicReason::kAwaitingFirstVerdicts);
+
+    rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
+    rec.set_observed(v.key(), v.backends[1].address, {Health::kUnhealthy, 1.0});
+    rec.set_observed(v.key(), v.backends[2].address, {Health::kUnhealthy, 1.0});
+    reconcile();
+    st = rec.vip_status(v.key());
+    EXPECT_FALSE(st->starting);
+    EXPECT_EQ(st->panic, PanicReason::kBelowThreshold);
+    EXPECT_EQ(st->panic_entries, 1u);
+    changes = rec.take_panic_changes();
+    ASSERT_EQ(changes.size(), 1u);
+    EXPECT_EQ(changes[0].from, PanicReason::kAwaitingFirstVerdicts);
+    EXPECT_EQ(changes[0].to, PanicReason::kBelowThreshold);
+    EXPECT_NEAR(changes[0].healthy_share, 1.0 / 3.0, 1e-9);
+    EXPECT_EQ(changes[0].threshold, 0.5);
+    EXPECT_TRUE(rec.take_panic_changes().empty());  // taken once
+
+    rec.set_observed(v.key(), v.backends[1].address, {Health::kHealthy, 1.0});
+    reconcile();
+    changes = rec.take_panic_changes();
+    ASSERT_EQ(changes.size(), 1u);
+    EXPECT_EQ(changes[0].to, PanicReason::kNone);
+    rec.set_observed(v.key(), v.backends[1].address, {Health::kUnhealthy, 1.0});
+    reconcile();
+    EXPECT_EQ(rec.vip_status(v.key())->panic_entries, 2u);
+}
+
+TEST_F(ReconcilerTest, TurningAHealthCheckOnStartsOverInStartupPanic) {
+    VipSpec v = web_vip(3);
+    v.panic_threshold = 0;  // without the start-up rule the table would empty
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_FALSE(rec.vip_status(v.key())->starting);
+    v.health_check.type = config::HealthCheckType::kTcp;
+    rec.set_vips({v});
+    reconcile();
+    auto st = rec.vip_status(v.key());
+    EXPECT_TRUE(st->starting);
+    EXPECT_EQ(st->panic, PanicReason::kAwaitingFirstVerdicts);
+    for (const auto& b : st->backends) EXPECT_TRUE(b.in_table);
+    for (const auto& b : v.backends) rec.set_observed(v.key(), b.address, {Health::kHealthy, 1.0});
+    reconcile();
+    EXPECT_FALSE(rec.vip_status(v.key())->starting);
+}
+
 TEST_F(ReconcilerTest, UnchangedInputKeepsTheEpochAndSameInputGivesSameChecksum) {
     VipSpec v = web_vip(3);
     VipSpec other = web_vip(2, 443);

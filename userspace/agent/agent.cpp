@@ -11,6 +11,7 @@
 #include <linux/magic.h>
 #include <thread>
 
+#include "xlb/agent/health_link.h"
 #include "xlb/agent/reload.h"
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/metrics.h"
@@ -23,6 +24,7 @@
 #include "xlb/control/data_plane.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
+#include "xlb/health/engine.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
 
@@ -121,6 +123,12 @@ private:
     void stop();
     void watch_next_hop();
     std::expected<void, std::string> write_datapath_config(const net::MacAddress& mac);
+    // Health checking; every one of these runs on the control thread.
+    void refresh_health(control::Reconciler& r);
+    void on_probe_result(const health::ProbeResult& result, control::Reconciler& r);
+    void on_health_timer(control::Reconciler& r);
+    void schedule_health_timer(health::TimePoint now);
+    void log_panic_changes(control::Reconciler& r);
 
     AgentOptions options_;
     config::Config config_;
@@ -130,6 +138,11 @@ private:
     std::optional<control::BpfDataPlane> data_plane_;
     std::optional<control::Reconciler> reconciler_;
     std::optional<control::ControlLoop> loop_;
+    // Control thread only: the health state machines and the wake-up asked
+    // of the engine for their next change with time (max: none pending).
+    HealthLink health_;
+    health::TimePoint health_timer_at_ = health::TimePoint::max();
+    std::optional<health::ProbeEngine> engine_;
     std::optional<api::StateStore> state_;
     std::optional<api::BpfDataPlaneView> view_;
     api::PublishMetrics publish_metrics_;
@@ -147,6 +160,52 @@ std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddr
     if (!ok) return std::unexpected(ok.error().message());
     mac_ = mac;
     return {};
+}
+
+void Agent::log_panic_changes(control::Reconciler& r) {
+    for (const control::PanicChange& c : r.take_panic_changes()) {
+        if (c.to == control::PanicReason::kBelowThreshold)
+            spdlog::warn("{}", describe_panic_change(c));
+        else
+            spdlog::info("{}", describe_panic_change(c));
+    }
+}
+
+void Agent::refresh_health(control::Reconciler& r) {
+    const auto now = health::Clock::now();
+    std::vector<health::ProbeTarget> targets = health_.set_vips(r.vips(), now, r);
+    spdlog::info("health: probing {} (VIP, backend) pair(s)", targets.size());
+    engine_->set_targets(std::move(targets));
+    schedule_health_timer(now);
+}
+
+void Agent::on_probe_result(const health::ProbeResult& result, control::Reconciler& r) {
+    const auto now = health::Clock::now();
+    if (auto event = health_.apply(result, now, r)) {
+        if (event->warning)
+            spdlog::warn("health: {}", event->line);
+        else
+            spdlog::info("health: {}", event->line);
+    }
+    schedule_health_timer(now);
+}
+
+void Agent::on_health_timer(control::Reconciler& r) {
+    const auto now = health::Clock::now();
+    if (health_timer_at_ <= now) health_timer_at_ = health::TimePoint::max();
+    health_.tick(now, r);
+    schedule_health_timer(now);
+}
+
+// One wake-up at a time: the earliest one the state machines need. A timer
+// asked for earlier than needed only costs a spare tick.
+void Agent::schedule_health_timer(health::TimePoint now) {
+    const health::TimePoint next = health_.next_change(now);
+    if (next == health::TimePoint::max()) return;
+    if (health_timer_at_ > now && health_timer_at_ <= next) return;
+    health_timer_at_ = next;
+    engine_->call_at(
+        next, [this] { loop_->post([this](control::Reconciler& r) { on_health_timer(r); }); });
 }
 
 void Agent::watch_next_hop() {
@@ -278,8 +337,25 @@ int Agent::start() {
                      r.vip_key, r.epoch, r.checksum, r.decision_to_live_ms);
     });
     loop_->on_error([](const std::string& e) { spdlog::error("publish: {}", e); });
+    loop_->on_pass([this](control::Reconciler& r) { log_panic_changes(r); });
     loop_->start();
     watch_next_hop();
+
+    // Probes run on the engine's thread; their results are judged on the
+    // control thread, which owns the state machines and the reconciler.
+    engine_.emplace(health::ProbeEngine::Options{}, [this](health::ProbeResult result) {
+        loop_->post([this, result = std::move(result)](control::Reconciler& r) {
+            on_probe_result(result, r);
+        });
+    });
+    if (auto ok = engine_->start(); !ok) {
+        spdlog::error("health checks: {}", ok.error());
+        return 1;
+    }
+    loop_->post([this](control::Reconciler& r) {
+        log_panic_changes(r);
+        refresh_health(r);
+    });
 
     view_.emplace(*lb_);
     api::Services services{*loop_,
@@ -293,6 +369,17 @@ int Agent::start() {
                                if (!attached_) return std::string("XDP program not attached");
                                return std::nullopt;
                            }};
+    services.health = [this](
+                          const std::string& vip,
+                          const net::IpAddress& backend) -> std::optional<api::BackendHealthInfo> {
+        auto snapshot = health_.snapshot(vip, backend, health::Clock::now());
+        if (!snapshot) return std::nullopt;
+        return api::BackendHealthInfo{std::move(*snapshot), health_.last_failure(vip, backend)};
+    };
+    services.on_vips_changed = [this](control::Reconciler& r) { refresh_health(r); };
+    services.probe_engine = [this] {
+        return api::ProbeEngineInfo{engine_->stats(), engine_->cpu_time()};
+    };
     api_.emplace(services, api::ApiServer::Options{s.api_socket});
     if (auto ok = api_->start(); !ok) {
         spdlog::error("API: {}", ok.error());
@@ -367,6 +454,7 @@ void Agent::reload() {
             if (auto ok = write_datapath_config(mac); !ok) result.warnings.push_back(ok.error());
         }
         r.set_vips(result.vips);
+        refresh_health(r);
         state_->set_config_digest(api::config_digest(new_file));
         if (auto saved = state_->save_current(r); !saved) result.warnings.push_back(saved.error());
         return result;
@@ -385,6 +473,8 @@ void Agent::stop() {
     notify("STOPPING=1");
     stopping_ = true;
     if (watchdog_.joinable()) watchdog_.join();
+    // first: its thread posts results and timers to the control loop
+    if (engine_) engine_->stop();
     if (api_) api_->stop();
     if (metrics_) metrics_->stop();
     watcher_.reset();

@@ -59,10 +59,16 @@ struct Counters {
 };
 Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips);
 
+// Health-checker details of backends, by (VIP key, backend address). Taken on
+// the control thread (Services::health), with the status they go with.
+using HealthDetails = std::map<std::pair<std::string, net::IpAddress>, BackendHealthInfo>;
+HealthDetails collect_health(const Services& services, const std::vector<control::VipStatus>& vips);
+
 json vip_summary_json(const control::VipStatus& vip);
 json backend_json(const control::VipStatus& vip, const control::BackendStatus& backend,
-                  const Counters& counters);
-json vip_detail_json(const control::VipStatus& vip, const Counters& counters);
+                  const Counters& counters, const HealthDetails& health = {});
+json vip_detail_json(const control::VipStatus& vip, const Counters& counters,
+                     const HealthDetails& health = {});
 json table_json(const control::VipStatus& vip);
 json vip_stats_json(const control::VipStatus& vip, const Counters& counters);
 

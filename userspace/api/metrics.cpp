@@ -188,6 +188,69 @@ std::string render_metrics(const MetricsInput& in) {
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_vip_panic", {{"vip", v.spec.key()}},
                  v.panic != control::PanicReason::kNone ? 1 : 0);
+    w.family("xlb_vip_panic_entries_total", "counter",
+             "Times the VIP went into panic because its healthy share fell below panic_threshold.");
+    for (const control::VipStatus& v : in.vips)
+        w.sample("xlb_vip_panic_entries_total", {{"vip", v.spec.key()}}, v.panic_entries);
+    w.family("xlb_vip_starting", "gauge",
+             "1 while not every active backend of the VIP has its first health verdict, else 0.");
+    for (const control::VipStatus& v : in.vips)
+        w.sample("xlb_vip_starting", {{"vip", v.spec.key()}}, v.starting ? 1 : 0);
+
+    w.family("xlb_health_probes_total", "counter",
+             "Health probes by outcome (passed, or why it failed: refused, timeout, ...).");
+    for (const auto& [key, info] : in.health) {
+        const health::Snapshot& h = info.snapshot;
+        std::uint64_t failed = 0;
+        for (std::size_t i = 1; i < h.failures.size(); ++i) failed += h.failures[i];
+        const std::string backend = key.second.to_string();
+        w.sample("xlb_health_probes_total",
+                 {{"vip", key.first}, {"backend", backend}, {"outcome", "passed"}},
+                 h.probes >= failed ? h.probes - failed : 0);
+        for (std::size_t i = 1; i < h.failures.size(); ++i)
+            w.sample("xlb_health_probes_total",
+                     {{"vip", key.first},
+                      {"backend", backend},
+                      {"outcome", health::to_string(static_cast<health::Failure>(i))}},
+                     h.failures[i]);
+    }
+    w.family("xlb_health_probe_latency_seconds", "gauge",
+             "Latency of the backend's last health probe (start to verdict).");
+    for (const auto& [key, info] : in.health) {
+        if (!info.snapshot.last) continue;
+        w.sample("xlb_health_probe_latency_seconds",
+                 {{"vip", key.first}, {"backend", key.second.to_string()}},
+                 number(std::chrono::duration<double>(info.snapshot.last->latency).count()));
+    }
+    w.family("xlb_health_transitions_total", "counter",
+             "Health verdict changes of the backend, by the verdict it changed to.");
+    for (const auto& [key, info] : in.health) {
+        const std::string backend = key.second.to_string();
+        w.sample("xlb_health_transitions_total",
+                 {{"vip", key.first}, {"backend", backend}, {"to", "healthy"}},
+                 info.snapshot.became_healthy);
+        w.sample("xlb_health_transitions_total",
+                 {{"vip", key.first}, {"backend", backend}, {"to", "unhealthy"}},
+                 info.snapshot.became_unhealthy);
+    }
+
+    if (in.probe_engine) {
+        const auto& e = *in.probe_engine;
+        w.family("xlb_health_probe_targets", "gauge", "(VIP, backend) pairs the probe engine probes.");
+        w.sample("xlb_health_probe_targets", {}, e.stats.targets);
+        w.family("xlb_health_probes_in_flight", "gauge", "Health probes started and not yet finished.");
+        w.sample("xlb_health_probes_in_flight", {}, e.stats.in_flight);
+        w.family("xlb_health_probes_waiting", "gauge",
+                 "Health probes due but held back by the in-flight limit (file descriptors): late.");
+        w.sample("xlb_health_probes_waiting", {}, e.stats.waiting);
+        w.family("xlb_health_probes_started_total", "counter", "Health probes started.");
+        w.sample("xlb_health_probes_started_total", {}, e.stats.probes_started);
+        w.family("xlb_health_engine_cpu_seconds_total", "counter",
+                 "CPU time (user and system) of the probe engine's thread.");
+        w.sample("xlb_health_engine_cpu_seconds_total", {},
+                 number(std::chrono::duration<double>(e.cpu_time).count()));
+    }
+
     w.family("xlb_table_epoch", "gauge", "Epoch of the VIP's live table (0: never published).");
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_table_epoch", {{"vip", v.spec.key()}}, v.epoch);
@@ -245,14 +308,20 @@ std::expected<void, std::string> MetricsServer::start() {
     detail::Router router;
     router.add("GET", "/metrics", [s = services_](const httplib::Request&, httplib::Response& res) {
         MetricsInput in;
-        auto vips = detail::on_control<std::vector<control::VipStatus>>(
-            s.loop, s.call_timeout, [](control::Reconciler& r) { return r.status(); });
-        if (!vips) {
+        using Taken = std::pair<std::vector<control::VipStatus>, detail::HealthDetails>;
+        auto taken =
+            detail::on_control<Taken>(s.loop, s.call_timeout, [&s](control::Reconciler& r) {
+                std::vector<control::VipStatus> vips = r.status();
+                detail::HealthDetails health = detail::collect_health(s, vips);
+                return Taken{std::move(vips), std::move(health)};
+            });
+        if (!taken) {
             res.status = 503;
-            res.set_content(vips.error().message + "\n", "text/plain");
+            res.set_content(taken.error().message + "\n", "text/plain");
             return;
         }
-        in.vips = std::move(*vips);
+        in.vips = std::move(taken->first);
+        in.health = std::move(taken->second);
         detail::Counters counters = detail::read_counters(s.data_plane, in.vips);
         if (!counters.error.empty()) spdlog::warn("metrics: counters incomplete: {}", counters.error);
         in.vip_stats = std::move(counters.vips);
@@ -260,6 +329,7 @@ std::expected<void, std::string> MetricsServer::start() {
         if (auto outcomes = s.data_plane.outcomes()) in.outcomes = *outcomes;
         else spdlog::warn("metrics: outcome counters unreadable: {}", outcomes.error().message());
         in.publishes = s.publishes.snapshot();
+        if (s.probe_engine) in.probe_engine = s.probe_engine();
         res.status = 200;
         res.set_content(render_metrics(in), "text/plain; version=0.0.4; charset=utf-8");
     });

@@ -183,6 +183,26 @@ private:
         return std::move(**status);
     }
 
+    // A VIP's status and its backends' health details, taken together on
+    // the control thread.
+    struct StatusWithHealth {
+        control::VipStatus status;
+        detail::HealthDetails health;
+    };
+    std::expected<StatusWithHealth, HttpError> one_status_with_health(const std::string& key) {
+        const Services& services = s_;
+        auto status = call<std::optional<StatusWithHealth>>(
+            [key, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
+                auto vip = r.vip_status(key);
+                if (!vip) return std::nullopt;
+                detail::HealthDetails health = detail::collect_health(services, {*vip});
+                return StatusWithHealth{std::move(*vip), std::move(health)};
+            });
+        if (!status) return std::unexpected(status.error());
+        if (!*status) return std::unexpected(unknown_vip(key));
+        return std::move(**status);
+    }
+
     void reject(const httplib::Request& req, httplib::Response& res, const HttpError& e) {
         if (e.status >= 500)
             spdlog::warn("api: failed {}: {} ({})", describe(req), e.message, e.status);
@@ -196,8 +216,10 @@ private:
                int success_status) {
         const config::Settings settings = s_.settings;
         StateStore& state = s_.state;
+        const VipsChanged on_vips_changed = s_.on_vips_changed;
         auto outcome = call<std::expected<Change, HttpError>>(
-            [mutate, settings, &state](control::Reconciler& r) -> std::expected<Change, HttpError> {
+            [mutate, settings, &state,
+             on_vips_changed](control::Reconciler& r) -> std::expected<Change, HttpError> {
                 auto change = mutate(r.vips());
                 if (!change) return change;
                 if (auto invalid = validate_change(*change, settings))
@@ -208,6 +230,7 @@ private:
                     return std::unexpected(
                         HttpError{500, "not applied, nothing changed: " + saved.error()});
                 r.set_vips(change->vips);
+                if (on_vips_changed) on_vips_changed(r);
                 return change;
             });
         if (!outcome) return reject(req, res, outcome.error());
@@ -216,11 +239,15 @@ private:
 
         // Published: record the ids and epochs it settled on, and read back.
         const std::string key = change.vip_key;
-        auto after = call<std::optional<control::VipStatus>>(
-            [key, &state](control::Reconciler& r) {
+        const Services& services = s_;
+        auto after = call<std::optional<StatusWithHealth>>(
+            [key, &state, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
                 if (auto saved = state.save_current(r); !saved)
                     spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error());
-                return r.vip_status(key);
+                auto status = r.vip_status(key);
+                if (!status) return std::nullopt;
+                detail::HealthDetails health = detail::collect_health(services, {*status});
+                return StatusWithHealth{std::move(*status), std::move(health)};
             });
         if (!after) {
             spdlog::warn("api: VIP {}: {} (persisted; publish not confirmed: {})", key, change.what,
@@ -236,7 +263,7 @@ private:
         if (!*after) {
             return send_error(res, 409, "VIP " + key + " was removed by a concurrent request");
         }
-        const control::VipStatus& vip = **after;
+        const control::VipStatus& vip = (*after)->status;
         if (vip.published)
             spdlog::info("api: VIP {}: {} (epoch {}, checksum {})", key, change.what, vip.epoch,
                          detail::hex64(vip.checksum));
@@ -244,7 +271,8 @@ private:
             spdlog::warn("api: VIP {}: {} (persisted, not yet live: {})", key, change.what,
                          vip.last_error.empty() ? "publish pending" : vip.last_error);
         const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
-        send_json(res, vip.published ? success_status : 202, detail::vip_detail_json(vip, counters));
+        send_json(res, vip.published ? success_status : 202,
+                  detail::vip_detail_json(vip, counters, (*after)->health));
     }
 
     void status(const httplib::Request& req, httplib::Response& res) {
@@ -285,9 +313,12 @@ private:
     void get_vip(const httplib::Request& req, httplib::Response& res) {
         auto key = vip_param(req);
         if (!key) return reject(req, res, key.error());
-        auto vip = one_status(*key);
+        auto vip = one_status_with_health(*key);
         if (!vip) return reject(req, res, vip.error());
-        send_json(res, 200, detail::vip_detail_json(*vip, detail::read_counters(s_.data_plane, {*vip})));
+        send_json(
+            res, 200,
+            detail::vip_detail_json(
+                vip->status, detail::read_counters(s_.data_plane, {vip->status}), vip->health));
     }
 
     void add_vip(const httplib::Request& req, httplib::Response& res) {
@@ -325,11 +356,13 @@ private:
     void list_backends(const httplib::Request& req, httplib::Response& res) {
         auto key = vip_param(req);
         if (!key) return reject(req, res, key.error());
-        auto vip = one_status(*key);
-        if (!vip) return reject(req, res, vip.error());
+        auto found = one_status_with_health(*key);
+        if (!found) return reject(req, res, found.error());
+        const control::VipStatus* vip = &found->status;
         const detail::Counters counters = detail::read_counters(s_.data_plane, {*vip});
         json backends = json::array();
-        for (const auto& b : vip->backends) backends.push_back(detail::backend_json(*vip, b, counters));
+        for (const auto& b : vip->backends)
+            backends.push_back(detail::backend_json(*vip, b, counters, found->health));
         send_json(res, 200,
                   json{{"vip", *key},
                        {"epoch", vip->epoch},

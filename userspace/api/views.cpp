@@ -111,6 +111,78 @@ std::uint64_t table_slots(const control::VipStatus& vip) {
 
 }  // namespace
 
+HealthDetails collect_health(const Services& services,
+                             const std::vector<control::VipStatus>& vips) {
+    HealthDetails out;
+    if (!services.health) return out;
+    for (const control::VipStatus& v : vips) {
+        const std::string key = v.spec.key();
+        for (const control::BackendStatus& b : v.backends)
+            if (auto snap = services.health(key, b.address))
+                out.emplace(std::pair{key, b.address}, std::move(*snap));
+    }
+    return out;
+}
+
+namespace {
+
+// Seconds from a steady-clock instant to now (negative: in the future).
+double seconds_ago(health::TimePoint at) {
+    return std::chrono::duration<double>(health::Clock::now() - at).count();
+}
+
+double seconds_until(health::TimePoint at) {
+    return std::chrono::duration<double>(at - health::Clock::now()).count();
+}
+
+// The health checker's fields of a backend object; null without a check.
+void add_health_fields(json& j, const BackendHealthInfo* info) {
+    j["last_failure_detail"] = "";
+    j["last_probe"] = nullptr;
+    j["health_reason"] = "";
+    j["health_since_s"] = nullptr;
+    j["last_failure_age_s"] = nullptr;
+    j["held_for_s"] = nullptr;
+    j["probes"] = nullptr;
+    j["slow_start_for_s"] = nullptr;
+    j["rate_limit_bias_for_s"] = nullptr;
+    if (!info) return;
+    const health::Snapshot* h = &info->snapshot;
+    for (auto it = h->recent.rbegin(); it != h->recent.rend(); ++it) {
+        if (it->to != h->verdict) continue;
+        j["health_reason"] = it->to_string();
+        break;
+    }
+    j["health_since_s"] = seconds_ago(h->since);
+    if (h->held_until != health::TimePoint{} && seconds_until(h->held_until) > 0)
+        j["held_for_s"] = seconds_until(h->held_until);
+    j["probes"] = h->probes;
+    // what scales weight_factor down now, and for how long
+    if (h->slow_start_end != health::TimePoint{} && seconds_until(h->slow_start_end) > 0)
+        j["slow_start_for_s"] = seconds_until(h->slow_start_end);
+    if (h->bias_until != health::TimePoint{} && seconds_until(h->bias_until) > 0)
+        j["rate_limit_bias_for_s"] = seconds_until(h->bias_until);
+    if (h->last) {
+        const health::LastProbe& p = *h->last;
+        j["last_probe"] = json{
+            {"outcome",
+             p.failure == health::Failure::kNone ? "passed" : health::to_string(p.failure)},
+            {"detail", p.detail},
+            {"latency_ms", std::chrono::duration<double, std::milli>(p.latency).count()},
+            {"age_s", seconds_ago(p.at)},
+            {"http_status", p.http_status == 0 ? json(nullptr) : json(p.http_status)},
+            {"rate_limited", p.rate_limited},
+        };
+    }
+    if (info->last_failure) {
+        j["last_failure"] = health::to_string(info->last_failure->failure);
+        j["last_failure_detail"] = info->last_failure->detail;
+        j["last_failure_age_s"] = seconds_ago(info->last_failure->at);
+    }
+}
+
+}  // namespace
+
 json vip_summary_json(const control::VipStatus& v) {
     return json{
         {"vip", v.spec.key()},
@@ -120,6 +192,8 @@ json vip_summary_json(const control::VipStatus& v) {
         {"checksum", hex64(v.checksum)},
         {"panic", v.panic != control::PanicReason::kNone},
         {"panic_reason", control::to_string(v.panic)},
+        {"panic_entries", v.panic_entries},
+        {"starting", v.starting},
         {"healthy_share", v.healthy_share},
         {"published", v.published},
         {"backends_total", v.backends.size()},
@@ -129,7 +203,7 @@ json vip_summary_json(const control::VipStatus& v) {
 }
 
 json backend_json(const control::VipStatus& vip, const control::BackendStatus& b,
-                  const Counters& counters) {
+                  const Counters& counters, const HealthDetails& health) {
     json packets = nullptr, bytes = nullptr;
     if (b.id) {
         if (auto it = counters.backends.find(*b.id); it != counters.backends.end()) {
@@ -138,7 +212,7 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
         }
     }
     const config::BackendSpec* spec = vip.spec.find_backend(b.address);
-    return json{
+    json j{
         {"address", b.address.to_string()},
         {"hash_key", spec ? spec->hash_key : std::string()},
         {"state", config::to_string(b.state)},
@@ -156,13 +230,17 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
         {"packets", packets},
         {"bytes", bytes},
     };
+    auto h = health.find(std::pair{vip.spec.key(), b.address});
+    add_health_fields(j, h == health.end() ? nullptr : &h->second);
+    return j;
 }
 
-json vip_detail_json(const control::VipStatus& v, const Counters& counters) {
+json vip_detail_json(const control::VipStatus& v, const Counters& counters,
+                     const HealthDetails& health) {
     json j = vip_summary_json(v);
     j["spec"] = v.spec;
     json backends = json::array();
-    for (const auto& b : v.backends) backends.push_back(backend_json(v, b, counters));
+    for (const auto& b : v.backends) backends.push_back(backend_json(v, b, counters, health));
     j["backends"] = std::move(backends);
     return j;
 }

@@ -83,6 +83,7 @@ void ControlLoop::control_main() {
 
         if (!building && reconciler_.has_pending_work()) {
             std::vector<BuildJob> jobs = reconciler_.plan(Clock::now());
+            if (pass_observer_) pass_observer_(reconciler_);
             if (!jobs.empty()) {
                 building = true;
                 in_flight.insert(in_flight.end(), std::make_move_iterator(waiting.begin()),

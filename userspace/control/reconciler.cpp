@@ -9,6 +9,8 @@
 namespace xlb::control {
 namespace {
 
+constexpr std::size_t kMaxPanicChanges = 1024;
+
 double ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
 }
@@ -86,6 +88,10 @@ void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
             continue;
         }
         if (it->second.spec == *spec) continue;
+        // A VIP whose check changes (e.g. from none) may have backends without
+        // a verdict again: it uses all of them until they have one, as at start.
+        if (it->second.spec.health_check.type != spec->health_check.type)
+            it->second.starting = true;
         it->second.spec = *spec;
         it->second.plan_version += 1;
         // observations of backends that are gone are forgotten
@@ -277,6 +283,15 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
                     all_judged = false;
             v.starting = !all_judged;
         }
+        const PanicReason before = v.current_plan ? v.current_plan->panic : PanicReason::kNone;
+        if (plan.panic != before) {
+            if (plan.panic == PanicReason::kBelowThreshold) ++v.panic_entries;
+            // bounded: a caller that never takes them must not grow it forever
+            if (panic_changes_.size() >= kMaxPanicChanges)
+                panic_changes_.erase(panic_changes_.begin());
+            panic_changes_.push_back(
+                {key, before, plan.panic, plan.healthy_share, v.spec.panic_threshold});
+        }
         v.current_plan = plan;
 
         auto vip_id = registry_.vip_id(key);
@@ -417,6 +432,8 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
     s.checksum = v.checksum;
     s.published = v.live_version == v.plan_version && v.last_error.empty();
     s.last_error = v.last_error;
+    s.starting = v.starting;
+    s.panic_entries = v.panic_entries;
     if (v.current_plan) {
         s.panic = v.current_plan->panic;
         s.healthy_share = v.current_plan->healthy_share;
@@ -448,6 +465,12 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
         s.backends.push_back(bs);
     }
     return s;
+}
+
+std::vector<PanicChange> Reconciler::take_panic_changes() {
+    std::vector<PanicChange> out;
+    out.swap(panic_changes_);
+    return out;
 }
 
 bool Reconciler::all_published() const {

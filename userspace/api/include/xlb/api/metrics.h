@@ -10,6 +10,11 @@
 //   xlb_vip_panic{vip}  xlb_table_epoch{vip}
 //   xlb_publishes_total  xlb_publish_latency_seconds (histogram, decision to live)
 //   xlb_publish_return_latency_seconds (histogram, decision to the update's return)
+//   xlb_vip_panic_entries_total{vip}  xlb_vip_starting{vip}
+//   xlb_health_probes_total{vip,backend,outcome}  xlb_health_probe_latency_seconds{vip,backend}
+//   xlb_health_transitions_total{vip,backend,to}
+//   xlb_health_probe_targets  xlb_health_probes_in_flight  xlb_health_probes_waiting
+//   xlb_health_probes_started_total  xlb_health_engine_cpu_seconds_total
 #pragma once
 
 #include <array>
@@ -68,6 +73,9 @@ struct MetricsInput {
     std::map<std::uint32_t, xlb_vip_stats> vip_stats;      // by VIP id
     std::map<std::uint32_t, xlb_backend_stats> backend_stats;  // by backend id
     PublishMetrics::Snapshot publishes;
+    // Health-checker details by (VIP key, backend address); checked backends only.
+    std::map<std::pair<std::string, net::IpAddress>, BackendHealthInfo> health;
+    std::optional<ProbeEngineInfo> probe_engine;
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE per family, label

@@ -15,6 +15,8 @@
 
 #include "xlb/config/model.h"
 #include "xlb/control/loop.h"
+#include "xlb/health/backend_health.h"
+#include "xlb/health/engine.h"
 
 namespace xlb::api {
 
@@ -32,6 +34,26 @@ struct AgentInfo {
 // nullopt: the XDP program is attached; otherwise why not ("not attached yet").
 using Readiness = std::function<std::optional<std::string>()>;
 
+// What the health checker knows about one backend of one VIP.
+struct BackendHealthInfo {
+    health::Snapshot snapshot;                      // verdict, last probe, counters
+    std::optional<health::LastProbe> last_failure;  // the last probe that failed
+};
+// nullopt when the backend is not checked. Called on the control thread
+// only, from inside ControlLoop::call.
+using HealthLookup = std::function<std::optional<BackendHealthInfo>(const std::string& vip_key,
+                                                                    const net::IpAddress& backend)>;
+// The probe engine's counters and its thread's CPU time; any thread.
+struct ProbeEngineInfo {
+    health::ProbeEngine::Stats stats;
+    std::chrono::nanoseconds cpu_time{};
+};
+using ProbeEngineLookup = std::function<ProbeEngineInfo()>;
+
+// Called on the control thread right after the API changed the desired VIPs
+// (Reconciler::set_vips), e.g. to probe the new set.
+using VipsChanged = std::function<void(control::Reconciler&)>;
+
 struct Services {
     control::ControlLoop& loop;
     StateStore& state;                 // persists every change before it is applied
@@ -43,6 +65,9 @@ struct Services {
     // How long a handler waits for the control thread (a task and the publish
     // that follows). Past it: 503, and for a change "may still be applied".
     std::chrono::milliseconds call_timeout{15'000};
+    HealthLookup health;          // empty: no health checker (fields show null)
+    VipsChanged on_vips_changed;  // empty: nothing to tell
+    ProbeEngineLookup probe_engine;  // empty: no probe engine (no series)
 };
 
 // /livez: the control and worker threads of the loop have iterated within

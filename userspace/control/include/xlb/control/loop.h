@@ -25,6 +25,9 @@ public:
     using Task = std::function<void(Reconciler&)>;
     using PublishObserver = std::function<void(const PublishRecord&)>;
     using ErrorObserver = std::function<void(const std::string&)>;
+    // After each pass that planned (and, when tables were built, published):
+    // e.g. to report panic changes decided by plan() without a new table.
+    using PassObserver = std::function<void(Reconciler&)>;
 
     struct Options {
         // How often the loop wakes without work: retries failed publishes
@@ -40,6 +43,7 @@ public:
     // Observers run on the control thread; set them before start().
     void on_publish(PublishObserver observer) { publish_observer_ = std::move(observer); }
     void on_error(ErrorObserver observer) { error_observer_ = std::move(observer); }
+    void on_pass(PassObserver observer) { pass_observer_ = std::move(observer); }
 
     void start();
     void stop();
@@ -73,6 +77,7 @@ private:
     Options options_;
     PublishObserver publish_observer_;
     ErrorObserver error_observer_;
+    PassObserver pass_observer_;
 
     std::mutex mu_;
     std::condition_variable cv_;

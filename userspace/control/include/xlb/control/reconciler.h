@@ -76,6 +76,15 @@ struct BackendStatus {
     std::uint32_t generation = 0;
 };
 
+// A VIP entering or leaving panic (or changing its reason), for the log.
+struct PanicChange {
+    std::string vip_key;
+    PanicReason from = PanicReason::kNone;
+    PanicReason to = PanicReason::kNone;
+    double healthy_share = 0;
+    double threshold = 0;
+};
+
 struct VipStatus {
     config::VipSpec spec;
     std::optional<std::uint32_t> vip_id;
@@ -83,6 +92,12 @@ struct VipStatus {
     std::uint64_t checksum = 0;
     PanicReason panic = PanicReason::kNone;
     double healthy_share = 0;
+    // Not every active backend has had its first verdict yet (the VIP uses
+    // them all meanwhile: panic "awaiting_first_verdicts").
+    bool starting = false;
+    // Times the VIP went into panic below its threshold (start-up panic is
+    // not counted: it is by construction, not an event).
+    std::uint64_t panic_entries = 0;
     bool published = false;               // the current desired state is live
     std::string last_error;
     std::vector<BackendStatus> backends;
@@ -127,6 +142,8 @@ public:
     std::optional<VipStatus> vip_status(const std::string& key) const;
     // True when every VIP's current desired state is live.
     bool all_published() const;
+    // Panic changes decided by plan() since the last call, oldest first.
+    std::vector<PanicChange> take_panic_changes();
 
 private:
     struct VipState {
@@ -147,6 +164,7 @@ private:
         std::uint64_t epoch = 0;
         std::uint64_t checksum = 0;
         std::string last_error;
+        std::uint64_t panic_entries = 0;
     };
 
     std::vector<ObservedBackend> observed_for(const VipState& v) const;
@@ -166,6 +184,7 @@ private:
     std::map<std::string, VipState> vips_;
     std::map<std::string, VipState> removed_;  // waiting to be torn down
     std::map<std::string, std::uint64_t> restored_epochs_;
+    std::vector<PanicChange> panic_changes_;
 };
 
 }  // namespace xlb::control

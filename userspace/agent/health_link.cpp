@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/agent/health_link.h"
+
+#include <cmath>
+
+namespace xlb::agent {
+
+control::Health to_control_health(health::Verdict verdict) {
+    switch (verdict) {
+        case health::Verdict::kUnknown:
+            return control::Health::kUnknown;
+        case health::Verdict::kHealthy:
+            return control::Health::kHealthy;
+        case health::Verdict::kUnhealthy:
+            return control::Health::kUnhealthy;
+    }
+    return control::Health::kUnknown;
+}
+
+std::string describe_transition(const health::TargetKey& key, const health::Transition& t) {
+    return "VIP " + key.vip + " backend " + key.backend.to_string() + ": " + t.to_string();
+}
+
+namespace {
+
+std::string percent(double share) {
+    return std::to_string(static_cast<int>(std::lround(share * 100.0))) + "%";
+}
+
+}  // namespace
+
+std::string describe_panic_change(const control::PanicChange& c) {
+    using control::PanicReason;
+    std::string line = "VIP " + c.vip_key + ": ";
+    switch (c.to) {
+        case PanicReason::kBelowThreshold:
+            return line + "in panic: healthy share " + percent(c.healthy_share) +
+                   " below the threshold " + percent(c.threshold) +
+                   "; every active backend takes traffic, health ignored";
+        case PanicReason::kAwaitingFirstVerdicts:
+            return line +
+                   "in start-up panic: not every backend has its first verdict yet; every "
+                   "active backend takes traffic meanwhile";
+        case PanicReason::kNone:
+            break;
+    }
+    return line + "out of panic (" + control::to_string(c.from) + "): healthy share " +
+           percent(c.healthy_share) + ", only healthy backends take new flows";
+}
+
+std::vector<health::ProbeTarget> HealthLink::set_vips(const std::vector<config::VipSpec>& vips,
+                                                      health::TimePoint now,
+                                                      control::Reconciler& reconciler) {
+    const std::vector<health::TrackedTarget> tracked = health::tracked_targets(vips);
+    tracker_.set_targets(tracked, now);
+    std::set<health::TargetKey> next;
+    for (const health::TrackedTarget& t : tracked) {
+        next.insert(t.key);
+        // The tracker reports only what differs from {unknown, 1}; the
+        // reconciler may still hold an older observation of this backend.
+        if (!tracked_.contains(t.key))
+            reconciler.set_observed(t.key.vip, t.key.backend, control::ObservedBackend{});
+    }
+    tracked_ = std::move(next);
+    std::erase_if(last_failures_, [&](const auto& kv) { return !tracked_.contains(kv.first); });
+    push(now, reconciler);
+    return health::probe_targets(vips);
+}
+
+std::optional<HealthEvent> HealthLink::apply(const health::ProbeResult& result,
+                                             health::TimePoint now,
+                                             control::Reconciler& reconciler) {
+    std::optional<HealthEvent> event;
+    if (!result.ok() && tracked_.contains(result.key))
+        last_failures_[result.key] =
+            health::LastProbe{result.finished,    result.failure,      result.detail,
+                              result.http_status, result.rate_limited, result.latency()};
+    if (auto update = tracker_.apply(result, now); update && update->transition)
+        event = HealthEvent{update->transition->to == health::Verdict::kUnhealthy,
+                            describe_transition(result.key, *update->transition)};
+    push(now, reconciler);
+    return event;
+}
+
+std::size_t HealthLink::tick(health::TimePoint now, control::Reconciler& reconciler) {
+    return push(now, reconciler);
+}
+
+std::size_t HealthLink::push(health::TimePoint now, control::Reconciler& reconciler) {
+    const std::vector<health::Observation> changes = tracker_.take_changes(now);
+    for (const health::Observation& o : changes)
+        reconciler.set_observed(
+            o.key.vip, o.key.backend,
+            control::ObservedBackend{to_control_health(o.verdict), o.weight_factor});
+    return changes.size();
+}
+
+std::optional<health::LastProbe> HealthLink::last_failure(const std::string& vip_key,
+                                                          const net::IpAddress& backend) const {
+    auto it = last_failures_.find(health::TargetKey{vip_key, backend});
+    if (it == last_failures_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<health::Snapshot> HealthLink::snapshot(const std::string& vip_key,
+                                                     const net::IpAddress& backend,
+                                                     health::TimePoint now) const {
+    const health::BackendHealth* h = tracker_.find(health::TargetKey{vip_key, backend});
+    if (!h) return std::nullopt;
+    return h->snapshot(now);
+}
+
+}  // namespace xlb::agent

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// Health checking wired to the reconciler. The agent keeps one HealthLink on
+// its control thread: the probe engine's results are posted there and fed to
+// the health tracker, whose changed observations go to the reconciler; time
+// alone changes some of them (slow-start steps, the end of a rate-limit
+// bias), so the agent also calls tick() at next_change(). No I/O, no clock,
+// no threads: tests drive it with a fake clock and a fake data plane.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "xlb/config/model.h"
+#include "xlb/control/reconciler.h"
+#include "xlb/health/targets.h"
+#include "xlb/health/tracker.h"
+
+namespace xlb::agent {
+
+control::Health to_control_health(health::Verdict verdict);
+
+// A health event worth one log line.
+struct HealthEvent {
+    bool warning = false;  // a backend lost (log as a warning)
+    std::string line;      // "VIP 198.51.100.10:80/tcp backend 10.0.0.1: healthy -> unhealthy: ..."
+};
+
+// "VIP K backend B: <transition>", naming both and the reason.
+std::string describe_transition(const health::TargetKey& key, const health::Transition& t);
+// "VIP K: in panic: healthy share 33% below the threshold 50%; every active backend takes traffic".
+std::string describe_panic_change(const control::PanicChange& change);
+
+class HealthLink {
+public:
+    // seed 0: random (back-off jitter only).
+    explicit HealthLink(std::uint64_t seed = 0) : tracker_(seed) {}
+
+    // The desired VIPs changed (start, API, SIGHUP): tracks their checked
+    // backends and returns what the probe engine must probe. A backend new to
+    // the tracker starts unknown in the reconciler too, whatever it was
+    // told before (e.g. a backend disabled and enabled again).
+    std::vector<health::ProbeTarget> set_vips(const std::vector<config::VipSpec>& vips,
+                                              health::TimePoint now,
+                                              control::Reconciler& reconciler);
+
+    // One probe result. Returns the transition it caused, if any, for the log.
+    std::optional<HealthEvent> apply(const health::ProbeResult& result, health::TimePoint now,
+                                     control::Reconciler& reconciler);
+
+    // Hands the reconciler whatever changed with time (call at next_change()).
+    // Returns how many observations changed.
+    std::size_t tick(health::TimePoint now, control::Reconciler& reconciler);
+    // When tick() next has something to do; TimePoint::max(): never.
+    health::TimePoint next_change(health::TimePoint now) const { return tracker_.next_change(now); }
+
+    // What the API and metrics show about one backend of one VIP; nullopt when
+    // it is not checked (the VIP has no health check, or it is disabled).
+    std::optional<health::Snapshot> snapshot(const std::string& vip_key,
+                                             const net::IpAddress& backend,
+                                             health::TimePoint now) const;
+    // The last probe of that backend that failed (nullopt: none yet).
+    std::optional<health::LastProbe> last_failure(const std::string& vip_key,
+                                                  const net::IpAddress& backend) const;
+    std::size_t size() const { return tracker_.size(); }
+
+private:
+    std::size_t push(health::TimePoint now, control::Reconciler& reconciler);
+
+    health::HealthTracker tracker_;
+    std::set<health::TargetKey> tracked_;
+    std::map<health::TargetKey, health::LastProbe> last_failures_;
+};
+
+}  // namespace xlb::agent
