@@ -165,11 +165,6 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	return 0;
 }
 
-static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be)
-{
-	return be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
-}
-
 static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 				     const struct xlb_backend *be, const struct xlb_config *cfg,
 				     __u32 hash)

@@ -5,6 +5,11 @@
  * header goes from this host (the frame's old destination MAC) to the
  * configured next hop.
  *
+ * xlb_fill_outer_v4/v6 write the outer IP header alone; the XDP balancer
+ * (xlb_encap_v4/v6 below) and the tc probe encapsulator (xlb_probe.bpf.c,
+ * after bpf_skb_adjust_room) both use them, so a probe through the data path
+ * carries exactly the outer header client traffic does.
+ *
  * Outer header choices: TTL/hop limit XLB_ENCAP_TTL; TOS/traffic class copied
  * from the inner packet; IPv4 DF copied from the inner packet (so path-MTU
  * discovery keeps working end to end) and ID 0; IPv6 flow label from the flow
@@ -53,6 +58,59 @@ static __always_inline void xlb_write_eth(struct ethhdr *eth, const struct ethhd
 	eth->h_proto = bpf_htons(proto);
 }
 
+/*
+ * The outer headers, shared by the XDP balancer (xlb_lb) and the tc probe
+ * encapsulator (xlb_probe): the caller has made room and bounds-checked
+ * outer; nothing else is read or written. pkt describes the inner packet.
+ */
+static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct xlb_packet *pkt,
+					      const struct xlb_backend *be,
+					      const struct xlb_config *cfg, __u32 hash)
+{
+	outer->version = 4;
+	outer->ihl = 5;
+	outer->tos = pkt->tos;
+	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer));
+	outer->id = 0;
+	outer->frag_off = pkt->df ? bpf_htons(IP_DF) : 0;
+	outer->ttl = XLB_ENCAP_TTL;
+	outer->protocol = IPPROTO_IPIP;
+	outer->saddr = xlb_derive_src32(
+		cfg->src_v4, 32 - (cfg->src_v4_prefix_len > 32 ? 32 : cfg->src_v4_prefix_len), hash);
+	outer->daddr = be->addr[0];
+	xlb_ipv4_set_csum(outer);
+}
+
+static __always_inline void xlb_fill_outer_v6(struct ipv6hdr *outer, const struct xlb_packet *pkt,
+					      const struct xlb_backend *be,
+					      const struct xlb_config *cfg, __u32 hash)
+{
+	__u32 payload_len = pkt->ip_len;
+	__u32 host_bits;
+	__u32 flow_label = hash & 0xfffff;
+
+	outer->version = 6;
+	outer->priority = pkt->tos >> 4;
+	outer->flow_lbl[0] = ((pkt->tos & 0x0f) << 4) | ((flow_label >> 16) & 0x0f);
+	outer->flow_lbl[1] = (flow_label >> 8) & 0xff;
+	outer->flow_lbl[2] = flow_label & 0xff;
+	outer->payload_len = bpf_htons(payload_len);
+	outer->nexthdr = pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
+	outer->hop_limit = XLB_ENCAP_TTL;
+	__builtin_memcpy(&outer->saddr, cfg->src_v6, 16);
+	host_bits = 128 - (cfg->src_v6_prefix_len > 128 ? 128 : cfg->src_v6_prefix_len);
+	if (host_bits > 32)
+		host_bits = 32;
+	outer->saddr.in6_u.u6_addr32[3] = xlb_derive_src32(cfg->src_v6[3], host_bits, hash);
+	__builtin_memcpy(&outer->daddr, be->addr, 16);
+}
+
+/* Bytes the outer header adds for this backend. */
+static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be)
+{
+	return be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+}
+
 /* Returns 0 or -outcome. On success the frame is the encapsulated packet. */
 static __always_inline int xlb_encap_v4(struct xdp_md *ctx, const struct xlb_packet *pkt,
 					const struct xlb_backend *be,
@@ -73,18 +131,7 @@ static __always_inline int xlb_encap_v4(struct xdp_md *ctx, const struct xlb_pac
 		return -XLB_OUT_DROP_HEADROOM;
 
 	xlb_write_eth(eth, old_eth, cfg, ETH_P_IP);
-	outer->version = 4;
-	outer->ihl = 5;
-	outer->tos = pkt->tos;
-	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer));
-	outer->id = 0;
-	outer->frag_off = pkt->df ? bpf_htons(IP_DF) : 0;
-	outer->ttl = XLB_ENCAP_TTL;
-	outer->protocol = IPPROTO_IPIP;
-	outer->saddr = xlb_derive_src32(
-		cfg->src_v4, 32 - (cfg->src_v4_prefix_len > 32 ? 32 : cfg->src_v4_prefix_len), hash);
-	outer->daddr = be->addr[0];
-	xlb_ipv4_set_csum(outer);
+	xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
 	return 0;
 }
 
@@ -95,9 +142,6 @@ static __always_inline int xlb_encap_v6(struct xdp_md *ctx, const struct xlb_pac
 	struct ethhdr *eth, *old_eth;
 	struct ipv6hdr *outer;
 	void *data, *data_end;
-	__u32 payload_len = pkt->ip_len;
-	__u32 host_bits;
-	__u32 flow_label = hash & 0xfffff;
 
 	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct ipv6hdr)))
 		return -XLB_OUT_DROP_HEADROOM;
@@ -110,21 +154,7 @@ static __always_inline int xlb_encap_v6(struct xdp_md *ctx, const struct xlb_pac
 		return -XLB_OUT_DROP_HEADROOM;
 
 	xlb_write_eth(eth, old_eth, cfg, ETH_P_IPV6);
-	outer->version = 6;
-	outer->priority = pkt->tos >> 4;
-	outer->flow_lbl[0] = ((pkt->tos & 0x0f) << 4) | ((flow_label >> 16) & 0x0f);
-	outer->flow_lbl[1] = (flow_label >> 8) & 0xff;
-	outer->flow_lbl[2] = flow_label & 0xff;
-	outer->payload_len = bpf_htons(payload_len);
-	outer->nexthdr = pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
-	outer->hop_limit = XLB_ENCAP_TTL;
-	__builtin_memcpy(&outer->saddr, cfg->src_v6, 16);
-	host_bits = 128 - (cfg->src_v6_prefix_len > 128 ? 128 : cfg->src_v6_prefix_len);
-	if (host_bits > 32)
-		host_bits = 32;
-	outer->saddr.in6_u.u6_addr32[3] =
-		xlb_derive_src32(cfg->src_v6[3], host_bits, hash);
-	__builtin_memcpy(&outer->daddr, be->addr, 16);
+	xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
 	return 0;
 }
 

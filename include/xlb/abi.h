@@ -196,4 +196,37 @@ enum xlb_decap_outcome {
 };
 #define XLB_MAP_DECAP_STATS "xlb_decap_stats"
 
+/*
+ * Probes through the data path (health checks with via_vip). The agent's
+ * probe socket connects to VIP:port with SO_MARK = XLB_PROBE_MARK_BASE |
+ * backend_id; the tc egress program xlb_probe (bpf/xlb_probe.bpf.c) on the
+ * LB's interface encapsulates every packet whose mark has the tag
+ * (mark & XLB_PROBE_MARK_TAG_MASK) == XLB_PROBE_MARK_BASE towards the backend
+ * xlb_backends[mark & XLB_PROBE_MARK_ID_MASK], exactly as xlb_lb encapsulates
+ * client traffic. A marked packet whose backend slot is unused (generation 0)
+ * or out of range is dropped, never sent to the VIP by other means. Unmarked
+ * packets (and marks without the tag) pass untouched. Backend ids above
+ * XLB_PROBE_MARK_ID_MASK cannot be probed this way.
+ */
+#define XLB_PROBE_MARK_BASE 0x78000000U /* tag 'x' in the top byte */
+#define XLB_PROBE_MARK_TAG_MASK 0xff000000U
+#define XLB_PROBE_MARK_ID_MASK 0x00ffffffU
+XLB_STATIC_ASSERT((XLB_PROBE_MARK_BASE & XLB_PROBE_MARK_ID_MASK) == 0, "probe mark layout");
+XLB_STATIC_ASSERT((XLB_PROBE_MARK_TAG_MASK ^ XLB_PROBE_MARK_ID_MASK) == 0xffffffffU,
+		  "probe mark layout");
+
+/* Outcomes of xlb_probe, per-CPU counters in its own map. Never renumber. */
+enum xlb_probe_outcome {
+	XLB_PROBE_OUT_ENCAPSULATED = 0, /* marked, sent encapsulated to its backend */
+	XLB_PROBE_OUT_PASS_UNMARKED = 1, /* not a probe: untouched */
+	XLB_PROBE_OUT_DROP_NO_CONFIG = 2, /* agent has not configured xlb_config */
+	XLB_PROBE_OUT_DROP_NO_BACKEND = 3, /* backend id unused or out of range */
+	XLB_PROBE_OUT_DROP_FAMILY = 4, /* IPv6 probe to an IPv4 backend */
+	XLB_PROBE_OUT_DROP_MALFORMED = 5, /* not IPv4/IPv6, truncated, fragment */
+	XLB_PROBE_OUT_DROP_TOO_BIG = 6, /* too big for the MTU once encapsulated */
+	XLB_PROBE_OUT_DROP_ADJUST = 7, /* bpf_skb_adjust_room / pull failed */
+	XLB_PROBE_OUT__MAX = 8,
+};
+#define XLB_MAP_PROBE_STATS "xlb_probe_stats"
+
 #endif /* XLB_ABI_H */

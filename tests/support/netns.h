@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// Network namespaces for tests: a named namespace owned by an object that
+// removes it (killing what still runs inside) whatever the test did, a scope
+// that moves the calling thread into one and back, and in_netns() to run a
+// function there on a fresh thread. Shell commands run through run()/run_ok().
+//
+// The same NetnsScope/in_netns as tests/e2e/lab.h, without the agent's lab:
+// tests/e2e can switch to these (same semantics) to drop its copies.
+#pragma once
+
+#include <future>
+#include <string>
+
+namespace xlb::test {
+
+struct CommandResult {
+    int rc = -1;      // exit status, or -1 when it did not exit normally
+    std::string out;  // stdout and stderr together
+};
+CommandResult run_command(const std::string& command);
+// run_command(), throwing std::runtime_error (with command and output) on failure.
+std::string run_command_ok(const std::string& command);
+
+// Moves the calling thread into the named network namespace (/run/netns/NAME)
+// and back to the one it was in when destroyed.
+class NetnsScope {
+public:
+    explicit NetnsScope(const std::string& ns);
+    ~NetnsScope();
+    NetnsScope(const NetnsScope&) = delete;
+    NetnsScope& operator=(const NetnsScope&) = delete;
+
+private:
+    int saved_ = -1;
+};
+
+// Runs fn on a fresh thread inside namespace ns and returns its result
+// (exceptions travel back too). The caller's thread never changes namespace.
+template <typename F>
+auto in_netns(const std::string& ns, F&& fn) -> decltype(fn()) {
+    return std::async(std::launch::async,
+                      [&ns, &fn]() -> decltype(fn()) {
+                          NetnsScope scope(ns);
+                          return fn();
+                      })
+        .get();
+}
+
+// A named network namespace (`ip netns add`), removed on destruction after
+// the processes left in it are killed. Never throws from the destructor.
+class Netns {
+public:
+    // Creates it; throws std::runtime_error when `ip netns add` fails.
+    explicit Netns(std::string name);
+    ~Netns();
+    Netns(const Netns&) = delete;
+    Netns& operator=(const Netns&) = delete;
+
+    const std::string& name() const { return name_; }
+    // `ip -n NAME ARGS`, throwing on failure.
+    std::string ip(const std::string& args) const;
+
+private:
+    std::string name_;
+};
+
+// A prefix unique to this process and call: "<base>-<pid>-<n>".
+std::string unique_netns_prefix(const std::string& base);
+
+}  // namespace xlb::test
