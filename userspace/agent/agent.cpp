@@ -18,6 +18,7 @@
 #include "xlb/api/server.h"
 #include "xlb/api/services.h"
 #include "xlb/api/state_store.h"
+#include "xlb/bpf/probe.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
 #include "xlb/config/config.h"
@@ -129,6 +130,9 @@ private:
     void on_health_timer(control::Reconciler& r);
     void schedule_health_timer(health::TimePoint now);
     void log_panic_changes(control::Reconciler& r);
+    void route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
+                                   control::Reconciler& r);
+    std::expected<void, std::string> attach_probe_encap();
 
     AgentOptions options_;
     config::Config config_;
@@ -147,6 +151,11 @@ private:
     std::optional<api::BpfDataPlaneView> view_;
     api::PublishMetrics publish_metrics_;
     std::optional<bpf::XdpAttachment> xdp_;
+    // via_vip probes: the tc egress encapsulator, attached on first need
+    // (control thread); detached on exit, it only carries probes.
+    std::optional<bpf::ProbeEncapProgram> probe_encap_;
+    std::optional<bpf::TcAttachment> probe_tc_;
+    std::string probe_tc_error_;
     std::atomic<bool> attached_{false};
     std::optional<api::ApiServer> api_;
     std::optional<api::MetricsServer> metrics_;
@@ -171,9 +180,70 @@ void Agent::log_panic_changes(control::Reconciler& r) {
     }
 }
 
+std::expected<void, std::string> Agent::attach_probe_encap() {
+    if (probe_tc_) return {};
+    // A failed attach is not retried: it fails the same way until a restart.
+    if (!probe_tc_error_.empty()) return std::unexpected(probe_tc_error_);
+    auto fail = [this](std::string why) {
+        probe_tc_error_ = std::move(why);
+        return std::unexpected(probe_tc_error_);
+    };
+    auto program = bpf::ProbeEncapProgram::load(*lb_);
+    if (!program) return fail(program.error().message());
+    auto iface = bpf::Interface::by_name(config_.settings.interface);
+    if (!iface) return fail(iface.error().message());
+    auto tc = bpf::TcAttachment::attach(*program, *iface);
+    if (!tc) return fail(tc.error().message());
+    probe_encap_.emplace(std::move(*program));
+    probe_tc_.emplace(std::move(*tc));
+    spdlog::info("health: probes through the VIPs are encapsulated by tc egress on {}",
+                 config_.settings.interface);
+    return {};
+}
+
+// Targets of via_vip checks are addressed to their VIP and marked with their
+// backend's id, which the tc egress program encapsulates towards. The id is
+// allocated here if the backend has none yet: the reconciler writes its
+// entry with the next plan, well before the first probe (they are spread
+// over the first second).
+void Agent::route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
+                                      control::Reconciler& r) {
+    bool any = false;
+    for (health::ProbeTarget& t : targets) {
+        if (!t.check.via_vip) continue;
+        any = true;
+        const config::VipSpec* vip = r.find_vip(t.key.vip);
+        if (!vip) continue;
+        t.via_address = vip->address;
+        auto ref = r.registry().backend(t.key.vip, t.key.backend);
+        if (!ref) {
+            spdlog::error("health: {}: cannot probe through the VIP: {}", t.key.to_string(),
+                          ref.error());
+            continue;
+        }
+        auto mark = bpf::probe_mark(ref->id);
+        if (!mark) {
+            spdlog::error("health: {}: cannot probe through the VIP: backend id {} does not fit "
+                          "in a probe mark",
+                          t.key.to_string(), ref->id);
+            continue;
+        }
+        t.mark = *mark;
+    }
+    if (!any) return;
+    if (auto ok = attach_probe_encap(); !ok) {
+        // Unencapsulated, the probes fail: the backends are judged unhealthy,
+        // never healthy by mistake.
+        spdlog::error("health: probes through the VIP cannot be encapsulated ({}); those "
+                      "checks will fail",
+                      ok.error());
+    }
+}
+
 void Agent::refresh_health(control::Reconciler& r) {
     const auto now = health::Clock::now();
     std::vector<health::ProbeTarget> targets = health_.set_vips(r.vips(), now, r);
+    route_probes_through_vips(targets, r);
     spdlog::info("health: probing {} (VIP, backend) pair(s)", targets.size());
     engine_->set_targets(std::move(targets));
     schedule_health_timer(now);
@@ -481,6 +551,8 @@ void Agent::stop() {
     if (loop_) loop_->stop();
     if (reconciler_ && state_)
         if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error());
+    probe_tc_.reset();  // probes are over; the XDP program stays
+    probe_encap_.reset();
     if (xdp_) {
         if (options_.detach_on_exit) {
             if (auto ok = xdp_->detach(); !ok) spdlog::error("detach: {}", ok.error().message());

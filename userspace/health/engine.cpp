@@ -114,7 +114,8 @@ bool probed_alike(const ProbeTarget& a, const ProbeTarget& b) {
         c.flapping = defaults.flapping;
         return c;
     };
-    return a.key == b.key && a.port == b.port && probe_part(a.check) == probe_part(b.check);
+    return a.key == b.key && a.port == b.port && a.via_address == b.via_address &&
+           a.mark == b.mark && probe_part(a.check) == probe_part(b.check);
 }
 
 std::uint64_t splitmix(std::uint64_t& state) {
@@ -249,9 +250,9 @@ struct ProbeEngine::Impl {
 
     void prepare(Slot& s, ProbeTarget t) {
         s.target = std::move(t);
-        s.addr_len = to_sockaddr(s.target.key.backend, s.target.port, s.addr);
+        s.addr_len = to_sockaddr(s.target.destination(), s.target.port, s.addr);
         s.request = s.target.check.type == HealthCheckType::kHttp
-                        ? http_request(s.target.check, s.target.key.backend, s.target.port)
+                        ? http_request(s.target.check, s.target.destination(), s.target.port)
                         : std::string();
     }
 
@@ -361,7 +362,7 @@ struct ProbeEngine::Impl {
         Slot& s = slots[i];
         const auto& check = s.target.check;
         const bool udp = check.type == HealthCheckType::kUdp;
-        const bool v4 = s.target.key.backend.is_v4();
+        const bool v4 = s.target.destination().is_v4();
         s.started = Clock::now();
         ++s.probe_gen;
         s.sent = 0;
@@ -410,8 +411,8 @@ struct ProbeEngine::Impl {
                                                 static_cast<socklen_t>(opt.device.size())) != 0) {
             return "SO_BINDTODEVICE " + opt.device + ": " + std::strerror(errno);
         }
-        if (opt.mark != 0 &&
-            ::setsockopt(fd, SOL_SOCKET, SO_MARK, &opt.mark, sizeof(opt.mark)) != 0) {
+        const std::uint32_t mark = s.target.mark != 0 ? s.target.mark : opt.mark;
+        if (mark != 0 && ::setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
             return std::string("SO_MARK: ") + std::strerror(errno);
         }
         const auto& source = v4 ? opt.source_v4 : opt.source_v6;

@@ -23,12 +23,13 @@
 //    that an ICMP port unreachable fails it at once as "refused"); any reply
 //    passes, or one containing udp_expect.
 //
-// Not yet: probes through the data path (HealthCheck::via_vip). Such targets
-// are probed at the backend's own address like any other. The plan: connect
-// to the VIP with SO_MARK = a probe mark carrying the backend's id; a tc
-// egress program encapsulates marked packets to that backend exactly as the
-// XDP program does client traffic; the backend answers from the VIP straight
-// to the prober (direct return), which XDP passes as not addressed to a VIP.
+// Probes through the data path (HealthCheck::via_vip): a target with
+// via_address connects to the VIP with SO_MARK = its mark (the backend's id
+// under XLB_PROBE_MARK_BASE); the tc egress program bpf/xlb_probe.bpf.c
+// encapsulates marked packets to that backend exactly as the XDP program does
+// client traffic; the backend answers from the VIP straight to the prober
+// (direct return), which XDP passes as not addressed to a VIP. A backend whose
+// decapsulation or VIP binding is broken thus fails its probe.
 //
 // Threads: set_targets(), call_at(), stats() and cpu_time() may be called from
 // any thread; the result handler and call_at() functions run on the engine's

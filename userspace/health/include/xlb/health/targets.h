@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "xlb/config/model.h"
@@ -16,6 +17,15 @@ struct ProbeTarget {
     TargetKey key;
     std::uint16_t port = 0;     // resolved: the check's port, or the VIP's
     config::HealthCheck check;  // type is never kNone here
+    // Through the data path (check.via_vip): the probe is addressed to
+    // via_address (the VIP) and carries SO_MARK `mark`, which the tc egress
+    // program (bpf/xlb_probe.bpf.c) turns into the encapsulation towards
+    // key.backend. The agent fills both in (it knows the backend ids);
+    // unset, the backend's own address is probed.
+    std::optional<net::IpAddress> via_address;
+    std::uint32_t mark = 0;
+    // Where the probe goes.
+    const net::IpAddress& destination() const { return via_address ? *via_address : key.backend; }
     bool operator==(const ProbeTarget&) const = default;
 };
 
