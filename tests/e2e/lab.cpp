@@ -34,28 +34,6 @@ namespace xlb::e2e {
 
 namespace fs = std::filesystem;
 
-CmdResult run(const std::string& command) {
-    CmdResult result;
-    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-    if (!pipe) {
-        result.out = "popen: " + std::string(std::strerror(errno));
-        return result;
-    }
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
-    const int status = ::pclose(pipe);
-    result.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return result;
-}
-
-std::string run_ok(const std::string& command) {
-    CmdResult r = run(command);
-    if (r.rc != 0)
-        throw std::runtime_error("`" + command + "` failed (" + std::to_string(r.rc) + "): " + r.out);
-    return r.out;
-}
-
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream buf;
@@ -79,21 +57,6 @@ double ms_since(Clock::time_point start) {
 }
 
 // ---- namespaces ------------------------------------------------------------------
-
-NetnsScope::NetnsScope(const std::string& ns) {
-    saved_.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-    if (!saved_) throw std::runtime_error("open own netns: " + std::string(std::strerror(errno)));
-    const std::string path = "/run/netns/" + ns;
-    bpf::UniqueFd target(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!target) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
-    if (::setns(target.get(), CLONE_NEWNET) != 0)
-        throw std::runtime_error("setns " + path + ": " + std::strerror(errno));
-}
-
-NetnsScope::~NetnsScope() {
-    if (saved_ && ::setns(saved_.get(), CLONE_NEWNET) != 0)
-        std::fprintf(stderr, "e2e: cannot return to the original netns: %s\n", std::strerror(errno));
-}
 
 // ---- servers in the namespaces (health checks) ----------------------------------
 

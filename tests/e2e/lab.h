@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "netns.h"
 #include "xlb/bpf/fd.h"
 
 namespace xlb::e2e {
@@ -37,44 +38,16 @@ using namespace std::chrono_literals;
 
 // ---- processes and files -----------------------------------------------------
 
-struct CmdResult {
-    int rc = -1;      // exit status, or -1 when it did not exit normally
-    std::string out;  // stdout and stderr together
-};
-// Runs a shell command line and captures its output.
-CmdResult run(const std::string& command);
-// run(), throwing std::runtime_error (with the output) when it fails.
-std::string run_ok(const std::string& command);
+// Shell commands and network namespaces: the tests' shared helpers.
+using CmdResult = test::CommandResult;
+inline CmdResult run(const std::string& command) { return test::run_command(command); }
+inline std::string run_ok(const std::string& command) { return test::run_command_ok(command); }
+using test::in_netns;
+using test::NetnsScope;
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 double ms_since(Clock::time_point start);
-
-// ---- network namespaces --------------------------------------------------------
-
-// Moves the calling thread into a named network namespace (/run/netns/NAME)
-// and back to the one it was in when it is destroyed.
-class NetnsScope {
-public:
-    explicit NetnsScope(const std::string& ns);
-    ~NetnsScope();
-    NetnsScope(const NetnsScope&) = delete;
-    NetnsScope& operator=(const NetnsScope&) = delete;
-
-private:
-    bpf::UniqueFd saved_;
-};
-
-// Runs fn on a fresh thread inside namespace ns and returns its result
-// (exceptions travel back too). The caller's thread never changes namespace.
-template <typename F>
-auto in_netns(const std::string& ns, F&& fn) -> decltype(fn()) {
-    return std::async(std::launch::async, [&ns, &fn]() -> decltype(fn()) {
-               NetnsScope scope(ns);
-               return fn();
-           })
-        .get();
-}
 
 // ---- the lab -----------------------------------------------------------------
 

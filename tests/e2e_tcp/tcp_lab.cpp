@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tcp_lab.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <stdexcept>
+
+namespace xlb::e2e_tcp {
+
+namespace {
+
+std::string quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
+    }
+    return out + "'";
+}
+
+// Runs fn on a new thread inside network namespace ns.
+template <typename F>
+auto in_netns(const std::string& ns, F&& fn) -> decltype(fn()) {
+    return std::async(
+               std::launch::async,
+               [&]() -> decltype(fn()) {
+                   int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+                   if (fd < 0)
+                       throw std::runtime_error("open /run/netns/" + ns + ": " + strerror(errno));
+                   if (setns(fd, CLONE_NEWNET) != 0) {
+                       int e = errno;
+                       close(fd);
+                       throw std::runtime_error("setns " + ns + ": " + strerror(e));
+                   }
+                   close(fd);
+                   return fn();
+               })
+        .get();
+}
+
+// A TCP connection to vip:port, made in the calling thread's namespace. -1 and
+// error set on failure.
+int connect_to(const std::string& vip, int port, std::string& error, int timeout_ms = 3000) {
+    sockaddr_storage ss{};
+    socklen_t len;
+    int family;
+    if (vip.find(':') != std::string::npos) {
+        auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(port);
+        inet_pton(AF_INET6, vip.c_str(), &a->sin6_addr);
+        len = sizeof *a;
+        family = AF_INET6;
+    } else {
+        auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+        a->sin_family = AF_INET;
+        a->sin_port = htons(port);
+        inet_pton(AF_INET, vip.c_str(), &a->sin_addr);
+        len = sizeof *a;
+        family = AF_INET;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        error = std::string("socket: ") + strerror(errno);
+        return -1;
+    }
+    if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS) {
+        error = std::string("connect: ") + strerror(errno);
+        close(fd);
+        return -1;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, timeout_ms) != 1) {
+        error = "connect: timed out";
+        close(fd);
+        return -1;
+    }
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+    if (soerr != 0) {
+        error = std::string("connect: ") + strerror(soerr);
+        close(fd);
+        return -1;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+// Reads until `until` is in buf or the peer closes; false on timeout/error.
+bool read_until(int fd, std::string& buf, const std::string& until, int timeout_ms,
+                std::string& error) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (until.empty() || buf.find(until) == std::string::npos) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+            error = "timed out after " + std::to_string(timeout_ms) + " ms";
+            return false;
+        }
+        pollfd p{fd, POLLIN, 0};
+        int r = poll(&p, 1, static_cast<int>(left.count()));
+        if (r < 0) {
+            error = std::string("poll: ") + strerror(errno);
+            return false;
+        }
+        if (r == 0) continue;
+        char tmp[4096];
+        ssize_t n = recv(fd, tmp, sizeof tmp, 0);
+        if (n < 0) {
+            error = std::string("recv: ") + strerror(errno);
+            return false;
+        }
+        if (n == 0) {
+            if (until.empty()) return true;
+            error = "closed by the peer";
+            return false;
+        }
+        buf.append(tmp, static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+bool send_all(int fd, const std::string& data, std::string& error) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+        ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+        if (n < 0) {
+            error = std::string("send: ") + strerror(errno);
+            return false;
+        }
+        off += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+std::string http_get_name(const std::string& vip, int port) {
+    std::string error;
+    int fd = connect_to(vip, port, error);
+    if (fd < 0) return "error: " + error;
+    std::string buf;
+    bool ok = send_all(fd, "GET / HTTP/1.0\r\nHost: lab\r\n\r\n", error) &&
+              read_until(fd, buf, "", 3000, error);
+    close(fd);
+    if (!ok) return "error: " + error;
+    auto body = buf.find("\r\n\r\n");
+    if (buf.rfind("HTTP/1.0 200", 0) != 0 || body == std::string::npos)
+        return "error: unexpected answer: " + buf.substr(0, 60);
+    std::string name = buf.substr(body + 4);
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+    return name;
+}
+
+}  // namespace
+
+// ---- Lab ----------------------------------------------------------------------
+
+Lab::Lab() {
+    static std::atomic<int> counter{0};
+    prefix_ = "xt" + std::to_string(getpid() % 100000) + std::string(1, 'a' + counter++ % 26);
+}
+
+Lab::~Lab() {
+    if (!up_) return;
+    CmdResult r = run(std::string(LAB_SH) + " down --prefix " + prefix_);
+    if (r.rc != 0)
+        std::fprintf(stderr, "lab %s: down failed:\n%s\n", prefix_.c_str(), r.out.c_str());
+}
+
+std::string Lab::lab(const std::string& args) {
+    // XLBD / XLB_DECAP in the environment run other builds of the binaries
+    const char* xlbd = std::getenv("XLBD");
+    const char* decap = std::getenv("XLB_DECAP");
+    std::string cmd = "XLBD=" + quote(xlbd && *xlbd ? xlbd : XLBD_PATH) +
+                      " XLB_DECAP=" + quote(decap && *decap ? decap : XLB_DECAP_PATH) + " " +
+                      std::string(LAB_SH) + " " + args + " --prefix " + prefix_;
+    CmdResult r = run(cmd);
+    if (r.rc != 0)
+        throw std::runtime_error("lab.sh " + args + " failed (exit " + std::to_string(r.rc) +
+                                 "):\n" + r.out);
+    return r.out;
+}
+
+void Lab::up(int backends, const std::string& extra) {
+    up_ = true;  // a failed up removes itself, but down is harmless
+    lab("up --backends " + std::to_string(backends) + " " + extra);
+    std::ofstream(state_dir() + "/owner-pid") << getpid() << "\n";
+}
+
+std::vector<std::string> sweep_stale_labs() {
+    std::vector<std::string> removed;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/run/xlb-lab", ec)) {
+        std::string prefix = entry.path().filename();
+        if (prefix.rfind("xt", 0) != 0) continue;
+        std::ifstream in(entry.path() / "owner-pid");
+        pid_t pid = 0;
+        if (!(in >> pid) || pid <= 0) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        run(std::string(LAB_SH) + " down --prefix " + prefix);
+        removed.push_back(prefix);
+    }
+    return removed;
+}
+
+void Lab::agent_start() { lab("agent-start"); }
+void Lab::agent_kill() { lab("agent-kill"); }
+
+std::string Lab::agent_log() const {
+    std::ifstream in(state_dir() + "/xlbd.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+Lab::Reply Lab::api(const std::string& method, const std::string& path, const std::string& body) {
+    std::string cmd = "curl -sS --max-time 20 --unix-socket " + quote(state_dir() + "/xlbd.sock") +
+                      " -X " + method + " -w '\\n%{http_code}'";
+    if (!body.empty()) cmd += " -H 'Content-Type: application/json' --data-binary " + quote(body);
+    cmd += " " + quote("http://xlbd" + path);
+    CmdResult r = run(cmd);
+    Reply reply;
+    auto nl = r.out.rfind('\n');
+    if (r.rc != 0 || nl == std::string::npos) {
+        reply.body = r.out;
+        return reply;
+    }
+    reply.body = r.out.substr(0, nl);
+    try {
+        reply.status = std::stoi(r.out.substr(nl + 1));
+    } catch (...) {
+        reply.status = -1;
+    }
+    return reply;
+}
+
+// ---- clients -------------------------------------------------------------------
+
+std::string get_backend_name(const std::string& ns, const std::string& vip, int port) {
+    return in_netns(ns, [&] { return http_get_name(vip, port); });
+}
+
+std::map<std::string, int> count_backends(const std::string& ns, const std::string& vip, int n) {
+    return in_netns(ns, [&] {
+        std::map<std::string, int> counts;
+        for (int i = 0; i < n; ++i) {
+            std::string name = http_get_name(vip, 80);
+            if (name.rfind("error", 0) == 0) {
+                if (counts["error"]++ == 0) std::fprintf(stderr, "first error: %s\n", name.c_str());
+            } else {
+                counts[name]++;
+            }
+        }
+        return counts;
+    });
+}
+
+std::string format_counts(const std::map<std::string, int>& counts) {
+    int total = 0;
+    for (const auto& [k, v] : counts) total += v;
+    std::string out;
+    char line[128];
+    for (const auto& [k, v] : counts) {
+        std::snprintf(line, sizeof line, "%s%s %d (%.1f%%)", out.empty() ? "" : ", ", k.c_str(), v,
+                      total ? 100.0 * v / total : 0.0);
+        out += line;
+    }
+    return out;
+}
+
+Streams::Streams(const std::string& ns, const std::string& vip, int count) {
+    conns_ = in_netns(ns, [&] {
+        std::vector<Conn> conns;
+        for (int i = 0; i < count; ++i) {
+            Conn c;
+            std::string error, buf;
+            c.fd = connect_to(vip, 80, error);
+            if (c.fd >= 0 && send_all(c.fd, "GET /echo HTTP/1.0\r\n\r\n", error) &&
+                read_until(c.fd, buf, "\r\n\r\n", 3000, error) &&
+                buf.rfind("HTTP/1.0 200", 0) == 0) {
+                // fine
+            } else {
+                c.error = "setup: " + (error.empty() ? "bad answer " + buf.substr(0, 40) : error);
+            }
+            conns.push_back(std::move(c));
+        }
+        return conns;
+    });
+    thread_ = std::thread([this] { loop(); });
+}
+
+Streams::~Streams() {
+    stop();
+    for (Conn& c : conns_)
+        if (c.fd >= 0) close(c.fd);
+}
+
+void Streams::stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+}
+
+void Streams::reset_worst() {
+    std::lock_guard lock(mu_);
+    for (Conn& c : conns_) c.worst_ms = 0;
+}
+
+std::vector<Streams::Conn> Streams::snapshot() {
+    std::lock_guard lock(mu_);
+    return conns_;
+}
+
+void Streams::loop() {
+    std::uint64_t seq = 0;
+    std::vector<std::string> bufs(conns_.size());
+    while (!stop_) {
+        ++seq;
+        for (std::size_t i = 0; i < conns_.size() && !stop_; ++i) {
+            int fd;
+            {
+                std::lock_guard lock(mu_);
+                if (!conns_[i].error.empty()) continue;
+                fd = conns_[i].fd;
+            }
+            std::string line = std::to_string(seq) + "\n", error;
+            auto start = Clock::now();
+            std::string& buf = bufs[i];
+            bool ok = send_all(fd, line, error) && read_until(fd, buf, "\n", 2000, error);
+            double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+            std::string name;
+            if (ok) {
+                std::string reply = buf.substr(0, buf.find('\n'));
+                buf.erase(0, buf.find('\n') + 1);
+                auto sp = reply.find(' ');
+                name = reply.substr(0, sp);
+                if (sp == std::string::npos || reply.substr(sp + 1) != std::to_string(seq)) {
+                    ok = false;
+                    error = "unexpected echo \"" + reply + "\" for " + std::to_string(seq);
+                }
+            }
+            std::lock_guard lock(mu_);
+            Conn& c = conns_[i];
+            if (!ok) {
+                c.error = error + " (after " + std::to_string(c.echoes) + " echoes)";
+                continue;
+            }
+            if (c.backend.empty()) c.backend = name;
+            if (name != c.backend) {
+                c.error = "moved from " + c.backend + " to " + name;
+                continue;
+            }
+            c.echoes++;
+            if (ms > c.worst_ms) c.worst_ms = ms;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+}
+
+}  // namespace xlb::e2e_tcp

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlb-decap: the backend side of xlb. Loads the decapsulator (xlb_decap.bpf.c),
+// tells it this backend's own addresses (the outer destinations the balancer
+// uses), attaches it to an interface in XDP and stays in the foreground until
+// SIGTERM or SIGINT, when it detaches. Run it under a supervisor (systemd,
+// the lab script) like any daemon; nothing is pinned, so nothing is left
+// behind when it exits, however it exits.
+#include <fmt/core.h>
+#include <net/if.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/bpf/programs.h"
+#include "xlb/bpf/xdp.h"
+#include "xlb/net/address.h"
+
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+std::uint64_t total(const xlb::bpf::DecapProgram& prog, std::uint32_t outcome) {
+    auto per_cpu = prog.outcomes().get_per_cpu(outcome);
+    if (!per_cpu) return 0;
+    return xlb::bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+}
+
+void print_counters(const xlb::bpf::DecapProgram& prog) {
+    fmt::print(
+        "xlb-decap: decapsulated {}, passed (not encapsulated) {}, passed (malformed) {}, "
+        "passed (fragment) {}, dropped (headroom) {}\n",
+        total(prog, XLB_DECAP_OUT_DECAPSULATED), total(prog, XLB_DECAP_OUT_PASS_NOT_ENCAP),
+        total(prog, XLB_DECAP_OUT_PASS_MALFORMED), total(prog, XLB_DECAP_OUT_PASS_FRAGMENT),
+        total(prog, XLB_DECAP_OUT_DROP_HEADROOM));
+    std::fflush(stdout);
+}
+
+int fail(const std::string& message) {
+    fmt::print(stderr, "xlb-decap: {}\n", message);
+    return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{
+        "xlb-decap: strips the outer IP header that xlb's balancer adds (IPv4-in-IPv4,\n"
+        "IPv4-in-IPv6, IPv6-in-IPv6) from packets addressed to this backend, in XDP,\n"
+        "so that the client's packet reaches the VIP configured on loopback.\n\n"
+        "It runs in the foreground: the program stays attached while xlb-decap runs\n"
+        "and is detached when it gets SIGTERM or SIGINT (nothing is pinned, nothing\n"
+        "outlives it). --detach removes a decapsulator left attached by a process\n"
+        "that was killed with SIGKILL, and exits. --keep attaches and exits at once,\n"
+        "leaving the program attached.\n\n"
+        "Without --address nothing is decapsulated and every packet passes: a\n"
+        "plain pass-through program, e.g. for the peer of a veth whose other end\n"
+        "sends with XDP_TX (native XDP_TX on veth needs a program on the peer)."};
+    std::string ifname;
+    std::vector<std::string> addresses;
+    std::string mode_text = "native";
+    bool replace = false;
+    bool detach_only = false;
+    bool quiet = false;
+    bool keep = false;
+    app.add_option("-i,--interface", ifname,
+                   "interface to attach to (receives the encapsulated packets)")
+        ->required();
+    app.add_option("-a,--address", addresses,
+                   "an address of this backend that the balancer sends to (outer destination); "
+                   "repeat for each (IPv4 and/or IPv6)");
+    app.add_option("-m,--xdp-mode", mode_text, "native, generic or auto")->capture_default_str();
+    app.add_flag("--replace", replace,
+                 "replace a program already attached to the interface (by default only an "
+                 "earlier xlb_decap is replaced)");
+    app.add_flag("--detach", detach_only,
+                 "detach an xlb_decap program from the interface and exit");
+    app.add_flag("--keep", keep,
+                 "attach, leave the program attached and exit at once (it stays until --detach "
+                 "or until the interface goes away)");
+    app.add_flag("-q,--quiet", quiet, "do not print the counters on exit");
+    app.footer(
+        "Examples:\n"
+        "  xlb-decap --interface eth0 --address 203.0.113.11 --address 2001:db8:b::11\n"
+        "  xlb-decap --interface eth0 --detach\n"
+        "Exit status: 0 after SIGTERM/SIGINT (or a successful --detach), 1 on error.");
+    CLI11_PARSE(app, argc, argv);
+
+    auto iface = xlb::bpf::Interface::by_name(ifname);
+    if (!iface) return fail(fmt::format("interface {}: {}", ifname, iface.error().message()));
+
+    if (detach_only) {
+        auto detached = xlb::bpf::detach_xdp(*iface, "xlb_decap");
+        if (!detached)
+            return fail(fmt::format("detach from {}: {}", ifname, detached.error().message()));
+        fmt::print("xlb-decap: {}\n",
+                   *detached ? "detached from " + ifname : "no xlb_decap program on " + ifname);
+        return 0;
+    }
+
+    auto mode = xlb::bpf::parse_xdp_mode(mode_text);
+    if (!mode)
+        return fail(
+            fmt::format("--xdp-mode: found \"{}\", expected native, generic or auto", mode_text));
+    std::vector<xlb_decap_addr> keys;
+    for (const std::string& text : addresses) {
+        auto addr = xlb::net::IpAddress::parse(text);
+        if (!addr) return fail(fmt::format("--address {}: {}", text, addr.error()));
+        xlb_decap_addr key{};
+        addr->to_words(key.addr);
+        key.family = addr->family;
+        keys.push_back(key);
+    }
+
+    auto prog = xlb::bpf::DecapProgram::load();
+    if (!prog) return fail(fmt::format("load xlb_decap: {}", prog.error().message()));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (auto put = prog->local_addresses().put(keys[i], 1); !put)
+            return fail(fmt::format("map xlb_decap_addrs: add {}: {}", addresses[i],
+                                    put.error().message()));
+    }
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    // Blocked until sigsuspend, so that a signal cannot slip in between the
+    // check of g_stop and the wait.
+    sigset_t block, waitmask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &waitmask);
+
+    auto attachment =
+        xlb::bpf::XdpAttachment::attach(*prog, *iface, {.mode = *mode, .replace_foreign = replace});
+    if (!attachment)
+        return fail(
+            fmt::format("attach xlb_decap to {}: {}", ifname, attachment.error().message()));
+    std::string joined;
+    for (const std::string& a : addresses) joined += (joined.empty() ? "" : ", ") + a;
+    fmt::print("xlb-decap: {}; decapsulating for {}\n", attachment->summary(),
+               joined.empty() ? "no address (pass-through)" : joined);
+    std::fflush(stdout);
+    if (keep) {
+        attachment->keep();
+        fmt::print("xlb-decap: left attached to {} (remove: xlb-decap -i {} --detach)\n", ifname,
+                   ifname);
+        return 0;
+    }
+
+    while (!g_stop) sigsuspend(&waitmask);
+
+    auto detached = attachment->detach();
+    if (!quiet) print_counters(*prog);
+    if (!detached)
+        return fail(
+            fmt::format("detach xlb_decap from {}: {}", ifname, detached.error().message()));
+    if (*detached)
+        fmt::print("xlb-decap: detached from {}\n", ifname);
+    else
+        fmt::print("xlb-decap: left {} alone: another program replaced ours there\n", ifname);
+    return 0;
+}
