@@ -247,6 +247,75 @@ TEST_F(ReconcilerTest, RemovedBackendLeavesTheRingBeforeItsFlowsMove) {
     EXPECT_GT(dp.backends[gone].generation, gen + 1);
 }
 
+// A dry run predicts exactly what the publish of the same change then does,
+// slot by slot, and changes nothing itself.
+TEST_F(ReconcilerTest, PredictionEqualsThePublishedChange) {
+    VipSpec v = web_vip(4);
+    v.ring_size = 1009;
+    rec.set_vips({v});
+    reconcile();
+    std::vector<VipSpec> edits;
+    {
+        VipSpec add = v;  // a fifth backend
+        add.backends.push_back(BackendSpec{ip("203.0.113.50")});
+        edits.push_back(add);
+        VipSpec del = v;  // the second removed: later ones shift in the list
+        del.backends.erase(del.backends.begin() + 1);
+        edits.push_back(del);
+        VipSpec weight = v;
+        weight.backends[2].weight = 300;
+        edits.push_back(weight);
+        VipSpec drain = v;
+        drain.backends[0].state = AdminState::kDrain;
+        edits.push_back(drain);
+    }
+    for (const VipSpec& next : edits) {
+        const auto before_ring = dp.rings.at(vip_id(v));
+        const int publishes = dp.publishes;
+        auto predicted = rec.predict(next);
+        ASSERT_TRUE(predicted) << predicted.error();
+        EXPECT_EQ(dp.publishes, publishes) << "a dry run publishes nothing";
+        EXPECT_EQ(rec.vips().front(), v) << "a dry run changes nothing";
+
+        // owner addresses per slot, from the ids each table used (a removed
+        // backend's id is released by the publish)
+        auto ids = [&](const VipSpec& spec) {
+            std::map<std::uint32_t, net::IpAddress> address_of_id;
+            for (const BackendSpec& b : spec.backends)
+                if (auto ref = rec.registry().find_backend(spec.key(), b.address))
+                    address_of_id[ref->id] = b.address;
+            return address_of_id;
+        };
+        const auto before_ids = ids(v);
+        rec.set_vips({next});
+        reconcile();
+        const auto after_ring = dp.rings.at(vip_id(next));
+        const auto after_ids = ids(next);
+        ASSERT_EQ(after_ring.size(), before_ring.size());
+        std::uint32_t moved = 0;
+        std::map<net::IpAddress, std::pair<std::uint32_t, std::uint32_t>> slots;
+        for (std::size_t slot = 0; slot < after_ring.size(); ++slot) {
+            const net::IpAddress was = before_ids.at(before_ring[slot]);
+            const net::IpAddress now = after_ids.at(after_ring[slot]);
+            moved += was != now;
+            slots[was].first += 1;
+            slots[now].second += 1;
+        }
+        EXPECT_EQ(predicted->slots_moved, moved);
+        EXPECT_GT(predicted->slots_moved, 0u);
+        EXPECT_EQ(predicted->ring_size, 1009u);
+        EXPECT_EQ(predicted->checksum, rec.vip_status(next.key())->checksum);
+        for (const auto& b : predicted->backends) {
+            EXPECT_EQ(b.slots_before, slots[b.address].first) << b.address.to_string();
+            EXPECT_EQ(b.slots_after, slots[b.address].second) << b.address.to_string();
+        }
+        // back to v for the next edit
+        rec.set_vips({v});
+        reconcile();
+    }
+    EXPECT_FALSE(rec.predict(web_vip(3, 8080))) << "unknown VIP";
+}
+
 TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
     VipSpec v = web_vip(3);
     v.health_check.type = config::HealthCheckType::kTcp;

@@ -24,6 +24,7 @@
 #include "lab.h"
 #include "packet.h"
 #include "xlb/bpf/programs.h"
+#include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
 
 namespace xlb::xlbctl::test {
@@ -345,6 +346,66 @@ TEST_F(XlbctlAgent, Table) {
     EXPECT_EQ(total, 251u);
     EXPECT_EQ(t["checksum"], backends["checksum"]);
     EXPECT_HAS(refused({"table", "198.51.100.99:80"}), "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
+}
+
+// --dry-run predicts the change the same edit then publishes: the slots that
+// change owner in the pinned ring, and each backend's slots after; and
+// changes nothing itself.
+TEST_F(XlbctlAgent, DryRunPredictsThePublishedChange) {
+    bpf::LbProgram lb = balancer();
+    const std::uint32_t web_id = ok_json({"status"})["vips"][0]["vip_id"].get<std::uint32_t>();
+    ASSERT_EQ(ok_json({"status"})["vips"][0]["vip"], kWeb);
+    auto owners = [&] {  // address per slot of the live ring, through the ids
+        auto ring = bpf::read_ring(lb.rings().fd(), web_id);
+        if (!ring) throw std::runtime_error(ring.error().message());
+        std::map<std::uint32_t, std::string> address_of;
+        const json list = ok_json({"backend", "list", kWeb});
+        for (const json& b : list.at("backends"))
+            if (!b["id"].is_null()) address_of[b["id"].get<std::uint32_t>()] = b["address"];
+        std::vector<std::string> out;
+        for (std::uint32_t id : *ring) out.push_back(address_of.count(id) ? address_of[id] : "?");
+        return out;
+    };
+    struct Edit {
+        std::vector<std::string> args;
+    };
+    for (const Edit& edit : {Edit{{"backend", "add", kWeb, "203.0.113.14", "--weight", "50"}},
+                             Edit{{"backend", "set", kWeb, "203.0.113.12", "--weight", "300"}},
+                             Edit{{"backend", "del", kWeb, "203.0.113.14"}}}) {
+        const std::vector<std::string> before = owners();
+        const json table_before = ok_json({"table", kWeb});
+        std::vector<std::string> dry = edit.args;
+        dry.push_back("--dry-run");
+        const std::string human = ok(dry);
+        EXPECT_HAS(human, "nothing was changed");
+        dry.push_back("--json");
+        const json p = ok_json(dry);
+        EXPECT_EQ(p["dry_run"], true);
+        EXPECT_EQ(ok_json({"table", kWeb})["epoch"], table_before["epoch"]) << "nothing published";
+        EXPECT_EQ(owners(), before);
+
+        ok(edit.args);
+        const std::vector<std::string> after = owners();
+        ASSERT_EQ(after.size(), before.size());
+        std::uint64_t moved = 0;
+        for (std::size_t i = 0; i < after.size(); ++i) moved += after[i] != before[i];
+        std::printf("[ MEASURED ] %s: predicted %llu of %zu slots to move, %llu moved\n",
+                    join(edit.args).c_str(),
+                    static_cast<unsigned long long>(p["slots_moved"].get<std::uint64_t>()),
+                    after.size(), static_cast<unsigned long long>(moved));
+        EXPECT_EQ(p["slots_moved"].get<std::uint64_t>(), moved) << join(edit.args);
+        EXPECT_GT(moved, 0u);
+        const json table_after = ok_json({"table", kWeb});
+        EXPECT_EQ(p["checksum"], table_after["checksum"]);
+        for (const json& b : p["backends"]) {
+            const std::string addr = b["address"];
+            const auto n = static_cast<std::uint64_t>(std::count(after.begin(), after.end(), addr));
+            EXPECT_EQ(b["slots_after"].get<std::uint64_t>(), n) << addr;
+        }
+    }
+    // only changes can be tried; errors are the real change's
+    EXPECT_HAS(refused({"backend", "set", kWeb, "203.0.113.99", "--weight", "5", "--dry-run"}),
+               "has no backend 203.0.113.99");
 }
 
 TEST_F(XlbctlAgent, LookupAgreesWithTheDataPlane) {

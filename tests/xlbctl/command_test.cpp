@@ -434,6 +434,33 @@ TEST(XlbctlRequest, PerVerb) {
               "GET");
 }
 
+// --dry-run: the same request, asking for the prediction; only the backend
+// verbs that change something take it.
+TEST(XlbctlRequest, DryRunAsksForThePrediction) {
+    auto req = [](const Args& args) { return build_request(parse_ok(args)); };
+    const std::string vip = "/v1/backends?vip=198.51.100.10%3A80%2Ftcp";
+    const std::string target = vip + "&address=203.0.113.14";
+    EXPECT_EQ(req({"backend", "add", "198.51.100.10:80", "203.0.113.14", "--dry-run"}),
+              (HttpRequest{"POST", vip + "&dry_run=1", R"({"address":"203.0.113.14"})"}));
+    EXPECT_EQ(req({"backend", "del", "198.51.100.10:80", "203.0.113.14", "--dry-run"}),
+              (HttpRequest{"DELETE", target + "&dry_run=1", ""}));
+    EXPECT_EQ(
+        req({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "7", "--dry-run"}),
+        (HttpRequest{"PATCH", target + "&dry_run=1", R"({"weight":7})"}));
+    EXPECT_EQ(req({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--dry-run"}).target,
+              target + "&dry_run=1");
+    EXPECT_TRUE(parse_ok({"backend", "disable", "198.51.100.10:80", "203.0.113.14", "--dry-run"})
+                    .dry_run);
+    EXPECT_FALSE(parse_ok({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "7"})
+                     .dry_run);
+    // checked like the real change
+    EXPECT_HAS(parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight",
+                            "70000", "--dry-run"}),
+               "--weight");
+    EXPECT_HAS(parse_error({"backend", "list", "198.51.100.10:80", "--dry-run"}), "--dry-run");
+    EXPECT_HAS(parse_error({"vip", "del", "198.51.100.10:80", "--dry-run"}), "--dry-run");
+}
+
 TEST(XlbctlRequest, VipAddBody) {
     HttpRequest r = build_request(parse_ok({"vip", "add", "10.0.0.10:80/tcp", "--hash", "source",
                                             "--ring-size", "251", "--name", "web", "--no-conntrack",

@@ -288,6 +288,49 @@ TEST(XlbctlRender, PendingWarning) {
               "space left on device (the agent retries; xlbctl status shows when it is)");
 }
 
+TEST(XlbctlRender, DryRun) {
+    Command c = cmd(Verb::kBackendAdd);
+    c.backend = *net::IpAddress::parse("203.0.113.14");
+    c.dry_run = true;
+    json reply{{"vip", "198.51.100.10:80/tcp"},
+               {"dry_run", true},
+               {"epoch", 3},
+               {"ring_size", 65537},
+               {"checksum", "0123456789abcdef"},
+               {"slots_moved", 16384},
+               {"share_moved", 16384.0 / 65537},
+               {"backends",
+                {{{"address", "203.0.113.11"},
+                  {"slots_before", 32769},
+                  {"slots_after", 24576},
+                  {"share_before", 32769.0 / 65537},
+                  {"share_after", 24576.0 / 65537}},
+                 {{"address", "203.0.113.14"},
+                  {"slots_before", 0},
+                  {"slots_after", 16384},
+                  {"share_before", 0.0},
+                  {"share_after", 16384.0 / 65537}}}}};
+    const std::string text = render_human(c, reply, kPlain);
+    EXPECT_HAS(text, "dry run of backend add 198.51.100.10:80/tcp 203.0.113.14: nothing was changed");
+    EXPECT_HAS(text, "16384 of 65537 slots (25.00% of new flows) would change backend; live epoch 3");
+    EXPECT_HAS(text, "-8193");
+    EXPECT_HAS(text, "+16384");
+    // the rows line up under the header
+    const auto lines = [&] {
+        std::vector<std::string> out;
+        std::size_t at = 0;
+        while (at < text.size()) {
+            const std::size_t end = text.find('\n', at);
+            out.push_back(text.substr(at, end - at));
+            at = end + 1;
+        }
+        return out;
+    }();
+    ASSERT_EQ(lines.size(), 5u) << text;
+    EXPECT_EQ(lines[2].size(), lines[3].size()) << text;
+    EXPECT_EQ(pending_warning(c, json{{"published", false}}), "") << "a dry run is never pending";
+}
+
 TEST(XlbctlRender, Table) {
     json reply{{"vip", "198.51.100.10:80/tcp"},
                {"epoch", 3},

@@ -212,8 +212,19 @@ private:
     }
 
     // Validate, persist, apply, wait for the publish, answer with the VIP.
+    // With dry_run=1 (backend changes): validate and predict only.
     void apply(const httplib::Request& req, httplib::Response& res, Mutator mutate,
                int success_status) {
+        if (req.has_param("dry_run")) {
+            const std::string value = req.get_param_value("dry_run");
+            if (req.path != "/v1/backends")
+                return reject(req, res, {400, "dry_run: only backend changes (/v1/backends) can be "
+                                              "tried; found it on " + req.path});
+            if (value == "1" || value == "true") return predict(req, res, std::move(mutate));
+            if (value != "0" && value != "false")
+                return reject(req, res, {400, "dry_run: found \"" + value +
+                                                  "\", expected 1 or true (or 0, false)"});
+        }
         const config::Settings settings = s_.settings;
         StateStore& state = s_.state;
         const VipsChanged on_vips_changed = s_.on_vips_changed;
@@ -273,6 +284,48 @@ private:
         const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
         send_json(res, vip.published ? success_status : 202,
                   detail::vip_detail_json(vip, counters, (*after)->health));
+    }
+
+    // A dry run: the change validated exactly like the real one, then the
+    // table it would give compared with the live one. Nothing is persisted
+    // or published.
+    void predict(const httplib::Request& req, httplib::Response& res, Mutator mutate) {
+        const config::Settings settings = s_.settings;
+        auto outcome = call<std::expected<control::TablePrediction, HttpError>>(
+            [mutate, settings](
+                control::Reconciler& r) -> std::expected<control::TablePrediction, HttpError> {
+                auto change = mutate(r.vips());
+                if (!change) return std::unexpected(change.error());
+                if (auto invalid = validate_change(*change, settings))
+                    return std::unexpected(*invalid);
+                auto next = find_vip(change->vips, change->vip_key);
+                if (next == change->vips.end())
+                    return std::unexpected(HttpError{500, "internal error: changed VIP missing"});
+                auto predicted = r.predict(*next);
+                if (!predicted) return std::unexpected(HttpError{409, predicted.error()});
+                return std::move(*predicted);
+            });
+        if (!outcome) return reject(req, res, outcome.error());
+        if (!*outcome) return reject(req, res, outcome->error());
+        const control::TablePrediction& p = **outcome;
+        const double ring = p.ring_size ? static_cast<double>(p.ring_size) : 1.0;
+        json backends = json::array();
+        for (const auto& b : p.backends)
+            backends.push_back(json{{"address", b.address.to_string()},
+                                    {"slots_before", b.slots_before},
+                                    {"slots_after", b.slots_after},
+                                    {"share_before", b.slots_before / ring},
+                                    {"share_after", b.slots_after / ring}});
+        auto key = vip_param(req);
+        send_json(res, 200,
+                  json{{"vip", key ? *key : ""},
+                       {"dry_run", true},
+                       {"epoch", p.epoch},
+                       {"ring_size", p.ring_size},
+                       {"checksum", detail::hex64(p.checksum)},
+                       {"slots_moved", p.slots_moved},
+                       {"share_moved", p.slots_moved / ring},
+                       {"backends", std::move(backends)}});
     }
 
     void status(const httplib::Request& req, httplib::Response& res) {

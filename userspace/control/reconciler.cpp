@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <set>
 #include <cstring>
 
 namespace xlb::control {
@@ -13,6 +14,14 @@ constexpr std::size_t kMaxPanicChanges = 1024;
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+// The backends' addresses, the disabled ones included or not.
+std::set<net::IpAddress> addresses_of(const config::VipSpec& spec, bool with_disabled) {
+    std::set<net::IpAddress> out;
+    for (const config::BackendSpec& b : spec.backends)
+        if (with_disabled || b.state != config::AdminState::kDisabled) out.insert(b.address);
+    return out;
 }
 
 xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation) {
@@ -95,8 +104,9 @@ void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
         it->second.spec = *spec;
         it->second.plan_version += 1;
         // observations of backends that are gone are forgotten
+        const std::set<net::IpAddress> present = addresses_of(*spec, /*with_disabled=*/true);
         for (auto o = it->second.observed.begin(); o != it->second.observed.end();)
-            o = spec->find_backend(o->first) ? std::next(o) : it->second.observed.erase(o);
+            o = present.contains(o->first) ? std::next(o) : it->second.observed.erase(o);
     }
 }
 
@@ -135,10 +145,15 @@ bool Reconciler::has_pending_work() const {
 }
 
 std::vector<ObservedBackend> Reconciler::observed_for(const VipState& v) const {
+    return observed_for(v.spec, v);
+}
+
+std::vector<ObservedBackend> Reconciler::observed_for(const config::VipSpec& spec,
+                                                      const VipState& v) {
     std::vector<ObservedBackend> out;
-    out.reserve(v.spec.backends.size());
-    const bool checked = v.spec.health_check.type != config::HealthCheckType::kNone;
-    for (const config::BackendSpec& b : v.spec.backends) {
+    out.reserve(spec.backends.size());
+    const bool checked = spec.health_check.type != config::HealthCheckType::kNone;
+    for (const config::BackendSpec& b : spec.backends) {
         ObservedBackend o;
         if (auto it = v.observed.find(b.address); it != v.observed.end()) o = it->second;
         if (!checked) o.health = Health::kHealthy;
@@ -202,9 +217,11 @@ bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
 
 bpf::Result<void> Reconciler::release_removed_backends(VipState& v) {
     const std::string key = v.spec.key();
+    // a set, not find_backend() per entry: this runs after every publish and
+    // a linear search per backend made it quadratic (seconds at N = 10,000)
+    const std::set<net::IpAddress> kept = addresses_of(v.spec, /*with_disabled=*/false);
     for (auto it = v.applied_live.begin(); it != v.applied_live.end();) {
-        const config::BackendSpec* b = v.spec.find_backend(it->first);
-        if (b && b->state != config::AdminState::kDisabled) {
+        if (kept.contains(it->first)) {
             ++it;
             continue;
         }
@@ -418,6 +435,82 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::reconcile(Clock::time_point 
 std::vector<VipStatus> Reconciler::status() const {
     std::vector<VipStatus> out;
     for (const auto& [key, v] : vips_) out.push_back(*vip_status(key));
+    return out;
+}
+
+namespace {
+
+// The Maglev table of a plan's in-table backends: the owner's address per
+// slot, or nullopt for an empty table.
+// Owners are found by identity, not by the plan's spec_index: the live
+// table's plan may predate edits that shifted the spec's backends.
+using AddressOfIdentity = std::map<std::string, net::IpAddress>;
+
+std::expected<std::vector<std::optional<net::IpAddress>>, std::string> owners_of(
+    const AddressOfIdentity& address_of, const VipPlan& plan, std::uint32_t ring_size,
+    std::uint64_t* checksum) {
+    std::vector<maglev::Backend> members;
+    std::vector<net::IpAddress> addresses;
+    for (const PlannedBackend& p : plan.backends) {
+        if (!p.in_table) continue;
+        auto address = address_of.find(p.identity);
+        if (address == address_of.end())
+            return std::unexpected("no backend with identity " + p.identity);
+        members.push_back({p.identity, p.effective_weight});
+        addresses.push_back(address->second);
+    }
+    maglev::BuildOptions options;
+    options.ring_size = ring_size;
+    auto table = maglev::build_table(members, options);
+    if (!table) return std::unexpected(table.error().message);
+    if (checksum) *checksum = table->checksum;
+    std::vector<std::optional<net::IpAddress>> owners(ring_size);
+    if (table->table.empty()) return owners;  // every slot without a backend
+    for (std::uint32_t slot = 0; slot < ring_size; ++slot)
+        owners[slot] = addresses[table->table[slot]];
+    return owners;
+}
+
+}  // namespace
+
+std::expected<TablePrediction, std::string> Reconciler::predict(
+    const config::VipSpec& next) const {
+    const std::string key = next.key();
+    auto it = vips_.find(key);
+    if (it == vips_.end()) return std::unexpected("no VIP " + key);
+    const VipState& v = it->second;
+    if (!v.table_plan) return std::unexpected("VIP " + key + " has no live table yet");
+
+    // The live table, rebuilt from the inputs it was built from: the builder
+    // is deterministic, so this is the table in the data plane.
+    AddressOfIdentity address_of;
+    for (const config::BackendSpec& b : v.spec.backends) address_of[b.identity()] = b.address;
+    for (const config::BackendSpec& b : next.backends) address_of[b.identity()] = b.address;
+    auto before = owners_of(address_of, *v.table_plan, v.table_ring_size, nullptr);
+    if (!before) return std::unexpected("rebuild the live table: " + before.error());
+    // The next one, planned as plan() would plan it with what is observed now.
+    const VipPlan next_plan = plan_vip(next, observed_for(next, v), v.starting);
+    TablePrediction out;
+    out.epoch = v.epoch;
+    out.ring_size = next.ring_size;
+    auto after = owners_of(address_of, next_plan, next.ring_size, &out.checksum);
+    if (!after) return std::unexpected(after.error());
+
+    std::map<net::IpAddress, TablePrediction::Backend> per_backend;
+    for (const config::BackendSpec& b : v.spec.backends) per_backend[b.address].address = b.address;
+    for (const config::BackendSpec& b : next.backends) per_backend[b.address].address = b.address;
+    for (const auto& owner : *before)
+        if (owner) per_backend[*owner].slots_before += 1;
+    for (const auto& owner : *after)
+        if (owner) per_backend[*owner].slots_after += 1;
+    if (before->size() == after->size()) {
+        for (std::size_t slot = 0; slot < after->size(); ++slot)
+            out.slots_moved += (*before)[slot] != (*after)[slot];
+    } else {
+        // a new ring size re-deals every slot
+        out.slots_moved = out.ring_size;
+    }
+    for (auto& [address, b] : per_backend) out.backends.push_back(b);
     return out;
 }
 

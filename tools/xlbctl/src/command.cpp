@@ -80,6 +80,7 @@ struct Raw {
     std::string vip, address, weight, hash_key;
     std::string name, hash, ring_size, panic_threshold;
     bool no_conntrack = false;
+    bool dry_run = false;
     std::vector<std::string> backends;
     bool quiet = false;
     std::string watch, count;
@@ -342,6 +343,13 @@ void add_addr_arg(CLI::App* app, Raw& raw) {
         ->required();
 }
 
+// The backend verbs that change something can be tried first.
+void add_dry_run_flag(CLI::App* app, Raw& raw) {
+    app->add_flag("--dry-run", raw.dry_run,
+                  "build the table this change would give, publish nothing, and show the share "
+                  "of new flows that would change backend");
+}
+
 void build(Cli& cli) {
     CLI::App& app = cli.app;
     Raw& raw = cli.raw;
@@ -435,7 +443,8 @@ void build(Cli& cli) {
         "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
         "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
         "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n"
-        "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n");
+        "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n"
+        "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.15 --dry-run   # what would move\n");
     CLI::App* b_list = leaf(cli, backend, "list",
                             "A VIP's backends: state, health and last failure, configured and\n"
                             "effective weight, table slots and their share, packets and bytes.",
@@ -455,6 +464,7 @@ void build(Cli& cli) {
                            "  xlbctl backend add '[2001:db8::10]:443/tcp' 2001:db8:b::14\n");
     add_vip_arg(b_add, raw);
     add_addr_arg(b_add, raw);
+    add_dry_run_flag(b_add, raw);
     b_add->add_option("--weight", raw.weight, "relative weight 0-10000 (default 100)")
         ->type_name("W");
     b_add
@@ -469,6 +479,7 @@ void build(Cli& cli) {
              Verb::kBackendDel, "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n");
     add_vip_arg(b_del, raw);
     add_addr_arg(b_del, raw);
+    add_dry_run_flag(b_del, raw);
 
     CLI::App* b_set = leaf(cli, backend, "set", "Change a backend's weight.", Verb::kBackendSet,
                            "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
@@ -476,6 +487,7 @@ void build(Cli& cli) {
                            " # no new flows\n");
     add_vip_arg(b_set, raw);
     add_addr_arg(b_set, raw);
+    add_dry_run_flag(b_set, raw);
     b_set->add_option("--weight", raw.weight, "relative weight 0-10000")
         ->type_name("W")
         ->required();
@@ -487,12 +499,14 @@ void build(Cli& cli) {
              Verb::kBackendDrain, "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n");
     add_vip_arg(b_drain, raw);
     add_addr_arg(b_drain, raw);
+    add_dry_run_flag(b_drain, raw);
 
     CLI::App* b_enable =
         leaf(cli, backend, "enable", "Make a drained or disabled backend active again.",
              Verb::kBackendEnable, "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n");
     add_vip_arg(b_enable, raw);
     add_addr_arg(b_enable, raw);
+    add_dry_run_flag(b_enable, raw);
 
     CLI::App* b_disable =
         leaf(cli, backend, "disable",
@@ -501,6 +515,7 @@ void build(Cli& cli) {
              Verb::kBackendDisable, "  xlbctl backend disable 198.51.100.10:80/tcp 203.0.113.11\n");
     add_vip_arg(b_disable, raw);
     add_addr_arg(b_disable, raw);
+    add_dry_run_flag(b_disable, raw);
 
     CLI::App* stats = leaf(cli, &app, "stats",
                            "Packet counters: per VIP packets, bytes, new flows, connection-table\n"
@@ -635,6 +650,7 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                 c.weight = *w;
             }
             c.hash_key = raw.hash_key;
+            c.dry_run = raw.dry_run;
             config::BackendSpec b;
             b.address = c.backend;
             b.weight = c.weight.value_or(config::kDefaultWeight);

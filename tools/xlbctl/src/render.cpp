@@ -231,6 +231,34 @@ std::string render_backend_change(const Command& c, const json& r) {
     return fmt::format("backend {} of {}: done, {}\n", addr, vip, epoch);
 }
 
+// A dry run's prediction (docs/api.md, "Dry runs"): what would move, per
+// backend, and nothing changed.
+std::string render_dry_run(const Command& c, const json& r, const Style& style) {
+    const std::uint64_t ring = u64(r, "ring_size"), moved = u64(r, "slots_moved");
+    std::string out = fmt::format("dry run of {} {} {}: nothing was changed\n", verb_name(c.verb),
+                                  str(r, "vip"), c.backend.to_string());
+    out += fmt::format("  {} of {} slots ({} of new flows) would change backend; live epoch {}\n",
+                       moved, ring, format_percent(number(r, "share_moved")), u64(r, "epoch"));
+    const json& backends = r.at("backends");
+    if (backends.empty()) return out;
+    Table t({{"BACKEND"},
+             {"SLOTS NOW", Align::kRight},
+             {"SLOTS AFTER", Align::kRight},
+             {"CHANGE", Align::kRight},
+             {"SHARE NOW", Align::kRight},
+             {"SHARE AFTER", Align::kRight}});
+    for (const json& b : backends) {
+        const auto before = static_cast<std::int64_t>(u64(b, "slots_before"));
+        const auto after = static_cast<std::int64_t>(u64(b, "slots_after"));
+        const std::int64_t change = after - before;
+        const Colour colour = change < 0 ? Colour::kYellow : Colour::kNone;
+        t.add({str(b, "address"), std::to_string(before), std::to_string(after),
+               Cell{change == 0 ? "0" : fmt::format("{:+}", change), colour},
+               format_percent(number(b, "share_before")), format_percent(number(b, "share_after"))});
+    }
+    return out + t.render(style);
+}
+
 std::string render_vip_add(const json& r) {
     const std::size_t n = r.at("backends").size();
     return fmt::format("added VIP {}: {} backend{}, epoch {}, checksum {}\n", str(r, "vip"), n,
@@ -374,6 +402,7 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kBackendDrain:
         case Verb::kBackendEnable:
         case Verb::kBackendDisable:
+            if (c.dry_run) return render_dry_run(c, r, style);
             return render_backend_change(c, r);
         case Verb::kStats:
             return render_stats(r, style);
@@ -388,6 +417,7 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
 std::string render_json(const json& reply) { return reply.dump(2) + "\n"; }
 
 std::string pending_warning(const Command& c, const json& r) {
+    if (c.dry_run) return "";
     if (!r.is_object() || !r.contains("published") || r.value("published", true)) return "";
     std::string why = r.value("last_error", "");
     if (why.empty()) why = "publish pending";

@@ -34,8 +34,11 @@ std::string backend_query(const Command& c) {
     return vip_query(c) + "&address=" + url_encode(c.backend.to_string());
 }
 
+// A dry run asks for the prediction instead of the change (docs/api.md).
+std::string dry_run(const Command& c) { return c.dry_run ? "&dry_run=1" : ""; }
+
 HttpRequest patch(const Command& c, const nlohmann::json& body) {
-    return {"PATCH", "/v1/backends?" + backend_query(c), body.dump()};
+    return {"PATCH", "/v1/backends?" + backend_query(c) + dry_run(c), body.dump()};
 }
 
 }  // namespace
@@ -75,10 +78,10 @@ HttpRequest build_request(const Command& c) {
             json body{{"address", c.backend.to_string()}};
             if (c.weight) body["weight"] = *c.weight;
             if (!c.hash_key.empty()) body["hash_key"] = c.hash_key;
-            return {"POST", "/v1/backends?" + vip_query(c), body.dump()};
+            return {"POST", "/v1/backends?" + vip_query(c) + dry_run(c), body.dump()};
         }
         case Verb::kBackendDel:
-            return {"DELETE", "/v1/backends?" + backend_query(c), ""};
+            return {"DELETE", "/v1/backends?" + backend_query(c) + dry_run(c), ""};
         case Verb::kBackendSet:
             return patch(c, json{{"weight", c.weight.value_or(0)}});
         case Verb::kBackendDrain:

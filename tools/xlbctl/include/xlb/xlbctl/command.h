@@ -70,6 +70,9 @@ struct Command {
     net::IpAddress backend;
     std::optional<std::uint32_t> weight;  // add (agent default 100), set (required)
     std::string hash_key;                 // add
+    // --dry-run: the agent builds the table the change would give, publishes
+    // nothing, and answers with the share of slots that would change owner.
+    bool dry_run = false;
 
     // vip list -q, backend list -q: keys only, one a line.
     bool quiet = false;

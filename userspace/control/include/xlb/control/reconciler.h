@@ -103,6 +103,21 @@ struct VipStatus {
     std::vector<BackendStatus> backends;
 };
 
+// What a change to a VIP would do to its table, without publishing it
+// (xlbctl --dry-run). Slots are compared by owner (backend address).
+struct TablePrediction {
+    struct Backend {
+        net::IpAddress address;
+        std::uint32_t slots_before = 0;  // in the live table
+        std::uint32_t slots_after = 0;   // in the table the change gives
+    };
+    std::uint64_t epoch = 0;          // of the live table compared against
+    std::uint32_t ring_size = 0;      // of the table the change gives
+    std::uint64_t checksum = 0;       // of the table the change gives
+    std::uint32_t slots_moved = 0;    // slots whose owner would change
+    std::vector<Backend> backends;    // every backend before or after, by address
+};
+
 class Reconciler {
 public:
     struct Options {
@@ -138,6 +153,12 @@ public:
     // plan + build here + publish: the synchronous path (tests, start-up).
     bpf::Result<std::vector<PublishRecord>> reconcile(Clock::time_point now);
 
+    // Builds the table `next` (a changed spec of an existing VIP) would get
+    // with the health observed now, and compares it with the table built for
+    // the live inputs. Changes nothing. Error: unknown VIP, no live table
+    // yet, or the builder's error.
+    std::expected<TablePrediction, std::string> predict(const config::VipSpec& next) const;
+
     std::vector<VipStatus> status() const;
     std::optional<VipStatus> vip_status(const std::string& key) const;
     // True when every VIP's current desired state is live.
@@ -168,6 +189,8 @@ private:
     };
 
     std::vector<ObservedBackend> observed_for(const VipState& v) const;
+    static std::vector<ObservedBackend> observed_for(const config::VipSpec& spec,
+                                                     const VipState& v);
     bpf::Result<void> ensure_backend_entries(VipState& v, const VipPlan& plan);
     bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
     bpf::Result<void> release_removed_backends(VipState& v);
