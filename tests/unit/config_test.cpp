@@ -1313,3 +1313,36 @@ TEST(Json, SettingsForStatus) {
 
 }  // namespace
 }  // namespace xlb::config
+
+// Addresses print as the operator writes them and order as their bytes do
+// (family first): the agent's maps and the Maglev identities rely on both.
+namespace xlb::net {
+namespace {
+
+TEST(IpAddressText, PrintsEveryOctetWidthAndRoundTrips) {
+    for (const char* text : {"0.0.0.0", "1.2.3.4", "10.0.0.1", "99.100.101.255", "203.0.113.11",
+                             "255.255.255.255", "2001:db8::1", "::", "::ffff:10.0.0.1"}) {
+        auto a = IpAddress::parse(text);
+        ASSERT_TRUE(a) << text;
+        EXPECT_EQ(a->to_string(), text);
+    }
+    for (unsigned octet = 0; octet < 256; ++octet) {
+        const auto a = IpAddress::v4(static_cast<std::uint8_t>(octet), 0, 9, 10);
+        EXPECT_EQ(a.to_string(), std::to_string(octet) + ".0.9.10");
+    }
+}
+
+TEST(IpAddressOrder, FamilyThenBytes) {
+    auto ip = [](const char* t) { return *IpAddress::parse(t); };
+    EXPECT_LT(ip("10.0.0.1"), ip("10.0.0.2"));
+    EXPECT_LT(ip("9.255.255.255"), ip("10.0.0.0"));
+    EXPECT_LT(ip("255.255.255.255"), ip("::"));  // every IPv4 before every IPv6
+    EXPECT_LT(ip("2001:db8::1"), ip("2001:db8::1:0"));
+    EXPECT_LT(ip("2001:db8:0:0:ffff::"), ip("2001:db8:0:1::"));  // the second word decides
+    EXPECT_EQ(ip("2001:db8::1"), ip("2001:0db8::0001"));
+    EXPECT_NE(ip("2001:db8::1"), ip("2001:db8::2"));
+    EXPECT_EQ(ip("10.0.0.1") <=> ip("10.0.0.1"), std::strong_ordering::equal);
+}
+
+}  // namespace
+}  // namespace xlb::net

@@ -184,9 +184,10 @@ bpf::Result<void> Reconciler::ensure_backend_entries(VipState& v, const VipPlan&
     for (std::size_t i = 0; i < v.spec.backends.size(); ++i) {
         const config::BackendSpec& b = v.spec.backends[i];
         if (b.state == config::AdminState::kDisabled) continue;
+        // applied: it has an id and a current entry already
+        if (v.applied_live.contains(b.address)) continue;
         auto ref = registry_.backend(key, b.address);
         if (!ref) return bpf::fail(ENOSPC, ref.error());
-        if (v.applied_live.contains(b.address)) continue;
         // first sight in this process: (re)write the entry; a restored
         // assignment writes the same id and generation the map already holds
         auto ok = data_plane_.put_backend(ref->id, backend_entry(b.address, ref->generation));

@@ -40,8 +40,22 @@ IpAddress IpAddress::from_words(const __be32 words[4], std::uint8_t family) {
 }
 
 std::string IpAddress::to_string() const {
+    if (is_v4()) {
+        // By hand: inet_ntop formats through sprintf, and the agent names
+        // every backend (its Maglev identity) on every plan.
+        std::string out;
+        out.reserve(15);
+        for (int i = 0; i < 4; ++i) {
+            if (i > 0) out += '.';
+            const unsigned octet = bytes[i];
+            if (octet >= 100) out += static_cast<char>('0' + octet / 100);
+            if (octet >= 10) out += static_cast<char>('0' + octet / 10 % 10);
+            out += static_cast<char>('0' + octet % 10);
+        }
+        return out;
+    }
     char buf[INET6_ADDRSTRLEN] = {};
-    inet_ntop(is_v4() ? AF_INET : AF_INET6, bytes.data(), buf, sizeof(buf));
+    inet_ntop(AF_INET6, bytes.data(), buf, sizeof(buf));
     return buf;
 }
 

@@ -3,11 +3,13 @@
 // the BPF maps store them (16-byte fields, IPv4 in the first word).
 #pragma once
 
+#include <endian.h>
 #include <linux/types.h>
 
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <cstring>
 #include <expected>
 #include <string>
 #include <string_view>
@@ -29,7 +31,24 @@ struct IpAddress {
     // Into a map's 16-byte field (zero-filled for IPv4).
     void to_words(__be32 words[4]) const;
 
-    auto operator<=>(const IpAddress&) const = default;
+    // Family, then bytes in network order: the order of the defaulted
+    // comparison, done on two big-endian words instead of a memcmp call
+    // (the agent keeps thousands of backends in ordered maps).
+    std::strong_ordering operator<=>(const IpAddress& other) const {
+        if (auto c = family <=> other.family; c != 0) return c;
+        if (auto c = word(0) <=> other.word(0); c != 0) return c;
+        return word(1) <=> other.word(1);
+    }
+    bool operator==(const IpAddress& other) const {
+        return family == other.family && word(0) == other.word(0) && word(1) == other.word(1);
+    }
+
+private:
+    std::uint64_t word(int i) const {
+        std::uint64_t w;
+        std::memcpy(&w, bytes.data() + 8 * i, 8);
+        return be64toh(w);
+    }
 };
 
 struct Endpoint {
