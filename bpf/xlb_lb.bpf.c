@@ -16,18 +16,12 @@
 #include "xlb/flow_hash.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
+#include "lib/shared_maps.h"
 #include "lib/icmp.h"
 #include "lib/parse.h"
 #include "lib/stats.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xlb_config);
-} xlb_config SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -53,13 +47,6 @@ struct {
 	__type(key, __u32);
 	__array(values, struct xlb_ring);
 } xlb_rings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_MAX_BACKENDS_DEFAULT);
-	__type(key, __u32);
-	__type(value, struct xlb_backend);
-} xlb_backends SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

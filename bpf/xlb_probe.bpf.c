@@ -32,23 +32,10 @@
 #include "xlb/flow_hash.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
+#include "lib/shared_maps.h"
 #include "lib/parse.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xlb_config);
-} xlb_config SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_MAX_BACKENDS_DEFAULT);
-	__type(key, __u32);
-	__type(value, struct xlb_backend);
-} xlb_backends SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

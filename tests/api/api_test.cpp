@@ -34,9 +34,12 @@
 #include "xlb/config/json.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
+#include "url_encode.h"
 #include "xlb/flow_hash.h"
 
 namespace xlb::api {
+
+using test::url_encode;
 namespace {
 
 using json = nlohmann::json;
@@ -112,20 +115,6 @@ config::VipSpec web_vip() {
         v.backends.push_back(b);
     }
     return v;
-}
-
-std::string url_encode(const std::string& s) {
-    std::string out;
-    for (unsigned char c : s) {
-        if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~') {
-            out += static_cast<char>(c);
-        } else {
-            char buf[4];
-            std::snprintf(buf, sizeof(buf), "%%%02X", c);
-            out += buf;
-        }
-    }
-    return out;
 }
 
 struct Reply {

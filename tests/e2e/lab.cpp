@@ -398,20 +398,6 @@ Reply http_get_in_netns(const std::string& ns, const std::string& host, int port
     });
 }
 
-std::string url_encode(const std::string& text) {
-    std::string out;
-    for (unsigned char c : text) {
-        if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~') {
-            out += static_cast<char>(c);
-        } else {
-            char buf[4];
-            std::snprintf(buf, sizeof(buf), "%%%02X", c);
-            out += buf;
-        }
-    }
-    return out;
-}
-
 // ---- pinned maps -----------------------------------------------------------------
 
 bpf::UniqueFd open_pinned(const std::string& path) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "netns.h"
+#include "url_encode.h"
 #include "xlb/bpf/fd.h"
 
 namespace xlb::e2e {
@@ -204,8 +205,7 @@ private:
 // GET over TCP from inside the namespace.
 Reply http_get_in_netns(const std::string& ns, const std::string& host, int port,
                         const std::string& path);
-
-std::string url_encode(const std::string& text);
+using test::url_encode;
 
 // ---- pinned maps -----------------------------------------------------------------
 
