@@ -192,7 +192,7 @@ protected:
                         *store,
                         dp,
                         publishes,
-                        settings,
+                        std::make_shared<SharedSettings>(settings),
                         AgentInfo{"0.1.0-test", "eth0", "generic", std::chrono::steady_clock::now() - 5s},
                         [this]() -> std::optional<std::string> {
                             if (attached) return std::nullopt;

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "lb_fixture.h"
+#include "xlb/bpf/ring.h"
+#include "xlb/control/data_plane.h"
 
 namespace xlb::test {
 namespace {
@@ -101,6 +103,60 @@ TEST_F(LbTest, PublishedRingReadsBackExactly) {
     back = bpf::read_ring(lb().rings().fd(), 2);
     ASSERT_FALSE(back);
     EXPECT_EQ(back.error().code, ENOENT);
+}
+
+TEST_F(LbTest, BlankRingMadeAheadIsFilledAndPublishedLater) {
+    std::vector<std::uint32_t> ring(1009);
+    for (std::size_t i = 0; i < ring.size(); ++i) ring[i] = static_cast<std::uint32_t>(i % 13);
+    auto blank = bpf::BlankRing::create(1009);
+    ASSERT_TRUE(blank) << blank.error().message();
+    EXPECT_EQ(blank->ring_size(), 1009u);
+    auto prepared = std::move(*blank).fill(4, ring);
+    ASSERT_TRUE(prepared) << prepared.error().message();
+    ASSERT_TRUE(bpf::publish_rings(lb().rings().fd(), std::span(&*prepared, 1)));
+    auto back = bpf::read_ring(lb().rings().fd(), 4);
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, ring);
+}
+
+TEST_F(LbTest, BlankRingRefusesAWrongSizeAndIsFilledOnce) {
+    auto blank = bpf::BlankRing::create(11);
+    ASSERT_TRUE(blank) << blank.error().message();
+    auto wrong = std::move(*blank).fill(1, std::vector<std::uint32_t>(7, 3));
+    ASSERT_FALSE(wrong);
+    EXPECT_EQ(wrong.error().code, EINVAL);
+    EXPECT_NE(wrong.error().message().find("11 slots"), std::string::npos)
+        << wrong.error().message();
+    // the refusal left the blank as it was
+    auto right = std::move(*blank).fill(1, std::vector<std::uint32_t>(11, 3));
+    ASSERT_TRUE(right) << right.error().message();
+    auto again = std::move(*blank).fill(1, std::vector<std::uint32_t>(11, 3));
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error().code, EBADF);
+    EXPECT_FALSE(bpf::read_ring(lb().rings().fd(), 1)) << "nothing was published";
+}
+
+// The data plane fills spare maps made after its previous publish; rings of
+// sizes coming and going must each read back exactly, whichever map they got.
+TEST_F(LbTest, DataPlanePublishesThroughSpareRingsOfEverySize) {
+    control::BpfDataPlane data_plane(lb());
+    const std::uint32_t sizes[] = {251, 1009, 251, 251, 1009, 13, 251};
+    for (std::size_t round = 0; round < std::size(sizes); ++round) {
+        std::vector<control::RingUpdate> updates;
+        for (std::uint32_t vip = 0; vip < 2; ++vip) {
+            std::vector<std::uint32_t> ring(sizes[round] + vip * 2);
+            for (std::size_t i = 0; i < ring.size(); ++i)
+                ring[i] = static_cast<std::uint32_t>((i + round * 31 + vip) % 97);
+            updates.push_back({vip, std::move(ring)});
+        }
+        auto timing = data_plane.publish(updates);
+        ASSERT_TRUE(timing) << timing.error().message();
+        for (const control::RingUpdate& u : updates) {
+            auto back = bpf::read_ring(lb().rings().fd(), u.vip_id);
+            ASSERT_TRUE(back) << back.error().message();
+            EXPECT_EQ(*back, u.backend_ids) << "round " << round << ", VIP id " << u.vip_id;
+        }
+    }
 }
 
 }  // namespace

@@ -256,13 +256,28 @@ TEST(MaglevReference, WeightsMatchSlotForSlot) {
     extreme[0].weight = 0x7ffffffe;  // the three sum to 2^32 - 1
     extreme[1].weight = 1;
     extreme[2].weight = 0x80000000;
-    // Every gap between turns from 1 to 16 passes, over enough backends that
-    // the builder's per-pass bitmaps span several words.
+    // Every gap between turns from 1 to 16 passes: 16 distinct weights, the
+    // most the builder schedules by weight class (turn lists per set of
+    // weights due, reused across passes).
     std::vector<Backend> sixteen = make_backends(1000);
     for (std::size_t i = 0; i < sixteen.size(); ++i) {
         sixteen[i].weight = static_cast<std::uint32_t>(1 + (i * 7) % 16);
     }
     expect_matches_reference({kDefaultRingSize, sixteen});
+    // 17 distinct weights, so the per-backend wheel, over enough backends
+    // that its per-pass bitmaps span several words.
+    std::vector<Backend> seventeen = make_backends(1000);
+    for (std::size_t i = 0; i < seventeen.size(); ++i) {
+        seventeen[i].weight = static_cast<std::uint32_t>(1 + (i * 7) % 17);
+    }
+    expect_matches_reference({kDefaultRingSize, seventeen});
+    // Equal weights but for a few changed ones (a weight change, a backend in
+    // slow start): the common case of the weight-class schedule.
+    std::vector<Backend> few_changed = make_backends(1000, 100);
+    few_changed[0].weight = 150;
+    few_changed[500].weight = 50;
+    few_changed[999].weight = 150;
+    expect_matches_reference({kDefaultRingSize, few_changed});
     // One heavy backend and many light ones: tens of thousands of passes,
     // most with a single turn.
     std::vector<Backend> one_heavy = make_backends(100);

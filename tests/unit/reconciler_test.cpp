@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <thread>
@@ -41,6 +42,7 @@ public:
         return {};
     }
     bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
+        ++publish_attempts;
         if (fail_publish) return bpf::fail(EIO, "publish");
         if (publish_delay.count() > 0) std::this_thread::sleep_for(publish_delay);
         ++publishes;
@@ -78,7 +80,8 @@ public:
     std::map<std::uint32_t, xlb_backend> backends;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
     int publishes = 0;
-    bool fail_publish = false;
+    std::atomic<int> publish_attempts{0};
+    std::atomic<bool> fail_publish{false};
     bool ring_names_missing_backend = false;
     std::chrono::milliseconds publish_delay{0};
 };
@@ -187,12 +190,66 @@ TEST(EffectiveWeights, StartupIsPanicUntilEveryVerdictIsIn) {
     EXPECT_FALSE(p.backends[2].in_table);
 }
 
+// The reconciler passes the addresses already formatted; the plan must be
+// the one plan_vip() makes from the spec alone, hash keys included.
+TEST(EffectiveWeights, GivenAddressTextsGiveTheSamePlan) {
+    VipSpec v = web_vip(4);
+    v.backends[1].hash_key = "web-b";
+    v.backends[2].state = AdminState::kDisabled;
+    v.backends[3].weight = 7;
+    std::vector<ObservedBackend> obs(4, {Health::kHealthy, 0.5});
+    std::vector<std::string> texts;
+    for (const BackendSpec& b : v.backends) texts.push_back(b.address.to_string());
+    const VipPlan expected = plan_vip(v, obs, false);
+    const VipPlan given = plan_vip(v, obs, false, texts);
+    ASSERT_EQ(given.backends.size(), expected.backends.size());
+    for (std::size_t i = 0; i < given.backends.size(); ++i) {
+        EXPECT_EQ(given.backends[i].identity, v.backends[i].identity());
+        EXPECT_EQ(given.backends[i].identity, expected.backends[i].identity);
+        EXPECT_EQ(given.backends[i].effective_weight, expected.backends[i].effective_weight);
+        EXPECT_EQ(given.backends[i].in_table, expected.backends[i].in_table);
+        EXPECT_EQ(given.backends[i].live, expected.backends[i].live);
+    }
+    EXPECT_EQ(given.panic, expected.panic);
+    EXPECT_EQ(given.healthy_share, expected.healthy_share);
+}
+
+// Only the in-table members, in order, with their weights, make a table.
+TEST(EffectiveWeights, SameTableInputsComparesInTableMembersOnly) {
+    auto member = [](std::string identity, std::uint32_t weight, bool in_table) {
+        PlannedBackend p;
+        p.identity = std::move(identity);
+        p.effective_weight = weight;
+        p.in_table = in_table;
+        return p;
+    };
+    VipPlan a, b;
+    a.backends = {member("x", 10, true), member("gone", 0, false), member("y", 20, true)};
+    b.backends = {member("x", 10, true), member("y", 20, true), member("out", 5, false)};
+    EXPECT_TRUE(a.same_table_inputs(b));
+    EXPECT_TRUE(b.same_table_inputs(a));
+    b.backends[1].effective_weight = 21;
+    EXPECT_FALSE(a.same_table_inputs(b));
+    b.backends[1].effective_weight = 20;
+    b.backends[1].identity = "z";
+    EXPECT_FALSE(a.same_table_inputs(b));
+    b.backends[1].identity = "y";
+    b.backends[2].in_table = true;  // one member more
+    EXPECT_FALSE(a.same_table_inputs(b));
+    EXPECT_FALSE(b.same_table_inputs(a));
+    b.backends[2].in_table = false;
+    std::swap(b.backends[0], b.backends[1]);  // the order is part of the input
+    EXPECT_FALSE(a.same_table_inputs(b));
+    EXPECT_TRUE(VipPlan{}.same_table_inputs(VipPlan{}));
+    EXPECT_FALSE(VipPlan{}.same_table_inputs(a));
+}
+
 TEST_F(ReconcilerTest, PublishesEveryVipWithEntriesRingThenVip) {
     VipSpec v = web_vip(3);
     rec.set_vips({v});
-    EXPECT_TRUE(rec.has_pending_work());
+    EXPECT_TRUE(rec.has_pending_work(Clock::now()));
     reconcile();
-    EXPECT_FALSE(rec.has_pending_work());
+    EXPECT_FALSE(rec.has_pending_work(Clock::now()));
     EXPECT_TRUE(rec.all_published());
     EXPECT_FALSE(dp.ring_names_missing_backend);
     EXPECT_EQ(dp.ids_in_ring(vip_id(v)), (std::set<std::uint32_t>{id_of(v, 0), id_of(v, 1), id_of(v, 2)}));
@@ -245,6 +302,64 @@ TEST_F(ReconcilerTest, RemovedBackendLeavesTheRingBeforeItsFlowsMove) {
     reconcile();
     EXPECT_EQ(id_of(v, 2), gone);
     EXPECT_GT(dp.backends[gone].generation, gen + 1);
+}
+
+// plan() remembers each backend's id by its place in the spec; the ring must
+// still name the right, current entries when backends move, leave and come
+// back to the same place.
+TEST_F(ReconcilerTest, RingNamesTheCurrentIdsWhenBackendsMoveLeaveAndReturn) {
+    VipSpec v = web_vip(4);
+    rec.set_vips({v});
+    reconcile();
+    auto ring_matches_registry = [&] {
+        std::set<std::uint32_t> ids;
+        for (std::size_t i = 0; i < v.backends.size(); ++i)
+            if (v.backends[i].state == AdminState::kActive) ids.insert(id_of(v, i));
+        return dp.ids_in_ring(vip_id(v)) == ids;
+    };
+    // two backends swap places
+    std::swap(v.backends[0], v.backends[3]);
+    v.backends[1].weight = 50;
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_TRUE(ring_matches_registry());
+    // one leaves; its id is released and its entry made stale
+    const BackendSpec left = v.backends[2];
+    const std::uint32_t left_id = id_of(v, 2);
+    v.backends.erase(v.backends.begin() + 2);
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_FALSE(rec.registry().find_backend(v.key(), left.address));
+    EXPECT_TRUE(ring_matches_registry());
+    // it comes back to the same place: a fresh entry is written before the
+    // ring names it again
+    const std::uint32_t stale_generation = dp.backends[left_id].generation;
+    dp.log.clear();
+    v.backends.insert(v.backends.begin() + 2, left);
+    rec.set_vips({v});
+    reconcile();
+    const std::uint32_t back_id = id_of(v, 2);
+    EXPECT_GT(dp.backends[back_id].generation, stale_generation);
+    EXPECT_LT(dp.index_of("backend " + std::to_string(back_id) + " gen " +
+                          std::to_string(dp.backends[back_id].generation)),
+              dp.index_of("ring " + std::to_string(vip_id(v))));
+    EXPECT_TRUE(ring_matches_registry());
+    // disabled and enabled again in place: same story
+    v.backends[1].state = AdminState::kDisabled;
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_FALSE(rec.registry().find_backend(v.key(), v.backends[1].address));
+    v.backends[1].state = AdminState::kActive;
+    rec.set_vips({v});
+    reconcile();
+    EXPECT_TRUE(ring_matches_registry());
+    EXPECT_FALSE(dp.ring_names_missing_backend);
+    for (std::size_t i = 0; i < v.backends.size(); ++i) {
+        const xlb_backend& entry = dp.backends[id_of(v, i)];
+        EXPECT_EQ(net::IpAddress::from_words(entry.addr, entry.family), v.backends[i].address);
+        EXPECT_EQ(entry.generation,
+                  rec.registry().find_backend(v.key(), v.backends[i].address)->generation);
+    }
 }
 
 // A dry run predicts exactly what the publish of the same change then does,
@@ -479,29 +594,58 @@ TEST_F(ReconcilerTest, StaleBuildIsDroppedAndTheNewestPlanPublished) {
     BuildResult old = build_table(jobs[0]);
     v.backends[0].weight = 50;
     rec.set_vips({v});  // changes while the build was running
-    auto records = rec.publish({old});
+    auto records = rec.publish({old}, Clock::now());
     ASSERT_TRUE(records);
     EXPECT_TRUE(records->empty());
     EXPECT_EQ(dp.publishes, 0);
-    EXPECT_TRUE(rec.has_pending_work());
+    EXPECT_TRUE(rec.has_pending_work(Clock::now()));
     reconcile();
     EXPECT_EQ(rec.vip_status(v.key())->epoch, 1u);
     EXPECT_EQ(rec.vip_status(v.key())->backends[0].weight, 50u);
 }
 
-TEST_F(ReconcilerTest, FailedPublishIsReportedAndRetried) {
+TEST_F(ReconcilerTest, FailedPublishIsReportedAndRetriedAfterABackOff) {
+    using std::chrono::milliseconds;
     VipSpec v = web_vip(3);
     rec.set_vips({v});
     dp.fail_publish = true;
-    auto r = rec.reconcile(Clock::now());
+    const Clock::time_point t0 = Clock::now();  // a fake clock: only passed in
+    auto r = rec.reconcile(t0);
     EXPECT_FALSE(r);
     EXPECT_FALSE(rec.all_published());
     EXPECT_FALSE(rec.vip_status(v.key())->last_error.empty());
-    EXPECT_TRUE(rec.has_pending_work());
+    // the same version again only after 100 ms, then 200, 400, ... 5 s at most
+    Clock::time_point failed_at = t0;
+    for (const int delay_ms : {100, 200, 400, 800, 1600, 3200, 5000, 5000}) {
+        EXPECT_FALSE(rec.has_pending_work(failed_at + milliseconds(delay_ms - 1))) << delay_ms;
+        EXPECT_TRUE(rec.plan(failed_at + milliseconds(delay_ms - 1)).empty()) << delay_ms;
+        ASSERT_EQ(rec.next_retry(), failed_at + milliseconds(delay_ms));
+        failed_at += milliseconds(delay_ms);
+        ASSERT_TRUE(rec.has_pending_work(failed_at)) << delay_ms;
+        EXPECT_FALSE(rec.reconcile(failed_at));
+    }
+    const int attempts = dp.publish_attempts;
+    // a change is tried at once, back-off or not
+    v.backends[0].weight = 7;
+    rec.set_vips({v});
+    EXPECT_TRUE(rec.has_pending_work(failed_at));
+    EXPECT_FALSE(rec.reconcile(failed_at));
+    EXPECT_EQ(dp.publish_attempts, attempts + 1);
+    // the failure count goes on: its retry waits the longest back-off
+    EXPECT_EQ(rec.next_retry(), failed_at + milliseconds(5000));
+    // once the data plane takes it, no retry is pending and back-offs start over
     dp.fail_publish = false;
-    reconcile();
+    failed_at += milliseconds(5000);
+    ASSERT_TRUE(rec.reconcile(failed_at));
     EXPECT_TRUE(rec.all_published());
     EXPECT_TRUE(rec.vip_status(v.key())->last_error.empty());
+    EXPECT_FALSE(rec.next_retry());
+    dp.fail_publish = true;
+    v.backends[0].weight = 8;
+    rec.set_vips({v});
+    const Clock::time_point t1 = failed_at + milliseconds(1);
+    EXPECT_FALSE(rec.reconcile(t1));
+    EXPECT_EQ(rec.next_retry(), t1 + milliseconds(100));
 }
 
 TEST_F(ReconcilerTest, RemovingAVipStopsMatchingFirstThenFreesEverything) {
@@ -553,6 +697,36 @@ TEST_F(ReconcilerTest, RestartAdoptsAnIdenticalLiveTableWithoutPublishing) {
     ASSERT_TRUE(restarted.reconcile(Clock::now()));
     EXPECT_EQ(dp.publishes, publishes + 1);
     EXPECT_EQ(restarted.vip_status(v.key())->epoch, before.epoch + 1);
+}
+
+// A data plane that keeps refusing must not turn the loop into a busy retry
+// (a build, a failed publish and an error line per iteration).
+TEST(ControlLoopTest, FailingPublishesAreRetriedWithBackOffNotInALoop) {
+    FakeDataPlane dp;
+    dp.fail_publish = true;
+    Reconciler rec(dp, {16, 64});
+    ControlLoop loop(rec, {});
+    std::atomic<int> errors{0};
+    loop.on_error([&](const std::string&) { ++errors; });
+    loop.start();
+    loop.post([](Reconciler& r) { r.set_vips({web_vip(3)}); });
+    // attempts at about 0, 100, 300, 700 ms: four in 1 s, not thousands
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const int attempts = dp.publish_attempts;
+    EXPECT_GE(attempts, 3) << "failed publishes are retried";
+    EXPECT_LE(attempts, 6) << "with a back-off";
+    EXPECT_EQ(errors.load(), attempts) << "each failure is reported once";
+    // and once the data plane recovers, the next retry publishes
+    dp.fail_publish = false;
+    const auto recovered = Clock::now();
+    bool published = false;
+    while (!published && Clock::now() - recovered < std::chrono::seconds(3)) {
+        published = loop.call<bool>([](Reconciler& r) { return r.all_published(); }).get();
+        if (!published) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    loop.stop();
+    EXPECT_TRUE(published) << "published within the next back-off (800 ms)";
+    std::printf("  %d publish attempts in 1 s against a failing data plane\n", attempts);
 }
 
 TEST(ControlLoopTest, BurstsOfChangesAreCoalesced) {

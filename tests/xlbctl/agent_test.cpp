@@ -381,6 +381,7 @@ TEST_F(XlbctlAgent, DryRunPredictsThePublishedChange) {
         dry.push_back("--json");
         const json p = ok_json(dry);
         EXPECT_EQ(p["dry_run"], true);
+        EXPECT_EQ(p["vip"], ok_json({"table", kWeb})["vip"]) << "the VIP's canonical key";
         EXPECT_EQ(ok_json({"table", kWeb})["epoch"], table_before["epoch"]) << "nothing published";
         EXPECT_EQ(owners(), before);
 
@@ -406,6 +407,30 @@ TEST_F(XlbctlAgent, DryRunPredictsThePublishedChange) {
     // only changes can be tried; errors are the real change's
     EXPECT_HAS(refused({"backend", "set", kWeb, "203.0.113.99", "--weight", "5", "--dry-run"}),
                "has no backend 203.0.113.99");
+}
+
+// The hash seed can change on SIGHUP; lookups must follow the data path.
+TEST_F(XlbctlAgent, LookupFollowsAHashSeedChangedByAReload) {
+    bpf::LbProgram lb = balancer();
+    auto flow = [](int i) {
+        return std::pair{fmt::format("198.18.7.{}", 1 + i), static_cast<std::uint16_t>(30000 + i * 7)};
+    };
+    std::vector<std::string> before;
+    for (int i = 0; i < 40; ++i) {
+        const auto [src, sport] = flow(i);
+        before.push_back(ok_json({"lookup", kWeb, "--src", fmt::format("{}:{}", src, sport)})["backend"]);
+    }
+    lab->reload_with_hash_seed(Lab::kHashSeed ^ 0x00c0ffee);
+    int moved = 0;
+    for (int i = 0; i < 40; ++i) {
+        const auto [src, sport] = flow(i);
+        const json r = ok_json({"lookup", kWeb, "--src", fmt::format("{}:{}", src, sport)});
+        EXPECT_EQ(r["backend"], data_plane_backend(lb, src, sport, "198.51.100.10", 80))
+            << "flow " << src << ":" << sport << " after the reload";
+        moved += r["backend"] != before[static_cast<std::size_t>(i)];
+    }
+    // otherwise the seed would not matter and the test could not fail
+    EXPECT_GT(moved, 0) << "a new seed moves some of 40 new flows";
 }
 
 TEST_F(XlbctlAgent, LookupAgreesWithTheDataPlane) {

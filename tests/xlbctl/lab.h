@@ -53,6 +53,9 @@ public:
     // exit code.
     int stop_agent();
     bool agent_running() const { return agent_ > 0; }
+    // Rewrites the configuration with another hash seed, sends SIGHUP and
+    // returns once the agent logged the reload as applied (throws after 10 s).
+    void reload_with_hash_seed(std::uint32_t seed);
 
     const std::string& socket() const { return socket_; }
     const std::string& dir() const { return dir_; }

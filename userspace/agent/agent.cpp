@@ -155,8 +155,9 @@ private:
     // (control thread); detached on exit, it only carries probes.
     std::optional<bpf::ProbeEncapProgram> probe_encap_;
     std::optional<bpf::TcAttachment> probe_tc_;
-    std::string probe_tc_error_;
     std::atomic<bool> attached_{false};
+    // The API's view of config_.settings, replaced when a reload changes them.
+    std::shared_ptr<api::SharedSettings> api_settings_;
     std::optional<api::ApiServer> api_;
     std::optional<api::MetricsServer> metrics_;
     std::optional<netlink::NeighborWatchThread> watcher_;
@@ -182,12 +183,10 @@ void Agent::log_panic_changes(control::Reconciler& r) {
 
 std::expected<void, std::string> Agent::attach_probe_encap() {
     if (probe_tc_) return {};
-    // A failed attach is not retried: it fails the same way until a restart.
-    if (!probe_tc_error_.empty()) return std::unexpected(probe_tc_error_);
-    auto fail = [this](std::string why) {
-        probe_tc_error_ = std::move(why);
-        return std::unexpected(probe_tc_error_);
-    };
+    // A failed attach is tried again at the next change of probe targets (an
+    // API change or a reload, never on a timer): whatever stood in the way may
+    // have been fixed by then, and the error is logged again if not.
+    auto fail = [](std::string why) { return std::unexpected(std::move(why)); };
     auto program = bpf::ProbeEncapProgram::load(*lb_);
     if (!program) return fail(program.error().message());
     auto iface = bpf::Interface::by_name(config_.settings.interface);
@@ -428,11 +427,12 @@ int Agent::start() {
     });
 
     view_.emplace(*lb_);
+    api_settings_ = std::make_shared<api::SharedSettings>(s);
     api::Services services{*loop_,
                            *state_,
                            *view_,
                            publish_metrics_,
-                           s,
+                           api_settings_,
                            api::AgentInfo{kVersion, s.interface, bpf::to_string(xdp_->mode()),
                                           std::chrono::steady_clock::now()},
                            [this]() -> std::optional<std::string> {
@@ -522,6 +522,8 @@ void Agent::reload() {
         if (datapath_changed) {
             config_.settings = applied;
             if (auto ok = write_datapath_config(mac); !ok) result.warnings.push_back(ok.error());
+            // lookups hash with the seed the data path now uses
+            if (api_settings_) api_settings_->set(applied);
         }
         r.set_vips(result.vips);
         refresh_health(r);

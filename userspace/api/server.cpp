@@ -225,7 +225,7 @@ private:
                 return reject(req, res, {400, "dry_run: found \"" + value +
                                                   "\", expected 1 or true (or 0, false)"});
         }
-        const config::Settings settings = s_.settings;
+        const config::Settings settings = s_.settings->get();
         StateStore& state = s_.state;
         const VipsChanged on_vips_changed = s_.on_vips_changed;
         auto outcome = call<std::expected<Change, HttpError>>(
@@ -290,10 +290,13 @@ private:
     // table it would give compared with the live one. Nothing is persisted
     // or published.
     void predict(const httplib::Request& req, httplib::Response& res, Mutator mutate) {
-        const config::Settings settings = s_.settings;
-        auto outcome = call<std::expected<control::TablePrediction, HttpError>>(
-            [mutate, settings](
-                control::Reconciler& r) -> std::expected<control::TablePrediction, HttpError> {
+        struct Predicted {
+            std::string vip_key;  // as the change names it
+            control::TablePrediction table;
+        };
+        const config::Settings settings = s_.settings->get();
+        auto outcome = call<std::expected<Predicted, HttpError>>(
+            [mutate, settings](control::Reconciler& r) -> std::expected<Predicted, HttpError> {
                 auto change = mutate(r.vips());
                 if (!change) return std::unexpected(change.error());
                 if (auto invalid = validate_change(*change, settings))
@@ -303,11 +306,11 @@ private:
                     return std::unexpected(HttpError{500, "internal error: changed VIP missing"});
                 auto predicted = r.predict(*next);
                 if (!predicted) return std::unexpected(HttpError{409, predicted.error()});
-                return std::move(*predicted);
+                return Predicted{change->vip_key, std::move(*predicted)};
             });
         if (!outcome) return reject(req, res, outcome.error());
         if (!*outcome) return reject(req, res, outcome->error());
-        const control::TablePrediction& p = **outcome;
+        const control::TablePrediction& p = (*outcome)->table;
         const double ring = p.ring_size ? static_cast<double>(p.ring_size) : 1.0;
         json backends = json::array();
         for (const auto& b : p.backends)
@@ -316,9 +319,8 @@ private:
                                     {"slots_after", b.slots_after},
                                     {"share_before", b.slots_before / ring},
                                     {"share_after", b.slots_after / ring}});
-        auto key = vip_param(req);
         send_json(res, 200,
-                  json{{"vip", key ? *key : ""},
+                  json{{"vip", (*outcome)->vip_key},
                        {"dry_run", true},
                        {"epoch", p.epoch},
                        {"ring_size", p.ring_size},
@@ -586,7 +588,7 @@ private:
         }
         std::optional<std::span<const std::uint32_t>> view;
         if (ring) view = std::span<const std::uint32_t>(*ring);
-        const LookupResult r = api::lookup(spec, *src, dport, s_.settings.hash_seed, view);
+        const LookupResult r = api::lookup(spec, *src, dport, s_.settings->get().hash_seed, view);
 
         json backend = nullptr;
         if (r.backend_id) {

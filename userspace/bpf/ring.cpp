@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <string>
+#include <utility>
 
 #include "xlb/abi.h"
 
@@ -18,33 +19,75 @@ std::string vip_name(std::uint32_t vip_id) { return "VIP id " + std::to_string(v
 
 }  // namespace
 
+Result<BlankRing> BlankRing::create(std::uint32_t ring_size) {
+    if (ring_size > XLB_RING_SIZE_MAX)
+        return fail(E2BIG, "ring map of " + std::to_string(ring_size) + " slots",
+                    "at most " + std::to_string(XLB_RING_SIZE_MAX));
+    const std::uint32_t slots = ring_size + 1;
+    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = XLB_RING_MAP_FLAGS);
+    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "xlb_ring", sizeof(std::uint32_t),
+                            sizeof(std::uint32_t), slots, &opts);
+    if (fd < 0) return fail(errno, "create ring map of " + std::to_string(ring_size) + " slots");
+    UniqueFd map(fd);
+    const std::size_t bytes = static_cast<std::size_t>(slots) * kMappedStride;
+    void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, map.get(), 0);
+    if (memory == MAP_FAILED)
+        return fail(errno, "map ring map of " + std::to_string(ring_size) + " slots into memory");
+    return BlankRing(std::move(map), memory, bytes, ring_size);
+}
+
+BlankRing::BlankRing(BlankRing&& other) noexcept
+    : map_(std::move(other.map_)),
+      memory_(std::exchange(other.memory_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      ring_size_(other.ring_size_) {}
+
+BlankRing& BlankRing::operator=(BlankRing&& other) noexcept {
+    if (this != &other) {
+        unmap();
+        map_ = std::move(other.map_);
+        memory_ = std::exchange(other.memory_, nullptr);
+        bytes_ = std::exchange(other.bytes_, 0);
+        ring_size_ = other.ring_size_;
+    }
+    return *this;
+}
+
+BlankRing::~BlankRing() { unmap(); }
+
+void BlankRing::unmap() noexcept {
+    if (memory_ != nullptr) munmap(memory_, bytes_);
+    memory_ = nullptr;
+}
+
+Result<PreparedRing> BlankRing::fill(std::uint32_t vip_id,
+                                     std::span<const std::uint32_t> backend_ids) && {
+    if (memory_ == nullptr) return fail(EBADF, "fill a used ring map for " + vip_name(vip_id));
+    if (backend_ids.size() != ring_size_)
+        return fail(EINVAL, "fill a ring map of " + std::to_string(ring_size_) + " slots for " +
+                                vip_name(vip_id),
+                    "the ring has " + std::to_string(backend_ids.size()));
+    auto* base = static_cast<std::uint8_t*>(memory_);
+    auto store = [base](std::size_t slot, std::uint32_t value) {
+        *reinterpret_cast<std::uint32_t*>(base + slot * kMappedStride) = value;
+    };
+    store(XLB_RING_SIZE_SLOT, ring_size_);
+    for (std::size_t i = 0; i < backend_ids.size(); ++i)
+        store(XLB_RING_FIRST_SLOT + i, backend_ids[i]);
+    // once live, the ring is the kernel's alone
+    unmap();
+    return PreparedRing{vip_id, std::move(map_)};
+}
+
 Result<PreparedRing> prepare_ring(std::uint32_t vip_id,
                                   std::span<const std::uint32_t> backend_ids) {
     if (backend_ids.size() > XLB_RING_SIZE_MAX)
         return fail(E2BIG, "ring of " + std::to_string(backend_ids.size()) + " slots for " +
                                vip_name(vip_id),
                     "at most " + std::to_string(XLB_RING_SIZE_MAX));
-    const std::uint32_t slots = static_cast<std::uint32_t>(backend_ids.size()) + 1;
-
-    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = XLB_RING_MAP_FLAGS);
-    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "xlb_ring", sizeof(std::uint32_t),
-                            sizeof(std::uint32_t), slots, &opts);
-    if (fd < 0) return fail(errno, "create ring map for " + vip_name(vip_id));
-    UniqueFd map(fd);
-
-    const std::size_t bytes = static_cast<std::size_t>(slots) * kMappedStride;
-    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, map.get(), 0);
-    if (mem == MAP_FAILED) return fail(errno, "map ring of " + vip_name(vip_id) + " into memory");
-    auto* base = static_cast<std::uint8_t*>(mem);
-    auto store = [base](std::size_t slot, std::uint32_t value) {
-        *reinterpret_cast<std::uint32_t*>(base + slot * kMappedStride) = value;
-    };
-    store(XLB_RING_SIZE_SLOT, static_cast<std::uint32_t>(backend_ids.size()));
-    for (std::size_t i = 0; i < backend_ids.size(); ++i)
-        store(XLB_RING_FIRST_SLOT + i, backend_ids[i]);
-    munmap(mem, bytes);
-
-    return PreparedRing{vip_id, std::move(map)};
+    auto blank = BlankRing::create(static_cast<std::uint32_t>(backend_ids.size()));
+    if (!blank) return std::unexpected(blank.error());
+    return std::move(*blank).fill(vip_id, backend_ids);
 }
 
 Result<void> publish_rings(int outer_map_fd, std::span<PreparedRing> rings) {

@@ -27,7 +27,10 @@ bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& 
     std::vector<bpf::PreparedRing> prepared;
     prepared.reserve(rings.size());
     for (const RingUpdate& r : rings) {
-        auto p = bpf::prepare_ring(r.vip_id, r.backend_ids);
+        const auto ring_size = static_cast<std::uint32_t>(r.backend_ids.size());
+        auto spare = spare_rings_.extract(ring_size);
+        auto p = spare ? std::move(spare.mapped()).fill(r.vip_id, r.backend_ids)
+                       : bpf::prepare_ring(r.vip_id, r.backend_ids);
         if (!p) return std::unexpected(p.error());
         prepared.push_back(std::move(*p));
     }
@@ -36,7 +39,19 @@ bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& 
     auto ok = bpf::publish_rings(program_.rings().fd(), prepared);
     timing.returned = std::chrono::steady_clock::now();
     if (!ok) return std::unexpected(ok.error());
+    make_spare_rings(rings);
     return timing;
+}
+
+void BpfDataPlane::make_spare_rings(const std::vector<RingUpdate>& published) {
+    for (const RingUpdate& r : published) {
+        const auto ring_size = static_cast<std::uint32_t>(r.backend_ids.size());
+        if (spare_rings_.contains(ring_size) || spare_rings_.size() >= kMaxSpareRings) continue;
+        // Without a spare the next publish creates its map itself; that is
+        // slower, not wrong, and a real shortage shows there with its error.
+        if (auto blank = bpf::BlankRing::create(ring_size))
+            spare_rings_.emplace(ring_size, std::move(*blank));
+    }
 }
 
 bpf::Result<void> BpfDataPlane::remove_ring(std::uint32_t vip_id) {

@@ -25,13 +25,23 @@ const char* to_string(PanicReason r) {
 }
 
 bool VipPlan::same_table_inputs(const VipPlan& other) const {
-    auto members = [](const VipPlan& p) {
-        std::vector<std::pair<std::string, std::uint32_t>> m;
-        for (const PlannedBackend& b : p.backends)
-            if (b.in_table) m.emplace_back(b.identity, b.effective_weight);
-        return m;
+    // Walks both member lists in step instead of copying them out (this runs
+    // on every plan, with thousands of backends); the weight is compared
+    // before the identity string because it is the cheap, usual difference.
+    auto next_member = [](const std::vector<PlannedBackend>& backends, std::size_t i) {
+        while (i < backends.size() && !backends[i].in_table) ++i;
+        return i;
     };
-    return members(*this) == members(other);
+    std::size_t a = next_member(backends, 0), b = next_member(other.backends, 0);
+    while (a < backends.size() && b < other.backends.size()) {
+        const PlannedBackend& mine = backends[a];
+        const PlannedBackend& theirs = other.backends[b];
+        if (mine.effective_weight != theirs.effective_weight || mine.identity != theirs.identity)
+            return false;
+        a = next_member(backends, a + 1);
+        b = next_member(other.backends, b + 1);
+    }
+    return a == backends.size() && b == other.backends.size();
 }
 
 namespace {
@@ -44,10 +54,10 @@ std::uint32_t scaled_weight(std::uint32_t weight, double factor) {
     return w < 1.0 ? 1u : static_cast<std::uint32_t>(w);
 }
 
-}  // namespace
-
-VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
-                 bool starting) {
+// identity_of(i): spec.backends[i].identity(), however the caller gets it.
+template <class IdentityOf>
+VipPlan plan_with(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
+                  bool starting, IdentityOf identity_of) {
     using config::AdminState;
     VipPlan plan;
     plan.backends.resize(spec.backends.size());
@@ -77,7 +87,7 @@ VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>
         const config::BackendSpec& b = spec.backends[i];
         PlannedBackend& p = plan.backends[i];
         p.spec_index = i;
-        p.identity = b.identity();
+        p.identity = identity_of(i);
         const ObservedBackend o = i < observed.size() ? observed[i] : ObservedBackend{};
         switch (b.state) {
             case AdminState::kDisabled:
@@ -110,6 +120,22 @@ VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>
                     1, static_cast<std::uint32_t>(p.effective_weight / divisor));
     }
     return plan;
+}
+
+}  // namespace
+
+VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
+                 bool starting) {
+    return plan_with(spec, observed, starting,
+                     [&](std::size_t i) { return spec.backends[i].identity(); });
+}
+
+VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
+                 bool starting, std::span<const std::string> address_texts) {
+    return plan_with(spec, observed, starting, [&](std::size_t i) -> const std::string& {
+        const config::BackendSpec& b = spec.backends[i];
+        return b.hash_key.empty() ? address_texts[i] : b.hash_key;
+    });
 }
 
 }  // namespace xlb::control

@@ -59,9 +59,13 @@ void ControlLoop::control_main() {
         std::deque<CompletingTask> tasks;
         std::optional<std::vector<BuildResult>> built;
         {
+            // a failed publish waiting out its back-off wakes the loop when due
+            auto wake_at = Clock::now() + options_.idle_tick;
+            if (auto retry = reconciler_.next_retry(); retry && !building)
+                wake_at = std::min(wake_at, *retry);
             std::unique_lock lock(mu_);
-            cv_.wait_for(lock, options_.idle_tick,
-                         [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
+            cv_.wait_until(lock, wake_at,
+                           [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
             if (stopping_) break;
             tasks.swap(tasks_);
             built.swap(built_);
@@ -72,7 +76,7 @@ void ControlLoop::control_main() {
 
         if (built) {
             building = false;
-            auto records = reconciler_.publish(std::move(*built));
+            auto records = reconciler_.publish(std::move(*built), Clock::now());
             if (!records) {
                 if (error_observer_) error_observer_(records.error().message());
             } else if (publish_observer_) {
@@ -81,7 +85,7 @@ void ControlLoop::control_main() {
             complete(in_flight);
         }
 
-        if (!building && reconciler_.has_pending_work()) {
+        if (!building && reconciler_.has_pending_work(Clock::now())) {
             std::vector<BuildJob> jobs = reconciler_.plan(Clock::now());
             if (pass_observer_) pass_observer_(reconciler_);
             if (!jobs.empty()) {

@@ -4,8 +4,10 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <set>
 #include <cstring>
+#include <set>
+#include <string_view>
+#include <unordered_map>
 
 namespace xlb::control {
 namespace {
@@ -58,11 +60,24 @@ BuildResult build_table(const BuildJob& job) {
         return out;
     }
     out.checksum = table->checksum;
-    out.slots = table->slots_per_backend;
-    out.ring.resize(table->table.size());
-    std::transform(table->table.begin(), table->table.end(), out.ring.begin(),
-                   [&](std::uint32_t index) { return job.member_ids[index]; });
+    out.slots = std::move(table->slots_per_backend);
+    // Member index -> backend id in place: no second ring-sized buffer to
+    // allocate and clear per build.
+    out.ring = std::move(table->table);
+    for (std::uint32_t& slot : out.ring) slot = job.member_ids[slot];
     return out;
+}
+
+std::size_t Reconciler::AddressHash::operator()(const net::IpAddress& address) const noexcept {
+    // The 16 bytes and the family are the whole value operator== compares
+    // (IPv4 zero-fills the last 12). Two multiply-xorshift rounds instead of
+    // a byte-wise hash: this runs for every backend of every plan.
+    std::uint64_t high, low;
+    std::memcpy(&high, address.bytes.data(), 8);
+    std::memcpy(&low, address.bytes.data() + 8, 8);
+    std::uint64_t h = (high ^ address.family) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 32) ^ low) * 0xd6e8feb86659fd93ull;
+    return static_cast<std::size_t>(h ^ (h >> 32));
 }
 
 Reconciler::Reconciler(DataPlane& data_plane, Options options)
@@ -104,9 +119,11 @@ void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
         it->second.spec = *spec;
         it->second.plan_version += 1;
         // observations of backends that are gone are forgotten
+        auto& observed = it->second.observed;
+        if (observed.empty()) continue;
         const std::set<net::IpAddress> present = addresses_of(*spec, /*with_disabled=*/true);
-        for (auto o = it->second.observed.begin(); o != it->second.observed.end();)
-            o = present.contains(o->first) ? std::next(o) : it->second.observed.erase(o);
+        for (auto o = observed.begin(); o != observed.end();)
+            o = present.contains(o->first) ? std::next(o) : observed.erase(o);
     }
 }
 
@@ -137,11 +154,41 @@ void Reconciler::set_observed(const std::string& vip_key, const net::IpAddress& 
     it->second.plan_version += 1;
 }
 
-bool Reconciler::has_pending_work() const {
+namespace {
+
+// A VIP whose publish failed and that has not changed since waits.
+bool waits_for_retry(std::uint64_t plan_version, std::uint64_t failed_version,
+                     Clock::time_point retry_at, Clock::time_point now) {
+    return plan_version == failed_version && now < retry_at;
+}
+
+Clock::duration publish_retry_delay(unsigned failures) {
+    constexpr auto kFirst = std::chrono::milliseconds(100);
+    constexpr auto kMax = std::chrono::milliseconds(5000);
+    const unsigned doublings = std::min(failures == 0 ? 0U : failures - 1, 6U);
+    return std::min<Clock::duration>(kFirst * (1U << doublings), kMax);
+}
+
+}  // namespace
+
+bool Reconciler::has_pending_work(Clock::time_point now) const {
     if (!removed_.empty()) return true;
-    return std::any_of(vips_.begin(), vips_.end(), [](const auto& kv) {
-        return kv.second.planned_version != kv.second.plan_version;
+    return std::any_of(vips_.begin(), vips_.end(), [now](const auto& kv) {
+        const VipState& v = kv.second;
+        return v.planned_version != v.plan_version &&
+               !waits_for_retry(v.plan_version, v.failed_version, v.retry_at, now);
     });
+}
+
+std::optional<Clock::time_point> Reconciler::next_retry() const {
+    std::optional<Clock::time_point> next;
+    for (const auto& [key, v] : vips_) {
+        if (v.failed_publishes == 0 || v.planned_version == v.plan_version ||
+            v.plan_version != v.failed_version)
+            continue;
+        if (!next || v.retry_at < *next) next = v.retry_at;
+    }
+    return next;
 }
 
 std::vector<ObservedBackend> Reconciler::observed_for(const VipState& v) const {
@@ -155,7 +202,8 @@ std::vector<ObservedBackend> Reconciler::observed_for(const config::VipSpec& spe
     const bool checked = spec.health_check.type != config::HealthCheckType::kNone;
     for (const config::BackendSpec& b : spec.backends) {
         ObservedBackend o;
-        if (auto it = v.observed.find(b.address); it != v.observed.end()) o = it->second;
+        if (!v.observed.empty())
+            if (auto it = v.observed.find(b.address); it != v.observed.end()) o = it->second;
         if (!checked) o.health = Health::kHealthy;
         out.push_back(o);
     }
@@ -179,21 +227,40 @@ xlb_vip_value Reconciler::vip_map_value(const config::VipSpec& spec, std::uint32
     return value;
 }
 
-bpf::Result<void> Reconciler::ensure_backend_entries(VipState& v, const VipPlan& plan) {
-    const std::string key = v.spec.key();
+void Reconciler::refresh_memo(VipState& v) {
+    BackendMemo& memo = v.memo;
+    const std::size_t n = v.spec.backends.size();
+    memo.addresses.resize(n);
+    memo.address_texts.resize(n);
+    memo.ids.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const net::IpAddress& address = v.spec.backends[i].address;
+        // an empty text: a slot new to the memo (no address prints as "")
+        if (!memo.address_texts[i].empty() && memo.addresses[i] == address) continue;
+        memo.addresses[i] = address;
+        memo.address_texts[i] = address.to_string();
+        memo.ids[i].reset();
+    }
+}
+
+bpf::Result<void> Reconciler::ensure_backend_entries(const std::string& vip_key, VipState& v) {
     for (std::size_t i = 0; i < v.spec.backends.size(); ++i) {
         const config::BackendSpec& b = v.spec.backends[i];
         if (b.state == config::AdminState::kDisabled) continue;
         // applied: it has an id and a current entry already
-        if (v.applied_live.contains(b.address)) continue;
-        auto ref = registry_.backend(key, b.address);
+        if (v.memo.ids[i]) continue;
+        if (auto applied = v.applied.find(b.address); applied != v.applied.end()) {
+            v.memo.ids[i] = applied->second.id;
+            continue;
+        }
+        auto ref = registry_.backend(vip_key, b.address);
         if (!ref) return bpf::fail(ENOSPC, ref.error());
         // first sight in this process: (re)write the entry; a restored
         // assignment writes the same id and generation the map already holds
         auto ok = data_plane_.put_backend(ref->id, backend_entry(b.address, ref->generation));
         if (!ok) return ok;
-        v.applied_live[b.address] = true;
-        (void)plan;
+        v.applied[b.address] = AppliedBackend{ref->id, true};
+        v.memo.ids[i] = ref->id;
     }
     return {};
 }
@@ -203,34 +270,52 @@ bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
     for (const PlannedBackend& p : plan.backends) {
         const config::BackendSpec& b = v.spec.backends[p.spec_index];
         if (b.state == config::AdminState::kDisabled) continue;
-        auto applied = v.applied_live.find(b.address);
-        if (applied == v.applied_live.end()) continue;
-        if (applied->second && !p.live) {
+        auto applied = v.applied.find(b.address);
+        if (applied == v.applied.end()) continue;
+        if (applied->second.live && !p.live) {
             // its recorded flows must re-pick from the (already live) new ring
             BackendRef ref = registry_.bump_generation(key, b.address);
             auto ok = data_plane_.put_backend(ref.id, backend_entry(b.address, ref.generation));
             if (!ok) return ok;
         }
-        applied->second = p.live;
+        applied->second.live = p.live;
     }
     return {};
 }
 
 bpf::Result<void> Reconciler::release_removed_backends(VipState& v) {
+    // This runs after every publish: first a cheap check that every applied
+    // backend is still wanted (usually so), with no set built and no
+    // find_backend() per entry (a linear search made it quadratic: seconds
+    // at N = 10,000). Entries are marked, not counted per spec backend, so a
+    // spec naming an address twice cannot hide one that is gone.
+    const std::uint64_t sweep = ++v.release_sweep;
+    std::size_t kept_applied = 0;
+    for (const config::BackendSpec& b : v.spec.backends) {
+        if (b.state == config::AdminState::kDisabled) continue;
+        auto applied = v.applied.find(b.address);
+        if (applied == v.applied.end() || applied->second.kept_in_sweep == sweep) continue;
+        applied->second.kept_in_sweep = sweep;
+        ++kept_applied;
+    }
+    if (kept_applied == v.applied.size()) return {};
+
     const std::string key = v.spec.key();
-    // a set, not find_backend() per entry: this runs after every publish and
-    // a linear search per backend made it quadratic (seconds at N = 10,000)
     const std::set<net::IpAddress> kept = addresses_of(v.spec, /*with_disabled=*/false);
-    for (auto it = v.applied_live.begin(); it != v.applied_live.end();) {
-        if (kept.contains(it->first)) {
-            ++it;
-            continue;
-        }
-        if (auto released = registry_.release_backend(key, it->first)) {
+    // in address order, so the entries are written in the same order on
+    // every run (the map is unordered)
+    std::vector<net::IpAddress> gone;
+    for (const auto& [address, applied] : v.applied)
+        if (!kept.contains(address)) gone.push_back(address);
+    std::sort(gone.begin(), gone.end());
+    // the memo's ids stand for entries in `applied`: forget them all (rare)
+    if (!gone.empty()) v.memo = {};
+    for (const net::IpAddress& address : gone) {
+        if (auto released = registry_.release_backend(key, address)) {
             auto ok = data_plane_.put_backend(released->id, released_entry(released->generation));
             if (!ok) return ok;
         }
-        it = v.applied_live.erase(it);
+        v.applied.erase(address);
     }
     return {};
 }
@@ -290,9 +375,11 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
     std::vector<BuildJob> jobs;
     for (auto& [key, v] : vips_) {
         if (v.planned_version == v.plan_version) continue;
+        if (waits_for_retry(v.plan_version, v.failed_version, v.retry_at, now)) continue;
         v.planned_version = v.plan_version;
         const std::vector<ObservedBackend> observed = observed_for(v);
-        VipPlan plan = plan_vip(v.spec, observed, v.starting);
+        refresh_memo(v);
+        VipPlan plan = plan_vip(v.spec, observed, v.starting, v.memo.address_texts);
         if (v.starting) {
             bool all_judged = true;
             for (std::size_t i = 0; i < v.spec.backends.size(); ++i)
@@ -301,7 +388,7 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
                     all_judged = false;
             v.starting = !all_judged;
         }
-        const PanicReason before = v.current_plan ? v.current_plan->panic : PanicReason::kNone;
+        const PanicReason before = v.current_panic ? v.current_panic->panic : PanicReason::kNone;
         if (plan.panic != before) {
             if (plan.panic == PanicReason::kBelowThreshold) ++v.panic_entries;
             // bounded: a caller that never takes them must not grow it forever
@@ -310,14 +397,14 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
             panic_changes_.push_back(
                 {key, before, plan.panic, plan.healthy_share, v.spec.panic_threshold});
         }
-        v.current_plan = plan;
+        v.current_panic = PanicVerdict{plan.panic, plan.healthy_share};
 
         auto vip_id = registry_.vip_id(key);
         if (!vip_id) {
             v.last_error = vip_id.error();
             continue;
         }
-        if (auto ok = ensure_backend_entries(v, plan); !ok) {
+        if (auto ok = ensure_backend_entries(key, v); !ok) {
             v.last_error = ok.error().message();
             continue;
         }
@@ -332,11 +419,12 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
         job.plan_version = v.plan_version;
         job.ring_size = v.spec.ring_size;
         job.decided_at = now;
+        job.members.reserve(plan.backends.size());
+        job.member_ids.reserve(plan.backends.size());
         for (const PlannedBackend& p : plan.backends) {
             if (!p.in_table) continue;
             job.members.push_back({p.identity, p.effective_weight});
-            job.member_ids.push_back(
-                registry_.find_backend(key, v.spec.backends[p.spec_index].address)->id);
+            job.member_ids.push_back(*v.memo.ids[p.spec_index]);
         }
         v.pending_plan = std::move(plan);
         jobs.push_back(std::move(job));
@@ -351,7 +439,8 @@ void Reconciler::record_slots(VipState& v, const BuildResult& r) {
         if (p.in_table && member < r.slots.size()) v.slots_by_identity[p.identity] = r.slots[member++];
 }
 
-bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results) {
+bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results,
+                                                             Clock::time_point now) {
     std::vector<RingUpdate> rings;
     std::vector<BuildResult*> accepted, adopted;
     for (BuildResult& r : results) {
@@ -401,13 +490,16 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         for (BuildResult* r : accepted) {
             VipState& v = vips_.at(r->vip_key);
             v.last_error = timing.error().message();
-            v.planned_version = 0;  // plan (and try) again
+            v.planned_version = 0;  // plan (and try) again, after the back-off
+            v.failed_version = v.plan_version;
+            v.retry_at = now + publish_retry_delay(++v.failed_publishes);
         }
         return std::unexpected(timing.error());
     }
 
     for (BuildResult* r : accepted) {
         VipState& v = vips_.at(r->vip_key);
+        v.failed_publishes = 0;
         v.epoch += 1;
         v.checksum = r->checksum;
         v.table_plan = v.pending_plan;
@@ -430,7 +522,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::reconcile(Clock::time_point 
     std::vector<BuildResult> results;
     results.reserve(jobs.size());
     for (const BuildJob& job : jobs) results.push_back(build_table(job));
-    return publish(std::move(results));
+    return publish(std::move(results), now);
 }
 
 std::vector<VipStatus> Reconciler::status() const {
@@ -528,13 +620,19 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
     s.last_error = v.last_error;
     s.starting = v.starting;
     s.panic_entries = v.panic_entries;
-    if (v.current_plan) {
-        s.panic = v.current_plan->panic;
-        s.healthy_share = v.current_plan->healthy_share;
+    if (v.current_panic) {
+        s.panic = v.current_panic->panic;
+        s.healthy_share = v.current_panic->healthy_share;
     }
     const std::vector<ObservedBackend> observed = observed_for(v);
+    // the live table's members by identity: one pass, not one per backend
+    std::unordered_map<std::string_view, std::uint32_t> table_weight_by_identity;
+    if (v.table_plan)
+        for (const PlannedBackend& p : v.table_plan->backends)
+            if (p.in_table) table_weight_by_identity.emplace(p.identity, p.effective_weight);
     for (std::size_t i = 0; i < v.spec.backends.size(); ++i) {
         const config::BackendSpec& b = v.spec.backends[i];
+        const std::string identity = b.identity();
         BackendStatus bs;
         bs.address = b.address;
         bs.state = b.state;
@@ -545,16 +643,14 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
             bs.id = ref->id;
             bs.generation = ref->generation;
         }
-        if (auto live = v.applied_live.find(b.address); live != v.applied_live.end())
-            bs.live = live->second;
-        if (v.table_plan) {
-            for (const PlannedBackend& p : v.table_plan->backends) {
-                if (p.identity != b.identity() || !p.in_table) continue;
-                bs.in_table = true;
-                bs.effective_weight = p.effective_weight;
-            }
+        if (auto applied = v.applied.find(b.address); applied != v.applied.end())
+            bs.live = applied->second.live;
+        if (auto member = table_weight_by_identity.find(identity);
+            member != table_weight_by_identity.end()) {
+            bs.in_table = true;
+            bs.effective_weight = member->second;
         }
-        if (auto slots = v.slots_by_identity.find(b.identity()); slots != v.slots_by_identity.end())
+        if (auto slots = v.slots_by_identity.find(identity); slots != v.slots_by_identity.end())
             bs.slots = bs.in_table ? slots->second : 0;
         s.backends.push_back(bs);
     }

@@ -16,10 +16,12 @@
 //    of every free slot directly, k = (slot - position) * skip^-1 mod M, and
 //    claims the free slot with the smallest k: by definition the one the walk
 //    would reach first. The result is identical; only the work differs.
-//  * Weighted scheduling files each backend under the pass of its next turn
-//    (a wheel of per-pass bitmaps, or a heap for backends due rarely), so a
-//    pass costs its turns, not a visit to every backend. Skewed weights (1
-//    against 1,000,000) thus cost about as much as equal ones.
+//  * Weighted scheduling never visits every backend in every pass. With a few
+//    distinct weights, the passes' turn lists repeat and are built once each
+//    (WeightClassSchedule); otherwise each backend is filed under the pass of
+//    its next turn (a wheel of per-pass bitmaps, or a heap for backends due
+//    rarely), so a pass costs its turns. Skewed weights (1 against
+//    1,000,000) thus cost about as much as equal ones.
 //
 // The unit tests compare the result with a direct transcription of the
 // algorithm in maglev.h for many sizes, weights and seeds.
@@ -33,10 +35,13 @@
 #include <expected>
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -529,18 +534,230 @@ struct TurnCadence {
     }
 };
 
-// Integer credit scheduling (maglev.h, step 3) for unequal weights. Counts
-// each backend's turns, which are its slots, into slot_counts.
+// Integer credit scheduling (maglev.h, step 3) for unequal weights comes in
+// two schedules that give the same turns, pass by pass: a pass's turns are
+// the backends due in it, in backend order. next_pass() returns them; the
+// span stays valid until the next call.
 //
-// Rather than adding every backend's weight to its credit in every pass, each
-// backend is filed under the pass of its next turn: frequent backends (due at
-// least every kFrequentMaxGap passes) in a wheel of per-pass bitmaps, rare
-// ones in a heap. A pass then costs its turns plus a scan of one bitmap.
-template <class ClaimedSet>
-void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
-                   std::span<const std::uint32_t> weights, std::uint32_t* table,
-                   std::uint32_t ring_size, std::span<std::uint32_t> slot_counts) {
-    const std::uint64_t max_weight = *std::ranges::max_element(weights);
+// The general one: rather than adding every backend's weight to its credit
+// in every pass, each backend is filed under the pass of its next turn:
+// frequent backends (due at least every kFrequentMaxGap passes) in a wheel of
+// per-pass bitmaps, rare ones in a heap. A pass then costs its turns plus a
+// scan of one bitmap.
+class WheelSchedule {
+public:
+    WheelSchedule(std::span<const std::uint32_t> weights, std::uint64_t max_weight,
+                  std::uint32_t ring_size)
+        : weights_(weights),
+          max_weight_(max_weight),
+          last_pass_(ring_size),
+          rare_turns_(weights.size(), 0),
+          pass_turns_(weights.size()) {
+        for (std::uint32_t backend = 0; backend < weights.size(); ++backend) {
+            const std::uint64_t weight = weights[backend];
+            if (weight * kFrequentMaxGap >= max_weight) {
+                frequent_.push_back(backend);
+                frequent_cadence_.push_back({weight, max_weight / weight, max_weight % weight});
+            } else if (const std::uint64_t pass = pass_of_turn(backend, 1); pass <= last_pass_) {
+                rare_heap_.push_back(pass << 32 | backend);
+            }
+        }
+        std::ranges::make_heap(rare_heap_, std::greater<>{});
+        words_ = (frequent_.size() + 63) / 64;
+        wheel_.assign(kWheel * words_, 0);
+        for (std::size_t i = 0; i < frequent_.size(); ++i) {
+            file(i, frequent_cadence_[i].next_gap());
+        }
+    }
+
+    std::span<const std::uint32_t> next_pass() {
+        ++pass_;
+        // The pass's turns: its frequent backends, bit by bit, merged by
+        // backend number with the rare ones due this pass.
+        std::size_t turn_count = 0;
+        std::uint32_t rare = next_rare();
+        auto take_rare_before = [&](std::uint32_t limit) {
+            while (rare < limit) {
+                std::ranges::pop_heap(rare_heap_, std::greater<>{});
+                rare_heap_.pop_back();
+                const std::uint64_t pass_after = pass_of_turn(rare, ++rare_turns_[rare] + 1);
+                if (pass_after <= last_pass_) {
+                    rare_heap_.push_back(pass_after << 32 | rare);
+                    std::ranges::push_heap(rare_heap_, std::greater<>{});
+                }
+                pass_turns_[turn_count++] = rare;
+                rare = next_rare();
+            }
+        };
+        std::uint64_t* bucket = &wheel_[(pass_ % kWheel) * words_];
+        for (std::size_t word = 0; word < words_; ++word) {
+            std::uint64_t bits = bucket[word];
+            bucket[word] = 0;
+            while (bits != 0) {
+                const std::size_t index = word * 64 + std::countr_zero(bits);
+                bits &= bits - 1;
+                const std::uint32_t backend = frequent_[index];
+                if (rare < backend) [[unlikely]] {
+                    take_rare_before(backend);
+                }
+                pass_turns_[turn_count++] = backend;
+                file(index, pass_ + frequent_cadence_[index].next_gap());
+            }
+        }
+        take_rare_before(kNoBackend);
+        return std::span(pass_turns_).first(turn_count);
+    }
+
+private:
+    // The wheel: bitmap (pass mod kWheel) holds the frequent backends due in
+    // that pass. Gaps are at most kFrequentMaxGap < kWheel passes, so a
+    // backend is never filed into the bitmap being read.
+    static constexpr std::uint64_t kWheel = 16;
+    static_assert(kFrequentMaxGap < kWheel && std::has_single_bit(kWheel));
+
+    // ceil(t * W / w); a division, but only for the few rare turns.
+    [[nodiscard]] std::uint64_t pass_of_turn(std::uint32_t backend, std::uint64_t turn) const {
+        const std::uint64_t weight = weights_[backend];
+        return (turn * max_weight_ + weight - 1) / weight;
+    }
+
+    // The next rare backend due in this pass, or kNoBackend.
+    [[nodiscard]] std::uint32_t next_rare() const {
+        return !rare_heap_.empty() && rare_heap_.front() >> 32 == pass_
+                   ? static_cast<std::uint32_t>(rare_heap_.front())
+                   : kNoBackend;
+    }
+
+    void file(std::size_t index, std::uint64_t pass) {
+        wheel_[(pass % kWheel) * words_ + index / 64] |= std::uint64_t{1} << (index % 64);
+    }
+
+    std::span<const std::uint32_t> weights_;
+    std::uint64_t max_weight_;
+    // The heaviest backend takes a turn every pass, so the table is full
+    // after at most M passes; turns due later never happen.
+    std::uint64_t last_pass_;
+    std::uint64_t pass_ = 0;
+    // Frequent backends, numbered by their position in frequent_ (which is
+    // in backend order, so bit order is turn order within a pass).
+    std::vector<std::uint32_t> frequent_;
+    std::vector<TurnCadence> frequent_cadence_;
+    // Rare backends: (pass of next turn) << 32 | backend, in a min-heap, so
+    // that the top is the next due and, within a pass, the lowest number.
+    std::vector<std::uint64_t> rare_heap_;
+    std::vector<std::uint32_t> rare_turns_;
+    std::size_t words_ = 0;
+    std::vector<std::uint64_t> wheel_;
+    std::vector<std::uint32_t> pass_turns_;
+};
+
+// The schedule for few distinct weights, which is what operators configure
+// (and what one weight change or one slow-starting backend makes of equal
+// weights). Backends of the same weight are due in the same passes, so a
+// pass is named by the set of weights due in it, and that set repeats with a
+// short period (for weights w and W, W / gcd(W, w) passes). Each distinct
+// set's turn list is built once, by one scan of the backends, and reused:
+// a pass then costs a few operations per distinct weight and nothing per
+// turn, where the wheel pays several per turn.
+class WeightClassSchedule {
+public:
+    // Up to this many distinct weights; a pass's set of them is a bitmask.
+    static constexpr std::size_t kMaxClasses = 16;
+    // Cached turn lists are bounded by this many entries (1 MiB).
+    static constexpr std::uint64_t kMaxCachedTurns = 262144;
+
+    // Returns the schedule, or nothing when the weights do not suit it (too
+    // many distinct weights, or passes too short or sets too many for the
+    // cache to pay off); then the wheel is used.
+    static std::optional<WeightClassSchedule> make(std::span<const std::uint32_t> weights,
+                                                   std::uint64_t max_weight,
+                                                   std::uint32_t ring_size) {
+        std::vector<std::uint32_t> class_weights;
+        std::vector<std::uint8_t> class_of(weights.size());
+        std::uint64_t weight_sum = 0;
+        for (std::size_t b = 0; b < weights.size(); ++b) {
+            auto known = std::ranges::find(class_weights, weights[b]);
+            if (known == class_weights.end()) {
+                if (class_weights.size() == kMaxClasses) {
+                    return std::nullopt;
+                }
+                class_weights.push_back(weights[b]);
+                known = class_weights.end() - 1;
+            }
+            class_of[b] = static_cast<std::uint8_t>(known - class_weights.begin());
+            weight_sum += weights[b];
+        }
+        // Through pass p, backends have taken sum_b floor(p * w_b / W) >=
+        // p * sum_w / W - n turns, so the table is full by this pass.
+        const std::uint64_t backend_count = weights.size();
+        const std::uint64_t pass_bound =
+            ((ring_size + backend_count) * max_weight + weight_sum - 1) / weight_sum;
+        // Short passes: per-pass work would dominate; the wheel does better.
+        if (pass_bound * 8 > ring_size) {
+            return std::nullopt;
+        }
+        // Distinct sets: at most 2^k, at most one per pass, at most the period.
+        std::uint64_t period = 1;
+        for (const std::uint32_t weight : class_weights) {
+            const std::uint64_t own = max_weight / std::gcd(max_weight, std::uint64_t{weight});
+            period = std::min(std::lcm(period, own), pass_bound + 1);  // no overflow: both small
+        }
+        const std::uint64_t sets =
+            std::min({std::uint64_t{1} << class_weights.size(), pass_bound, period});
+        if (sets * backend_count > kMaxCachedTurns) {
+            return std::nullopt;
+        }
+        return WeightClassSchedule(class_weights, std::move(class_of), max_weight);
+    }
+
+    std::span<const std::uint32_t> next_pass() {
+        ++pass_;
+        std::uint32_t due = 0;
+        for (std::size_t c = 0; c < next_due_.size(); ++c) {
+            if (next_due_[c] == pass_) {
+                due |= std::uint32_t{1} << c;
+                next_due_[c] += cadence_[c].next_gap();
+            }
+        }
+        auto [entry, added] = list_of_set_.try_emplace(due, lists_.size());
+        if (added) {
+            const std::size_t offset = turns_.size();
+            for (std::uint32_t b = 0; b < class_of_.size(); ++b) {
+                if ((due >> class_of_[b]) & 1U) {
+                    turns_.push_back(b);
+                }
+            }
+            lists_.push_back({offset, turns_.size() - offset});
+        }
+        const auto [offset, length] = lists_[entry->second];
+        return std::span(turns_).subspan(offset, length);
+    }
+
+private:
+    WeightClassSchedule(std::span<const std::uint32_t> class_weights,
+                        std::vector<std::uint8_t> class_of, std::uint64_t max_weight)
+        : class_of_(std::move(class_of)) {
+        for (const std::uint64_t weight : class_weights) {
+            cadence_.push_back({weight, max_weight / weight, max_weight % weight});
+            next_due_.push_back(cadence_.back().next_gap());
+        }
+    }
+
+    std::vector<std::uint8_t> class_of_;   // per backend: index of its weight
+    std::vector<TurnCadence> cadence_;     // per weight
+    std::vector<std::uint64_t> next_due_;  // per weight: pass of its next turn
+    std::uint64_t pass_ = 0;
+    std::unordered_map<std::uint32_t, std::size_t> list_of_set_;  // due set -> lists_ index
+    std::vector<std::pair<std::size_t, std::size_t>> lists_;      // offset, length in turns_
+    std::vector<std::uint32_t> turns_;
+};
+
+// Takes the turns of `schedule`, pass by pass, until every slot is claimed;
+// counts each backend's turns, which are its slots, into slot_counts.
+template <class ClaimedSet, class Schedule>
+void take_scheduled_turns(ClaimedSet claimed, std::span<Walker> walkers, Schedule& schedule,
+                          std::uint32_t* table, std::uint32_t ring_size,
+                          std::span<std::uint32_t> slot_counts) {
     const std::uint32_t end_game_at = end_game_threshold(ring_size);
     std::uint32_t walk_turns_left = ring_size - end_game_at;
     std::uint32_t end_game_turns_left = end_game_at;
@@ -548,104 +765,21 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
     if (walk_turns_left == 0) {
         end_game.start(claimed, end_game_at);
     }
-
-    // The heaviest backend takes a turn every pass, so the table is full after
-    // at most M passes; turns due later never happen.
-    const std::uint64_t last_pass = ring_size;
-
-    // Frequent backends, numbered by their position in `frequent` (which is
-    // in backend order, so bit order is turn order within a pass).
-    std::vector<std::uint32_t> frequent;
-    std::vector<TurnCadence> frequent_cadence;
-    // Rare backends: (pass of next turn) << 32 | backend, in a min-heap, so
-    // that the top is the next due and, within a pass, the lowest number.
-    std::vector<std::uint64_t> rare_heap;
-    std::vector<std::uint32_t> rare_turns(weights.size(), 0);
-    auto pass_of_turn = [&](std::uint32_t backend, std::uint64_t turn) {
-        // ceil(t * W / w); a division, but only for the few rare turns.
-        const std::uint64_t weight = weights[backend];
-        return (turn * max_weight + weight - 1) / weight;
-    };
-    for (std::uint32_t backend = 0; backend < weights.size(); ++backend) {
-        const std::uint64_t weight = weights[backend];
-        if (weight * kFrequentMaxGap >= max_weight) {
-            frequent.push_back(backend);
-            frequent_cadence.push_back({weight, max_weight / weight, max_weight % weight});
-        } else if (const std::uint64_t pass = pass_of_turn(backend, 1); pass <= last_pass) {
-            rare_heap.push_back(pass << 32 | backend);
-        }
-    }
-    std::ranges::make_heap(rare_heap, std::greater<>{});
-
-    // The wheel: bitmap (pass mod kWheel) holds the frequent backends due in
-    // that pass. Gaps are at most kFrequentMaxGap < kWheel passes, so a
-    // backend is never filed into the bitmap being read.
-    constexpr std::uint64_t kWheel = 16;
-    static_assert(kFrequentMaxGap < kWheel && std::has_single_bit(kWheel));
-    const std::size_t words = (frequent.size() + 63) / 64;
-    std::vector<std::uint64_t> wheel(kWheel * words, 0);
-    auto file = [&](std::size_t index, std::uint64_t pass) {
-        wheel[(pass % kWheel) * words + index / 64] |= std::uint64_t{1} << (index % 64);
-    };
-    for (std::size_t i = 0; i < frequent.size(); ++i) {
-        file(i, frequent_cadence[i].next_gap());
-    }
-
-    std::vector<std::uint32_t> pass_turns(weights.size());
-    PassBatch batch(ClaimedSet::kBatchWalks && weights.size() >= kBatchMinTurns ? weights.size()
+    PassBatch batch(ClaimedSet::kBatchWalks && walkers.size() >= kBatchMinTurns ? walkers.size()
                                                                                 : 0);
-    for (std::uint64_t pass = 1;; ++pass) {
-        // The pass's turns: its frequent backends, bit by bit, merged by
-        // backend number with the rare ones due this pass.
-        std::size_t turn_count = 0;
-        // The next rare backend due in this pass, or kNoBackend.
-        auto next_rare = [&] {
-            return !rare_heap.empty() && rare_heap.front() >> 32 == pass
-                       ? static_cast<std::uint32_t>(rare_heap.front())
-                       : kNoBackend;
-        };
-        std::uint32_t rare = next_rare();
-        auto take_rare_before = [&](std::uint32_t limit) {
-            while (rare < limit) {
-                std::ranges::pop_heap(rare_heap, std::greater<>{});
-                rare_heap.pop_back();
-                const std::uint64_t pass_after = pass_of_turn(rare, ++rare_turns[rare] + 1);
-                if (pass_after <= last_pass) {
-                    rare_heap.push_back(pass_after << 32 | rare);
-                    std::ranges::push_heap(rare_heap, std::greater<>{});
-                }
-                pass_turns[turn_count++] = rare;
-                rare = next_rare();
-            }
-        };
-        std::uint64_t* bucket = &wheel[(pass % kWheel) * words];
-        for (std::size_t word = 0; word < words; ++word) {
-            std::uint64_t bits = bucket[word];
-            bucket[word] = 0;
-            while (bits != 0) {
-                const std::size_t index = word * 64 + std::countr_zero(bits);
-                bits &= bits - 1;
-                const std::uint32_t backend = frequent[index];
-                if (rare < backend) [[unlikely]] {
-                    take_rare_before(backend);
-                }
-                pass_turns[turn_count++] = backend;
-                file(index, pass + frequent_cadence[index].next_gap());
-            }
-        }
-        take_rare_before(kNoBackend);
-
-        // Take the turns: walking while the walk phase lasts, then end game.
+    for (;;) {
+        const std::span<const std::uint32_t> turns = schedule.next_pass();
+        const std::size_t turn_count = turns.size();
+        // Walking while the walk phase lasts, then the end game.
         const std::size_t walked = std::min<std::size_t>(turn_count, walk_turns_left);
         if (walked > 0) {
             if (walked == turn_count &&
                 batch_pays_off<ClaimedSet>(static_cast<std::uint32_t>(walked),
                                            walk_turns_left + end_game_at, ring_size)) {
-                batch.walk(claimed, walkers.data(), pass_turns.data(),
+                batch.walk(claimed, walkers.data(), turns.data(),
                            static_cast<std::uint32_t>(walked), table, ring_size);
             } else {
-                walk_turn_list(claimed, walkers.data(), pass_turns.data(), walked, table,
-                               ring_size);
+                walk_turn_list(claimed, walkers.data(), turns.data(), walked, table, ring_size);
             }
             walk_turns_left -= static_cast<std::uint32_t>(walked);
             if (walk_turns_left == 0) {
@@ -653,13 +787,13 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
             }
         }
         for (std::size_t i = 0; i < walked; ++i) {
-            ++slot_counts[pass_turns[i]];
+            ++slot_counts[turns[i]];
         }
         if (walked < turn_count) {
-            end_game.prepare(walkers, std::span(pass_turns).subspan(walked, turn_count - walked));
+            end_game.prepare(walkers, turns.subspan(walked));
         }
         for (std::size_t i = walked; i < turn_count; ++i) {
-            const std::uint32_t backend = pass_turns[i];
+            const std::uint32_t backend = turns[i];
             end_game.turn(walkers[backend], backend, table);
             ++slot_counts[backend];
             if (--end_game_turns_left == 0) {
@@ -667,6 +801,19 @@ void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
             }
         }
     }
+}
+
+template <class ClaimedSet>
+void fill_weighted(ClaimedSet claimed, std::span<Walker> walkers,
+                   std::span<const std::uint32_t> weights, std::uint32_t* table,
+                   std::uint32_t ring_size, std::span<std::uint32_t> slot_counts) {
+    const std::uint64_t max_weight = *std::ranges::max_element(weights);
+    if (auto by_class = WeightClassSchedule::make(weights, max_weight, ring_size)) {
+        take_scheduled_turns(claimed, walkers, *by_class, table, ring_size, slot_counts);
+        return;
+    }
+    WheelSchedule wheel(weights, max_weight, ring_size);
+    take_scheduled_turns(claimed, walkers, wheel, table, ring_size, slot_counts);
 }
 
 // Fills `table` (size M) with sorted backend numbers and `slot_counts` with

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -54,12 +56,32 @@ using ProbeEngineLookup = std::function<ProbeEngineInfo()>;
 // (Reconciler::set_vips), e.g. to probe the new set.
 using VipsChanged = std::function<void(control::Reconciler&)>;
 
+// The settings the API works with (validation of changes, the hash seed of
+// lookups). A reload (SIGHUP) may change some of them while handlers run on
+// their own threads, so they are read and replaced whole, under a lock.
+class SharedSettings {
+public:
+    explicit SharedSettings(config::Settings settings) : settings_(std::move(settings)) {}
+    config::Settings get() const {
+        std::lock_guard lock(mu_);
+        return settings_;
+    }
+    void set(config::Settings settings) {
+        std::lock_guard lock(mu_);
+        settings_ = std::move(settings);
+    }
+
+private:
+    mutable std::mutex mu_;
+    config::Settings settings_;
+};
+
 struct Services {
     control::ControlLoop& loop;
     StateStore& state;                 // persists every change before it is applied
     const DataPlaneView& data_plane;   // rings and counters
     PublishMetrics& publishes;         // fed by the agent from ControlLoop::on_publish
-    config::Settings settings;         // validation of changes, hash seed
+    std::shared_ptr<const SharedSettings> settings;  // never null
     AgentInfo info;
     Readiness readiness;
     // How long a handler waits for the control thread (a task and the publish

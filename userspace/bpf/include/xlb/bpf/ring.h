@@ -21,6 +21,38 @@ struct PreparedRing {
     UniqueFd map;
 };
 
+// An inner map for a ring of a given size, created and mapped into memory
+// but not filled. Creating one (allocating and zeroing the kernel's array,
+// half a millisecond for M = 65537) is the costly part of a publish, so the
+// agent keeps a spare made after its last publish, off the latency path, and
+// a publish then only writes the slots.
+class BlankRing {
+public:
+    static Result<BlankRing> create(std::uint32_t ring_size);
+
+    BlankRing(BlankRing&& other) noexcept;
+    BlankRing& operator=(BlankRing&& other) noexcept;
+    BlankRing(const BlankRing&) = delete;
+    BlankRing& operator=(const BlankRing&) = delete;
+    ~BlankRing();
+
+    std::uint32_t ring_size() const { return ring_size_; }
+
+    // Writes the ring (backend_ids.size() must be ring_size()) and hands the
+    // map over; the blank is used up.
+    Result<PreparedRing> fill(std::uint32_t vip_id, std::span<const std::uint32_t> backend_ids) &&;
+
+private:
+    BlankRing(UniqueFd map, void* memory, std::size_t bytes, std::uint32_t ring_size)
+        : map_(std::move(map)), memory_(memory), bytes_(bytes), ring_size_(ring_size) {}
+    void unmap() noexcept;
+
+    UniqueFd map_;
+    void* memory_ = nullptr;  // the map's array, shared with the kernel
+    std::size_t bytes_ = 0;
+    std::uint32_t ring_size_ = 0;
+};
+
 // Creates an inner map of backend_ids.size() + 1 slots and fills it through a
 // shared mapping. An empty span gives the explicit empty ring (M = 0).
 Result<PreparedRing> prepare_ring(std::uint32_t vip_id, std::span<const std::uint32_t> backend_ids);

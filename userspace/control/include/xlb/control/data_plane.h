@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
 #include "xlb/abi.h"
 #include "xlb/bpf/error.h"
+#include "xlb/bpf/ring.h"
 
 namespace xlb::bpf {
 class LbProgram;
@@ -61,7 +63,15 @@ public:
     bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override;
 
 private:
+    // Ring maps made after a publish for the ring sizes it used, so that the
+    // next publish of those sizes only writes slots (see bpf::BlankRing).
+    void make_spare_rings(const std::vector<RingUpdate>& published);
+
+    // Sizes kept spare at most: VIPs share a handful of ring sizes.
+    static constexpr std::size_t kMaxSpareRings = 8;
+
     const bpf::LbProgram& program_;
+    std::map<std::uint32_t, bpf::BlankRing> spare_rings_;  // by ring size
 };
 
 }  // namespace xlb::control

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,5 +66,10 @@ struct VipPlan {
 // a verdict (one added at runtime) waits outside the table for its first.
 VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
                  bool starting);
+// The same, with every backend's address already in text form
+// (address_texts[i] == spec.backends[i].address.to_string()): the reconciler
+// keeps those between plans instead of formatting thousands on every one.
+VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
+                 bool starting, std::span<const std::string> address_texts);
 
 }  // namespace xlb::control

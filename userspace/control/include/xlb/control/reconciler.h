@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "xlb/config/model.h"
@@ -141,15 +142,22 @@ public:
     void set_observed(const std::string& vip_key, const net::IpAddress& backend,
                       ObservedBackend observed);
 
-    // VIPs whose desired or observed state changed since they were planned.
-    bool has_pending_work() const;
+    // VIPs whose desired or observed state changed since they were planned,
+    // or whose failed publish is due for another try at `now`.
+    bool has_pending_work(Clock::time_point now) const;
+    // When the earliest failed publish waiting out its back-off is due again
+    // (nullopt: none waits), so that the caller can wake for it.
+    std::optional<Clock::time_point> next_retry() const;
 
     // Plans every changed VIP. Liveness changes that need no new table are
     // applied at once; the rest come back as jobs to build.
     std::vector<BuildJob> plan(Clock::time_point now);
     // Publishes built tables in one batch, then applies what must follow a
-    // publish. Results for a plan that has since changed are dropped.
-    bpf::Result<std::vector<PublishRecord>> publish(std::vector<BuildResult> results);
+    // publish. Results for a plan that has since changed are dropped. When
+    // the data plane refuses, the VIPs are tried again after a back-off from
+    // `now` (100 ms, doubling up to 5 s), or at once when they change again.
+    bpf::Result<std::vector<PublishRecord>> publish(std::vector<BuildResult> results,
+                                                    Clock::time_point now);
     // plan + build here + publish: the synchronous path (tests, start-up).
     bpf::Result<std::vector<PublishRecord>> reconcile(Clock::time_point now);
 
@@ -167,31 +175,72 @@ public:
     std::vector<PanicChange> take_panic_changes();
 
 private:
+    // Hashed, not ordered: plan() looks up every backend of a changed VIP,
+    // and a tree of thousands of addresses made that most of its cost.
+    struct AddressHash {
+        std::size_t operator()(const net::IpAddress& address) const noexcept;
+    };
+    template <class Value>
+    using ByAddress = std::unordered_map<net::IpAddress, Value, AddressHash>;
+
+    // A backend whose map entry this process has written (its id stays
+    // allocated as long as it is here).
+    struct AppliedBackend {
+        std::uint32_t id = 0;  // its registry id, kept so plan() need not ask
+        bool live = false;     // its flows may stay (the entry's generation is current)
+        std::uint64_t kept_in_sweep = 0;  // see release_removed_backends()
+    };
+    // What plan() learnt of each spec backend in earlier plans, index-aligned
+    // with spec.backends and trusted while the address at an index stays the
+    // same: the address as text (its Maglev identity unless hash_key is set)
+    // and, once its entry is written, its backend id. A plan of an unchanged
+    // backend list then formats no address and looks up no backend, which at
+    // thousands of backends was most of its cost.
+    struct BackendMemo {
+        std::vector<net::IpAddress> addresses;
+        std::vector<std::string> address_texts;
+        std::vector<std::optional<std::uint32_t>> ids;  // set: in `applied` under this id
+    };
+    // Of the latest plan, for status and the panic log.
+    struct PanicVerdict {
+        PanicReason panic = PanicReason::kNone;
+        double healthy_share = 0;
+    };
+
     struct VipState {
         config::VipSpec spec;
-        std::map<net::IpAddress, ObservedBackend> observed;
+        ByAddress<ObservedBackend> observed;
         bool starting = true;
         std::uint64_t plan_version = 1;     // bumped on every change
         std::uint64_t planned_version = 0;  // last version planned
         std::uint64_t live_version = 0;     // last version fully applied
         bool vip_entry_written = false;
         xlb_vip_value vip_value{};
-        std::optional<VipPlan> current_plan;  // latest plan (status: panic, weights)
+        std::optional<PanicVerdict> current_panic;  // of the latest plan
         std::optional<VipPlan> table_plan;    // inputs of the live table
         std::uint32_t table_ring_size = 0;
         std::optional<VipPlan> pending_plan;  // being built
-        std::map<net::IpAddress, bool> applied_live;
-        std::map<std::string, std::uint32_t> slots_by_identity;
+        ByAddress<AppliedBackend> applied;
+        BackendMemo memo;
+        std::uint64_t release_sweep = 0;  // last release_removed_backends() pass
+        std::unordered_map<std::string, std::uint32_t> slots_by_identity;
         std::uint64_t epoch = 0;
         std::uint64_t checksum = 0;
         std::string last_error;
+        // Failed publishes in a row; the retry of the version that failed
+        // waits until retry_at (a change of the VIP is tried at once).
+        unsigned failed_publishes = 0;
+        std::uint64_t failed_version = 0;
+        Clock::time_point retry_at{};
         std::uint64_t panic_entries = 0;
     };
 
     std::vector<ObservedBackend> observed_for(const VipState& v) const;
     static std::vector<ObservedBackend> observed_for(const config::VipSpec& spec,
                                                      const VipState& v);
-    bpf::Result<void> ensure_backend_entries(VipState& v, const VipPlan& plan);
+    static void refresh_memo(VipState& v);
+    // Also records every non-disabled backend's id in v.memo.
+    bpf::Result<void> ensure_backend_entries(const std::string& vip_key, VipState& v);
     bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
     bpf::Result<void> release_removed_backends(VipState& v);
     bpf::Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
