@@ -7,6 +7,12 @@
 //                        RCU grace period (see shared/measured.md).
 // Each case changes one backend's weight per publish, so every publish
 // builds and swaps a full 65537-slot table.
+//
+// A publish takes a few milliseconds of CPU, so a p99 also measures how often
+// the machine takes the CPU away for that long (a shared VM's host does, for
+// milliseconds at a time). Before and after the cases the bench measures that
+// baseline: a thread that only reads the clock, and every gap over 0.5 ms in
+// its readings, for as long as the cases took.
 #include <fmt/format.h>
 #include <sched.h>
 
@@ -48,6 +54,35 @@ xlb::config::VipSpec make_vip(std::uint32_t backends) {
     return vip;
 }
 
+// Gaps in a loop that only reads the clock: the time this thread was not
+// running although it wanted to.
+struct Stalls {
+    double seconds = 0;
+    int over_1ms = 0, over_2_5ms = 0;
+    double max_ms = 0;
+    double lost_share = 0;  // of the wall time, in gaps over 0.5 ms
+};
+
+Stalls measure_stalls(std::chrono::steady_clock::duration length) {
+    using Clock = std::chrono::steady_clock;
+    Stalls out;
+    const auto start = Clock::now();
+    auto last = start;
+    double lost_ms = 0;
+    for (auto now = start; now - start < length; now = Clock::now()) {
+        const double gap_ms = std::chrono::duration<double, std::milli>(now - last).count();
+        last = now;
+        if (gap_ms < 0.5) continue;
+        lost_ms += gap_ms;
+        out.over_1ms += gap_ms > 1.0;
+        out.over_2_5ms += gap_ms > 2.5;
+        out.max_ms = std::max(out.max_ms, gap_ms);
+    }
+    out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    out.lost_share = lost_ms / (out.seconds * 1000);
+    return out;
+}
+
 struct CaseResult {
     std::uint32_t backends;
     std::vector<double> live_ms, return_ms;
@@ -70,6 +105,13 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::vector<CaseResult> results;
+    const auto cases_start = std::chrono::steady_clock::now();
+    // half the baseline before the cases, half after (see the top)
+    std::vector<Stalls> baseline;
+    auto measure_baseline = [&](std::chrono::steady_clock::duration length) {
+        baseline.push_back(measure_stalls(length));
+    };
+    measure_baseline(std::chrono::seconds(1));
     for (std::uint32_t n : {100u, 1000u}) {
         xlb::control::BpfDataPlane data_plane(*program);
         xlb::control::Reconciler reconciler(data_plane, {16, 4096});
@@ -97,6 +139,18 @@ int main(int argc, char** argv) {
         reconciler.set_vips({});
         (void)reconciler.reconcile(Clock::now());
     }
+    measure_baseline(std::max<std::chrono::steady_clock::duration>(
+        std::chrono::seconds(1), std::chrono::steady_clock::now() - cases_start -
+                                     std::chrono::seconds(1)));
+    Stalls stalls;
+    for (const Stalls& b : baseline) {
+        stalls.over_1ms += b.over_1ms;
+        stalls.over_2_5ms += b.over_2_5ms;
+        stalls.max_ms = std::max(stalls.max_ms, b.max_ms);
+        stalls.lost_share += b.lost_share * b.seconds;
+        stalls.seconds += b.seconds;
+    }
+    stalls.lost_share /= stalls.seconds;
 
     nlohmann::json cases = nlohmann::json::array();
     fmt::print("{:>9}  {:>14}  {:>14}  {:>16}  {:>16}  {}\n", "backends", "live p50 ms", "live p99 ms",
@@ -112,9 +166,20 @@ int main(int argc, char** argv) {
                          {"return_p50_ms", rp50},
                          {"return_p99_ms", rp99}});
     }
+    fmt::print(
+        "baseline, a thread that only reads the clock for {:.1f} s: {:.1f} stalls/s over 1 ms, "
+        "{:.1f}/s over 2.5 ms, longest {:.2f} ms, {:.2f}% of the time lost\n",
+        stalls.seconds, stalls.over_1ms / stalls.seconds, stalls.over_2_5ms / stalls.seconds,
+        stalls.max_ms, stalls.lost_share * 100);
     std::filesystem::path path(out_path);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << nlohmann::json{{"cases", cases}}.dump(2) << "\n";
+    const nlohmann::json baseline_json{{"seconds", stalls.seconds},
+                                       {"stalls_over_1ms_per_s", stalls.over_1ms / stalls.seconds},
+                                       {"stalls_over_2_5ms_per_s", stalls.over_2_5ms / stalls.seconds},
+                                       {"longest_stall_ms", stalls.max_ms},
+                                       {"time_lost_share", stalls.lost_share}};
+    std::ofstream(path) << nlohmann::json{{"cases", cases}, {"stall_baseline", baseline_json}}.dump(2)
+                        << "\n";
     fmt::print("wrote {}\n", out_path);
     return 0;
 }
