@@ -37,6 +37,7 @@ public:
         return {};
     }
     bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+        if (fail_put_backend) return bpf::fail(ENOMEM, "update backend " + std::to_string(id));
         log.push_back("backend " + std::to_string(id) + " gen " + std::to_string(be.generation));
         backends[id] = be;
         return {};
@@ -82,6 +83,7 @@ public:
     int publishes = 0;
     std::atomic<int> publish_attempts{0};
     std::atomic<bool> fail_publish{false};
+    std::atomic<bool> fail_put_backend{false};
     bool ring_names_missing_backend = false;
     std::chrono::milliseconds publish_delay{0};
 };
@@ -646,6 +648,39 @@ TEST_F(ReconcilerTest, FailedPublishIsReportedAndRetriedAfterABackOff) {
     const Clock::time_point t1 = failed_at + milliseconds(1);
     EXPECT_FALSE(rec.reconcile(t1));
     EXPECT_EQ(rec.next_retry(), t1 + milliseconds(100));
+}
+
+// Not only publishes: a map write that fails while planning is retried the
+// same way, and each failure is reported once with its retry delay.
+TEST_F(ReconcilerTest, FailedBackendWriteIsRetriedAfterABackOffAndReported) {
+    using std::chrono::milliseconds;
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    dp.fail_put_backend = true;
+    const Clock::time_point t0 = Clock::now();
+    ASSERT_TRUE(rec.reconcile(t0));  // nothing to publish yet
+    EXPECT_EQ(dp.publish_attempts, 0);
+    const VipStatus s = *rec.vip_status(v.key());
+    EXPECT_FALSE(s.published);
+    EXPECT_NE(s.last_error.find("update backend"), std::string::npos) << s.last_error;
+    auto failures = rec.take_apply_failures();
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_EQ(failures[0].vip_key, v.key());
+    EXPECT_EQ(failures[0].error, s.last_error);
+    EXPECT_EQ(failures[0].retry_in, milliseconds(100));
+    EXPECT_TRUE(rec.take_apply_failures().empty()) << "taken once";
+    EXPECT_FALSE(rec.has_pending_work(t0 + milliseconds(99)));
+    ASSERT_TRUE(rec.has_pending_work(t0 + milliseconds(100)));
+    ASSERT_TRUE(rec.reconcile(t0 + milliseconds(100)));
+    failures = rec.take_apply_failures();
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_EQ(failures[0].retry_in, milliseconds(200));
+    dp.fail_put_backend = false;
+    ASSERT_TRUE(rec.reconcile(t0 + milliseconds(300)));
+    EXPECT_TRUE(rec.all_published());
+    EXPECT_TRUE(rec.vip_status(v.key())->last_error.empty());
+    EXPECT_TRUE(rec.take_apply_failures().empty());
+    EXPECT_FALSE(dp.ring_names_missing_backend);
 }
 
 TEST_F(ReconcilerTest, RemovingAVipStopsMatchingFirstThenFreesEverything) {

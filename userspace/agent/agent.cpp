@@ -130,6 +130,7 @@ private:
     void on_health_timer(control::Reconciler& r);
     void schedule_health_timer(health::TimePoint now);
     void log_panic_changes(control::Reconciler& r);
+    void log_apply_failures(control::Reconciler& r);
     void route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
                                    control::Reconciler& r);
     std::expected<void, std::string> attach_probe_encap();
@@ -179,6 +180,12 @@ void Agent::log_panic_changes(control::Reconciler& r) {
         else
             spdlog::info("{}", describe_panic_change(c));
     }
+}
+
+void Agent::log_apply_failures(control::Reconciler& r) {
+    for (const control::ApplyFailure& f : r.take_apply_failures())
+        spdlog::error("VIP {} not applied: {}; trying again in {} ms", f.vip_key, f.error,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(f.retry_in).count());
 }
 
 std::expected<void, std::string> Agent::attach_probe_encap() {
@@ -405,8 +412,12 @@ int Agent::start() {
         spdlog::info("VIP {} published: epoch {}, checksum {:016x}, live {:.2f} ms after the decision",
                      r.vip_key, r.epoch, r.checksum, r.decision_to_live_ms);
     });
-    loop_->on_error([](const std::string& e) { spdlog::error("publish: {}", e); });
-    loop_->on_pass([this](control::Reconciler& r) { log_panic_changes(r); });
+    // Both run on the control thread, which owns the reconciler.
+    loop_->on_error([this](const std::string&) { log_apply_failures(*reconciler_); });
+    loop_->on_pass([this](control::Reconciler& r) {
+        log_panic_changes(r);
+        log_apply_failures(r);
+    });
     loop_->start();
     watch_next_hop();
 

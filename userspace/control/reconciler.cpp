@@ -12,6 +12,7 @@
 namespace xlb::control {
 namespace {
 
+// Bound on the panic changes and apply failures kept for a caller.
 constexpr std::size_t kMaxPanicChanges = 1024;
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
@@ -156,13 +157,13 @@ void Reconciler::set_observed(const std::string& vip_key, const net::IpAddress& 
 
 namespace {
 
-// A VIP whose publish failed and that has not changed since waits.
+// A VIP whose last attempt failed and that has not changed since waits.
 bool waits_for_retry(std::uint64_t plan_version, std::uint64_t failed_version,
                      Clock::time_point retry_at, Clock::time_point now) {
     return plan_version == failed_version && now < retry_at;
 }
 
-Clock::duration publish_retry_delay(unsigned failures) {
+Clock::duration retry_delay(unsigned failures) {
     constexpr auto kFirst = std::chrono::milliseconds(100);
     constexpr auto kMax = std::chrono::milliseconds(5000);
     const unsigned doublings = std::min(failures == 0 ? 0U : failures - 1, 6U);
@@ -183,7 +184,7 @@ bool Reconciler::has_pending_work(Clock::time_point now) const {
 std::optional<Clock::time_point> Reconciler::next_retry() const {
     std::optional<Clock::time_point> next;
     for (const auto& [key, v] : vips_) {
-        if (v.failed_publishes == 0 || v.planned_version == v.plan_version ||
+        if (v.failed_attempts == 0 || v.planned_version == v.plan_version ||
             v.plan_version != v.failed_version)
             continue;
         if (!next || v.retry_at < *next) next = v.retry_at;
@@ -358,7 +359,19 @@ bpf::Result<void> Reconciler::finish_apply(VipState& v, const VipPlan& plan, std
     if (auto ok = release_removed_backends(v); !ok) return ok;
     v.live_version = v.plan_version;
     v.last_error.clear();
+    v.failed_attempts = 0;
     return {};
+}
+
+void Reconciler::retry_later(VipState& v, std::string error, Clock::time_point now) {
+    const Clock::duration delay = retry_delay(++v.failed_attempts);
+    v.planned_version = 0;  // plan (and try) again, after the back-off
+    v.failed_version = v.plan_version;
+    v.retry_at = now + delay;
+    // bounded: a caller that never takes them must not grow it forever
+    if (apply_failures_.size() >= kMaxPanicChanges) apply_failures_.erase(apply_failures_.begin());
+    apply_failures_.push_back({v.spec.key(), error, delay});
+    v.last_error = std::move(error);
 }
 
 std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
@@ -401,17 +414,19 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
 
         auto vip_id = registry_.vip_id(key);
         if (!vip_id) {
-            v.last_error = vip_id.error();
+            // e.g. every VIP id taken: one may be freed by a removal
+            retry_later(v, vip_id.error(), now);
             continue;
         }
         if (auto ok = ensure_backend_entries(key, v); !ok) {
-            v.last_error = ok.error().message();
+            retry_later(v, ok.error().message(), now);
             continue;
         }
         const bool needs_table = !v.table_plan || !plan.same_table_inputs(*v.table_plan) ||
                                  v.table_ring_size != v.spec.ring_size;
         if (!needs_table) {
-            if (auto ok = finish_apply(v, plan, *vip_id); !ok) v.last_error = ok.error().message();
+            if (auto ok = finish_apply(v, plan, *vip_id); !ok)
+                retry_later(v, ok.error().message(), now);
             continue;
         }
         BuildJob job;
@@ -476,7 +491,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         record_slots(v, *r);
         auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
         if (!ok) {
-            v.last_error = ok.error().message();
+            retry_later(v, ok.error().message(), now);
             if (first_error) first_error = ok;
         }
     }
@@ -487,19 +502,12 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
 
     auto timing = data_plane_.publish(rings);
     if (!timing) {
-        for (BuildResult* r : accepted) {
-            VipState& v = vips_.at(r->vip_key);
-            v.last_error = timing.error().message();
-            v.planned_version = 0;  // plan (and try) again, after the back-off
-            v.failed_version = v.plan_version;
-            v.retry_at = now + publish_retry_delay(++v.failed_publishes);
-        }
+        for (BuildResult* r : accepted) retry_later(vips_.at(r->vip_key), timing.error().message(), now);
         return std::unexpected(timing.error());
     }
 
     for (BuildResult* r : accepted) {
         VipState& v = vips_.at(r->vip_key);
-        v.failed_publishes = 0;
         v.epoch += 1;
         v.checksum = r->checksum;
         v.table_plan = v.pending_plan;
@@ -507,7 +515,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         record_slots(v, *r);
         auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
         if (!ok) {
-            v.last_error = ok.error().message();
+            retry_later(v, ok.error().message(), now);
             if (first_error) first_error = ok;
         }
         records.push_back({r->vip_key, v.epoch, v.checksum, ms_between(r->decided_at, timing->issued),
@@ -655,6 +663,12 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
         s.backends.push_back(bs);
     }
     return s;
+}
+
+std::vector<ApplyFailure> Reconciler::take_apply_failures() {
+    std::vector<ApplyFailure> out;
+    out.swap(apply_failures_);
+    return out;
 }
 
 std::vector<PanicChange> Reconciler::take_panic_changes() {

@@ -86,6 +86,14 @@ struct PanicChange {
     double threshold = 0;
 };
 
+// A VIP that could not be applied (publish refused, a map write failed, no
+// id left) and when it is tried again.
+struct ApplyFailure {
+    std::string vip_key;
+    std::string error;
+    Clock::duration retry_in{};
+};
+
 struct VipStatus {
     config::VipSpec spec;
     std::optional<std::uint32_t> vip_id;
@@ -154,8 +162,9 @@ public:
     std::vector<BuildJob> plan(Clock::time_point now);
     // Publishes built tables in one batch, then applies what must follow a
     // publish. Results for a plan that has since changed are dropped. When
-    // the data plane refuses, the VIPs are tried again after a back-off from
-    // `now` (100 ms, doubling up to 5 s), or at once when they change again.
+    // the data plane refuses (here or in plan()), the VIP is tried again
+    // after a back-off from `now` (100 ms, doubling up to 5 s), or at once
+    // when it changes again.
     bpf::Result<std::vector<PublishRecord>> publish(std::vector<BuildResult> results,
                                                     Clock::time_point now);
     // plan + build here + publish: the synchronous path (tests, start-up).
@@ -173,6 +182,8 @@ public:
     bool all_published() const;
     // Panic changes decided by plan() since the last call, oldest first.
     std::vector<PanicChange> take_panic_changes();
+    // Failures to apply a VIP since the last call, oldest first.
+    std::vector<ApplyFailure> take_apply_failures();
 
 private:
     // Hashed, not ordered: plan() looks up every backend of a changed VIP,
@@ -227,9 +238,10 @@ private:
         std::uint64_t epoch = 0;
         std::uint64_t checksum = 0;
         std::string last_error;
-        // Failed publishes in a row; the retry of the version that failed
-        // waits until retry_at (a change of the VIP is tried at once).
-        unsigned failed_publishes = 0;
+        // Failed attempts in a row to apply this VIP (publish, map writes,
+        // ids); the retry of the version that failed waits until retry_at
+        // (a change of the VIP is tried at once).
+        unsigned failed_attempts = 0;
         std::uint64_t failed_version = 0;
         Clock::time_point retry_at{};
         std::uint64_t panic_entries = 0;
@@ -242,6 +254,8 @@ private:
     // Also records every non-disabled backend's id in v.memo.
     bpf::Result<void> ensure_backend_entries(const std::string& vip_key, VipState& v);
     bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
+    // Records the error and plans the VIP again after a back-off.
+    void retry_later(VipState& v, std::string error, Clock::time_point now);
     bpf::Result<void> release_removed_backends(VipState& v);
     bpf::Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
     static void record_slots(VipState& v, const BuildResult& r);
@@ -257,6 +271,7 @@ private:
     std::map<std::string, VipState> removed_;  // waiting to be torn down
     std::map<std::string, std::uint64_t> restored_epochs_;
     std::vector<PanicChange> panic_changes_;
+    std::vector<ApplyFailure> apply_failures_;
 };
 
 }  // namespace xlb::control
