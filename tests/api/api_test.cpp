@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -825,6 +826,35 @@ TEST_F(ApiTest, SocketModeAndSingleAgent) {
     ASSERT_FALSE(not_socket);
     EXPECT_NE(not_socket.error().find("not a socket"), std::string::npos);
     EXPECT_TRUE(fs::exists(file));
+}
+
+// api.group: the socket belongs to the group, so that its members may use it.
+TEST_F(ApiTest, SocketGroupIsSetAndAnUnknownGroupLeavesNothing) {
+    struct group* daemon_group = ::getgrnam("daemon");  // in every Debian (base-passwd)
+    ASSERT_NE(daemon_group, nullptr);
+    const gid_t daemon_gid = daemon_group->gr_gid;
+    for (const std::string& group : {std::string("daemon"), std::to_string(daemon_gid)}) {
+        const std::string path = dir + "/run/grouped.sock";
+        ApiServer::Options options{path};
+        options.group = group;
+        ApiServer grouped(services(), options);
+        auto started = grouped.start();
+        ASSERT_TRUE(started) << started.error();
+        struct stat st {};
+        ASSERT_EQ(::stat(path.c_str(), &st), 0);
+        EXPECT_EQ(st.st_gid, daemon_gid) << group;
+        EXPECT_EQ(st.st_mode & 0777, 0660u) << group;
+        grouped.stop();
+    }
+    const std::string path = dir + "/run/nogroup.sock";
+    ApiServer::Options options{path};
+    options.group = "xlb-no-such-group";
+    ApiServer ungrouped(services(), options);
+    auto refused = ungrouped.start();
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("no group \"xlb-no-such-group\""), std::string::npos)
+        << refused.error();
+    EXPECT_FALSE(fs::exists(path)) << "nothing is created for an unknown group";
 }
 
 // ---- health and metrics ----------------------------------------------------

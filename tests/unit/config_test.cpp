@@ -98,6 +98,7 @@ TEST(ConfigParse, MinimalFileGetsDocumentedDefaults) {
     EXPECT_TRUE(s.icmp_too_big);
     EXPECT_EQ(s.maps, MapSizes{});
     EXPECT_EQ(s.api_socket, "/run/xlb/xlbd.sock");
+    EXPECT_EQ(s.api_group, "") << "the agent's own group";
     EXPECT_EQ(s.metrics_listen, "127.0.0.1:9464");
     ASSERT_EQ(c.vips.size(), 1u);
     const VipSpec& v = c.vips[0];
@@ -153,6 +154,22 @@ TEST(ConfigParse, ExampleFileRoundTripsThroughYaml) {
     ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
     EXPECT_EQ(*reread, *loaded) << written;
     EXPECT_EQ(to_yaml(*reread), written);
+}
+
+TEST(ConfigParse, ApiGroupIsReadAndWrittenBack) {
+    auto loaded = parse_config(
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {socket: /run/x/x.sock, group: xlb}\n",
+        "group.yaml");
+    ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
+    EXPECT_EQ(loaded->settings.api_group, "xlb");
+    const std::string written = to_yaml(*loaded);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(reread->settings.api_group, "xlb") << written;
+    auto numeric = parse_config(
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {group: \"998\"}\n", "gid.yaml");
+    ASSERT_TRUE(numeric.has_value()) << listing(numeric.error());
+    EXPECT_EQ(numeric->settings.api_group, "998");
 }
 
 TEST(ConfigParse, HealthCheckPolicyDefaults) {
@@ -915,6 +932,12 @@ TEST(ConfigErrors, RelativeSocketPath) {
     EXPECT_TRUE(
         OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {socket: xlbd.sock}\n", 3,
                  15, {"api.socket", "found \"xlbd.sock\"", "absolute path"}));
+}
+
+TEST(ConfigErrors, ApiGroupNotAGroupName) {
+    EXPECT_TRUE(
+        OneError("interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {group: \"lb ops\"}\n", 3,
+                 14, {"api.group", "found \"lb ops\"", "group name or number", "e.g. xlb"}));
 }
 
 TEST(ConfigErrors, MetricsListenNotAnEndpoint) {

@@ -67,6 +67,7 @@ std::vector<std::string> restart_only_changes(const config::Settings& a, const c
     if (a.xdp_mode != b.xdp_mode) out.push_back("xdp_mode");
     if (a.maps != b.maps) out.push_back("maps");
     if (a.api_socket != b.api_socket) out.push_back("api.socket");
+    if (a.api_group != b.api_group) out.push_back("api.group");
     if (a.metrics_listen != b.metrics_listen) out.push_back("metrics.listen");
     if (a.state_file != b.state_file) out.push_back("state_file");
     if (a.pin_dir != b.pin_dir) out.push_back("pin_dir");
@@ -461,7 +462,10 @@ int Agent::start() {
     services.probe_engine = [this] {
         return api::ProbeEngineInfo{engine_->stats(), engine_->cpu_time()};
     };
-    api_.emplace(services, api::ApiServer::Options{s.api_socket});
+    api::ApiServer::Options api_options;
+    api_options.socket_path = s.api_socket;
+    api_options.group = s.api_group;
+    api_.emplace(services, api_options);
     if (auto ok = api_->start(); !ok) {
         spdlog::error("API: {}", ok.error());
         return 1;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/api/server.h"
 
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -639,6 +641,23 @@ private:
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// A group name or number as the host knows it.
+std::expected<gid_t, std::string> resolve_group(const std::string& group) {
+    gid_t number = 0;
+    const char* end = group.data() + group.size();
+    if (auto [p, ec] = std::from_chars(group.data(), end, number); ec == std::errc{} && p == end)
+        return number;
+    std::vector<char> buffer(16384);
+    struct group entry {};
+    struct group* found = nullptr;
+    const int err = ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+    if (err != 0) return std::unexpected("look up group \"" + group + "\": " + errno_text(err));
+    if (found == nullptr)
+        return std::unexpected("no group \"" + group + "\" on this host (create it, e.g. "
+                               "groupadd --system " + group + ", or change api.group)");
+    return found->gr_gid;
+}
+
 
 // Whether something accepts connections on the socket at `path`: 1 yes,
 // 0 no (stale), or the errno that prevented finding out.
@@ -678,6 +697,13 @@ std::expected<void, std::string> ApiServer::start() {
     if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path))
         return fail("expected a path of 1-" + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
                     " bytes");
+    // before anything is created: an unknown group leaves nothing behind
+    std::optional<gid_t> group;
+    if (!options_.group.empty()) {
+        auto resolved = resolve_group(options_.group);
+        if (!resolved) return fail(resolved.error());
+        group = *resolved;
+    }
     if (auto made = make_dirs(parent_dir(path)); !made) return fail(made.error());
 
     struct stat st {};
@@ -706,14 +732,16 @@ std::expected<void, std::string> ApiServer::start() {
         return fail("bind: " + (err ? errno_text(err) : std::string("failed")));
     }
     created_socket_ = true;
-    if (::chmod(path.c_str(), 0660) != 0) {
-        const int err = errno;
+    auto undo = [&](const std::string& why) {
         server_->stop();
         server_.reset();
         ::unlink(path.c_str());
         created_socket_ = false;
-        return fail("chmod 0660: " + errno_text(err));
-    }
+        return fail(why);
+    };
+    if (::chmod(path.c_str(), 0660) != 0) return undo("chmod 0660: " + errno_text(errno));
+    if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0)
+        return undo("chown to group " + options_.group + ": " + errno_text(errno));
     thread_ = std::thread([server = server_.get()] { server->listen_after_bind(); });
     // stop() only works once the server runs: wait for it.
     for (int i = 0; i < 2000 && !server_->is_running(); ++i)

@@ -227,7 +227,9 @@ std::string to_yaml(const Config& config) {
     e << YAML::Key << "conntrack_entries" << YAML::Value << s.maps.conntrack_entries;
     e << YAML::EndMap;
     e << YAML::Key << "api" << YAML::Value << YAML::BeginMap << YAML::Key << "socket" << YAML::Value
-      << s.api_socket << YAML::EndMap;
+      << s.api_socket;
+    if (!s.api_group.empty()) e << YAML::Key << "group" << YAML::Value << s.api_group;
+    e << YAML::EndMap;
     e << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap << YAML::Key << "listen"
       << YAML::Value << s.metrics_listen << YAML::EndMap;
     e << YAML::Key << "state_file" << YAML::Value << s.state_file;

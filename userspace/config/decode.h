@@ -562,7 +562,7 @@ inline constexpr std::string_view kRootKeys[] = {
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
 inline constexpr std::string_view kMapsKeys[] = {"max_vips", "max_backends", "conntrack_entries"};
-inline constexpr std::string_view kApiKeys[] = {"socket"};
+inline constexpr std::string_view kApiKeys[] = {"socket", "group"};
 inline constexpr std::string_view kMetricsKeys[] = {"listen"};
 
 struct Decoded {
@@ -643,8 +643,9 @@ Decoded decode_config(const V& root, Sink& s) {
         }
     }
     if (const V* x = f->get("api")) {
-        if (auto a = read_fields(*x, "api", s, kApiKeys, "the API: socket")) {
+        if (auto a = read_fields(*x, "api", s, kApiKeys, "the API: socket, group")) {
             field(*a, "api", "socket", st.api_socket, text);
+            field(*a, "api", "group", st.api_group, text);
         }
     }
     if (const V* x = f->get("metrics")) {

@@ -228,7 +228,7 @@ json settings_to_json(const Settings& s) {
          {{"max_vips", s.maps.max_vips},
           {"max_backends", s.maps.max_backends},
           {"conntrack_entries", s.maps.conntrack_entries}}},
-        {"api", {{"socket", s.api_socket}}},
+        {"api", {{"socket", s.api_socket}, {"group", s.api_group}}},
         {"metrics", {{"listen", s.metrics_listen}}},
         {"state_file", s.state_file},
         {"pin_dir", s.pin_dir},

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The semantic rules: one place, used by the file reader and by the API.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -508,6 +509,18 @@ void check_settings(const Settings& s, const Out& out) {
     size("maps.max_backends", s.maps.max_backends, kMaxBackendsLimit);
     size("maps.conntrack_entries", s.maps.conntrack_entries, kMaxConntrackLimit);
     check_path(s.api_socket, "api.socket", out);
+    // What useradd/groupadd accept (and a number); the group's existence is
+    // checked when the socket is made, on the host that runs the agent.
+    if (!s.api_group.empty() &&
+        (s.api_group.size() > 32 || s.api_group.front() == '-' ||
+         !std::all_of(s.api_group.begin(), s.api_group.end(), [](char c) {
+             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+                    c == '.';
+         }))) {
+        out.add("api.group", "found " + quote(s.api_group) +
+                                 ", expected a group name or number (letters, digits, '_', '-', "
+                                 "'.'; at most 32 characters), e.g. xlb");
+    }
     if (auto ep = net::Endpoint::parse(s.metrics_listen); !ep) {
         out.add("metrics.listen", "found " + quote(s.metrics_listen) +
                                       ", expected ADDRESS:PORT, e.g. 127.0.0.1:9464 (" +

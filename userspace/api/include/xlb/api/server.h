@@ -26,6 +26,9 @@ public:
     struct Options {
         std::string socket_path = "/run/xlb/xlbd.sock";
         std::size_t max_body_bytes = 1 << 20;
+        // The socket's group (name or number), so that its members may use
+        // xlbctl without root; empty: the agent's own group.
+        std::string group;
     };
 
     ApiServer(Services services, Options options);

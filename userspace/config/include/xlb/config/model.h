@@ -189,6 +189,8 @@ struct Settings {
     bool icmp_too_big = true;
     MapSizes maps;
     std::string api_socket = "/run/xlb/xlbd.sock";
+    // Group of the API socket (name or number); empty: the agent's own.
+    std::string api_group;
     std::string metrics_listen = "127.0.0.1:9464";
     std::string state_file = "/var/lib/xlb/state.json";
     std::string pin_dir = "/sys/fs/bpf/xlb";
