@@ -16,6 +16,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xlb/abi.h"
+#include "lib/counters.h"
 
 #ifndef IPPROTO_IPV6
 #define IPPROTO_IPV6 41
@@ -40,12 +41,7 @@ struct {
 
 static __always_inline int xlb_decap_outcome(enum xlb_decap_outcome outcome, int action)
 {
-	__u32 key = outcome;
-	__u64 *count = bpf_map_lookup_elem(&xlb_decap_stats, &key);
-
-	if (count)
-		*count += 1;
-	return action;
+	return xlb_count_outcome(&xlb_decap_stats, outcome, action);
 }
 
 static __always_inline int xlb_is_local(const void *addr, __u8 family)

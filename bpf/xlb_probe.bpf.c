@@ -30,6 +30,7 @@
 
 #include "xlb/abi.h"
 #include "xlb/flow_hash.h"
+#include "lib/counters.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
 #include "lib/shared_maps.h"
@@ -46,12 +47,7 @@ struct {
 
 static __always_inline int xlb_probe_outcome(enum xlb_probe_outcome outcome, int action)
 {
-	__u32 key = outcome;
-	__u64 *count = bpf_map_lookup_elem(&xlb_probe_stats, &key);
-
-	if (count)
-		*count += 1;
-	return action;
+	return xlb_count_outcome(&xlb_probe_stats, outcome, action);
 }
 
 /* Parses the probe's IP packet and L4 ports into pkt. 0 or -1 (malformed). */

@@ -6,6 +6,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xlb/abi.h"
+#include "counters.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -17,12 +18,7 @@ struct {
 /* Count the outcome and return the XDP action to take for it. */
 static __always_inline int xlb_outcome(enum xlb_outcome outcome, int action)
 {
-	__u32 key = outcome;
-	__u64 *count = bpf_map_lookup_elem(&xlb_stats, &key);
-
-	if (count)
-		*count += 1;
-	return action;
+	return xlb_count_outcome(&xlb_stats, outcome, action);
 }
 
 #endif /* XLB_BPF_STATS_H */

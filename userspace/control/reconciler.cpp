@@ -13,7 +13,7 @@ namespace xlb::control {
 namespace {
 
 // Bound on the panic changes and apply failures kept for a caller.
-constexpr std::size_t kMaxPanicChanges = 1024;
+constexpr std::size_t kMaxKeptEvents = 1024;
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
@@ -369,7 +369,7 @@ void Reconciler::retry_later(VipState& v, std::string error, Clock::time_point n
     v.failed_version = v.plan_version;
     v.retry_at = now + delay;
     // bounded: a caller that never takes them must not grow it forever
-    if (apply_failures_.size() >= kMaxPanicChanges) apply_failures_.erase(apply_failures_.begin());
+    if (apply_failures_.size() >= kMaxKeptEvents) apply_failures_.erase(apply_failures_.begin());
     apply_failures_.push_back({v.spec.key(), error, delay});
     v.last_error = std::move(error);
 }
@@ -405,7 +405,7 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
         if (plan.panic != before) {
             if (plan.panic == PanicReason::kBelowThreshold) ++v.panic_entries;
             // bounded: a caller that never takes them must not grow it forever
-            if (panic_changes_.size() >= kMaxPanicChanges)
+            if (panic_changes_.size() >= kMaxKeptEvents)
                 panic_changes_.erase(panic_changes_.begin());
             panic_changes_.push_back(
                 {key, before, plan.panic, plan.healthy_share, v.spec.panic_threshold});
