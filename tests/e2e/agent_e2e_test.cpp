@@ -109,26 +109,9 @@ std::string yaml_of(const VipConf& v) {
 
 std::string render_config(const Lab& lab, const std::vector<VipConf>& vips) {
     std::ostringstream y;
-    y << "# SPDX-License-Identifier: Apache-2.0\n"
-      << "# written by xlb_agent_e2e_tests for lab " << lab.prefix() << "\n"
-      << "interface: " << Lab::kLbIf << "\n"
-      << "xdp_mode: native\n"
-      << "next_hop: {address: " << Lab::kRouterAddr << "}\n"
-      << "encap_source:\n"
-      << "  ipv4: 203.0.113.1\n"
-      << "  ipv6: \"2001:db8:e::1\"\n"
-      << "hash_seed: " << kHashSeed << "\n"
-      << "maps:\n"
-      << "  max_vips: " << kSizes.max_vips << "\n"
-      << "  max_backends: " << kSizes.max_backends << "\n"
-      << "  conntrack_entries: " << kSizes.conntrack_entries << "\n"
-      << "api:\n"
-      << "  socket: " << lab.tmp() << "/run/xlbd.sock\n"
-      << "metrics:\n"
-      << "  listen: \"127.0.0.1:" << kMetricsPort << "\"\n"
-      << "state_file: " << lab.tmp() << "/state/state.json\n"
-      << "pin_dir: " << lab.pin_dir() << "\n"
-      << "vips:\n";
+    y << render_settings(lab, "xlb_agent_e2e_tests",
+                         {kHashSeed, kSizes.max_vips, kSizes.max_backends, kSizes.conntrack_entries,
+                          kMetricsPort});
     for (const auto& v : vips) y << yaml_of(v);
     return y.str();
 }

@@ -58,18 +58,7 @@ struct HealthVip {
 
 std::string render_config(const Lab& lab, const std::vector<HealthVip>& vips) {
     std::ostringstream y;
-    y << "# SPDX-License-Identifier: Apache-2.0\n"
-      << "# written by xlb_health_e2e_tests for lab " << lab.prefix() << "\n"
-      << "interface: " << Lab::kLbIf << "\n"
-      << "xdp_mode: native\n"
-      << "next_hop: {address: " << Lab::kRouterAddr << "}\n"
-      << "encap_source: {ipv4: 203.0.113.1}\n"
-      << "maps: {max_vips: 16, max_backends: 64, conntrack_entries: 8192}\n"
-      << "api: {socket: " << lab.tmp() << "/run/xlbd.sock}\n"
-      << "metrics: {listen: \"127.0.0.1:9464\"}\n"
-      << "state_file: " << lab.tmp() << "/state/state.json\n"
-      << "pin_dir: " << lab.pin_dir() << "\n"
-      << "vips:\n";
+    y << render_settings(lab, "xlb_health_e2e_tests", {});
     for (const HealthVip& v : vips) {
         y << "  - address: " << v.address << "\n"
           << "    port: 80\n"
@@ -162,15 +151,17 @@ protected:
         return backend_of(vip(key), address);
     }
 
-    // Polls the VIP (every 10 ms) until pred holds; its time in ms, or -1
-    // when it did not happen within `limit`.
+    // Polls the VIP (every 10 ms) until pred holds of its published state;
+    // its time in ms, or -1 when it did not happen within `limit`. A snapshot
+    // taken while a table is being built shows the new plan (panic, health)
+    // next to the old table's members, so only published ones count.
     double wait_for(const std::string& key, const std::function<bool(const json&)>& pred,
                     std::chrono::milliseconds limit, json* last = nullptr) {
         const auto t0 = Clock::now();
         json v;
         while (Clock::now() - t0 < limit) {
             v = vip(key);
-            if (pred(v)) {
+            if (v["published"] == true && pred(v)) {
                 if (last) *last = v;
                 return ms_since(t0);
             }

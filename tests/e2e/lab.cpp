@@ -52,6 +52,25 @@ void write_file(const std::string& path, const std::string& text) {
     fs::rename(tmp, path);
 }
 
+std::string render_settings(const Lab& lab, const std::string& writer, const LabSettings& s) {
+    std::ostringstream y;
+    y << "# SPDX-License-Identifier: Apache-2.0\n"
+      << "# written by " << writer << " for lab " << lab.prefix() << "\n"
+      << "interface: " << Lab::kLbIf << "\n"
+      << "xdp_mode: native\n"
+      << "next_hop: {address: " << Lab::kRouterAddr << "}\n"
+      << "encap_source: {ipv4: 203.0.113.1, ipv6: \"2001:db8:e::1\"}\n"
+      << "hash_seed: " << s.hash_seed << "\n"
+      << "maps: {max_vips: " << s.max_vips << ", max_backends: " << s.max_backends
+      << ", conntrack_entries: " << s.conntrack_entries << "}\n"
+      << "api: {socket: " << lab.tmp() << "/run/xlbd.sock}\n"
+      << "metrics: {listen: \"127.0.0.1:" << s.metrics_port << "\"}\n"
+      << "state_file: " << lab.tmp() << "/state/state.json\n"
+      << "pin_dir: " << lab.pin_dir() << "\n"
+      << "vips:\n";
+    return y.str();
+}
+
 double ms_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }

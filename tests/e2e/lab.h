@@ -86,6 +86,15 @@ private:
     bool tmp_made_ = false, pin_made_ = false;
 };
 
+// The settings part of an agent configuration for this lab, up to and
+// including the `vips:` line; the caller appends the VIPs.
+struct LabSettings {
+    std::uint32_t hash_seed = 0;
+    std::uint32_t max_vips = 16, max_backends = 64, conntrack_entries = 8192;
+    int metrics_port = 9464;
+};
+std::string render_settings(const Lab& lab, const std::string& writer, const LabSettings& settings);
+
 // Removes what an earlier run of these tests left behind when it was killed
 // before its destructors ran: namespaces, pin directories and temporary
 // directories named xlbe-<pid>-<n>... whose <pid> no longer exists. Touches
