@@ -927,5 +927,257 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
     expect_pinned_ring_matches(swap);
 }
 
+// ---- 9. operating safety: one agent per interface, clean failed starts, reloads ----------------
+
+// What a failed start must leave as it was: the program on xa0, every pinned
+// map, every VIP's ring, what the agent reports, and the state file.
+struct DataPlaneSnapshot {
+    std::uint32_t prog_id = 0;
+    std::map<std::string, std::uint32_t> map_ids;
+    std::map<std::string, std::vector<std::uint32_t>> rings;  // by VIP key
+    std::map<std::string, std::string> epochs_and_checksums;  // by VIP key
+    std::string state_file;
+    bool operator==(const DataPlaneSnapshot&) const = default;
+};
+
+class AgentSafetyE2E : public AgentE2E {
+protected:
+    DataPlaneSnapshot snapshot(bool with_agent = true) {
+        DataPlaneSnapshot s;
+        s.prog_id = lab_->xdp_prog_id();
+        if (fs::exists(lab_->pin_dir() + "/" + Lab::kLbIf)) s.map_ids = map_ids();
+        if (with_agent)
+            for (const auto& [key, v] : vip_summaries()) {
+                s.rings[key] = pinned_ring(v["vip_id"]);
+                s.epochs_and_checksums[key] = v["epoch"].dump() + "/" + v["checksum"].get<std::string>();
+            }
+        s.state_file = fs::exists(state_path()) ? read_file(state_path()) : "";
+        return s;
+    }
+    std::string state_path() const { return lab_->tmp() + "/state/state.json"; }
+
+    // Runs a second xlbd to its end (it must fail): exit code, ms and log.
+    struct Failed {
+        std::optional<int> rc;
+        double ms = 0;
+        std::string log;
+    };
+    Failed run_failing(const std::vector<std::string>& args, const std::string& config = {}) {
+        static int n = 0;
+        AgentProcess second(*lab_, config.empty() ? config_path_ : config,
+                            lab_->tmp() + "/second-" + std::to_string(++n) + ".log");
+        const auto t0 = Clock::now();
+        second.start(args);
+        Failed f;
+        f.rc = second.wait_exit(10s);
+        f.ms = ms_since(t0);
+        f.log = second.log();
+        return f;
+    }
+
+    Reply reload(bool allow_disruptive = false) {
+        return api_->post("/v1/reload", allow_disruptive ? "{\"allow_disruptive\": true}" : "");
+    }
+
+    std::uint32_t live_hash_seed() {
+        bpf::UniqueFd fd = open_pinned(lab_->map_pin(XLB_MAP_CONFIG));
+        bpf::ArrayMap<xlb_config> config(fd.get(), XLB_MAP_CONFIG);
+        auto c = config.get(0);
+        if (!c) throw std::runtime_error("read xlb_config: " + c.error().message());
+        return c->hash_seed;
+    }
+};
+
+TEST_F(AgentSafetyE2E, SecondAgentOnTheSameInterfaceExitsAtOnceNamingTheFirstAndChangesNothing) {
+    write_config({web4(), web6()});
+    start_agent();
+    const DataPlaneSnapshot before = snapshot();
+    ASSERT_NE(before.prog_id, 0u);
+    const std::string metrics_before =
+        http_get_in_netns(lab_->lb_ns(), "127.0.0.1", kMetricsPort, "/metrics").text;
+    const std::string first_pid = std::to_string(agent_->pid());
+
+    const std::string other_pins = "/sys/fs/bpf/" + lab_->prefix() + "-other";
+    struct Case {
+        const char* what;
+        std::vector<std::string> args;
+    };
+    const std::vector<Case> cases = {
+        {"same configuration", {}},
+        {"another API socket and metrics port",
+         {"--api-socket", lab_->tmp() + "/other/xlbd.sock", "--metrics-listen", "127.0.0.1:9474"}},
+        {"another pin_dir", {"--pin-dir", other_pins, "--api-socket", lab_->tmp() + "/other2/xlbd.sock",
+                             "--metrics-listen", "127.0.0.1:9475"}},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const Failed f = run_failing(c.args);
+        ASSERT_TRUE(f.rc.has_value()) << "the second agent did not exit:\n" << f.log;
+        EXPECT_EQ(*f.rc, 1) << f.log;
+        EXPECT_LT(f.ms, 2000) << "it should fail at once";
+        EXPECT_NE(f.log.find("pid " + first_pid), std::string::npos) << "the error should name the first agent's pid:\n"
+                                                                     << f.log;
+        EXPECT_TRUE(agent_->running());
+        EXPECT_EQ(snapshot(), before) << "the second agent changed the data plane or the state file";
+        EXPECT_FALSE(fs::exists(other_pins + "/" + Lab::kLbIf)) << "pins created under the other pin_dir";
+        EXPECT_FALSE(fs::exists(lab_->tmp() + "/other/xlbd.sock"));
+        const std::size_t said = f.log.find("already served");
+        MEASURED("second agent (%s): exit %d after %.0f ms: %s", c.what, *f.rc, f.ms,
+                 said == std::string::npos ? "?" : f.log.substr(said, 120).c_str());
+    }
+    // The first agent's metrics port is its own: nothing else answers there.
+    const Reply m = http_get_in_netns(lab_->lb_ns(), "127.0.0.1", kMetricsPort, "/metrics");
+    EXPECT_EQ(m.status, 200);
+    EXPECT_EQ(parse_metrics(m.text).count("xlb_table_epoch{vip=\"" + web4().key() + "\"}"), 1u);
+    EXPECT_EQ(parse_metrics(m.text)["xlb_table_epoch{vip=\"" + web4().key() + "\"}"],
+              parse_metrics(metrics_before)["xlb_table_epoch{vip=\"" + web4().key() + "\"}"]);
+
+    // kill -9: the kernel releases the lock; a new agent starts at once.
+    agent_->kill9();
+    const auto t0 = Clock::now();
+    start_agent();
+    MEASURED("after kill -9 of the first agent, a new one was ready in %.0f ms", ms_since(t0));
+    EXPECT_EQ(lab_->xdp_prog_id() != 0, true);
+}
+
+TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlaneOnARestart) {
+    write_config({web4(), web6()});
+    // A plain TCP listener on the agent's metrics port, inside the namespace.
+    auto take_port = [&] {
+        return in_netns(lab_->lb_ns(), [&] {
+            bpf::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_port = htons(kMetricsPort);
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 4) != 0)
+                throw std::runtime_error("take the metrics port: " + std::string(std::strerror(errno)));
+            return fd.release();
+        });
+    };
+    std::string unknown_group = render_config(*lab_, vips_);
+    unknown_group.replace(unknown_group.find("api: {socket: "), 6, "api: {group: no-such-xlb-group, ");
+    const std::string group_config = lab_->tmp() + "/group.yaml";
+    write_file(group_config, unknown_group);
+    write_file(lab_->tmp() + "/a-file", "not a directory\n");
+
+    struct Case {
+        const char* what;
+        std::vector<std::string> args;
+        std::string config;
+        const char* expect;  // in the log
+        bool hold_port = false;
+    };
+    const std::vector<Case> cases = {
+        {"metrics port taken", {}, {}, "metrics.listen", true},
+        {"unknown api.group", {}, group_config, "no-such-xlb-group"},
+        {"missing interface", {"--interface", "nosuch0"}, {}, "nosuch0"},
+        {"state directory unwritable", {"--state-file", lab_->tmp() + "/a-file/state.json"}, {}, "a-file"},
+    };
+    auto run_cases = [&](const char* phase, const DataPlaneSnapshot& want) {
+        for (const Case& c : cases) {
+            SCOPED_TRACE(std::string(phase) + ": " + c.what);
+            bpf::UniqueFd port(c.hold_port ? take_port() : -1);
+            const Failed f = run_failing(c.args, c.config);
+            ASSERT_TRUE(f.rc.has_value()) << f.log;
+            EXPECT_EQ(*f.rc, 1) << f.log;
+            EXPECT_NE(f.log.find(c.expect), std::string::npos) << "the error should name " << c.expect << ":\n" << f.log;
+            EXPECT_EQ(snapshot(false), want) << f.log;
+            if (want.prog_id == 0) {
+                EXPECT_FALSE(fs::exists(lab_->tmp() + "/run/xlbd.sock")) << "API socket left behind";
+            }
+            MEASURED("%s, %s: exit %d in %.0f ms", phase, c.what, *f.rc, f.ms);
+        }
+    };
+
+    // First start: nothing existed, nothing may be left.
+    const DataPlaneSnapshot nothing = snapshot(false);
+    ASSERT_EQ(nothing.prog_id, 0u);
+    ASSERT_TRUE(nothing.map_ids.empty());
+    run_cases("first start", nothing);
+    EXPECT_FALSE(fs::exists(lab_->pin_dir() + "/" + Lab::kLbIf)) << "pin directory left behind";
+    EXPECT_FALSE(fs::exists(state_path())) << "state file left behind";
+
+    // Restart over a live data plane left by a killed agent.
+    start_agent();
+    agent_->kill9();
+    const DataPlaneSnapshot live = snapshot(false);
+    ASSERT_NE(live.prog_id, 0u);
+    ASSERT_FALSE(live.map_ids.empty());
+    std::map<std::uint32_t, std::vector<std::uint32_t>> rings_before;
+    for (std::uint32_t id = 0; id < 2; ++id) rings_before[id] = pinned_ring(id);
+    run_cases("restart", live);
+    for (std::uint32_t id = 0; id < 2; ++id) EXPECT_EQ(pinned_ring(id), rings_before[id]) << "ring " << id;
+}
+
+TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisruptiveOnes) {
+    write_config({web4(), web6()});
+    start_agent();
+    EXPECT_TRUE(status()["last_reload"].is_null());
+
+    // A valid change: the answer names it, status shows it.
+    std::vector<VipConf> next = vips_;
+    next[0].backend("203.0.113.11").weight = 250;
+    write_config(next);
+    Reply r = reload();
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["result"], "applied");
+    EXPECT_EQ(r.body["changed"], json::array({web4().key()}));
+    EXPECT_EQ(r.body["untouched"], 1);
+    EXPECT_EQ(status()["last_reload"]["result"], "applied");
+    EXPECT_EQ(status()["last_reload"]["source"], "api");
+
+    // An invalid file: 422 with file:line:column, nothing applied.
+    const auto before = vip_summaries();
+    std::string bad = render_config(*lab_, next);
+    bad.replace(bad.find("port: 443"), 9, "port: 4x3");
+    write_file(config_path_, bad);
+    r = reload();
+    EXPECT_EQ(r.status, 422) << r.text;
+    EXPECT_EQ(r.body["result"], "invalid");
+    ASSERT_FALSE(r.body["errors"].empty()) << r.text;
+    EXPECT_NE(r.body["errors"][0].get<std::string>().find(config_path_ + ":"), std::string::npos) << r.text;
+    EXPECT_EQ(vip_summaries(), before);
+    // The xlbctl form systemd's ExecReload runs: exit 1 on a rejected reload.
+    CmdResult ctl = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() + "/run/xlbd.sock reload 2>&1");
+    EXPECT_EQ(ctl.rc, 1) << ctl.out;
+    EXPECT_NE(ctl.out.find(config_path_ + ":"), std::string::npos) << ctl.out;
+
+    // A new hash_seed remaps flows: refused unless confirmed.
+    const std::uint32_t seed_before = live_hash_seed();
+    std::string seeded = render_config(*lab_, next);
+    seeded.replace(seeded.find("hash_seed: "), 11 + std::to_string(kHashSeed).size(), "hash_seed: 77");
+    write_file(config_path_, seeded);
+    r = reload();
+    EXPECT_EQ(r.status, 409) << r.text;
+    EXPECT_EQ(r.body["result"], "disruptive_refused");
+    ASSERT_EQ(r.body["disruptive"].size(), 1u) << r.text;
+    EXPECT_NE(r.body["disruptive"][0].get<std::string>().find("hash_seed"), std::string::npos);
+    EXPECT_EQ(live_hash_seed(), seed_before) << "a refused reload changed the data plane";
+    ctl = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() + "/run/xlbd.sock reload 2>&1");
+    EXPECT_EQ(ctl.rc, 1) << ctl.out;
+    EXPECT_NE(ctl.out.find("--allow-disruptive"), std::string::npos) << ctl.out;
+    // SIGHUP cannot confirm: refused too, and status says so.
+    agent_->signal(SIGHUP);
+    const auto t0 = Clock::now();
+    while (status()["last_reload"]["source"] != "SIGHUP" && ms_since(t0) < 5000) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(status()["last_reload"]["result"], "disruptive_refused");
+    EXPECT_EQ(live_hash_seed(), seed_before);
+
+    ctl = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() + "/run/xlbd.sock reload --allow-disruptive 2>&1");
+    EXPECT_EQ(ctl.rc, 0) << ctl.out;
+    EXPECT_NE(ctl.out.find("hash_seed"), std::string::npos) << ctl.out;
+    EXPECT_EQ(live_hash_seed(), 77u);
+    EXPECT_EQ(status()["last_reload"]["result"], "applied");
+
+    const auto series =
+        parse_metrics(http_get_in_netns(lab_->lb_ns(), "127.0.0.1", kMetricsPort, "/metrics").text);
+    EXPECT_EQ(series.at("xlb_reloads_total{result=\"applied\"}"), 2);
+    EXPECT_EQ(series.at("xlb_reloads_total{result=\"invalid\"}"), 2);
+    EXPECT_EQ(series.at("xlb_reloads_total{result=\"disruptive_refused\"}"), 3);
+    EXPECT_EQ(series.at("xlb_reloads_total{result=\"failed\"}"), 0);
+    EXPECT_TRUE(agent_->running());
+}
+
 }  // namespace
 }  // namespace xlb::e2e

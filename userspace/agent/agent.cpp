@@ -3,15 +3,17 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/statfs.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
 
 #include <atomic>
 #include <cstring>
-#include <linux/magic.h>
+#include <mutex>
 #include <thread>
 
 #include "xlb/agent/health_link.h"
+#include "xlb/agent/instance_lock.h"
+#include "xlb/agent/preflight.h"
 #include "xlb/agent/reload.h"
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/metrics.h"
@@ -61,19 +63,6 @@ void apply_overrides(const AgentOptions& o, config::Settings& s) {
     if (o.state_file) s.state_file = *o.state_file;
 }
 
-std::vector<std::string> restart_only_changes(const config::Settings& a, const config::Settings& b) {
-    std::vector<std::string> out;
-    if (a.interface != b.interface) out.push_back("interface");
-    if (a.xdp_mode != b.xdp_mode) out.push_back("xdp_mode");
-    if (a.maps != b.maps) out.push_back("maps");
-    if (a.api_socket != b.api_socket) out.push_back("api.socket");
-    if (a.api_group != b.api_group) out.push_back("api.group");
-    if (a.metrics_listen != b.metrics_listen) out.push_back("metrics.listen");
-    if (a.state_file != b.state_file) out.push_back("state_file");
-    if (a.pin_dir != b.pin_dir) out.push_back("pin_dir");
-    return out;
-}
-
 namespace {
 
 bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
@@ -103,25 +92,28 @@ std::expected<net::MacAddress, std::string> next_hop_mac(const config::Settings&
     return *mac;
 }
 
-bool bpffs_mounted(const std::string& dir) {
-    struct statfs st {};
-    std::string probe = dir;
-    while (!probe.empty() && statfs(probe.c_str(), &st) != 0) {
-        auto slash = probe.rfind('/');
-        probe = slash == 0 ? "/" : probe.substr(0, slash);
-        if (probe == "/") break;
-    }
-    return statfs(probe.c_str(), &st) == 0 && st.f_type == BPF_FS_MAGIC;
-}
-
 class Agent {
 public:
     explicit Agent(const AgentOptions& options) : options_(options) {}
     int run();
 
 private:
+    using Step = std::expected<void, std::string>;
+    // The start, in phases. Nothing before go_live() changes the kernel's
+    // data plane or the state file, so a failure there leaves the host as it
+    // was; go_live() itself undoes a first start that fails (undo_start()).
     int start();
-    void reload();
+    Step read_config();
+    Step check_host();
+    Step lock_interface();
+    Step open_data_plane();
+    Step start_services();
+    Step go_live();
+    void run_control();
+    void undo_start();
+
+    api::ReloadReport reload(const std::string& source, bool allow_disruptive);
+    api::ReloadReport reload_locked(api::ReloadReport report, bool allow_disruptive);
     void stop();
     void watch_next_hop();
     std::expected<void, std::string> write_datapath_config(const net::MacAddress& mac);
@@ -140,6 +132,13 @@ private:
     config::Config config_;
     net::MacAddress mac_{};
     std::string pin_dir_;
+    std::optional<InterfaceIdentity> interface_;
+    std::optional<InstanceLock> lock_;
+    // What this start found, so that a failed first start removes exactly
+    // what it created and a failed restart leaves the previous data plane.
+    bool first_start_ = true;     // no pinned map was reused
+    bool had_state_file_ = false;
+    bool backup_state_ = false;
     std::optional<bpf::LbProgram> lb_;
     std::optional<control::BpfDataPlane> data_plane_;
     std::optional<control::Reconciler> reconciler_;
@@ -158,8 +157,12 @@ private:
     std::optional<bpf::ProbeEncapProgram> probe_encap_;
     std::optional<bpf::TcAttachment> probe_tc_;
     std::atomic<bool> attached_{false};
+    api::AttachedMode attached_mode_;
     // The API's view of config_.settings, replaced when a reload changes them.
     std::shared_ptr<api::SharedSettings> api_settings_;
+    // Reloads come from SIGHUP (main thread) and the API (its threads): one at a time.
+    std::mutex reload_mu_;
+    std::shared_ptr<api::ReloadHistory> reloads_ = std::make_shared<api::ReloadHistory>();
     std::optional<api::ApiServer> api_;
     std::optional<api::MetricsServer> metrics_;
     std::optional<netlink::NeighborWatchThread> watcher_;
@@ -319,57 +322,74 @@ void Agent::watch_next_hop() {
 }
 
 int Agent::start() {
+    for (auto phase : {&Agent::read_config, &Agent::lock_interface, &Agent::check_host,
+                       &Agent::open_data_plane, &Agent::start_services, &Agent::go_live}) {
+        if (auto ok = (this->*phase)(); !ok) {
+            spdlog::error("{}", ok.error());
+            spdlog::error("not starting");
+            undo_start();
+            return 1;
+        }
+    }
+    run_control();
+    return 0;
+}
+
+Agent::Step Agent::read_config() {
     auto loaded = config::load_config_file(options_.config_path);
     if (!loaded) {
         for (const auto& e : loaded.error()) spdlog::error("{}", e.to_string());
-        spdlog::error("{} has {} error(s); not starting", options_.config_path, loaded.error().size());
-        return 1;
+        return std::unexpected(options_.config_path + " has " + std::to_string(loaded.error().size()) +
+                               " error(s)");
     }
     config_ = std::move(*loaded);
     apply_overrides(options_, config_.settings);
-    const config::Settings& s = config_.settings;
+    return {};
+}
 
-    if (!bpffs_mounted(s.pin_dir)) {
-        spdlog::error("{} is not on a BPF filesystem (mount -t bpf bpf /sys/fs/bpf)", s.pin_dir);
-        return 1;
-    }
+// Everything that can fail without touching the kernel, reported together.
+Agent::Step Agent::check_host() {
+    const std::vector<std::string> problems = check_start(config_.settings);
+    if (problems.empty()) return {};
+    for (const auto& p : problems) spdlog::error("{}", p);
+    return std::unexpected(std::to_string(problems.size()) + " problem(s) with the host; nothing was changed");
+}
+
+Agent::Step Agent::lock_interface() {
+    auto iface = identify_interface(config_.settings.interface);
+    if (!iface) return std::unexpected(iface.error());
+    interface_ = *iface;
+    auto lock = InstanceLock::acquire(*interface_);
+    if (!lock) return std::unexpected(lock.error());
+    lock_.emplace(std::move(*lock));
+    return {};
+}
+
+// Loads the program and reuses or creates the pinned maps (writing nothing
+// into reused ones), reads the state file and prepares the reconciler.
+Agent::Step Agent::open_data_plane() {
+    const config::Settings& s = config_.settings;
     auto mac = next_hop_mac(s);
-    if (!mac) {
-        spdlog::error("next hop: {}", mac.error());
-        return 1;
-    }
+    if (!mac) return std::unexpected("next hop: " + mac.error());
+    mac_ = *mac;
+
+    state_.emplace(s.state_file, api::config_digest(config_.vips));
+    auto state = state_->load();
+    if (!state) return std::unexpected(state.error() + " (move it aside to start from " + options_.config_path + " alone)");
+    had_state_file_ = state->has_value();
 
     pin_dir_ = s.pin_dir + "/" + s.interface;
     auto lb = bpf::LbProgram::load({s.maps.max_vips, s.maps.max_backends, s.maps.conntrack_entries},
                                    {pin_dir_});
-    if (!lb) {
-        spdlog::error("{}", lb.error().message());
-        return 1;
-    }
+    if (!lb) return std::unexpected(lb.error().message());
     lb_.emplace(std::move(*lb));
+    first_start_ = lb_->pins().names(bpf::PinAction::kReused).empty();
     spdlog::info("maps in {}: {}", pin_dir_, lb_->pins().summary());
-    if (auto ok = write_datapath_config(*mac); !ok) {
-        spdlog::error("write data-plane configuration: {}", ok.error());
-        return 1;
-    }
 
     // Desired state: the file, or the state file when it was written for it.
-    state_.emplace(s.state_file, api::config_digest(config_.vips));
-    auto state = state_->load();
-    if (!state) {
-        spdlog::error("{} (move it aside to start from {} alone)", state.error(), options_.config_path);
-        return 1;
-    }
     api::StartupDecision decision = api::decide_startup_vips(config_.vips, *state);
     if (!decision.warning.empty()) spdlog::warn("{}", decision.warning);
-    if (decision.backup_state) {
-        auto moved = state_->backup();
-        if (!moved) {
-            spdlog::error("back up {}: {}", s.state_file, moved.error());
-            return 1;
-        }
-        if (!moved->empty()) spdlog::warn("previous state file kept as {}", *moved);
-    }
+    backup_state_ = decision.backup_state;
 
     data_plane_.emplace(*lb_);
     reconciler_.emplace(*data_plane_, control::Reconciler::Options{s.maps.max_vips, s.maps.max_backends});
@@ -382,31 +402,13 @@ int Agent::start() {
         for (const auto& skipped : api::restore_ids_and_epochs(*reconciler_, **state))
             spdlog::warn("state file: could not restore {}", skipped);
     reconciler_->set_vips(decision.vips);
-    if (auto first = reconciler_->reconcile(control::Clock::now()); !first)
-        spdlog::error("first publish: {}", first.error().message());
-    for (const auto& v : reconciler_->status())
-        spdlog::info("VIP {} published: epoch {}, checksum {:016x}, {} backends{}", v.spec.key(), v.epoch,
-                     v.checksum, v.backends.size(), v.last_error.empty() ? "" : " (" + v.last_error + ")");
-    if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error());
+    return {};
+}
 
-    // Tables first, then the program: from its first packet it finds them.
-    auto iface = bpf::Interface::by_name(s.interface);
-    if (!iface) {
-        spdlog::error("{}", iface.error().message());
-        return 1;
-    }
-    auto xdp = bpf::XdpAttachment::attach(*lb_, *iface, {to_bpf_mode(s.xdp_mode), false});
-    if (!xdp) {
-        spdlog::error("{}", xdp.error().message());
-        return 1;
-    }
-    xdp_.emplace(std::move(*xdp));
-    attached_ = true;
-    spdlog::info("{}", xdp_->summary());
-    if (xdp_->report().native_error)
-        spdlog::warn("native XDP unavailable on {}: {}; running in generic mode", s.interface,
-                     xdp_->report().native_error->message());
-
+// The threads and listeners. The loop is created but runs only once the data
+// plane is live; API requests meanwhile wait for it (readiness says why).
+Agent::Step Agent::start_services() {
+    const config::Settings& s = config_.settings;
     loop_.emplace(*reconciler_, control::ControlLoop::Options{});
     loop_->on_publish([this](const control::PublishRecord& r) {
         publish_metrics_.record(r);
@@ -419,8 +421,6 @@ int Agent::start() {
         log_panic_changes(r);
         log_apply_failures(r);
     });
-    loop_->start();
-    watch_next_hop();
 
     // Probes run on the engine's thread; their results are judged on the
     // control thread, which owns the state machines and the reconciler.
@@ -429,14 +429,7 @@ int Agent::start() {
             on_probe_result(result, r);
         });
     });
-    if (auto ok = engine_->start(); !ok) {
-        spdlog::error("health checks: {}", ok.error());
-        return 1;
-    }
-    loop_->post([this](control::Reconciler& r) {
-        log_panic_changes(r);
-        refresh_health(r);
-    });
+    if (auto ok = engine_->start(); !ok) return std::unexpected("health checks: " + ok.error());
 
     view_.emplace(*lb_);
     api_settings_ = std::make_shared<api::SharedSettings>(s);
@@ -445,7 +438,7 @@ int Agent::start() {
                            *view_,
                            publish_metrics_,
                            api_settings_,
-                           api::AgentInfo{kVersion, s.interface, bpf::to_string(xdp_->mode()),
+                           api::AgentInfo{kVersion, s.interface, attached_mode_,
                                           std::chrono::steady_clock::now()},
                            [this]() -> std::optional<std::string> {
                                if (!attached_) return std::string("XDP program not attached");
@@ -462,21 +455,70 @@ int Agent::start() {
     services.probe_engine = [this] {
         return api::ProbeEngineInfo{engine_->stats(), engine_->cpu_time()};
     };
+    services.reload = [this](bool allow_disruptive) { return reload("api", allow_disruptive); };
+    services.reloads = reloads_;
     api::ApiServer::Options api_options;
     api_options.socket_path = s.api_socket;
     api_options.group = s.api_group;
     api_.emplace(services, api_options);
-    if (auto ok = api_->start(); !ok) {
-        spdlog::error("API: {}", ok.error());
-        return 1;
-    }
+    if (auto ok = api_->start(); !ok) return std::unexpected("API: " + ok.error());
     metrics_.emplace(services, s.metrics_listen);
-    if (auto ok = metrics_->start(); !ok) {
-        spdlog::error("metrics: {}", ok.error());
-        return 1;
-    }
-    spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket, s.metrics_listen);
+    if (auto ok = metrics_->start(); !ok) return std::unexpected("metrics: " + ok.error());
+    return {};
+}
 
+// The only phase that changes the data plane. A restart attaches the new
+// program first: it finds the previous agent's tables in the reused maps, and
+// if the attach fails nothing has been written. A first start publishes the
+// tables first, so that the program finds them from its first packet.
+Agent::Step Agent::go_live() {
+    const config::Settings& s = config_.settings;
+    auto attach = [&]() -> Step {
+        auto iface = bpf::Interface::by_name(s.interface);
+        if (!iface) return std::unexpected(iface.error().message());
+        auto xdp = bpf::XdpAttachment::attach(*lb_, *iface, {to_bpf_mode(s.xdp_mode), false});
+        if (!xdp) return std::unexpected(xdp.error().message());
+        xdp_.emplace(std::move(*xdp));
+        attached_mode_.set(bpf::to_string(xdp_->mode()));
+        spdlog::info("{}", xdp_->summary());
+        if (xdp_->report().native_error)
+            spdlog::warn("native XDP unavailable on {}: {}; running in generic mode", s.interface,
+                         xdp_->report().native_error->message());
+        return {};
+    };
+    if (!first_start_)
+        if (auto ok = attach(); !ok) return ok;
+
+    if (auto ok = write_datapath_config(mac_); !ok)
+        return std::unexpected("write data-plane configuration: " + ok.error());
+    if (auto first = reconciler_->reconcile(control::Clock::now()); !first)
+        spdlog::error("first publish: {}", first.error().message());
+    for (const auto& v : reconciler_->status())
+        spdlog::info("VIP {} published: epoch {}, checksum {:016x}, {} backends{}", v.spec.key(), v.epoch,
+                     v.checksum, v.backends.size(), v.last_error.empty() ? "" : " (" + v.last_error + ")");
+
+    if (first_start_)
+        if (auto ok = attach(); !ok) return ok;
+    attached_ = true;
+
+    if (backup_state_) {
+        auto moved = state_->backup();
+        if (!moved) spdlog::warn("back up {}: {}", s.state_file, moved.error());
+        else if (!moved->empty()) spdlog::warn("previous state file kept as {}", *moved);
+    }
+    if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error());
+    return {};
+}
+
+void Agent::run_control() {
+    loop_->start();
+    watch_next_hop();
+    loop_->post([this](control::Reconciler& r) {
+        log_panic_changes(r);
+        refresh_health(r);
+    });
+    const config::Settings& s = config_.settings;
+    spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket, s.metrics_listen);
     notify("READY=1\nSTATUS=forwarding on " + s.interface);
     std::uint64_t watchdog_usec = 0;
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
@@ -489,71 +531,131 @@ int Agent::start() {
             }
         });
     }
-    return 0;
 }
 
-void Agent::reload() {
+// A start that failed: stop what runs; a first start also removes the pins,
+// the program and the state file it made. A restart leaves the previous
+// agent's data plane as it found it (nothing was written before go_live,
+// whose restart path writes only after its attach succeeded).
+void Agent::undo_start() {
+    if (engine_) engine_->stop();
+    if (api_) api_->stop();
+    if (metrics_) metrics_->stop();
+    api_.reset();
+    metrics_.reset();
+    if (loop_) loop_->stop();
+    if (!lb_) return;
+    if (first_start_) {
+        const bool detached = xdp_.has_value();
+        if (xdp_) {
+            if (auto ok = xdp_->detach(); !ok) spdlog::error("detach: {}", ok.error().message());
+            xdp_.reset();
+        }
+        view_.reset();
+        loop_.reset();
+        reconciler_.reset();
+        data_plane_.reset();
+        lb_.reset();
+        if (auto ok = bpf::LbProgram::unpin(pin_dir_); !ok)
+            spdlog::error("unpin {}: {}", pin_dir_, ok.error().message());
+        if (!had_state_file_ && state_) ::unlink(state_->path().c_str());
+        spdlog::info("first start undone: pins in {} removed{}", pin_dir_,
+                     detached ? ", XDP program detached" : "");
+    } else if (xdp_) {
+        xdp_->keep();
+    }
+}
+
+api::ReloadReport Agent::reload(const std::string& source, bool allow_disruptive) {
+    std::lock_guard lock(reload_mu_);
     notify("RELOADING=1");
-    spdlog::info("SIGHUP: reloading {}", options_.config_path);
+    spdlog::info("{}: reloading {}", source, options_.config_path);
+    api::ReloadReport report;
+    report.source = source;
+    report = reload_locked(std::move(report), allow_disruptive);
+    for (const auto& w : report.warnings) spdlog::warn("reload: {}", w);
+    for (const auto& key : report.restart_required)
+        spdlog::warn("reload: '{}' changed; it takes effect at the next restart", key);
+    using Outcome = api::ReloadReport::Outcome;
+    if (report.outcome == Outcome::kApplied) {
+        for (const auto& d : report.disruptive) spdlog::warn("reload: disruptive change applied: {}", d);
+        spdlog::info("reload applied: added {}; removed {}; changed {}; {} VIP(s) untouched; settings "
+                     "changed: {}",
+                     vip_list(report.added), vip_list(report.removed), vip_list(report.changed),
+                     report.untouched, vip_list(report.settings_changed));
+    } else {
+        for (const auto& e : report.errors) spdlog::error("{}", e);
+        for (const auto& d : report.disruptive) spdlog::error("reload: disruptive change: {}", d);
+        spdlog::error("reload rejected: {}; the running configuration stays", report.error);
+    }
+    reloads_->record(report);
+    notify("READY=1");
+    return report;
+}
+
+api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disruptive) {
+    using Outcome = api::ReloadReport::Outcome;
     auto loaded = config::load_config_file(options_.config_path);
     if (!loaded) {
-        for (const auto& e : loaded.error()) spdlog::error("{}", e.to_string());
-        spdlog::error("reload rejected: {} has {} error(s); the running configuration stays",
-                      options_.config_path, loaded.error().size());
-        notify("READY=1");
-        return;
+        for (const auto& e : loaded.error()) report.errors.push_back(e.to_string());
+        report.outcome = Outcome::kInvalid;
+        report.error = options_.config_path + " has " + std::to_string(loaded.error().size()) + " error(s)";
+        return report;
     }
     config::Config next = std::move(*loaded);
     apply_overrides(options_, next.settings);
-    for (const auto& key : restart_only_changes(config_.settings, next.settings))
-        spdlog::warn("reload: '{}' changed; it takes effect at the next restart", key);
-    // keep what only a restart can change
-    config::Settings applied = config_.settings;
-    applied.next_hop = next.settings.next_hop;
-    applied.encap_source = next.settings.encap_source;
-    applied.hash_seed = next.settings.hash_seed;
-    applied.mtu = next.settings.mtu;
-    applied.icmp_too_big = next.settings.icmp_too_big;
+    report.restart_required = restart_only_changes(config_.settings, next.settings);
+    const config::Settings applied = reloadable_settings(config_.settings, next.settings);
+    report.settings_changed = reloadable_changes(config_.settings, applied);
     const bool hop_changed = applied.next_hop != config_.settings.next_hop;
-    const bool datapath_changed = hop_changed || applied.encap_source != config_.settings.encap_source ||
-                                  applied.hash_seed != config_.settings.hash_seed ||
-                                  applied.mtu != config_.settings.mtu ||
-                                  applied.icmp_too_big != config_.settings.icmp_too_big;
     net::MacAddress mac = mac_;
     if (hop_changed) {
         auto resolved = next_hop_mac(applied);
         if (!resolved) {
-            spdlog::error("reload rejected: next hop: {}", resolved.error());
-            notify("READY=1");
-            return;
+            report.outcome = Outcome::kFailed;
+            report.error = "next hop: " + resolved.error();
+            return report;
         }
         mac = *resolved;
     }
 
     const std::vector<config::VipSpec> old_file = config_.vips;
     const std::vector<config::VipSpec> new_file = next.vips;
-    auto merged = loop_->call<ReloadResult>([&](control::Reconciler& r) {
-        ReloadResult result = merge_reload(old_file, new_file, r.vips());
-        if (datapath_changed) {
-            config_.settings = applied;
-            if (auto ok = write_datapath_config(mac); !ok) result.warnings.push_back(ok.error());
-            // lookups hash with the seed the data path now uses
-            if (api_settings_) api_settings_->set(applied);
-        }
-        r.set_vips(result.vips);
-        refresh_health(r);
-        state_->set_config_digest(api::config_digest(new_file));
-        if (auto saved = state_->save_current(r); !saved) result.warnings.push_back(saved.error());
-        return result;
-    });
-    ReloadResult result = merged.get();
+    // One task on the control thread: the decision and the change see the
+    // same running VIPs (the API may change them in between otherwise).
+    report = loop_->call<api::ReloadReport>([&](control::Reconciler& r) {
+             api::ReloadReport out = report;
+             ReloadResult merged = merge_reload(old_file, new_file, r.vips());
+             out.disruptive = disruptive_changes(config_.settings, applied, r.vips(), merged.vips);
+             if (!out.disruptive.empty() && !allow_disruptive) {
+                 out.outcome = Outcome::kDisruptiveRefused;
+                 out.error = std::to_string(out.disruptive.size()) +
+                             " change(s) would move established flows (VIPs without conntrack, and "
+                             "flows re-routed to LB hosts that have not reloaded); confirm with "
+                             "'xlbctl reload --allow-disruptive'";
+                 return out;
+             }
+             out.added = std::move(merged.added);
+             out.removed = std::move(merged.removed);
+             out.changed = std::move(merged.changed);
+             out.untouched = merged.untouched;
+             out.warnings = std::move(merged.warnings);
+             if (!out.settings_changed.empty()) {
+                 config_.settings = applied;
+                 if (auto ok = write_datapath_config(mac); !ok) out.warnings.push_back(ok.error());
+                 // lookups hash with the seed the data path now uses
+                 if (api_settings_) api_settings_->set(applied);
+             }
+             r.set_vips(merged.vips);
+             refresh_health(r);
+             state_->set_config_digest(api::config_digest(new_file));
+             if (auto saved = state_->save_current(r); !saved) out.warnings.push_back(saved.error());
+             return out;
+         }).get();
+    if (report.outcome != Outcome::kApplied) return report;
     config_.vips = new_file;
-    for (const auto& w : result.warnings) spdlog::warn("reload: {}", w);
-    spdlog::info("reload applied: added {}; removed {}; changed {}; {} VIP(s) untouched",
-                 vip_list(result.added), vip_list(result.removed), vip_list(result.changed),
-                 result.untouched);
     if (hop_changed) watch_next_hop();
-    notify("READY=1");
+    return report;
 }
 
 void Agent::stop() {
@@ -596,15 +698,12 @@ int Agent::run() {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
-    if (int rc = start(); rc != 0) {
-        stop();
-        return rc;
-    }
+    if (int rc = start(); rc != 0) return rc;
     while (true) {
         int sig = 0;
         if (sigwait(&signals, &sig) != 0) continue;
         if (sig == SIGHUP) {
-            reload();
+            reload("SIGHUP", false);
             continue;
         }
         spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/agent/reload.h"
 
+#include <array>
 #include <map>
 
 namespace xlb::agent {
@@ -12,7 +13,84 @@ std::map<std::string, const config::VipSpec*> by_key(const std::vector<config::V
     return out;
 }
 
+// One row per setting: its name in the file, whether a reload applies it,
+// and how to compare and copy it. The only list of reloadable settings.
+struct SettingRow {
+    const char* name;
+    bool reloadable;
+    bool (*differs)(const config::Settings&, const config::Settings&);
+    void (*copy)(config::Settings& to, const config::Settings& from);
+};
+
+template <auto Member>
+constexpr SettingRow row(const char* name, bool reloadable) {
+    return {name, reloadable,
+            [](const config::Settings& a, const config::Settings& b) { return a.*Member != b.*Member; },
+            [](config::Settings& to, const config::Settings& from) { to.*Member = from.*Member; }};
+}
+
+using S = config::Settings;
+constexpr std::array kSettingRows = {
+    row<&S::interface>("interface", false),
+    row<&S::xdp_mode>("xdp_mode", false),
+    row<&S::next_hop>("next_hop", true),
+    row<&S::encap_source>("encap_source", true),
+    row<&S::hash_seed>("hash_seed", true),
+    row<&S::mtu>("mtu", true),
+    row<&S::icmp_too_big>("icmp_too_big", true),
+    row<&S::maps>("maps", false),
+    row<&S::api_socket>("api.socket", false),
+    row<&S::api_group>("api.group", false),
+    row<&S::metrics_listen>("metrics.listen", false),
+    row<&S::state_file>("state_file", false),
+    row<&S::pin_dir>("pin_dir", false),
+};
+
+std::vector<std::string> changes(const S& a, const S& b, bool reloadable) {
+    std::vector<std::string> out;
+    for (const SettingRow& r : kSettingRows)
+        if (r.reloadable == reloadable && r.differs(a, b)) out.push_back(r.name);
+    return out;
+}
+
 }  // namespace
+
+config::Settings reloadable_settings(const S& running, const S& next) {
+    S out = running;
+    for (const SettingRow& r : kSettingRows)
+        if (r.reloadable) r.copy(out, next);
+    return out;
+}
+
+std::vector<std::string> reloadable_changes(const S& before, const S& after) {
+    return changes(before, after, true);
+}
+
+std::vector<std::string> restart_only_changes(const S& before, const S& after) {
+    return changes(before, after, false);
+}
+
+std::vector<std::string> disruptive_changes(const S& before, const S& after,
+                                            const std::vector<config::VipSpec>& running,
+                                            const std::vector<config::VipSpec>& next) {
+    std::vector<std::string> out;
+    if (before.hash_seed != after.hash_seed)
+        out.push_back("hash_seed " + std::to_string(before.hash_seed) + " -> " +
+                      std::to_string(after.hash_seed) + ": every VIP's flows move to new ring slots");
+    const auto now = by_key(running);
+    for (const auto& v : next) {
+        auto it = now.find(v.key());
+        if (it == now.end()) continue;
+        const config::VipSpec& was = *it->second;
+        if (was.hash != v.hash)
+            out.push_back("VIP " + v.key() + ": hash " + config::to_string(was.hash) + " -> " +
+                          config::to_string(v.hash) + ": its flows move to new ring slots");
+        if (was.ring_size != v.ring_size)
+            out.push_back("VIP " + v.key() + ": ring_size " + std::to_string(was.ring_size) + " -> " +
+                          std::to_string(v.ring_size) + ": its flows move to new ring slots");
+    }
+    return out;
+}
 
 ReloadResult merge_reload(const std::vector<config::VipSpec>& old_file,
                           const std::vector<config::VipSpec>& new_file,

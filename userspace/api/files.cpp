@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "files.h"
 
+#include <grp.h>
 #include <sys/stat.h>
+
+#include <charconv>
+#include <vector>
 
 #include <cerrno>
 #include <cstring>
@@ -29,3 +33,24 @@ std::expected<void, std::string> make_dirs(const std::string& dir) {
 }
 
 }  // namespace xlb::api::detail
+
+namespace xlb::api {
+
+// A group name or number as the host knows it.
+std::expected<gid_t, std::string> resolve_group(const std::string& group) {
+    gid_t number = 0;
+    const char* end = group.data() + group.size();
+    if (auto [p, ec] = std::from_chars(group.data(), end, number); ec == std::errc{} && p == end)
+        return number;
+    std::vector<char> buffer(16384);
+    struct group entry {};
+    struct group* found = nullptr;
+    const int err = ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+    if (err != 0) return std::unexpected("look up group \"" + group + "\": " + std::strerror(err));
+    if (found == nullptr)
+        return std::unexpected("no group \"" + group + "\" on this host (create it, e.g. "
+                               "groupadd --system " + group + ", or change api.group)");
+    return found->gr_gid;
+}
+
+}  // namespace xlb::api

@@ -251,6 +251,15 @@ std::string render_metrics(const MetricsInput& in) {
                  number(std::chrono::duration<double>(e.cpu_time).count()));
     }
 
+    if (in.reloads) {
+        w.family("xlb_reloads_total", "counter",
+                 "Configuration reloads (SIGHUP or POST /v1/reload) by result: applied, invalid, "
+                 "disruptive_refused, failed.");
+        for (std::size_t i = 0; i < std::size(kReloadOutcomes); ++i)
+            w.sample("xlb_reloads_total", {{"result", to_string(kReloadOutcomes[i])}},
+                     (*in.reloads)[i]);
+    }
+
     w.family("xlb_table_epoch", "gauge", "Epoch of the VIP's live table (0: never published).");
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_table_epoch", {{"vip", v.spec.key()}}, v.epoch);
@@ -330,6 +339,11 @@ std::expected<void, std::string> MetricsServer::start() {
         else spdlog::warn("metrics: outcome counters unreadable: {}", outcomes.error().message());
         in.publishes = s.publishes.snapshot();
         if (s.probe_engine) in.probe_engine = s.probe_engine();
+        if (s.reloads) {
+            in.reloads.emplace();
+            for (std::size_t i = 0; i < std::size(kReloadOutcomes); ++i)
+                (*in.reloads)[i] = s.reloads->count(kReloadOutcomes[i]);
+        }
         res.status = 200;
         res.set_content(render_metrics(in), "text/plain; version=0.0.4; charset=utf-8");
     });

@@ -19,6 +19,7 @@
 
 #include "files.h"
 #include "internal.h"
+#include "reload_json.h"
 #include "xlb/api/lookup.h"
 #include "xlb/api/state_store.h"
 #include "xlb/config/config.h"
@@ -127,6 +128,7 @@ public:
         router.add("GET", "/v1/table", bind(&Handlers::table));
         router.add("GET", "/v1/lookup", bind(&Handlers::lookup));
         router.add("GET", "/v1/stats", bind(&Handlers::stats));
+        router.add("POST", "/v1/reload", bind(&Handlers::reload));
         detail::add_probes(router, s_);
     }
 
@@ -352,7 +354,37 @@ private:
                        {"xdp_mode", s_.info.xdp_mode},
                        {"uptime_s", uptime.count()},
                        {"ready", !not_attached && snap->published},
+                       {"last_reload", last_reload()},
                        {"vips", std::move(vips)}});
+    }
+
+    json last_reload() const {
+        if (!s_.reloads) return nullptr;
+        auto last = s_.reloads->last();
+        return last ? detail::last_reload_json(*last) : json(nullptr);
+    }
+
+    // Re-reads the configuration file; the answer says what changed or why
+    // nothing did. Body (optional): {"allow_disruptive": true}.
+    void reload(const httplib::Request& req, httplib::Response& res) {
+        if (!s_.reload) return reject(req, res, {501, "this agent cannot reload"});
+        bool allow_disruptive = false;
+        if (!req.body.empty()) {
+            auto body = body_json(req, "an object {\"allow_disruptive\": true|false}");
+            if (!body) return reject(req, res, body.error());
+            for (auto it = body->begin(); it != body->end(); ++it) {
+                if (it.key() != "allow_disruptive")
+                    return reject(req, res, {400, "unknown key \"" + it.key() +
+                                                      "\", expected only allow_disruptive"});
+                if (!it.value().is_boolean())
+                    return reject(req, res, {400, "allow_disruptive: found " +
+                                                      std::string(it.value().type_name()) +
+                                                      ", expected true or false"});
+                allow_disruptive = it.value().get<bool>();
+            }
+        }
+        const ReloadReport report = s_.reload(allow_disruptive);
+        send_json(res, detail::reload_http_status(report.outcome), detail::reload_report_json(report));
     }
 
     void list_vips(const httplib::Request& req, httplib::Response& res) {
@@ -640,24 +672,6 @@ private:
 };
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-// A group name or number as the host knows it.
-std::expected<gid_t, std::string> resolve_group(const std::string& group) {
-    gid_t number = 0;
-    const char* end = group.data() + group.size();
-    if (auto [p, ec] = std::from_chars(group.data(), end, number); ec == std::errc{} && p == end)
-        return number;
-    std::vector<char> buffer(16384);
-    struct group entry {};
-    struct group* found = nullptr;
-    const int err = ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
-    if (err != 0) return std::unexpected("look up group \"" + group + "\": " + errno_text(err));
-    if (found == nullptr)
-        return std::unexpected("no group \"" + group + "\" on this host (create it, e.g. "
-                               "groupadd --system " + group + ", or change api.group)");
-    return found->gr_gid;
-}
-
 
 // Whether something accepts connections on the socket at `path`: 1 yes,
 // 0 no (stale), or the errno that prevented finding out.

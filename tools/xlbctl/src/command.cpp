@@ -55,6 +55,8 @@ const char* verb_name(Verb verb) {
             return "table";
         case Verb::kLookup:
             return "lookup";
+        case Verb::kReload:
+            return "reload";
     }
     return "?";
 }
@@ -81,6 +83,7 @@ struct Raw {
     std::string name, hash, ring_size, panic_threshold;
     bool no_conntrack = false;
     bool dry_run = false;
+    bool allow_disruptive = false;
     std::vector<std::string> backends;
     bool quiet = false;
     std::string watch, count;
@@ -364,6 +367,7 @@ void build(Cli& cli) {
         "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
         "  xlbctl stats --watch\n"
         "  xlbctl lookup 198.51.100.10:80/tcp --src 192.0.2.7:40000\n"
+        "  xlbctl reload\n"
         "Every verb takes --json and --socket PATH, and --help with examples.\n"
         "Exit status: 0 done; 1 rejected (by xlbctl's checks or by the agent);\n"
         "2 the agent could not be reached. See man xlbctl.");
@@ -560,6 +564,19 @@ void build(Cli& cli) {
     lookup
         ->add_option("--dport", raw.dport, "destination port; required for an every-port (:0) VIP")
         ->type_name("PORT");
+
+    CLI::App* reload = leaf(cli, &app, "reload",
+                            "Ask the agent to re-read its configuration file. Prints what changed,\n"
+                            "or why nothing did (file:line:column errors) and exits 1. A change that\n"
+                            "moves established flows (hash_seed, a VIP's hash or ring_size) is\n"
+                            "refused unless --allow-disruptive confirms it.",
+                            Verb::kReload,
+                            "  xlbctl reload\n"
+                            "  xlbctl reload --allow-disruptive   # e.g. after changing hash_seed\n"
+                            "  xlbctl reload --json\n");
+    reload->add_flag("--allow-disruptive", raw.allow_disruptive,
+                     "apply changes that remap flows: flows of VIPs without conntrack, and flows "
+                     "that other LB hosts (not yet reloaded) receive, move to other backends");
 }
 
 // The deepest subcommand given on the line.
@@ -597,6 +614,7 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
     c.verb = verb;
     c.json = raw.json;
     c.quiet = raw.quiet;
+    c.allow_disruptive = raw.allow_disruptive;
 
     if (!raw.socket.empty()) {
         c.socket = raw.socket;

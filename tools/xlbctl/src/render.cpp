@@ -382,6 +382,38 @@ std::string rate_text(const json& v, std::string (*fmt_fn)(double)) {
     return v.is_null() ? "-" : fmt_fn(v.get<double>());
 }
 
+
+std::string list_or_none(const json& items) {
+    std::string out;
+    for (const json& item : items) out += (out.empty() ? "" : ", ") + item.get<std::string>();
+    return out.empty() ? "none" : out;
+}
+
+std::string render_reload(const json& r, const Style& style) {
+    const std::string result = str(r, "result");
+    std::string out;
+    if (result == "applied") {
+        out += paint("reload applied", Colour::kGreen, style) +
+               fmt::format(": added {}; removed {}; changed {}; {} VIP(s) untouched\n",
+                           list_or_none(r.at("added")), list_or_none(r.at("removed")),
+                           list_or_none(r.at("changed")), u64(r, "untouched"));
+        out += fmt::format("settings changed: {}\n", list_or_none(r.at("settings_changed")));
+        for (const json& d : r.at("disruptive"))
+            out += paint("disruptive (confirmed): " + d.get<std::string>(), Colour::kYellow, style) + "\n";
+    } else {
+        out += paint("reload rejected (" + result + ")", Colour::kRed, style) + ": " + str(r, "error") +
+               "\n";
+        for (const json& e : r.at("errors")) out += "  " + e.get<std::string>() + "\n";
+        for (const json& d : r.at("disruptive")) out += "  disruptive: " + d.get<std::string>() + "\n";
+        out += "the running configuration stays\n";
+    }
+    if (!r.at("restart_required").empty())
+        out += fmt::format("takes effect at the next restart: {}\n",
+                           list_or_none(r.at("restart_required")));
+    for (const json& w : r.at("warnings")) out += "warning: " + w.get<std::string>() + "\n";
+    return out;
+}
+
 }  // namespace
 
 std::string render_human(const Command& c, const json& r, const Style& style) {
@@ -410,6 +442,8 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
             return render_table(r, style);
         case Verb::kLookup:
             return render_lookup(r, style);
+        case Verb::kReload:
+            return render_reload(r, style);
     }
     return r.dump(2) + "\n";
 }

@@ -101,6 +101,8 @@ HttpRequest build_request(const Command& c) {
             if (c.dport) target += "&dport=" + std::to_string(*c.dport);
             return {"GET", target, ""};
         }
+        case Verb::kReload:
+            return {"POST", "/v1/reload", json{{"allow_disruptive", c.allow_disruptive}}.dump()};
     }
     return {"GET", "/v1/status", ""};
 }

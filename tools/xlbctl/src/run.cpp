@@ -91,6 +91,31 @@ std::expected<Reply, Failure> exchange(Transport& transport, const HttpRequest& 
     return Reply{response->status, std::move(body)};
 }
 
+// A reload's reply is a report whether it was applied or not: print it
+// whole (the errors with their file:line:column) and exit 1 unless applied.
+int reload(const Command& c, Transport& transport, Io& io, const Style& style,
+           const Reporter& report) {
+    auto response = transport.send(build_request(c));
+    if (!response)
+        return report.fail(Failure{kExitUnreachable, describe(response.error(), c.socket, c.timeout)});
+    json body = json::parse(response->body, nullptr, false);
+    if (!body.is_object() || !body.contains("result")) {
+        std::string message = body.is_object() && body.contains("error") && body["error"].is_string()
+                                  ? body["error"].get<std::string>()
+                                  : "HTTP status " + std::to_string(response->status);
+        return report.fail(Failure{kExitFailed, "xlbd: " + message, response->status});
+    }
+    try {
+        const bool applied = response->status == 200 && body.value("result", "") == "applied";
+        std::ostream& to = applied || c.json ? *io.out : *io.err;
+        to << (c.json ? render_json(body) : render_human(c, body, style));
+        to.flush();
+        return applied ? kExitOk : kExitFailed;
+    } catch (const json::exception& e) {
+        return report.fail(Failure{kExitUnreachable, std::string("malformed reload report: ") + e.what()});
+    }
+}
+
 Failure malformed(const Command& c, const std::exception& e) {
     return Failure{kExitUnreachable,
                    fmt::format("xlbd at {} sent a reply xlbctl does not understand: {} (are xlbd "
@@ -168,6 +193,7 @@ int run(const std::vector<std::string>& args, Io& io) {
     const Style style{colour_enabled(io)};
     std::unique_ptr<Transport> transport = io.connect(c);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
+    if (c.verb == Verb::kReload) return reload(c, *transport, io, style, report);
 
     auto reply = exchange(*transport, build_request(c), c);
     if (!reply) return report.fail(reply.error());

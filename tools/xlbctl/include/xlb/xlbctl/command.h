@@ -45,6 +45,7 @@ enum class Verb {
     kStats,
     kTable,
     kLookup,
+    kReload,
 };
 
 // "status", "vip add", "backend drain", ...
@@ -85,6 +86,9 @@ struct Command {
     net::Endpoint src;
     std::optional<std::uint16_t> dport;
     std::optional<config::Protocol> proto;
+
+    // reload: confirm changes that move established flows.
+    bool allow_disruptive = false;
 };
 
 // --help, --version, or a usage error: what to print and the exit code.

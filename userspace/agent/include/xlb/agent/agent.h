@@ -34,9 +34,6 @@ xlb_config make_datapath_config(const config::Settings& settings, const net::Mac
 // Applies the command-line overrides to settings read from the file.
 void apply_overrides(const AgentOptions& options, config::Settings& settings);
 
-// Settings that only take effect at start (a reload that changes them says so).
-std::vector<std::string> restart_only_changes(const config::Settings& before,
-                                              const config::Settings& after);
 
 // Runs the agent until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
 int run_agent(const AgentOptions& options);

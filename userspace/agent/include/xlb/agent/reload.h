@@ -20,6 +20,28 @@ struct ReloadResult {
     std::vector<std::string> warnings;
 };
 
+// The settings a reload applies at once, copied from `next` onto the
+// running ones; every other setting keeps its running value until a restart.
+// One table (reload.cpp) says which is which.
+config::Settings reloadable_settings(const config::Settings& running, const config::Settings& next);
+// Names of the settings that differ ("hash_seed", "api.socket", ...), of
+// those a reload applies, and of those only a restart applies.
+std::vector<std::string> reloadable_changes(const config::Settings& before,
+                                            const config::Settings& after);
+std::vector<std::string> restart_only_changes(const config::Settings& before,
+                                              const config::Settings& after);
+
+// Changes that move established flows: a new hash_seed remaps every flow
+// (each VIP's ring slot changes), a VIP's new `hash` mode or `ring_size`
+// remaps that VIP's flows. Flows the connection table holds keep their
+// backend on this host; flows of VIPs without conntrack, and every flow the
+// routers send to another LB host that has not reloaded yet, move. One line
+// per change, saying what moves.
+std::vector<std::string> disruptive_changes(const config::Settings& before,
+                                            const config::Settings& after,
+                                            const std::vector<config::VipSpec>& running,
+                                            const std::vector<config::VipSpec>& next);
+
 ReloadResult merge_reload(const std::vector<config::VipSpec>& old_file,
                           const std::vector<config::VipSpec>& new_file,
                           const std::vector<config::VipSpec>& running);

@@ -15,6 +15,7 @@
 //   xlb_health_transitions_total{vip,backend,to}
 //   xlb_health_probe_targets  xlb_health_probes_in_flight  xlb_health_probes_waiting
 //   xlb_health_probes_started_total  xlb_health_engine_cpu_seconds_total
+//   xlb_reloads_total{result}
 #pragma once
 
 #include <array>
@@ -76,6 +77,8 @@ struct MetricsInput {
     // Health-checker details by (VIP key, backend address); checked backends only.
     std::map<std::pair<std::string, net::IpAddress>, BackendHealthInfo> health;
     std::optional<ProbeEngineInfo> probe_engine;
+    // Reloads by outcome, in kReloadOutcomes order; nullopt: no reloads shown.
+    std::optional<std::array<std::uint64_t, std::size(kReloadOutcomes)>> reloads;
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE per family, label

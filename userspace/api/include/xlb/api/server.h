@@ -8,6 +8,8 @@
 // status. A rejected request changes nothing.
 #pragma once
 
+#include <sys/types.h>
+
 #include <expected>
 #include <memory>
 #include <string>
@@ -20,6 +22,10 @@ class Server;
 }
 
 namespace xlb::api {
+
+// A group name or number as the host knows it; the error says how to create
+// a missing one. Used by the socket set-up and by the checks before a start.
+std::expected<gid_t, std::string> resolve_group(const std::string& group);
 
 class ApiServer {
 public:

@@ -9,11 +9,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <iterator>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "xlb/config/model.h"
 #include "xlb/control/loop.h"
@@ -26,12 +29,97 @@ class DataPlaneView;
 class PublishMetrics;
 class StateStore;
 
+// The XDP mode actually attached ("native" or "generic"). The API starts
+// before the program is attached (a start that fails later must leave the
+// data plane alone), so the agent fills it in afterwards; copies share it.
+class AttachedMode {
+public:
+    AttachedMode(std::string mode = {}) : value_(std::make_shared<Value>(std::move(mode))) {}
+    AttachedMode(const char* mode) : AttachedMode(std::string(mode)) {}
+    void set(std::string mode) {
+        std::lock_guard lock(value_->mu);
+        value_->mode = std::move(mode);
+    }
+    std::string get() const {
+        std::lock_guard lock(value_->mu);
+        return value_->mode;
+    }
+    // Serialises as the plain string (nlohmann::json finds this by ADL).
+    template <typename Json>
+    friend void to_json(Json& j, const AttachedMode& m) {
+        j = m.get();
+    }
+
+private:
+    struct Value {
+        explicit Value(std::string m) : mode(std::move(m)) {}
+        mutable std::mutex mu;
+        std::string mode;
+    };
+    std::shared_ptr<Value> value_;
+};
+
 struct AgentInfo {
     std::string version;     // e.g. "0.1.0"
     std::string interface;   // "eth0"
-    std::string xdp_mode;    // the mode actually attached: "native" or "generic"
+    AttachedMode xdp_mode;   // empty until attached
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
+
+// What one reload did: from SIGHUP or POST /v1/reload (docs/api.md).
+struct ReloadReport {
+    enum class Outcome {
+        kApplied,             // the new file runs
+        kInvalid,             // the file has errors: nothing applied
+        kDisruptiveRefused,   // it would remap flows and was not confirmed: nothing applied
+        kFailed,              // valid, but could not be applied (e.g. next hop unresolvable)
+    };
+    Outcome outcome = Outcome::kApplied;
+    std::string source;  // "SIGHUP" or "api"
+    std::chrono::system_clock::time_point at = std::chrono::system_clock::now();
+    std::string error;                // one line; empty when applied
+    std::vector<std::string> errors;  // file:line:column: ..., for kInvalid
+    std::vector<std::string> added, removed, changed;  // VIP keys
+    std::size_t untouched = 0;
+    std::vector<std::string> settings_changed;   // applied now, e.g. "hash_seed"
+    std::vector<std::string> restart_required;   // changed, take effect at the next start
+    std::vector<std::string> disruptive;         // changes that remap established flows
+    std::vector<std::string> warnings;
+};
+// "applied", "invalid", "disruptive_refused", "failed": the `result` field and
+// the metric label.
+const char* to_string(ReloadReport::Outcome outcome);
+inline constexpr ReloadReport::Outcome kReloadOutcomes[] = {
+    ReloadReport::Outcome::kApplied, ReloadReport::Outcome::kInvalid,
+    ReloadReport::Outcome::kDisruptiveRefused, ReloadReport::Outcome::kFailed};
+
+// The last reload and how many ended each way since the start; any thread.
+class ReloadHistory {
+public:
+    void record(const ReloadReport& report) {
+        std::lock_guard lock(mu_);
+        last_ = report;
+        ++counts_[static_cast<std::size_t>(report.outcome)];
+    }
+    std::optional<ReloadReport> last() const {
+        std::lock_guard lock(mu_);
+        return last_;
+    }
+    std::uint64_t count(ReloadReport::Outcome outcome) const {
+        std::lock_guard lock(mu_);
+        return counts_[static_cast<std::size_t>(outcome)];
+    }
+
+private:
+    mutable std::mutex mu_;
+    std::optional<ReloadReport> last_;
+    std::uint64_t counts_[std::size(kReloadOutcomes)] = {};
+};
+
+// Re-reads the configuration file; `allow_disruptive` confirms changes that
+// remap flows. Blocks until applied or rejected; any thread but the control
+// thread.
+using ReloadFn = std::function<ReloadReport(bool allow_disruptive)>;
 
 // nullopt: the XDP program is attached; otherwise why not ("not attached yet").
 using Readiness = std::function<std::optional<std::string>()>;
@@ -90,6 +178,8 @@ struct Services {
     HealthLookup health;          // empty: no health checker (fields show null)
     VipsChanged on_vips_changed;  // empty: nothing to tell
     ProbeEngineLookup probe_engine;  // empty: no probe engine (no series)
+    ReloadFn reload;                 // empty: POST /v1/reload answers 501
+    std::shared_ptr<const ReloadHistory> reloads;  // null: no reload shown
 };
 
 // /livez: the control and worker threads of the loop have iterated within

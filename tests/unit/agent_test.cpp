@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent's pure and host-local parts: the interface lock, the checks
+// before a start, and what a reload applies or refuses.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "xlb/agent/instance_lock.h"
+#include "xlb/agent/preflight.h"
+#include "xlb/agent/reload.h"
+#include "xlb/bpf/fd.h"
+
+namespace xlb::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = (fs::temp_directory_path() / "xlb-agent-test-XXXXXX").string();
+        if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp");
+        path_ = tmpl;
+    }
+    ~TempDir() { fs::remove_all(path_); }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+// ---- the interface lock ----------------------------------------------------------
+
+TEST(InstanceLock, LoopbackHasAnIdentityAndAMissingInterfaceIsNamed) {
+    auto lo = identify_interface("lo");
+    ASSERT_TRUE(lo) << lo.error();
+    EXPECT_GT(lo->ifindex, 0u);
+    EXPECT_NE(lo->netns_ino, 0u);
+    auto missing = identify_interface("nosuch-xlb0");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().find("nosuch-xlb0"), std::string::npos) << missing.error();
+    EXPECT_NE(missing.error().find("no such interface"), std::string::npos) << missing.error();
+}
+
+TEST(InstanceLock, SecondHolderIsRefusedWithThePidAndTheLockIsFreeOnceReleased) {
+    TempDir dir;
+    auto lo = identify_interface("lo");
+    ASSERT_TRUE(lo);
+    const std::string locks = dir.path() + "/locks";  // created on demand
+    {
+        auto first = InstanceLock::acquire(*lo, locks);
+        ASSERT_TRUE(first) << first.error();
+        EXPECT_EQ(first->path(), lock_path(locks, *lo));
+        auto second = InstanceLock::acquire(*lo, locks);
+        ASSERT_FALSE(second);
+        EXPECT_NE(second.error().find("pid " + std::to_string(::getpid())), std::string::npos)
+            << second.error();
+        EXPECT_NE(second.error().find("lo"), std::string::npos);
+        // The same interface under another name would still be the same file.
+        InterfaceIdentity renamed = *lo;
+        renamed.name = "renamed0";
+        EXPECT_FALSE(InstanceLock::acquire(renamed, locks));
+        // Another interface is another lock.
+        InterfaceIdentity other = *lo;
+        other.ifindex += 1000;
+        EXPECT_TRUE(InstanceLock::acquire(other, locks));
+    }
+    // Released with its owner (as the kernel does when a holder dies).
+    auto again = InstanceLock::acquire(*lo, locks);
+    EXPECT_TRUE(again) << again.error();
+}
+
+// ---- checks before a start -----------------------------------------------------------
+
+TEST(Preflight, StateFileDirectoryMustTakeAFile) {
+    TempDir dir;
+    EXPECT_TRUE(check_state_file(dir.path() + "/state.json").empty());
+    // Directories a save would create are fine; nothing is created here.
+    EXPECT_TRUE(check_state_file(dir.path() + "/a/b/state.json").empty());
+    EXPECT_FALSE(fs::exists(dir.path() + "/a"));
+    std::ofstream(dir.path() + "/file") << "x";
+    auto under_file = check_state_file(dir.path() + "/file/state.json");
+    ASSERT_EQ(under_file.size(), 1u);
+    EXPECT_NE(under_file[0].find("Not a directory"), std::string::npos) << under_file[0];
+    // An unreadable (invalid) state file is reported, not ignored.
+    std::ofstream(dir.path() + "/bad.json") << "{not json";
+    auto bad = check_state_file(dir.path() + "/bad.json");
+    ASSERT_EQ(bad.size(), 1u);
+    EXPECT_NE(bad[0].find("state_file"), std::string::npos) << bad[0];
+    EXPECT_EQ(fs::directory_iterator(dir.path()) == fs::directory_iterator(), false);
+    for (const auto& e : fs::directory_iterator(dir.path()))
+        EXPECT_EQ(e.path().filename().string().find(".xlbd-write-check"), std::string::npos)
+            << "probe file left behind";
+}
+
+TEST(Preflight, MetricsAddressInUseIsReportedEvenWhenTheHolderUsesReusePort) {
+    bpf::UniqueFd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int one = 1;
+    ::setsockopt(holder.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(holder.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(::listen(holder.get(), 4), 0);
+    socklen_t len = sizeof(a);
+    ::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    const std::string taken = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    auto problems = check_bindable(taken);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("Address already in use"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[0].find(taken), std::string::npos) << problems[0];
+    holder.reset();
+    EXPECT_TRUE(check_bindable(taken).empty());
+    EXPECT_EQ(check_bindable("not an address").size(), 1u);
+}
+
+TEST(Preflight, UnknownGroupAndInterfaceAreEachNamed) {
+    TempDir dir;
+    config::Settings s;
+    s.interface = "nosuch-xlb1";
+    s.api_group = "no-such-xlb-group";
+    s.state_file = dir.path() + "/state.json";
+    auto problems = check_host(s);
+    ASSERT_EQ(problems.size(), 2u);
+    EXPECT_NE(problems[0].find("nosuch-xlb1"), std::string::npos);
+    EXPECT_NE(problems[1].find("api.group"), std::string::npos);
+    EXPECT_NE(problems[1].find("no-such-xlb-group"), std::string::npos);
+    s.interface = "lo";
+    s.api_group = "0";
+    EXPECT_TRUE(check_host(s).empty());
+}
+
+// ---- reloads ---------------------------------------------------------------------------
+
+config::VipSpec vip(const char* address, std::uint32_t ring = 65537) {
+    config::VipSpec v;
+    v.address = *net::IpAddress::parse(address);
+    v.port = 80;
+    v.ring_size = ring;
+    return v;
+}
+
+TEST(Reload, OneTableSaysWhatAReloadAppliesAndWhatWaitsForARestart) {
+    config::Settings running, next;
+    next.hash_seed = 7;
+    next.mtu = 9000;
+    next.api_socket = "/tmp/other.sock";
+    next.maps.conntrack_entries = 4096;
+    next.interface = "eth1";
+    EXPECT_EQ(reloadable_changes(running, next), (std::vector<std::string>{"hash_seed", "mtu"}));
+    EXPECT_EQ(restart_only_changes(running, next),
+              (std::vector<std::string>{"interface", "maps", "api.socket"}));
+    const config::Settings applied = reloadable_settings(running, next);
+    EXPECT_EQ(applied.hash_seed, 7u);
+    EXPECT_EQ(applied.mtu, 9000);
+    EXPECT_EQ(applied.api_socket, running.api_socket);
+    EXPECT_EQ(applied.maps, running.maps);
+    EXPECT_EQ(applied.interface, running.interface);
+    EXPECT_TRUE(reloadable_changes(applied, next).empty());
+}
+
+TEST(Reload, DisruptiveChangesAreTheOnesThatRemapFlows) {
+    config::Settings a, b;
+    const std::vector<config::VipSpec> running = {vip("198.51.100.10"), vip("198.51.100.11")};
+    EXPECT_TRUE(disruptive_changes(a, b, running, running).empty());
+
+    std::vector<config::VipSpec> next = running;
+    next[0].backends.push_back({});  // a backend change moves ~1/N, and is not "disruptive"
+    next[1].name = "renamed";
+    next.push_back(vip("198.51.100.12", 131071));  // a new VIP has no flows yet
+    EXPECT_TRUE(disruptive_changes(a, b, running, next).empty());
+
+    next[0].ring_size = 131071;
+    next[1].hash = config::HashMode::kSourceIp;
+    b.hash_seed = 99;
+    auto d = disruptive_changes(a, b, running, next);
+    ASSERT_EQ(d.size(), 3u);
+    EXPECT_NE(d[0].find("hash_seed 0 -> 99"), std::string::npos) << d[0];
+    EXPECT_NE(d[1].find("198.51.100.10:80/tcp: ring_size 65537 -> 131071"), std::string::npos) << d[1];
+    EXPECT_NE(d[2].find("198.51.100.11:80/tcp: hash"), std::string::npos) << d[2];
+}
+
+}  // namespace
+}  // namespace xlb::agent

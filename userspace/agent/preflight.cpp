@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/agent/preflight.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "xlb/agent/instance_lock.h"
+#include "xlb/api/metrics.h"
+#include "xlb/api/server.h"
+#include "xlb/api/state_store.h"
+#include "xlb/bpf/fd.h"
+
+namespace xlb::agent {
+namespace {
+
+std::string errno_text(int code) { return std::strerror(code); }
+
+std::string parent_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+}  // namespace
+
+bool on_bpf_filesystem(const std::string& dir) {
+    // The directory itself may not exist yet: its nearest existing ancestor
+    // is where it would be created.
+    std::string probe = dir.empty() ? "/" : dir;
+    struct statfs st {};
+    while (::statfs(probe.c_str(), &st) != 0) {
+        if (probe == "/" || probe == ".") return false;
+        probe = parent_of(probe);
+    }
+    return st.f_type == BPF_FS_MAGIC;
+}
+
+std::vector<std::string> check_state_file(const std::string& path) {
+    std::vector<std::string> problems;
+    api::StateStore store(path);
+    if (auto loaded = store.load(); !loaded) return {"state_file: " + loaded.error()};
+
+    std::string dir = parent_of(path);
+    struct stat st {};
+    while (::stat(dir.c_str(), &st) != 0) {
+        if (errno != ENOENT) {
+            problems.push_back("state_file " + path + ": " + dir + ": " + errno_text(errno));
+            return problems;
+        }
+        dir = parent_of(dir);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        problems.push_back("state_file " + path + ": " + dir + " is not a directory");
+        return problems;
+    }
+    std::string probe = dir + "/.xlbd-write-check-XXXXXX";
+    bpf::UniqueFd fd(::mkstemp(probe.data()));
+    if (!fd) {
+        problems.push_back("state_file " + path + ": cannot create a file in " + dir + ": " +
+                           errno_text(errno));
+        return problems;
+    }
+    ::unlink(probe.c_str());
+    return problems;
+}
+
+std::vector<std::string> check_bindable(const std::string& listen) {
+    auto address = api::parse_listen_address(listen);
+    if (!address) return {"metrics.listen: " + address.error()};
+    const auto& [host, port] = *address;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+        return {"metrics.listen " + listen + ": " + ::gai_strerror(rc)};
+    std::vector<std::string> problems;
+    for (addrinfo* a = found; a; a = a->ai_next) {
+        bpf::UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+        if (!fd) {
+            problems.push_back("metrics.listen " + listen + ": socket: " + errno_text(errno));
+            break;
+        }
+        const int one = 1;
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
+            problems.clear();
+            break;
+        }
+        const int err = errno;
+        problems.push_back("metrics.listen " + listen + ": bind: " + errno_text(err) +
+                           (err == EADDRINUSE ? " (another process listens there: another xlbd?)" : ""));
+    }
+    ::freeaddrinfo(found);
+    if (problems.size() > 1) problems.resize(1);
+    return problems;
+}
+
+std::vector<std::string> check_host(const config::Settings& s) {
+    std::vector<std::string> problems;
+    if (auto iface = identify_interface(s.interface); !iface) problems.push_back(iface.error());
+    if (!s.api_group.empty())
+        if (auto gid = api::resolve_group(s.api_group); !gid) problems.push_back("api.group: " + gid.error());
+    for (auto& p : check_state_file(s.state_file)) problems.push_back(std::move(p));
+    return problems;
+}
+
+std::vector<std::string> check_start(const config::Settings& s) {
+    std::vector<std::string> problems = check_host(s);
+    if (!on_bpf_filesystem(s.pin_dir))
+        problems.push_back("pin_dir " + s.pin_dir +
+                           " is not on a BPF filesystem (mount -t bpf bpf /sys/fs/bpf)");
+    for (auto& p : check_bindable(s.metrics_listen)) problems.push_back(std::move(p));
+    return problems;
+}
+
+}  // namespace xlb::agent
