@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,8 +53,9 @@ std::string listing(const std::vector<ConfigError>& errors) {
 }
 
 // Exactly one error, at line:column, whose message contains every word.
-::testing::AssertionResult OneError(const std::string& yaml, int line, int column,
-                                    std::initializer_list<std::string_view> words) {
+template <class Words>
+::testing::AssertionResult OneErrorOf(const std::string& yaml, int line, int column,
+                                      const Words& words, std::size_t max_length = 0) {
     const auto errors = errors_of(yaml);
     if (errors.size() != 1) {
         return ::testing::AssertionFailure()
@@ -64,14 +66,107 @@ std::string listing(const std::vector<ConfigError>& errors) {
         return ::testing::AssertionFailure() << "expected the error at test.yaml:" << line << ":"
                                              << column << ", got " << e.to_string();
     }
-    for (auto w : words) {
+    for (std::string_view w : words) {
         if (e.message.find(w) == std::string::npos) {
             return ::testing::AssertionFailure()
-                   << "message lacks \"" << w << "\": " << e.to_string();
+                   << "message lacks \"" << w << "\": " << e.to_string().substr(0, 400);
         }
+    }
+    if (max_length != 0 && e.to_string().size() > max_length) {
+        return ::testing::AssertionFailure() << "the error line has " << e.to_string().size()
+                                             << " bytes, expected at most " << max_length << ": "
+                                             << e.to_string().substr(0, 400);
     }
     return ::testing::AssertionSuccess();
 }
+
+// Exactly one error, at line:column, whose message contains every word.
+::testing::AssertionResult OneError(const std::string& yaml, int line, int column,
+                                    std::initializer_list<std::string_view> words) {
+    return OneErrorOf(yaml, line, column, words);
+}
+
+// The error table: a document with one mistake, where its one error is, what
+// the message says, and (for huge values) how long the line may be.
+struct ErrorCase {
+    std::string name;  // the test's name: letters, digits, '_'
+    std::string yaml;
+    int line = 0;
+    int column = 0;
+    std::vector<std::string> words;  // fragments the message contains
+    std::size_t max_length = 0;      // the whole error line at most this long; 0: any
+};
+
+// gtest prints a failing case's parameter: its name, not 10 MB of YAML.
+void PrintTo(const ErrorCase& c, std::ostream* os) {
+    *os << c.name << " (" << c.yaml.size() << " bytes of YAML)";
+}
+
+class ConfigErrorTable : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ConfigErrorTable, OneErrorAtItsPlace) {
+    const ErrorCase& c = GetParam();
+    EXPECT_TRUE(OneErrorOf(c.yaml, c.line, c.column, c.words, c.max_length));
+}
+
+// Lines 1-2: the two required settings.
+const std::string kMinimal =
+    "interface: eth0\n"                 // 1
+    "next_hop: {address: 192.0.2.1}\n";  // 2
+
+constexpr std::size_t k10MB = 10 * 1024 * 1024;
+constexpr std::size_t k1MiB = 1024 * 1024;
+
+std::vector<ErrorCase> edge_cases() {
+    using namespace std::string_literals;
+    return {
+        // Several documents: the second one is the error, at its start.
+        {"SecondDocument", kMinimal + "---\ninterface: eth1\n", 3, 1,
+         {"found a second YAML document", "expected one document per file"}},
+        {"SecondDocumentAfterEndMarker", kMinimal + "...\ninterface: eth1\n", 4, 1,
+         {"second YAML document"}},
+        {"EmptySecondDocument", kMinimal + "---\n", 3, 1, {"second YAML document"}},
+        {"SecondDocumentNotValidYaml", kMinimal + "---\n[\n", 3, 1, {"second YAML document"}},
+        // A NUL byte: one error, where it is.
+        {"NulByte", kMinimal + "mtu: 15\0"s + "00\n", 3, 8,
+         {"found a NUL byte", "expected UTF-8 text"}},
+        {"NulByteInAQuotedString", "interface: \"et\0h0\"\n"s + kMinimal.substr(16), 1, 15,
+         {"NUL byte"}},
+        {"NulByteInAComment", kMinimal + "# x\0\n"s, 3, 4, {"NUL byte"}},
+        {"NulByteFirst", "\0"s + kMinimal, 1, 1, {"NUL byte"}},
+        // Huge values: cut in the message, which still names key and place.
+        {"TenMegabyteVipName",
+         kHead + "  - address: 198.51.100.10\n    port: 80\n    name: " + std::string(k10MB, 'a') +
+             "\n",
+         7, 11,
+         {"vips[0].name: found \"aaaa", "aaaa\"\u2026 (10485760 bytes)",
+          "expected at most 64 characters"},
+         200},
+        {"MegabyteHashKey",
+         kHead + kVip + "      - {address: 203.0.113.12, hash_key: " + std::string(k1MiB, 'k') +
+             "}\n",
+         9, 43, {"vips[0].backends[1].hash_key: found \"kkk", "(1048576 bytes)", "at most 255"},
+         200},
+        {"MegabytePort",
+         kHead + "  - address: 198.51.100.10\n    port: " + std::string(k1MiB, '7') + "\n", 6, 11,
+         {"vips[0].port: found \"777", "(1048576 bytes)", "expected an integer 0-65535"}, 200},
+        {"MegabyteInterface", "interface: " + std::string(k1MiB, 'e') + "\n" + kMinimal.substr(16),
+         1, 12, {"interface: found \"eee", "(1048576 bytes)", "network interface name"}, 200},
+        // (An implicit key has at most 1024 characters: a long one is explicit.)
+        {"MegabyteUnknownKey", kHead + kVip + "    ? " + std::string(k1MiB, 'x') + "\n    : 1\n", 9, 7,
+         {"vips[0].\"xxx", "(1048576 bytes): unknown key", "expected one of"}, 300},
+        {"MegabyteSocketPath", kMinimal + "api: {socket: /" + std::string(k1MiB, 's') + "}\n", 3, 15,
+         {"api.socket: found a path of 1048577 bytes", "expected at most 107"}, 200},
+        // api.socket: sun_path holds 107 bytes and the NUL.
+        {"SocketPathOf108Bytes", kMinimal + "api: {socket: /" + std::string(107, 's') + "}\n", 3,
+         15,
+         {"api.socket: found a path of 108 bytes", "expected at most 107",
+          "the limit of a Unix socket address"}},
+    };
+}
+
+INSTANTIATE_TEST_SUITE_P(EdgeCases, ConfigErrorTable, ::testing::ValuesIn(edge_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 Config parse_ok(const std::string& yaml) {
     auto parsed = parse_config(yaml, "test.yaml");
@@ -1332,6 +1427,129 @@ TEST(Json, SettingsForStatus) {
     EXPECT_EQ(j["next_hop"]["address"], "192.0.2.1");
     EXPECT_FALSE(j["next_hop"].contains("mac"));
     EXPECT_EQ(j["maps"]["max_vips"], 512);
+}
+
+
+// --- Edge cases beside the table ----------------------------------------------
+
+TEST(ConfigParse, SocketPathOf107BytesFits) {
+    EXPECT_EQ(kMaxSocketPathBytes, 107u) << "sun_path holds 108 bytes with the NUL on Linux";
+    const std::string path = "/" + std::string(106, 's');
+    const Config c = parse_ok(kMinimal + "api: {socket: " + path + "}\n");
+    EXPECT_EQ(c.settings.api_socket, path);
+}
+
+TEST(ConfigParse, LeadingDocumentMarkerAndEndMarkerAreOneDocument) {
+    EXPECT_EQ(parse_ok("---\n" + kMinimal).settings.interface, "eth0");
+    EXPECT_EQ(parse_ok("---\n" + kMinimal + "...\n").settings.interface, "eth0");
+    EXPECT_EQ(parse_ok(kMinimal + "# the end\n").settings.interface, "eth0");
+}
+
+TEST(ConfigErrors, ErrorsOfTheFirstDocumentAndTheSecondDocumentInFileOrder) {
+    const auto errors = errors_of("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmtu: big\n"
+                                  "---\ninterface: eth1\n");
+    ASSERT_EQ(errors.size(), 2u) << listing(errors);
+    EXPECT_EQ(errors[0].line, 3);
+    EXPECT_NE(errors[0].message.find("mtu: found \"big\""), std::string::npos) << listing(errors);
+    EXPECT_EQ(errors[1].line, 4);
+    EXPECT_EQ(errors[1].column, 1);
+    EXPECT_NE(errors[1].message.find("second YAML document"), std::string::npos)
+        << listing(errors);
+}
+
+TEST(ConfigErrors, ManyNulBytesGiveOneError) {
+    // A UTF-16 file: a NUL after every ASCII character.
+    std::string utf16 = "\xff\xfe";
+    for (char c : kMinimal) utf16 += std::string{c, '\0'};
+    const auto errors = errors_of(utf16);
+    ASSERT_EQ(errors.size(), 1u) << listing(errors);
+    EXPECT_EQ(errors[0].to_string(),
+              "test.yaml:1:4: found a NUL byte, expected UTF-8 text (a UTF-16 or binary file has "
+              "them; save the configuration as UTF-8)");
+}
+
+TEST(ShownValue, ShortValuesWhole) {
+    EXPECT_EQ(shown_value("http"), "\"http\"");
+    EXPECT_EQ(shown_value(""), "\"\"");
+    EXPECT_EQ(shown_value("a\"b\\c\n\t\x01"), R"("a\"b\\c\n\t\x01")");
+    EXPECT_EQ(shown_value("it's", '\''), R"('it\'s')");
+    const std::string exactly(kShownValueBytes, 'a');
+    EXPECT_EQ(shown_value(exactly), "\"" + exactly + "\"");
+}
+
+TEST(ShownValue, LongValuesCutWithTheirSize) {
+    const std::string shown = shown_value(std::string(k10MB, 'a'));
+    EXPECT_EQ(shown, "\"" + std::string(kShownValueBytes, 'a') + "\"\u2026 (10485760 bytes)");
+    EXPECT_EQ(shown_value(std::string(kShownValueBytes + 1, 'b')),
+              "\"" + std::string(kShownValueBytes, 'b') + "\"\u2026 (49 bytes)");
+    // Escapes count as what they show: a value of control characters is cut too.
+    const std::string nuls = shown_value(std::string(1000, '\0'));
+    EXPECT_LE(nuls.size(), kShownValueBytes + 30) << nuls;
+    EXPECT_NE(nuls.find("\\x00\"\u2026 (1000 bytes)"), std::string::npos) << nuls;
+}
+
+TEST(ShownValue, NeverCutsInsideAUtf8Character) {
+    // "é" is 2 bytes, "€" 3: whatever the limit, the cut falls between characters.
+    for (const std::string ch : {"\u00e9", "\u20ac", "\U0001F600"}) {
+        std::string text;
+        for (int i = 0; i < 100; ++i) text += ch;
+        const std::string shown = shown_value(text);
+        const std::size_t inside = shown.find('"', 1) - 1;
+        EXPECT_EQ(inside % ch.size(), 0u) << shown;
+        EXPECT_LE(inside, kShownValueBytes) << shown;
+        EXPECT_GT(inside + ch.size(), kShownValueBytes) << shown;
+        EXPECT_TRUE(json::accept(json(shown).dump())) << "valid UTF-8 for a JSON reply";
+    }
+}
+
+TEST(Json, MegabyteHashKeyGivesAShortError) {
+    // What the API does with a VIP it is sent: decode, then check_vip().
+    json body = {{"address", "198.51.100.10"},
+                 {"port", 80},
+                 {"backends", {{{"address", "203.0.113.11"}, {"hash_key", std::string(k1MiB, 'k')}}}}};
+    auto vip = vip_from_json(body);
+    ASSERT_TRUE(vip.has_value()) << vip.error().substr(0, 400);
+    Settings settings;
+    settings.encap_source.ipv4 = net::IpAddress::v4(203, 0, 113, 1);
+    const auto issues = validate_vip(*vip, settings);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_LT(issues[0].size(), 200u) << issues[0].substr(0, 400);
+    EXPECT_EQ(issues[0].rfind("backends[0].hash_key: found \"kkk", 0), 0u) << issues[0].substr(0, 400);
+    EXPECT_NE(issues[0].find("(1048576 bytes), expected at most 255"), std::string::npos)
+        << issues[0].substr(0, 400);
+}
+
+TEST(Json, MegabyteValuesAndKeysGiveShortDecodeErrors) {
+    auto state =
+        backend_from_json(json{{"address", "203.0.113.11"}, {"state", std::string(k1MiB, 'd')}});
+    ASSERT_FALSE(state.has_value());
+    EXPECT_LT(state.error().size(), 200u) << state.error().substr(0, 400);
+    EXPECT_EQ(state.error().rfind("state: found \"ddd", 0), 0u) << state.error().substr(0, 400);
+    EXPECT_NE(state.error().find("(1048576 bytes), expected active, drain or disabled"),
+              std::string::npos)
+        << state.error().substr(0, 400);
+
+    auto key = backend_from_json(json{{"address", "203.0.113.11"}, {std::string(k1MiB, 'x'), 1}});
+    ASSERT_FALSE(key.has_value());
+    EXPECT_LT(key.error().size(), 200u) << key.error().substr(0, 400);
+    EXPECT_NE(key.error().find("(1048576 bytes): unknown key"), std::string::npos)
+        << key.error().substr(0, 400);
+}
+
+TEST(Model, MegabyteVipKeyAndDurationGiveShortErrors) {
+    auto key = parse_vip_key(std::string(k1MiB, '1') + ":80/tcp");
+    ASSERT_FALSE(key.has_value());
+    EXPECT_LT(key.error().size(), 250u) << key.error().substr(0, 400);
+    EXPECT_NE(key.error().find("(1048583 bytes) is not a VIP"), std::string::npos)
+        << key.error().substr(0, 400);
+    auto protocol = parse_vip_key("198.51.100.10:80/" + std::string(k1MiB, 'p'));
+    ASSERT_FALSE(protocol.has_value());
+    EXPECT_LT(protocol.error().size(), 300u) << protocol.error().substr(0, 400);
+    auto duration = parse_duration("1" + std::string(k1MiB, 'u'));
+    ASSERT_FALSE(duration.has_value());
+    EXPECT_LT(duration.error().size(), 250u) << duration.error().substr(0, 400);
+    EXPECT_NE(duration.error().find("unknown unit 'uuu"), std::string::npos)
+        << duration.error().substr(0, 400);
 }
 
 }  // namespace
