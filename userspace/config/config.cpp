@@ -7,6 +7,7 @@
 // positive in its node iterators); silence it for that header only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 #pragma GCC diagnostic pop
 
@@ -15,6 +16,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "decode.h"
@@ -55,7 +57,7 @@ public:
             case Kind::kList:
                 return "a list";
             case Kind::kScalar:
-                return detail::quote(node_.Scalar());
+                return shown_value(node_.Scalar());
             case Kind::kNull:
                 break;
         }
@@ -106,6 +108,76 @@ private:
     Location location_;
 };
 
+// The line and column of byte `offset` of `text`, counted as yaml-cpp
+// counts them (columns in bytes).
+Location location_at(std::string_view text, std::size_t offset) {
+    const std::string_view before = text.substr(0, offset);
+    const auto line_start = before.rfind('\n');
+    const auto column = line_start == std::string_view::npos ? offset : offset - line_start - 1;
+    return Location{static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
+                    static_cast<int>(column) + 1};
+}
+
+// Notes where each document starts and ignores the rest: a second pass over
+// the text finds out whether it holds more than one document.
+class DocumentStarts : public YAML::EventHandler {
+public:
+    std::vector<Location> starts;
+
+    void OnDocumentStart(const YAML::Mark& mark) override {
+        starts.push_back(location_of(mark, Location{1, 1}));
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+};
+
+// After a first document that yaml-cpp read: an error at the start of a
+// second one ("---" or what follows "..."), or at whatever after the first
+// document is not YAML; nullopt when the first document is all there is.
+std::optional<ConfigError> extra_document(const std::string& text, const std::string& source) {
+    // Another document begins after a "---" or a "..." at the start of a
+    // line: without one, spare a big file its second pass.
+    auto marker_at = [&](std::size_t at) {
+        return text.compare(at, 3, "---") == 0 || text.compare(at, 3, "...") == 0;
+    };
+    bool marker = marker_at(0);
+    for (auto nl = text.find('\n'); !marker && nl != std::string::npos;
+         nl = text.find('\n', nl + 1)) {
+        marker = marker_at(nl + 1);
+    }
+    if (!marker) return std::nullopt;
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts documents;
+    try {
+        bool more = true;
+        while (more && documents.starts.size() < 2) more = parser.HandleNextDocument(documents);
+    } catch (const YAML::Exception& e) {
+        // A syntax error inside a second document: the document itself is
+        // the error to report (removing it removes the syntax error too).
+        if (documents.starts.size() < 2) {
+            const Location at = location_of(e.mark, Location{1, 1});
+            return ConfigError{source, at.line, at.column,
+                               "not valid YAML after the first document: " + e.msg +
+                                   " (expected one YAML document: the configuration)"};
+        }
+    }
+    if (documents.starts.size() < 2) return std::nullopt;
+    const Location at = documents.starts[1];
+    return ConfigError{source, at.line, at.column,
+                       "found a second YAML document, expected one document per file (the "
+                       "configuration): remove the extra one or merge it into the first"};
+}
+
 std::string number_text(double v) {
     char buf[64];
     auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
@@ -127,9 +199,19 @@ std::string ConfigError::to_string() const {
 
 std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view yaml,
                                                              const std::string& source_name) {
+    // yaml-cpp misreads a NUL byte (an "unknown escape character" somewhere
+    // else, or the end of the text): find it first.
+    if (const auto nul = yaml.find('\0'); nul != std::string_view::npos) {
+        const Location at = location_at(yaml, nul);
+        return std::unexpected(std::vector<ConfigError>{ConfigError{
+            source_name, at.line, at.column,
+            "found a NUL byte, expected UTF-8 text (a UTF-16 or binary file has them; save the "
+            "configuration as UTF-8)"}});
+    }
+    const std::string text(yaml);
     YAML::Node root;
     try {
-        root = YAML::Load(std::string(yaml));
+        root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
         const Location at = location_of(e.mark, Location{1, 1});
         return std::unexpected(std::vector<ConfigError>{ConfigError{
@@ -144,6 +226,7 @@ std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view ya
     detail::check_config(decoded.config, issues);
 
     std::vector<ConfigError> errors;
+    if (auto extra = extra_document(text, source_name)) errors.push_back(std::move(*extra));
     for (const auto& d : sink.errors()) {
         errors.push_back(ConfigError{source_name, d.location.line, d.location.column,
                                      detail::with_path(d.path, d.message)});

@@ -6,6 +6,56 @@
 #include <cmath>
 #include <cstdio>
 
+#include "xlb/config/config.h"
+
+namespace xlb::config {
+
+namespace {
+
+// How many bytes the UTF-8 character starting with `lead` takes (1 for a
+// byte that does not start a multi-byte character).
+std::size_t utf8_length(unsigned char lead) {
+    if ((lead & 0xe0) == 0xc0) return 2;
+    if ((lead & 0xf0) == 0xe0) return 3;
+    if ((lead & 0xf8) == 0xf0) return 4;
+    return 1;
+}
+
+// One character of `text` at `at` as shown: escaped if a control character.
+std::string shown_char(std::string_view text, std::size_t at, char quote, std::size_t& length) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    length = 1;
+    if (c == static_cast<unsigned char>(quote) || c == '\\') return std::string{'\\', text[at]};
+    if (c == '\n') return "\\n";
+    if (c == '\t') return "\\t";
+    if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+        return buf;
+    }
+    length = std::min(utf8_length(c), text.size() - at);
+    return std::string(text.substr(at, length));
+}
+
+}  // namespace
+
+std::string shown_value(std::string_view value, char quote) {
+    std::string out(1, quote);
+    std::size_t at = 0;
+    while (at < value.size()) {
+        std::size_t length = 0;
+        std::string piece = shown_char(value, at, quote, length);
+        if (out.size() - 1 + piece.size() > kShownValueBytes) break;
+        out += piece;
+        at += length;
+    }
+    out += quote;
+    if (at < value.size()) out += "\u2026 (" + std::to_string(value.size()) + " bytes)";
+    return out;
+}
+
+}  // namespace xlb::config
+
 namespace xlb::config::detail {
 
 void Sink::error(const std::string& path, Location location, std::string message) {
@@ -39,25 +89,13 @@ std::string with_path(const std::string& path, const std::string& message) {
     return path.empty() ? message : path + ": " + message;
 }
 
-std::string quote(std::string_view text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += static_cast<char>(c);
-        } else if (c == '\n') {
-            out += "\\n";
-        } else if (c == '\t') {
-            out += "\\t";
-        } else if (c < 0x20 || c == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out + "\"";
+std::string path_key(std::string_view key) {
+    const bool plain =
+        key.size() <= kShownValueBytes && std::none_of(key.begin(), key.end(), [](char c) {
+            auto u = static_cast<unsigned char>(c);
+            return u <= 0x20 || u == 0x7f;
+        });
+    return plain ? std::string(key) : shown_value(key);
 }
 
 namespace {
@@ -99,6 +137,10 @@ std::string_view closest(std::string_view key, std::span<const std::string_view>
     };
     const std::string nkey = normalise(key);
     for (auto candidate : allowed) {
+        // The lengths alone tell a far key (and spare a 10 MB key the table).
+        const std::size_t gap = key.size() > candidate.size() ? key.size() - candidate.size()
+                                                              : candidate.size() - key.size();
+        if (gap > limit) continue;
         std::size_t distance = normalise(candidate) == nkey ? 0 : edit_distance(key, candidate);
         if (distance < best_distance) {
             best = candidate;

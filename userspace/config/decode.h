@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "xlb/config/config.h"
 #include "xlb/config/model.h"
 
 namespace xlb::config::detail {
@@ -77,8 +78,10 @@ std::string join(const std::string& base, std::string_view key);  // "a", "b" ->
 std::string index(const std::string& base, std::size_t i);        // "a", 3 -> "a[3]"
 // "path: message", or the message alone for the empty path.
 std::string with_path(const std::string& path, const std::string& message);
-// Double-quoted, with control characters escaped.
-std::string quote(std::string_view text);
+// A key as a path component in an error: itself when short and without
+// spaces or control characters, else as shown_value() shows it (a 1 MiB
+// unknown key gives a short error).
+std::string path_key(std::string_view key);
 // The closest allowed key within a small edit distance, or empty.
 std::string_view closest(std::string_view key, std::span<const std::string_view> allowed);
 
@@ -265,7 +268,7 @@ std::optional<Fields<V>> read_fields(const V& v, const std::string& path, Sink& 
             continue;
         }
         const std::string& key = *entry.key;
-        const std::string key_path = join(path, key);
+        const std::string key_path = join(path, path_key(key));
         if (auto it = seen.find(key); it != seen.end()) {
             std::string msg = "duplicate key";
             if (it->second.line > 0)

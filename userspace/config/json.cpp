@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "decode.h"
+#include "xlb/config/config.h"
 
 namespace xlb::config {
 
@@ -34,7 +35,7 @@ public:
     std::string found() const {
         if (j_->is_object()) return "an object";
         if (j_->is_array()) return "a list";
-        if (j_->is_string()) return detail::quote(j_->get_ref<const std::string&>());
+        if (j_->is_string()) return shown_value(j_->get_ref<const std::string&>());
         return j_->dump();  // number, true/false, null
     }
 
@@ -60,7 +61,7 @@ public:
     std::vector<Entry> entries() const {
         std::vector<Entry> out;
         for (auto it = j_->begin(); it != j_->end(); ++it) {
-            out.push_back(Entry{it.key(), {}, detail::quote(it.key()), JsonView(it.value())});
+            out.push_back(Entry{it.key(), {}, shown_value(it.key()), JsonView(it.value())});
         }
         return out;
     }

@@ -7,6 +7,8 @@
 #include <limits>
 #include <utility>
 
+#include "xlb/config/config.h"
+
 namespace xlb::config {
 
 namespace {
@@ -93,7 +95,7 @@ VipSpec* Config::find_vip(const std::string& key) {
 }
 
 std::expected<VipKey, std::string> parse_vip_key(std::string_view text) {
-    const std::string shown = "'" + std::string(text) + "'";
+    const std::string shown = shown_value(text, '\'');
     const char* form =
         " (expected ADDRESS:PORT[/tcp|/udp], e.g. 198.51.100.10:80/tcp or "
         "[2001:db8::10]:443/udp)";
@@ -105,18 +107,23 @@ std::expected<VipKey, std::string> parse_vip_key(std::string_view text) {
         auto name = text.substr(slash + 1);
         auto parsed = parse_protocol(name);
         if (!parsed) {
-            return std::unexpected(shown + " is not a VIP: protocol '" + std::string(name) +
-                                   "' is neither tcp nor udp" + form);
+            return std::unexpected(shown + " is not a VIP: protocol " + shown_value(name, '\'') +
+                                   " is neither tcp nor udp" + form);
         }
         protocol = *parsed;
     }
     auto ep = net::Endpoint::parse(endpoint);
-    if (!ep) return std::unexpected(shown + " is not a VIP: " + ep.error() + form);
+    if (!ep) {
+        // The reason quotes the endpoint again, uncut: only a short one's.
+        const std::string reason =
+            text.size() <= kShownValueBytes ? ep.error() : "not ADDRESS:PORT";
+        return std::unexpected(shown + " is not a VIP: " + reason + form);
+    }
     return VipKey{ep->address, ep->port, protocol};
 }
 
 std::expected<Duration, std::string> parse_duration(std::string_view text) {
-    const std::string shown = "'" + std::string(text) + "'";
+    const std::string shown = shown_value(text, '\'');
     const char* form = "a whole number and a unit: ms, s, m or h, e.g. 500ms, 2s, 1m";
     std::size_t digits = 0;
     while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
@@ -139,8 +146,8 @@ std::expected<Duration, std::string> parse_duration(std::string_view text) {
     } else if (unit == "h") {
         scale = 3'600'000;
     } else {
-        return std::unexpected(shown + " has an unknown unit '" + std::string(unit) +
-                               "' (expected " + form + ")");
+        return std::unexpected(shown + " has an unknown unit " + shown_value(unit, '\'') +
+                               " (expected " + form + ")");
     }
     // Bound: ten years is more than any setting needs, and far from overflow.
     constexpr std::uint64_t kMaxMs = 10ULL * 366 * 24 * 3'600'000;

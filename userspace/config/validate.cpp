@@ -20,7 +20,6 @@ namespace xlb::config {
 namespace {
 
 using detail::join;
-using detail::quote;
 
 // Bounds, documented in docs/config.md.
 constexpr std::uint16_t kMinMtu = 576;          // IPv4's minimum reassembly size
@@ -281,16 +280,16 @@ void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
     if (http) {
         if (hc.path.empty() || hc.path.front() != '/' || !is_token(hc.path)) {
             out.add("health_check.path",
-                    "found " + quote(hc.path) +
+                    "found " + shown_value(hc.path) +
                         ", expected an absolute request path without spaces, e.g. /healthz");
         }
         if (!is_token(hc.host)) {
             out.add("health_check.host",
-                    "found " + quote(hc.host) +
+                    "found " + shown_value(hc.host) +
                         ", expected a host name without spaces or control characters");
         }
         if (!printable(hc.body_contains)) {
-            out.add("health_check.body_contains", "found " + quote(hc.body_contains) +
+            out.add("health_check.body_contains", "found " + shown_value(hc.body_contains) +
                                                       ", expected text without control characters");
         }
         if (hc.expected_statuses.empty()) {
@@ -348,7 +347,7 @@ void check_backends(const VipSpec& vip, const Settings* settings, const Out& out
                 const std::string other = "backends[" + std::to_string(it->second) + "]";
                 out.add(
                     at + (b.hash_key.empty() ? ".address" : ".hash_key"),
-                    "found identity " + quote(id) + " again (also backends[" +
+                    "found identity " + shown_value(id) + " again (also backends[" +
                         std::to_string(it->second) +
                         "]), expected a distinct hash_key per backend (Maglev places "
                         "backends by it)",
@@ -360,7 +359,7 @@ void check_backends(const VipSpec& vip, const Settings* settings, const Out& out
                                         std::to_string(kMaxWeight));
         }
         if (b.hash_key.size() > kMaxHashKeyLength || !printable(b.hash_key)) {
-            out.add(at + ".hash_key", "found " + quote(b.hash_key) + ", expected at most " +
+            out.add(at + ".hash_key", "found " + shown_value(b.hash_key) + ", expected at most " +
                                           std::to_string(kMaxHashKeyLength) +
                                           " characters without control characters");
         }
@@ -404,7 +403,7 @@ void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out
                                    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
                         });
         if (!ok) {
-            out.add("name", "found " + quote(vip.name) + ", expected at most " +
+            out.add("name", "found " + shown_value(vip.name) + ", expected at most " +
                                 std::to_string(kMaxNameLength) +
                                 " characters from A-Z a-z 0-9 . _ - (it labels logs and metrics)");
         }
@@ -453,10 +452,12 @@ void check_encap(const std::optional<net::IpAddress>& addr, std::uint8_t len, bo
     }
 }
 
-void check_path(const std::string& value, const char* key, const Out& out) {
+bool check_path(const std::string& value, const char* key, const Out& out) {
     if (value.empty() || value.front() != '/' || !printable(value)) {
-        out.add(key, "found " + quote(value) + ", expected an absolute path");
+        out.add(key, "found " + shown_value(value) + ", expected an absolute path");
+        return false;
     }
+    return true;
 }
 
 void check_settings(const Settings& s, const Out& out) {
@@ -467,7 +468,7 @@ void check_settings(const Settings& s, const Out& out) {
                    auto u = static_cast<unsigned char>(c);
                    return u > 0x20 && u != 0x7f && c != '/' && c != ':';
                })) {
-        out.add("interface", "found " + quote(s.interface) +
+        out.add("interface", "found " + shown_value(s.interface) +
                                  ", expected a network interface name (at most 15 characters, "
                                  "no '/', ':' or spaces)");
     }
@@ -508,7 +509,12 @@ void check_settings(const Settings& s, const Out& out) {
     size("maps.max_vips", s.maps.max_vips, kMaxVipsLimit);
     size("maps.max_backends", s.maps.max_backends, kMaxBackendsLimit);
     size("maps.conntrack_entries", s.maps.conntrack_entries, kMaxConntrackLimit);
-    check_path(s.api_socket, "api.socket", out);
+    if (check_path(s.api_socket, "api.socket", out) && s.api_socket.size() > kMaxSocketPathBytes) {
+        out.add("api.socket", "found a path of " + std::to_string(s.api_socket.size()) +
+                                  " bytes, expected at most " +
+                                  std::to_string(kMaxSocketPathBytes) +
+                                  " (the limit of a Unix socket address)");
+    }
     // What useradd/groupadd accept (and a number); the group's existence is
     // checked when the socket is made, on the host that runs the agent.
     if (!s.api_group.empty() &&
@@ -517,14 +523,16 @@ void check_settings(const Settings& s, const Out& out) {
              return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
                     c == '.';
          }))) {
-        out.add("api.group", "found " + quote(s.api_group) +
+        out.add("api.group", "found " + shown_value(s.api_group) +
                                  ", expected a group name or number (letters, digits, '_', '-', "
                                  "'.'; at most 32 characters), e.g. xlb");
     }
     if (auto ep = net::Endpoint::parse(s.metrics_listen); !ep) {
-        out.add("metrics.listen", "found " + quote(s.metrics_listen) +
-                                      ", expected ADDRESS:PORT, e.g. 127.0.0.1:9464 (" +
-                                      ep.error() + ")");
+        // The reason quotes the value again, uncut: only a short one's.
+        const std::string reason =
+            s.metrics_listen.size() <= kShownValueBytes ? " (" + ep.error() + ")" : std::string();
+        out.add("metrics.listen", "found " + shown_value(s.metrics_listen) +
+                                      ", expected ADDRESS:PORT, e.g. 127.0.0.1:9464" + reason);
     } else if (ep->port == 0) {
         out.add("metrics.listen", "found port 0, expected a port 1-65535");
     }
@@ -575,7 +583,7 @@ void check_config(const Config& config, std::vector<Issue>& issues) {
             if (auto [it, fresh] = names.emplace(vip.name, i); !fresh) {
                 const std::string other = "vips[" + std::to_string(it->second) + "]";
                 top.add(at + ".name",
-                        "found name " + quote(vip.name) + " again (also " + other +
+                        "found name " + shown_value(vip.name) + " again (also " + other +
                             "), expected a distinct name per VIP",
                         {other + ".name"});
             }

@@ -13,6 +13,9 @@
 // read and which the API runs on runtime changes.
 #pragma once
 
+#include <sys/un.h>
+
+#include <cstddef>
 #include <expected>
 #include <string>
 #include <string_view>
@@ -32,6 +35,20 @@ struct ConfigError {
     std::string to_string() const;
     bool operator==(const ConfigError&) const = default;
 };
+
+// The longest path a Unix socket address holds: sun_path less its NUL
+// (107 bytes on Linux). api.socket is checked against it.
+inline constexpr std::size_t kMaxSocketPathBytes = sizeof(sockaddr_un{}.sun_path) - 1;
+
+// An error message shows at most this many bytes of a value it echoes.
+inline constexpr std::size_t kShownValueBytes = 48;
+
+// A value as an error message shows it (every echo of a name, key, path or
+// text goes through here): between `quote` characters, control characters
+// escaped (\n, \t, \x00), and, when that is longer than kShownValueBytes,
+// cut there (never inside a UTF-8 character) and followed by the value's
+// size: "aaaa...aaaa"… (10485760 bytes). A 10 MB value gives a short line.
+std::string shown_value(std::string_view value, char quote = '"');
 
 // Reads and validates a YAML file. On failure: every error, in file order.
 std::expected<Config, std::vector<ConfigError>> load_config_file(const std::string& path);
