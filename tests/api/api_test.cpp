@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -632,17 +634,24 @@ TEST_F(ApiTest, FailedPersistenceChangesNothing) {
     Reply ok = patch(one, R"({"weight": 7})");
     ASSERT_EQ(ok.status, 200) << ok.text;
     EXPECT_EQ(ok.body["backends"][0]["weight"], 7);
+    EXPECT_EQ(ok.body["publish"], "live");
 }
 
 // Persisted and handed to the reconciler, but the kernel refused the table:
-// 202 with the reason; the reconciler keeps trying and the change goes live.
-TEST_F(ApiTest, AcceptedButNotYetPublished) {
+// 502 "publish failed" with the reason, the VIP object and persisted: true
+// (not 202, which means "pending, nothing failed"); the reconciler keeps
+// trying and the change goes live.
+TEST_F(ApiTest, PersistedButPublishFailed) {
     const std::string one = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.11";
     dp.fail_publish = true;
     Reply r = patch(one, R"({"weight": 60})");
-    EXPECT_EQ(r.status, 202) << r.text;
+    EXPECT_EQ(r.status, 502) << r.text;
+    EXPECT_EQ(r.body["publish"], "failed");
+    EXPECT_EQ(r.body["persisted"], true);
     EXPECT_EQ(r.body["published"], false);
     EXPECT_NE(r.body["last_error"].get<std::string>().find("injected"), std::string::npos) << r.text;
+    EXPECT_NE(r.body["error"].get<std::string>().find("persisted, but its publish failed"), std::string::npos)
+        << r.text;
     EXPECT_EQ(r.body["epoch"], 1);
     EXPECT_NE(read_file(settings.state_file).find("\"weight\": 60"), std::string::npos);
     dp.fail_publish = false;
@@ -961,6 +970,9 @@ TEST_F(ApiTest, MetricsExposition) {
     EXPECT_EQ(values["xlb_backend_effective_weight" + b11], std::to_string(100 * control::kWeightScale));
     EXPECT_EQ(values["xlb_backend_effective_weight" + b13], "0");
     EXPECT_EQ(values["xlb_vip_panic" + v], "0");
+    EXPECT_EQ(types["xlb_vip_info"], "gauge");
+    EXPECT_EQ(values["xlb_vip_info{vip=\"198.51.100.10:80/tcp\",name=\"web\"}"], "1")
+        << "the VIP's name, as docs/config.md promises, joined on vip";
     EXPECT_EQ(values["xlb_table_epoch" + v], "2");
     EXPECT_EQ(values["xlb_publishes_total"], "1");
     EXPECT_EQ(values["xlb_publish_latency_seconds_count"], "1");
@@ -1032,6 +1044,318 @@ TEST(ApiLookup, MatchesTheKernelsFlowKey) {
     v.conntrack = false;
     EXPECT_EQ(vip_flags(v), XLB_VIP_F_HASH_SRC_ONLY | XLB_VIP_F_NO_CONNTRACK);
     EXPECT_EQ(lookup(v, src, 80, kSeed, std::nullopt).outcome, "drop_no_table");
+}
+
+
+// ---- client mistakes are 4xx ----------------------------------------------
+
+TEST_F(ApiTest, BodyMistakesAre400AndChangeNothing) {
+    const std::string one = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.11";
+    expect_rejected([&] { return patch(one, "{\"state\": \"dr\xff\xfein\"}"); }, 400,
+                    "invalid UTF-8 in the body at byte 13");
+    expect_rejected([&] { return patch(one, "{\"state\": \"\xed\xa0\x80\"}"); }, 400,
+                    "invalid UTF-8");  // a surrogate
+    expect_rejected([&] { return post("/v1/vips", "{\"address\": \"198.51.100.20\", \"port\": 80, \"name\": \"w\xc3\x28\"}"); },
+                    400, "invalid UTF-8 in the body at byte 51");
+    expect_rejected([&] { return patch(one, R"({"weight": 1e309})"); }, 400, "number out of range");
+    expect_rejected([&] { return patch(one, R"({"weight": 5, "weight": 7})"); }, 400,
+                    "duplicate key \"weight\"");
+    expect_rejected([&] {
+        return post("/v1/vips", R"({"address": "198.51.100.20", "port": 80,
+                                    "backends": [{"address": "203.0.113.1", "weight": 1, "weight": 2}]})");
+    }, 400, "duplicate key \"weight\"");
+    // The same key in two objects is no duplicate.
+    Reply fine = post("/v1/vips", R"({"address": "198.51.100.20", "port": 80, "ring_size": 251,
+                                      "backends": [{"address": "203.0.113.1", "weight": 1},
+                                                   {"address": "203.0.113.2", "weight": 2}]})");
+    EXPECT_EQ(fine.status, 201) << fine.text;
+}
+
+TEST_F(ApiTest, NulInAQueryParameterIs400) {
+    expect_rejected([&] { return get("/v1/vip?vip=198.51.100.10%00garbage:80"); }, 400, "NUL");
+    expect_rejected([&] { return get("/v1/backends?vip=198.51.100.10%00garbage:80"); }, 400,
+                    "query parameter vip: contains a NUL byte");
+    expect_rejected([&] {
+        return patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.11%00x", R"({"weight": 7})");
+    }, 400, "query parameter address: contains a NUL byte");
+    EXPECT_EQ(vip(kWeb)["backends"][0]["weight"], 100);
+}
+
+// ---- raw connections -------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+int connect_unix(const std::string& path, bool nonblocking = false) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+    if (fd < 0) return -errno;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, path.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return -err;
+    }
+    return fd;
+}
+
+int connect_tcp(std::uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return -err;
+    }
+    return fd;
+}
+
+// Sends request on a blocking fd and reads the whole answer (until the
+// server closes), at most `limit` long. Returns the status code, or -1.
+int exchange_raw(int fd, const std::string& request, std::chrono::milliseconds limit,
+                 std::string* body = nullptr) {
+    timeval tv{static_cast<time_t>(limit.count() / 1000), static_cast<suseconds_t>((limit.count() % 1000) * 1000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (!request.empty() && ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
+        return -1;
+    std::string reply;
+    char buf[4096];
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+        ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        reply.append(buf, static_cast<std::size_t>(n));
+    }
+    if (body) *body = reply;
+    if (!reply.starts_with("HTTP/1.1 ")) return -1;
+    return std::atoi(reply.c_str() + 9);
+}
+
+// A request without a body (and without Content-Length) is complete after
+// its head: POST /v1/status answers 405 at once, like other wrong methods.
+TEST_F(ApiTest, PostStatusWithoutBodyIs405) {
+    int fd = connect_unix(settings.api_socket);
+    ASSERT_GE(fd, 0) << std::strerror(-fd);
+    const auto start = Clock::now();
+    std::string reply;
+    EXPECT_EQ(exchange_raw(fd, "POST /v1/status HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 2s, &reply),
+              405) << reply;
+    ::close(fd);
+    EXPECT_LT(Clock::now() - start, 1s);
+    EXPECT_NE(reply.find("Allow: GET"), std::string::npos) << reply;
+    expect_error(to_reply(client->Post("/v1/status")), 405, "not allowed");
+}
+
+// 1,000 requests from 32 clients that connect at the same moment, each
+// connect non-blocking (a full backlog would refuse it with EAGAIN): every
+// connect is accepted and every request answered.
+TEST_F(ApiTest, BurstOfConnectsIsNotRefused) {
+    constexpr int kClients = 32;
+    constexpr int kRequests = 1000;
+    std::atomic<int> next{0}, refused{0}, answered{0}, other{0};
+    std::atomic<int> ready{0};
+    std::mutex mu;
+    std::string first_problem;
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+        clients.emplace_back([&] {
+            ++ready;
+            while (ready < kClients) std::this_thread::yield();
+            while (next++ < kRequests) {
+                int fd = connect_unix(settings.api_socket, true);
+                if (fd < 0) {
+                    ++refused;
+                    std::lock_guard lock(mu);
+                    if (first_problem.empty()) first_problem = std::string("connect: ") + std::strerror(-fd);
+                    continue;
+                }
+                const int flags = ::fcntl(fd, F_GETFL);
+                ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+                std::string reply;
+                const int status = exchange_raw(
+                    fd, "GET /livez HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 10s, &reply);
+                ::close(fd);
+                if (status == 200) {
+                    ++answered;
+                } else {
+                    ++other;
+                    std::lock_guard lock(mu);
+                    if (first_problem.empty()) first_problem = reply.empty() ? "no reply" : reply;
+                }
+            }
+        });
+    }
+    for (auto& t : clients) t.join();
+    EXPECT_EQ(refused, 0) << first_problem;
+    EXPECT_EQ(other, 0) << first_problem;
+    EXPECT_EQ(answered, kRequests);
+}
+
+// Slow clients: some send a request one byte at a time, some connect and
+// say nothing. Meanwhile other requests are answered at once, and the server
+// keeps serving after the slow ones are cut off.
+struct SlowClients {
+    std::vector<int> fds;
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> tricklers;
+
+    template <typename Connect>
+    void start(int count, Connect connect) {
+        for (int i = 0; i < count; ++i) {
+            int fd = connect();
+            ASSERT_GE(fd, 0) << std::strerror(-fd);
+            fds.push_back(fd);
+            if (i % 2 == 1) continue;  // idle after connecting
+            tricklers.emplace_back([this, fd] {
+                const std::string request = "GET /v1/status HTTP/1.1\r\nHost: xlbd\r\nX-Slow: ";
+                for (std::size_t k = 0; !stop; ++k) {
+                    const char c = k < request.size() ? request[k] : 'x';
+                    if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) return;
+                    std::this_thread::sleep_for(100ms);
+                }
+            });
+        }
+        std::this_thread::sleep_for(300ms);  // all connected and trickling
+    }
+    ~SlowClients() {
+        stop = true;
+        for (auto& t : tricklers) t.join();
+        for (int fd : fds) ::close(fd);
+    }
+};
+
+TEST_F(ApiTest, SlowClientsDoNotStarveTheApi) {
+    SlowClients slow;
+    slow.start(16, [&] { return connect_unix(settings.api_socket); });
+    for (int round = 0; round < 3; ++round) {
+        httplib::Client c(settings.api_socket);
+        c.set_address_family(AF_UNIX);
+        c.set_read_timeout(5, 0);
+        const auto start = Clock::now();
+        auto r = c.Get("/v1/status");
+        const auto took = Clock::now() - start;
+        ASSERT_TRUE(r) << httplib::to_string(r.error());
+        EXPECT_EQ(r->status, 200);
+        EXPECT_LT(took, 1s) << "round " << round;
+        std::this_thread::sleep_for(200ms);
+    }
+    // The request timeout (3 s) closes the slow ones: the trickled request is
+    // answered 408, the idle connection closed without a word.
+    std::string reply;
+    EXPECT_EQ(exchange_raw(slow.fds[0], "", 5s, &reply), 408) << reply;
+    EXPECT_NE(reply.find("did not arrive within 3000 ms"), std::string::npos) << reply;
+    std::string idle;
+    EXPECT_EQ(exchange_raw(slow.fds[1], "", 5s, &idle), -1);
+    EXPECT_EQ(idle, "");
+    EXPECT_EQ(get("/v1/status").status, 200) << "still serving";
+}
+
+TEST_F(ApiTest, SlowClientsDoNotStarveMetrics) {
+    MetricsServer metrics(services(), "127.0.0.1:0");
+    auto started = metrics.start();
+    ASSERT_TRUE(started) << started.error();
+    {
+        SlowClients slow;
+        slow.start(16, [&] { return connect_tcp(metrics.port()); });
+        for (int round = 0; round < 3; ++round) {
+            httplib::Client c("127.0.0.1", metrics.port());
+            c.set_read_timeout(5, 0);
+            const auto start = Clock::now();
+            auto r = c.Get("/metrics");
+            const auto took = Clock::now() - start;
+            ASSERT_TRUE(r) << httplib::to_string(r.error());
+            EXPECT_EQ(r->status, 200);
+            EXPECT_LT(took, 1s) << "round " << round;
+            std::this_thread::sleep_for(200ms);
+        }
+    }
+    httplib::Client c("127.0.0.1", metrics.port());
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "still serving";
+    metrics.stop();
+}
+
+// One peer (here: this process's uid) holds at most max_per_peer
+// connections; one more is answered 503 at once and the rest keep working.
+TEST_F(ApiTest, ConnectionsPerPeerAreLimited) {
+    const std::string path = dir + "/run/limited.sock";
+    ApiServer::Options options{path};
+    options.limits.max_per_peer = 4;
+    ApiServer limited(services(), options);
+    ASSERT_TRUE(limited.start());
+    std::vector<int> held;
+    for (int i = 0; i < 4; ++i) {
+        int fd = connect_unix(path);
+        ASSERT_GE(fd, 0);
+        held.push_back(fd);
+    }
+    std::this_thread::sleep_for(200ms);
+    int extra = connect_unix(path);
+    ASSERT_GE(extra, 0);
+    std::string reply;
+    const auto start = Clock::now();
+    EXPECT_EQ(exchange_raw(extra, "GET /livez HTTP/1.1\r\nHost: xlbd\r\n\r\n", 2s, &reply), 503) << reply;
+    EXPECT_LT(Clock::now() - start, 1s);
+    EXPECT_NE(reply.find("too many connections from uid " + std::to_string(::getuid())), std::string::npos)
+        << reply;
+    ::close(extra);
+    ::close(held.back());
+    held.pop_back();
+    std::this_thread::sleep_for(200ms);
+    int again = connect_unix(path);
+    ASSERT_GE(again, 0);
+    EXPECT_EQ(exchange_raw(again, "GET /livez HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 2s), 200);
+    ::close(again);
+    for (int fd : held) ::close(fd);
+    limited.stop();
+}
+
+// ---- the metrics port is not shared ------------------------------------------
+
+TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
+    auto holder = [](bool reuseport, bool listen) {
+        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int yes = 1;
+        if (reuseport) ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+        if (listen) {
+            EXPECT_EQ(::listen(fd, 16), 0);
+        }
+        socklen_t len = sizeof(addr);
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+        return std::pair{fd, ntohs(addr.sin_port)};
+    };
+    for (auto [reuseport, listen] : {std::pair{false, false}, std::pair{true, true}}) {
+        auto [fd, port] = holder(reuseport, listen);
+        const std::string address = "127.0.0.1:" + std::to_string(port);
+        MetricsServer metrics(services(), address);
+        auto started = metrics.start();
+        ASSERT_FALSE(started) << "bound beside a socket with SO_REUSEPORT=" << reuseport;
+        EXPECT_NE(started.error().find(address), std::string::npos) << started.error();
+        EXPECT_NE(started.error().find("address in use"), std::string::npos) << started.error();
+        ::close(fd);
+    }
+    // And a second agent beside the first.
+    MetricsServer first(services(), "127.0.0.1:0");
+    ASSERT_TRUE(first.start());
+    const std::string address = "127.0.0.1:" + std::to_string(first.port());
+    MetricsServer second(services(), address);
+    auto refused = second.start();
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find(address + ": address in use"), std::string::npos) << refused.error();
+    httplib::Client c("127.0.0.1", first.port());
+    auto r = c.Get("/livez");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "the first keeps serving";
+    first.stop();
 }
 
 }  // namespace

@@ -228,6 +228,33 @@ TEST(XlbctlRun, AcceptedButNotLiveWarns) {
               "publish rings: EIO (the agent retries; xlbctl status shows when it is)\n");
 }
 
+// 202 means "persisted, publish pending": the result, a note, exit 0.
+TEST(XlbctlRun, AcceptedAndPendingNotes) {
+    Harness h;
+    json reply = vip_object(false);
+    reply["last_error"] = "";
+    reply["publish"] = "pending";
+    h.replies.push_back(ok(reply, 202));
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), 0);
+    EXPECT_HAS(h.out.str(), "is draining");
+    EXPECT_EQ(h.err.str(),
+              "xlbctl: warning: backend drain 198.51.100.10:80/tcp: persisted, publish pending: "
+              "not live yet (nothing failed; xlbctl status shows when it is live)\n");
+}
+
+// 502 means "persisted, publish failed": an error naming both, exit 1.
+TEST(XlbctlRun, PersistedButPublishFailedIsAnError) {
+    Harness h;
+    json reply = vip_object(false);
+    reply["publish"] = "failed";
+    reply["persisted"] = true;
+    reply["error"] = "the change was persisted, but its publish failed: publish rings: EIO (the agent "
+                     "retries after 100 ms, doubling up to 5 s; xlbctl status shows when it is live)";
+    h.replies.push_back(ok(reply, 502));
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), 1);
+    EXPECT_HAS(h.err.str(), "xlbd: the change was persisted, but its publish failed: publish rings: EIO");
+}
+
 TEST(XlbctlRun, HelpIsExitZeroOnStdout) {
     Harness h;
     EXPECT_EQ(h.run({"lookup", "--help"}), 0);

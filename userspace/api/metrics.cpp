@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/api/metrics.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
@@ -10,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "internal.h"
+#include "listener.h"
 
 namespace xlb::api {
 
@@ -111,6 +117,12 @@ private:
 
 std::string render_metrics(const MetricsInput& in) {
     Writer w;
+    // The VIP's name (config `name`), once per VIP: join on `vip`, e.g.
+    // xlb_packets_total * on(vip) group_left(name) xlb_vip_info.
+    w.family("xlb_vip_info", "gauge",
+             "Always 1: the VIP's configured name as a label, to join on vip.");
+    for (const control::VipStatus& v : in.vips)
+        w.sample("xlb_vip_info", {{"vip", v.spec.key()}, {"name", v.spec.name}}, 1);
     // Per-VIP counters.
     struct VipCounter {
         const char* name;
@@ -304,8 +316,8 @@ std::expected<std::pair<std::string, std::uint16_t>, std::string> parse_listen_a
     return std::pair{host, static_cast<std::uint16_t>(value)};
 }
 
-MetricsServer::MetricsServer(Services services, std::string listen)
-    : services_(std::move(services)), listen_(std::move(listen)) {}
+MetricsServer::MetricsServer(Services services, std::string listen, ConnectionLimits limits)
+    : services_(std::move(services)), listen_(std::move(listen)), limits_(limits) {}
 
 MetricsServer::~MetricsServer() { stop(); }
 
@@ -349,28 +361,21 @@ std::expected<void, std::string> MetricsServer::start() {
     });
     detail::add_probes(router, services_);
 
-    server_ = std::make_unique<httplib::Server>();
-    router.install(*server_);
-    errno = 0;
-    if (port == 0) {
-        int bound = server_->bind_to_any_port(host);
-        if (bound <= 0) {
-            const int err = errno;
-            server_.reset();
-            return std::unexpected("metrics: bind " + listen_ + ": " +
-                                   (err ? std::strerror(err) : "failed"));
-        }
-        port_ = static_cast<std::uint16_t>(bound);
-    } else {
-        if (!server_->bind_to_port(host, port)) {
-            const int err = errno;
-            server_.reset();
-            return std::unexpected("metrics: bind " + listen_ + ": " +
-                                   (err ? std::strerror(err) : "failed"));
-        }
-        port_ = port;
+    auto fd = detail::listen_tcp(host, port, listen_);
+    if (!fd) return std::unexpected("metrics: " + fd.error());
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    if (::getsockname(*fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+        const int err = errno;
+        ::close(*fd);
+        return std::unexpected("metrics: getsockname of " + listen_ + ": " + std::strerror(err));
     }
-    thread_ = std::thread([server = server_.get()] { server->listen_after_bind(); });
+    port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
+                                             : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+    server_ = std::make_unique<detail::GuardedServer>(limits_, false);
+    router.install(*server_);
+    server_->adopt(*fd);
+    thread_ = std::thread([server = server_.get()] { server->serve(); });
     for (int i = 0; i < 2000 && !server_->is_running(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     spdlog::info("metrics: serving /metrics, /livez, /readyz on {}:{}", host, port_);

@@ -12,6 +12,8 @@
 #include <charconv>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -19,6 +21,7 @@
 
 #include "files.h"
 #include "internal.h"
+#include "listener.h"
 #include "reload_json.h"
 #include "xlb/api/lookup.h"
 #include "xlb/api/state_store.h"
@@ -97,6 +100,41 @@ std::vector<config::VipSpec>::iterator find_vip(std::vector<config::VipSpec>& vi
                         [&](const config::VipSpec& v) { return v.key() == key; });
 }
 
+// The offset of the first byte that is not part of well-formed UTF-8 (no
+// overlong forms, no surrogates, nothing above U+10FFFF), or nullopt.
+std::optional<std::size_t> invalid_utf8_at(std::string_view text) {
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
+    std::size_t i = 0;
+    while (i < n) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t len = 0;
+        unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) len = 3, lo = 0xA0;
+        else if (c == 0xED) len = 3, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF) len = 3;
+        else if (c == 0xF0) len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) len = 4, hi = 0x8F;
+        else return i;
+        if (i + len > n) return i;
+        if (p[i + 1] < lo || p[i + 1] > hi) return i;
+        for (std::size_t k = 2; k < len; ++k)
+            if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+        i += len;
+    }
+    return std::nullopt;
+}
+
+// How long a change's answer waits for a publish that is pending without an
+// error before it answers 202.
+constexpr std::chrono::milliseconds kPendingWait{1000};
+
 HttpError unknown_vip(const std::string& key) {
     return {404, "no VIP " + key + " (GET /v1/vips lists them)"};
 }
@@ -162,16 +200,45 @@ private:
         if (req.body.empty())
             return std::unexpected(
                 HttpError{400, std::string("missing request body, expected ") + expected});
+        if (auto bad = invalid_utf8_at(req.body))
+            return std::unexpected(HttpError{
+                400, "invalid UTF-8 in the body at byte " + std::to_string(*bad) +
+                         ": bodies are JSON in UTF-8, expected " + expected});
+        // Duplicate keys: nlohmann keeps the last; a client that sends two
+        // meant one of them, and which one is a guess. Keys are tracked per
+        // object being parsed.
+        std::vector<std::set<std::string>> open_objects;
+        std::optional<std::string> duplicate;
+        const json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
+            if (event == json::parse_event_t::object_start) {
+                open_objects.emplace_back();
+            } else if (event == json::parse_event_t::object_end) {
+                if (!open_objects.empty()) open_objects.pop_back();
+            } else if (event == json::parse_event_t::key && !open_objects.empty()) {
+                const std::string& key = parsed.get_ref<const std::string&>();
+                if (!open_objects.back().insert(key).second && !duplicate) duplicate = key;
+            }
+            return true;
+        };
+        json j;
         try {
-            json j = json::parse(req.body);
-            if (!j.is_object())
-                return std::unexpected(HttpError{
-                    400, "found " + std::string(j.type_name()) + " as the body, expected " + expected});
-            return j;
+            j = json::parse(req.body, track);
         } catch (const json::parse_error& e) {
             return std::unexpected(HttpError{
                 400, "malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what()});
+        } catch (const json::out_of_range& e) {
+            // e.g. 1e309: no double holds it
+            return std::unexpected(HttpError{
+                400, std::string("number out of range in the body (") + e.what() +
+                         "), expected " + expected});
         }
+        if (duplicate)
+            return std::unexpected(HttpError{
+                400, "duplicate key \"" + *duplicate + "\" in the body: each key may appear once"});
+        if (!j.is_object())
+            return std::unexpected(HttpError{
+                400, "found " + std::string(j.type_name()) + " as the body, expected " + expected});
+        return j;
     }
 
     std::expected<std::vector<control::VipStatus>, HttpError> all_status() {
@@ -253,23 +320,35 @@ private:
         const Change& change = **outcome;
 
         // Published: record the ids and epochs it settled on, and read back.
+        // A publish still pending without an error (the worker was busy with
+        // an earlier change) is waited for a little longer, one pass at a
+        // time.
         const std::string key = change.vip_key;
         const Services& services = s_;
-        auto after = call<std::optional<StatusWithHealth>>(
-            [key, &state, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
-                if (auto saved = state.save_current(r); !saved)
-                    spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error());
-                auto status = r.vip_status(key);
-                if (!status) return std::nullopt;
-                detail::HealthDetails health = detail::collect_health(services, {*status});
-                return StatusWithHealth{std::move(*status), std::move(health)};
-            });
+        auto read_back = [&] {
+            return call<std::optional<StatusWithHealth>>(
+                [key, &state, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
+                    if (auto saved = state.save_current(r); !saved)
+                        spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error());
+                    auto status = r.vip_status(key);
+                    if (!status) return std::nullopt;
+                    detail::HealthDetails health = detail::collect_health(services, {*status});
+                    return StatusWithHealth{std::move(*status), std::move(health)};
+                });
+        };
+        auto after = read_back();
+        const auto wait_until = std::chrono::steady_clock::now() + kPendingWait;
+        while (after && *after && !(*after)->status.published && (*after)->status.last_error.empty() &&
+               std::chrono::steady_clock::now() < wait_until)
+            after = read_back();
         if (!after) {
             spdlog::warn("api: VIP {}: {} (persisted; publish not confirmed: {})", key, change.what,
                          after.error().message);
-            return send_error(res, after.error().status,
-                              "the change was persisted and handed to the control thread, but its "
-                              "publish was not confirmed: " + after.error().message);
+            return send_json(res, after.error().status,
+                             json{{"error", "the change was persisted and handed to the control "
+                                            "thread, but its publish was not confirmed: " +
+                                                after.error().message},
+                                  {"persisted", true}});
         }
         if (change.removed) {
             spdlog::info("api: VIP {}: {}", key, change.what);
@@ -279,15 +358,27 @@ private:
             return send_error(res, 409, "VIP " + key + " was removed by a concurrent request");
         }
         const control::VipStatus& vip = (*after)->status;
-        if (vip.published)
+        const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
+        json body = detail::vip_detail_json(vip, counters, (*after)->health);
+        if (vip.published) {
             spdlog::info("api: VIP {}: {} (epoch {}, checksum {})", key, change.what, vip.epoch,
                          detail::hex64(vip.checksum));
-        else
-            spdlog::warn("api: VIP {}: {} (persisted, not yet live: {})", key, change.what,
-                         vip.last_error.empty() ? "publish pending" : vip.last_error);
-        const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
-        send_json(res, vip.published ? success_status : 202,
-                  detail::vip_detail_json(vip, counters, (*after)->health));
+            body["publish"] = "live";
+            return send_json(res, success_status, body);
+        }
+        if (vip.last_error.empty()) {
+            spdlog::info("api: VIP {}: {} (persisted, publish pending)", key, change.what);
+            body["publish"] = "pending";
+            return send_json(res, 202, body);
+        }
+        spdlog::warn("api: VIP {}: {} (persisted, publish failed: {})", key, change.what,
+                     vip.last_error);
+        body["publish"] = "failed";
+        body["persisted"] = true;
+        body["error"] = "the change was persisted, but its publish failed: " + vip.last_error +
+                        " (the agent retries after 100 ms, doubling up to 5 s; xlbctl status "
+                        "shows when it is live)";
+        send_json(res, 502, body);
     }
 
     // A dry run: the change validated exactly like the real one, then the
@@ -733,22 +824,14 @@ std::expected<void, std::string> ApiServer::start() {
         return fail(errno_text(errno));
     }
 
-    server_ = std::make_unique<httplib::Server>();
-    server_->set_address_family(AF_UNIX);
-    server_->set_payload_max_length(options_.max_body_bytes);
-    impl_->router.install(*server_);
-    // The port is ignored for AF_UNIX, but must not be 0: httplib would then
-    // ask the socket for the port it got and fail.
-    errno = 0;
-    if (!server_->bind_to_port(path, 1)) {
-        const int err = errno;
-        server_.reset();
-        return fail("bind: " + (err ? errno_text(err) : std::string("failed")));
-    }
+    // The socket is bound, given its mode and group, and only then listens:
+    // nobody connects before the permissions hold.
+    auto bound = detail::bind_unix(path);
+    if (!bound) return fail(bound.error());
+    const int fd = *bound;
     created_socket_ = true;
     auto undo = [&](const std::string& why) {
-        server_->stop();
-        server_.reset();
+        ::close(fd);
         ::unlink(path.c_str());
         created_socket_ = false;
         return fail(why);
@@ -756,7 +839,13 @@ std::expected<void, std::string> ApiServer::start() {
     if (::chmod(path.c_str(), 0660) != 0) return undo("chmod 0660: " + errno_text(errno));
     if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0)
         return undo("chown to group " + options_.group + ": " + errno_text(errno));
-    thread_ = std::thread([server = server_.get()] { server->listen_after_bind(); });
+    if (auto listening = detail::start_listening(fd); !listening) return undo(listening.error());
+
+    server_ = std::make_unique<detail::GuardedServer>(options_.limits, true);
+    server_->set_payload_max_length(options_.max_body_bytes);
+    impl_->router.install(*server_);
+    server_->adopt(fd);
+    thread_ = std::thread([server = server_.get()] { server->serve(); });
     // stop() only works once the server runs: wait for it.
     for (int i = 0; i < 2000 && !server_->is_running(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));

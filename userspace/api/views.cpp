@@ -291,7 +291,10 @@ json vip_stats_json(const control::VipStatus& v, const Counters& counters) {
 
 void send_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
-    res.set_content(body.dump(2) + "\n", "application/json");
+    // Client bytes echoed in a message may be invalid UTF-8: replaced, never
+    // an exception.
+    res.set_content(body.dump(2, ' ', false, json::error_handler_t::replace) + "\n",
+                    "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
@@ -339,6 +342,16 @@ void Router::install(httplib::Server& server) const {
 }
 
 void Router::dispatch(const httplib::Request& req, httplib::Response& res) const {
+    // A NUL would cut the value short where it meets C strings (addresses):
+    // "198.51.100.10%00garbage" must not name 198.51.100.10.
+    for (const auto& [name, value] : req.params) {
+        if (name.find('\0') == std::string::npos && value.find('\0') == std::string::npos) continue;
+        std::string shown = name;
+        for (std::size_t at = shown.find('\0'); at != std::string::npos; at = shown.find('\0', at))
+            shown.replace(at, 1, "%00");
+        send_error(res, 400, "query parameter " + shown + ": contains a NUL byte (%00), expected text without one");
+        return;
+    }
     auto path = routes_.find(req.path);
     if (path == routes_.end()) {
         send_error(res, 404, "no such endpoint: " + req.path + " (see docs/api.md)");

@@ -454,7 +454,14 @@ std::string pending_warning(const Command& c, const json& r) {
     if (c.dry_run) return "";
     if (!r.is_object() || !r.contains("published") || r.value("published", true)) return "";
     std::string why = r.value("last_error", "");
-    if (why.empty()) why = "publish pending";
+    // 202 with "publish": "pending": nothing failed, the table is being
+    // built. (An agent before "publish" answered 202 for a failed publish
+    // too, with last_error set.)
+    if (r.value("publish", "") == "pending" || why.empty())
+        return fmt::format(
+            "{} {}: persisted, publish pending: not live yet (nothing failed; xlbctl status "
+            "shows when it is live)",
+            verb_name(c.verb), r.value("vip", c.vip));
     return fmt::format(
         "{} {}: persisted, but not live yet: {} (the agent retries; xlbctl status "
         "shows when it is)",

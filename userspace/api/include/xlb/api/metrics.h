@@ -2,6 +2,7 @@
 // Prometheus metrics (text exposition format 0.0.4) on a TCP address,
 // 127.0.0.1:9464 by default, with /livez and /readyz beside /metrics.
 // Series (docs/api.md lists them with their meaning):
+//   xlb_vip_info{vip,name} (always 1: the VIP's configured name)
 //   xlb_packets_total{vip}  xlb_bytes_total{vip}  xlb_new_flows_total{vip}
 //   xlb_conntrack_hits_total{vip}  xlb_vip_drops_total{vip}
 //   xlb_backend_packets_total{vip,backend}  xlb_backend_bytes_total{vip,backend}
@@ -34,9 +35,9 @@
 #include "xlb/api/services.h"
 #include "xlb/control/reconciler.h"
 
-namespace httplib {
-class Server;
-}
+namespace xlb::api::detail {
+class GuardedServer;
+}  // namespace xlb::api::detail
 
 namespace xlb::api {
 
@@ -93,12 +94,14 @@ std::expected<std::pair<std::string, std::uint16_t>, std::string> parse_listen_a
 
 class MetricsServer {
 public:
-    MetricsServer(Services services, std::string listen = "127.0.0.1:9464");
+    MetricsServer(Services services, std::string listen = "127.0.0.1:9464",
+                  ConnectionLimits limits = {});
     ~MetricsServer();
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
 
-    // Binds and starts serving on its own threads. The error names the
+    // Binds (SO_REUSEADDR, never SO_REUSEPORT: a second agent gets "address
+    // in use") and starts serving on its own threads. The error names the
     // address and why.
     std::expected<void, std::string> start();
     void stop();
@@ -108,8 +111,9 @@ public:
 private:
     Services services_;
     std::string listen_;
+    ConnectionLimits limits_;
     std::uint16_t port_ = 0;
-    std::unique_ptr<httplib::Server> server_;
+    std::unique_ptr<detail::GuardedServer> server_;
     std::thread thread_;
 };
 

@@ -17,9 +17,9 @@
 
 #include "xlb/api/services.h"
 
-namespace httplib {
-class Server;
-}
+namespace xlb::api::detail {
+class GuardedServer;
+}  // namespace xlb::api::detail
 
 namespace xlb::api {
 
@@ -35,6 +35,7 @@ public:
         // The socket's group (name or number), so that its members may use
         // xlbctl without root; empty: the agent's own group.
         std::string group;
+        ConnectionLimits limits;
     };
 
     ApiServer(Services services, Options options);
@@ -56,7 +57,7 @@ private:
     Services services_;
     Options options_;
     std::unique_ptr<Impl> impl_;
-    std::unique_ptr<httplib::Server> server_;
+    std::unique_ptr<detail::GuardedServer> server_;
     std::thread thread_;
     bool created_socket_ = false;
 };

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <functional>
@@ -57,6 +58,20 @@ private:
         std::string mode;
     };
     std::shared_ptr<Value> value_;
+};
+
+// How the API and metrics servers bound what clients may hold (docs/api.md,
+// "Connections and limits"): a request (head and body) must arrive within
+// request_timeout of the moment the server starts waiting for it; a peer
+// (uid on the Unix socket, address on TCP) holds at most max_per_peer
+// connections, all peers together max_connections (one thread each).
+struct ConnectionLimits {
+    std::chrono::milliseconds request_timeout{3000};
+    std::chrono::milliseconds write_timeout{5000};
+    std::size_t max_connections = 128;
+    std::size_t max_per_peer = 32;
+    std::size_t max_requests_per_connection = 100;
+    std::size_t max_head_bytes = 16 * 1024;
 };
 
 struct AgentInfo {
