@@ -16,6 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -225,6 +228,59 @@ TEST(XlbdCli, UnderJournaldEveryLineCarriesItsPriority) {
     EXPECT_EQ(check.code, 1);
     EXPECT_HAS(check.err, "<3>" + path + ":6:5: ");
     EXPECT_HAS(check.err, "<3>" + path + ": 1 error(s)\n");
+}
+
+std::string read_source(const std::string& relative) {
+    std::ifstream in(std::string(XLB_SOURCE_DIR) + "/" + relative);
+    std::stringstream s;
+    s << in.rdbuf();
+    EXPECT_FALSE(s.str().empty()) << relative;
+    return s.str();
+}
+
+// A line of `text` that starts with `start` and contains `part`.
+bool has_line(const std::string& text, const std::string& start, const std::string& part) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with(start) && line.find(part) != std::string::npos) return true;
+    return false;
+}
+
+// Every flag of `xlbd --help` is in the man page and in the README's table.
+TEST(XlbdDocs, EveryFlagIsDocumented) {
+    const Ran r = xlbd({"--help"});
+    ASSERT_EQ(r.code, 0);
+    std::set<std::string> flags;
+    const std::regex flag("--[a-z][a-z-]*");
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), flag); it != std::sregex_iterator();
+         ++it)
+        flags.insert(it->str());
+    EXPECT_GE(flags.size(), 12u);
+    const std::string man = read_source("docs/xlbd.8");
+    const std::string readme = read_source("README.md");
+    for (const auto& f : flags) {
+        std::string escaped;  // roff writes each - as \-
+        for (char c : f) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+        EXPECT_TRUE(has_line(man, ".B", escaped)) << f << " has no entry in docs/xlbd.8";
+        EXPECT_TRUE(has_line(readme, "| `", f)) << f << " is not in README.md's table of flags";
+    }
+}
+
+// Every outcome of enum xlb_outcome is a row of the README's outcome table.
+TEST(XlbdDocs, ReadmeListsEveryOutcome) {
+    const std::string abi = read_source("include/xlb/abi.h");
+    const std::string readme = read_source("README.md");
+    const std::regex outcome("XLB_OUT_([A-Z0-9_]+) = [0-9]+");
+    int count = 0;
+    for (auto it = std::sregex_iterator(abi.begin(), abi.end(), outcome); it != std::sregex_iterator();
+         ++it) {
+        const std::string name = (*it)[1].str();
+        if (name == "_MAX") continue;
+        ++count;
+        EXPECT_NE(readme.find("`" + name + "`"), std::string::npos)
+            << name << " (enum xlb_outcome) is missing from the README's outcome table";
+    }
+    EXPECT_GE(count, 18);
 }
 
 }  // namespace
