@@ -1,26 +1,74 @@
 // SPDX-License-Identifier: Apache-2.0
-// xlbd: the xlb agent. See README.md and docs/config.md.
+// xlbd: the xlb agent. See README.md, docs/xlbd.8 and docs/config.md.
+//
+// Exit status: 0 stopped cleanly (or --check-config: the file is valid,
+// --help, --version); 1 the configuration is invalid or unreadable, or the
+// agent could not start; 2 the command line is wrong.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
+#include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "xlb/agent/agent.h"
+#include "xlb/agent/journal_log.h"
 #include "xlb/config/config.h"
+#include "xlb/version.h"
+
+namespace {
+
+constexpr int kExitInvalid = 1;
+constexpr int kExitUsage = 2;
+
+// A line of xlbd's own output (not a log line) on `out`, with its journal
+// priority when `out` is the journal stream (ExecStartPre's --check-config).
+void say(std::FILE* out, spdlog::level::level_enum level, std::string_view text) {
+    if (xlb::agent::fd_is_journal(::fileno(out)))
+        fmt::print(out, "{}", xlb::agent::journal_lines(level, text));
+    else
+        fmt::print(out, "{}\n", text);
+}
+
+int usage_error(std::string_view message) {
+    fmt::print(stderr, "xlbd: {}\nRun with --help for more information.\n", message);
+    return kExitUsage;
+}
+
+// --check-config: parse and validate only; touches nothing.
+int check_config(const std::string& path) {
+    auto config = xlb::config::load_config_file(path);
+    if (!config) {
+        for (const auto& e : config.error()) say(stderr, spdlog::level::err, e.to_string());
+        say(stderr, spdlog::level::err, fmt::format("{}: {} error(s)", path, config.error().size()));
+        return kExitInvalid;
+    }
+    std::size_t backends = 0;
+    for (const auto& v : config->vips) backends += v.backends.size();
+    say(stdout, spdlog::level::info,
+        fmt::format("{}: valid ({} VIPs, {} backends)", path, config->vips.size(), backends));
+    return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     xlb::agent::AgentOptions options;
-    bool check_only = false;
+    std::string check_path;
     std::string xdp_mode, log_level = "info";
     std::string interface, api_socket, metrics_listen, pin_dir, state_file;
 
     CLI::App app{"xlbd: the xlb load-balancer agent (XDP data plane, health checks, Maglev tables)"};
+    app.set_version_flag("--version", "xlbd " XLB_VERSION);
     app.add_option("-c,--config", options.config_path, "configuration file (YAML)")
-        ->required()
-        ->check(CLI::ExistingFile);
-    app.add_flag("--check-config", check_only,
-                 "validate the configuration and exit 0 (valid) or 1; touches nothing");
+        ->type_name("FILE");
+    CLI::Option* check =
+        app.add_option("--check-config", check_path,
+                       "validate FILE (or the --config file) and exit 0 (valid) or 1; touches nothing")
+            ->type_name("[FILE]")
+            ->expected(0, 1);
     app.add_option("--interface", interface, "interface to attach to (overrides the file)");
     app.add_option("--xdp-mode", xdp_mode, "native, generic or auto (overrides the file)")
         ->check(CLI::IsMember({"native", "generic", "auto"}));
@@ -37,24 +85,29 @@ int main(int argc, char** argv) {
     app.footer(
         "Examples:\n"
         "  xlbd --config /etc/xlb/xlbd.yaml\n"
-        "  xlbd --check-config --config /etc/xlb/xlbd.yaml\n"
+        "  xlbd --check-config /etc/xlb/xlbd.yaml\n"
         "  xlbd --config lab.yaml --interface veth-lb --xdp-mode generic --detach-on-exit\n"
-        "Signals: SIGHUP reloads the file and applies only what changed; SIGTERM stops.");
-    CLI11_PARSE(app, argc, argv);
-
-    if (check_only) {
-        auto config = xlb::config::load_config_file(options.config_path);
-        if (!config) {
-            for (const auto& e : config.error()) fmt::print(stderr, "{}\n", e.to_string());
-            fmt::print(stderr, "{}: {} error(s)\n", options.config_path, config.error().size());
-            return 1;
-        }
-        std::size_t backends = 0;
-        for (const auto& v : config->vips) backends += v.backends.size();
-        fmt::print("{}: valid ({} VIPs, {} backends)\n", options.config_path, config->vips.size(),
-                   backends);
-        return 0;
+        "Signals: SIGHUP reloads the file and applies only what changed; SIGTERM stops.\n"
+        "Exit status: 0 done, 1 invalid configuration or failed start, 2 usage error.\n"
+        "See xlbd(8).");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);  // prints help, the version, or the error
+        return code == 0 ? 0 : kExitUsage;
     }
+
+    if (check->count() > 0) {
+        if (!check_path.empty() && !options.config_path.empty() && check_path != options.config_path)
+            return usage_error("--check-config " + check_path + " and --config " +
+                               options.config_path + " name different files; give one");
+        const std::string path = check_path.empty() ? options.config_path : check_path;
+        if (path.empty())
+            return usage_error("--check-config needs a file: xlbd --check-config FILE");
+        return check_config(path);
+    }
+    if (options.config_path.empty())
+        return usage_error("--config FILE is required (e.g. xlbd --config /etc/xlb/xlbd.yaml)");
 
     if (!interface.empty()) options.interface = interface;
     if (!xdp_mode.empty()) options.xdp_mode = xlb::config::parse_xdp_mode(xdp_mode);
@@ -63,8 +116,7 @@ int main(int argc, char** argv) {
     if (!pin_dir.empty()) options.pin_dir = pin_dir;
     if (!state_file.empty()) options.state_file = state_file;
 
-    spdlog::set_level(spdlog::level::from_str(log_level));
-    // under systemd the journal stamps each line already
-    if (std::getenv("JOURNAL_STREAM")) spdlog::set_pattern("%l: %v");
+    // under systemd: "<3>error: ..." lines that journald files by priority
+    xlb::agent::configure_logging(spdlog::level::from_str(log_level));
     return xlb::agent::run_agent(options);
 }

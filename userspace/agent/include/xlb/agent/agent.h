@@ -10,10 +10,11 @@
 
 #include "xlb/abi.h"
 #include "xlb/config/model.h"
+#include "xlb/version.h"
 
 namespace xlb::agent {
 
-inline constexpr const char* kVersion = "0.1.0";
+inline constexpr const char* kVersion = XLB_VERSION;  // project(xlb VERSION ...) in CMake
 
 struct AgentOptions {
     std::string config_path;
