@@ -133,9 +133,10 @@ TEST_F(EpochE2E, SighupKillNineRestartChangeEpochsStrictlyIncreaseAndNameOneTabl
         std::printf("[ measured ] %-26s epoch %llu, checksum %s\n", what.c_str(),
                     static_cast<unsigned long long>(n.epoch), n.checksum.c_str());
         name(what, n);
-        if (i > 0)
+        if (i > 0) {
             EXPECT_GT(n.epoch, steps[i - 1].second.epoch)
                 << what << ": the epoch did not grow past " << steps[i - 1].first << "'s";
+        }
     }
     const std::vector<Named> lines = logged();
     EXPECT_GE(lines.size(), steps.size()) << "every step logs its table";
