@@ -214,9 +214,20 @@ TEST_F(StateStoreEpochs, MeasuredWriteAtAThousandBackends) {
         ASSERT_TRUE(a.store.save_current(a.rec));
         ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
+    // of which: the snapshot and its JSON text (the rest is the file system)
+    std::vector<double> encode_ms;
+    for (int i = 0; i < kWrites; ++i) {
+        const auto t0 = Clock::now();
+        const std::string text = encode_state(snapshot_state(a.rec, "digest"));
+        encode_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        ASSERT_FALSE(text.empty());
+    }
     std::sort(ms.begin(), ms.end());
-    std::printf("[ measured ] state file write at 1000 backends (%ju bytes, %s): median %.2f ms, max %.2f ms\n",
-                static_cast<std::uintmax_t>(fs::file_size(path)), dir.c_str(), ms[kWrites / 2], ms.back());
+    std::sort(encode_ms.begin(), encode_ms.end());
+    std::printf("[ measured ] state file write at 1000 backends (%ju bytes, %s): median %.2f ms, max %.2f ms; "
+                "snapshot + JSON alone: median %.2f ms\n",
+                static_cast<std::uintmax_t>(fs::file_size(path)), dir.c_str(), ms[kWrites / 2], ms.back(),
+                encode_ms[kWrites / 2]);
 }
 
 }  // namespace
