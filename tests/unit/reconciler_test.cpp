@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -715,9 +716,10 @@ TEST_F(ReconcilerTest, RestartAdoptsAnIdenticalLiveTableWithoutPublishing) {
     const auto before = *rec.vip_status(v.key());
     const int publishes = dp.publishes;
     // a new agent over the same maps, ids and epochs restored from the state
+    // (after a clean stop: the record names the live table and nothing later)
     Reconciler restarted(dp, {16, 64});
     restarted.registry().restore(rec.registry().vip_assignments(), rec.registry().backend_assignments());
-    restarted.restore_epoch(v.key(), before.epoch);
+    restarted.restore_epoch(v.key(), EpochRecord{before.epoch, before.checksum, before.epoch});
     restarted.set_vips({v});
     ASSERT_TRUE(restarted.reconcile(Clock::now()));
     EXPECT_EQ(dp.publishes, publishes) << "the live table is already the right one";
@@ -732,6 +734,286 @@ TEST_F(ReconcilerTest, RestartAdoptsAnIdenticalLiveTableWithoutPublishing) {
     ASSERT_TRUE(restarted.reconcile(Clock::now()));
     EXPECT_EQ(dp.publishes, publishes + 1);
     EXPECT_EQ(restarted.vip_status(v.key())->epoch, before.epoch + 1);
+}
+
+// ---- epochs across crashes (issue 13, item 10) -------------------------------------
+// What a kill -9 leaves: the journal's last successful write (the state
+// file) and the maps. The journal of these tests keeps what the agent's state
+// file keeps about epochs and ids.
+struct Durable {
+    std::map<std::string, EpochRecord> epochs;
+    std::vector<std::pair<std::string, std::uint32_t>> vip_ids;
+    std::vector<BackendAssignment> backend_ids;
+    int writes = 0;
+};
+
+Reconciler::EpochJournal journal_into(Durable& durable, bool* fail = nullptr) {
+    return [&durable, fail](Reconciler& r) -> std::expected<void, std::string> {
+        if (fail && *fail) return std::unexpected("save state file: write: No space left on device");
+        durable.epochs = r.epoch_records();
+        durable.vip_ids = r.registry().vip_assignments();
+        durable.backend_ids = r.registry().backend_assignments();
+        ++durable.writes;
+        return {};
+    };
+}
+
+struct Image {
+    Durable durable;
+    std::map<std::uint16_t, xlb_vip_value> vips;
+    std::map<std::uint32_t, xlb_backend> backends;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+};
+
+// A restarted reconciler over an image: (epoch, checksum) of its first table
+// for `spec`, and of the table after one more change.
+struct Restarted {
+    std::uint64_t epoch = 0, checksum = 0;
+    std::uint64_t next_epoch = 0, next_checksum = 0;
+    int publishes = 0;  // of its first reconcile
+};
+
+Restarted restart_from(const Image& image, VipSpec spec) {
+    FakeDataPlane dp;
+    dp.vips = image.vips;
+    dp.backends = image.backends;
+    dp.rings = image.rings;
+    Durable durable = image.durable;
+    Reconciler rec(dp, {16, 64});
+    rec.set_epoch_journal(journal_into(durable));
+    rec.registry().restore(image.durable.vip_ids, image.durable.backend_ids);
+    for (const auto& [key, record] : image.durable.epochs) rec.restore_epoch(key, record);
+    rec.set_vips({spec});
+    Restarted out;
+    EXPECT_TRUE(rec.reconcile(Clock::now()));
+    out.publishes = dp.publishes;
+    auto first = *rec.vip_status(spec.key());
+    EXPECT_TRUE(first.published);
+    out.epoch = first.epoch;
+    out.checksum = first.checksum;
+    spec.backends[0].weight = 99;  // a table no step of the tests uses
+    rec.set_vips({spec});
+    EXPECT_TRUE(rec.reconcile(Clock::now()));
+    auto next = *rec.vip_status(spec.key());
+    out.next_epoch = next.epoch;
+    out.next_checksum = next.checksum;
+    return out;
+}
+
+// A data plane that takes an image after every change of its maps, and the
+// journal one after every write: together every state a kill -9 can leave.
+class CrashImages {
+public:
+    CrashImages(FakeDataPlane& dp, Durable& durable) : dp_(dp), durable_(durable) {}
+    void take(int step) {
+        images.push_back({durable_, dp_.vips, dp_.backends, dp_.rings});
+        step_of.push_back(step);
+    }
+    std::vector<Image> images;
+    std::vector<int> step_of;  // the step during which each image was taken
+
+private:
+    FakeDataPlane& dp_;
+    Durable& durable_;
+};
+
+class HookedDataPlane : public FakeDataPlane {
+public:
+    std::function<void()> after_change;
+    std::function<void()> before_publish;
+    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+        auto ok = FakeDataPlane::put_backend(id, be);
+        if (after_change) after_change();
+        return ok;
+    }
+    bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
+        auto ok = FakeDataPlane::put_vip(key, value);
+        if (after_change) after_change();
+        return ok;
+    }
+    bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
+        if (before_publish) before_publish();
+        auto ok = FakeDataPlane::publish(updates);
+        if (after_change) after_change();
+        return ok;
+    }
+};
+
+// The required property, at every instant: SIGHUP-like changes (A, B, A
+// again, ...), a kill -9 anywhere, a restart, another change. Epochs never go
+// back, and no epoch names two tables.
+TEST(EpochCrashTest, AKillAtAnyInstantNeverReusesOrRewindsAnEpoch) {
+    HookedDataPlane dp;
+    Durable durable;
+    CrashImages crash(dp, durable);
+    int step = 0;
+    dp.after_change = [&] { crash.take(step); };
+    Reconciler rec(dp, {16, 64});
+    rec.set_epoch_journal([&, journal = journal_into(durable)](Reconciler& r) {
+        auto ok = journal(r);
+        crash.take(step);
+        return ok;
+    });
+    // Write-ahead: when a table goes live, the epoch it takes is recorded.
+    std::uint64_t unrecorded = 0;
+    dp.before_publish = [&] {
+        for (const VipStatus& s : rec.status())  // each will take at least epoch + 1
+            if (!durable.epochs.contains(s.spec.key()) ||
+                durable.epochs.at(s.spec.key()).reserved <= s.epoch)
+                ++unrecorded;
+    };
+
+    // step k applies specs[k]; weights cycle so that tables come back
+    std::vector<VipSpec> specs;
+    const std::uint32_t weights[] = {100, 200, 100, 300, 200};
+    for (int k = 0; k < 40; ++k) {
+        VipSpec v = web_vip(3);
+        v.backends[1].weight = weights[k % 5];
+        v.backends[2].weight = k < 20 ? 100 : 150;
+        specs.push_back(v);
+    }
+    // (epoch, checksum) announced by each step
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> announced;
+    for (step = 0; step < static_cast<int>(specs.size()); ++step) {
+        rec.set_vips({specs[step]});
+        ASSERT_TRUE(rec.reconcile(Clock::now()));
+        auto s = *rec.vip_status(specs[step].key());
+        announced.emplace_back(s.epoch, s.checksum);
+        if (step > 0) {
+            ASSERT_GT(s.epoch, announced[step - 1].first);
+        }
+    }
+    EXPECT_EQ(unrecorded, 0u) << "a table went live with an epoch the journal had not reserved";
+    EXPECT_LT(durable.writes, 10) << "reserved in blocks, not a write per publish";
+    // one per publish and per journal write at least
+    ASSERT_GE(crash.images.size(), specs.size() + static_cast<std::size_t>(durable.writes));
+
+    const std::string key = specs[0].key();
+    for (std::size_t i = 0; i < crash.images.size(); ++i) {
+        const int k = crash.step_of[i];
+        SCOPED_TRACE("image " + std::to_string(i) + " taken in step " + std::to_string(k));
+        // what may have been named: every step up to the one interrupted
+        std::map<std::uint64_t, std::uint64_t> named;
+        std::uint64_t last_announced = 0, highest = 0;
+        for (int j = 0; j <= k; ++j) {
+            named[announced[j].first] = announced[j].second;
+            if (j < k) last_announced = announced[j].first;
+            highest = std::max(highest, announced[j].first);
+        }
+        // the desired state after a restart: the interrupted step's (the
+        // state file is written before a change applies)
+        const Restarted r = restart_from(crash.images[i], specs[k]);
+        EXPECT_GE(r.epoch, last_announced) << "an epoch went back";
+        if (auto it = named.find(r.epoch); it != named.end()) {
+            EXPECT_EQ(it->second, r.checksum) << "epoch " << r.epoch << " names two tables";
+        }
+        EXPECT_GT(r.next_epoch, r.epoch);
+        EXPECT_GT(r.next_epoch, highest) << "after the restart, a change reused epoch " << r.next_epoch;
+        if (::testing::Test::HasFailure()) break;
+    }
+}
+
+// The issue's sequence: published (203) but the record still says 202.
+TEST(EpochCrashTest, TablePublishedButRecordNotUpdatedGetsAnEpochAboveEveryReserved) {
+    FakeDataPlane dp;
+    Durable durable;
+    Reconciler rec(dp, {16, 64});
+    rec.set_epoch_journal(journal_into(durable));
+    VipSpec v = web_vip(3);
+    rec.restore_epoch(v.key(), EpochRecord{202, std::nullopt, 202});
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(Clock::now()));
+    EXPECT_EQ(rec.vip_status(v.key())->epoch, 203u);
+    const Durable at_publish = durable;  // nothing written after the publish
+    ASSERT_GE(at_publish.epochs.at(v.key()).reserved, 203u) << "203 was reserved before it went live";
+    v.backends[0].weight = 300;
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(Clock::now()));
+    const auto published = *rec.vip_status(v.key());  // epoch 204, not in the record
+    ASSERT_EQ(published.epoch, 204u);
+    EXPECT_EQ(durable.writes, at_publish.writes) << "no write per publish";
+
+    // kill -9 now; the restart (same desired state) adopts the live ring...
+    const Restarted r = restart_from({at_publish, dp.vips, dp.backends, dp.rings}, v);
+    EXPECT_EQ(r.publishes, 0) << "the identical live ring is adopted, not swapped";
+    EXPECT_EQ(r.checksum, published.checksum);
+    // ...but cannot prove it is 204 (the record says 203): it moves past
+    // every epoch that may have been used
+    EXPECT_GT(r.epoch, at_publish.epochs.at(v.key()).reserved);
+    EXPECT_GT(r.next_epoch, r.epoch);
+}
+
+TEST(EpochCrashTest, CleanStopLetsTheNextStartKeepTheLiveEpoch) {
+    FakeDataPlane dp;
+    Durable durable;
+    Reconciler rec(dp, {16, 64});
+    rec.set_epoch_journal(journal_into(durable));
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(Clock::now()));
+    v.backends[0].weight = 300;
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(Clock::now()));
+    const auto live = *rec.vip_status(v.key());
+    EXPECT_GT(durable.epochs.at(v.key()).reserved, live.epoch) << "reserved ahead";
+    // stop: nothing publishes any more, the last save trims the reservation
+    rec.release_epoch_reservations();
+    ASSERT_TRUE(journal_into(durable)(rec));
+    EXPECT_EQ(durable.epochs.at(v.key()).reserved, live.epoch);
+    EXPECT_EQ(durable.epochs.at(v.key()).checksum, live.checksum);
+
+    const Restarted r = restart_from({durable, dp.vips, dp.backends, dp.rings}, v);
+    EXPECT_EQ(r.publishes, 0);
+    EXPECT_EQ(r.epoch, live.epoch) << "proven: same ring, recorded checksum, nothing reserved beyond";
+    EXPECT_EQ(r.next_epoch, live.epoch + 1);
+
+    // a record whose checksum names another table proves nothing
+    Durable other = durable;
+    other.epochs.at(v.key()).checksum = live.checksum ^ 1;
+    const Restarted r2 = restart_from({other, dp.vips, dp.backends, dp.rings}, v);
+    EXPECT_EQ(r2.epoch, live.epoch + 1);
+    // nor does a record without one (a state file from before checksums)
+    other.epochs.at(v.key()).checksum.reset();
+    EXPECT_EQ(restart_from({other, dp.vips, dp.backends, dp.rings}, v).epoch, live.epoch + 1);
+}
+
+TEST(EpochCrashTest, ReservedButNeverPublishedEpochsAreSkipped) {
+    // kill -9 after the journal write, before the table went live
+    FakeDataPlane dp;
+    Durable durable;
+    bool fail = false;
+    Reconciler rec(dp, {16, 64});
+    rec.set_epoch_journal(journal_into(durable, &fail));
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    dp.fail_publish = true;  // stands for the crash before the outer update
+    (void)rec.reconcile(Clock::now());
+    EXPECT_EQ(dp.publishes, 0);
+    const auto reserved = durable.epochs.at(v.key()).reserved;
+    EXPECT_GE(reserved, 1u);
+    dp.fail_publish = false;
+    const Restarted r = restart_from({durable, dp.vips, dp.backends, dp.rings}, v);
+    EXPECT_EQ(r.publishes, 1);
+    EXPECT_GT(r.epoch, reserved);
+}
+
+TEST(EpochCrashTest, AFailingJournalDoesNotHoldTablesBackAndIsRetried) {
+    FakeDataPlane dp;
+    Durable durable;
+    bool fail = true;
+    Reconciler rec(dp, {16, 64});
+    rec.set_epoch_journal(journal_into(durable, &fail));
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(Clock::now()));
+    EXPECT_EQ(dp.publishes, 1) << "failover must not wait for a disk";
+    EXPECT_EQ(durable.writes, 0);
+    fail = false;
+    v.backends[0].weight = 300;
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(Clock::now()));
+    ASSERT_GE(durable.writes, 1) << "the next publish writes what is missing";
+    EXPECT_GT(durable.epochs.at(v.key()).reserved, rec.vip_status(v.key())->epoch);
 }
 
 // A data plane that keeps refusing must not turn the loop into a busy retry

@@ -401,6 +401,12 @@ Agent::Step Agent::open_data_plane() {
     if (*state)
         for (const auto& skipped : api::restore_ids_and_epochs(*reconciler_, **state))
             spdlog::warn("state file: could not restore {}", skipped);
+    // Epochs are reserved in the state file before a table can take them.
+    reconciler_->set_epoch_journal([this](control::Reconciler& r) {
+        auto saved = state_->save_current(r);
+        if (!saved) spdlog::error("epochs not recorded (published all the same): {}", saved.error());
+        return saved;
+    });
     reconciler_->set_vips(decision.vips);
     return {};
 }
@@ -668,6 +674,8 @@ void Agent::stop() {
     if (metrics_) metrics_->stop();
     watcher_.reset();
     if (loop_) loop_->stop();
+    // nothing publishes any more: the next start can then prove its tables' epochs
+    if (reconciler_) reconciler_->release_epoch_reservations();
     if (reconciler_ && state_)
         if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error());
     probe_tc_.reset();  // probes are over; the XDP program stays

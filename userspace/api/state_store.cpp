@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -104,6 +105,14 @@ bool write_all(int fd, std::string_view data) {
 std::string encode_state(const StateFile& state) {
     json epochs = json::object();
     for (const auto& [key, epoch] : state.epochs) epochs[key] = epoch;
+    json checksums = json::object();
+    for (const auto& [key, checksum] : state.checksums) {
+        char hex[17];
+        std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(checksum));
+        checksums[key] = hex;
+    }
+    json reserved = json::object();
+    for (const auto& [key, epoch] : state.epochs_reserved) reserved[key] = epoch;
     json vip_ids = json::array();
     for (const auto& [key, id] : state.vip_ids) vip_ids.push_back({{"vip", key}, {"id", id}});
     json backend_ids = json::array();
@@ -116,6 +125,8 @@ std::string encode_state(const StateFile& state) {
               {"config_digest", state.config_digest},
               {"vips", config::vips_to_json(state.vips)},
               {"epochs", epochs},
+              {"checksums", checksums},
+              {"epochs_reserved", reserved},
               {"ids", {{"vips", vip_ids}, {"backends", backend_ids}}}};
     return j.dump(2) + "\n";
 }
@@ -130,8 +141,21 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
     }
     Reader r;
     StateFile out;
+    // optional (written since epochs are reserved ahead): checked, then set aside
+    json checksums = json::object(), reserved = json::object();
+    if (j.is_object()) {
+        if (auto it = j.find("checksums"); it != j.end()) {
+            checksums = *it;
+            j.erase(it);
+        }
+        if (auto it = j.find("epochs_reserved"); it != j.end()) {
+            reserved = *it;
+            j.erase(it);
+        }
+    }
     if (!r.object(j, "", {"version", "config_digest", "vips", "epochs", "ids"},
-                  "a state file: version, config_digest, vips, epochs, ids"))
+                  "a state file: version, config_digest, vips, epochs, checksums, "
+                  "epochs_reserved, ids"))
         return std::unexpected(r.error);
     std::uint64_t version = 0;
     if (!r.uint(j["version"], "version", 1000, version)) return std::unexpected(r.error);
@@ -158,6 +182,35 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
         std::uint64_t epoch = 0;
         if (!r.uint(it.value(), path, UINT64_MAX, epoch)) return std::unexpected(r.error);
         out.epochs[key->to_string()] = epoch;
+    }
+    if (!checksums.is_object())
+        return std::unexpected("checksums: found " + Reader::found(checksums) +
+                               ", expected an object of VIP key to checksum");
+    for (auto it = checksums.begin(); it != checksums.end(); ++it) {
+        const std::string path = "checksums[\"" + it.key() + "\"]";
+        auto key = config::parse_vip_key(it.key());
+        if (!key) return std::unexpected(path + ": " + key.error());
+        std::string text;
+        if (!r.string(it.value(), path, text)) return std::unexpected(r.error);
+        std::uint64_t checksum = 0;
+        const bool hex = text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
+            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        });
+        if (!hex || std::sscanf(text.c_str(), "%16" SCNx64, &checksum) != 1)
+            return std::unexpected(path + ": found \"" + text +
+                                   "\", expected 16 lower-case hex digits");
+        out.checksums[key->to_string()] = checksum;
+    }
+    if (!reserved.is_object())
+        return std::unexpected("epochs_reserved: found " + Reader::found(reserved) +
+                               ", expected an object of VIP key to epoch");
+    for (auto it = reserved.begin(); it != reserved.end(); ++it) {
+        const std::string path = "epochs_reserved[\"" + it.key() + "\"]";
+        auto key = config::parse_vip_key(it.key());
+        if (!key) return std::unexpected(path + ": " + key.error());
+        std::uint64_t epoch = 0;
+        if (!r.uint(it.value(), path, UINT64_MAX, epoch)) return std::unexpected(r.error);
+        out.epochs_reserved[key->to_string()] = epoch;
     }
 
     const json& ids = j["ids"];
@@ -245,8 +298,11 @@ StateFile snapshot_state(control::Reconciler& reconciler, const std::string& dig
     StateFile s;
     s.config_digest = digest;
     s.vips = reconciler.vips();
-    for (const control::VipStatus& v : reconciler.status())
-        if (v.epoch > 0) s.epochs[v.spec.key()] = v.epoch;
+    for (const auto& [key, record] : reconciler.epoch_records()) {
+        s.epochs[key] = record.epoch;
+        if (record.checksum) s.checksums[key] = *record.checksum;
+        s.epochs_reserved[key] = record.reserved;
+    }
     s.vip_ids = reconciler.registry().vip_assignments();
     s.backend_ids = reconciler.registry().backend_assignments();
     return s;
@@ -255,7 +311,16 @@ StateFile snapshot_state(control::Reconciler& reconciler, const std::string& dig
 std::vector<std::string> restore_ids_and_epochs(control::Reconciler& reconciler,
                                                 const StateFile& state) {
     std::vector<std::string> skipped = reconciler.registry().restore(state.vip_ids, state.backend_ids);
-    for (const auto& [key, epoch] : state.epochs) reconciler.restore_epoch(key, epoch);
+    std::map<std::string, control::EpochRecord> records;
+    for (const auto& [key, epoch] : state.epochs) records[key].epoch = epoch;
+    for (const auto& [key, checksum] : state.checksums) records[key].checksum = checksum;
+    for (const auto& [key, reserved] : state.epochs_reserved) records[key].reserved = reserved;
+    for (auto& [key, record] : records) {
+        // a checksum names the recorded epoch's table; without an epoch it names none
+        if (record.epoch == 0) record.checksum.reset();
+        record.reserved = std::max(record.reserved, record.epoch);
+        reconciler.restore_epoch(key, record);
+    }
     return skipped;
 }
 

@@ -108,7 +108,7 @@ void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
             state.spec = *spec;
             state.plan_version += 1;
             if (auto e = restored_epochs_.find(key); e != restored_epochs_.end())
-                state.epoch = std::max(state.epoch, e->second);
+                apply_epoch_record(state, e->second);
             vips_.emplace(key, std::move(state));
             continue;
         }
@@ -139,10 +139,69 @@ const config::VipSpec* Reconciler::find_vip(const std::string& key) const {
     return it == vips_.end() ? nullptr : &it->second.spec;
 }
 
-void Reconciler::restore_epoch(const std::string& vip_key, std::uint64_t epoch) {
-    restored_epochs_[vip_key] = epoch;
-    if (auto it = vips_.find(vip_key); it != vips_.end())
-        it->second.epoch = std::max(it->second.epoch, epoch);
+void Reconciler::apply_epoch_record(VipState& v, const EpochRecord& record) {
+    // only ever forwards: a record older than what this process knows changes nothing
+    if (record.epoch > v.epoch) {
+        v.epoch = record.epoch;
+        v.epoch_checksum = record.checksum;
+    } else if (record.epoch == v.epoch && !v.epoch_checksum) {
+        v.epoch_checksum = record.checksum;
+    }
+    const std::uint64_t reserved = std::max(record.reserved, record.epoch);
+    v.epoch_floor = std::max(v.epoch_floor, reserved);
+    v.epoch_reserved = std::max(v.epoch_reserved, reserved);
+    v.epoch_durable = std::max(v.epoch_durable, reserved);  // it came from the journal
+}
+
+void Reconciler::restore_epoch(const std::string& vip_key, EpochRecord record) {
+    restored_epochs_[vip_key] = record;
+    if (auto it = vips_.find(vip_key); it != vips_.end()) apply_epoch_record(it->second, record);
+}
+
+std::map<std::string, EpochRecord> Reconciler::epoch_records() const {
+    std::map<std::string, EpochRecord> out;
+    for (const auto& [key, v] : vips_) {
+        const std::uint64_t reserved = std::max({v.epoch, v.epoch_floor, v.epoch_reserved});
+        if (reserved == 0) continue;
+        out[key] = EpochRecord{v.epoch, v.epoch_checksum, reserved};
+    }
+    return out;
+}
+
+void Reconciler::release_epoch_reservations() {
+    for (auto& [key, v] : vips_) {
+        // a floor above the epoch stays: this process never proved which
+        // of those epochs its table is (it has published none)
+        v.epoch_reserved = std::max(v.epoch, v.epoch_floor);
+        v.epoch_durable = std::min(v.epoch_durable, v.epoch_reserved);
+    }
+}
+
+std::uint64_t Reconciler::next_epoch(const VipState& v) {
+    return std::max(v.epoch, v.epoch_floor) + 1;
+}
+
+bool Reconciler::proven_live_epoch(const VipState& v, std::uint64_t checksum) {
+    // The live ring equals the built one (the caller checked). Its epoch is
+    // the recorded one when that epoch named this checksum and no later
+    // epoch was reserved, so none can have named another table since.
+    return v.epoch > 0 && v.epoch_checksum == checksum && v.epoch_floor <= v.epoch;
+}
+
+void Reconciler::reserve_epochs(std::uint64_t low_water) {
+    if (!epoch_journal_) return;
+    bool raised = false;
+    for (auto& [key, v] : vips_) {
+        const std::uint64_t used = next_epoch(v) - 1;
+        if (v.epoch_durable >= used + low_water) continue;
+        v.epoch_reserved = std::max(v.epoch_reserved, used + kEpochReserve);
+        raised = true;
+    }
+    if (!raised) return;
+    // A failed write does not hold the tables back (a full disk must not
+    // stop failover): the journal reports it, and the next publish tries again.
+    if (!epoch_journal_(*this)) return;
+    for (auto& [key, v] : vips_) v.epoch_durable = std::max(v.epoch_durable, v.epoch_reserved);
 }
 
 void Reconciler::set_observed(const std::string& vip_key, const net::IpAddress& backend,
@@ -471,9 +530,10 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         VipState& v = it->second;
         if (!v.table_plan) {
             // First table of this process: after a restart the pinned ring may
-            // already be exactly this one. Adopt it: no swap, no new epoch.
+            // already be exactly this one. Adopt it: no swap, and its recorded
+            // epoch when that is proven to be this table (proven_live_epoch).
             auto live = data_plane_.live_ring(*vip_id);
-            if (live && *live && **live == r.ring && v.epoch > 0) {
+            if (live && *live && **live == r.ring && (v.epoch > 0 || v.epoch_floor > 0)) {
                 adopted.push_back(&r);
                 continue;
             }
@@ -483,8 +543,14 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     }
     std::vector<PublishRecord> records;
     bpf::Result<void> first_error;
+    // Write-ahead: every epoch these tables may take is recorded as reserved
+    // before any of them goes live or is named (only a VIP out of reserved
+    // epochs writes here; reserve_epochs() below keeps them ahead).
+    if (!adopted.empty() || !rings.empty()) reserve_epochs(1);
     for (BuildResult* r : adopted) {
         VipState& v = vips_.at(r->vip_key);
+        if (!proven_live_epoch(v, r->checksum)) v.epoch = next_epoch(v);
+        v.epoch_checksum = r->checksum;
         v.checksum = r->checksum;
         v.table_plan = v.pending_plan;
         v.table_ring_size = v.spec.ring_size;
@@ -496,19 +562,22 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         }
     }
     if (rings.empty()) {
+        reserve_epochs(kEpochReserve / 2);
         if (!first_error) return std::unexpected(first_error.error());
         return records;
     }
 
     auto timing = data_plane_.publish(rings);
     if (!timing) {
+        // no epoch was taken (none was named): the retry takes the same one
         for (BuildResult* r : accepted) retry_later(vips_.at(r->vip_key), timing.error().message(), now);
         return std::unexpected(timing.error());
     }
 
     for (BuildResult* r : accepted) {
         VipState& v = vips_.at(r->vip_key);
-        v.epoch += 1;
+        v.epoch = next_epoch(v);
+        v.epoch_checksum = r->checksum;
         v.checksum = r->checksum;
         v.table_plan = v.pending_plan;
         v.table_ring_size = v.spec.ring_size;
@@ -521,6 +590,10 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         records.push_back({r->vip_key, v.epoch, v.checksum, ms_between(r->decided_at, timing->issued),
                            ms_between(r->decided_at, timing->returned)});
     }
+    // The tables are live and timed: now (off the decision-to-live path)
+    // top up the VIPs whose reserve runs low, so the next publishes find
+    // theirs already written.
+    reserve_epochs(kEpochReserve / 2);
     if (!first_error) return std::unexpected(first_error.error());
     return records;
 }

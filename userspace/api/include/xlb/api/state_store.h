@@ -6,11 +6,18 @@
 //    "config_digest": "9f2c...",          // config_digest() of the YAML VIP list
 //    "vips": [VipSpec JSON, ...],         // the desired VIPs, runtime changes included
 //    "epochs": {"198.51.100.10:80/tcp": 7},
+//    "checksums": {"198.51.100.10:80/tcp": "5bf6441c8ac68df2"},  // the table that epoch named
+//    "epochs_reserved": {"198.51.100.10:80/tcp": 22},          // no epoch above has been used
 //    "ids": {"vips": [{"vip": KEY, "id": 0}],
 //            "backends": [{"vip": KEY, "address": "10.0.0.1", "id": 3, "generation": 2}]}}
 //
 // Writes are atomic: a temporary file in the same directory, fsync, rename,
 // fsync of the directory. A reader sees the old file or the new one.
+//
+// Epochs (docs/api.md): the reconciler writes the file through its
+// EpochJournal before a table takes an epoch above epochs_reserved, so the
+// file always bounds the epochs used; "checksums" and "epochs_reserved" are
+// optional on reading (files written before them: nothing is proven).
 //
 // Start-up rule (decide_startup_vips, docs/api.md): the state file's VIPs win
 // when it was written against the same configuration file VIP list (equal
@@ -47,6 +54,8 @@ struct StateFile {
     std::string config_digest;
     std::vector<config::VipSpec> vips;
     std::map<std::string, std::uint64_t> epochs;                  // by VIP key
+    std::map<std::string, std::uint64_t> checksums;               // of the table each epoch named
+    std::map<std::string, std::uint64_t> epochs_reserved;         // bound of the epochs used
     std::vector<std::pair<std::string, std::uint32_t>> vip_ids;   // (VIP key, id)
     std::vector<control::BackendAssignment> backend_ids;
 };

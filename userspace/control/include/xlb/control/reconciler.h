@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -127,8 +128,30 @@ struct TablePrediction {
     std::vector<Backend> backends;    // every backend before or after, by address
 };
 
+// What has to outlive the process for a VIP's epochs to keep their promise
+// (every epoch names one table, and epochs only grow, across restarts and a
+// kill -9 at any instant): the state file keeps one per VIP.
+struct EpochRecord {
+    std::uint64_t epoch = 0;                  // of the last table this process knew live
+    std::optional<std::uint64_t> checksum;    // of that table (nullopt: not known)
+    // No epoch above this one has named a table: a new epoch is reserved
+    // here (written through the EpochJournal) before a table can take it.
+    std::uint64_t reserved = 0;
+};
+
 class Reconciler {
 public:
+    // Makes the reconciler's epoch_records() durable (the agent writes the
+    // state file); an error is the journal's own to report. Called on the
+    // thread that calls publish(), from inside it.
+    using EpochJournal = std::function<std::expected<void, std::string>(Reconciler&)>;
+
+    // Epochs reserved at a time: a journal write per this many publishes
+    // of a VIP at most (half of them on the publish path's far side, after
+    // the tables went live), and the largest jump of its epoch after a
+    // kill -9.
+    static constexpr std::uint64_t kEpochReserve = 16;
+
     struct Options {
         std::uint32_t max_vips = XLB_MAX_VIPS_DEFAULT;
         std::uint32_t max_backends = XLB_MAX_BACKENDS_DEFAULT;
@@ -144,8 +167,27 @@ public:
     std::vector<config::VipSpec> vips() const;
     const config::VipSpec* find_vip(const std::string& key) const;
 
-    // Restores epochs after a restart so they stay monotonic per VIP.
-    void restore_epoch(const std::string& vip_key, std::uint64_t epoch);
+    // Epochs: a table can only take an epoch that the journal has recorded
+    // as reserved (publish() writes the journal first when it must; with no
+    // journal set nothing is reserved, for tests and tools). After a
+    // restart, restore_epoch() with the record from the journal: the first
+    // table of a VIP then keeps the recorded epoch only when that is proven
+    // to be the live table (same ring in the data plane, the recorded
+    // checksum, nothing reserved beyond the epoch: a clean stop, see
+    // release_epoch_reservations()); otherwise it takes an epoch above
+    // everything reserved, even when the live ring is adopted unchanged.
+    void set_epoch_journal(EpochJournal journal) { epoch_journal_ = std::move(journal); }
+    void restore_epoch(const std::string& vip_key, EpochRecord record);
+    // A record with the epoch alone (an older state file): nothing proven.
+    void restore_epoch(const std::string& vip_key, std::uint64_t epoch) {
+        restore_epoch(vip_key, EpochRecord{epoch, std::nullopt, epoch});
+    }
+    // For the journal: every VIP that has an epoch or a reservation.
+    std::map<std::string, EpochRecord> epoch_records() const;
+    // Once nothing will be published any more (a clean stop, after the
+    // control loop stopped): the reservations shrink to the epochs used, so
+    // that the next start can prove its live tables are those epochs.
+    void release_epoch_reservations();
 
     void set_observed(const std::string& vip_key, const net::IpAddress& backend,
                       ObservedBackend observed);
@@ -236,7 +278,16 @@ private:
         std::uint64_t release_sweep = 0;  // last release_removed_backends() pass
         std::unordered_map<std::string, std::uint32_t> slots_by_identity;
         std::uint64_t epoch = 0;
-        std::uint64_t checksum = 0;
+        std::uint64_t checksum = 0;           // of the table live in this process
+        // Epochs: `epoch` names the table `epoch_checksum` (nullopt: not
+        // known, e.g. an older state file); epochs up to `epoch_floor` may
+        // name tables a previous process published (restored reservation);
+        // `epoch_reserved` goes into the next journal write, and the last
+        // write that succeeded recorded `epoch_durable`.
+        std::optional<std::uint64_t> epoch_checksum;
+        std::uint64_t epoch_floor = 0;
+        std::uint64_t epoch_reserved = 0;
+        std::uint64_t epoch_durable = 0;
         std::string last_error;
         // Failed attempts in a row to apply this VIP (publish, map writes,
         // ids); the retry of the version that failed waits until retry_at
@@ -261,6 +312,13 @@ private:
     static void record_slots(VipState& v, const BuildResult& r);
     bpf::Result<void> finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id);
     bpf::Result<void> remove_vip(const std::string& key, VipState& v);
+    static std::uint64_t next_epoch(const VipState& v);
+    static bool proven_live_epoch(const VipState& v, std::uint64_t checksum);
+    static void apply_epoch_record(VipState& v, const EpochRecord& record);
+    // Raises the reservation of every VIP with fewer than `low_water`
+    // epochs left to next_epoch - 1 + kEpochReserve, then writes the
+    // journal once (nothing when no VIP is that low or no journal is set).
+    void reserve_epochs(std::uint64_t low_water);
     static xlb_vip_key vip_map_key(const config::VipSpec& spec);
     static xlb_vip_value vip_map_value(const config::VipSpec& spec, std::uint32_t vip_id);
 
@@ -269,7 +327,8 @@ private:
     IdRegistry registry_;
     std::map<std::string, VipState> vips_;
     std::map<std::string, VipState> removed_;  // waiting to be torn down
-    std::map<std::string, std::uint64_t> restored_epochs_;
+    std::map<std::string, EpochRecord> restored_epochs_;
+    EpochJournal epoch_journal_;
     std::vector<PanicChange> panic_changes_;
     std::vector<ApplyFailure> apply_failures_;
 };
