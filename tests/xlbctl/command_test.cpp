@@ -91,7 +91,7 @@ TEST(XlbctlParse, Timeout) {
 TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(parse_error({}),
                "expected a verb after 'xlbctl': status, vip, backend, stats, "
-               "table or lookup");
+               "table, lookup or reload");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
     EXPECT_HAS(parse_error({"backend"}),
                "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable or "

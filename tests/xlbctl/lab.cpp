@@ -348,20 +348,12 @@ void Lab::reload_with_hash_seed(std::uint32_t seed) {
     const std::regex seed_line("hash_seed: [0-9]+");
     if (!std::regex_search(text, seed_line)) throw std::runtime_error("no hash_seed in " + config_);
     std::ofstream(config_) << std::regex_replace(text, seed_line, "hash_seed: " + std::to_string(seed));
-    auto applied = [this] {
-        const std::string log = agent_log();
-        std::size_t n = 0;
-        for (std::size_t at = 0; (at = log.find("reload applied", at)) != std::string::npos; ++at) ++n;
-        return n;
-    };
-    const std::size_t before = applied();
-    ::kill(agent_, SIGHUP);
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (applied() == before) {
-        if (std::chrono::steady_clock::now() > deadline)
-            throw std::runtime_error("reload not applied within 10 s:\n" + agent_log());
-        std::this_thread::sleep_for(20ms);
-    }
+    // A new seed remaps flows: only a confirmed reload applies it (SIGHUP cannot).
+    const ProcessResult r =
+        run_process({XLBCTL_PATH, "--socket", socket_, "reload", "--allow-disruptive"});
+    if (r.code != 0)
+        throw std::runtime_error("xlbctl reload --allow-disruptive: exit " + std::to_string(r.code) +
+                                 ": " + r.out + r.err + "\n" + agent_log());
 }
 
 std::string Lab::agent_log() const {

@@ -53,8 +53,8 @@ public:
     // exit code.
     int stop_agent();
     bool agent_running() const { return agent_ > 0; }
-    // Rewrites the configuration with another hash seed, sends SIGHUP and
-    // returns once the agent logged the reload as applied (throws after 10 s).
+    // Rewrites the configuration with another hash seed and
+    // returns once `xlbctl reload --allow-disruptive` says it was applied.
     void reload_with_hash_seed(std::uint32_t seed);
 
     const std::string& socket() const { return socket_; }

@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xlb/agent/agent.h"
 #include "xlb/agent/journal_log.h"
+#include "xlb/agent/preflight.h"
 #include "xlb/config/config.h"
 #include "xlb/version.h"
 
@@ -37,12 +39,22 @@ int usage_error(std::string_view message) {
     return kExitUsage;
 }
 
-// --check-config: parse and validate only; touches nothing.
-int check_config(const std::string& path) {
+// --check-config: parse and validate, then check the host as a start would,
+// except for what a running agent holds (the interface lock, the metrics
+// address) and what needs the kernel. Creates nothing.
+int check_config(const std::string& path, const xlb::agent::AgentOptions& options) {
     auto config = xlb::config::load_config_file(path);
     if (!config) {
         for (const auto& e : config.error()) say(stderr, spdlog::level::err, e.to_string());
         say(stderr, spdlog::level::err, fmt::format("{}: {} error(s)", path, config.error().size()));
+        return kExitInvalid;
+    }
+    xlb::agent::apply_overrides(options, config->settings);
+    const std::vector<std::string> problems = xlb::agent::check_host(config->settings);
+    if (!problems.empty()) {
+        for (const auto& p : problems) say(stderr, spdlog::level::err, path + ": " + p);
+        say(stderr, spdlog::level::err,
+            fmt::format("{}: valid, but {} problem(s) with this host", path, problems.size()));
         return kExitInvalid;
     }
     std::size_t backends = 0;
@@ -97,6 +109,13 @@ int main(int argc, char** argv) {
         return code == 0 ? 0 : kExitUsage;
     }
 
+    if (!interface.empty()) options.interface = interface;
+    if (!xdp_mode.empty()) options.xdp_mode = xlb::config::parse_xdp_mode(xdp_mode);
+    if (!api_socket.empty()) options.api_socket = api_socket;
+    if (!metrics_listen.empty()) options.metrics_listen = metrics_listen;
+    if (!pin_dir.empty()) options.pin_dir = pin_dir;
+    if (!state_file.empty()) options.state_file = state_file;
+
     if (check->count() > 0) {
         if (!check_path.empty() && !options.config_path.empty() && check_path != options.config_path)
             return usage_error("--check-config " + check_path + " and --config " +
@@ -104,17 +123,11 @@ int main(int argc, char** argv) {
         const std::string path = check_path.empty() ? options.config_path : check_path;
         if (path.empty())
             return usage_error("--check-config needs a file: xlbd --check-config FILE");
-        return check_config(path);
+        return check_config(path, options);
     }
     if (options.config_path.empty())
         return usage_error("--config FILE is required (e.g. xlbd --config /etc/xlb/xlbd.yaml)");
 
-    if (!interface.empty()) options.interface = interface;
-    if (!xdp_mode.empty()) options.xdp_mode = xlb::config::parse_xdp_mode(xdp_mode);
-    if (!api_socket.empty()) options.api_socket = api_socket;
-    if (!metrics_listen.empty()) options.metrics_listen = metrics_listen;
-    if (!pin_dir.empty()) options.pin_dir = pin_dir;
-    if (!state_file.empty()) options.state_file = state_file;
 
     // under systemd: "<3>error: ..." lines that journald files by priority
     xlb::agent::configure_logging(spdlog::level::from_str(log_level));

@@ -144,6 +144,13 @@ HttpError unknown_backend(const std::string& key, const net::IpAddress& address)
                      " (GET /v1/backends?vip=" + key + " lists them)"};
 }
 
+// A JSON value as an error message echoes it: as written when short, cut
+// (config::shown_value) when long.
+std::string shown_json(const json& value) {
+    std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+    return text.size() <= config::kShownValueBytes ? text : config::shown_value(text, '\'');
+}
+
 class Handlers {
 public:
     explicit Handlers(Services services) : s_(std::move(services)) {}
@@ -612,7 +619,7 @@ private:
             if (it.key() == "weight") {
                 if (!it.value().is_number_unsigned() || it.value().get<std::uint64_t>() > UINT32_MAX)
                     return reject(req, res,
-                                  {400, "weight: found " + it.value().dump() + ", expected an integer 0-" +
+                                  {400, "weight: found " + shown_json(it.value()) + ", expected an integer 0-" +
                                             std::to_string(config::kMaxWeight)});
                 weight = it.value().get<std::uint32_t>();
             } else if (it.key() == "state") {
@@ -621,11 +628,11 @@ private:
                     parsed = config::parse_admin_state(it.value().get<std::string>());
                 if (!parsed)
                     return reject(req, res,
-                                  {400, "state: found " + it.value().dump() +
+                                  {400, "state: found " + shown_json(it.value()) +
                                             ", expected active, drain or disabled"});
                 state = parsed;
             } else {
-                return reject(req, res, {400, "found unknown field \"" + it.key() + "\", expected " + expected});
+                return reject(req, res, {400, "found unknown field " + config::shown_value(it.key()) + ", expected " + expected});
             }
         }
         if (!weight && !state) return reject(req, res, {400, "nothing to change, expected " + std::string(expected)});
@@ -681,8 +688,8 @@ private:
         if (req.has_param("proto")) {
             auto proto = config::parse_protocol(req.get_param_value("proto"));
             if (!proto)
-                return reject(req, res, {400, "proto: found \"" + req.get_param_value("proto") +
-                                                  "\", expected tcp or udp"});
+                return reject(req, res, {400, "proto: found " + config::shown_value(req.get_param_value("proto")) +
+                                                  ", expected tcp or udp"});
             if (*proto != spec.protocol)
                 return reject(req, res,
                               {400, std::string("proto: found ") + config::to_string(*proto) + ", but VIP " +
@@ -694,7 +701,7 @@ private:
             unsigned long value = 0;
             auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
             if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
-                return reject(req, res, {400, "dport: found \"" + text + "\", expected a port 1-65535"});
+                return reject(req, res, {400, "dport: found " + config::shown_value(text) + ", expected a port 1-65535"});
             if (spec.port != 0 && value != spec.port)
                 return reject(req, res, {400, "dport: found " + text + ", but VIP " + *key +
                                                   " serves port " + std::to_string(spec.port) +
@@ -764,6 +771,7 @@ private:
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+
 // Whether something accepts connections on the socket at `path`: 1 yes,
 // 0 no (stale), or the errno that prevented finding out.
 std::expected<bool, int> socket_answers(const std::string& path) {
@@ -799,8 +807,8 @@ std::expected<void, std::string> ApiServer::start() {
     auto fail = [&](const std::string& why) -> std::expected<void, std::string> {
         return std::unexpected("API socket " + path + ": " + why);
     };
-    if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path))
-        return fail("expected a path of 1-" + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
+    if (path.empty() || path.size() > config::kMaxSocketPathBytes)
+        return fail("expected a path of 1-" + std::to_string(config::kMaxSocketPathBytes) +
                     " bytes");
     // before anything is created: an unknown group leaves nothing behind
     std::optional<gid_t> group;

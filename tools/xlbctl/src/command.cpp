@@ -72,7 +72,7 @@ using Checked = std::expected<T, std::string>;
 
 constexpr double kMinWatch = 0.1, kMaxWatch = 3600;
 constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;
-constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
+constexpr std::size_t kMaxSocketPath = config::kMaxSocketPathBytes;
 
 // Arguments as typed, before checking.
 struct Raw {
