@@ -436,6 +436,14 @@ TEST(XlbctlRequest, PerVerb) {
 
 // --dry-run: the same request, asking for the prediction; only the backend
 // verbs that change something take it.
+TEST(XlbctlRequest, ReloadConfirmsDisruptiveChangesOnlyWhenAsked) {
+    auto req = [](const Args& args) { return build_request(parse_ok(args)); };
+    EXPECT_EQ(req({"reload"}), (HttpRequest{"POST", "/v1/reload", R"({"allow_disruptive":false})"}));
+    EXPECT_EQ(req({"reload", "--allow-disruptive"}),
+              (HttpRequest{"POST", "/v1/reload", R"({"allow_disruptive":true})"}));
+    EXPECT_TRUE(parse_ok({"reload", "--json"}).json);
+}
+
 TEST(XlbctlRequest, DryRunAsksForThePrediction) {
     auto req = [](const Args& args) { return build_request(parse_ok(args)); };
     const std::string vip = "/v1/backends?vip=198.51.100.10%3A80%2Ftcp";

@@ -156,6 +156,44 @@ TEST(XlbctlRender, Status) {
     const std::string empty = render_human(cmd(Verb::kStatus), not_ready, kColour);
     EXPECT_HAS(empty, "\x1b[31mnot ready\x1b[0m");
     EXPECT_HAS(empty, "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)");
+    EXPECT_EQ(empty.find("last reload"), std::string::npos) << "no reload yet: no line";
+
+    json reloaded = status_reply();
+    reloaded["last_reload"] = {{"time", "2026-12-01T15:02:11Z"}, {"source", "SIGHUP"},
+                               {"result", "disruptive_refused"}, {"error", "1 change(s) would move flows"}};
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), reloaded, kPlain),
+               "last reload: 2026-12-01T15:02:11Z (SIGHUP): rejected (disruptive_refused): 1 change(s) "
+               "would move flows\n");
+    reloaded["last_reload"] = {{"time", "2026-12-01T15:03:00Z"}, {"source", "api"},
+                               {"result", "applied"}, {"error", nullptr}};
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), reloaded, kPlain),
+               "last reload: 2026-12-01T15:03:00Z (api): applied\n");
+}
+
+json reload_report(const std::string& result) {
+    return json{{"time", "2026-12-01T15:02:11Z"}, {"source", "api"}, {"result", result},
+                {"error", result == "applied" ? json(nullptr) : json("x.yaml has 1 error(s)")},
+                {"errors", result == "invalid" ? json::array({"x.yaml:3:7: found 'a', expected a port"})
+                                               : json::array()},
+                {"added", json::array({"198.51.100.30:80/tcp"})}, {"removed", json::array()},
+                {"changed", json::array({"198.51.100.10:80/tcp", "[2001:db8::10]:443/tcp"})},
+                {"untouched", 2}, {"settings_changed", json::array({"mtu"})},
+                {"restart_required", json::array({"api.socket"})},
+                {"disruptive", json::array()}, {"warnings", json::array({"w1"})}};
+}
+
+TEST(XlbctlRender, ReloadAppliedAndRejected) {
+    const std::string applied = render_human(cmd(Verb::kReload), reload_report("applied"), kPlain);
+    EXPECT_HAS(applied, "reload applied: added 198.51.100.30:80/tcp; removed none; changed "
+                        "198.51.100.10:80/tcp, [2001:db8::10]:443/tcp; 2 VIP(s) untouched\n");
+    EXPECT_HAS(applied, "settings changed: mtu\n");
+    EXPECT_HAS(applied, "takes effect at the next restart: api.socket\n");
+    EXPECT_HAS(applied, "warning: w1\n");
+    const std::string invalid = render_human(cmd(Verb::kReload), reload_report("invalid"), kPlain);
+    EXPECT_HAS(invalid, "reload rejected (invalid): x.yaml has 1 error(s)\n");
+    EXPECT_HAS(invalid, "  x.yaml:3:7: found 'a', expected a port\n");
+    EXPECT_HAS(invalid, "the running configuration stays\n");
+    EXPECT_EQ(invalid.find("reload applied"), std::string::npos);
 }
 
 TEST(XlbctlRender, StatusColours) {

@@ -95,6 +95,16 @@ std::string render_status(const json& r, const Style& style) {
                     str(r, "xdp_mode"), format_uptime(u64(r, "uptime_s")));
     out += ready ? paint("ready", Colour::kGreen, style) : paint("not ready", Colour::kRed, style);
     out += "\n";
+    // Agents before POST /v1/reload have no such field: shown as nothing.
+    if (const auto reload = r.find("last_reload"); reload != r.end() && reload->is_object()) {
+        const std::string result = str(*reload, "result");
+        out += fmt::format("last reload: {} ({}): ", str(*reload, "time"), str(*reload, "source"));
+        if (result == "applied")
+            out += paint("applied", Colour::kGreen, style) + "\n";
+        else
+            out += paint("rejected (" + result + ")", Colour::kRed, style) + ": " +
+                   reload->value("error", std::string()) + "\n";
+    }
     const json& vips = r.at("vips");
     if (vips.empty()) {
         out += "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
