@@ -59,7 +59,6 @@ net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
 class FakeDataPlane : public control::DataPlane, public DataPlaneView {
 public:
     // DataPlane (control thread)
-    bpf::Result<void> write_config(const xlb_config&) override { return {}; }
     bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
     bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
     bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }

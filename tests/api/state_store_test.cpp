@@ -30,7 +30,6 @@ constexpr const char* kWeb = "198.51.100.10:80/tcp";
 // Keeps the rings; nothing else matters here.
 class RingsOnly : public control::DataPlane {
 public:
-    bpf::Result<void> write_config(const xlb_config&) override { return {}; }
     bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
     bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
     bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }

@@ -194,18 +194,8 @@ class AgentE2E : public ::testing::Test {
 protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces, XDP, bpffs";
-        struct statfs st {};
-        if (::statfs("/sys/fs/bpf", &st) != 0 || st.f_type != BPF_FS_MAGIC)
-            run_ok("mount -t bpf bpf /sys/fs/bpf");
-        static const bool swept = [] {
-            for (const std::string& what : sweep_stale_labs())
-                std::printf("[ cleanup  ] removed %s, left by a killed earlier run\n", what.c_str());
-            return true;
-        }();
-        (void)swept;
         const auto t0 = Clock::now();
-        lab_ = std::make_unique<Lab>();
-        lab_->up();
+        lab_ = new_lab_up();
         config_path_ = lab_->tmp() + "/xlbd.yaml";
         api_ = std::make_unique<Api>(lab_->tmp() + "/run/xlbd.sock");
         MEASURED("lab %s up in %.0f ms", lab_->prefix().c_str(), ms_since(t0));

@@ -50,12 +50,7 @@ class EpochE2E : public ::testing::Test {
 protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces, XDP, bpffs";
-        struct statfs st {};
-        if (::statfs("/sys/fs/bpf", &st) != 0 || st.f_type != BPF_FS_MAGIC)
-            run_ok("mount -t bpf bpf /sys/fs/bpf");
-        sweep_stale_labs();
-        lab_ = std::make_unique<Lab>();
-        lab_->up();
+        lab_ = new_lab_up();
         config_ = lab_->tmp() + "/xlbd.yaml";
         api_ = std::make_unique<Api>(lab_->tmp() + "/run/xlbd.sock");
         agent_ = std::make_unique<AgentProcess>(*lab_, config_, lab_->tmp() + "/xlbd.log");

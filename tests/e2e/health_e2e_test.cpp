@@ -86,18 +86,7 @@ class HealthE2E : public ::testing::Test {
 protected:
     void SetUp() override {
         if (::geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces, XDP, bpffs";
-        struct statfs st {};
-        if (::statfs("/sys/fs/bpf", &st) != 0 || st.f_type != BPF_FS_MAGIC)
-            run_ok("mount -t bpf bpf /sys/fs/bpf");
-        static const bool swept = [] {
-            for (const std::string& what : sweep_stale_labs())
-                std::printf("[ cleanup  ] removed %s, left by a killed earlier run\n",
-                            what.c_str());
-            return true;
-        }();
-        (void)swept;
-        lab_ = std::make_unique<Lab>();
-        lab_->up();
+        lab_ = new_lab_up();
         add_router_addresses(*lab_, kBackends);
         for (const std::string& b : kBackends)
             servers_[b] = std::make_unique<TcpServer>(lab_->router_ns(), b, kServerPort);

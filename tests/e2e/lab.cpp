@@ -13,8 +13,11 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -201,6 +204,20 @@ std::uint32_t Lab::xdp_prog_id() const {
             throw std::runtime_error("bpf_xdp_query: " + std::string(std::strerror(-rc)));
         return q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id;
     });
+}
+
+std::unique_ptr<Lab> new_lab_up() {
+    struct statfs st {};
+    if (::statfs("/sys/fs/bpf", &st) != 0 || st.f_type != BPF_FS_MAGIC) run_ok("mount -t bpf bpf /sys/fs/bpf");
+    static const bool swept = [] {
+        for (const std::string& what : sweep_stale_labs())
+            std::printf("[ cleanup  ] removed %s, left by a killed earlier run\n", what.c_str());
+        return true;
+    }();
+    (void)swept;
+    auto lab = std::make_unique<Lab>();
+    lab->up();
+    return lab;
 }
 
 std::vector<std::string> sweep_stale_labs() {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -100,6 +101,11 @@ std::string render_settings(const Lab& lab, const std::string& writer, const Lab
 // directories named xlbe-<pid>-<n>... whose <pid> no longer exists. Touches
 // nothing else. Returns what it removed (for the log).
 std::vector<std::string> sweep_stale_labs();
+
+// A new lab, up, after what every lab test needs from the host: bpffs
+// mounted at /sys/fs/bpf, and (once per process) the stale labs of killed
+// runs swept, each printed as "[ cleanup  ] removed ...".
+std::unique_ptr<Lab> new_lab_up();
 
 // Polls the XDP program attached to the lab's interface from a thread in the
 // lb namespace, as fast as it can, until stop().

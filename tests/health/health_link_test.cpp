@@ -21,7 +21,6 @@ using health::TimePoint;
 
 class RecordingDataPlane : public control::DataPlane {
 public:
-    bpf::Result<void> write_config(const xlb_config&) override { return {}; }
     bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
     bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
     bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {

@@ -26,7 +26,6 @@ net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
 // Records every write, in order, and keeps the resulting map contents.
 class FakeDataPlane : public DataPlane {
 public:
-    bpf::Result<void> write_config(const xlb_config&) override { return {}; }
     bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
         log.push_back("vip+ " + std::to_string(value.vip_id));
         vips[key.port] = value;

@@ -5,10 +5,6 @@
 
 namespace xlb::control {
 
-bpf::Result<void> BpfDataPlane::write_config(const xlb_config& cfg) {
-    return program_.config().put(0, cfg);
-}
-
 bpf::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) {
     return program_.vips().put(key, value);
 }

@@ -34,7 +34,6 @@ struct PublishTiming {
 class DataPlane {
 public:
     virtual ~DataPlane() = default;
-    virtual bpf::Result<void> write_config(const xlb_config& cfg) = 0;
     virtual bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) = 0;
     virtual bpf::Result<void> remove_vip(const xlb_vip_key& key) = 0;
     virtual bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) = 0;
@@ -54,7 +53,6 @@ public:
 class BpfDataPlane : public DataPlane {
 public:
     explicit BpfDataPlane(const bpf::LbProgram& program) : program_(program) {}
-    bpf::Result<void> write_config(const xlb_config& cfg) override;
     bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override;
     bpf::Result<void> remove_vip(const xlb_vip_key& key) override;
     bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) override;
