@@ -1,467 +1,602 @@
 // SPDX-License-Identifier: Apache-2.0
-// The probe engine against real servers on loopback (127.0.0.1 and ::1):
-// tcp, http and udp probes, every failure the issue lists, the schedule and
-// its diffing.
+// The probe engine with a fake ProbeIo (fake_probe_io.h), on the test's
+// thread: the test sets the time, says what each socket does, and fires the
+// engine's timers by hand (run_once() at the deadline the engine asked for).
+// Nothing sleeps; outcomes, times and schedules are asserted exactly. A few
+// probes with real sockets are in engine_socket_test.cpp.
 #include "xlb/health/engine.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
-#include <algorithm>
-#include <condition_variable>
-#include <mutex>
+#include <map>
+#include <optional>
 #include <set>
-#include <thread>
 
-#include "servers.h"
+#include "fake_probe_io.h"
 
 namespace xlb::health {
 namespace {
 
 using namespace std::chrono_literals;
 using config::HealthCheckType;
-using test::TcpServer;
-using test::UdpServer;
+using test::FakeProbeIo;
 
-class Collector {
-public:
-    ProbeEngine::ResultHandler handler() {
-        return [this](ProbeResult r) {
-            std::lock_guard lock(mu_);
-            results_.push_back(std::move(r));
-            cv_.notify_all();
-        };
-    }
-    // Waits for at least n results (at most `max`); returns them all.
-    std::vector<ProbeResult> wait(std::size_t n, std::chrono::milliseconds max = 3000ms) {
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, max, [&] { return results_.size() >= n; });
-        return results_;
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::vector<ProbeResult> results_;
-};
-
-ProbeEngine::Options fast_options() {
-    ProbeEngine::Options o;
-    o.first_probe_spread = 5ms;
-    o.seed = 42;
-    return o;
-}
-
-ProbeTarget target(HealthCheckType type, const char* address, std::uint16_t port) {
+ProbeTarget target(HealthCheckType type, const char* address = "10.0.0.1",
+                   std::uint16_t port = 8080, std::string vip = "v") {
     ProbeTarget t;
-    t.key = TargetKey{"test", *net::IpAddress::parse(address)};
+    t.key = TargetKey{std::move(vip), *net::IpAddress::parse(address)};
     t.port = port;
     t.check.type = type;
-    t.check.interval = 2s;  // one probe per test unless a test says otherwise
+    t.check.interval = 2s;
     t.check.timeout = 250ms;
     t.check.jitter = 0ms;
     return t;
 }
 
-// Runs one target until its first result.
-ProbeResult probe_once(const ProbeTarget& t, ProbeEngine::Options options = fast_options()) {
-    Collector c;
-    ProbeEngine engine(options, c.handler());
-    engine.set_targets({t});
-    EXPECT_TRUE(engine.start().has_value());
-    auto results = c.wait(1);
-    engine.stop();
-    EXPECT_FALSE(results.empty()) << "no result";
-    return results.empty() ? ProbeResult{} : results.front();
-}
+class EngineTest : public ::testing::Test {
+protected:
+    // The first probe due at once, timers exact: times are predictable.
+    static ProbeEngine::Options options() {
+        ProbeEngine::Options o;
+        o.first_probe_spread = 0ms;
+        o.timer_resolution = 0us;
+        o.max_in_flight = 100;
+        o.seed = 42;
+        return o;
+    }
+    void SetUp() override { make(options()); }
+    void make(ProbeEngine::Options o) {
+        engine.reset();
+        engine.emplace(
+            std::move(o), [this](ProbeResult r) { results.push_back(std::move(r)); }, io);
+    }
+    // One turn of the engine's loop at io.time.
+    void turn() {
+        auto ok = engine->run_once();
+        ASSERT_TRUE(ok) << ok.error().message();
+    }
+    void set(std::vector<ProbeTarget> targets) {
+        engine->set_targets(std::move(targets));
+        turn();
+    }
+    // Runs the engine up to `t`, waking at each deadline it asks for, as the
+    // real loop would, then at t.
+    void run_to(TimePoint t) {
+        turn();
+        for (int guard = 0; io.deadline <= t; ++guard) {
+            ASSERT_LT(guard, 100000) << "the engine keeps asking for the same time";
+            io.time = std::max(io.time, io.deadline);
+            turn();
+        }
+        io.time = t;
+        turn();
+    }
+    // The one result so far.
+    ProbeResult result() {
+        EXPECT_EQ(results.size(), 1u);
+        return results.empty() ? ProbeResult{} : results.back();
+    }
 
-TcpServer http_server(std::string response) {
-    return TcpServer("127.0.0.1", [response](TcpServer::Connection& c) {
-        c.read_request();
-        c.write(response);
-    });
-}
+    FakeProbeIo io;  // outlives the engine
+    std::optional<ProbeEngine> engine;
+    std::vector<ProbeResult> results;
+    const TimePoint t0 = io.time;
+};
 
 // --- tcp -----------------------------------------------------------------------------
 
-TEST(TcpProbe, Connects) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection&) {});
-    const auto r = probe_once(target(HealthCheckType::kTcp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
+TEST_F(EngineTest, TcpConnectsWhenTheSocketIsWritable) {
+    set({target(HealthCheckType::kTcp)});
+    ASSERT_EQ(io.sockets.size(), 1u);
+    const int fd = io.last_fd;
+    const auto& s = io.at(fd);
+    EXPECT_EQ(s.domain, AF_INET);
+    EXPECT_EQ(s.type, SOCK_STREAM);
+    EXPECT_EQ(s.peer, "10.0.0.1 8080");
+    EXPECT_TRUE(s.watched);
+    EXPECT_TRUE(s.abortive);  // no TIME_WAIT per probe
+    EXPECT_TRUE(results.empty());
+
+    io.time = t0 + 3ms;
+    io.writable(fd);
+    turn();
+    const auto r = result();
+    EXPECT_EQ(r.failure, Failure::kNone);
     EXPECT_EQ(r.detail, "connected");
-    EXPECT_EQ(r.key.backend, *net::IpAddress::parse("127.0.0.1"));
-    EXPECT_EQ(r.port, server.port());
-    EXPECT_GE(r.started, r.scheduled);
-    EXPECT_GE(r.finished, r.started);
-    EXPECT_LT(r.latency(), 250ms);
+    EXPECT_EQ(r.port, 8080);
+    EXPECT_EQ(r.scheduled, t0);
+    EXPECT_EQ(r.started, t0);
+    EXPECT_EQ(r.latency(), 3ms);
+    EXPECT_FALSE(io.at(fd).open);
 }
 
-TEST(TcpProbe, ConnectsOverIPv6) {
-    TcpServer server("::1", [](TcpServer::Connection&) {});
-    const auto r = probe_once(target(HealthCheckType::kTcp, "::1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
+TEST_F(EngineTest, TcpOverIPv6) {
+    set({target(HealthCheckType::kTcp, "2001:db8::1", 443)});
+    EXPECT_EQ(io.at(io.last_fd).domain, AF_INET6);
+    EXPECT_EQ(io.at(io.last_fd).peer, "2001:db8::1 443");
 }
 
-TEST(TcpProbe, Refused) {
-    const auto port = test::unused_port("127.0.0.1", SOCK_STREAM);
-    const auto r = probe_once(target(HealthCheckType::kTcp, "127.0.0.1", port));
-    EXPECT_EQ(r.failure, Failure::kRefused);
-    EXPECT_EQ(r.detail, "connection refused");
+TEST_F(EngineTest, TcpRefused) {
+    set({target(HealthCheckType::kTcp)});
+    io.connect_fails(io.last_fd, ECONNREFUSED);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kRefused);
+    EXPECT_EQ(result().detail, "connection refused");
 }
 
-TEST(TcpProbe, TimesOutAgainstAFullBacklog) {
-    test::FullBacklog backlog;
-    ASSERT_TRUE(backlog.full()) << "could not fill the accept queue";
-    const auto r = probe_once(target(HealthCheckType::kTcp, "127.0.0.1", backlog.port()));
+TEST_F(EngineTest, TcpConnectFailsAtOnce) {
+    io.connect_result = -ENETUNREACH;
+    set({target(HealthCheckType::kTcp)});
+    EXPECT_EQ(result().failure, Failure::kUnreachable);
+    EXPECT_EQ(result().detail, "network unreachable");
+    EXPECT_EQ(io.open_sockets(), 0u);
+}
+
+TEST_F(EngineTest, TcpTimesOutExactlyAtTheTimeout) {
+    set({target(HealthCheckType::kTcp)});
+    turn();
+    EXPECT_EQ(io.deadline, t0 + 250ms);  // the probe's timeout, not the next interval
+    io.time = t0 + 250ms - 1ns;
+    turn();
+    EXPECT_TRUE(results.empty());
+    io.time = t0 + 250ms;
+    turn();
+    const auto r = result();
     EXPECT_EQ(r.failure, Failure::kTimeout);
     EXPECT_EQ(r.detail, "timeout after 250ms (connecting)");
-    EXPECT_GE(r.latency(), 250ms);
-    EXPECT_LT(r.latency(), 750ms);  // ours, not the kernel's 1 s SYN retry
+    EXPECT_EQ(r.latency(), 250ms);
+    EXPECT_TRUE(io.at(io.last_fd).abortive);
+    EXPECT_FALSE(io.at(io.last_fd).open);
 }
 
-TEST(TcpProbe, BindsToTheSourceAddress) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection&) {});
-    auto options = fast_options();
-    options.source_v4 = *net::IpAddress::parse("127.0.0.2");
-    const auto r = probe_once(target(HealthCheckType::kTcp, "127.0.0.1", server.port()), options);
-    EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
-    for (int i = 0; i < 100 && server.peers().empty(); ++i) std::this_thread::sleep_for(5ms);
-    ASSERT_EQ(server.peers().size(), 1u);
-    EXPECT_EQ(server.peers()[0], "127.0.0.2");
+// --- Local errors: this host could not probe ------------------------------------------
+
+TEST_F(EngineTest, NoSocketIsALocalFailure) {
+    io.socket_errno = EMFILE;
+    set({target(HealthCheckType::kTcp)});
+    EXPECT_EQ(result().failure, Failure::kLocal);
+    EXPECT_EQ(result().detail, "could not probe: socket: Too many open files");
 }
 
-TEST(TcpProbe, UnusableSourceIsALocalError) {
-    auto options = fast_options();
-    options.source_v4 = *net::IpAddress::parse("192.0.2.77");  // not ours
-    const auto r = probe_once(target(HealthCheckType::kTcp, "127.0.0.1", 9), options);
-    EXPECT_EQ(r.failure, Failure::kLocal);
-    EXPECT_NE(r.detail.find("bind 192.0.2.77"), std::string::npos) << r.detail;
+TEST_F(EngineTest, UnusableSourceAddressIsALocalFailure) {
+    auto o = options();
+    o.source_v4 = *net::IpAddress::parse("192.0.2.77");
+    make(o);
+    io.bind_errno = EADDRNOTAVAIL;
+    set({target(HealthCheckType::kTcp)});
+    EXPECT_EQ(result().failure, Failure::kLocal);
+    EXPECT_EQ(result().detail, "could not probe: bind 192.0.2.77: Cannot assign requested address");
+    EXPECT_EQ(io.open_sockets(), 0u);
+}
+
+TEST_F(EngineTest, SourceDeviceAndMark) {
+    auto o = options();
+    o.source_v4 = *net::IpAddress::parse("192.0.2.77");
+    o.device = "eth1";
+    o.mark = 7;
+    make(o);
+    auto via = target(HealthCheckType::kTcp);
+    via.via_address = *net::IpAddress::parse("198.51.100.10");
+    via.mark = 0x1234;
+    set({target(HealthCheckType::kTcp, "10.0.0.2"), via});
+    ASSERT_EQ(io.sockets.size(), 2u);
+    for (const auto& [fd, s] : io.sockets) {
+        EXPECT_EQ(s.bound, "192.0.2.77");
+        EXPECT_EQ(s.device, "eth1");
+    }
+    EXPECT_EQ(io.at(100).mark, 7u);
+    EXPECT_EQ(io.at(101).mark, 0x1234u);               // the target's own mark wins
+    EXPECT_EQ(io.at(101).peer, "198.51.100.10 8080");  // through the VIP
+}
+
+TEST_F(EngineTest, RefusedMarkIsALocalFailure) {
+    auto o = options();
+    o.mark = 7;
+    make(o);
+    io.mark_errno = EPERM;
+    set({target(HealthCheckType::kTcp)});
+    EXPECT_EQ(result().failure, Failure::kLocal);
+    EXPECT_EQ(result().detail, "could not probe: SO_MARK: Operation not permitted");
 }
 
 // --- http ---------------------------------------------------------------------------
 
-TEST(HttpProbe, Status200) {
-    auto server =
-        http_server("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK");
-    auto t = target(HealthCheckType::kHttp, "127.0.0.1", server.port());
+class HttpEngineTest : public EngineTest {
+protected:
+    // Starts an http probe and connects it; returns its socket.
+    int connect(ProbeTarget t = target(HealthCheckType::kHttp)) {
+        set({std::move(t)});
+        const int fd = io.last_fd;
+        io.writable(fd);
+        turn();
+        return fd;
+    }
+};
+
+TEST_F(HttpEngineTest, Status200) {
+    auto t = target(HealthCheckType::kHttp);
     t.check.path = "/healthz";
-    const auto r = probe_once(t);
+    const int fd = connect(t);
+    const std::string& request = io.at(fd).sent;
+    EXPECT_EQ(request.rfind("GET /healthz HTTP/1.1\r\n", 0), 0u) << request;
+    EXPECT_NE(request.find("\r\nHost: 10.0.0.1:8080\r\n"), std::string::npos) << request;
+    EXPECT_NE(request.find("\r\nConnection: close\r\n"), std::string::npos) << request;
+    EXPECT_TRUE(results.empty());
+
+    io.receive(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK");
+    io.peer_closes(fd);
+    io.time = t0 + 5ms;
+    turn();
+    const auto r = result();
     EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
-    EXPECT_EQ(r.http_status, 200);
     EXPECT_EQ(r.detail, "status 200");
-    const auto requests = server.requests();
-    ASSERT_EQ(requests.size(), 1u);
-    EXPECT_EQ(requests[0].rfind("GET /healthz HTTP/1.1\r\n", 0), 0u) << requests[0];
-    EXPECT_NE(requests[0].find("\r\nHost: 127.0.0.1:" + std::to_string(server.port()) + "\r\n"),
-              std::string::npos);
-    EXPECT_NE(requests[0].find("\r\nConnection: close\r\n"), std::string::npos);
+    EXPECT_EQ(r.http_status, 200);
+    EXPECT_EQ(r.latency(), 5ms);
+    EXPECT_FALSE(io.at(fd).open);
+    EXPECT_FALSE(io.at(fd).abortive);  // the server closed first: a polite close
 }
 
-TEST(HttpProbe, BodyUntilCloseAndHostHeader) {
-    auto server = http_server("HTTP/1.0 200 OK\r\n\r\nstatus: ready\n");
-    auto t = target(HealthCheckType::kHttp, "127.0.0.1", server.port());
-    t.check.host = "app.example";
-    t.check.body_contains = "ready";
-    const auto r = probe_once(t);
-    EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
-    ASSERT_EQ(server.requests().size(), 1u);
-    EXPECT_NE(server.requests()[0].find("\r\nHost: app.example\r\n"), std::string::npos);
+TEST_F(HttpEngineTest, ARequestSentInPieces) {
+    set({target(HealthCheckType::kHttp)});
+    const int fd = io.last_fd;
+    io.at(fd).send_room = 10;
+    io.writable(fd);
+    turn();
+    EXPECT_EQ(io.at(fd).sent.size(), 10u);  // then EAGAIN: waits for EPOLLOUT
+    io.at(fd).send_room = SIZE_MAX;
+    io.writable(fd);
+    turn();
+    EXPECT_GT(io.at(fd).sent.size(), 10u);
+    EXPECT_TRUE(io.at(fd).sent.ends_with("\r\n\r\n"));
+    io.receive(fd, "HTTP/1.1 204 No Content\r\n\r\n");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kNone);
+    EXPECT_TRUE(io.at(fd).abortive);  // answered, but the server has not closed: reset
 }
 
-TEST(HttpProbe, Status503) {
-    auto server = http_server("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kStatus);
-    EXPECT_EQ(r.detail, "status 503");
-    EXPECT_EQ(r.http_status, 503);
-    EXPECT_FALSE(r.rate_limited);
-}
-
-TEST(HttpProbe, Status429WithRetryAfter) {
-    auto server = http_server(
-        "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 42\r\nContent-Length: 4\r\n\r\nslow");
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kNone);  // alive, pushing back
+TEST_F(HttpEngineTest, Status429IsRateLimitedAndAlive) {
+    const int fd = connect();
+    io.receive(fd,
+               "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 42\r\nContent-Length: 0\r\n\r\n");
+    turn();
+    const auto r = result();
+    EXPECT_EQ(r.failure, Failure::kNone);
     EXPECT_TRUE(r.rate_limited);
     EXPECT_EQ(r.retry_after, 42s);
     EXPECT_EQ(r.http_status, 429);
 }
 
-TEST(HttpProbe, Status503WithRetryAfterDate) {
-    auto server = http_server(
-        "HTTP/1.1 503 Service Unavailable\r\nDate: Mon, 01 Jan 2024 09:00:00 GMT\r\n"
-        "Retry-After: Mon, 01 Jan 2024 09:02:00 GMT\r\nContent-Length: 0\r\n\r\n");
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kStatus);
-    EXPECT_TRUE(r.rate_limited);
-    EXPECT_EQ(r.retry_after, 120s);
+TEST_F(HttpEngineTest, Status503) {
+    const int fd = connect();
+    io.receive(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kStatus);
+    EXPECT_EQ(result().detail, "status 503");
+    EXPECT_FALSE(result().rate_limited);
 }
 
-TEST(HttpProbe, WrongBody) {
-    auto server = http_server(
-        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\nstarting\r\n0\r\n\r\n");
-    auto t = target(HealthCheckType::kHttp, "127.0.0.1", server.port());
+TEST_F(HttpEngineTest, WrongBody) {
+    auto t = target(HealthCheckType::kHttp);
     t.check.body_contains = "ready";
-    const auto r = probe_once(t);
-    EXPECT_EQ(r.failure, Failure::kBodyMismatch);
-    EXPECT_EQ(r.detail, "status 200, body lacks \"ready\"");
+    const int fd = connect(t);
+    io.receive(fd,
+               "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\nstarting\r\n0\r\n\r\n");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kBodyMismatch);
+    EXPECT_EQ(result().detail, "status 200, body lacks \"ready\"");
 }
 
-TEST(HttpProbe, SlowHeadersPastTheTimeout) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection& c) {
-        c.read_request();
-        c.write("HTTP/1.1 200 OK\r\n");
-        if (c.stop.wait(1000ms)) return;
-        c.write("Content-Length: 0\r\n\r\n");
-    });
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kTimeout);
-    EXPECT_EQ(r.detail, "timeout after 250ms (waiting for the response headers)");
-    EXPECT_LT(r.latency(), 750ms);  // the server would finish at 1 s
+TEST_F(HttpEngineTest, HeadersPastTheTimeout) {
+    const int fd = connect();
+    io.time = t0 + 100ms;
+    io.receive(fd, "HTTP/1.1 200 OK\r\n");
+    turn();
+    EXPECT_TRUE(results.empty());
+    run_to(t0 + 250ms);
+    EXPECT_EQ(result().failure, Failure::kTimeout);
+    EXPECT_EQ(result().detail, "timeout after 250ms (waiting for the response headers)");
+    EXPECT_EQ(result().latency(), 250ms);
+    EXPECT_TRUE(io.at(fd).abortive);
 }
 
-TEST(HttpProbe, SlowBodyPastTheTimeout) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection& c) {
-        c.read_request();
-        c.write("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
-        c.stop.wait(1000ms);
-    });
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kTimeout);
-    EXPECT_EQ(r.detail, "timeout after 250ms (reading the response body)");
+TEST_F(HttpEngineTest, BodyPastTheTimeout) {
+    const int fd = connect();
+    io.receive(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+    run_to(t0 + 250ms);
+    EXPECT_EQ(result().detail, "timeout after 250ms (reading the response body)");
 }
 
-TEST(HttpProbe, AcceptsAndNeverAnswers) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection& c) { c.stop.wait(5000ms); });
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kTimeout);
-    EXPECT_EQ(r.detail, "timeout after 250ms (waiting for the response headers)");
-    EXPECT_LT(r.latency(), 750ms);  // ours: the server never answers
+TEST_F(HttpEngineTest, ClosedWithoutAnAnswer) {
+    const int fd = connect();
+    io.peer_closes(fd);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kClosed);
+    EXPECT_EQ(result().detail, "closed without a response");
 }
 
-TEST(HttpProbe, ClosedWithoutAnAnswer) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection& c) { c.read_request(); });
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kClosed);
-    EXPECT_EQ(r.detail, "closed without a response");
+TEST_F(HttpEngineTest, ResetWhileWaiting) {
+    const int fd = connect();
+    io.receive_error(fd, ECONNRESET);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kReset);
+    EXPECT_EQ(result().detail, "connection reset (waiting for the response headers)");
 }
 
-TEST(HttpProbe, NotHttp) {
-    auto server = http_server("SSH-2.0-OpenSSH_9.2\r\n");
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", server.port()));
-    EXPECT_EQ(r.failure, Failure::kBadResponse);
-}
-
-TEST(HttpProbe, Refused) {
-    const auto port = test::unused_port("127.0.0.1", SOCK_STREAM);
-    const auto r = probe_once(target(HealthCheckType::kHttp, "127.0.0.1", port));
-    EXPECT_EQ(r.failure, Failure::kRefused);
+TEST_F(HttpEngineTest, NotHttp) {
+    const int fd = connect();
+    io.receive(fd, "SSH-2.0-OpenSSH_9.2\r\n");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kBadResponse);
+    EXPECT_TRUE(io.at(fd).abortive);
 }
 
 // --- udp -----------------------------------------------------------------------------
 
-TEST(UdpProbe, Reply) {
-    UdpServer server("127.0.0.1", [](const std::string& d) -> std::optional<std::string> {
-        return d == "ping" ? std::optional<std::string>("pong v1") : std::nullopt;
-    });
-    auto t = target(HealthCheckType::kUdp, "127.0.0.1", server.port());
-    t.check.udp_payload = "ping";
-    t.check.udp_expect = "pong";
-    const auto r = probe_once(t);
-    EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
-    EXPECT_EQ(r.detail, "reply of 7 bytes");
+class UdpEngineTest : public EngineTest {
+protected:
+    int send_ping(std::string expect) {
+        auto t = target(HealthCheckType::kUdp);
+        t.check.udp_payload = "ping";
+        t.check.udp_expect = std::move(expect);
+        set({t});
+        const int fd = io.last_fd;
+        EXPECT_EQ(io.at(fd).type, SOCK_DGRAM);
+        io.writable(fd);
+        turn();
+        EXPECT_EQ(io.at(fd).sent, "ping");
+        return fd;
+    }
+};
+
+TEST_F(UdpEngineTest, Reply) {
+    const int fd = send_ping("pong");
+    io.receive(fd, "pong v1");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kNone);
+    EXPECT_EQ(result().detail, "reply of 7 bytes");
 }
 
-TEST(UdpProbe, AnyReplyWithoutExpect) {
-    UdpServer server("::1", [](const std::string&) { return std::optional<std::string>("x"); });
-    auto t = target(HealthCheckType::kUdp, "::1", server.port());
-    EXPECT_EQ(probe_once(t).failure, Failure::kNone);
+TEST_F(UdpEngineTest, ReplyMismatch) {
+    const int fd = send_ping("pong");
+    io.receive(fd, "ERR");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kReplyMismatch);
+    EXPECT_EQ(result().detail, "reply of 3 bytes lacks \"pong\"");
 }
 
-TEST(UdpProbe, NoReply) {
-    UdpServer server("127.0.0.1", [](const std::string&) { return std::nullopt; });
-    auto t = target(HealthCheckType::kUdp, "127.0.0.1", server.port());
-    t.check.udp_payload = "ping";
-    const auto r = probe_once(t);
-    EXPECT_EQ(r.failure, Failure::kTimeout);
-    EXPECT_EQ(r.detail, "timeout after 250ms (no reply)");
-    EXPECT_EQ(server.received(), 1);
+TEST_F(UdpEngineTest, PortUnreachable) {
+    const int fd = send_ping("");
+    io.receive_error(fd, ECONNREFUSED);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kRefused);
+    EXPECT_EQ(result().detail, "port unreachable");
 }
 
-TEST(UdpProbe, PayloadMismatch) {
-    UdpServer server("127.0.0.1",
-                     [](const std::string&) { return std::optional<std::string>("ERR"); });
-    auto t = target(HealthCheckType::kUdp, "127.0.0.1", server.port());
-    t.check.udp_payload = "ping";
-    t.check.udp_expect = "pong";
-    const auto r = probe_once(t);
-    EXPECT_EQ(r.failure, Failure::kReplyMismatch);
-    EXPECT_EQ(r.detail, "reply of 3 bytes lacks \"pong\"");
-}
-
-TEST(UdpProbe, PortUnreachable) {
-    const auto port = test::unused_port("127.0.0.1", SOCK_DGRAM);
-    auto t = target(HealthCheckType::kUdp, "127.0.0.1", port);
-    t.check.udp_payload = "ping";
-    const auto r = probe_once(t);
-    EXPECT_EQ(r.failure, Failure::kRefused);
-    EXPECT_EQ(r.detail, "port unreachable");
+TEST_F(UdpEngineTest, NoReply) {
+    send_ping("");
+    run_to(t0 + 250ms);
+    EXPECT_EQ(result().failure, Failure::kTimeout);
+    EXPECT_EQ(result().detail, "timeout after 250ms (no reply)");
 }
 
 // --- Schedule ------------------------------------------------------------------------
 
-TEST(Schedule, IntervalPlusJitterAndLateness) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection&) {});
-    auto t = target(HealthCheckType::kTcp, "127.0.0.1", server.port());
-    t.check.interval = 60ms;
-    t.check.timeout = 40ms;
-    t.check.jitter = 30ms;
-    Collector c;
-    ProbeEngine engine(fast_options(), c.handler());
-    engine.set_targets({t});
-    ASSERT_TRUE(engine.start());
-    auto results = c.wait(12);
-    engine.stop();
-    ASSERT_GE(results.size(), 12u);
-    std::set<Clock::rep> gaps;
-    std::vector<Clock::duration> lateness;
-    int in_range = 0;
-    for (std::size_t i = 1; i < results.size(); ++i) {
-        // Due times are interval + [0, jitter] apart (unless the loop fell a
-        // whole interval behind, which a loaded test machine may cause).
-        const auto gap = results[i].scheduled - results[i - 1].scheduled;
-        EXPECT_GE(gap, 60ms);
-        in_range += gap <= 90ms ? 1 : 0;
-        gaps.insert(gap.count());
-        lateness.push_back(results[i].lateness());
-        EXPECT_EQ(results[i].failure, Failure::kNone) << results[i].detail;
+TEST_F(EngineTest, ProbesOneIntervalApartWithoutDrift) {
+    io.connect_result = 0;  // connected at once: a result per probe
+    auto t = target(HealthCheckType::kTcp);
+    t.check.interval = 1s;
+    set({t});
+    run_to(t0 + 5s);
+    ASSERT_EQ(results.size(), 6u);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        EXPECT_EQ(results[i].scheduled, t0 + i * 1s);
+        EXPECT_EQ(results[i].lateness(), 0ns);
     }
-    EXPECT_GE(in_range, static_cast<int>(results.size()) * 3 / 4);
-    EXPECT_GT(gaps.size(), 5u);  // jittered
-    std::nth_element(lateness.begin(), lateness.begin() + lateness.size() / 2, lateness.end());
-    EXPECT_LT(lateness[lateness.size() / 2], 10ms);  // median
 }
 
-TEST(Schedule, UnchangedTargetsKeepTheirScheduleChangedOnesMove) {
-    TcpServer a("127.0.0.1", [](TcpServer::Connection&) {});
-    TcpServer b("127.0.0.1", [](TcpServer::Connection&) {});
-    auto ta = target(HealthCheckType::kTcp, "127.0.0.1", a.port());
-    ta.key.vip = "a";
+TEST_F(EngineTest, JitterAddsUpToItsShare) {
+    io.connect_result = 0;
+    auto t = target(HealthCheckType::kTcp);
+    t.check.interval = 1s;
+    t.check.jitter = 300ms;
+    set({t});
+    run_to(t0 + 30s);
+    ASSERT_GE(results.size(), 23u);
+    std::set<Clock::rep> gaps;
+    for (std::size_t i = 1; i < results.size(); ++i) {
+        const auto gap = results[i].scheduled - results[i - 1].scheduled;
+        EXPECT_GE(gap, 1s);
+        EXPECT_LE(gap, 1300ms);
+        gaps.insert(gap.count());
+    }
+    EXPECT_GT(gaps.size(), results.size() / 2);  // jittered
+}
+
+TEST_F(EngineTest, TimersAreBatchedToTheResolution) {
+    auto o = options();
+    o.timer_resolution = 1ms;
+    make(o);
+    io.connect_result = 0;
+    io.time = t0 + 300us;
+    auto t = target(HealthCheckType::kTcp);
+    t.check.interval = 1s;
+    set({t});
+    ASSERT_EQ(results.size(), 1u);       // due at once
+    turn();                              // (io.deadline: what the last turn's wait was asked for)
+    EXPECT_EQ(io.deadline, t0 + 251ms);  // the probe's spent deadline, rounded up
+    io.time = io.deadline;
+    turn();
+    turn();
+    EXPECT_EQ(io.deadline, t0 + 1s + 1ms);  // the next probe, due at 1 s 300 us, rounded up
+    io.time = io.deadline;
+    turn();
+    ASSERT_EQ(results.size(), 2u);
+    EXPECT_EQ(results[1].scheduled, t0 + 1s + 300us);
+    EXPECT_EQ(results[1].lateness(), 700us);
+}
+
+TEST_F(EngineTest, FirstProbesAreSpread) {
+    auto o = options();
+    o.first_probe_spread = 200ms;
+    make(o);
+    io.connect_result = 0;
+    std::vector<ProbeTarget> targets;
+    for (int i = 0; i < 50; ++i) {
+        targets.push_back(target(HealthCheckType::kTcp, "10.0.0.1", 80, "v" + std::to_string(i)));
+    }
+    set(targets);
+    EXPECT_LT(results.size(), 5u);  // not one burst
+    run_to(t0 + 200ms);
+    ASSERT_EQ(results.size(), 50u);
+    std::set<TimePoint> due;
+    for (const auto& r : results) {
+        EXPECT_GE(r.scheduled, t0);
+        EXPECT_LT(r.scheduled, t0 + 200ms);
+        EXPECT_EQ(r.lateness(), 0ns);
+        due.insert(r.scheduled);
+    }
+    EXPECT_GT(due.size(), 45u);
+}
+
+TEST_F(EngineTest, UnchangedTargetsKeepTheirScheduleChangedOnesMove) {
+    io.connect_result = 0;
+    auto ta = target(HealthCheckType::kTcp, "10.0.0.1", 80, "a");
     ta.check.interval = 100ms;
     ta.check.timeout = 50ms;
     auto tb = ta;
     tb.key.vip = "b";
-    Collector c;
-    ProbeEngine engine(fast_options(), c.handler());
-    engine.set_targets({ta, tb});
-    ASSERT_TRUE(engine.start());
-    c.wait(4);
+    set({ta, tb});
+    run_to(t0 + 250ms);
+    ASSERT_EQ(results.size(), 6u);  // a and b at 0, 100, 200 ms
+
     // a only gets new thresholds (not a probe change); b moves to another
     // port; c is new.
     auto ta2 = ta;
     ta2.check.unhealthy_threshold = 5;
     ta2.check.flapping.changes = 0;
     auto tb2 = tb;
-    tb2.port = b.port();
+    tb2.port = 81;
     auto tc = ta;
     tc.key.vip = "c";
-    engine.set_targets({ta2, tb2, tc});
-    std::this_thread::sleep_for(350ms);
-    engine.set_targets({ta});  // b and c go
-    std::this_thread::sleep_for(30ms);
-    const auto count_before = c.wait(0).size();
-    std::this_thread::sleep_for(250ms);
-    engine.stop();
-    const auto results = c.wait(0);
-    std::vector<TimePoint> a_due;
-    bool b_on_new_port = false, c_seen = false;
+    results.clear();
+    set({ta2, tb2, tc});
+    ASSERT_EQ(results.size(), 1u);  // c, at once
+    EXPECT_EQ(results[0].key.vip, "c");
+    EXPECT_EQ(results[0].scheduled, t0 + 250ms);
+    run_to(t0 + 350ms);
+    std::map<std::string, std::vector<TimePoint>> due;
     for (const auto& r : results) {
-        if (r.key.vip == "a") a_due.push_back(r.scheduled);
-        if (r.key.vip == "b" && r.port == b.port()) b_on_new_port = true;
-        if (r.key.vip == "c") c_seen = true;
+        due[r.key.vip].push_back(r.scheduled);
+        if (r.key.vip == "b") {
+            EXPECT_EQ(r.port, 81);
+        }
     }
-    // a's probes stayed exactly one interval apart through every set_targets().
-    ASSERT_GE(a_due.size(), 6u);
-    for (std::size_t i = 1; i < a_due.size(); ++i) EXPECT_EQ(a_due[i] - a_due[i - 1], 100ms);
-    EXPECT_TRUE(b_on_new_port);
-    EXPECT_TRUE(c_seen);
-    // After the last change only a is probed.
-    for (std::size_t i = count_before; i < results.size(); ++i) EXPECT_EQ(results[i].key.vip, "a");
-    EXPECT_EQ(engine.stats().targets, 1u);
+    EXPECT_EQ(due["a"], std::vector<TimePoint>{t0 + 300ms});  // as before
+    EXPECT_EQ(due["b"], std::vector<TimePoint>{t0 + 300ms});  // no later than it was due
+    EXPECT_EQ(due["c"], (std::vector<TimePoint>{t0 + 250ms, t0 + 350ms}));
+
+    results.clear();
+    set({ta});  // b and c go
+    run_to(t0 + 1s);
+    ASSERT_EQ(results.size(), 7u);  // 400 ms .. 1 s
+    for (const auto& r : results) EXPECT_EQ(r.key.vip, "a");
+    EXPECT_EQ(engine->stats().targets, 1u);
 }
 
-TEST(Schedule, FirstProbesAreSpread) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection&) {});
+TEST_F(EngineTest, AChangedTargetAbandonsItsProbeInFlight) {
+    auto t = target(HealthCheckType::kTcp);
+    set({t});
+    const int old_fd = io.last_fd;
+    io.time = t0 + 10ms;
+    auto moved = t;
+    moved.port = 9090;
+    set({moved});
+    EXPECT_FALSE(io.at(old_fd).open);
+    EXPECT_TRUE(io.at(old_fd).abortive);
+    io.writable(old_fd);  // too late: stale
+    turn();
+    EXPECT_TRUE(results.empty());
+    EXPECT_EQ(io.sockets.size(), 1u);
+    run_to(t0 + 2s);  // next due: the old due time
+    ASSERT_EQ(io.sockets.size(), 2u);
+    EXPECT_EQ(io.at(io.last_fd).peer, "10.0.0.1 9090");
+    io.writable(io.last_fd);
+    turn();
+    EXPECT_EQ(result().port, 9090);
+    EXPECT_EQ(result().scheduled, t0 + 2s);
+}
+
+TEST_F(EngineTest, AProbeStillRunningSkipsItsRound) {
+    auto t = target(HealthCheckType::kTcp);
+    t.check.interval = 100ms;
+    t.check.timeout = 250ms;  // longer than the interval (config forbids; the engine copes)
+    set({t});
+    run_to(t0 + 200ms);
+    EXPECT_EQ(io.sockets.size(), 1u);  // 100 and 200 ms skipped
+    run_to(t0 + 250ms);
+    EXPECT_EQ(result().failure, Failure::kTimeout);
+    run_to(t0 + 300ms);
+    EXPECT_EQ(io.sockets.size(), 2u);
+}
+
+TEST_F(EngineTest, InFlightLimitDefersButLosesNothing) {
+    auto o = options();
+    o.max_in_flight = 2;
+    make(o);
     std::vector<ProbeTarget> targets;
-    for (int i = 0; i < 50; ++i) {
-        auto t = target(HealthCheckType::kTcp, "127.0.0.1", server.port());
-        t.key.vip = "v" + std::to_string(i);
-        targets.push_back(t);
+    for (int i = 0; i < 5; ++i) {
+        targets.push_back(target(HealthCheckType::kTcp, "10.0.0.1", 80, "v" + std::to_string(i)));
     }
-    auto options = fast_options();
-    options.first_probe_spread = 200ms;
-    Collector c;
-    ProbeEngine engine(options, c.handler());
-    engine.set_targets(targets);
-    const auto start = Clock::now();
-    ASSERT_TRUE(engine.start());
-    const auto results = c.wait(50);
-    engine.stop();
-    ASSERT_EQ(results.size(), 50u);
-    TimePoint first = TimePoint::max(), last = TimePoint::min();
-    for (const auto& r : results) {
-        first = std::min(first, r.scheduled);
-        last = std::max(last, r.scheduled);
-        EXPECT_LT(r.scheduled - start, 250ms);
+    set(targets);
+    EXPECT_EQ(io.open_sockets(), 2u);
+    EXPECT_EQ(engine->stats().waiting, 3u);
+    EXPECT_EQ(engine->stats().in_flight, 2u);
+    for (int round = 0; round < 3; ++round) {
+        io.time += 10ms;
+        for (auto& [fd, s] : io.sockets) {
+            if (s.open) io.writable(fd);
+        }
+        turn();
     }
-    EXPECT_GT(last - first, 100ms);  // not one burst
+    ASSERT_EQ(results.size(), 5u);
+    EXPECT_EQ(results[2].lateness(), 10ms);  // started when a place was free
+    EXPECT_EQ(results[4].lateness(), 20ms);
+    for (const auto& r : results) EXPECT_EQ(r.failure, Failure::kNone);
+    EXPECT_EQ(engine->stats().waiting, 0u);
+    EXPECT_EQ(engine->stats().probes_started, 5u);
 }
 
-TEST(Schedule, InFlightLimitDefersButLosesNothing) {
-    TcpServer server("127.0.0.1", [](TcpServer::Connection&) {});
-    std::vector<ProbeTarget> targets;
-    for (int i = 0; i < 20; ++i) {
-        auto t = target(HealthCheckType::kTcp, "127.0.0.1", server.port());
-        t.key.vip = "v" + std::to_string(i);
-        targets.push_back(t);
-    }
-    auto options = fast_options();
-    options.max_in_flight = 2;
-    options.first_probe_spread = 1ms;
-    Collector c;
-    ProbeEngine engine(options, c.handler());
-    engine.set_targets(targets);
-    ASSERT_TRUE(engine.start());
-    const auto results = c.wait(20);
-    engine.stop();
-    ASSERT_EQ(results.size(), 20u);
-    for (const auto& r : results) EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
+TEST_F(EngineTest, CallAtRunsAtItsTime) {
+    int runs = 0;
+    engine->call_at(t0 + 30ms, [&] { ++runs; });
+    turn();
+    turn();
+    EXPECT_EQ(io.deadline, t0 + 30ms);
+    EXPECT_EQ(runs, 0);
+    io.time = t0 + 30ms;
+    turn();
+    EXPECT_EQ(runs, 1);
+    turn();
+    EXPECT_EQ(io.deadline, TimePoint::max());  // nothing left
+    EXPECT_EQ(runs, 1);
 }
 
-TEST(Engine, CallAtRunsOnTheEngineThread) {
-    Collector c;
-    ProbeEngine engine(fast_options(), c.handler());
-    ASSERT_TRUE(engine.start());
-    std::mutex mu;
-    std::condition_variable cv;
-    std::thread::id ran_on;
-    TimePoint ran_at{};
-    const TimePoint when = Clock::now() + 30ms;
-    engine.call_at(when, [&] {
-        std::lock_guard lock(mu);
-        ran_on = std::this_thread::get_id();
-        ran_at = Clock::now();
-        cv.notify_all();
-    });
-    {
-        std::unique_lock lock(mu);
-        ASSERT_TRUE(cv.wait_for(lock, 1s, [&] { return ran_at != TimePoint{}; }));
-    }
-    EXPECT_NE(ran_on, std::this_thread::get_id());
-    EXPECT_GE(ran_at, when);
-    EXPECT_LT(ran_at - when, 100ms);
-    EXPECT_GT(engine.cpu_time().count(), 0);
-    engine.stop();
+TEST_F(EngineTest, DestroyingTheEngineClosesItsProbes) {
+    set({target(HealthCheckType::kTcp), target(HealthCheckType::kUdp, "10.0.0.3")});
+    EXPECT_EQ(io.open_sockets(), 2u);
+    engine.reset();
+    EXPECT_EQ(io.open_sockets(), 0u);
+}
+
+TEST_F(EngineTest, ASetupErrorIsReported) {
+    FakeProbeIo broken;
+    broken.open_errno = EMFILE;
+    ProbeEngine e(options(), {}, broken);
+    auto ok = e.start();
+    ASSERT_FALSE(ok);
+    EXPECT_EQ(ok.error().code, EMFILE);
+    EXPECT_EQ(ok.error().message(), "start the probe engine: open the fake: Too many open files");
 }
 
 }  // namespace

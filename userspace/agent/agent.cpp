@@ -435,7 +435,7 @@ Agent::Step Agent::start_services() {
             on_probe_result(result, r);
         });
     });
-    if (auto ok = engine_->start(); !ok) return std::unexpected("health checks: " + ok.error());
+    if (auto ok = engine_->start(); !ok) return std::unexpected("health checks: " + ok.error().message());
 
     view_.emplace(*lb_);
     api_settings_ = std::make_shared<api::SharedSettings>(s);

@@ -13,13 +13,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -28,10 +25,13 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <span>
+#include <system_error>
 #include <thread>
 
 #include "format.h"
 #include "xlb/health/http.h"
+#include "xlb/health/probe_io.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -44,7 +44,6 @@ namespace {
 using config::HealthCheckType;
 using detail::human;
 
-constexpr std::uint64_t kWakeTag = ~std::uint64_t{0};
 constexpr std::size_t kScratch = 64 * 1024;
 
 struct Mapped {
@@ -168,7 +167,11 @@ struct ProbeEngine::Impl {
         }
     };
 
-    Impl(Options o, ResultHandler h) : opt(std::move(o)), on_result(std::move(h)) {
+    Impl(Options o, ResultHandler h, ProbeIo* given)
+        : opt(std::move(o)),
+          on_result(std::move(h)),
+          owned_io(given ? nullptr : system_probe_io()),
+          io(given ? given : owned_io.get()) {
         rng = opt.seed;
         if (rng == 0) {
             std::random_device rd;
@@ -189,16 +192,18 @@ struct ProbeEngine::Impl {
         scratch.resize(kScratch);
     }
 
+    // Probes still in flight (an engine driven by run_once(), never started)
+    // are abandoned; after loop() there are none. io outlives the engine.
     ~Impl() {
-        if (epfd >= 0) ::close(epfd);
-        if (evfd >= 0) ::close(evfd);
+        for (Slot& s : slots) abandon(s);
     }
 
     // --- Shared with other threads -------------------------------------------
     Options opt;
     ResultHandler on_result;
-    int epfd = -1;
-    int evfd = -1;
+    std::unique_ptr<ProbeIo> owned_io;  // the system's, unless one was given
+    ProbeIo* io;
+    bool opened = false;  // io->open() succeeded (set before the thread starts)
     std::thread thread;
     std::mutex thread_mu;  // guards `thread` for cpu_time()
     std::atomic<bool> stopping{false};
@@ -222,10 +227,7 @@ struct ProbeEngine::Impl {
     std::size_t in_flight = 0;
     std::vector<char> scratch;
 
-    void wake() {
-        const std::uint64_t one = 1;
-        [[maybe_unused]] auto n = ::write(evfd, &one, sizeof(one));
-    }
+    void wake() { io->wake(); }
 
     double uniform() { return static_cast<double>(splitmix(rng) >> 11) * 0x1.0p-53; }
 
@@ -259,7 +261,7 @@ struct ProbeEngine::Impl {
     void abandon(Slot& s) {
         if (s.fd >= 0) {
             set_abortive(s.fd);
-            ::close(s.fd);
+            io->close(s.fd);
             s.fd = -1;
             --in_flight;
         }
@@ -322,9 +324,10 @@ struct ProbeEngine::Impl {
 
     // --- Probes -------------------------------------------------------------------
 
-    static void set_abortive(int fd) {
+    // Best effort: without it the close is polite (a TIME_WAIT), no worse.
+    void set_abortive(int fd) {
         const linger lg{1, 0};
-        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        io->setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
 
     void due(std::uint32_t i, TimePoint now) {
@@ -363,69 +366,78 @@ struct ProbeEngine::Impl {
         const auto& check = s.target.check;
         const bool udp = check.type == HealthCheckType::kUdp;
         const bool v4 = s.target.destination().is_v4();
-        s.started = Clock::now();
+        s.started = io->now();
         ++s.probe_gen;
         s.sent = 0;
         s.reader.reset();
         ++st_started;
-        const int fd = ::socket(v4 ? AF_INET : AF_INET6,
-                                (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        const int fd = io->socket(v4 ? AF_INET : AF_INET6,
+                                  (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            const int err = errno;
-            finish(s, Failure::kLocal,
-                   std::string("could not probe: socket: ") + std::strerror(err));
+            local_failure(s, make_error(fd, "socket"));
             return;
         }
         s.fd = fd;
         ++in_flight;
         st_in_flight = in_flight;
-        if (auto err = configure(s, fd, v4); !err.empty()) {
-            finish(s, Failure::kLocal, "could not probe: " + err);
+        if (auto ok = configure(s, fd, v4); !ok) {
+            local_failure(s, ok.error());
             return;
         }
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-        ev.data.u64 = (static_cast<std::uint64_t>(i) << 32) | s.probe_gen;
-        if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            const int err = errno;
-            finish(s, Failure::kLocal,
-                   std::string("could not probe: epoll: ") + std::strerror(err));
+        if (const int r = io->watch(fd, (static_cast<std::uint64_t>(i) << 32) | s.probe_gen);
+            r < 0) {
+            local_failure(s, make_error(r, "epoll_ctl"));
             return;
         }
         push_timer(s.started + std::chrono::duration_cast<Clock::duration>(check.timeout), i,
                    s.probe_gen, TimerKind::kDeadline);
         s.phase = Phase::kConnecting;
-        if (::connect(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len) == 0) {
+        const int r = io->connect(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len);
+        if (r == 0) {
             connected(s);
             return;
         }
-        const int err = errno;
-        if (err == EINPROGRESS) return;
-        auto m = map_errno(err, udp);
-        finish(s, m.failure, std::move(m.detail));
+        if (r == -EINPROGRESS) return;
+        fail_probe(s, -r, udp);
     }
 
-    std::string configure(const Slot& s, int fd, bool v4) {
+    // The socket options of a probe; an error is this host's, not the backend's.
+    Result<void> configure(const Slot& s, int fd, bool v4) {
         if (s.target.check.type == HealthCheckType::kTcp) set_abortive(fd);
-        if (!opt.device.empty() && ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, opt.device.data(),
-                                                static_cast<socklen_t>(opt.device.size())) != 0) {
-            return "SO_BINDTODEVICE " + opt.device + ": " + std::strerror(errno);
+        if (!opt.device.empty()) {
+            const int r = io->setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, opt.device.data(),
+                                         static_cast<socklen_t>(opt.device.size()));
+            if (r < 0) return fail_on(r, "SO_BINDTODEVICE", opt.device);
         }
         const std::uint32_t mark = s.target.mark != 0 ? s.target.mark : opt.mark;
-        if (mark != 0 && ::setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
-            return std::string("SO_MARK: ") + std::strerror(errno);
+        if (mark != 0) {
+            const int r = io->setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
+            if (r < 0) return fail(r, "SO_MARK");
         }
         const auto& source = v4 ? opt.source_v4 : opt.source_v6;
         if (source) {
+            // Best effort: without it bind() picks the port at once (fine,
+            // only fewer four-tuples to choose from).
             const int one = 1;
-            ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+            io->setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
             sockaddr_storage sa;
             const socklen_t len = to_sockaddr(*source, 0, sa);
-            if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0) {
-                return "bind " + source->to_string() + ": " + std::strerror(errno);
+            if (const int r = io->bind(fd, reinterpret_cast<const sockaddr*>(&sa), len); r < 0) {
+                return fail_on(r, "bind", source->to_string());
             }
         }
         return {};
+    }
+
+    // This host could not probe (Failure::kLocal): says nothing of the backend.
+    void local_failure(Slot& s, const Error& e) {
+        finish(s, Failure::kLocal, "could not probe: " + e.message());
+    }
+
+    // A probe's system call failed with `err` (positive): the outcome it means.
+    void fail_probe(Slot& s, int err, bool udp) {
+        auto m = map_errno(err, udp);
+        finish(s, m.failure, std::move(m.detail));
     }
 
     void connected(Slot& s) {
@@ -439,9 +451,9 @@ struct ProbeEngine::Impl {
                 return;
             case HealthCheckType::kUdp: {
                 const auto& payload = s.target.check.udp_payload;
-                if (::send(s.fd, payload.data(), payload.size(), MSG_NOSIGNAL) < 0) {
-                    auto m = map_errno(errno, true);
-                    finish(s, m.failure, std::move(m.detail));
+                if (const auto n = io->send(s.fd, payload.data(), payload.size(), MSG_NOSIGNAL);
+                    n < 0) {
+                    fail_probe(s, static_cast<int>(-n), true);
                     return;
                 }
                 s.phase = Phase::kReceiving;
@@ -457,15 +469,14 @@ struct ProbeEngine::Impl {
     void send_request(Slot& s) {
         while (s.sent < s.request.size()) {
             const ssize_t n =
-                ::send(s.fd, s.request.data() + s.sent, s.request.size() - s.sent, MSG_NOSIGNAL);
+                io->send(s.fd, s.request.data() + s.sent, s.request.size() - s.sent, MSG_NOSIGNAL);
             if (n > 0) {
                 s.sent += static_cast<std::size_t>(n);
                 continue;
             }
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT follows
-            auto m = map_errno(n < 0 ? errno : EPIPE, false);
-            finish(s, m.failure, std::move(m.detail));
+            if (n == -EINTR) continue;
+            if (n == -EAGAIN || n == -EWOULDBLOCK) return;  // EPOLLOUT follows
+            fail_probe(s, n < 0 ? static_cast<int>(-n) : EPIPE, false);
             return;
         }
         s.phase = Phase::kReceiving;
@@ -476,7 +487,7 @@ struct ProbeEngine::Impl {
 
     void receive_http(Slot& s) {
         for (;;) {
-            const ssize_t n = ::recv(s.fd, scratch.data(), scratch.size(), 0);
+            const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), 0);
             if (n > 0) {
                 const auto state =
                     s.reader->feed(std::string_view(scratch.data(), static_cast<std::size_t>(n)));
@@ -501,9 +512,9 @@ struct ProbeEngine::Impl {
                 }
                 return;
             }
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            auto m = map_errno(errno, false);
+            if (n == -EINTR) continue;
+            if (n == -EAGAIN || n == -EWOULDBLOCK) return;
+            auto m = map_errno(static_cast<int>(-n), false);
             if (m.failure == Failure::kReset) m.detail += " " + stage(s);
             finish(s, m.failure, std::move(m.detail));
             return;
@@ -514,11 +525,11 @@ struct ProbeEngine::Impl {
         if (!eof) {
             // The server usually closes right after the response: if its FIN
             // is already here, close politely; otherwise reset (no TIME_WAIT).
-            const ssize_t n = ::recv(s.fd, scratch.data(), scratch.size(), MSG_PEEK);
+            const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), MSG_PEEK);
             eof = n == 0;
             if (!eof) set_abortive(s.fd);
         }
-        auto j = judge_http(s.target.check, *s.reader, std::chrono::system_clock::now());
+        auto j = judge_http(s.target.check, *s.reader, io->wall_now());
         ProbeResult r = result_base(s, j.failure, std::move(j.detail));
         r.http_status = static_cast<std::uint16_t>(s.reader->status());
         r.rate_limited = j.rate_limited;
@@ -528,7 +539,7 @@ struct ProbeEngine::Impl {
 
     void receive_udp(Slot& s) {
         for (;;) {
-            const ssize_t n = ::recv(s.fd, scratch.data(), scratch.size(), 0);
+            const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), 0);
             if (n >= 0) {
                 const std::string_view reply(scratch.data(), static_cast<std::size_t>(n));
                 const auto& expect = s.target.check.udp_expect;
@@ -541,10 +552,9 @@ struct ProbeEngine::Impl {
                 }
                 return;
             }
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            auto m = map_errno(errno, true);
-            finish(s, m.failure, std::move(m.detail));
+            if (n == -EINTR) continue;
+            if (n == -EAGAIN || n == -EWOULDBLOCK) return;
+            fail_probe(s, static_cast<int>(-n), true);
             return;
         }
     }
@@ -575,13 +585,10 @@ struct ProbeEngine::Impl {
         switch (s.phase) {
             case Phase::kConnecting: {
                 if (events & (EPOLLERR | EPOLLHUP)) {
-                    int err = 0;
-                    socklen_t len = sizeof(err);
-                    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    int err = io->socket_error(s.fd);
                     if (err == 0 && !(events & EPOLLOUT)) err = ECONNRESET;
                     if (err != 0) {
-                        auto m = map_errno(err, udp);
-                        finish(s, m.failure, std::move(m.detail));
+                        fail_probe(s, err, udp);
                         return;
                     }
                 }
@@ -618,7 +625,7 @@ struct ProbeEngine::Impl {
         r.detail = std::move(detail);
         r.scheduled = s.scheduled;
         r.started = s.started;
-        r.finished = Clock::now();
+        r.finished = io->now();
         return r;
     }
 
@@ -628,7 +635,7 @@ struct ProbeEngine::Impl {
 
     void deliver(Slot& s, ProbeResult r) {
         if (s.fd >= 0) {
-            ::close(s.fd);  // also leaves the epoll set
+            io->close(s.fd);  // also leaves the epoll set
             s.fd = -1;
             --in_flight;
             st_in_flight = in_flight;
@@ -639,13 +646,10 @@ struct ProbeEngine::Impl {
         report(std::move(r));
     }
 
-    void report(ProbeResult r) {
-        if (!on_result) return;
-        try {
-            on_result(std::move(r));
-        } catch (...) {
-            // The handler must not throw; the loop goes on regardless.
-        }
+    // The handler must not throw (engine.h): if it does, noexcept ends the
+    // process here, with the exception, rather than lose it.
+    void report(ProbeResult r) noexcept {
+        if (on_result) on_result(std::move(r));
     }
 
     // --- The loop -------------------------------------------------------------------
@@ -683,52 +687,48 @@ struct ProbeEngine::Impl {
             std::pop_heap(calls.begin(), calls.end(), CallLater{});
             Call c = std::move(calls.back());
             calls.pop_back();
-            try {
-                if (c.fn) c.fn();
-            } catch (...) {
+            run_call(c.fn);
+        }
+    }
+
+    // Like report(): a call_at() function must not throw.
+    static void run_call(const std::function<void()>& fn) noexcept {
+        if (fn) fn();
+    }
+
+    // One turn: wait for events until the next timer (rounded), handle them,
+    // run the timers that are due, start probes held back.
+    void turn(std::span<epoll_event> events) {
+        TimePoint next = TimePoint::max();
+        if (!timers.empty()) next = timers.front().when;
+        if (!calls.empty()) next = std::min(next, calls.front().when);
+        if (next != TimePoint::max()) {
+            // Batch: wake at the next multiple of the resolution.
+            const auto res = std::chrono::duration_cast<Clock::duration>(opt.timer_resolution);
+            if (res > Clock::duration::zero()) {
+                const auto since = next.time_since_epoch();
+                next = TimePoint((since + res - Clock::duration(1)) / res * res);
             }
         }
+        const int n = io->wait(events, next);  // < 0: an error; the timers run anyway
+        const TimePoint now = io->now();
+        for (int k = 0; k < n; ++k) {
+            const epoll_event& ev = events[static_cast<std::size_t>(k)];
+            if (ev.data.u64 == ProbeIo::kWakeTag) {
+                take_commands(now);
+                continue;
+            }
+            on_event(static_cast<std::uint32_t>(ev.data.u64 >> 32),
+                     static_cast<std::uint32_t>(ev.data.u64), ev.events);
+        }
+        run_timers(io->now());
+        drain_waiting();
     }
 
     void loop() {
         pthread_setname_np(pthread_self(), "xlb-probe");
         std::vector<epoll_event> events(512);
-        while (!stopping.load(std::memory_order_relaxed)) {
-            TimePoint next = TimePoint::max();
-            if (!timers.empty()) next = timers.front().when;
-            if (!calls.empty()) next = std::min(next, calls.front().when);
-            timespec ts{};
-            timespec* wait = nullptr;
-            if (next != TimePoint::max()) {
-                // Batch: wake at the next multiple of the resolution.
-                const auto res = std::chrono::duration_cast<Clock::duration>(opt.timer_resolution);
-                if (res > Clock::duration::zero()) {
-                    const auto since = next.time_since_epoch();
-                    next = TimePoint((since + res - Clock::duration(1)) / res * res);
-                }
-                const auto left = std::max(next - Clock::now(), Clock::duration::zero());
-                const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-                ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-                ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-                wait = &ts;
-            }
-            const int n =
-                ::epoll_pwait2(epfd, events.data(), static_cast<int>(events.size()), wait, nullptr);
-            const TimePoint now = Clock::now();
-            for (int k = 0; k < n; ++k) {
-                const std::uint64_t data = events[static_cast<std::size_t>(k)].data.u64;
-                if (data == kWakeTag) {
-                    std::uint64_t v;
-                    [[maybe_unused]] auto r = ::read(evfd, &v, sizeof(v));
-                    take_commands(now);
-                    continue;
-                }
-                on_event(static_cast<std::uint32_t>(data >> 32), static_cast<std::uint32_t>(data),
-                         events[static_cast<std::size_t>(k)].events);
-            }
-            run_timers(Clock::now());
-            drain_waiting();
-        }
+        while (!stopping.load(std::memory_order_relaxed)) turn(events);
         for (Slot& s : slots) abandon(s);
         rusage ru{};
         if (getrusage(RUSAGE_THREAD, &ru) == 0) {
@@ -738,33 +738,45 @@ struct ProbeEngine::Impl {
                  static_cast<std::int64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1'000LL);
         }
     }
+
+    Result<void> open() {
+        if (opened) return {};
+        if (auto ok = io->open(); !ok) return ok;
+        opened = true;
+        wake();  // pick up targets and calls posted before
+        return {};
+    }
 };
 
 ProbeEngine::ProbeEngine(Options options, ResultHandler on_result)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(on_result))) {}
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(on_result), nullptr)) {}
+
+ProbeEngine::ProbeEngine(Options options, ResultHandler on_result, ProbeIo& io)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(on_result), &io)) {}
 
 ProbeEngine::~ProbeEngine() { stop(); }
 
-std::expected<void, std::string> ProbeEngine::start() {
+Result<void> ProbeEngine::start() {
     Impl& m = *impl_;
-    if (m.thread.joinable()) return {};
-    if (m.epfd < 0) {
-        m.epfd = ::epoll_create1(EPOLL_CLOEXEC);
-        if (m.epfd < 0)
-            return std::unexpected(std::string("epoll_create1: ") + std::strerror(errno));
-        m.evfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (m.evfd < 0) return std::unexpected(std::string("eventfd: ") + std::strerror(errno));
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.u64 = kWakeTag;
-        if (::epoll_ctl(m.epfd, EPOLL_CTL_ADD, m.evfd, &ev) != 0) {
-            return std::unexpected(std::string("epoll_ctl: ") + std::strerror(errno));
-        }
-    }
-    m.stopping = false;
     std::lock_guard lock(m.thread_mu);
-    m.thread = std::thread([&m] { m.loop(); });
+    if (m.thread.joinable()) return {};
+    if (auto ok = m.open(); !ok) return with_context(std::move(ok), "start the probe engine");
+    m.stopping = false;
+    try {
+        m.thread = std::thread([&m] { m.loop(); });
+    } catch (const std::system_error& e) {
+        return fail(e.code().value(), "start the probe engine's thread");
+    }
     m.wake();  // pick up targets set before start()
+    return {};
+}
+
+Result<void> ProbeEngine::run_once() {
+    Impl& m = *impl_;
+    if (m.thread.joinable()) return fail(EBUSY, "run the probe engine by hand", "it is started");
+    if (auto ok = m.open(); !ok) return ok;
+    std::array<epoll_event, 64> events{};
+    m.turn(events);
     return {};
 }
 
@@ -783,7 +795,7 @@ void ProbeEngine::set_targets(std::vector<ProbeTarget> targets) {
         std::lock_guard lock(m.mu);
         m.pending_targets = std::move(targets);
     }
-    if (m.evfd >= 0) m.wake();
+    m.wake();
 }
 
 void ProbeEngine::call_at(TimePoint when, std::function<void()> fn) {
@@ -792,7 +804,7 @@ void ProbeEngine::call_at(TimePoint when, std::function<void()> fn) {
         std::lock_guard lock(m.mu);
         m.pending_calls.push_back(Impl::Call{when, 0, std::move(fn)});
     }
-    if (m.evfd >= 0) m.wake();
+    m.wake();
 }
 
 ProbeEngine::Stats ProbeEngine::stats() const {

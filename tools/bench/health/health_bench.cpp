@@ -446,7 +446,7 @@ Case run_case(xlb::config::HealthCheckType type, int backends, std::chrono::mill
     });
     engine.set_targets(std::move(targets));
     if (auto started = engine.start(); !started) {
-        std::fprintf(stderr, "engine: %s\n", started.error().c_str());
+        std::fprintf(stderr, "engine: %s\n", started.error().message().c_str());
         std::exit(1);
     }
     std::this_thread::sleep_for(warmup);

@@ -34,19 +34,37 @@
 // Threads: set_targets(), call_at(), stats() and cpu_time() may be called from
 // any thread; the result handler and call_at() functions run on the engine's
 // thread and must not block it (the agent posts results to its control loop).
+// Nor may they throw: the engine does not catch, so an exception from them
+// ends the process (std::terminate, noexcept) rather than being lost.
+//
+// The seam for time and sockets (probe_io.h): every clock reading, wait and
+// socket call goes through a ProbeIo, the system's unless the constructor is
+// given one. A test gives a fake one and, instead of start(), calls
+// run_once(): one turn of the loop on the test's thread (the engine asks the
+// fake to wait until its next timer, takes the events the test queued,
+// reads the fake's time and runs every timer due by then). Setting the
+// fake's time to the deadline it was asked for and calling run_once() fires
+// the timers by hand; nothing sleeps. The seam costs one virtual call per
+// system call and allocates nothing.
+//
+// Errors: start() returns an xlb::Error (xlb/error.h). A probe that this
+// host cannot make (no file descriptor, an unusable source address or
+// device) is a probe outcome, Failure::kLocal, its detail the Error's
+// message: "could not probe: bind 192.0.2.77: Cannot assign requested address".
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <expected>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "xlb/error.h"
+#include "xlb/health/probe_io.h"
 #include "xlb/health/targets.h"
 #include "xlb/health/types.h"
 
@@ -85,13 +103,21 @@ public:
 
     using ResultHandler = std::function<void(ProbeResult)>;
 
-    ProbeEngine(Options options, ResultHandler on_result);
+    ProbeEngine(Options options, ResultHandler on_result);  // the system's ProbeIo
+    // With `io` (a fake, in tests), which must outlive the engine.
+    ProbeEngine(Options options, ResultHandler on_result, ProbeIo& io);
     ~ProbeEngine();  // stop()
     ProbeEngine(const ProbeEngine&) = delete;
     ProbeEngine& operator=(const ProbeEngine&) = delete;
 
-    // Starts the engine's thread. An error if the event loop cannot be set up.
-    std::expected<void, std::string> start();
+    // Starts the engine's thread. An error if the event loop cannot be set up
+    // (ProbeIo::open()) or the thread cannot be started.
+    Result<void> start();
+    // For tests with a fake ProbeIo, on an engine never started: one turn of
+    // the loop on the caller's thread (wait, then events, commands, timers
+    // due by io.now(), probes held back). An error if started, or if
+    // ProbeIo::open() fails.
+    Result<void> run_once();
     // Stops and joins the thread; probes in flight are abandoned (no result).
     void stop();
 
