@@ -2,11 +2,13 @@
 // The probe engine: one thread, one epoll instance. Timers are a binary heap
 // of (when, slot, generation) with lazy cancellation: a slot's generation
 // moves on when its schedule or its probe is replaced, and entries that no
-// longer match are dropped when they surface. epoll_pwait2() sleeps until the
-// earliest timer, rounded up to Options::timer_resolution so that probes due
-// close together start in one wake-up (no timerfd re-arming per probe; in a
-// VM a wake-up costs as much as the probe's own system calls). Epoll events
-// carry (slot, probe generation) for the same reason as the timers.
+// longer match are dropped when they surface (a spare wake-up, no more).
+// ProbeIo::wait() (epoll_pwait2() in the real one) sleeps until the earliest
+// timer, rounded up to Options::timer_resolution so that probes due close
+// together start in one wake-up (no timerfd re-arming per probe; in a VM a
+// wake-up costs as much as the probe's own system calls). Epoll events carry
+// (slot, probe generation) for the same reason as the timers. Every clock
+// reading and socket call goes through ProbeIo (probe_io.h), the tests' seam.
 #include "xlb/health/engine.h"
 
 #include <arpa/inet.h>
