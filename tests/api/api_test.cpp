@@ -754,7 +754,7 @@ TEST(ApiStateStore, CorruptFilesAreReportedWithPathAndProblem) {
     auto error_of = [&]() -> std::string {
         auto r = store.load();
         EXPECT_FALSE(r) << "should not load";
-        return r ? "" : r.error();
+        return r ? std::string() : r.error().message();
     };
     write("{\"version\": 1, ");
     std::string e = error_of();
@@ -804,7 +804,7 @@ TEST_F(ApiTest, SocketModeAndSingleAgent) {
     ApiServer second(services(), ApiServer::Options{settings.api_socket});
     auto refused = second.start();
     ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().find("another agent"), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().message().find("another agent"), std::string::npos) << refused.error();
     EXPECT_EQ(get("/livez").status, 200) << "the first agent keeps its socket";
 
     // A stale socket (nobody listening) is replaced.
@@ -832,7 +832,7 @@ TEST_F(ApiTest, SocketModeAndSingleAgent) {
     ApiServer fourth(services(), ApiServer::Options{file});
     auto not_socket = fourth.start();
     ASSERT_FALSE(not_socket);
-    EXPECT_NE(not_socket.error().find("not a socket"), std::string::npos);
+    EXPECT_NE(not_socket.error().message().find("not a socket"), std::string::npos);
     EXPECT_TRUE(fs::exists(file));
 }
 
@@ -860,7 +860,7 @@ TEST_F(ApiTest, SocketGroupIsSetAndAnUnknownGroupLeavesNothing) {
     ApiServer ungrouped(services(), options);
     auto refused = ungrouped.start();
     ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().find("no group \"xlb-no-such-group\""), std::string::npos)
+    EXPECT_NE(refused.error().message().find("no group \"xlb-no-such-group\""), std::string::npos)
         << refused.error();
     EXPECT_FALSE(fs::exists(path)) << "nothing is created for an unknown group";
 }
@@ -1338,8 +1338,8 @@ TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
         MetricsServer metrics(services(), address);
         auto started = metrics.start();
         ASSERT_FALSE(started) << "bound beside a socket with SO_REUSEPORT=" << reuseport;
-        EXPECT_NE(started.error().find(address), std::string::npos) << started.error();
-        EXPECT_NE(started.error().find("address in use"), std::string::npos) << started.error();
+        EXPECT_NE(started.error().message().find(address), std::string::npos) << started.error();
+        EXPECT_NE(started.error().message().find("address in use"), std::string::npos) << started.error();
         ::close(fd);
     }
     // And a second agent beside the first.
@@ -1349,7 +1349,7 @@ TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
     MetricsServer second(services(), address);
     auto refused = second.start();
     ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().find(address + ": address in use"), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().message().find(address + ": address in use"), std::string::npos) << refused.error();
     httplib::Client c("127.0.0.1", first.port());
     auto r = c.Get("/livez");
     ASSERT_TRUE(r);

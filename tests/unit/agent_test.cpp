@@ -44,8 +44,8 @@ TEST(InstanceLock, LoopbackHasAnIdentityAndAMissingInterfaceIsNamed) {
     EXPECT_NE(lo->netns_ino, 0u);
     auto missing = identify_interface("nosuch-xlb0");
     ASSERT_FALSE(missing);
-    EXPECT_NE(missing.error().find("nosuch-xlb0"), std::string::npos) << missing.error();
-    EXPECT_NE(missing.error().find("no such interface"), std::string::npos) << missing.error();
+    EXPECT_NE(missing.error().message().find("nosuch-xlb0"), std::string::npos) << missing.error();
+    EXPECT_NE(missing.error().message().find("no such interface"), std::string::npos) << missing.error();
 }
 
 TEST(InstanceLock, SecondHolderIsRefusedWithThePidAndTheLockIsFreeOnceReleased) {
@@ -59,9 +59,9 @@ TEST(InstanceLock, SecondHolderIsRefusedWithThePidAndTheLockIsFreeOnceReleased) 
         EXPECT_EQ(first->path(), lock_path(locks, *lo));
         auto second = InstanceLock::acquire(*lo, locks);
         ASSERT_FALSE(second);
-        EXPECT_NE(second.error().find("pid " + std::to_string(::getpid())), std::string::npos)
+        EXPECT_NE(second.error().message().find("pid " + std::to_string(::getpid())), std::string::npos)
             << second.error();
-        EXPECT_NE(second.error().find("lo"), std::string::npos);
+        EXPECT_NE(second.error().message().find("lo"), std::string::npos);
         // The same interface under another name would still be the same file.
         InterfaceIdentity renamed = *lo;
         renamed.name = "renamed0";

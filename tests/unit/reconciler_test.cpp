@@ -747,8 +747,8 @@ struct Durable {
 };
 
 Reconciler::EpochJournal journal_into(Durable& durable, bool* fail = nullptr) {
-    return [&durable, fail](Reconciler& r) -> std::expected<void, std::string> {
-        if (fail && *fail) return std::unexpected("save state file: write: No space left on device");
+    return [&durable, fail](Reconciler& r) -> Result<void> {
+        if (fail && *fail) return xlb::fail(ENOSPC, "save state file: write");
         durable.epochs = r.epoch_records();
         durable.vip_ids = r.registry().vip_assignments();
         durable.backend_ids = r.registry().backend_assignments();

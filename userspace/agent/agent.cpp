@@ -98,7 +98,7 @@ public:
     int run();
 
 private:
-    using Step = std::expected<void, std::string>;
+    using Step = Result<void>;
     // The start, in phases. Nothing before go_live() changes the kernel's
     // data plane or the state file, so a failure there leaves the host as it
     // was; go_live() itself undoes a first start that fails (undo_start()).
@@ -325,7 +325,7 @@ int Agent::start() {
     for (auto phase : {&Agent::read_config, &Agent::lock_interface, &Agent::check_host,
                        &Agent::open_data_plane, &Agent::start_services, &Agent::go_live}) {
         if (auto ok = (this->*phase)(); !ok) {
-            spdlog::error("{}", ok.error());
+            spdlog::error("{}", ok.error().message());
             spdlog::error("not starting");
             undo_start();
             return 1;
@@ -339,7 +339,7 @@ Agent::Step Agent::read_config() {
     auto loaded = config::load_config_file(options_.config_path);
     if (!loaded) {
         for (const auto& e : loaded.error()) spdlog::error("{}", e.to_string());
-        return std::unexpected(options_.config_path + " has " + std::to_string(loaded.error().size()) +
+        return xlb::fail(options_.config_path + " has " + std::to_string(loaded.error().size()) +
                                " error(s)");
     }
     config_ = std::move(*loaded);
@@ -352,15 +352,15 @@ Agent::Step Agent::check_host() {
     const std::vector<std::string> problems = check_start(config_.settings);
     if (problems.empty()) return {};
     for (const auto& p : problems) spdlog::error("{}", p);
-    return std::unexpected(std::to_string(problems.size()) + " problem(s) with the host; nothing was changed");
+    return xlb::fail(std::to_string(problems.size()) + " problem(s) with the host; nothing was changed");
 }
 
 Agent::Step Agent::lock_interface() {
     auto iface = identify_interface(config_.settings.interface);
-    if (!iface) return std::unexpected(iface.error());
+    if (!iface) return std::unexpected(std::move(iface.error()));
     interface_ = *iface;
     auto lock = InstanceLock::acquire(*interface_);
-    if (!lock) return std::unexpected(lock.error());
+    if (!lock) return std::unexpected(std::move(lock.error()));
     lock_.emplace(std::move(*lock));
     return {};
 }
@@ -370,18 +370,21 @@ Agent::Step Agent::lock_interface() {
 Agent::Step Agent::open_data_plane() {
     const config::Settings& s = config_.settings;
     auto mac = next_hop_mac(s);
-    if (!mac) return std::unexpected("next hop: " + mac.error());
+    if (!mac) return xlb::fail("next hop: " + mac.error());
     mac_ = *mac;
 
     state_.emplace(s.state_file, api::config_digest(config_.vips));
     auto state = state_->load();
-    if (!state) return std::unexpected(state.error() + " (move it aside to start from " + options_.config_path + " alone)");
+    if (!state) {
+        state.error().hint = "move it aside to start from " + options_.config_path + " alone";
+        return std::unexpected(std::move(state.error()));
+    }
     had_state_file_ = state->has_value();
 
     pin_dir_ = s.pin_dir + "/" + s.interface;
     auto lb = bpf::LbProgram::load({s.maps.max_vips, s.maps.max_backends, s.maps.conntrack_entries},
                                    {pin_dir_});
-    if (!lb) return std::unexpected(lb.error().message());
+    if (!lb) return std::unexpected(std::move(lb.error()));
     lb_.emplace(std::move(*lb));
     first_start_ = lb_->pins().names(bpf::PinAction::kReused).empty();
     spdlog::info("maps in {}: {}", pin_dir_, lb_->pins().summary());
@@ -404,7 +407,7 @@ Agent::Step Agent::open_data_plane() {
     // Epochs are reserved in the state file before a table can take them.
     reconciler_->set_epoch_journal([this](control::Reconciler& r) {
         auto saved = state_->save_current(r);
-        if (!saved) spdlog::error("epochs not recorded (published all the same): {}", saved.error());
+        if (!saved) spdlog::error("epochs not recorded (published all the same): {}", saved.error().message());
         return saved;
     });
     reconciler_->set_vips(decision.vips);
@@ -435,7 +438,7 @@ Agent::Step Agent::start_services() {
             on_probe_result(result, r);
         });
     });
-    if (auto ok = engine_->start(); !ok) return std::unexpected("health checks: " + ok.error().message());
+    if (auto ok = engine_->start(); !ok) return std::unexpected(std::move(ok.error()).add_context("health checks"));
 
     view_.emplace(*lb_);
     api_settings_ = std::make_shared<api::SharedSettings>(s);
@@ -467,9 +470,9 @@ Agent::Step Agent::start_services() {
     api_options.socket_path = s.api_socket;
     api_options.group = s.api_group;
     api_.emplace(services, api_options);
-    if (auto ok = api_->start(); !ok) return std::unexpected("API: " + ok.error());
+    if (auto ok = api_->start(); !ok) return ok;
     metrics_.emplace(services, s.metrics_listen);
-    if (auto ok = metrics_->start(); !ok) return std::unexpected("metrics: " + ok.error());
+    if (auto ok = metrics_->start(); !ok) return ok;
     return {};
 }
 
@@ -481,9 +484,9 @@ Agent::Step Agent::go_live() {
     const config::Settings& s = config_.settings;
     auto attach = [&]() -> Step {
         auto iface = bpf::Interface::by_name(s.interface);
-        if (!iface) return std::unexpected(iface.error().message());
+        if (!iface) return std::unexpected(std::move(iface.error()));
         auto xdp = bpf::XdpAttachment::attach(*lb_, *iface, {to_bpf_mode(s.xdp_mode), false});
-        if (!xdp) return std::unexpected(xdp.error().message());
+        if (!xdp) return std::unexpected(std::move(xdp.error()));
         xdp_.emplace(std::move(*xdp));
         attached_mode_.set(bpf::to_string(xdp_->mode()));
         spdlog::info("{}", xdp_->summary());
@@ -496,7 +499,7 @@ Agent::Step Agent::go_live() {
         if (auto ok = attach(); !ok) return ok;
 
     if (auto ok = write_datapath_config(mac_); !ok)
-        return std::unexpected("write data-plane configuration: " + ok.error());
+        return xlb::fail("write data-plane configuration: " + ok.error());
     if (auto first = reconciler_->reconcile(control::Clock::now()); !first)
         spdlog::error("first publish: {}", first.error().message());
     for (const auto& v : reconciler_->status())
@@ -509,10 +512,10 @@ Agent::Step Agent::go_live() {
 
     if (backup_state_) {
         auto moved = state_->backup();
-        if (!moved) spdlog::warn("back up {}: {}", s.state_file, moved.error());
+        if (!moved) spdlog::warn("{}", moved.error().message());
         else if (!moved->empty()) spdlog::warn("previous state file kept as {}", *moved);
     }
-    if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error());
+    if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error().message());
     return {};
 }
 
@@ -655,7 +658,7 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
              r.set_vips(merged.vips);
              refresh_health(r);
              state_->set_config_digest(api::config_digest(new_file));
-             if (auto saved = state_->save_current(r); !saved) out.warnings.push_back(saved.error());
+             if (auto saved = state_->save_current(r); !saved) out.warnings.push_back(saved.error().message());
              return out;
          }).get();
     if (report.outcome != Outcome::kApplied) return report;
@@ -677,7 +680,7 @@ void Agent::stop() {
     // nothing publishes any more: the next start can then prove its tables' epochs
     if (reconciler_) reconciler_->release_epoch_reservations();
     if (reconciler_ && state_)
-        if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error());
+        if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error().message());
     probe_tc_.reset();  // probes are over; the XDP program stays
     probe_encap_.reset();
     if (xdp_) {

@@ -14,8 +14,6 @@
 namespace xlb::agent {
 namespace {
 
-std::string errno_text(int code) { return std::strerror(code); }
-
 // The holder's pid as it wrote it, or empty when unreadable.
 std::string read_holder(int fd) {
     char buf[128] = {};
@@ -28,20 +26,20 @@ std::string read_holder(int fd) {
 
 }  // namespace
 
-std::expected<InterfaceIdentity, std::string> identify_interface(const std::string& name) {
+Result<InterfaceIdentity> identify_interface(const std::string& name) {
     InterfaceIdentity id;
     id.name = name;
     id.ifindex = ::if_nametoindex(name.c_str());
     if (id.ifindex == 0) {
         const int err = errno;
         if (err == ENODEV || err == ENXIO)
-            return std::unexpected("interface " + name +
-                                   ": no such interface in this network namespace (ip link show)");
-        return std::unexpected("interface " + name + ": " + errno_text(err));
+            return fail("interface " + name + ": no such interface in this network namespace",
+                        "ip link show lists them");
+        return fail_on(err, "look up interface", name);
     }
     struct stat st {};
     if (::stat("/proc/self/ns/net", &st) != 0)
-        return std::unexpected("stat /proc/self/ns/net: " + errno_text(errno));
+        return fail_on(errno, "stat", "/proc/self/ns/net");
     id.netns_dev = st.st_dev;
     id.netns_ino = st.st_ino;
     return id;
@@ -52,25 +50,24 @@ std::string lock_path(const std::string& dir, const InterfaceIdentity& iface) {
            ".lock";
 }
 
-std::expected<InstanceLock, std::string> InstanceLock::acquire(const InterfaceIdentity& iface,
-                                                               const std::string& dir) {
+Result<InstanceLock> InstanceLock::acquire(const InterfaceIdentity& iface, const std::string& dir) {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return std::unexpected("create lock directory " + dir + ": " + errno_text(errno));
+        return fail_on(errno, "create lock directory", dir);
     std::string path = lock_path(dir, iface);
     bpf::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (!fd) return std::unexpected("open lock file " + path + ": " + errno_text(errno));
+    if (!fd) return fail_on(errno, "open lock file", path);
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
-        if (err != EWOULDBLOCK) return std::unexpected("lock " + path + ": " + errno_text(err));
+        if (err != EWOULDBLOCK) return fail_on(err, "lock", path);
         const std::string holder = read_holder(fd.get());
-        return std::unexpected("interface " + iface.name + " is already served by xlbd" +
-                               (holder.empty() ? std::string() : " pid " + holder) + " (lock " + path +
-                               "); stop that agent first: one agent per interface");
+        return fail("interface " + iface.name + " is already served by xlbd" +
+                        (holder.empty() ? std::string() : " pid " + holder) + " (lock " + path + ")",
+                    "stop that agent first: one agent per interface");
     }
     const std::string text = std::to_string(::getpid()) + "\n" + iface.name + "\n";
     if (::ftruncate(fd.get(), 0) != 0 ||
         ::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-        return std::unexpected("write lock file " + path + ": " + errno_text(errno));
+        return fail_on(errno, "write lock file", path);
     return InstanceLock(std::move(fd), std::move(path));
 }
 

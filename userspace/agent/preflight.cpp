@@ -49,7 +49,7 @@ bool on_bpf_filesystem(const std::string& dir) {
 std::vector<std::string> check_state_file(const std::string& path) {
     std::vector<std::string> problems;
     api::StateStore store(path);
-    if (auto loaded = store.load(); !loaded) return {"state_file: " + loaded.error()};
+    if (auto loaded = store.load(); !loaded) return {"state_file: " + loaded.error().message()};
 
     std::string dir = parent_of(path);
     struct stat st {};
@@ -110,9 +110,10 @@ std::vector<std::string> check_bindable(const std::string& listen) {
 
 std::vector<std::string> check_host(const config::Settings& s) {
     std::vector<std::string> problems;
-    if (auto iface = identify_interface(s.interface); !iface) problems.push_back(iface.error());
+    if (auto iface = identify_interface(s.interface); !iface) problems.push_back(iface.error().message());
     if (!s.api_group.empty())
-        if (auto gid = api::resolve_group(s.api_group); !gid) problems.push_back("api.group: " + gid.error());
+        if (auto gid = api::resolve_group(s.api_group); !gid)
+            problems.push_back("api.group: " + gid.error().message());
     for (auto& p : check_state_file(s.state_file)) problems.push_back(std::move(p));
     return problems;
 }

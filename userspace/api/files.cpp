@@ -19,16 +19,16 @@ std::string parent_dir(const std::string& path) {
     return path.substr(0, slash);
 }
 
-std::expected<void, std::string> make_dirs(const std::string& dir) {
+Result<void> make_dirs(const std::string& dir) {
     if (dir.empty() || dir == "/" || dir == ".") return {};
     struct stat st {};
     if (::stat(dir.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode)) return {};
-        return std::unexpected(dir + " exists and is not a directory");
+        return fail_on(ENOTDIR, "create directory", dir);
     }
     if (auto up = make_dirs(parent_dir(dir)); !up) return up;
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return std::unexpected("create directory " + dir + ": " + std::strerror(errno));
+        return fail_on(errno, "create directory", dir);
     return {};
 }
 
@@ -37,7 +37,7 @@ std::expected<void, std::string> make_dirs(const std::string& dir) {
 namespace xlb::api {
 
 // A group name or number as the host knows it.
-std::expected<gid_t, std::string> resolve_group(const std::string& group) {
+Result<gid_t> resolve_group(const std::string& group) {
     gid_t number = 0;
     const char* end = group.data() + group.size();
     if (auto [p, ec] = std::from_chars(group.data(), end, number); ec == std::errc{} && p == end)
@@ -46,10 +46,10 @@ std::expected<gid_t, std::string> resolve_group(const std::string& group) {
     struct group entry {};
     struct group* found = nullptr;
     const int err = ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
-    if (err != 0) return std::unexpected("look up group \"" + group + "\": " + std::strerror(err));
+    if (err != 0) return fail_on(err, "look up group", "\"" + group + "\"");
     if (found == nullptr)
-        return std::unexpected("no group \"" + group + "\" on this host (create it, e.g. "
-                               "groupadd --system " + group + ", or change api.group)");
+        return fail("no group \"" + group + "\" on this host",
+                    "create it, e.g. groupadd --system " + group + ", or change api.group");
     return found->gr_gid;
 }
 

@@ -6,12 +6,14 @@
 #include <expected>
 #include <string>
 
+#include "xlb/error.h"
+
 namespace xlb::api::detail {
 
 // "/a/b/c" -> "/a/b"; "c" -> "."; "/c" -> "/".
 std::string parent_dir(const std::string& path);
 // mkdir -p; directories it creates get mode 0755, existing ones are left as
 // they are. The error names the directory and the errno text.
-std::expected<void, std::string> make_dirs(const std::string& dir);
+Result<void> make_dirs(const std::string& dir);
 
 }  // namespace xlb::api::detail

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -24,15 +25,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-std::string errno_text(int err) { return std::strerror(err); }
 
 // "address in use" spelled out (the usual cause: a second agent), else the
 // errno text.
-std::string bind_error(int err) {
-    if (err == EADDRINUSE)
-        return "address in use (another socket is bound to it: a second agent? "
-               "ss -ltnp shows which process)";
-    return errno_text(err);
+// EADDRINUSE says "address in use" and how to find the holder.
+Error bind_error(int err, std::string step) {
+    Error e = make_error(err, std::move(step));
+    if (err == EADDRINUSE) {
+        e.code = 0;
+        e.what += ": address in use";
+        e.hint = "another socket is bound to it: a second agent? ss -ltnp shows which process";
+    }
+    return e;
 }
 
 enum class Wait { kReady, kTimeout, kStopping };
@@ -234,8 +238,7 @@ RateLimitedLog timeout_log;
 
 }  // namespace
 
-std::expected<int, std::string> listen_tcp(const std::string& host, std::uint16_t port,
-                                           const std::string& shown) {
+Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::string& shown) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -243,58 +246,58 @@ std::expected<int, std::string> listen_tcp(const std::string& host, std::uint16_
     addrinfo* found = nullptr;
     const std::string service = std::to_string(port);
     if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
-        return std::unexpected("resolve " + shown + ": " + ::gai_strerror(rc));
+        return fail("resolve " + shown + ": " + ::gai_strerror(rc));
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
-    std::string first_error;
+    std::optional<Error> first_error;
     for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
         const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        auto failed = [&](const std::string& step, const std::string& why) {
-            if (first_error.empty()) first_error = step + " " + shown + ": " + why;
+        auto failed = [&](Error e) {
+            if (!first_error) first_error = std::move(e);
             if (fd >= 0) ::close(fd);
         };
         if (fd < 0) {
-            failed("socket for", errno_text(errno));
+            failed(make_error(errno, "socket for " + shown));
             continue;
         }
         // SO_REUSEADDR: a restarted agent may bind while old connections are
         // in TIME_WAIT. Never SO_REUSEPORT: a second agent must not share it.
         const int yes = 1;
         if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes)) != 0) {
-            failed("SO_REUSEADDR on", errno_text(errno));
+            failed(make_error(errno, "SO_REUSEADDR on " + shown));
             continue;
         }
         if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-            failed("bind", bind_error(errno));
+            failed(bind_error(errno, "bind " + shown));
             continue;
         }
         if (::listen(fd, kBacklog) != 0) {
-            failed("listen on", bind_error(errno));
+            failed(bind_error(errno, "listen on " + shown));
             continue;
         }
         return fd;
     }
-    if (first_error.empty()) first_error = "resolve " + shown + ": no address";
-    return std::unexpected(first_error);
+    if (!first_error) first_error = make_error(0, "resolve " + shown + ": no address");
+    return std::unexpected(std::move(*first_error));
 }
 
-std::expected<int, std::string> bind_unix(const std::string& path) {
+Result<int> bind_unix(const std::string& path) {
     sockaddr_un addr{};
     if (path.size() >= sizeof(addr.sun_path))
-        return std::unexpected("path longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+        return fail("path longer than " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return std::unexpected("socket: " + errno_text(errno));
+    if (fd < 0) return xlb::fail(errno, "socket");
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
         const int err = errno;
         ::close(fd);
-        return std::unexpected("bind: " + bind_error(err));
+        return std::unexpected(bind_error(err, "bind"));
     }
     return fd;
 }
 
-std::expected<void, std::string> start_listening(int fd) {
-    if (::listen(fd, kBacklog) != 0) return std::unexpected("listen: " + bind_error(errno));
+Result<void> start_listening(int fd) {
+    if (::listen(fd, kBacklog) != 0) return std::unexpected(bind_error(errno, "listen"));
     return {};
 }
 

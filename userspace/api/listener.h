@@ -18,6 +18,8 @@
 // docs/api.md ("Connections and limits") documents the numbers.
 #pragma once
 
+#include "xlb/error.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -42,12 +44,11 @@ using ServerLimits = ConnectionLimits;
 
 // A bound and listening TCP socket for HOST:PORT (port 0: any free port).
 // The error names the address; EADDRINUSE says "address in use".
-std::expected<int, std::string> listen_tcp(const std::string& host, std::uint16_t port,
-                                           const std::string& shown);
+Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::string& shown);
 // A bound Unix stream socket at path, not yet listening (set its mode and
 // group first, then start_listening).
-std::expected<int, std::string> bind_unix(const std::string& path);
-std::expected<void, std::string> start_listening(int fd);
+Result<int> bind_unix(const std::string& path);
+Result<void> start_listening(int fd);
 
 // One thread per connection, created on demand up to max_threads; idle
 // threads exit after a while. Connections beyond max_threads wait for one.

@@ -321,9 +321,9 @@ MetricsServer::MetricsServer(Services services, std::string listen, ConnectionLi
 
 MetricsServer::~MetricsServer() { stop(); }
 
-std::expected<void, std::string> MetricsServer::start() {
+Result<void> MetricsServer::start() {
     auto address = parse_listen_address(listen_);
-    if (!address) return std::unexpected(address.error());
+    if (!address) return std::unexpected(make_error(0, address.error()).add_context("metrics"));
     const auto& [host, port] = *address;
 
     detail::Router router;
@@ -362,13 +362,13 @@ std::expected<void, std::string> MetricsServer::start() {
     detail::add_probes(router, services_);
 
     auto fd = detail::listen_tcp(host, port, listen_);
-    if (!fd) return std::unexpected("metrics: " + fd.error());
+    if (!fd) return std::unexpected(std::move(fd.error()).add_context("metrics"));
     sockaddr_storage bound{};
     socklen_t len = sizeof(bound);
     if (::getsockname(*fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
         const int err = errno;
         ::close(*fd);
-        return std::unexpected("metrics: getsockname of " + listen_ + ": " + std::strerror(err));
+        return std::unexpected(make_error(err, "getsockname of " + listen_).add_context("metrics"));
     }
     port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
                                              : reinterpret_cast<const sockaddr_in&>(bound).sin_port);

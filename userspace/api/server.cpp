@@ -317,7 +317,7 @@ private:
                 next.vips = change->vips;
                 if (auto saved = state.save(next); !saved)
                     return std::unexpected(
-                        HttpError{500, "not applied, nothing changed: " + saved.error()});
+                        HttpError{500, "not applied, nothing changed: " + saved.error().message()});
                 r.set_vips(change->vips);
                 if (on_vips_changed) on_vips_changed(r);
                 return change;
@@ -336,7 +336,7 @@ private:
             return call<std::optional<StatusWithHealth>>(
                 [key, &state, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
                     if (auto saved = state.save_current(r); !saved)
-                        spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error());
+                        spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error().message());
                     auto status = r.vip_status(key);
                     if (!status) return std::nullopt;
                     detail::HealthDetails health = detail::collect_health(services, {*status});
@@ -769,7 +769,6 @@ private:
     Services s_;
 };
 
-std::string errno_text(int err) { return std::strerror(err); }
 
 
 // Whether something accepts connections on the socket at `path`: 1 yes,
@@ -802,11 +801,14 @@ ApiServer::ApiServer(Services services, Options options)
 
 ApiServer::~ApiServer() { stop(); }
 
-std::expected<void, std::string> ApiServer::start() {
+Result<void> ApiServer::start() {
     const std::string& path = options_.socket_path;
-    auto fail = [&](const std::string& why) -> std::expected<void, std::string> {
-        return std::unexpected("API socket " + path + ": " + why);
+    const std::string where = "API socket " + path;
+    // A step that failed (with its errno, if any), or an error from below.
+    auto fail = [&](std::string step, int err = 0) -> Result<void> {
+        return std::unexpected(make_error(err, std::move(step)).add_context(where));
     };
+    auto failed = [&](Error e) -> Result<void> { return std::unexpected(std::move(e).add_context(where)); };
     if (path.empty() || path.size() > config::kMaxSocketPathBytes)
         return fail("expected a path of 1-" + std::to_string(config::kMaxSocketPathBytes) +
                     " bytes");
@@ -814,40 +816,40 @@ std::expected<void, std::string> ApiServer::start() {
     std::optional<gid_t> group;
     if (!options_.group.empty()) {
         auto resolved = resolve_group(options_.group);
-        if (!resolved) return fail(resolved.error());
+        if (!resolved) return failed(std::move(resolved.error()));
         group = *resolved;
     }
-    if (auto made = make_dirs(parent_dir(path)); !made) return fail(made.error());
+    if (auto made = make_dirs(parent_dir(path)); !made) return failed(std::move(made.error()));
 
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) return fail("exists and is not a socket; refusing to replace it");
         auto answers = socket_answers(path);
-        if (!answers) return fail("cannot tell whether another agent uses it: " + errno_text(answers.error()));
+        if (!answers) return fail("cannot tell whether another agent uses it", answers.error());
         if (*answers) return fail("another agent is serving on it; stop it first");
         if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-            return fail("remove stale socket: " + errno_text(errno));
+            return fail("remove stale socket", errno);
         spdlog::info("api: removed stale socket {}", path);
     } else if (errno != ENOENT) {
-        return fail(errno_text(errno));
+        return fail("stat", errno);
     }
 
     // The socket is bound, given its mode and group, and only then listens:
     // nobody connects before the permissions hold.
     auto bound = detail::bind_unix(path);
-    if (!bound) return fail(bound.error());
+    if (!bound) return failed(std::move(bound.error()));
     const int fd = *bound;
     created_socket_ = true;
-    auto undo = [&](const std::string& why) {
+    auto undo = [&](Error e) -> Result<void> {
         ::close(fd);
         ::unlink(path.c_str());
         created_socket_ = false;
-        return fail(why);
+        return failed(std::move(e));
     };
-    if (::chmod(path.c_str(), 0660) != 0) return undo("chmod 0660: " + errno_text(errno));
+    if (::chmod(path.c_str(), 0660) != 0) return undo(make_error(errno, "chmod 0660"));
     if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0)
-        return undo("chown to group " + options_.group + ": " + errno_text(errno));
-    if (auto listening = detail::start_listening(fd); !listening) return undo(listening.error());
+        return undo(make_error(errno, "chown to group " + options_.group));
+    if (auto listening = detail::start_listening(fd); !listening) return undo(std::move(listening.error()));
 
     server_ = std::make_unique<detail::GuardedServer>(options_.limits, true);
     server_->set_payload_max_length(options_.max_body_bytes);

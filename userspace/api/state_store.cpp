@@ -27,7 +27,6 @@ using json = nlohmann::json;
 using detail::make_dirs;
 using detail::parent_dir;
 
-std::string errno_text(int err) { return std::strerror(err); }
 
 // Field checks for the parts of the file that are not VipSpecs.
 class Reader {
@@ -337,39 +336,38 @@ std::string StateStore::config_digest() const {
     return config_digest_;
 }
 
-std::expected<std::optional<StateFile>, std::string> StateStore::load() const {
+Result<std::optional<StateFile>> StateStore::load() const {
     std::lock_guard lock(mu_);
     std::ifstream in(path_, std::ios::binary);
     if (!in) {
         const int err = errno;
         if (err == ENOENT) return std::optional<StateFile>{};
-        return std::unexpected("state file " + path_ + ": cannot open: " + errno_text(err));
+        return fail_on(err, "open state file", path_);
     }
     std::stringstream buf;
     buf << in.rdbuf();
-    if (in.bad()) return std::unexpected("state file " + path_ + ": read failed");
+    if (in.bad()) return fail_on(EIO, "read state file", path_);
     auto state = decode_state(buf.str());
-    if (!state) return std::unexpected("state file " + path_ + ": " + state.error());
+    if (!state) return fail("state file " + path_ + ": " + state.error());
     return std::optional<StateFile>(std::move(*state));
 }
 
-std::expected<void, std::string> StateStore::save(const StateFile& state) const {
+Result<void> StateStore::save(const StateFile& state) const {
     std::lock_guard lock(mu_);
     const std::string text = encode_state(state);
     const std::string dir = parent_dir(path_);
     if (auto made = make_dirs(dir); !made)
-        return std::unexpected("save state file " + path_ + ": " + made.error());
+        return std::unexpected(std::move(made.error()).add_context("save state file " + path_));
     const std::string tmp = path_ + ".tmp";
-    auto failed = [&](const std::string& step, int err) -> std::expected<void, std::string> {
+    auto failed = [&](const std::string& step, int err) -> Result<void> {
         ::unlink(tmp.c_str());
-        return std::unexpected("save state file " + path_ + ": " + step + ": " + errno_text(err));
+        return std::unexpected(make_error(err, step).add_context("save state file " + path_));
     };
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0) {
         const int err = errno;
         // do not unlink what we could not create: it may be someone else's
-        return std::unexpected("save state file " + path_ + ": open " + tmp + ": " +
-                               errno_text(err));
+        return std::unexpected(make_error(err, "open " + tmp).add_context("save state file " + path_));
     }
     if (!write_all(fd, text)) {
         const int err = errno;
@@ -384,28 +382,27 @@ std::expected<void, std::string> StateStore::save(const StateFile& state) const 
     if (::close(fd) != 0) return failed("close " + tmp, errno);
     if (::rename(tmp.c_str(), path_.c_str()) != 0) return failed("rename " + tmp, errno);
     int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return std::unexpected("save state file " + path_ + ": open directory " + dir +
-                                        ": " + errno_text(errno));
+    if (dfd < 0)
+        return std::unexpected(make_error(errno, "open directory " + dir).add_context("save state file " + path_));
     if (::fsync(dfd) != 0) {
         const int err = errno;
         ::close(dfd);
-        return std::unexpected("save state file " + path_ + ": fsync directory " + dir + ": " +
-                               errno_text(err));
+        return std::unexpected(make_error(err, "fsync directory " + dir).add_context("save state file " + path_));
     }
     ::close(dfd);
     return {};
 }
 
-std::expected<void, std::string> StateStore::save_current(control::Reconciler& reconciler) const {
+Result<void> StateStore::save_current(control::Reconciler& reconciler) const {
     return save(snapshot_state(reconciler, config_digest()));
 }
 
-std::expected<std::string, std::string> StateStore::backup() const {
+Result<std::string> StateStore::backup() const {
     std::lock_guard lock(mu_);
     struct stat st {};
     if (::stat(path_.c_str(), &st) != 0) {
         if (errno == ENOENT) return std::string{};
-        return std::unexpected("back up state file " + path_ + ": " + errno_text(errno));
+        return fail_on(errno, "back up state file", path_);
     }
     std::time_t now = std::time(nullptr);
     std::tm utc{};
@@ -416,8 +413,7 @@ std::expected<std::string, std::string> StateStore::backup() const {
     for (int n = 1; ::access(target.c_str(), F_OK) == 0; ++n)
         target = path_ + ".bak-" + stamp + "-" + std::to_string(n);
     if (::rename(path_.c_str(), target.c_str()) != 0)
-        return std::unexpected("back up state file " + path_ + " to " + target + ": " +
-                               errno_text(errno));
+        return fail_on(errno, "back up state file", path_ + " to " + target);
     return target;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <expected>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,9 @@ struct Error {
 
 template <typename T>
 using Result = std::expected<T, Error>;
+
+// For logs and test failures: the message.
+inline std::ostream& operator<<(std::ostream& out, const Error& e) { return out << e.message(); }
 
 // From a libbpf-style return (negative errno) or errno; 0: no errno.
 Error make_error(int code, std::string what, std::string hint = {});

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "xlb/bpf/fd.h"
+#include "xlb/error.h"
 
 namespace xlb::agent {
 
@@ -28,7 +29,7 @@ struct InterfaceIdentity {
 
 // The interface as seen from the caller's network namespace; an error names
 // the interface when it does not exist.
-std::expected<InterfaceIdentity, std::string> identify_interface(const std::string& name);
+Result<InterfaceIdentity> identify_interface(const std::string& name);
 
 // "<dir>/xlbd-netns<inode>-if<index>.lock"
 std::string lock_path(const std::string& dir, const InterfaceIdentity& iface);
@@ -39,8 +40,8 @@ public:
     // takes an exclusive lock without waiting. When another process holds it
     // the error names that process ("... is served by xlbd pid 1234 ...").
     // On success the file says who holds it (pid and interface).
-    static std::expected<InstanceLock, std::string> acquire(const InterfaceIdentity& iface,
-                                                            const std::string& dir = kDefaultLockDir);
+    static Result<InstanceLock> acquire(const InterfaceIdentity& iface,
+                                        const std::string& dir = kDefaultLockDir);
 
     const std::string& path() const { return path_; }
 

@@ -103,7 +103,7 @@ public:
     // Binds (SO_REUSEADDR, never SO_REUSEPORT: a second agent gets "address
     // in use") and starts serving on its own threads. The error names the
     // address and why.
-    std::expected<void, std::string> start();
+    Result<void> start();
     void stop();
     // The bound port (useful with port 0).
     std::uint16_t port() const { return port_; }

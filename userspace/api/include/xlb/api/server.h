@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "xlb/api/services.h"
+#include "xlb/error.h"
 
 namespace xlb::api::detail {
 class GuardedServer;
@@ -25,7 +26,7 @@ namespace xlb::api {
 
 // A group name or number as the host knows it; the error says how to create
 // a missing one. Used by the socket set-up and by the checks before a start.
-std::expected<gid_t, std::string> resolve_group(const std::string& group);
+Result<gid_t> resolve_group(const std::string& group);
 
 class ApiServer {
 public:
@@ -46,7 +47,7 @@ public:
     // Creates the socket's directory (0755) if needed, removes a stale socket,
     // refuses to start when another agent answers on it (or the path is not a
     // socket), binds, sets mode 0660 and serves on its own threads.
-    std::expected<void, std::string> start();
+    Result<void> start();
     // Stops serving and removes the socket. Call before stopping the loop.
     void stop();
 

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "xlb/config/model.h"
+#include "xlb/error.h"
 #include "xlb/control/registry.h"
 
 namespace xlb::control {
@@ -97,20 +98,20 @@ public:
 
     // nullopt: there is no state file (first start). An error names the path
     // and what is wrong; never silently ignored: the caller decides.
-    std::expected<std::optional<StateFile>, std::string> load() const;
+    Result<std::optional<StateFile>> load() const;
 
     // Atomic replace; creates the directory (0755) if needed. The error names
     // the path, the step and the errno text.
-    std::expected<void, std::string> save(const StateFile& state) const;
+    Result<void> save(const StateFile& state) const;
 
     // snapshot_state(reconciler, config_digest()) then save: what the API
     // does around a change and what the agent calls after publishes or at
     // shutdown to keep epochs and ids current. Control thread only.
-    std::expected<void, std::string> save_current(control::Reconciler& reconciler) const;
+    Result<void> save_current(control::Reconciler& reconciler) const;
 
     // Renames the file to "<path>.bak-YYYYMMDDTHHMMSSZ"; returns the new path
     // (empty when there was no file).
-    std::expected<std::string, std::string> backup() const;
+    Result<std::string> backup() const;
 
     // The digest of the configuration file's VIP list the state is written
     // against (set at start-up and on SIGHUP, on the control thread).

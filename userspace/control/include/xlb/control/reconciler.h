@@ -144,7 +144,7 @@ public:
     // Makes the reconciler's epoch_records() durable (the agent writes the
     // state file); an error is the journal's own to report. Called on the
     // thread that calls publish(), from inside it.
-    using EpochJournal = std::function<std::expected<void, std::string>(Reconciler&)>;
+    using EpochJournal = std::function<Result<void>(Reconciler&)>;
 
     // Epochs reserved at a time: a journal write per this many publishes
     // of a VIP at most (half of them on the publish path's far side, after
