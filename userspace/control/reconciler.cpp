@@ -51,7 +51,6 @@ BuildResult build_table(const BuildJob& job) {
     BuildResult out;
     out.vip_key = job.vip_key;
     out.plan_version = job.plan_version;
-    out.member_ids = job.member_ids;
     out.decided_at = job.decided_at;
     maglev::BuildOptions options;
     options.ring_size = job.ring_size;
