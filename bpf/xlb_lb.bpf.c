@@ -169,8 +169,9 @@ static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet
  * An ICMP "fragmentation needed" / ICMPv6 "packet too big" addressed to a VIP
  * quotes a packet the backend sent to the client (source = VIP). Reverse the
  * quoted tuple to find the client's flow and send the error to the backend
- * that owns it, so its path-MTU discovery works. Returns the protocol-less
- * flow in *flow and the VIP, or NULL when the packet is not such an error.
+ * that owns it, so its path-MTU discovery works. Fills pkt->key with the
+ * client's flow and returns its VIP, or NULL when the packet is not such an
+ * error; *err is -outcome when the ICMP header itself is cut short.
  */
 static __always_inline struct xlb_vip_value *
 xlb_match_icmp_error(struct xlb_cursor *cur, struct xlb_packet *pkt, int proto, int *err)

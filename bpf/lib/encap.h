@@ -111,26 +111,41 @@ static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be)
 	return be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
 }
 
+/*
+ * Makes room for an outer IP header of outer_len bytes in front of the frame's
+ * IP packet and writes the outer Ethernet header (ethertype proto). Returns
+ * where the outer IP header goes, bounds-checked for outer_len bytes, or NULL
+ * when the headroom is missing. outer_len is a constant at every call.
+ */
+static __always_inline void *xlb_push_outer(struct xdp_md *ctx, const struct xlb_config *cfg,
+					    __u32 outer_len, __u16 proto)
+{
+	struct ethhdr *eth, *old_eth;
+	void *data, *data_end;
+
+	if (bpf_xdp_adjust_head(ctx, -(int)outer_len))
+		return NULL;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	old_eth = data + outer_len;
+	/* the old Ethernet header ends where the outer IP header does */
+	if ((void *)(old_eth + 1) > data_end)
+		return NULL;
+
+	xlb_write_eth(eth, old_eth, cfg, proto);
+	return eth + 1;
+}
+
 /* Returns 0 or -outcome. On success the frame is the encapsulated packet. */
 static __always_inline int xlb_encap_v4(struct xdp_md *ctx, const struct xlb_packet *pkt,
 					const struct xlb_backend *be,
 					const struct xlb_config *cfg, __u32 hash)
 {
-	struct ethhdr *eth, *old_eth;
-	struct iphdr *outer;
-	void *data, *data_end;
+	struct iphdr *outer = xlb_push_outer(ctx, cfg, sizeof(*outer), ETH_P_IP);
 
-	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct iphdr)))
+	if (!outer)
 		return -XLB_OUT_DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	outer = data + sizeof(*eth);
-	old_eth = data + sizeof(*outer);
-	if ((void *)(old_eth + 1) > data_end || (void *)(outer + 1) > data_end)
-		return -XLB_OUT_DROP_HEADROOM;
-
-	xlb_write_eth(eth, old_eth, cfg, ETH_P_IP);
 	xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
 	return 0;
 }
@@ -139,21 +154,10 @@ static __always_inline int xlb_encap_v6(struct xdp_md *ctx, const struct xlb_pac
 					const struct xlb_backend *be,
 					const struct xlb_config *cfg, __u32 hash)
 {
-	struct ethhdr *eth, *old_eth;
-	struct ipv6hdr *outer;
-	void *data, *data_end;
+	struct ipv6hdr *outer = xlb_push_outer(ctx, cfg, sizeof(*outer), ETH_P_IPV6);
 
-	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct ipv6hdr)))
+	if (!outer)
 		return -XLB_OUT_DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	outer = data + sizeof(*eth);
-	old_eth = data + sizeof(*outer);
-	if ((void *)(old_eth + 1) > data_end || (void *)(outer + 1) > data_end)
-		return -XLB_OUT_DROP_HEADROOM;
-
-	xlb_write_eth(eth, old_eth, cfg, ETH_P_IPV6);
 	xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
 	return 0;
 }

@@ -44,14 +44,12 @@
 #define XLB_NEXTHDR_ROUTING 43
 #define XLB_NEXTHDR_FRAGMENT 44
 #define XLB_NEXTHDR_AH 51
-#define XLB_NEXTHDR_NONE 59
 #define XLB_NEXTHDR_DEST 60
 
 /* What the balancer needs to know about a packet after parsing. */
 struct xlb_packet {
 	struct xlb_flow_key key; /* as sent by the client */
 	__u32 ip_len; /* bytes of the IP packet, from its header */
-	__u32 l4_off; /* offset of the L4 header from the start of the frame */
 	__u8 tos; /* IPv4 TOS / IPv6 traffic class */
 	__u8 df; /* IPv4 DF bit (IPv6 never fragments in flight) */
 	__u8 tcp_syn; /* a SYN without ACK: always a new connection */

@@ -72,8 +72,17 @@ public:
     std::set<std::uint32_t> ids_in_ring(std::uint32_t vip_id) {
         return {rings[vip_id].begin(), rings[vip_id].end()};
     }
-    std::size_t index_of(const std::string& entry) const {
-        return static_cast<std::size_t>(std::find(log.begin(), log.end(), entry) - log.begin());
+    // Whether `first` was written and `then` written after it. An entry that
+    // was never written fails the check: an ordering is only shown by two
+    // writes that both happened.
+    testing::AssertionResult written_in_order(const std::string& first,
+                                              const std::string& then) const {
+        auto a = std::find(log.begin(), log.end(), first);
+        auto b = std::find(log.begin(), log.end(), then);
+        if (a == log.end()) return testing::AssertionFailure() << '"' << first << "\" never written";
+        if (b == log.end()) return testing::AssertionFailure() << '"' << then << "\" never written";
+        if (a < b) return testing::AssertionSuccess();
+        return testing::AssertionFailure() << '"' << then << "\" written before \"" << first << '"';
     }
 
     std::vector<std::string> log;
@@ -99,6 +108,18 @@ VipSpec web_vip(std::size_t backends = 3, std::uint16_t port = 80) {
         v.backends.push_back(b);
     }
     return v;
+}
+
+// The ordering check itself: comparing positions in the log passed when the
+// later write never happened (a missing entry sat "after" everything).
+TEST(FakeDataPlaneTest, OrderingCheckFailsWhenAWriteNeverHappened) {
+    FakeDataPlane dp;
+    dp.log = {"ring 1"};
+    EXPECT_FALSE(dp.written_in_order("ring 1", "vip+ 1"));
+    EXPECT_FALSE(dp.written_in_order("vip+ 1", "ring 1"));
+    dp.log.push_back("vip+ 1");
+    EXPECT_TRUE(dp.written_in_order("ring 1", "vip+ 1"));
+    EXPECT_FALSE(dp.written_in_order("vip+ 1", "ring 1"));
 }
 
 class ReconcilerTest : public ::testing::Test {
@@ -257,8 +278,8 @@ TEST_F(ReconcilerTest, PublishesEveryVipWithEntriesRingThenVip) {
     EXPECT_EQ(dp.ids_in_ring(vip_id(v)), (std::set<std::uint32_t>{id_of(v, 0), id_of(v, 1), id_of(v, 2)}));
     EXPECT_EQ(dp.rings[vip_id(v)].size(), 251u);
     // ring live before the VIP entry sends packets to it
-    EXPECT_LT(dp.index_of("ring " + std::to_string(vip_id(v))),
-              dp.index_of("vip+ " + std::to_string(vip_id(v))));
+    EXPECT_TRUE(dp.written_in_order("ring " + std::to_string(vip_id(v)),
+                                    "vip+ " + std::to_string(vip_id(v))));
     auto s = rec.vip_status(v.key());
     ASSERT_TRUE(s);
     EXPECT_EQ(s->epoch, 1u);
@@ -294,9 +315,9 @@ TEST_F(ReconcilerTest, RemovedBackendLeavesTheRingBeforeItsFlowsMove) {
     reconcile();
     EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(gone));
     EXPECT_GT(dp.backends[gone].generation, gen);
-    EXPECT_LT(dp.index_of("ring " + std::to_string(vip_id(v))),
-              dp.index_of("backend " + std::to_string(gone) + " gen " +
-                          std::to_string(dp.backends[gone].generation)));
+    EXPECT_TRUE(dp.written_in_order("ring " + std::to_string(vip_id(v)),
+                                    "backend " + std::to_string(gone) + " gen " +
+                                        std::to_string(dp.backends[gone].generation)));
     EXPECT_FALSE(rec.registry().find_backend(v.key(), ip("203.0.113.13")));
     // the id comes back with a generation no recorded flow can hold
     v.backends.push_back(BackendSpec{ip("203.0.113.99")});
@@ -342,9 +363,9 @@ TEST_F(ReconcilerTest, RingNamesTheCurrentIdsWhenBackendsMoveLeaveAndReturn) {
     reconcile();
     const std::uint32_t back_id = id_of(v, 2);
     EXPECT_GT(dp.backends[back_id].generation, stale_generation);
-    EXPECT_LT(dp.index_of("backend " + std::to_string(back_id) + " gen " +
-                          std::to_string(dp.backends[back_id].generation)),
-              dp.index_of("ring " + std::to_string(vip_id(v))));
+    EXPECT_TRUE(dp.written_in_order("backend " + std::to_string(back_id) + " gen " +
+                                        std::to_string(dp.backends[back_id].generation),
+                                    "ring " + std::to_string(vip_id(v))));
     EXPECT_TRUE(ring_matches_registry());
     // disabled and enabled again in place: same story
     v.backends[1].state = AdminState::kDisabled;
@@ -446,8 +467,9 @@ TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
     reconcile();
     EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(sick));
     EXPECT_EQ(dp.backends[sick].generation, gen + 1);
-    EXPECT_LT(dp.index_of("ring " + std::to_string(vip_id(v))),
-              dp.index_of("backend " + std::to_string(sick) + " gen " + std::to_string(gen + 1)));
+    EXPECT_TRUE(dp.written_in_order("ring " + std::to_string(vip_id(v)),
+                                    "backend " + std::to_string(sick) + " gen " +
+                                        std::to_string(gen + 1)));
     // healthy again: back in the ring with its new generation
     rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
     reconcile();
@@ -692,7 +714,8 @@ TEST_F(ReconcilerTest, RemovingAVipStopsMatchingFirstThenFreesEverything) {
     dp.log.clear();
     rec.set_vips({});
     reconcile();
-    EXPECT_LT(dp.index_of("vip- " + std::to_string(id)), dp.index_of("ring- " + std::to_string(id)));
+    EXPECT_TRUE(dp.written_in_order("vip- " + std::to_string(id),
+                                    "ring- " + std::to_string(id)));
     EXPECT_FALSE(dp.rings.contains(id));
     EXPECT_TRUE(dp.vips.empty());
     EXPECT_FALSE(rec.registry().find_vip(v.key()));

@@ -144,6 +144,24 @@ HttpError unknown_backend(const std::string& key, const net::IpAddress& address)
                      " (GET /v1/backends?vip=" + key + " lists them)"};
 }
 
+// Backend `address` of VIP `key` in vips: its list and place in it, or the
+// 404 naming the VIP or the backend that is not there.
+struct BackendPlace {
+    std::vector<config::BackendSpec>& list;
+    std::vector<config::BackendSpec>::iterator it;
+};
+std::expected<BackendPlace, HttpError> find_backend(std::vector<config::VipSpec>& vips,
+                                                    const std::string& key,
+                                                    const net::IpAddress& address) {
+    auto vip = find_vip(vips, key);
+    if (vip == vips.end()) return std::unexpected(unknown_vip(key));
+    auto& list = vip->backends;
+    auto b = std::find_if(list.begin(), list.end(),
+                          [&](const config::BackendSpec& x) { return x.address == address; });
+    if (b == list.end()) return std::unexpected(unknown_backend(key, address));
+    return BackendPlace{list, b};
+}
+
 // A JSON value as an error message echoes it: as written when short, cut
 // (config::shown_value) when long.
 std::string shown_json(const json& value) {
@@ -279,6 +297,19 @@ private:
         if (!status) return std::unexpected(status.error());
         if (!*status) return std::unexpected(unknown_vip(key));
         return std::move(**status);
+    }
+
+    // The same for the VIP the request names in its vip parameter.
+    std::expected<control::VipStatus, HttpError> requested_status(const httplib::Request& req) {
+        auto key = vip_param(req);
+        if (!key) return std::unexpected(key.error());
+        return one_status(*key);
+    }
+    std::expected<StatusWithHealth, HttpError> requested_status_with_health(
+        const httplib::Request& req) {
+        auto key = vip_param(req);
+        if (!key) return std::unexpected(key.error());
+        return one_status_with_health(*key);
     }
 
     void reject(const httplib::Request& req, httplib::Response& res, const HttpError& e) {
@@ -498,9 +529,7 @@ private:
     }
 
     void get_vip(const httplib::Request& req, httplib::Response& res) {
-        auto key = vip_param(req);
-        if (!key) return reject(req, res, key.error());
-        auto vip = one_status_with_health(*key);
+        auto vip = requested_status_with_health(req);
         if (!vip) return reject(req, res, vip.error());
         send_json(
             res, 200,
@@ -591,13 +620,9 @@ private:
         apply(req, res,
               [key = *key, address = *address](
                   std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  auto it = find_vip(vips, key);
-                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
-                  auto& list = it->backends;
-                  auto b = std::find_if(list.begin(), list.end(),
-                                        [&](const config::BackendSpec& x) { return x.address == address; });
-                  if (b == list.end()) return std::unexpected(unknown_backend(key, address));
-                  list.erase(b);
+                  auto b = find_backend(vips, key, address);
+                  if (!b) return std::unexpected(b.error());
+                  b->list.erase(b->it);
                   return Change{std::move(vips), key, false, std::nullopt,
                                 "backend " + address.to_string() + " removed"};
               },
@@ -639,12 +664,9 @@ private:
         apply(req, res,
               [key = *key, address = *address, weight, state](
                   std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  auto it = find_vip(vips, key);
-                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
-                  auto& list = it->backends;
-                  auto b = std::find_if(list.begin(), list.end(),
-                                        [&](const config::BackendSpec& x) { return x.address == address; });
-                  if (b == list.end()) return std::unexpected(unknown_backend(key, address));
+                  auto found = find_backend(vips, key, address);
+                  if (!found) return std::unexpected(found.error());
+                  auto b = found->it;
                   std::string what = "backend " + address.to_string();
                   if (weight && *weight != b->weight) {
                       what += " weight " + std::to_string(b->weight) + " -> " + std::to_string(*weight);
@@ -656,16 +678,14 @@ private:
                       b->state = *state;
                   }
                   if (what == "backend " + address.to_string()) what += " unchanged";
-                  const auto index = static_cast<std::size_t>(b - list.begin());
+                  const auto index = static_cast<std::size_t>(b - found->list.begin());
                   return Change{std::move(vips), key, false, index, what};
               },
               200);
     }
 
     void table(const httplib::Request& req, httplib::Response& res) {
-        auto key = vip_param(req);
-        if (!key) return reject(req, res, key.error());
-        auto vip = one_status(*key);
+        auto vip = requested_status(req);
         if (!vip) return reject(req, res, vip.error());
         send_json(res, 200, detail::table_json(*vip));
     }

@@ -51,7 +51,6 @@ BuildResult build_table(const BuildJob& job) {
     BuildResult out;
     out.vip_key = job.vip_key;
     out.plan_version = job.plan_version;
-    out.member_ids = job.member_ids;
     out.decided_at = job.decided_at;
     maglev::BuildOptions options;
     options.ring_size = job.ring_size;
@@ -547,19 +546,24 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     // before any of them goes live or is named (only a VIP out of reserved
     // epochs writes here; reserve_epochs() below keeps them ahead).
     if (!adopted.empty() || !rings.empty()) reserve_epochs(1);
-    for (BuildResult* r : adopted) {
-        VipState& v = vips_.at(r->vip_key);
-        if (!proven_live_epoch(v, r->checksum)) v.epoch = next_epoch(v);
-        v.epoch_checksum = r->checksum;
-        v.checksum = r->checksum;
+    // The VIP now has the table of r (its epoch already set): record it and
+    // finish the plan's other writes.
+    auto install_table = [&](VipState& v, const BuildResult& r) {
+        v.epoch_checksum = r.checksum;
+        v.checksum = r.checksum;
         v.table_plan = v.pending_plan;
         v.table_ring_size = v.spec.ring_size;
-        record_slots(v, *r);
-        auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
+        record_slots(v, r);
+        auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r.vip_key));
         if (!ok) {
             retry_later(v, ok.error().message(), now);
             if (first_error) first_error = ok;
         }
+    };
+    for (BuildResult* r : adopted) {
+        VipState& v = vips_.at(r->vip_key);
+        if (!proven_live_epoch(v, r->checksum)) v.epoch = next_epoch(v);
+        install_table(v, *r);
     }
     if (rings.empty()) {
         reserve_epochs(kEpochReserve / 2);
@@ -577,16 +581,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     for (BuildResult* r : accepted) {
         VipState& v = vips_.at(r->vip_key);
         v.epoch = next_epoch(v);
-        v.epoch_checksum = r->checksum;
-        v.checksum = r->checksum;
-        v.table_plan = v.pending_plan;
-        v.table_ring_size = v.spec.ring_size;
-        record_slots(v, *r);
-        auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r->vip_key));
-        if (!ok) {
-            retry_later(v, ok.error().message(), now);
-            if (first_error) first_error = ok;
-        }
+        install_table(v, *r);
         records.push_back({r->vip_key, v.epoch, v.checksum, ms_between(r->decided_at, timing->issued),
                            ms_between(r->decided_at, timing->returned)});
     }

@@ -349,36 +349,53 @@ Colour outcome_colour(const std::string& name) {
     return name.starts_with("drop") ? Colour::kRed : Colour::kNone;
 }
 
-std::string render_stats(const json& r, const Style& style) {
+// What stats and watch show: a table of the VIPs (or "no VIPs"), then one of
+// the outcomes the program has seen (or a line saying there are none yet).
+// The callers give the columns and make a VIP's or an outcome's row.
+template <typename VipRow, typename OutcomeRow>
+std::string render_vips_and_outcomes(const json& vips, std::vector<Table::Column> vip_columns,
+                                     VipRow vip_row, const json& outcomes,
+                                     std::vector<Table::Column> outcome_columns,
+                                     OutcomeRow outcome_row, const Style& style) {
     std::string out;
-    const json& vips = r.at("vips");
     if (vips.empty()) {
         out += "no VIPs\n";
     } else {
-        Table t({{"VIP"},
-                 {"NAME"},
-                 {"PACKETS", Align::kRight},
-                 {"BYTES", Align::kRight},
-                 {"NEW FLOWS", Align::kRight},
-                 {"CT HITS", Align::kRight},
-                 {"DROPS", Align::kRight}});
-        for (const json& v : vips) {
-            const bool drops = !v.at("drops").is_null() && u64(v, "drops") > 0;
-            t.add({str(v, "vip"), name_or_dash(v), count_or_dash(v, "packets"),
-                   bytes_or_dash(v, "bytes"), count_or_dash(v, "new_flows"),
-                   count_or_dash(v, "conntrack_hits"),
-                   Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone}});
-        }
+        Table t(std::move(vip_columns));
+        for (const json& v : vips) t.add(vip_row(v));
         out += t.render(style);
     }
     out += "\n";
-    const json& outcomes = r.at("outcomes");
     const auto names = seen_outcomes(outcomes);
     if (names.empty()) return out + "every packet the program saw, by outcome: none yet\n";
-    Table t({{"OUTCOME (every packet the program saw)"}, {"PACKETS", Align::kRight}});
-    for (const auto& n : names)
-        t.add({Cell{n, outcome_colour(n)}, std::to_string(outcomes.at(n).get<std::uint64_t>())});
+    Table t(std::move(outcome_columns));
+    for (const auto& n : names) t.add(outcome_row(n));
     return out + t.render(style);
+}
+
+std::string render_stats(const json& r, const Style& style) {
+    const json& outcomes = r.at("outcomes");
+    return render_vips_and_outcomes(
+        r.at("vips"),
+        {{"VIP"},
+         {"NAME"},
+         {"PACKETS", Align::kRight},
+         {"BYTES", Align::kRight},
+         {"NEW FLOWS", Align::kRight},
+         {"CT HITS", Align::kRight},
+         {"DROPS", Align::kRight}},
+        [](const json& v) -> std::vector<Cell> {
+            const bool drops = !v.at("drops").is_null() && u64(v, "drops") > 0;
+            return {str(v, "vip"), name_or_dash(v), count_or_dash(v, "packets"),
+                    bytes_or_dash(v, "bytes"), count_or_dash(v, "new_flows"),
+                    count_or_dash(v, "conntrack_hits"),
+                    Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone}};
+        },
+        outcomes, {{"OUTCOME (every packet the program saw)"}, {"PACKETS", Align::kRight}},
+        [&](const std::string& n) -> std::vector<Cell> {
+            return {Cell{n, outcome_colour(n)}, std::to_string(outcomes.at(n).get<std::uint64_t>())};
+        },
+        style);
 }
 
 // later - earlier per second; null when either is null; 0 when it went back.
@@ -513,43 +530,40 @@ std::string render_watch(const json& s, const Style& style) {
         paint(fmt::format("every {}s", format_number(s.at("interval_s").get<double>())),
               Colour::kBold, style) +
         fmt::format("  {}  (Ctrl-C to stop)\n", str(s, "time"));
-    const json& vips = s.at("vips");
-    if (vips.empty()) {
-        out += "no VIPs\n";
-    } else {
-        Table t({{"VIP"},
-                 {"NAME"},
-                 {"PACKETS", Align::kRight},
-                 {"THROUGHPUT", Align::kRight},
-                 {"NEW FLOWS", Align::kRight},
-                 {"CT HITS", Align::kRight},
-                 {"DROPS", Align::kRight},
-                 {"TOTAL PACKETS", Align::kRight},
-                 {"TOTAL BYTES", Align::kRight}});
-        for (const json& v : vips) {
-            const json& drops = v.at("drops_per_s");
-            const bool dropping = drops.is_number() && drops.get<double>() > 0;
-            t.add(
-                {str(v, "vip"), name_or_dash(v), rate_text(v.at("packets_per_s"), format_pps),
-                 rate_text(v.at("bits_per_s"), format_bits),
-                 rate_text(v.at("new_flows_per_s"), format_per_second),
-                 rate_text(v.at("conntrack_hits_per_s"), format_per_second),
-                 Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone},
-                 count_or_dash(v, "packets"), bytes_or_dash(v, "bytes")});
-        }
-        out += t.render(style);
-    }
-    out += "\n";
     const json& outcomes = s.at("outcomes");
-    const auto names = seen_outcomes(outcomes);
-    if (names.empty()) return out + "every packet the program saw, by outcome: none yet\n";
-    Table t({{"OUTCOME (every packet the program saw)"},
-             {"RATE", Align::kRight},
-             {"TOTAL", Align::kRight}});
-    for (const auto& n : names)
-        t.add({Cell{n, outcome_colour(n)}, rate_text(s.at("outcomes_per_s").at(n), format_pps),
-               std::to_string(outcomes.at(n).get<std::uint64_t>())});
-    return out + t.render(style);
+    return out + render_vips_and_outcomes(
+                     s.at("vips"),
+                     {{"VIP"},
+                      {"NAME"},
+                      {"PACKETS", Align::kRight},
+                      {"THROUGHPUT", Align::kRight},
+                      {"NEW FLOWS", Align::kRight},
+                      {"CT HITS", Align::kRight},
+                      {"DROPS", Align::kRight},
+                      {"TOTAL PACKETS", Align::kRight},
+                      {"TOTAL BYTES", Align::kRight}},
+                     [](const json& v) -> std::vector<Cell> {
+                         const json& drops = v.at("drops_per_s");
+                         const bool dropping = drops.is_number() && drops.get<double>() > 0;
+                         return {str(v, "vip"), name_or_dash(v),
+                                 rate_text(v.at("packets_per_s"), format_pps),
+                                 rate_text(v.at("bits_per_s"), format_bits),
+                                 rate_text(v.at("new_flows_per_s"), format_per_second),
+                                 rate_text(v.at("conntrack_hits_per_s"), format_per_second),
+                                 Cell{rate_text(drops, format_per_second),
+                                      dropping ? Colour::kRed : Colour::kNone},
+                                 count_or_dash(v, "packets"), bytes_or_dash(v, "bytes")};
+                     },
+                     outcomes,
+                     {{"OUTCOME (every packet the program saw)"},
+                      {"RATE", Align::kRight},
+                      {"TOTAL", Align::kRight}},
+                     [&](const std::string& n) -> std::vector<Cell> {
+                         return {Cell{n, outcome_colour(n)},
+                                 rate_text(s.at("outcomes_per_s").at(n), format_pps),
+                                 std::to_string(outcomes.at(n).get<std::uint64_t>())};
+                     },
+                     style);
 }
 
 }  // namespace xlb::xlbctl

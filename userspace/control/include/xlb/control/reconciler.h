@@ -49,7 +49,6 @@ struct BuildResult {
     std::vector<std::uint32_t> ring;         // backend id per slot
     std::uint64_t checksum = 0;
     std::vector<std::uint32_t> slots;        // per member, same order as the job
-    std::vector<std::uint32_t> member_ids;
     Clock::time_point decided_at;
 };
 
