@@ -8,7 +8,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -286,14 +288,17 @@ TEST(ToolRings, TheDemosRingIsTheOneXlbdPublishes) {
 }
 
 TEST(ToolRings, TheBenchmarksRingsAreTheOnesXlbdPublishes) {
-    // xlb-bench-xdp: equal weights, IPv4 and IPv6 backends.
+    // xlb-bench-xdp: 100 equal-weight backends per family, 198.18.0.1... and
+    // 2001:db8:b::100...
     for (const bool v6 : {false, true}) {
         std::vector<RingMember> bench;
-        for (std::uint32_t i = 0; i < 64; ++i) {
-            const std::string text =
-                v6 ? "2001:db8:b::" + std::to_string(100 + i)
-                   : "198.18.0." + std::to_string(1 + i);
-            bench.push_back({i, ip(text.c_str()), "", 1});
+        for (std::uint32_t i = 0; i < 100; ++i) {
+            char text[64];
+            if (v6)
+                std::snprintf(text, sizeof text, "2001:db8:b::%x", 0x100 + i);
+            else
+                std::snprintf(text, sizeof text, "198.18.0.%u", 1 + i);
+            bench.push_back({i, ip(text), "", 1});
         }
         const auto tools = built_by_tools(bench);
         ASSERT_EQ(tools.size(), maglev::kDefaultRingSize);
