@@ -31,6 +31,7 @@
 
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/lookup.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/api/metrics.h"
 #include "xlb/api/server.h"
 #include "xlb/api/state_store.h"
@@ -1028,7 +1029,7 @@ TEST(ApiMetrics, ParseListenAddress) {
 TEST(ApiLookup, MatchesTheKernelsFlowKey) {
     config::VipSpec v = web_vip();
     auto src = *net::Endpoint::parse("192.0.2.7:40000");
-    xlb_flow_key k = flow_key(v, src, 80);
+    xlb_flow_key k = datapath::flow_key(v, src, 80);
     EXPECT_EQ(k.sport, htons(40000));
     EXPECT_EQ(k.dport, htons(80));
     EXPECT_EQ(k.proto, 6);
@@ -1041,7 +1042,7 @@ TEST(ApiLookup, MatchesTheKernelsFlowKey) {
     EXPECT_EQ(*r.backend_id, ring[r.hash % 3]);
     v.hash = config::HashMode::kSourceIp;
     v.conntrack = false;
-    EXPECT_EQ(vip_flags(v), XLB_VIP_F_HASH_SRC_ONLY | XLB_VIP_F_NO_CONNTRACK);
+    EXPECT_EQ(datapath::vip_flags(v), XLB_VIP_F_HASH_SRC_ONLY | XLB_VIP_F_NO_CONNTRACK);
     EXPECT_EQ(lookup(v, src, 80, kSeed, std::nullopt).outcome, "drop_no_table");
 }
 

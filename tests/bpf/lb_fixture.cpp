@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "xlb/maglev/maglev.h"
+#include "xlb/datapath/setup.h"
 
 namespace xlb::test {
 
@@ -40,19 +40,7 @@ void LbTest::SetUp() {
     write_config(default_config());
 }
 
-xlb_config LbTest::default_config() {
-    xlb_config cfg{};
-    cfg.magic = XLB_CONFIG_MAGIC;
-    cfg.version = XLB_CONFIG_VERSION;
-    cfg.hash_seed = kHashSeed;
-    kEncapSrcV4.to_words(&cfg.src_v4);
-    kEncapSrcV6.to_words(cfg.src_v6);
-    cfg.src_v4_prefix_len = 32;
-    cfg.src_v6_prefix_len = 128;
-    std::memcpy(cfg.next_hop_mac, kNextHopMac.data(), 6);
-    cfg.mtu = kLinkMtu;
-    return cfg;
-}
+xlb_config LbTest::default_config() { return bench_config(); }
 
 void LbTest::write_config(const xlb_config& cfg) {
     config_ = cfg;
@@ -62,39 +50,26 @@ void LbTest::write_config(const xlb_config& cfg) {
 
 void LbTest::add_vip(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto,
                      std::uint32_t vip_id, std::uint32_t flags) {
-    xlb_vip_key key{};
-    addr.to_words(key.addr);
-    key.port = htons(port);
-    key.proto = proto;
-    key.family = addr.family;
-    auto ok = lb().vips().put(key, xlb_vip_value{vip_id, flags});
+    auto ok = lb().vips().put(datapath::vip_key(addr, port, proto), xlb_vip_value{vip_id, flags});
     ASSERT_TRUE(ok) << ok.error().message();
 }
 
 void LbTest::add_backend(std::uint32_t id, const net::IpAddress& addr, std::uint32_t generation) {
-    xlb_backend be{};
-    addr.to_words(be.addr);
-    be.family = addr.family;
-    be.generation = generation;
-    auto ok = lb().backends().put(id, be);
+    auto ok = lb().backends().put(id, datapath::backend_entry(addr, generation));
     ASSERT_TRUE(ok) << ok.error().message();
     backend_addr_.at(id) = addr;
 }
 
 std::vector<std::uint32_t> LbTest::publish_maglev(std::uint32_t vip_id,
                                                   const std::vector<RingMember>& members) {
-    std::vector<maglev::Backend> input;
+    std::vector<datapath::RingMember> input;
     for (const RingMember& m : members)
-        input.push_back({net::Endpoint{backend_addr_.at(m.backend_id), kVipPort}.to_string(),
-                         m.weight});
-    auto table = maglev::build_table(input);
-    EXPECT_TRUE(table) << table.error().message;
-    if (!table) return {};
-    std::vector<std::uint32_t> ring(table->table.size());
-    std::transform(table->table.begin(), table->table.end(), ring.begin(),
-                   [&](std::uint32_t index) { return members[index].backend_id; });
-    publish_ring(vip_id, ring);
-    return ring;
+        input.push_back({m.backend_id, backend_addr_.at(m.backend_id), {}, m.weight});
+    auto ring = datapath::build_ring(input);
+    EXPECT_TRUE(ring) << ring.error().message();
+    if (!ring) return {};
+    publish_ring(vip_id, ring->slots);
+    return ring->slots;
 }
 
 void LbTest::publish_ring(std::uint32_t vip_id, const std::vector<std::uint32_t>& ring) {
@@ -113,43 +88,26 @@ Outcomes LbTest::outcomes() {
     for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) {
         auto per_cpu = lb().outcomes().get_per_cpu(o);
         EXPECT_TRUE(per_cpu);
-        if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+        if (per_cpu) out[o] = datapath::sum_per_cpu(*per_cpu);
     }
     return out;
 }
 
 xlb_vip_stats LbTest::vip_stats(std::uint32_t vip_id) {
-    xlb_vip_stats total{};
     auto per_cpu = lb().vip_stats().get_per_cpu(vip_id);
     EXPECT_TRUE(per_cpu);
-    if (!per_cpu) return total;
-    for (const auto& s : *per_cpu) {
-        total.packets += s.packets;
-        total.bytes += s.bytes;
-        total.new_flows += s.new_flows;
-        total.conntrack_hits += s.conntrack_hits;
-        total.drops += s.drops;
-    }
-    return total;
+    return per_cpu ? datapath::sum_per_cpu(*per_cpu) : xlb_vip_stats{};
 }
 
 xlb_backend_stats LbTest::backend_stats(std::uint32_t backend_id) {
-    xlb_backend_stats total{};
     auto per_cpu = lb().backend_stats().get_per_cpu(backend_id);
     EXPECT_TRUE(per_cpu);
-    if (!per_cpu) return total;
-    for (const auto& s : *per_cpu) {
-        total.packets += s.packets;
-        total.bytes += s.bytes;
-    }
-    return total;
+    return per_cpu ? datapath::sum_per_cpu(*per_cpu) : xlb_backend_stats{};
 }
 
 std::uint32_t LbTest::expected_backend(const std::vector<std::uint32_t>& ring,
                                        const xlb_flow_key& key, std::uint32_t vip_flags) {
-    std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, kHashSeed);
-    std::uint32_t slot = xlb_ring_slot(hash, static_cast<std::uint32_t>(ring.size()));
-    return ring.at(slot - XLB_RING_FIRST_SLOT);
+    return ring.at(datapath::ring_index(key, vip_flags, kHashSeed, ring.size()));
 }
 
 Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
@@ -202,17 +160,6 @@ void LbTest::expect_outcome(const Bytes& input, std::uint32_t action, xlb_outcom
         EXPECT_EQ(after[o] - before[o], o == static_cast<std::uint32_t>(outcome) ? 1u : 0u)
             << "outcome counter " << o << " for frame of " << input.size() << " bytes";
     if (expected_output) expect_same_frame(result.frame, *expected_output);
-}
-
-xlb_flow_key flow_key(const Flow& flow) {
-    xlb_flow_key key{};
-    flow.src.to_words(key.src);
-    flow.dst.to_words(key.dst);
-    key.sport = htons(flow.sport);
-    key.dport = htons(flow.dport);
-    key.proto = flow.proto;
-    key.family = flow.src.family;
-    return key;
 }
 
 void expect_same_frame(const Bytes& actual, const Bytes& expected) {

@@ -13,8 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "constants.h"
-#include "packet.h"
+#include "testbed.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
@@ -40,15 +39,16 @@ protected:
 
     static bpf::LbProgram& lb() { return *program_; }
 
-    // Default configuration: fixed outer sources, next hop kNextHopMac, MTU 1500.
+    // Default configuration: bench_config() (testbed.h), as the demo and the
+    // benchmark load it.
     static xlb_config default_config();
     void write_config(const xlb_config& cfg);
 
     void add_vip(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto,
                  std::uint32_t vip_id, std::uint32_t flags = 0);
     void add_backend(std::uint32_t id, const net::IpAddress& addr, std::uint32_t generation = 1);
-    // Builds the VIP's ring with the Maglev library from the backends' keys
-    // and weights, publishes it, and returns it (backend id per slot).
+    // Builds the VIP's ring from the backends' addresses and weights with
+    // datapath::build_ring (xlbd's table for them), publishes it, and returns it (backend id per slot).
     std::vector<std::uint32_t> publish_maglev(std::uint32_t vip_id,
                                               const std::vector<RingMember>& members);
     void publish_ring(std::uint32_t vip_id, const std::vector<std::uint32_t>& ring);
@@ -77,7 +77,7 @@ private:
     static std::optional<bpf::LbProgram> program_;
 };
 
-xlb_flow_key flow_key(const Flow& flow);
+// flow_key(const Flow&): testbed.h.
 
 // Expects two frames to be identical, showing a decoded diff when not.
 void expect_same_frame(const Bytes& actual, const Bytes& expected);

@@ -23,6 +23,7 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/test_run.h"
 #include "xlb/bpf/xdp.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
 
 namespace xlb::test {
@@ -73,7 +74,7 @@ protected:
         for (std::uint32_t o = 0; o < XLB_PROBE_OUT__MAX; ++o) {
             auto per_cpu = probe_->outcomes().get_per_cpu(o);
             EXPECT_TRUE(per_cpu);
-            if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+            if (per_cpu) out[o] = datapath::sum_per_cpu(*per_cpu);
         }
         return out;
     }
@@ -358,29 +359,14 @@ TEST(ProbeNetnsTest, ProbeThroughTheVipNeedsTheBackendsDecapsulation) {
     // probe path is under test) and the probe program sharing them.
     auto lb = bpf::LbProgram::load();
     ASSERT_TRUE(lb) << lb.error().message();
-    xlb_config cfg{};
-    cfg.magic = XLB_CONFIG_MAGIC;
-    cfg.version = XLB_CONFIG_VERSION;
-    cfg.hash_seed = kHashSeed;
-    ip(kLbAddr).to_words(&cfg.src_v4);
-    cfg.src_v4_prefix_len = 32;
-    ip(kLbAddr6).to_words(cfg.src_v6);
-    cfg.src_v6_prefix_len = 128;
+    config::Settings settings = bench_settings();
+    settings.encap_source.ipv4 = ip(kLbAddr);
+    settings.encap_source.ipv6 = ip(kLbAddr6);
     auto mac = net::parse_mac(kBackendMac);
     ASSERT_TRUE(mac);
-    std::memcpy(cfg.next_hop_mac, mac->data(), 6);
-    cfg.mtu = 1500;
-    ASSERT_TRUE(lb->config().put(0, cfg));
-    xlb_backend be{};
-    ip(kBackendAddr).to_words(be.addr);
-    be.family = XLB_FAMILY_V4;
-    be.generation = 1;
-    ASSERT_TRUE(lb->backends().put(kBackendId, be));
-    xlb_backend be6{};
-    ip(kBackendAddr6).to_words(be6.addr);
-    be6.family = XLB_FAMILY_V6;
-    be6.generation = 1;
-    ASSERT_TRUE(lb->backends().put(kBackendId6, be6));
+    ASSERT_TRUE(lb->config().put(0, datapath::make_config(settings, *mac)));
+    ASSERT_TRUE(lb->backends().put(kBackendId, datapath::backend_entry(ip(kBackendAddr), 1)));
+    ASSERT_TRUE(lb->backends().put(kBackendId6, datapath::backend_entry(ip(kBackendAddr6), 1)));
     auto probe = bpf::ProbeEncapProgram::load(*lb);
     ASSERT_TRUE(probe) << probe.error().message();
 
@@ -431,7 +417,7 @@ TEST(ProbeNetnsTest, ProbeThroughTheVipNeedsTheBackendsDecapsulation) {
     const auto mark = bpf::probe_mark(kBackendId);
     const auto encapsulated = [&] {
         auto per_cpu = probe->outcomes().get_per_cpu(XLB_PROBE_OUT_ENCAPSULATED);
-        return per_cpu ? bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; }) : 0;
+        return per_cpu ? datapath::sum_per_cpu(*per_cpu) : std::uint64_t{0};
     };
 
     // 1. healthy backend: the marked probe to the VIP connects, encapsulated

@@ -28,11 +28,13 @@
 
 #include "lab.h"
 #include "packet.h"
+#include "testbed.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/maps.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
 #include "xlb/maglev/maglev.h"
 #include "xlb/net/address.h"
@@ -65,7 +67,9 @@ struct BackendConf {
     std::uint32_t weight = 100;
     std::string hash_key;
 
-    std::string identity() const { return hash_key.empty() ? address : hash_key; }
+    std::string identity() const {
+        return datapath::maglev_identity(*net::IpAddress::parse(address), hash_key);
+    }
 };
 
 struct VipConf {
@@ -351,13 +355,7 @@ protected:
 };
 
 xlb_vip_key vip_map_key(const VipConf& v) {
-    xlb_vip_key k{};
-    const net::IpAddress a = *net::IpAddress::parse(v.address);
-    a.to_words(k.addr);
-    k.port = htons(v.port);
-    k.proto = IPPROTO_TCP;
-    k.family = a.family;
-    return k;
+    return datapath::vip_key(*net::IpAddress::parse(v.address), v.port, IPPROTO_TCP);
 }
 
 // ---- 1. start, publish, read the maps back --------------------------------------------
@@ -833,16 +831,8 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
                         *net::IpAddress::parse(swap.address), static_cast<std::uint16_t>(20000 + f), swap.port,
                         test::kProtoTcp};
         frames.push_back(test::make_frame(flow));
-        xlb_flow_key key{};
-        flow.src.to_words(key.src);
-        flow.dst.to_words(key.dst);
-        key.sport = htons(flow.sport);
-        key.dport = htons(flow.dport);
-        key.proto = flow.proto;
-        key.family = XLB_FAMILY_V4;
         const std::uint32_t slot =
-            xlb_ring_slot(xlb_vip_flow_hash(&key, XLB_VIP_F_NO_CONNTRACK, kHashSeed), swap.ring_size) -
-            XLB_RING_FIRST_SLOT;
+            datapath::ring_index(test::flow_key(flow), XLB_VIP_F_NO_CONNTRACK, kHashSeed, swap.ring_size);
         allowed.emplace_back(at(addr_of, table_a.ring.at(slot)), at(addr_of, table_b.ring.at(slot)));
     }
 
@@ -850,7 +840,7 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
         std::array<std::uint64_t, XLB_OUT__MAX> out{};
         for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) {
             auto per_cpu = lb->outcomes().get_per_cpu(o);
-            if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+            if (per_cpu) out[o] = datapath::sum_per_cpu(*per_cpu);
         }
         return out;
     };

@@ -38,14 +38,13 @@
 #include <utility>
 #include <vector>
 
-#include "constants.h"
-#include "packet.h"
+#include "testbed.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
-#include "xlb/maglev/maglev.h"
 #include "xlb/net/address.h"
 
 namespace {
@@ -238,17 +237,6 @@ constexpr std::uint32_t kPortFirst = 32768;
 constexpr std::uint32_t kPortCount = 28232;  // 32768..60999, Linux's default range
 constexpr std::uint32_t kPortStride = 7919;  // prime, coprime with kPortCount
 
-xlb_flow_key flow_key_of(const Flow& flow) {
-    xlb_flow_key key{};
-    flow.src.to_words(key.src);
-    flow.dst.to_words(key.dst);
-    key.sport = htons(flow.sport);
-    key.dport = htons(flow.dport);
-    key.proto = flow.proto;
-    key.family = flow.src.family;
-    return key;
-}
-
 class Demo {
 public:
     Demo(Options options, Style style) : opt_(options), s_(style) {}
@@ -330,35 +318,26 @@ private:
     // the same flow hash (include/xlb/flow_hash.h) and the same ring.
     std::uint32_t predicted_backend(const std::vector<std::uint32_t>& ring,
                                     const Flow& flow) const {
-        const xlb_flow_key key = flow_key_of(flow);
-        const std::uint32_t hash = xlb_flow_hash(&key, config_.hash_seed);
-        return ring.at(xlb_ring_slot(hash, static_cast<std::uint32_t>(ring.size())) -
-                       XLB_RING_FIRST_SLOT);
+        return ring.at(datapath::ring_index(test::flow_key(flow), 0, config_.hash_seed, ring.size()));
     }
 
-    // Builds the VIP's ring with the Maglev library from the backends that are
-    // in the ring, publishes it and reads it back.
+    // Builds the VIP's ring from the backends that are in it, as xlbd builds
+    // it for them (datapath::build_ring), publishes it and reads it back.
     void build_and_publish() {
-        std::vector<maglev::Backend> input;
-        std::vector<std::uint32_t> ids;
-        for (const DemoBackend& b : backends_) {
-            if (!b.in_ring) continue;
-            input.push_back({net::Endpoint{b.address, kVipPort}.to_string(), b.weight});
-            ids.push_back(b.id);
-        }
+        std::vector<datapath::RingMember> members;
+        for (const DemoBackend& b : backends_)
+            if (b.in_ring) members.push_back({b.id, b.address, {}, b.weight});
         const auto t0 = std::chrono::steady_clock::now();
-        auto table = maglev::build_table(input);
+        auto ring = datapath::build_ring(members);
         build_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                         .count();
-        if (!table) throw Failure("build the Maglev table: " + table.error().message);
-        ring_.assign(table->table.size(), 0);
-        std::transform(table->table.begin(), table->table.end(), ring_.begin(),
-                       [&](std::uint32_t index) { return ids.at(index); });
+        if (!ring) throw Failure(ring.error().message());
+        ring_ = ring->slots;
         slots_.assign(backends_.size(), 0);
-        for (std::size_t i = 0; i < ids.size(); ++i)
+        for (std::size_t i = 0; i < members.size(); ++i)
             for (std::size_t b = 0; b < backends_.size(); ++b)
-                if (backends_[b].id == ids[i]) slots_[b] = table->slots_per_backend[i];
-        checksum_ = table->checksum;
+                if (backends_[b].id == members[i].backend_id) slots_[b] = ring->slots_per_member[i];
+        checksum_ = ring->checksum;
 
         must(bpf::publish_ring(lb().rings().fd(), kVipId, ring_), "publish the VIP's ring");
         auto live = must(bpf::read_ring(lb().rings().fd(), kVipId), "read the VIP's ring back");
@@ -373,20 +352,12 @@ private:
 
     std::uint64_t outcome_count(std::uint32_t code) {
         auto per_cpu = must(lb().outcomes().get_per_cpu(code), "read the outcome counters");
-        return bpf::sum_per_cpu(per_cpu, [](std::uint64_t v) { return v; });
+        return datapath::sum_per_cpu(per_cpu);
     }
 
     xlb_vip_stats vip_stats() {
         auto per_cpu = must(lb().vip_stats().get_per_cpu(kVipId), "read the VIP's counters");
-        xlb_vip_stats total{};
-        for (const xlb_vip_stats& v : per_cpu) {
-            total.packets += v.packets;
-            total.bytes += v.bytes;
-            total.new_flows += v.new_flows;
-            total.conntrack_hits += v.conntrack_hits;
-            total.drops += v.drops;
-        }
-        return total;
+        return datapath::sum_per_cpu(per_cpu);
     }
 
     // Sends `count` new TCP connections (SYN) and prints where they went.
@@ -482,28 +453,16 @@ private:
             "connections",
             lb().prog_fd(), sizes.max_vips, sizes.max_backends, sizes.conntrack_entries));
 
-        config_ = xlb_config{};
-        config_.magic = XLB_CONFIG_MAGIC;
-        config_.version = XLB_CONFIG_VERSION;
-        config_.hash_seed = test::kHashSeed;
-        test::kEncapSrcV4.to_words(&config_.src_v4);
-        test::kEncapSrcV6.to_words(config_.src_v6);
-        config_.src_v4_prefix_len = 32;
-        config_.src_v6_prefix_len = 128;
-        std::memcpy(config_.next_hop_mac, test::kNextHopMac.data(), 6);
-        config_.mtu = test::kLinkMtu;
+        config_ = test::bench_config();
         must(lb().config().put(0, config_), "write the configuration");
         check(outcome_count(XLB_OUT_PASS_NO_CONFIG) == 0, "fresh program already counted packets");
         ok(fmt::format("config: hash seed 0x{:08x}, outer source {}, next hop {}, MTU {}",
                        config_.hash_seed, test::kEncapSrcV4.to_string(),
                        net::mac_to_string(test::kNextHopMac), config_.mtu));
 
-        xlb_vip_key vip{};
-        test::kVipV4.to_words(vip.addr);
-        vip.port = htons(kVipPort);
-        vip.proto = test::kProtoTcp;
-        vip.family = XLB_FAMILY_V4;
-        must(lb().vips().put(vip, xlb_vip_value{kVipId, 0}), "add the VIP");
+        must(lb().vips().put(datapath::vip_key(test::kVipV4, kVipPort, test::kProtoTcp),
+                             xlb_vip_value{kVipId, 0}),
+             "add the VIP");
         ok(fmt::format("VIP {}:{}/tcp added as VIP id {} (connection tracking on, 5-tuple hash)",
                        test::kVipV4.to_string(), kVipPort, kVipId));
 
@@ -519,7 +478,7 @@ private:
         for (std::size_t b = 0; b < backends_.size(); ++b) {
             const DemoBackend& be = backends_[b];
             rows.push_back({fmt::format("{}", be.id), be.address.to_string(),
-                            net::Endpoint{be.address, kVipPort}.to_string(),
+                            datapath::maglev_identity(be.address, ""),
                             fmt::format("{}", be.weight), fmt::format("{}", be.generation),
                             fmt::format("{}", slots_[b]), percent(slots_[b], double(ring_.size())),
                             percent(be.weight, weight_sum)});
@@ -541,11 +500,8 @@ private:
     }
 
     void write_backend(const DemoBackend& b) {
-        xlb_backend value{};
-        b.address.to_words(value.addr);
-        value.family = XLB_FAMILY_V4;
-        value.generation = b.generation;
-        must(lb().backends().put(b.id, value), fmt::format("write backend {}", b.id));
+        must(lb().backends().put(b.id, datapath::backend_entry(b.address, b.generation)),
+             fmt::format("write backend {}", b.id));
     }
 
     void step_balance() {
@@ -601,7 +557,7 @@ private:
         std::uint32_t recorded = 0;
         for (const Established& c : conns) {
             auto entry =
-                must(lb().conntrack().get(flow_key_of(c.flow)), "read the connection table");
+                must(lb().conntrack().get(test::flow_key(c.flow)), "read the connection table");
             if (entry && entry->backend_id == c.before && entry->generation == 1) ++recorded;
         }
         check(recorded == conns.size(),
@@ -689,7 +645,7 @@ private:
         std::uint32_t stale_left = 0;
         for (const Established& c : conns) {
             auto entry =
-                must(lb().conntrack().get(flow_key_of(c.flow)), "read the connection table");
+                must(lb().conntrack().get(test::flow_key(c.flow)), "read the connection table");
             if (!entry || entry->backend_id == kRemoved) ++stale_left;
         }
         check(stale_left == 0, fmt::format("{} connection-table entries still name backend {}",
@@ -784,8 +740,7 @@ private:
                                                   xdp_action_name(out.action)));
         auto per_cpu = must(decap.outcomes().get_per_cpu(XLB_DECAP_OUT_DECAPSULATED),
                             "read the decapsulator's counters");
-        const std::uint64_t decapsulated =
-            bpf::sum_per_cpu(per_cpu, [](std::uint64_t v) { return v; });
+        const std::uint64_t decapsulated = datapath::sum_per_cpu(per_cpu);
         check(decapsulated == 1,
               fmt::format("the decapsulator counted {} decapsulations, expected 1", decapsulated));
 

@@ -27,32 +27,12 @@
 #include "xlb/control/data_plane.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/health/engine.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
 
 namespace xlb::agent {
-
-xlb_config make_datapath_config(const config::Settings& s, const net::MacAddress& next_hop) {
-    xlb_config cfg{};
-    cfg.magic = XLB_CONFIG_MAGIC;
-    cfg.version = XLB_CONFIG_VERSION;
-    cfg.hash_seed = s.hash_seed;
-    if (s.icmp_too_big) cfg.flags |= XLB_CFG_F_ICMP_TOO_BIG;
-    if (s.encap_source.ipv4) {
-        __be32 words[4];
-        s.encap_source.ipv4->to_words(words);
-        cfg.src_v4 = words[0];
-        cfg.src_v4_prefix_len = s.encap_source.ipv4_prefix_len;
-    } else {
-        cfg.src_v4_prefix_len = 32;
-    }
-    if (s.encap_source.ipv6) s.encap_source.ipv6->to_words(cfg.src_v6);
-    cfg.src_v6_prefix_len = s.encap_source.ipv6 ? s.encap_source.ipv6_prefix_len : 128;
-    std::memcpy(cfg.next_hop_mac, next_hop.data(), next_hop.size());
-    cfg.mtu = s.mtu;
-    return cfg;
-}
 
 void apply_overrides(const AgentOptions& o, config::Settings& s) {
     if (o.interface) s.interface = *o.interface;
@@ -171,7 +151,7 @@ private:
 };
 
 std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddress& mac) {
-    auto ok = lb_->config().put(0, make_datapath_config(config_.settings, mac));
+    auto ok = lb_->config().put(0, datapath::make_config(config_.settings, mac));
     if (!ok) return std::unexpected(ok.error().message());
     mac_ = mac;
     return {};

@@ -2,6 +2,7 @@
 #include "xlb/api/data_plane_view.h"
 
 #include "xlb/bpf/programs.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/bpf/ring.h"
 
 namespace xlb::api {
@@ -16,7 +17,7 @@ bpf::Result<OutcomeCounts> BpfDataPlaneView::outcomes() const {
     for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i) {
         auto per_cpu = map.get_per_cpu(i);
         if (!per_cpu) return std::unexpected(per_cpu.error());
-        out[i] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+        out[i] = datapath::sum_per_cpu(*per_cpu);
     }
     return out;
 }
@@ -24,26 +25,13 @@ bpf::Result<OutcomeCounts> BpfDataPlaneView::outcomes() const {
 bpf::Result<xlb_vip_stats> BpfDataPlaneView::vip_stats(std::uint32_t vip_id) const {
     auto per_cpu = program_.vip_stats().get_per_cpu(vip_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());
-    xlb_vip_stats total{};
-    for (const xlb_vip_stats& s : *per_cpu) {
-        total.packets += s.packets;
-        total.bytes += s.bytes;
-        total.new_flows += s.new_flows;
-        total.conntrack_hits += s.conntrack_hits;
-        total.drops += s.drops;
-    }
-    return total;
+    return datapath::sum_per_cpu(*per_cpu);
 }
 
 bpf::Result<xlb_backend_stats> BpfDataPlaneView::backend_stats(std::uint32_t backend_id) const {
     auto per_cpu = program_.backend_stats().get_per_cpu(backend_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());
-    xlb_backend_stats total{};
-    for (const xlb_backend_stats& s : *per_cpu) {
-        total.packets += s.packets;
-        total.bytes += s.bytes;
-    }
-    return total;
+    return datapath::sum_per_cpu(*per_cpu);
 }
 
 const char* outcome_name(std::uint32_t outcome) {

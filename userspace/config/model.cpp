@@ -72,6 +72,12 @@ std::string VipKey::to_string() const {
     return net::Endpoint{address, port}.to_string() + "/" + config::to_string(protocol);
 }
 
+std::string maglev_identity(const net::IpAddress& address, std::string_view hash_key) {
+    return hash_key.empty() ? address.to_string() : std::string(hash_key);
+}
+
+std::string BackendSpec::identity() const { return maglev_identity(address, hash_key); }
+
 std::string VipSpec::key() const { return vip_key().to_string(); }
 
 const BackendSpec* VipSpec::find_backend(const net::IpAddress& a) const {

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/control/reconciler.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstring>
 #include <set>
 #include <string_view>
 #include <unordered_map>
+
+#include "xlb/datapath/setup.h"
 
 namespace xlb::control {
 namespace {
@@ -25,20 +25,6 @@ std::set<net::IpAddress> addresses_of(const config::VipSpec& spec, bool with_dis
     for (const config::BackendSpec& b : spec.backends)
         if (with_disabled || b.state != config::AdminState::kDisabled) out.insert(b.address);
     return out;
-}
-
-xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation) {
-    xlb_backend be{};
-    address.to_words(be.addr);
-    be.family = address.family;
-    be.generation = generation;
-    return be;
-}
-
-xlb_backend released_entry(std::uint32_t generation) {
-    xlb_backend be{};
-    be.generation = generation;
-    return be;
 }
 
 bool same_observation(const ObservedBackend& a, const ObservedBackend& b) {
@@ -269,23 +255,6 @@ std::vector<ObservedBackend> Reconciler::observed_for(const config::VipSpec& spe
     return out;
 }
 
-xlb_vip_key Reconciler::vip_map_key(const config::VipSpec& spec) {
-    xlb_vip_key key{};
-    spec.address.to_words(key.addr);
-    key.port = htons(spec.port);
-    key.proto = static_cast<std::uint8_t>(spec.protocol);
-    key.family = spec.address.family;
-    return key;
-}
-
-xlb_vip_value Reconciler::vip_map_value(const config::VipSpec& spec, std::uint32_t vip_id) {
-    xlb_vip_value value{};
-    value.vip_id = vip_id;
-    if (!spec.conntrack) value.flags |= XLB_VIP_F_NO_CONNTRACK;
-    if (spec.hash == config::HashMode::kSourceIp) value.flags |= XLB_VIP_F_HASH_SRC_ONLY;
-    return value;
-}
-
 void Reconciler::refresh_memo(VipState& v) {
     BackendMemo& memo = v.memo;
     const std::size_t n = v.spec.backends.size();
@@ -316,7 +285,8 @@ bpf::Result<void> Reconciler::ensure_backend_entries(const std::string& vip_key,
         if (!ref) return bpf::fail(ENOSPC, ref.error());
         // first sight in this process: (re)write the entry; a restored
         // assignment writes the same id and generation the map already holds
-        auto ok = data_plane_.put_backend(ref->id, backend_entry(b.address, ref->generation));
+        auto ok =
+            data_plane_.put_backend(ref->id, datapath::backend_entry(b.address, ref->generation));
         if (!ok) return ok;
         v.applied[b.address] = AppliedBackend{ref->id, true};
         v.memo.ids[i] = ref->id;
@@ -334,7 +304,8 @@ bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
         if (applied->second.live && !p.live) {
             // its recorded flows must re-pick from the (already live) new ring
             BackendRef ref = registry_.bump_generation(key, b.address);
-            auto ok = data_plane_.put_backend(ref.id, backend_entry(b.address, ref.generation));
+            auto ok =
+                data_plane_.put_backend(ref.id, datapath::backend_entry(b.address, ref.generation));
             if (!ok) return ok;
         }
         applied->second.live = p.live;
@@ -371,7 +342,8 @@ bpf::Result<void> Reconciler::release_removed_backends(VipState& v) {
     if (!gone.empty()) v.memo = {};
     for (const net::IpAddress& address : gone) {
         if (auto released = registry_.release_backend(key, address)) {
-            auto ok = data_plane_.put_backend(released->id, released_entry(released->generation));
+            auto ok = data_plane_.put_backend(
+                released->id, datapath::released_backend_entry(released->generation));
             if (!ok) return ok;
         }
         v.applied.erase(address);
@@ -383,7 +355,7 @@ bpf::Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
     auto vip_id = registry_.find_vip(key);
     if (v.vip_entry_written) {
         // packets for the address go to the kernel from here on
-        auto ok = data_plane_.remove_vip(vip_map_key(v.spec));
+        auto ok = data_plane_.remove_vip(datapath::vip_key(v.spec));
         if (!ok) return ok;
         v.vip_entry_written = false;
     }
@@ -399,11 +371,11 @@ bpf::Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
 }
 
 bpf::Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
-    const xlb_vip_value value = vip_map_value(v.spec, vip_id);
+    const xlb_vip_value value = datapath::vip_value(v.spec, vip_id);
     if (v.vip_entry_written && v.vip_value.vip_id == value.vip_id &&
         v.vip_value.flags == value.flags)
         return {};
-    auto ok = data_plane_.put_vip(vip_map_key(v.spec), value);
+    auto ok = data_plane_.put_vip(datapath::vip_key(v.spec), value);
     if (!ok) return ok;
     v.vip_entry_written = true;
     v.vip_value = value;

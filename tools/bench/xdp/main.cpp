@@ -49,15 +49,14 @@
 #include <string>
 #include <vector>
 
-#include "constants.h"
 #include "harness.h"
-#include "packet.h"
+#include "testbed.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
-#include "xlb/maglev/maglev.h"
 #include "xlb/net/address.h"
 
 namespace {
@@ -121,25 +120,15 @@ public:
     std::uint32_t ring_choice(std::uint32_t vip_id, const xlb_flow_key& key,
                               std::uint32_t vip_flags) const {
         const auto& ring = vip_id == kVipTcp6 ? ring_v6_ : ring_v4_;
-        const std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, test::kHashSeed);
-        return ring.at(xlb_ring_slot(hash, static_cast<std::uint32_t>(ring.size())) -
-                       XLB_RING_FIRST_SLOT);
+        return ring.at(xlb::datapath::ring_index(key, vip_flags, test::kHashSeed, ring.size()));
     }
 
     Counters counters() const {
         Counters c;
         for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o)
-            c.outcomes[o] = bpf::sum_per_cpu(must(lb_.outcomes().get_per_cpu(o)),
-                                             [](std::uint64_t v) { return v; });
-        for (std::uint32_t v = 0; v < kVipCount; ++v) {
-            for (const xlb_vip_stats& s : must(lb_.vip_stats().get_per_cpu(v))) {
-                c.vips[v].packets += s.packets;
-                c.vips[v].bytes += s.bytes;
-                c.vips[v].new_flows += s.new_flows;
-                c.vips[v].conntrack_hits += s.conntrack_hits;
-                c.vips[v].drops += s.drops;
-            }
-        }
+            c.outcomes[o] = xlb::datapath::sum_per_cpu(must(lb_.outcomes().get_per_cpu(o)));
+        for (std::uint32_t v = 0; v < kVipCount; ++v)
+            c.vips[v] = xlb::datapath::sum_per_cpu(must(lb_.vip_stats().get_per_cpu(v)));
         return c;
     }
 
@@ -174,17 +163,7 @@ public:
 
 private:
     void configure() {
-        xlb_config cfg{};
-        cfg.magic = XLB_CONFIG_MAGIC;
-        cfg.version = XLB_CONFIG_VERSION;
-        cfg.hash_seed = test::kHashSeed;
-        test::kEncapSrcV4.to_words(&cfg.src_v4);
-        test::kEncapSrcV6.to_words(cfg.src_v6);
-        cfg.src_v4_prefix_len = 32;
-        cfg.src_v6_prefix_len = 128;
-        std::memcpy(cfg.next_hop_mac, test::kNextHopMac.data(), 6);
-        cfg.mtu = test::kLinkMtu;
-        must(lb_.config().put(0, cfg));
+        must(lb_.config().put(0, test::bench_config()));
 
         // Backends from the benchmarking ranges: 198.18.0.0/15 (RFC 2544)
         // and 2001:db8:b::/64 (documentation).
@@ -195,13 +174,8 @@ private:
             backend_addr_[kFirstV6Backend + i] =
                 test::ip(fmt::format("2001:db8:b::{:x}", 0x100 + i).c_str());
         }
-        for (std::uint32_t id = 0; id < backend_addr_.size(); ++id) {
-            xlb_backend be{};
-            backend_addr_[id].to_words(be.addr);
-            be.family = backend_addr_[id].family;
-            be.generation = 1;
-            must(lb_.backends().put(id, be));
-        }
+        for (std::uint32_t id = 0; id < backend_addr_.size(); ++id)
+            must(lb_.backends().put(id, xlb::datapath::backend_entry(backend_addr_[id], 1)));
         ring_v4_ = publish_maglev(kVipTcp4, 0);
         ring_v6_ = publish_maglev(kVipTcp6, kFirstV6Backend);
         std::vector<std::uint32_t> copy = ring_v4_;
@@ -212,30 +186,21 @@ private:
         add_vip(test::kVipV4, kDnsPort, test::kProtoUdp, kVipUdp4NoCt, XLB_VIP_F_NO_CONNTRACK);
     }
 
-    // A ring of kBackendsPerFamily equal-weight backends built by the Maglev
-    // library (M = 65537), as backend ids per slot.
+    // The ring xlbd builds for kBackendsPerFamily equal-weight backends
+    // (xlb::datapath::build_ring, M = 65537), as backend ids per slot.
     std::vector<std::uint32_t> publish_maglev(std::uint32_t vip_id, std::uint32_t first_id) {
-        std::vector<xlb::maglev::Backend> input;
+        std::vector<xlb::datapath::RingMember> members;
         for (std::uint32_t i = 0; i < kBackendsPerFamily; ++i)
-            input.push_back(
-                {xlb::net::Endpoint{backend_addr_[first_id + i], test::kVipPort}.to_string(), 1});
-        auto table = xlb::maglev::build_table(input);
-        if (!table) throw Failure("build the Maglev table: " + table.error().message);
-        std::vector<std::uint32_t> ring(table->table.size());
-        std::transform(table->table.begin(), table->table.end(), ring.begin(),
-                       [&](std::uint32_t index) { return first_id + index; });
-        must(bpf::publish_ring(lb_.rings().fd(), vip_id, ring));
-        return ring;
+            members.push_back({first_id + i, backend_addr_[first_id + i], {}, 1});
+        auto ring = xlb::datapath::build_ring(members);
+        if (!ring) throw Failure(ring.error().message());
+        must(bpf::publish_ring(lb_.rings().fd(), vip_id, ring->slots));
+        return ring->slots;
     }
 
     void add_vip(const IpAddress& addr, std::uint16_t port, std::uint8_t proto,
                  std::uint32_t vip_id, std::uint32_t flags) {
-        xlb_vip_key key{};
-        addr.to_words(key.addr);
-        key.port = htons(port);
-        key.proto = proto;
-        key.family = addr.family;
-        must(lb_.vips().put(key, xlb_vip_value{vip_id, flags}));
+        must(lb_.vips().put(xlb::datapath::vip_key(addr, port, proto), xlb_vip_value{vip_id, flags}));
     }
 
     bpf::LbProgram lb_;
@@ -280,17 +245,6 @@ Bytes bench_frame(const test::Flow& flow) {
     return frame;
 }
 
-xlb_flow_key flow_key(const test::Flow& flow) {
-    xlb_flow_key key{};
-    flow.src.to_words(key.src);
-    flow.dst.to_words(key.dst);
-    key.sport = htons(flow.sport);
-    key.dport = htons(flow.dport);
-    key.proto = flow.proto;
-    key.family = flow.src.family;
-    return key;
-}
-
 std::vector<Case> make_cases() {
     using test::Flow;
     std::vector<Case> cases;
@@ -330,7 +284,7 @@ std::vector<Case> make_cases() {
 
 // The flow of the repetition that wrote `counter` at the case's vary offset.
 xlb_flow_key key_of_run(const Case& c, std::uint32_t counter) {
-    xlb_flow_key key = flow_key(c.flow);
+    xlb_flow_key key = test::flow_key(c.flow);
     if (c.vary_offset == kIpv4SrcOffset) key.src[0] = htonl(counter);
     return key;
 }
@@ -484,7 +438,7 @@ public:
     void warm_established() {
         for (Case& c : cases_) {
             if (c.kind != Path::kEstablished) continue;
-            const xlb_flow_key key = flow_key(c.flow);
+            const xlb_flow_key key = test::flow_key(c.flow);
             auto r = must(bpf::test_run_xdp(balancer_.lb().prog_fd(), c.frame));
             if (r.action != XDP_TX)
                 throw Failure(c.name + ": the warm-up packet was not forwarded");

@@ -28,10 +28,6 @@ struct AgentOptions {
     bool detach_on_exit = false;
 };
 
-// The data plane's global configuration from the settings and the next
-// hop's MAC. Pure.
-xlb_config make_datapath_config(const config::Settings& settings, const net::MacAddress& next_hop);
-
 // Applies the command-line overrides to settings read from the file.
 void apply_overrides(const AgentOptions& options, config::Settings& settings);
 

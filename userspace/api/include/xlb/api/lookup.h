@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which backend a new flow to a VIP gets: the same flow key, flow hash and
 // ring slot as the XDP program (bpf/xlb_lb.bpf.c), so `xlbctl lookup` and the
-// kernel agree. Pure functions; the ring comes from DataPlaneView::ring().
+// kernel agree: the flow key and the VIP's flags come from the data path's
+// set-up (xlb/datapath/setup.h), as the reconciler's do. Pure; the ring comes from DataPlaneView::ring().
 #pragma once
 
 #include <cstdint>
@@ -14,15 +15,6 @@
 #include "xlb/net/address.h"
 
 namespace xlb::api {
-
-// The XLB_VIP_F_* flags the reconciler writes for this VIP.
-std::uint32_t vip_flags(const config::VipSpec& vip);
-
-// The packet's flow key as the XDP parser fills it: src = client, dst = the
-// VIP's address, ports in network order, protocol and family; pad zero.
-// `dport` is the packet's destination port (the VIP's port unless the VIP is
-// a port wildcard).
-xlb_flow_key flow_key(const config::VipSpec& vip, const net::Endpoint& src, std::uint16_t dport);
 
 struct LookupResult {
     std::uint32_t hash = 0;                 // xlb_vip_flow_hash(key, flags, seed)

@@ -117,9 +117,16 @@ struct BackendSpec {
     std::string hash_key;
     bool operator==(const BackendSpec&) const = default;
 
-    // What Maglev hashes: hash_key, or the address in canonical text form.
-    std::string identity() const { return hash_key.empty() ? address.to_string() : hash_key; }
+    // What Maglev hashes: maglev_identity(address, hash_key).
+    std::string identity() const;
 };
+
+// A backend's Maglev identity: `hash_key` when set, else the address as
+// net::IpAddress::to_string() spells it ("10.0.0.1", "2001:db8::1"; no
+// port). A contract between LB hosts, pinned by a golden test
+// (tests/unit/datapath_test.cpp): every host must spell it the same. The
+// one definition; xlb::datapath re-exports it.
+std::string maglev_identity(const net::IpAddress& address, std::string_view hash_key);
 
 // A VIP's identity: what the data plane matches on.
 struct VipKey {

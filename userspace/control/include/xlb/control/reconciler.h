@@ -318,8 +318,6 @@ private:
     // epochs left to next_epoch - 1 + kEpochReserve, then writes the
     // journal once (nothing when no VIP is that low or no journal is set).
     void reserve_epochs(std::uint64_t low_water);
-    static xlb_vip_key vip_map_key(const config::VipSpec& spec);
-    static xlb_vip_value vip_map_value(const config::VipSpec& spec, std::uint32_t vip_id);
 
     DataPlane& data_plane_;
     Options options_;

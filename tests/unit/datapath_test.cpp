@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: Apache-2.0
+// The data path's set-up (xlb/datapath/setup.h): every builder field by field
+// and in byte order, the Maglev identity's spelling (a contract between LB
+// hosts), and the rings the demo and the XDP benchmark build being the ones
+// xlbd's reconciler publishes for the same backends.
+#include "xlb/datapath/setup.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "xlb/control/data_plane.h"
+#include "xlb/control/reconciler.h"
+#include "xlb/flow_hash.h"
+
+namespace xlb::datapath {
+namespace {
+
+net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
+
+// The bytes of a map field as the kernel sees them.
+template <typename T>
+std::vector<std::uint8_t> bytes_of(const T& v) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    return {p, p + sizeof(T)};
+}
+
+// ---- the Maglev identity: golden spellings --------------------------------
+
+TEST(MaglevIdentity, GoldenSpellings) {
+    // Changing any of these moves flows between backends on a mixed fleet of
+    // LB hosts: every host must spell a backend the same way.
+    EXPECT_EQ(maglev_identity(ip("10.0.0.1"), ""), "10.0.0.1");
+    EXPECT_EQ(maglev_identity(ip("203.0.113.11"), ""), "203.0.113.11");
+    EXPECT_EQ(maglev_identity(ip("2001:db8::1"), ""), "2001:db8::1");
+    EXPECT_EQ(maglev_identity(ip("2001:0DB8:0000:0000:0000:0000:0000:0001"), ""), "2001:db8::1");
+    EXPECT_EQ(maglev_identity(ip("2001:db8:0:0:1:0:0:1"), ""), "2001:db8::1:0:0:1");
+    EXPECT_EQ(maglev_identity(ip("2001:db8:0:1:1:1:1:1"), ""), "2001:db8:0:1:1:1:1:1");
+    EXPECT_EQ(maglev_identity(ip("2001:db8:b::100"), ""), "2001:db8:b::100");
+    EXPECT_EQ(maglev_identity(ip("::1"), ""), "::1");
+    EXPECT_EQ(maglev_identity(ip("fe80::"), ""), "fe80::");
+    EXPECT_EQ(maglev_identity(ip("::ffff:192.0.2.1"), ""), "::ffff:192.0.2.1");
+    // hash_key wins, verbatim, whatever the address
+    EXPECT_EQ(maglev_identity(ip("10.0.0.1"), "web-1"), "web-1");
+    EXPECT_EQ(maglev_identity(ip("2001:db8::1"), "rack7/web 1"), "rack7/web 1");
+}
+
+TEST(MaglevIdentity, IsWhatTheConfigurationsBackendHashes) {
+    config::BackendSpec b;
+    b.address = ip("2001:db8::a");
+    EXPECT_EQ(b.identity(), maglev_identity(b.address, ""));
+    b.hash_key = "db-primary";
+    EXPECT_EQ(b.identity(), "db-primary");
+}
+
+// ---- the builders ----------------------------------------------------------
+
+TEST(DatapathSetup, ConfigFromSettings) {
+    config::Settings s;
+    s.hash_seed = 0x01020304;
+    s.mtu = 9000;
+    s.icmp_too_big = true;
+    s.encap_source.ipv4 = ip("203.0.113.0");
+    s.encap_source.ipv4_prefix_len = 24;
+    s.encap_source.ipv6 = ip("2001:db8:e::");
+    s.encap_source.ipv6_prefix_len = 112;
+    const net::MacAddress mac{0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
+    const xlb_config c = make_config(s, mac);
+    EXPECT_EQ(c.magic, XLB_CONFIG_MAGIC);
+    EXPECT_EQ(c.version, XLB_CONFIG_VERSION);
+    EXPECT_EQ(c.hash_seed, 0x01020304u);
+    EXPECT_EQ(c.flags, static_cast<std::uint32_t>(XLB_CFG_F_ICMP_TOO_BIG));
+    EXPECT_EQ(c.src_v4, htonl(0xcb007100));  // 203.0.113.0, network order
+    EXPECT_EQ(c.src_v4_prefix_len, 24);
+    EXPECT_EQ(c.src_v6[0], htonl(0x20010db8));
+    EXPECT_EQ(c.src_v6[1], htonl(0x000e0000));
+    EXPECT_EQ(c.src_v6[2], 0u);
+    EXPECT_EQ(c.src_v6[3], 0u);
+    EXPECT_EQ(c.src_v6_prefix_len, 112);
+    EXPECT_EQ(std::vector<std::uint8_t>(c.next_hop_mac, c.next_hop_mac + 6),
+              std::vector<std::uint8_t>(mac.begin(), mac.end()));
+    EXPECT_EQ(c.mtu, 9000);
+
+    config::Settings bare;  // no sources: 0 with a full prefix; ICMP off
+    bare.icmp_too_big = false;
+    const xlb_config b = make_config(bare, mac);
+    EXPECT_EQ(b.flags, 0u);
+    EXPECT_EQ(b.src_v4, 0u);
+    EXPECT_EQ(b.src_v4_prefix_len, 32);
+    EXPECT_EQ(b.src_v6_prefix_len, 128);
+}
+
+TEST(DatapathSetup, VipKeyValueAndFlags) {
+    config::VipSpec v;
+    v.address = ip("198.51.100.10");
+    v.port = 443;
+    v.protocol = config::Protocol::kUdp;
+    const xlb_vip_key k = vip_key(v);
+    EXPECT_EQ(k.addr[0], htonl(0xc633640a));
+    EXPECT_EQ(k.addr[1] | k.addr[2] | k.addr[3], 0u);
+    EXPECT_EQ(bytes_of(k.port), (std::vector<std::uint8_t>{0x01, 0xbb}));  // 443, big-endian
+    EXPECT_EQ(k.proto, 17);
+    EXPECT_EQ(k.family, XLB_FAMILY_V4);
+    EXPECT_EQ(bytes_of(k), bytes_of(vip_key(ip("198.51.100.10"), 443, 17)));
+
+    const xlb_vip_key k6 = vip_key(ip("2001:db8:f::10"), 0, 6);
+    EXPECT_EQ(k6.addr[0], htonl(0x20010db8));
+    EXPECT_EQ(k6.addr[1], htonl(0x000f0000));
+    EXPECT_EQ(k6.addr[3], htonl(0x10));
+    EXPECT_EQ(k6.port, 0);
+    EXPECT_EQ(k6.family, XLB_FAMILY_V6);
+
+    EXPECT_EQ(vip_flags(v), 0u);
+    v.conntrack = false;
+    EXPECT_EQ(vip_flags(v), static_cast<std::uint32_t>(XLB_VIP_F_NO_CONNTRACK));
+    v.hash = config::HashMode::kSourceIp;
+    EXPECT_EQ(vip_flags(v), static_cast<std::uint32_t>(XLB_VIP_F_NO_CONNTRACK | XLB_VIP_F_HASH_SRC_ONLY));
+    const xlb_vip_value value = vip_value(v, 7);
+    EXPECT_EQ(value.vip_id, 7u);
+    EXPECT_EQ(value.flags, vip_flags(v));
+}
+
+TEST(DatapathSetup, FlowKey) {
+    const xlb_flow_key k = flow_key(net::Endpoint{ip("192.0.2.7"), 40000},
+                                    net::Endpoint{ip("198.51.100.10"), 80}, 6);
+    EXPECT_EQ(k.src[0], htonl(0xc0000207));
+    EXPECT_EQ(k.dst[0], htonl(0xc633640a));
+    EXPECT_EQ(k.src[1] | k.src[2] | k.src[3] | k.dst[1] | k.dst[2] | k.dst[3], 0u);
+    EXPECT_EQ(bytes_of(k.sport), (std::vector<std::uint8_t>{0x9c, 0x40}));  // 40000
+    EXPECT_EQ(bytes_of(k.dport), (std::vector<std::uint8_t>{0x00, 0x50}));  // 80
+    EXPECT_EQ(k.proto, 6);
+    EXPECT_EQ(k.family, XLB_FAMILY_V4);
+    EXPECT_EQ(k.pad[0] | k.pad[1], 0);
+
+    config::VipSpec v;
+    v.address = ip("2001:db8:f::10");
+    v.port = 0;  // wildcard: the packet's port
+    v.protocol = config::Protocol::kTcp;
+    const net::Endpoint client{ip("2001:db8:c::10"), 50000};
+    const xlb_flow_key k6 = flow_key(v, client, 8443);
+    EXPECT_EQ(bytes_of(k6), bytes_of(flow_key(client, net::Endpoint{v.address, 8443}, 6)));
+    EXPECT_EQ(k6.family, XLB_FAMILY_V6);
+    EXPECT_EQ(k6.dst[3], htonl(0x10));
+    EXPECT_EQ(bytes_of(k6.dport), (std::vector<std::uint8_t>{0x20, 0xfb}));
+}
+
+TEST(DatapathSetup, BackendEntries) {
+    const xlb_backend be = backend_entry(ip("2001:db8:b::11"), 3);
+    EXPECT_EQ(be.addr[0], htonl(0x20010db8));
+    EXPECT_EQ(be.addr[1], htonl(0x000b0000));
+    EXPECT_EQ(be.addr[3], htonl(0x11));
+    EXPECT_EQ(be.family, XLB_FAMILY_V6);
+    EXPECT_EQ(be.generation, 3u);
+    const xlb_backend v4 = backend_entry(ip("203.0.113.11"), 1);
+    EXPECT_EQ(v4.addr[0], htonl(0xcb00710b));
+    EXPECT_EQ(v4.family, XLB_FAMILY_V4);
+    const xlb_backend gone = released_backend_entry(4);
+    EXPECT_EQ(bytes_of(gone), bytes_of(xlb_backend{.generation = 4}));
+    EXPECT_EQ(gone.family, 0);
+}
+
+TEST(DatapathSetup, RingIndexIsTheProgramsSlot) {
+    const xlb_flow_key k = flow_key(net::Endpoint{ip("192.0.2.7"), 40000},
+                                    net::Endpoint{ip("198.51.100.10"), 80}, 6);
+    const std::uint32_t seed = 0x5eed1234;
+    EXPECT_EQ(ring_index(k, 0, seed, 251), xlb_flow_hash(&k, seed) % 251);
+    EXPECT_EQ(ring_index(k, XLB_VIP_F_HASH_SRC_ONLY, seed, 251),
+              xlb_flow_hash_src(&k, seed) % 251);
+}
+
+TEST(DatapathSetup, SumsPerCpu) {
+    const std::vector<std::uint64_t> counts{1, 2, 40};
+    EXPECT_EQ(sum_per_cpu(counts), 43u);
+    const std::vector<xlb_vip_stats> vips{{1, 10, 2, 3, 4}, {5, 50, 6, 7, 8}};
+    const xlb_vip_stats v = sum_per_cpu(vips);
+    EXPECT_EQ(v.packets, 6u);
+    EXPECT_EQ(v.bytes, 60u);
+    EXPECT_EQ(v.new_flows, 8u);
+    EXPECT_EQ(v.conntrack_hits, 10u);
+    EXPECT_EQ(v.drops, 12u);
+    const std::vector<xlb_backend_stats> backends{{1, 100}, {2, 200}, {3, 300}};
+    const xlb_backend_stats b = sum_per_cpu(backends);
+    EXPECT_EQ(b.packets, 6u);
+    EXPECT_EQ(b.bytes, 600u);
+    EXPECT_EQ(sum_per_cpu(std::vector<std::uint64_t>{}), 0u);
+}
+
+TEST(DatapathSetup, BuildRingMapsSlotsToBackendIds) {
+    const std::vector<RingMember> members{{7, ip("10.0.0.1"), "", 1}, {9, ip("10.0.0.2"), "", 3}};
+    auto ring = build_ring(members, 251);
+    ASSERT_TRUE(ring) << ring.error().message();
+    ASSERT_EQ(ring->slots.size(), 251u);
+    std::map<std::uint32_t, std::uint32_t> count;
+    for (std::uint32_t id : ring->slots) ++count[id];
+    EXPECT_EQ(count.size(), 2u);
+    EXPECT_EQ(count[7], ring->slots_per_member[0]);
+    EXPECT_EQ(count[9], ring->slots_per_member[1]);
+    EXPECT_GT(count[9], 2 * count[7]);
+    EXPECT_FALSE(build_ring(members, 250)) << "250 is no prime";
+}
+
+// ---- the demo's and the benchmark's rings are xlbd's ----------------------
+
+// Keeps the reconciler's writes: backend entries by id, rings by VIP id.
+class RecordingDataPlane : public control::DataPlane {
+public:
+    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+        backends[id] = be;
+        return {};
+    }
+    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& u) override {
+        for (const control::RingUpdate& r : u) rings[r.vip_id] = r.backend_ids;
+        const auto now = std::chrono::steady_clock::now();
+        return control::PublishTiming{now, now};
+    }
+    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+        rings.erase(vip_id);
+        return {};
+    }
+    std::map<std::uint32_t, xlb_backend> backends;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+};
+
+// The ring as backend addresses, slot by slot: ids differ between builders.
+std::vector<net::IpAddress> addresses(const std::vector<std::uint32_t>& slots,
+                                      const std::map<std::uint32_t, net::IpAddress>& by_id) {
+    std::vector<net::IpAddress> out;
+    out.reserve(slots.size());
+    for (std::uint32_t id : slots) out.push_back(by_id.at(id));
+    return out;
+}
+
+// What xlbd publishes for one VIP with these backends, all healthy (no
+// health check), as addresses per slot.
+std::vector<net::IpAddress> published_by_xlbd(const std::vector<RingMember>& members) {
+    config::VipSpec vip;
+    vip.address = ip("198.51.100.10");
+    vip.port = 80;
+    vip.health_check.type = config::HealthCheckType::kNone;
+    vip.slow_start.window = config::Duration{0};
+    for (const RingMember& m : members) {
+        config::BackendSpec b;
+        b.address = m.address;
+        b.weight = m.weight;
+        b.hash_key = m.hash_key;
+        vip.backends.push_back(b);
+    }
+    RecordingDataPlane dp;
+    control::Reconciler rec{dp, {16, 1024}};
+    rec.set_vips({vip});
+    for (int i = 0; i < 100 && dp.rings.empty(); ++i) {
+        auto r = rec.reconcile(control::Clock::now());
+        EXPECT_TRUE(r) << r.error().message();
+        if (dp.rings.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(dp.rings.size(), 1u);
+    if (dp.rings.empty()) return {};
+    std::map<std::uint32_t, net::IpAddress> by_id;
+    for (const auto& [id, be] : dp.backends)
+        by_id[id] = net::IpAddress::from_words(be.addr, be.family);
+    return addresses(dp.rings.begin()->second, by_id);
+}
+
+std::vector<net::IpAddress> built_by_tools(const std::vector<RingMember>& members) {
+    auto ring = build_ring(members);
+    EXPECT_TRUE(ring) << ring.error().message();
+    if (!ring) return {};
+    std::map<std::uint32_t, net::IpAddress> by_id;
+    for (const RingMember& m : members) by_id[m.backend_id] = m.address;
+    return addresses(ring->slots, by_id);
+}
+
+TEST(ToolRings, TheDemosRingIsTheOneXlbdPublishes) {
+    // xlb-demo: three IPv4 backends weighted 1:1:2, ids 1-3.
+    const std::vector<RingMember> demo{{1, ip("203.0.113.11"), "", 1},
+                                       {2, ip("203.0.113.12"), "", 1},
+                                       {3, ip("203.0.113.13"), "", 2}};
+    const auto tools = built_by_tools(demo);
+    ASSERT_EQ(tools.size(), maglev::kDefaultRingSize);
+    EXPECT_TRUE(tools == published_by_xlbd(demo));
+}
+
+TEST(ToolRings, TheBenchmarksRingsAreTheOnesXlbdPublishes) {
+    // xlb-bench-xdp: 100 equal-weight backends per family, 198.18.0.1... and
+    // 2001:db8:b::100...
+    for (const bool v6 : {false, true}) {
+        std::vector<RingMember> bench;
+        for (std::uint32_t i = 0; i < 100; ++i) {
+            char text[64];
+            if (v6)
+                std::snprintf(text, sizeof text, "2001:db8:b::%x", 0x100 + i);
+            else
+                std::snprintf(text, sizeof text, "198.18.0.%u", 1 + i);
+            bench.push_back({i, ip(text), "", 1});
+        }
+        const auto tools = built_by_tools(bench);
+        ASSERT_EQ(tools.size(), maglev::kDefaultRingSize);
+        EXPECT_TRUE(tools == published_by_xlbd(bench)) << (v6 ? "IPv6" : "IPv4");
+    }
+}
+
+TEST(ToolRings, HashKeysAreHonouredAlike) {
+    const std::vector<RingMember> keyed{{1, ip("203.0.113.11"), "web-a", 1},
+                                        {2, ip("2001:db8:b::12"), "web-b", 1}};
+    EXPECT_TRUE(built_by_tools(keyed) == published_by_xlbd(keyed));
+}
+
+}  // namespace
+}  // namespace xlb::datapath

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// The data path's set-up: one builder for every value of the ABI
+// (include/xlb/abi.h) that userspace writes into the BPF maps or computes as
+// the program does, and the sums of the per-CPU counters. Used by xlbd (the
+// agent and the reconciler), `xlbctl lookup`, xlb-demo, xlb-bench-xdp and
+// the tests, so that none of them spells a key, a flag or a Maglev identity
+// its own way. Pure functions, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/config/model.h"
+#include "xlb/error.h"
+#include "xlb/maglev/maglev.h"
+#include "xlb/net/address.h"
+
+namespace xlb::datapath {
+
+// A backend's Maglev identity, what the table is built from: its hash_key
+// when set, else its address in the text form of net::IpAddress::to_string()
+// ("10.0.0.1", "2001:db8::1", no port). A contract between LB hosts: every
+// host must spell it the same, or their tables (and flows' backends) differ.
+// Defined next to config::BackendSpec, whose identity() is this.
+using config::maglev_identity;
+
+// The data plane's global configuration (map XLB_MAP_CONFIG, key 0) from the
+// settings and the next hop's MAC. No encapsulation source for a family: the
+// address 0 with a full-length prefix.
+xlb_config make_config(const config::Settings& settings, const net::MacAddress& next_hop);
+
+// A VIP's key in XLB_MAP_VIPS: address, port (network order; 0: every
+// port), IP protocol number, family.
+xlb_vip_key vip_key(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol);
+xlb_vip_key vip_key(const config::VipSpec& vip);
+// XLB_VIP_F_* of a VIP: no connection table, source-only hash.
+std::uint32_t vip_flags(const config::VipSpec& vip);
+xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id);
+
+// A flow's key (connection table, flow hash): as the program fills it from a
+// packet, ports in network order, the family of the source.
+xlb_flow_key flow_key(const net::Endpoint& src, const net::Endpoint& dst, std::uint8_t protocol);
+// A client's flow to a VIP on `dport` (the VIP's own port unless it is a
+// wildcard): what `xlbctl lookup` computes.
+xlb_flow_key flow_key(const config::VipSpec& vip, const net::Endpoint& src, std::uint16_t dport);
+
+// A backend's entry in XLB_MAP_BACKENDS; a released id keeps only its
+// generation (family 0: the program drops what still names it).
+xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation);
+xlb_backend released_backend_entry(std::uint32_t generation);
+
+// One backend of a ring: its id in XLB_MAP_BACKENDS, its identity's parts
+// and its weight.
+struct RingMember {
+    std::uint32_t backend_id = 0;
+    net::IpAddress address;
+    std::string hash_key;  // empty: the address
+    std::uint32_t weight = 1;
+};
+
+struct Ring {
+    std::vector<std::uint32_t> slots;             // backend id per slot, as published
+    std::vector<std::uint32_t> slots_per_member;  // parallel to the members
+    std::uint64_t checksum = 0;                   // maglev::Table::checksum
+};
+
+// The Maglev ring of the members, keyed by maglev_identity(): the table xlbd
+// publishes for the same backends and weights.
+Result<Ring> build_ring(std::span<const RingMember> members,
+                        std::uint32_t ring_size = maglev::kDefaultRingSize);
+
+// The slot the program reads for a flow (flow hash with the VIP's flags and
+// the seed, then xlb_ring_slot), as an index into Ring::slots.
+std::uint32_t ring_index(const xlb_flow_key& key, std::uint32_t vip_flags, std::uint32_t hash_seed,
+                         std::size_t ring_size);
+
+// Sums of per-CPU values as the map lookups return them (one per CPU).
+std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu);
+xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu);
+xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu);
+
+}  // namespace xlb::datapath

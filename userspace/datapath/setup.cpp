@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/datapath/setup.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "xlb/flow_hash.h"
+
+namespace xlb::datapath {
+
+xlb_config make_config(const config::Settings& s, const net::MacAddress& next_hop) {
+    xlb_config cfg{};
+    cfg.magic = XLB_CONFIG_MAGIC;
+    cfg.version = XLB_CONFIG_VERSION;
+    cfg.hash_seed = s.hash_seed;
+    if (s.icmp_too_big) cfg.flags |= XLB_CFG_F_ICMP_TOO_BIG;
+    if (s.encap_source.ipv4) {
+        __be32 words[4];
+        s.encap_source.ipv4->to_words(words);
+        cfg.src_v4 = words[0];
+        cfg.src_v4_prefix_len = s.encap_source.ipv4_prefix_len;
+    } else {
+        cfg.src_v4_prefix_len = 32;
+    }
+    if (s.encap_source.ipv6) s.encap_source.ipv6->to_words(cfg.src_v6);
+    cfg.src_v6_prefix_len = s.encap_source.ipv6 ? s.encap_source.ipv6_prefix_len : 128;
+    std::memcpy(cfg.next_hop_mac, next_hop.data(), next_hop.size());
+    cfg.mtu = s.mtu;
+    return cfg;
+}
+
+xlb_vip_key vip_key(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol) {
+    xlb_vip_key key{};
+    address.to_words(key.addr);
+    key.port = htons(port);
+    key.proto = protocol;
+    key.family = address.family;
+    return key;
+}
+
+xlb_vip_key vip_key(const config::VipSpec& vip) {
+    return vip_key(vip.address, vip.port, static_cast<std::uint8_t>(vip.protocol));
+}
+
+std::uint32_t vip_flags(const config::VipSpec& vip) {
+    std::uint32_t flags = 0;
+    if (!vip.conntrack) flags |= XLB_VIP_F_NO_CONNTRACK;
+    if (vip.hash == config::HashMode::kSourceIp) flags |= XLB_VIP_F_HASH_SRC_ONLY;
+    return flags;
+}
+
+xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id) {
+    xlb_vip_value value{};
+    value.vip_id = vip_id;
+    value.flags = vip_flags(vip);
+    return value;
+}
+
+xlb_flow_key flow_key(const net::Endpoint& src, const net::Endpoint& dst, std::uint8_t protocol) {
+    xlb_flow_key key{};
+    src.address.to_words(key.src);
+    dst.address.to_words(key.dst);
+    key.sport = htons(src.port);
+    key.dport = htons(dst.port);
+    key.proto = protocol;
+    key.family = src.address.family;
+    return key;
+}
+
+xlb_flow_key flow_key(const config::VipSpec& vip, const net::Endpoint& src, std::uint16_t dport) {
+    return flow_key(src, net::Endpoint{vip.address, dport}, static_cast<std::uint8_t>(vip.protocol));
+}
+
+xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation) {
+    xlb_backend be{};
+    address.to_words(be.addr);
+    be.family = address.family;
+    be.generation = generation;
+    return be;
+}
+
+xlb_backend released_backend_entry(std::uint32_t generation) {
+    xlb_backend be{};
+    be.generation = generation;
+    return be;
+}
+
+Result<Ring> build_ring(std::span<const RingMember> members, std::uint32_t ring_size) {
+    std::vector<maglev::Backend> input;
+    input.reserve(members.size());
+    for (const RingMember& m : members)
+        input.push_back({maglev_identity(m.address, m.hash_key), m.weight});
+    maglev::BuildOptions options;
+    options.ring_size = ring_size;
+    auto table = maglev::build_table(input, options);
+    if (!table) return fail("build the Maglev table: " + table.error().message);
+    Ring ring;
+    ring.slots.reserve(table->table.size());
+    for (std::uint32_t index : table->table) ring.slots.push_back(members[index].backend_id);
+    ring.slots_per_member = std::move(table->slots_per_backend);
+    ring.checksum = table->checksum;
+    return ring;
+}
+
+std::uint32_t ring_index(const xlb_flow_key& key, std::uint32_t vip_flags, std::uint32_t hash_seed,
+                         std::size_t ring_size) {
+    const std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, hash_seed);
+    return xlb_ring_slot(hash, static_cast<std::uint32_t>(ring_size)) - XLB_RING_FIRST_SLOT;
+}
+
+std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu) {
+    std::uint64_t total = 0;
+    for (std::uint64_t v : per_cpu) total += v;
+    return total;
+}
+
+xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu) {
+    xlb_vip_stats total{};
+    for (const xlb_vip_stats& s : per_cpu) {
+        total.packets += s.packets;
+        total.bytes += s.bytes;
+        total.new_flows += s.new_flows;
+        total.conntrack_hits += s.conntrack_hits;
+        total.drops += s.drops;
+    }
+    return total;
+}
+
+xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu) {
+    xlb_backend_stats total{};
+    for (const xlb_backend_stats& s : per_cpu) {
+        total.packets += s.packets;
+        total.bytes += s.bytes;
+    }
+    return total;
+}
+
+}  // namespace xlb::datapath
