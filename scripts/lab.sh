@@ -8,7 +8,11 @@
 #   2001:db8:c::10     192.0.2.1        |-- lb   .2  / ::2   xlbd, xlb_lb in native XDP
 #                      2001:db8:c::1    |-- b1  .11  / ::11  xlb-decap, VIPs on lo, httpd
 #                                       |-- b2  .12  / ::12
-#                                       `-- b3  .13  / ::13  (--backends N: up to 9)
+#                                       `-- b3  .13  / ::13  (--backends N: 0 to 9)
+#
+# This script is the one definition of the lab: the demo, tests/e2e_tcp and,
+# through tests/support/lab.h (test::Lab), every other e2e suite build theirs
+# with it. The smallest lab (--backends 0 --no-client) is the LB and the router.
 #
 #   VIPs (routed by the router via the LB, never on-link):
 #     web    198.51.100.10:80   -> the backends' IPv4 addresses
@@ -32,9 +36,13 @@
 #   exec ROLE [--] CMD...  run CMD in a namespace (ROLE: client router lb b1..b9;
 #                 after --, options such as --help belong to CMD)
 #   api METHOD PATH [BODY]   call the agent's API on its Unix socket (curl)
+#   sweep     take down every lab whose --owner process is gone (labs of killed
+#             test runs); labs without an owner are never swept
 # Options:
 #   --prefix P     name prefix of everything (default xlab; [a-z0-9], 1-10 chars)
-#   --backends N   number of backend namespaces (default 3, 1-9)
+#   --backends N   number of backend namespaces (default 3, 0-9)
+#   --no-client    (up) no client namespace (a lab for the agent alone)
+#   --owner PID    (up) the process that owns the lab: sweep removes it once PID is gone
 #   --in-config N  how many of them the generated config lists (default: all, at most 3)
 #   --weights LIST weights of the configured backends (default 100,100,200)
 #   --build DIR    build directory with xlbd and xlb-decap (default: build)
@@ -45,7 +53,9 @@
 # Environment: XLBD, XLB_DECAP override the binaries' paths.
 #
 # Files: /run/xlb-lab/P/ (xlbd.yaml, state.json, xlbd.sock, logs, pids);
-# pins:  /sys/fs/bpf/xlb-lab-P/.
+# pins:  /sys/fs/bpf/xlb-lab-P/ (created by up).
+# The LB reaches the router (next hop 203.0.113.1, 2001:db8:b::1) at a fixed
+# MAC, 02:78:6c:62:00:01, with permanent neighbour entries: no ARP needed.
 # Backends' HTTP servers answer GET / with their name (b1, b2, ...), GET
 # /healthz with the status in /run/xlb-lab/P/health-NAME (default 200), and
 # GET /echo by echoing each line sent afterwards, prefixed with their name.
@@ -62,6 +72,8 @@ health=0
 via_vip=0
 panic_threshold=""
 start_agent=0
+client=1
+owner=""
 
 die() {
   echo "lab: $*" >&2
@@ -96,6 +108,8 @@ while [ $# -gt 0 ]; do
     --via-vip) via_vip=1; shift ;;
     --panic-threshold) panic_threshold="${2:?--panic-threshold needs a value}"; shift 2 ;;
     --agent) start_agent=1; shift ;;
+    --no-client) client=0; shift ;;
+    --owner) owner="${2:?--owner needs a value}"; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; args+=("$@"); break ;;
     *) args+=("$1"); shift ;;
@@ -103,10 +117,11 @@ while [ $# -gt 0 ]; do
 done
 
 [[ "${prefix}" =~ ^[a-z0-9]{1,10}$ ]] || die "--prefix: found '${prefix}', expected 1-10 characters a-z 0-9"
-[[ "${nbackends}" =~ ^[1-9]$ ]] || die "--backends: found '${nbackends}', expected 1-9"
+[[ "${nbackends}" =~ ^[0-9]$ ]] || die "--backends: found '${nbackends}', expected 0-9"
 [ -n "${in_config}" ] || in_config=$((nbackends < 3 ? nbackends : 3))
 [[ "${in_config}" =~ ^[0-9]$ ]] && [ "${in_config}" -le "${nbackends}" ] ||
   die "--in-config: found '${in_config}', expected 0-${nbackends}"
+[ -z "${owner}" ] || [[ "${owner}" =~ ^[1-9][0-9]*$ ]] || die "--owner: found '${owner}', expected a pid"
 [ -d "${build_dir}" ] || { [ -d "${repo_root}/${build_dir}" ] && build_dir="${repo_root}/${build_dir}"; } || true
 
 state_dir="/run/xlb-lab/${prefix}"
@@ -118,6 +133,7 @@ xlbd_bin="${XLBD:-${build_dir}/userspace/agent/xlbd}"
 decap_bin="${XLB_DECAP:-${build_dir}/tools/xlb-decap/xlb-decap}"
 sock="${state_dir}/xlbd.sock"
 
+router_mac=02:78:6c:62:00:01  # br0's, fixed: a bridge otherwise takes a port's MAC
 vip4=198.51.100.10
 vip6=2001:db8:f::10
 vipmix=198.51.100.20
@@ -157,10 +173,7 @@ nsx() {
 sysctl_in() {
   local ns="$1"
   shift
-  local kv
-  for kv in "$@"; do
-    nsx "${ns}" sysctl -qw "${kv}" >/dev/null || die "sysctl ${kv} in ${ns} failed"
-  done
+  nsx "${ns}" sysctl -qw "$@" >/dev/null || die "sysctl $* in ${ns} failed"
 }
 
 # ---- down ---------------------------------------------------------------------
@@ -196,6 +209,22 @@ lab_down() {
   if [ -d "${pin_dir}" ]; then rm -rf "${pin_dir}"; fi
   if [ -d "${state_dir}" ]; then rm -rf "${state_dir}"; fi
   echo "lab ${prefix}: down (${removed} namespaces removed)"
+}
+
+# The labs whose owner (up --owner PID) is gone: a test run killed before it
+# could take its lab down.
+lab_sweep() {
+  local dir p pid
+  for dir in /run/xlb-lab/*/; do
+    [ -f "${dir}owner-pid" ] || continue
+    pid="$(cat "${dir}owner-pid" 2>/dev/null || true)"
+    [[ "${pid}" =~ ^[0-9]+$ ]] || continue
+    kill -0 "${pid}" 2>/dev/null && continue
+    p="$(basename "${dir}")"
+    [[ "${p}" =~ ^[a-z0-9]{1,10}$ ]] || continue
+    "${BASH_SOURCE[0]}" down --prefix "${p}" >/dev/null && echo "lab ${p}: swept (owner ${pid} is gone)"
+  done
+  return 0
 }
 
 # ---- up -------------------------------------------------------------------------
@@ -254,7 +283,7 @@ PY
 }
 
 write_config() {
-  local router_mac="$1" i w
+  local i w
   local -a ws
   IFS=',' read -r -a ws <<<"${weights}"
   [ "${#ws[@]}" -ge "${in_config}" ] || die "--weights: ${#ws[@]} weights for ${in_config} backends"
@@ -339,6 +368,22 @@ veth() {  # veth NAME_A NS_A NAME_B NS_B
     die "could not create veth $1 (${2}) <-> $3 (${4})"
 }
 
+lab_up_client() {  # the client and its link to the router
+  veth eth0 "${ns_client}" cl0 "${ns_router}"
+  ip -n "${ns_client}" addr add 192.0.2.10/24 dev eth0
+  ip -n "${ns_client}" addr add 2001:db8:c::10/64 dev eth0 nodad
+  ip -n "${ns_client}" link set eth0 up
+  ip -n "${ns_client}" route add default via 192.0.2.1
+  ip -n "${ns_client}" -6 route add default via 2001:db8:c::1
+  ip -n "${ns_router}" addr add 192.0.2.1/24 dev cl0
+  ip -n "${ns_router}" addr add 2001:db8:c::1/64 dev cl0 nodad
+  ip -n "${ns_router}" link set cl0 up
+  # complete TCP checksums at the source: a partial checksum forwarded to the
+  # LB's veth would reach the backends unfinished (measured.md)
+  nsx "${ns_client}" ethtool -K eth0 tx off tso off gso off >/dev/null 2>&1 || true
+  nsx "${ns_router}" ethtool -K cl0 tx off tso off gso off >/dev/null 2>&1 || true
+}
+
 lab_up() {
   local ns i b
   command -v python3 >/dev/null || die "python3 is missing (scripts/install-deps.sh installs it)"
@@ -354,7 +399,11 @@ lab_up() {
   mkdir -p "${state_dir}"
   chmod 0755 "${state_dir}"
 
-  local -a namespaces=("${ns_client}" "${ns_router}" "${ns_lb}")
+  [ -z "${owner}" ] || echo "${owner}" >"${state_dir}/owner-pid"
+  mkdir -p -m 0700 "${pin_dir}"
+
+  local -a namespaces=("${ns_router}" "${ns_lb}")
+  [ "${client}" -eq 0 ] || namespaces+=("${ns_client}")
   for ((i = 1; i <= nbackends; i++)); do namespaces+=("$(backend_ns "$i")"); done
   for ns in "${namespaces[@]}"; do
     ip netns add "${ns}" || die "could not create namespace ${ns}"
@@ -367,22 +416,10 @@ lab_up() {
     net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
     net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
   ip -n "${ns_router}" link add br0 type bridge
-  ip -n "${ns_router}" link set br0 mtu 1600 address 02:78:6c:62:00:01  # fixed: a bridge otherwise takes a port's MAC, which changes with its ports
+  ip -n "${ns_router}" link set br0 mtu 1600 address "${router_mac}"
 
   # client <-> router
-  veth eth0 "${ns_client}" cl0 "${ns_router}"
-  ip -n "${ns_client}" addr add 192.0.2.10/24 dev eth0
-  ip -n "${ns_client}" addr add 2001:db8:c::10/64 dev eth0 nodad
-  ip -n "${ns_client}" link set eth0 up
-  ip -n "${ns_client}" route add default via 192.0.2.1
-  ip -n "${ns_client}" -6 route add default via 2001:db8:c::1
-  ip -n "${ns_router}" addr add 192.0.2.1/24 dev cl0
-  ip -n "${ns_router}" addr add 2001:db8:c::1/64 dev cl0 nodad
-  ip -n "${ns_router}" link set cl0 up
-  # complete TCP checksums at the source: a partial checksum forwarded to the
-  # LB's veth would reach the backends unfinished (measured.md)
-  nsx "${ns_client}" ethtool -K eth0 tx off tso off gso off >/dev/null 2>&1 || true
-  nsx "${ns_router}" ethtool -K cl0 tx off tso off gso off >/dev/null 2>&1 || true
+  [ "${client}" -eq 0 ] || lab_up_client
 
   # lb <-> router bridge
   veth eth0 "${ns_lb}" p-lb "${ns_router}"
@@ -393,6 +430,9 @@ lab_up() {
   ip -n "${ns_lb}" link set eth0 up
   ip -n "${ns_lb}" route add default via 203.0.113.1
   ip -n "${ns_lb}" -6 route add default via 2001:db8:b::1
+  # the next hop's MAC, known without ARP
+  ip -n "${ns_lb}" neigh replace 203.0.113.1 lladdr "${router_mac}" dev eth0 nud permanent
+  ip -n "${ns_lb}" neigh replace 2001:db8:b::1 lladdr "${router_mac}" dev eth0 nud permanent
   nsx "${ns_router}" ethtool -K p-lb tx off tso off gso off >/dev/null 2>&1 || true
   ip -n "${ns_router}" link set p-lb up
 
@@ -453,7 +493,9 @@ lab_up() {
   done
 
   # resolve neighbours now, so that the first packets are not queued on ARP
-  nsx "${ns_client}" ping -c1 -W1 192.0.2.1 >/dev/null 2>&1 || die "client cannot reach the router"
+  if [ "${client}" -eq 1 ]; then
+    nsx "${ns_client}" ping -c1 -W1 192.0.2.1 >/dev/null 2>&1 || die "client cannot reach the router"
+  fi
   nsx "${ns_lb}" ping -c1 -W1 203.0.113.1 >/dev/null 2>&1 || die "the LB cannot reach the router"
   for ((i = 1; i <= nbackends; i++)); do
     nsx "${ns_router}" ping -c1 -W1 "$(backend_v4 "$i")" >/dev/null 2>&1 ||
@@ -462,13 +504,11 @@ lab_up() {
       die "the router cannot reach backend b$i over IPv6"
   done
 
-  local router_mac
-  router_mac="$(nsx "${ns_router}" cat /sys/class/net/br0/address)"
-  write_config "${router_mac}"
+  write_config
 
   if [ "${start_agent}" -eq 1 ]; then agent_start; fi
   trap - EXIT
-  echo "lab ${prefix}: up (${nbackends} backends; config ${state_dir}/xlbd.yaml)"
+  echo "lab ${prefix}: up (${nbackends} backends$([ "${client}" -eq 1 ] || echo ", no client"); config ${state_dir}/xlbd.yaml)"
 }
 
 # ---- the agent --------------------------------------------------------------------
@@ -568,6 +608,7 @@ need_root
 case "${cmd}" in
   up) lab_up ;;
   down) lab_down ;;
+  sweep) lab_sweep ;;
   status) lab_status ;;
   agent-start) agent_start ;;
   agent-stop) agent_stop TERM ;;

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "netns.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/fd.h"
 #include "xlb/bpf/pin.h"
@@ -92,10 +93,7 @@ bool left_by_dead_process(const std::string& name) {
 
 void sweep_stale() {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator("/run/netns", ec)) {
-        std::string name = entry.path().filename();
-        if (left_by_dead_process(name)) run({"ip", "netns", "del", name}, true);
-    }
+    test::sweep_stale_netns("xlbt");
     for (const auto& entry : fs::directory_iterator("/sys/fs/bpf", ec)) {
         std::string name = entry.path().filename();
         if (left_by_dead_process(name)) fs::remove_all(entry.path(), ec);
@@ -112,7 +110,7 @@ public:
     TestNetns& operator=(const TestNetns&) = delete;
     ~TestNetns() {
         leave();
-        if (created_) run({"ip", "netns", "del", name_});
+        netns_.reset();
     }
 
     const std::string& name() const { return name_; }
@@ -120,14 +118,15 @@ public:
 
     // Creates the namespace and the veth pair, then enters it.
     ::testing::AssertionResult setup() {
-        if (run({"ip", "netns", "add", name_}) != 0)
-            return ::testing::AssertionFailure() << "ip netns add " << name_;
-        created_ = true;
+        try {
+            netns_.emplace(name_);  // tests/support/netns.h: lo up, removed with this object
+        } catch (const std::exception& e) {
+            return ::testing::AssertionFailure() << e.what();
+        }
         const std::vector<std::vector<std::string>> steps = {
             {"ip", "-n", name_, "link", "add", kVeth, "type", "veth", "peer", "name", kPeer},
             {"ip", "-n", name_, "link", "set", "dev", kVeth, "up"},
             {"ip", "-n", name_, "link", "set", "dev", kPeer, "up"},
-            {"ip", "-n", name_, "link", "set", "dev", "lo", "up"},
         };
         for (const auto& step : steps) {
             if (run(step) != 0) {
@@ -154,7 +153,7 @@ public:
 
 private:
     std::string name_;
-    bool created_ = false;
+    std::optional<test::Netns> netns_;
     bool entered_ = false;
     UniqueFd original_;
 };

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// The harness of the agent's end-to-end tests: a two-namespace lab joined by
-// a veth pair, xlbd run as a child process inside the load balancer's
-// namespace, HTTP over the agent's Unix socket and (from a thread that entered
-// the namespace) over its metrics port, and readers of the pinned maps.
+// The harness of the agent's end-to-end tests: the smallest lab of
+// scripts/lab.sh (the LB and the router, through tests/support/lab_driver.h), xlbd
+// run as a child process inside the load balancer's namespace, HTTP over the
+// agent's Unix socket and (from a thread that entered the namespace) over its
+// metrics port, and readers of the pinned maps.
 //
 // Every resource has an owner whose destructor removes it, whatever the test
-// did: the agent is killed, processes left in the namespaces are killed, XDP
-// is detached, the namespaces, the pin directory under /sys/fs/bpf and the
-// temporary directory are removed.
+// did: the agent is killed, then the lab goes down (its processes, namespaces,
+// pin directory and directory).
 //
-//   lb namespace  xa0 192.0.2.1/24 ---- veth ---- xa1 192.0.2.2/24  router namespace
-//                 (xlbd, XDP)                     (next hop; routes the VIPs via 192.0.2.1)
+//   lb namespace  eth0 203.0.113.2/24 ---- br0 203.0.113.1/24  router namespace
+//                 (xlbd, XDP)              (next hop; routes the VIPs via 203.0.113.2)
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "lab_driver.h"
 #include "netns.h"
 #include "url_encode.h"
 #include "xlb/bpf/fd.h"
@@ -53,38 +54,16 @@ double ms_since(Clock::time_point start);
 
 // ---- the lab -----------------------------------------------------------------
 
-class Lab {
+// The LB and the router from scripts/lab.sh (tests/support/lab_driver.h), with what
+// these suites read from it.
+class Lab : public test::Lab {
 public:
-    static constexpr const char* kLbIf = "xa0";
-    static constexpr const char* kRouterIf = "xa1";
-    static constexpr const char* kLbAddr = "192.0.2.1";
-    static constexpr const char* kRouterAddr = "192.0.2.2";
-
-    // Picks unique names (xlbe-<pid>-<n>); creates nothing yet.
-    Lab();
-    // Tears down whatever up() created, even partly; never throws.
-    ~Lab();
-    Lab(const Lab&) = delete;
-    Lab& operator=(const Lab&) = delete;
-
-    // Namespaces, veth, addresses, routes, the pin directory and the
-    // temporary directory. Throws on failure (the destructor still cleans up).
-    void up();
-
-    const std::string& prefix() const { return prefix_; }
-    const std::string& lb_ns() const { return lb_ns_; }
-    const std::string& router_ns() const { return router_ns_; }
-    const std::string& tmp() const { return tmp_; }
-    // The agent's pin_dir (created by the lab); maps go to pin_dir/xa0/.
-    const std::string& pin_dir() const { return pin_dir_; }
-    std::string map_pin(const std::string& map) const { return pin_dir_ + "/" + kLbIf + "/" + map; }
-
-    // XDP program id attached to xa0 (0: none), queried inside the namespace.
+    // A room for the test's files (the lab's directory, removed with it).
+    std::string tmp() const { return dir(); }
+    std::string map_pin(const std::string& map) const { return pin_dir() + "/" + kLbIf + "/" + map; }
+    // XDP program id attached to the LB's interface (0: none), queried inside
+    // the namespace.
     std::uint32_t xdp_prog_id() const;
-
-private:
-    std::string prefix_, lb_ns_, router_ns_, tmp_, pin_dir_;
-    bool tmp_made_ = false, pin_made_ = false;
 };
 
 // The settings part of an agent configuration for this lab, up to and
@@ -96,15 +75,8 @@ struct LabSettings {
 };
 std::string render_settings(const Lab& lab, const std::string& writer, const LabSettings& settings);
 
-// Removes what an earlier run of these tests left behind when it was killed
-// before its destructors ran: namespaces, pin directories and temporary
-// directories named xlbe-<pid>-<n>... whose <pid> no longer exists. Touches
-// nothing else. Returns what it removed (for the log).
-std::vector<std::string> sweep_stale_labs();
-
-// A new lab, up, after what every lab test needs from the host: bpffs
-// mounted at /sys/fs/bpf, and (once per process) the stale labs of killed
-// runs swept, each printed as "[ cleanup  ] removed ...".
+// A new lab, up (the smallest: the LB and the router); test::Lab::up mounts
+// bpffs when needed and sweeps the labs of killed runs once per process.
 std::unique_ptr<Lab> new_lab_up();
 
 // Polls the XDP program attached to the lab's interface from a thread in the
@@ -163,32 +135,12 @@ private:
 
 // ---- the agent -----------------------------------------------------------------
 
-class AgentProcess {
+// xlbd in the lab's lb namespace (tests/support/lab_driver.h).
+class AgentProcess : public test::AgentProcess {
 public:
     // log_path collects the agent's stdout and stderr over every start.
-    AgentProcess(const Lab& lab, std::string config_path, std::string log_path);
-    ~AgentProcess();  // SIGKILL and reap when still running
-    AgentProcess(const AgentProcess&) = delete;
-    AgentProcess& operator=(const AgentProcess&) = delete;
-
-    // fork; the child enters the lb namespace and execs xlbd --config FILE.
-    void start(const std::vector<std::string>& extra_args = {});
-    bool running();
-    pid_t pid() const { return pid_; }
-    void signal(int sig);
-    // Waits for the process to exit: its exit code, 128+signal, or nullopt
-    // on timeout.
-    std::optional<int> wait_exit(std::chrono::milliseconds timeout);
-    void kill9();
-    std::string log() const { return read_file(log_path_); }
-    const std::string& log_path() const { return log_path_; }
-    int starts() const { return starts_; }
-
-private:
-    const Lab& lab_;
-    std::string config_path_, log_path_;
-    pid_t pid_ = -1;
-    int starts_ = 0;
+    AgentProcess(const Lab& lab, std::string config_path, std::string log_path)
+        : test::AgentProcess(lab.lb_ns(), std::move(config_path), std::move(log_path)) {}
 };
 
 // Runs xlbd to completion inside the lb namespace (e.g. --check-config):

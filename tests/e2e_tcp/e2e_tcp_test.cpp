@@ -20,11 +20,6 @@ namespace {
 
 class TcpE2e : public ::testing::Test {
 protected:
-    static void SetUpTestSuite() {
-        if (geteuid() != 0) return;
-        for (const std::string& p : sweep_stale_labs())
-            std::printf("removed the stale lab %s of a killed test run\n", p.c_str());
-    }
     void SetUp() override {
         if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, BPF)";
         try {

@@ -26,12 +26,6 @@ constexpr double kPublishMarginMs = 500;
 
 class HealthE2e : public ::testing::Test {
 protected:
-    static void SetUpTestSuite() {
-        if (geteuid() != 0) return;
-        for (const std::string& p : sweep_stale_labs())
-            std::printf("removed the stale lab %s of a killed test run\n", p.c_str());
-    }
-
     void start(const std::string& extra = "") {
         if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, BPF)";
         try {

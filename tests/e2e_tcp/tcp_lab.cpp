@@ -5,10 +5,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,11 +15,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <sstream>
 #include <stdexcept>
 
 namespace xlb::e2e_tcp {
+
+using test::in_netns;
 
 namespace {
 
@@ -34,26 +33,6 @@ std::string quote(const std::string& s) {
             out += c;
     }
     return out + "'";
-}
-
-// Runs fn on a new thread inside network namespace ns.
-template <typename F>
-auto in_netns(const std::string& ns, F&& fn) -> decltype(fn()) {
-    return std::async(
-               std::launch::async,
-               [&]() -> decltype(fn()) {
-                   int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-                   if (fd < 0)
-                       throw std::runtime_error("open /run/netns/" + ns + ": " + strerror(errno));
-                   if (setns(fd, CLONE_NEWNET) != 0) {
-                       int e = errno;
-                       close(fd);
-                       throw std::runtime_error("setns " + ns + ": " + strerror(e));
-                   }
-                   close(fd);
-                   return fn();
-               })
-        .get();
 }
 
 // A TCP connection to vip:port, made in the calling thread's namespace. -1 and
@@ -173,56 +152,14 @@ std::string http_get_name(const std::string& vip, int port) {
 
 // ---- Lab ----------------------------------------------------------------------
 
-Lab::Lab() {
-    static std::atomic<int> counter{0};
-    prefix_ = "xt" + std::to_string(getpid() % 100000) + std::string(1, 'a' + counter++ % 26);
-}
-
-Lab::~Lab() {
-    if (!up_) return;
-    CmdResult r = run(std::string(LAB_SH) + " down --prefix " + prefix_);
-    if (r.rc != 0)
-        std::fprintf(stderr, "lab %s: down failed:\n%s\n", prefix_.c_str(), r.out.c_str());
-}
-
-std::string Lab::lab(const std::string& args) {
-    // XLBD / XLB_DECAP in the environment run other builds of the binaries
-    const char* xlbd = std::getenv("XLBD");
-    const char* decap = std::getenv("XLB_DECAP");
-    std::string cmd = "XLBD=" + quote(xlbd && *xlbd ? xlbd : XLBD_PATH) +
-                      " XLB_DECAP=" + quote(decap && *decap ? decap : XLB_DECAP_PATH) + " " +
-                      std::string(LAB_SH) + " " + args + " --prefix " + prefix_;
-    CmdResult r = run(cmd);
-    if (r.rc != 0)
-        throw std::runtime_error("lab.sh " + args + " failed (exit " + std::to_string(r.rc) +
-                                 "):\n" + r.out);
-    return r.out;
-}
-
 void Lab::up(int backends, const std::string& extra) {
-    up_ = true;  // a failed up removes itself, but down is harmless
-    lab("up --backends " + std::to_string(backends) + " " + extra);
-    std::ofstream(state_dir() + "/owner-pid") << getpid() << "\n";
+    test::LabOptions options;
+    options.backends = backends;
+    options.client = true;
+    std::istringstream words(extra);
+    for (std::string w; words >> w;) options.extra.push_back(w);
+    test::Lab::up(options);
 }
-
-std::vector<std::string> sweep_stale_labs() {
-    std::vector<std::string> removed;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator("/run/xlb-lab", ec)) {
-        std::string prefix = entry.path().filename();
-        if (prefix.rfind("xt", 0) != 0) continue;
-        std::ifstream in(entry.path() / "owner-pid");
-        pid_t pid = 0;
-        if (!(in >> pid) || pid <= 0) continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
-        run(std::string(LAB_SH) + " down --prefix " + prefix);
-        removed.push_back(prefix);
-    }
-    return removed;
-}
-
-void Lab::agent_start() { lab("agent-start"); }
-void Lab::agent_kill() { lab("agent-kill"); }
 
 std::string Lab::agent_log() const {
     std::ifstream in(state_dir() + "/xlbd.log");

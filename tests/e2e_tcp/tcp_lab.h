@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The harness of the real-TCP end-to-end tests: a lab from scripts/lab.sh
 // (namespaces client, router, lb, b1..b4) owned by an object whose destructor
-// always takes it down, the agent started and killed through the script, the
+// always takes it down (tests/support/lab_driver.h), the agent started and
+// killed through the script, the
 // agent's API over its Unix socket (curl), and TCP clients that run inside the
 // client namespace.
 //
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "lab_driver.h"
 #include "netns.h"
 
 namespace xlb::e2e_tcp {
@@ -38,20 +40,17 @@ inline std::string vip_key4() { return std::string(kVip4) + ":80/tcp"; }
 inline std::string vip_key6() { return "[" + std::string(kVip6) + "]:80/tcp"; }
 inline std::string vip_key_mixed() { return std::string(kVipMixed) + ":80/tcp"; }
 
-class Lab {
+// The full lab of scripts/lab.sh (tests/support/lab_driver.h): a client, the
+// router, the LB and backends.
+class Lab : public test::Lab {
 public:
-    // A unique prefix (xt<pid><n>); creates nothing yet.
-    Lab();
-    ~Lab();  // lab.sh down, whatever happened
-    Lab(const Lab&) = delete;
-    Lab& operator=(const Lab&) = delete;
-
-    // lab.sh up with `backends` namespaces, the first 3 in the agent's
-    // config with weights 100,100,200. Throws std::runtime_error with the
+    // lab.sh up with the client and `backends` namespaces, the first 3 in
+    // the agent's config with weights 100,100,200; `extra`: more lab.sh
+    // options, separated by spaces. Throws std::runtime_error with the
     // script's output on failure.
     void up(int backends = 4, const std::string& extra = "");
-    void agent_start();
-    void agent_kill();  // kill -9
+    void agent_start() { script("agent-start"); }
+    void agent_kill() { script("agent-kill"); }  // kill -9
     std::string agent_log() const;
 
     // The agent's API: HTTP status and body.
@@ -61,20 +60,8 @@ public:
     };
     Reply api(const std::string& method, const std::string& path, const std::string& body = "");
 
-    const std::string& prefix() const { return prefix_; }
-    std::string client_ns() const { return prefix_ + "-client"; }
-    std::string state_dir() const { return "/run/xlb-lab/" + prefix_; }
-
-private:
-    std::string lab(const std::string& args);
-    std::string prefix_;
-    bool up_ = false;
+    std::string state_dir() const { return dir(); }
 };
-
-// Takes down labs of these tests (prefix xt...) whose test process is gone
-// (killed before its destructors ran, e.g. by a ctest timeout). Returns their
-// prefixes.
-std::vector<std::string> sweep_stale_labs();
 
 // One HTTP GET / through the VIP from the client namespace: the backend's
 // name ("b1"), or "error: ..." .

@@ -9,7 +9,6 @@
 //
 // Nothing leaves the namespaces; they are deleted when the test ends, whatever
 // its outcome.
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -34,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "netns.h"
 #include "xlb/bpf/fd.h"
 #include "xlb/netlink/link.h"
 #include "xlb/netlink/neighbor.h"
@@ -69,47 +69,9 @@ void sh(const std::string& command) {
     if (status != 0) throw std::runtime_error("`" + command + "` failed: " + output);
 }
 
-// Quietly, for cleanup paths that must not throw.
-void sh_quiet(const std::string& command) {
-    int rc = std::system((command + " >/dev/null 2>&1").c_str());
-    (void)rc;
-}
-
-// Deletes namespaces left behind by earlier runs whose process is gone
-// (a crash or kill -9 skips destructors).
-void remove_orphaned_namespaces() {
-    DIR* dir = ::opendir("/run/netns");
-    if (!dir) return;
-    std::vector<std::string> orphans;
-    while (dirent* e = ::readdir(dir)) {
-        std::string name = e->d_name;
-        if (name.rfind("xlbn-", 0) != 0) continue;
-        pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + 5));
-        if (pid > 0 && ::kill(pid, 0) < 0 && errno == ESRCH) orphans.push_back(name);
-    }
-    ::closedir(dir);
-    for (const auto& name : orphans) {
-        sh_quiet("ip netns pids " + name + " | xargs -r kill -9");
-        sh_quiet("ip netns del " + name);
-    }
-}
-
-// Owns one named network namespace: created by the constructor, deleted (after
-// killing whatever runs in it) by the destructor.
-class Namespace {
-public:
-    explicit Namespace(std::string name) : name_(std::move(name)) { sh("ip netns add " + name_); }
-    Namespace(const Namespace&) = delete;
-    Namespace& operator=(const Namespace&) = delete;
-    ~Namespace() {
-        sh_quiet("ip netns pids " + name_ + " | xargs -r kill -9");
-        sh_quiet("ip netns del " + name_);
-    }
-    const std::string& name() const { return name_; }
-
-private:
-    std::string name_;
-};
+// One named network namespace (tests/support/netns.h): created by the
+// constructor, deleted (after killing whatever runs in it) by the destructor.
+using Namespace = xlb::test::Netns;
 
 // Moves the calling thread into a namespace and back.
 class EnterNamespace {
@@ -169,7 +131,8 @@ public:
 private:
     static std::string next_name(const char* role) {
         static std::atomic<int> counter{0};
-        static bool swept = [] { remove_orphaned_namespaces(); return true; }();
+        // namespaces left behind by earlier runs whose process is gone
+        static bool swept = [] { xlb::test::sweep_stale_netns("xlbn"); return true; }();
         (void)swept;
         return kPrefix + std::to_string(counter.fetch_add(1)) + "-" + role;
     }

@@ -6,10 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <stdexcept>
 
 namespace xlb::test {
@@ -85,6 +89,26 @@ std::string Netns::ip(const std::string& args) const {
 std::string unique_netns_prefix(const std::string& base) {
     static std::atomic<unsigned> counter{0};
     return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+std::vector<std::string> sweep_stale_netns(const std::string& base) {
+    std::vector<std::string> removed;
+    const std::string head = base + "-";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(head, 0) != 0) continue;
+        const std::size_t end = name.find('-', head.size());
+        const std::string digits = name.substr(head.size(), end == std::string::npos ? end : end - head.size());
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+        const pid_t pid = static_cast<pid_t>(std::stol(digits));
+        if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+        std::istringstream pids(run_command("ip netns pids " + name).out);
+        for (pid_t p; pids >> p;)
+            if (p > 1) ::kill(p, SIGKILL);
+        if (run_command("ip netns del " + name).rc == 0) removed.push_back(name);
+    }
+    return removed;
 }
 
 }  // namespace xlb::test

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Network namespaces for tests: a named namespace owned by an object that
-// removes it (killing what still runs inside) whatever the test did, a scope
-// that moves the calling thread into one and back, and in_netns() to run a
-// function there on a fresh thread. Shell commands run through run()/run_ok().
+// Network namespaces for tests: a bare named namespace owned by an object that
+// removes it (killing what still runs inside) whatever the test did, the sweep
+// of those left by killed runs, a scope that moves the calling thread into a
+// namespace and back, and in_netns() to run a function there on a fresh
+// thread. Shell commands run through run_command()/run_command_ok().
 //
-// The same NetnsScope/in_netns as tests/e2e/lab.h, without the agent's lab:
-// tests/e2e can switch to these (same semantics) to drop its copies.
+// Netns is one of the two places where tests create namespaces; the other is
+// the lab (scripts/lab.sh, driven through lab_driver.h), for every test that
+// needs the lab's topology. Tests that need an empty namespace use Netns.
 #pragma once
 
 #include <future>
 #include <string>
+#include <vector>
 
 namespace xlb::test {
 
@@ -66,5 +69,10 @@ private:
 
 // A prefix unique to this process and call: "<base>-<pid>-<n>".
 std::string unique_netns_prefix(const std::string& base);
+
+// Removes the namespaces named "<base>-<pid>-..." whose <pid> is gone (left by
+// a run killed before its destructors ran), killing what runs inside. Returns
+// their names.
+std::vector<std::string> sweep_stale_netns(const std::string& base);
 
 }  // namespace xlb::test

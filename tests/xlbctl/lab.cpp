@@ -79,30 +79,6 @@ int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
     return -1;
 }
 
-// Runs a setup command; throws with its output when it fails.
-void must(const std::vector<std::string>& argv) {
-    ProcessResult r = run_process(argv);
-    if (r.code != 0) {
-        std::string line;
-        for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
-        throw std::runtime_error(line + ": exit " + std::to_string(r.code) + ": " + r.err + r.out);
-    }
-}
-
-void quietly(const std::vector<std::string>& argv) {
-    (void)run_process(argv, {{}, {}, {}, 5000ms});
-}
-
-bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
-
-void remove_netns(const std::string& ns) {
-    // A process left in a namespace keeps it alive: kill it first.
-    ProcessResult pids = run_process({"ip", "netns", "pids", ns});
-    std::istringstream in(pids.out);
-    for (pid_t pid; in >> pid;) ::kill(pid, SIGKILL);
-    quietly({"ip", "netns", "del", ns});
-}
-
 }  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
@@ -182,72 +158,22 @@ std::optional<std::string> Lab::unavailable(const std::string& xlbd_path) {
     return std::nullopt;
 }
 
-void clean_up_stale_labs() noexcept {
-    static const std::regex kName("^xlbc-([0-9]+)-.*");
-    auto stale = [](const std::string& name) {
-        std::smatch m;
-        if (!std::regex_match(name, m, kName)) return false;
-        const pid_t pid = static_cast<pid_t>(std::stol(m[1]));
-        return pid != ::getpid() && !process_alive(pid);
-    };
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator("/run/netns", ec))
-        if (stale(e.path().filename().string())) remove_netns(e.path().filename().string());
-    for (const char* root : {"/sys/fs/bpf", "/tmp"})
-        for (const auto& e : fs::directory_iterator(root, ec))
-            if (stale(e.path().filename().string())) fs::remove_all(e.path(), ec);
-}
-
-Lab::Lab(std::string xlbd_path) : xlbd_(std::move(xlbd_path)) {
-    try {
-        setup();
-    } catch (...) {
-        teardown();
-        throw;
-    }
-}
-
-Lab::~Lab() { teardown(); }
-
-void Lab::setup() {
-    static std::atomic<int> counter{0};
-    prefix_ = fmt::format("xlbc-{}-{}", ::getpid(), counter++);
-    ns_lb_ = prefix_ + "-lb";
-    ns_rt_ = prefix_ + "-rt";
-    std::string tmpl = "/tmp/" + prefix_ + "-XXXXXX";
-    if (!::mkdtemp(tmpl.data()))
-        throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
-    dir_ = tmpl;
-    pin_dir_ = "/sys/fs/bpf/" + prefix_;
-    socket_ = dir_ + "/run/xlbd.sock";
-    state_file_ = dir_ + "/lib/state.json";
-    config_ = dir_ + "/xlbd.yaml";
-    log_ = dir_ + "/xlbd.log";
-
-    const std::string router_mac = "02:00:00:00:00:2e";
-    must({"ip", "netns", "add", ns_lb_});
-    must({"ip", "netns", "add", ns_rt_});
-    must({"ip", "link", "add", kInterface, "netns", ns_lb_, "type", "veth", "peer", "name",
-          "xlbc-rt", "netns", ns_rt_});
-    must({"ip", "-n", ns_rt_, "link", "set", "xlbc-rt", "address", router_mac});
-    must({"ip", "-n", ns_lb_, "addr", "add", "192.0.2.1/24", "dev", kInterface});
-    must({"ip", "-n", ns_rt_, "addr", "add", "192.0.2.2/24", "dev", "xlbc-rt"});
-    for (const auto& [ns, dev] :
-         {std::pair{ns_lb_, std::string(kInterface)}, std::pair{ns_rt_, std::string("xlbc-rt")}}) {
-        must({"ip", "-n", ns, "link", "set", "lo", "up"});
-        must({"ip", "-n", ns, "link", "set", dev, "up"});
-    }
-    // The next hop's MAC, known without ARP.
-    must({"ip", "-n", ns_lb_, "neigh", "replace", "192.0.2.2", "lladdr", router_mac, "dev",
-          kInterface, "nud", "permanent"});
-
+Lab::Lab(std::string xlbd_path)
+    : dir_(lab_.dir()),
+      pin_dir_(lab_.pin_dir()),
+      socket_(dir_ + "/run/xlbd.sock"),
+      state_file_(dir_ + "/lib/state.json"),
+      config_(dir_ + "/xlbd.yaml"),
+      log_(dir_ + "/xlbd.log"),
+      agent_(lab_.lb_ns(), config_, log_, std::move(xlbd_path)) {
+    lab_.up();  // on failure it has removed what it built; the destructor takes it down
     std::ofstream cfg(config_);
     cfg << fmt::format(R"(# SPDX-License-Identifier: Apache-2.0
 # xlbctl's test agent (tests/xlbctl/lab.cpp)
 interface: {iface}
 xdp_mode: native
-next_hop: {{address: 192.0.2.2}}
-encap_source: {{ipv4: 192.0.2.1, ipv6: "2001:db8:e::1"}}
+next_hop: {{address: {router}}}
+encap_source: {{ipv4: {lb4}, ipv6: "{lb6}"}}
 hash_seed: {seed}
 maps: {{max_vips: {vips}, max_backends: {backends}, conntrack_entries: {ct}}}
 api: {{socket: {socket}}}
@@ -273,45 +199,27 @@ vips:
       - {{address: 203.0.113.11}}
       - {{address: 203.0.113.12}}
 )",
-                       fmt::arg("iface", kInterface), fmt::arg("seed", kHashSeed),
+                       fmt::arg("iface", kInterface), fmt::arg("router", xlb::test::Lab::kRouterAddr),
+                       fmt::arg("lb4", xlb::test::Lab::kLbAddr), fmt::arg("lb6", xlb::test::Lab::kLbAddr6), fmt::arg("seed", kHashSeed),
                        fmt::arg("vips", kMaxVips), fmt::arg("backends", kMaxBackends),
                        fmt::arg("ct", kConntrackEntries), fmt::arg("socket", socket_),
                        fmt::arg("state", state_file_), fmt::arg("pins", pin_dir_));
     if (!cfg) throw std::runtime_error("write " + config_);
 }
 
+Lab::~Lab() { agent_.kill9(); }
+
 void Lab::start_agent() {
-    if (agent_ > 0) return;
-    const std::string netns = "--net=/run/netns/" + ns_lb_;
-    std::vector<std::string> args = {"nsenter", netns, xlbd_, "--config", config_};
-    std::vector<char*> c_args = c_strings(args);
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-        int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (log >= 0) {
-            ::dup2(log, STDOUT_FILENO);
-            ::dup2(log, STDERR_FILENO);
-        }
-        int null = ::open("/dev/null", O_RDONLY);
-        if (null >= 0) ::dup2(null, STDIN_FILENO);
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the agent never outlives the test
-        ::execvp(c_args[0], c_args.data());
-        ::_exit(127);
-    }
-    agent_ = pid;
+    if (agent_running()) return;
+    agent_.start();
 
     // Ready: the API answers and says the program is attached and every
     // table is published.
     const auto deadline = std::chrono::steady_clock::now() + 15s;
     std::string last;
     while (std::chrono::steady_clock::now() < deadline) {
-        int status = 0;
-        if (::waitpid(agent_, &status, WNOHANG) == agent_) {
-            agent_ = -1;
-            throw std::runtime_error("xlbd exited during start-up (status " +
-                                     std::to_string(status) + "); its log:\n" + agent_log());
-        }
+        if (!agent_.running())
+            throw std::runtime_error("xlbd exited during start-up; its log:\n" + agent_log());
         UnixSocketTransport api(socket_, 1000ms);
         auto reply = api.send({"GET", "/v1/status", ""});
         if (reply && reply->status == 200) {
@@ -329,15 +237,15 @@ void Lab::start_agent() {
 }
 
 int Lab::stop_agent() {
-    if (agent_ <= 0) return -1;
-    ::kill(agent_, SIGTERM);
-    const int code = wait_exit(agent_, 5000ms);
-    agent_ = -1;
-    return code;
+    if (!agent_running()) return -1;
+    agent_.signal(SIGTERM);
+    if (std::optional<int> code = agent_.wait_exit(5000ms)) return *code;
+    agent_.kill9();
+    return 128 + SIGKILL;
 }
 
 void Lab::reload_with_hash_seed(std::uint32_t seed) {
-    if (agent_ <= 0) throw std::runtime_error("reload: the agent is not running");
+    if (!agent_running()) throw std::runtime_error("reload: the agent is not running");
     std::string text;
     {
         std::ifstream in(config_);
@@ -356,32 +264,6 @@ void Lab::reload_with_hash_seed(std::uint32_t seed) {
                                  ": " + r.out + r.err + "\n" + agent_log());
 }
 
-std::string Lab::agent_log() const {
-    std::ifstream in(log_);
-    std::stringstream buf;
-    buf << in.rdbuf();
-    return buf.str();
-}
-
-void Lab::teardown() noexcept {
-    try {
-        if (agent_ > 0) {
-            ::kill(agent_, SIGKILL);
-            wait_exit(agent_, 5000ms);
-            agent_ = -1;
-        }
-        if (!ns_lb_.empty()) {
-            quietly({"ip", "-n", ns_lb_, "link", "set", "dev", kInterface, "xdp", "off"});
-            remove_netns(ns_lb_);
-        }
-        if (!ns_rt_.empty()) remove_netns(ns_rt_);
-        std::error_code ec;
-        if (!pin_dir_.empty()) fs::remove_all(pin_dir_, ec);
-        if (!dir_.empty()) fs::remove_all(dir_, ec);
-    } catch (...) {
-        // a destructor must not throw; what is left is removed by the next
-        // run (clean_up_stale_labs)
-    }
-}
+std::string Lab::agent_log() const { return agent_.log(); }
 
 }  // namespace xlb::xlbctl::test

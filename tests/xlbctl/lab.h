@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// A real xlbd for xlbctl's tests: two network namespaces joined by a veth
-// (the LB side 192.0.2.1/24, the router side 192.0.2.2/24, the next hop), the
-// agent attached natively to the LB end, its API socket and state file in a
-// temporary directory, its maps pinned in a bpffs directory of their own.
-// Names start with "xlbc-<pid>-" so that concurrent runs never collide and a
-// later run can clean up after a crashed one. Everything is torn down by the
-// destructor, whatever happened: the agent killed, XDP off, namespaces, pins
-// and directories removed.
+// A real xlbd for xlbctl's tests: the smallest lab of scripts/lab.sh (the LB
+// and the router, its next hop; tests/support/lab_driver.h), the agent
+// attached natively to the LB's interface, its API socket, state file and
+// config in the lab's directory, its maps pinned in the lab's bpffs
+// directory. Everything is torn down by the destructor, whatever happened: the
+// agent killed, the lab taken down; labs of killed runs are swept by the next.
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "lab_driver.h"
 
 namespace xlb::xlbctl::test {
 
@@ -39,8 +39,8 @@ public:
     // namespaces, no xlbd binary), or nullopt.
     static std::optional<std::string> unavailable(const std::string& xlbd_path);
 
-    // Creates the namespaces, the directories and the configuration file;
-    // throws std::runtime_error (after cleaning up) when a step fails.
+    // Brings the lab up and writes the configuration file; throws
+    // std::runtime_error (after cleaning up) when a step fails.
     explicit Lab(std::string xlbd_path);
     ~Lab();
     Lab(const Lab&) = delete;
@@ -52,7 +52,7 @@ public:
     // SIGTERM, and waits for it to exit (SIGKILL after 5 s). Returns its
     // exit code.
     int stop_agent();
-    bool agent_running() const { return agent_ > 0; }
+    bool agent_running() const { return agent_.pid() > 0; }
     // Rewrites the configuration with another hash seed and
     // returns once `xlbctl reload --allow-disruptive` says it was applied.
     void reload_with_hash_seed(std::uint32_t seed);
@@ -64,25 +64,16 @@ public:
     std::string maps_dir() const { return pin_dir_ + "/" + kInterface; }
     std::string agent_log() const;
 
-    static constexpr const char* kInterface = "xlbc-lb";
+    static constexpr const char* kInterface = xlb::test::Lab::kLbIf;
     static constexpr std::uint32_t kMaxVips = 16;
     static constexpr std::uint32_t kMaxBackends = 64;
     static constexpr std::uint32_t kConntrackEntries = 4096;
     static constexpr std::uint32_t kHashSeed = 0x5eed1234;
 
 private:
-    void setup();
-    void teardown() noexcept;
-
-    std::string xlbd_;
-    std::string prefix_;  // "xlbc-<pid>-<n>"
-    std::string ns_lb_, ns_rt_;
+    xlb::test::Lab lab_;  // first: everything else lives in it
     std::string dir_, pin_dir_, socket_, state_file_, config_, log_;
-    pid_t agent_ = -1;
+    xlb::test::AgentProcess agent_;
 };
-
-// Removes what runs of the tests that died left behind (namespaces, pins,
-// directories of processes that no longer exist).
-void clean_up_stale_labs() noexcept;
 
 }  // namespace xlb::xlbctl::test
