@@ -208,7 +208,7 @@ void Agent::route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
         auto ref = r.registry().backend(t.key.vip, t.key.backend);
         if (!ref) {
             spdlog::error("health: {}: cannot probe through the VIP: {}", t.key.to_string(),
-                          ref.error());
+                          ref.error().message());
             continue;
         }
         auto mark = bpf::probe_mark(ref->id);

@@ -282,7 +282,7 @@ bpf::Result<void> Reconciler::ensure_backend_entries(const std::string& vip_key,
             continue;
         }
         auto ref = registry_.backend(vip_key, b.address);
-        if (!ref) return bpf::fail(ENOSPC, ref.error());
+        if (!ref) return std::unexpected(std::move(ref.error()));
         // first sight in this process: (re)write the entry; a restored
         // assignment writes the same id and generation the map already holds
         auto ok =
@@ -445,7 +445,7 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
         auto vip_id = registry_.vip_id(key);
         if (!vip_id) {
             // e.g. every VIP id taken: one may be freed by a removal
-            retry_later(v, vip_id.error(), now);
+            retry_later(v, vip_id.error().message(), now);
             continue;
         }
         if (auto ok = ensure_backend_entries(key, v); !ok) {

@@ -12,12 +12,12 @@ IdRegistry::IdRegistry(std::uint32_t max_vips, std::uint32_t max_backends)
       backend_used_(max_backends, false),
       last_generation_(max_backends, 0) {}
 
-std::expected<std::uint32_t, std::string> IdRegistry::vip_id(const std::string& vip_key) {
+Result<std::uint32_t> IdRegistry::vip_id(const std::string& vip_key) {
     if (auto it = vip_by_key_.find(vip_key); it != vip_by_key_.end()) return it->second;
     auto free = std::find(vip_used_.begin(), vip_used_.end(), false);
     if (free == vip_used_.end())
-        return std::unexpected("no free VIP id for " + vip_key + ": all " +
-                               std::to_string(max_vips_) + " in use (raise maps.max_vips)");
+        return fail("no free VIP id for " + vip_key + ": all " + std::to_string(max_vips_) + " in use",
+                    "raise maps.max_vips");
     *free = true;
     auto id = static_cast<std::uint32_t>(free - vip_used_.begin());
     vip_by_key_.emplace(vip_key, id);
@@ -36,15 +36,14 @@ void IdRegistry::release_vip(const std::string& vip_key) {
     }
 }
 
-std::expected<BackendRef, std::string> IdRegistry::backend(const std::string& vip_key,
-                                                           const net::IpAddress& address) {
+Result<BackendRef> IdRegistry::backend(const std::string& vip_key, const net::IpAddress& address) {
     BackendKey key{vip_key, address};
     if (auto it = backend_by_key_.find(key); it != backend_by_key_.end()) return it->second;
     auto free = std::find(backend_used_.begin(), backend_used_.end(), false);
     if (free == backend_used_.end())
-        return std::unexpected("no free backend id for " + address.to_string() + " of " + vip_key +
-                               ": all " + std::to_string(max_backends_) +
-                               " in use (raise maps.max_backends)");
+        return fail("no free backend id for " + address.to_string() + " of " + vip_key + ": all " +
+                        std::to_string(max_backends_) + " in use",
+                    "raise maps.max_backends");
     *free = true;
     auto id = static_cast<std::uint32_t>(free - backend_used_.begin());
     BackendRef ref{id, ++last_generation_[id]};

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "xlb/error.h"
 #include "xlb/net/address.h"
 
 namespace xlb::control {
@@ -41,12 +42,12 @@ public:
     IdRegistry(std::uint32_t max_vips, std::uint32_t max_backends);
 
     // The VIP's id, allocated on first use.
-    std::expected<std::uint32_t, std::string> vip_id(const std::string& vip_key);
+    Result<std::uint32_t> vip_id(const std::string& vip_key);
     std::optional<std::uint32_t> find_vip(const std::string& vip_key) const;
     void release_vip(const std::string& vip_key);
 
     // The backend's id and current generation, allocated on first use.
-    std::expected<BackendRef, std::string> backend(const std::string& vip_key,
+    Result<BackendRef> backend(const std::string& vip_key,
                                                    const net::IpAddress& address);
     std::optional<BackendRef> find_backend(const std::string& vip_key,
                                            const net::IpAddress& address) const;
