@@ -51,14 +51,6 @@ constexpr std::uint32_t kHashSeed = 0x5eed1234;
 constexpr int kMetricsPort = 9464;
 constexpr auto kReadyTimeout = 15s;
 
-// Printed lines that carry a measurement.
-#define MEASURED(...)                       \
-    do {                                    \
-        std::printf("[ measured ] ");       \
-        std::printf(__VA_ARGS__);           \
-        std::printf("\n");                  \
-        std::fflush(stdout);                \
-    } while (0)
 
 // ---- the configuration the tests write, and what it must give ----------------------
 
@@ -246,18 +238,7 @@ protected:
         return ms_since(t0);
     }
 
-    void wait_ready() {
-        const auto deadline = Clock::now() + kReadyTimeout;
-        Reply last;
-        while (Clock::now() < deadline) {
-            if (!agent_->running()) throw std::runtime_error("xlbd exited before it was ready");
-            last = api_->get("/v1/status");
-            if (last.status == 200 && last.body.is_object() && last.body.value("ready", false)) return;
-            std::this_thread::sleep_for(10ms);
-        }
-        throw std::runtime_error("xlbd not ready after " + std::to_string(kReadyTimeout.count()) +
-                                 " s; last /v1/status: " + std::to_string(last.status) + " " + last.text);
-    }
+    void wait_ready() { wait_agent_ready(*agent_, *api_, kReadyTimeout); }
 
     json status() {
         Reply r = api_->get("/v1/status");

@@ -26,13 +26,6 @@
 namespace xlb::e2e {
 namespace {
 
-#define MEASURED(...)                 \
-    do {                              \
-        std::printf("[ measured ] "); \
-        std::printf(__VA_ARGS__);     \
-        std::printf("\n");            \
-        std::fflush(stdout);          \
-    } while (0)
 
 constexpr std::uint16_t kServerPort = 8080;
 constexpr auto kReadyTimeout = 15s;
@@ -114,17 +107,7 @@ protected:
         wait_ready();
     }
 
-    void wait_ready() {
-        const auto deadline = Clock::now() + kReadyTimeout;
-        Reply last;
-        while (Clock::now() < deadline) {
-            if (!agent_->running()) throw std::runtime_error("xlbd exited before it was ready");
-            last = api_->get("/v1/status");
-            if (last.status == 200 && last.body.value("ready", false)) return;
-            std::this_thread::sleep_for(10ms);
-        }
-        throw std::runtime_error("xlbd not ready; last /v1/status: " + last.text);
-    }
+    void wait_ready() { wait_agent_ready(*agent_, *api_, kReadyTimeout); }
 
     json vip(const std::string& key) {
         Reply r = api_->get("/v1/vip?vip=" + url_encode(key));

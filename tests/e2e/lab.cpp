@@ -253,4 +253,17 @@ std::uint32_t map_id(int fd) {
     return info.id;
 }
 
+void wait_agent_ready(AgentProcess& agent, const Api& api, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    Reply last;
+    while (Clock::now() < deadline) {
+        if (!agent.running()) throw std::runtime_error("xlbd exited before it was ready");
+        last = api.get("/v1/status");
+        if (last.status == 200 && last.body.is_object() && last.body.value("ready", false)) return;
+        std::this_thread::sleep_for(10ms);
+    }
+    throw std::runtime_error("xlbd not ready after " + std::to_string(timeout.count()) +
+                             " ms; last /v1/status: " + std::to_string(last.status) + " " + last.text);
+}
+
 }  // namespace xlb::e2e

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -32,6 +33,15 @@
 #include "netns.h"
 #include "url_encode.h"
 #include "xlb/bpf/fd.h"
+
+// Printed lines that carry a measurement: "[ measured ] ...".
+#define MEASURED(...)                 \
+    do {                              \
+        std::printf("[ measured ] "); \
+        std::printf(__VA_ARGS__);     \
+        std::printf("\n");            \
+        std::fflush(stdout);          \
+    } while (0)
 
 namespace xlb::e2e {
 
@@ -168,6 +178,10 @@ public:
 private:
     std::string socket_;
 };
+
+// Waits until the agent's /v1/status says ready; throws when the agent exits
+// first or the timeout passes (naming the last answer).
+void wait_agent_ready(AgentProcess& agent, const Api& api, std::chrono::milliseconds timeout);
 
 // GET over TCP from inside the namespace.
 Reply http_get_in_netns(const std::string& ns, const std::string& host, int port,

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "xlb/control/reconciler.h"
+#include "recording_data_plane.h"
 
 namespace xlb::agent {
 namespace {
@@ -19,25 +20,7 @@ using health::Failure;
 using health::ProbeResult;
 using health::TimePoint;
 
-class RecordingDataPlane : public control::DataPlane {
-public:
-    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
-    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
-    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
-        backends[id] = be;
-        return {};
-    }
-    bpf::Result<control::PublishTiming> publish(
-        const std::vector<control::RingUpdate>& rings) override {
-        publishes += rings.size();
-        const auto now = std::chrono::steady_clock::now();
-        return control::PublishTiming{now, now};
-    }
-    bpf::Result<void> remove_ring(std::uint32_t) override { return {}; }
-
-    std::map<std::uint32_t, xlb_backend> backends;
-    std::size_t publishes = 0;
-};
+using test::RecordingDataPlane;
 
 config::VipSpec checked_vip(double panic_threshold) {
     config::VipSpec v;

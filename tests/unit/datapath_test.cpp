@@ -17,6 +17,7 @@
 #include "xlb/control/data_plane.h"
 #include "xlb/control/reconciler.h"
 #include "xlb/flow_hash.h"
+#include "recording_data_plane.h"
 
 namespace xlb::datapath {
 namespace {
@@ -206,27 +207,7 @@ TEST(DatapathSetup, BuildRingMapsSlotsToBackendIds) {
 
 // ---- the demo's and the benchmark's rings are xlbd's ----------------------
 
-// Keeps the reconciler's writes: backend entries by id, rings by VIP id.
-class RecordingDataPlane : public control::DataPlane {
-public:
-    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
-    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
-    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
-        backends[id] = be;
-        return {};
-    }
-    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& u) override {
-        for (const control::RingUpdate& r : u) rings[r.vip_id] = r.backend_ids;
-        const auto now = std::chrono::steady_clock::now();
-        return control::PublishTiming{now, now};
-    }
-    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
-        rings.erase(vip_id);
-        return {};
-    }
-    std::map<std::uint32_t, xlb_backend> backends;
-    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
-};
+using test::RecordingDataPlane;
 
 // The ring as backend addresses, slot by slot: ids differ between builders.
 std::vector<net::IpAddress> addresses(const std::vector<std::uint32_t>& slots,

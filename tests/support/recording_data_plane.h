@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// A control::DataPlane for tests of the reconciler's users: it keeps what the
+// reconciler writes (backend entries by id, rings by VIP id) and counts the
+// rings published, and never fails.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "xlb/control/data_plane.h"
+
+namespace xlb::test {
+
+class RecordingDataPlane : public control::DataPlane {
+public:
+    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+        backends[id] = be;
+        return {};
+    }
+    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& updates) override {
+        publishes += updates.size();
+        for (const control::RingUpdate& r : updates) rings[r.vip_id] = r.backend_ids;
+        const auto now = std::chrono::steady_clock::now();
+        return control::PublishTiming{now, now};
+    }
+    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+        rings.erase(vip_id);
+        return {};
+    }
+
+    std::map<std::uint32_t, xlb_backend> backends;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+    std::size_t publishes = 0;  // rings published
+};
+
+}  // namespace xlb::test
