@@ -84,7 +84,7 @@ private:
     // was; go_live() itself undoes a first start that fails (undo_start()).
     int start();
     Step read_config();
-    Step check_host();
+    Step check_host_first();
     Step lock_interface();
     Step open_data_plane();
     Step start_services();
@@ -302,7 +302,7 @@ void Agent::watch_next_hop() {
 }
 
 int Agent::start() {
-    for (auto phase : {&Agent::read_config, &Agent::lock_interface, &Agent::check_host,
+    for (auto phase : {&Agent::read_config, &Agent::lock_interface, &Agent::check_host_first,
                        &Agent::open_data_plane, &Agent::start_services, &Agent::go_live}) {
         if (auto ok = (this->*phase)(); !ok) {
             spdlog::error("{}", ok.error().message());
@@ -328,7 +328,7 @@ Agent::Step Agent::read_config() {
 }
 
 // Everything that can fail without touching the kernel, reported together.
-Agent::Step Agent::check_host() {
+Agent::Step Agent::check_host_first() {
     const std::vector<std::string> problems = check_start(config_.settings);
     if (problems.empty()) return {};
     for (const auto& p : problems) spdlog::error("{}", p);
