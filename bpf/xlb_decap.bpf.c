@@ -32,12 +32,7 @@ struct {
 	__type(value, __u8);
 } xlb_decap_addrs SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_DECAP_OUT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} xlb_decap_stats SEC(".maps");
+XLB_OUTCOME_COUNTERS(xlb_decap_stats, XLB_DECAP_OUT__MAX);
 
 static __always_inline int xlb_decap_outcome(enum xlb_decap_outcome outcome, int action)
 {

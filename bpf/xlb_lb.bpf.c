@@ -160,9 +160,7 @@ static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet
 		return -XLB_OUT_DROP_FAMILY;
 	if (pkt->ip_len + xlb_encap_overhead(be) > cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
-	if (be->family == XLB_FAMILY_V4)
-		return xlb_encap_v4(ctx, pkt, be, cfg, hash);
-	return xlb_encap_v6(ctx, pkt, be, cfg, hash);
+	return xlb_push_encap(ctx, pkt, be, cfg, hash);
 }
 
 /*

@@ -38,12 +38,7 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_PROBE_OUT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} xlb_probe_stats SEC(".maps");
+XLB_OUTCOME_COUNTERS(xlb_probe_stats, XLB_PROBE_OUT__MAX);
 
 static __always_inline int xlb_probe_outcome(enum xlb_probe_outcome outcome, int action)
 {

@@ -7,6 +7,16 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+/* Declares a program's outcome counters: a per-CPU array with one slot per
+ * outcome, read by the agent (per-CPU summed) for metrics and `xlbctl stats`. */
+#define XLB_OUTCOME_COUNTERS(name, outcomes)             \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); \
+		__uint(max_entries, outcomes);           \
+		__type(key, __u32);                      \
+		__type(value, __u64);                    \
+	} name SEC(".maps")
+
 /* Counts `outcome` in the per-CPU array `counters` and returns `action`, so
  * that a verdict is counted where it is returned. */
 static __always_inline int xlb_count_outcome(void *counters, __u32 outcome, int action)

@@ -6,7 +6,7 @@
  * configured next hop.
  *
  * xlb_fill_outer_v4/v6 write the outer IP header alone; the XDP balancer
- * (xlb_encap_v4/v6 below) and the tc probe encapsulator (xlb_probe.bpf.c,
+ * (xlb_push_encap below) and the tc probe encapsulator (xlb_probe.bpf.c,
  * after bpf_skb_adjust_room) both use them, so a probe through the data path
  * carries exactly the outer header client traffic does.
  *
@@ -137,29 +137,24 @@ static __always_inline void *xlb_push_outer(struct xdp_md *ctx, const struct xlb
 	return eth + 1;
 }
 
-/* Returns 0 or -outcome. On success the frame is the encapsulated packet. */
-static __always_inline int xlb_encap_v4(struct xdp_md *ctx, const struct xlb_packet *pkt,
-					const struct xlb_backend *be,
-					const struct xlb_config *cfg, __u32 hash)
+/* Returns 0 or -outcome. On success the frame is the encapsulated packet,
+ * its outer header of the backend's family. */
+static __always_inline int xlb_push_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
+					  const struct xlb_backend *be,
+					  const struct xlb_config *cfg, __u32 hash)
 {
-	struct iphdr *outer = xlb_push_outer(ctx, cfg, sizeof(*outer), ETH_P_IP);
+	void *outer;
 
-	if (!outer)
-		return -XLB_OUT_DROP_HEADROOM;
-	xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
-	return 0;
-}
-
-static __always_inline int xlb_encap_v6(struct xdp_md *ctx, const struct xlb_packet *pkt,
-					const struct xlb_backend *be,
-					const struct xlb_config *cfg, __u32 hash)
-{
-	struct ipv6hdr *outer = xlb_push_outer(ctx, cfg, sizeof(*outer), ETH_P_IPV6);
-
-	if (!outer)
-		return -XLB_OUT_DROP_HEADROOM;
-	xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
-	return 0;
+	if (be->family == XLB_FAMILY_V4) {
+		outer = xlb_push_outer(ctx, cfg, sizeof(struct iphdr), ETH_P_IP);
+		if (outer)
+			xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
+	} else {
+		outer = xlb_push_outer(ctx, cfg, sizeof(struct ipv6hdr), ETH_P_IPV6);
+		if (outer)
+			xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
+	}
+	return outer ? 0 : -XLB_OUT_DROP_HEADROOM;
 }
 
 #endif /* XLB_BPF_ENCAP_H */

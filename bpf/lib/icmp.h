@@ -39,6 +39,41 @@ static __always_inline __u32 xlb_csum_add_words(const void *p, int words, __u32 
 	return sum;
 }
 
+/* Turns the frame into eth + `grow` bytes of room for the reply's headers +
+ * the first `quote` bytes of the packet, and writes the reply's Ethernet
+ * header (back where the packet came from). Returns where the reply's IP
+ * header goes, or NULL when the frame's edges cannot move. */
+static __always_inline void *xlb_icmp_reframe(struct xdp_md *ctx, int grow, int quote,
+					      __u16 eth_proto)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u8 client_mac[ETH_ALEN], our_mac[ETH_ALEN];
+	int cut;
+
+	if ((void *)(eth + 1) > data_end)
+		return NULL;
+	__builtin_memcpy(client_mac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(our_mac, eth->h_dest, ETH_ALEN);
+	if (bpf_xdp_adjust_head(ctx, -grow))
+		return NULL;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	cut = (int)(data_end - data) - (int)(sizeof(struct ethhdr) + grow + quote);
+	if (cut > 0 && bpf_xdp_adjust_tail(ctx, -cut))
+		return NULL;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) + grow + quote > data_end)
+		return NULL;
+	__builtin_memcpy(eth->h_dest, client_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, our_mac, ETH_ALEN);
+	eth->h_proto = bpf_htons(eth_proto);
+	return eth + 1;
+}
+
 /* Returns 0 with the frame rewritten into the reply, or -outcome. */
 static __always_inline int xlb_icmp_too_big_v4(struct xdp_md *ctx, __u16 mtu)
 {
@@ -48,10 +83,8 @@ static __always_inline int xlb_icmp_too_big_v4(struct xdp_md *ctx, __u16 mtu)
 	struct ethhdr *eth = data;
 	struct iphdr *orig, *iph;
 	struct icmphdr *icmp;
-	__u8 client_mac[ETH_ALEN], our_mac[ETH_ALEN];
 	__be32 client, vip;
 	__u32 sum;
-	int cut;
 
 	orig = (void *)(eth + 1);
 	if ((void *)orig + XLB_ICMP_QUOTE_V4 > data_end)
@@ -60,29 +93,13 @@ static __always_inline int xlb_icmp_too_big_v4(struct xdp_md *ctx, __u16 mtu)
 	 * packets without DF may not be answered (the sender did not ask). */
 	if (orig->ihl != 5 || !(orig->frag_off & bpf_htons(IP_DF)))
 		return -XLB_OUT_DROP_TOO_BIG;
-	__builtin_memcpy(client_mac, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(our_mac, eth->h_dest, ETH_ALEN);
 	client = orig->saddr;
 	vip = orig->daddr;
 
-	if (bpf_xdp_adjust_head(ctx, -grow))
+	iph = xlb_icmp_reframe(ctx, grow, XLB_ICMP_QUOTE_V4, ETH_P_IP);
+	if (!iph)
 		return -XLB_OUT_DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	cut = (int)(data_end - data) - (int)(sizeof(*eth) + grow + XLB_ICMP_QUOTE_V4);
-	if (cut > 0 && bpf_xdp_adjust_tail(ctx, -cut))
-		return -XLB_OUT_DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	iph = (void *)(eth + 1);
 	icmp = (void *)(iph + 1);
-	if ((void *)(icmp + 1) + XLB_ICMP_QUOTE_V4 > data_end)
-		return -XLB_OUT_DROP_HEADROOM;
-
-	__builtin_memcpy(eth->h_dest, client_mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, our_mac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IP);
 
 	iph->version = 4;
 	iph->ihl = 5;
@@ -115,37 +132,19 @@ static __always_inline int xlb_icmp_too_big_v6(struct xdp_md *ctx, __u32 mtu)
 	struct ethhdr *eth = data;
 	struct ipv6hdr *orig, *ip6h;
 	struct icmp6hdr *icmp6;
-	__u8 client_mac[ETH_ALEN], our_mac[ETH_ALEN];
 	struct in6_addr client, vip;
 	__u32 sum;
-	int cut;
 
 	orig = (void *)(eth + 1);
 	if ((void *)orig + XLB_ICMP_QUOTE_V6 > data_end)
 		return -XLB_OUT_DROP_TOO_BIG;
-	__builtin_memcpy(client_mac, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(our_mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(&client, &orig->saddr, sizeof(client));
 	__builtin_memcpy(&vip, &orig->daddr, sizeof(vip));
 
-	if (bpf_xdp_adjust_head(ctx, -grow))
+	ip6h = xlb_icmp_reframe(ctx, grow, XLB_ICMP_QUOTE_V6, ETH_P_IPV6);
+	if (!ip6h)
 		return -XLB_OUT_DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	cut = (int)(data_end - data) - (int)(sizeof(*eth) + grow + XLB_ICMP_QUOTE_V6);
-	if (cut > 0 && bpf_xdp_adjust_tail(ctx, -cut))
-		return -XLB_OUT_DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	ip6h = (void *)(eth + 1);
 	icmp6 = (void *)(ip6h + 1);
-	if ((void *)(icmp6 + 1) + XLB_ICMP_QUOTE_V6 > data_end)
-		return -XLB_OUT_DROP_HEADROOM;
-
-	__builtin_memcpy(eth->h_dest, client_mac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, our_mac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IPV6);
 
 	ip6h->version = 6;
 	ip6h->priority = 0;

@@ -8,12 +8,7 @@
 #include "xlb/abi.h"
 #include "counters.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_OUT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} xlb_stats SEC(".maps");
+XLB_OUTCOME_COUNTERS(xlb_stats, XLB_OUT__MAX);
 
 /* Count the outcome and return the XDP action to take for it. */
 static __always_inline int xlb_outcome(enum xlb_outcome outcome, int action)
