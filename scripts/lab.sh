@@ -6,9 +6,18 @@
 #
 #   client 192.0.2.10 ---- router ---- br0 (203.0.113.0/24, 2001:db8:b::/64)
 #   2001:db8:c::10     192.0.2.1        |-- lb   .2  / ::2   xlbd, xlb_lb in native XDP
-#                      2001:db8:c::1    |-- b1  .11  / ::11  xlb-decap, VIPs on lo, httpd
+#                      2001:db8:c::1    |-- [lb2 .3 / ::3 .. lb4 .5 / ::5]  (--lb-hosts N)
+#                                       |-- b1  .11  / ::11  xlb-decap, VIPs on lo, httpd
 #                                       |-- b2  .12  / ::12
 #                                       `-- b3  .13  / ::13  (--backends N: 0 to 9)
+#
+# With several LB hosts the router spreads the VIPs' flows over them by ECMP on
+# the 5-tuple (fib_multipath_hash_policy=1): with --router static through a
+# multipath route, with --router bgp through BIRD 2: the router's BIRD (AS
+# 65000) has a BGP session (IPv4 and IPv6, BFD 100 ms x 3) with each LB host's
+# BIRD (AS 65001), which announces what xlbd writes to its routes file, and
+# installs one route per VIP with a next hop per announcing host ("merge
+# paths"). Every LB host runs its own xlbd with the same VIPs, backends, seed.
 #
 # This script is the one definition of the lab: the demo, tests/e2e_tcp and,
 # through tests/support/lab.h (test::Lab), every other e2e suite build theirs
@@ -29,18 +38,26 @@
 #   up        build the lab (removes a half-built one on failure)
 #   down      remove everything of the lab (namespaces, processes, pins, files)
 #   status    show namespaces, XDP programs, processes and the agent's status
-#   agent-start   start xlbd in the lb namespace with the lab's config
-#   agent-stop    stop xlbd (SIGTERM; the XDP program stays attached)
-#   agent-kill    kill -9 xlbd
+#   agent-start [lbN]   start xlbd in an LB namespace with its config (default lb)
+#   agent-stop [lbN]    stop xlbd (SIGTERM; the XDP program stays attached)
+#   agent-kill [lbN]    kill -9 xlbd
+#   bird-stop lbN / bird-start lbN   stop (SIGTERM) / start an LB host's BIRD
+#   host-fail lbN / host-restore lbN   lose an LB host silently: the router's
+#                 bridge port to it stops forwarding (link up, nothing answers)
+#                 and its xlbd and BIRD are frozen (SIGSTOP); restore undoes it
 #   server-stop bN / server-start bN   kill -9 / start backend bN's HTTP server
-#   exec ROLE [--] CMD...  run CMD in a namespace (ROLE: client router lb b1..b9;
-#                 after --, options such as --help belong to CMD)
-#   api METHOD PATH [BODY]   call the agent's API on its Unix socket (curl)
+#   exec ROLE [--] CMD...  run CMD in a namespace (ROLE: client router lb lb2..lb4
+#                 b1..b9; after --, options such as --help belong to CMD)
+#   birdc ROLE CMD...   run birdc on the router's or an LB host's BIRD
+#   api [lbN] METHOD PATH [BODY]   call an agent's API on its Unix socket (curl)
 #   sweep     take down every lab whose --owner process is gone (labs of killed
 #             test runs); labs without an owner are never swept
 # Options:
 #   --prefix P     name prefix of everything (default xlab; [a-z0-9], 1-10 chars)
 #   --backends N   number of backend namespaces (default 3, 0-9)
+#   --lb-hosts N   number of LB hosts: lb, lb2 .. lb4 (default 1, 1-4)
+#   --router MODE  how the router reaches the VIPs: static (a route, multipath
+#                  with several LB hosts; the default) or bgp (BIRD, above)
 #   --no-client    (up) no client namespace (a lab for the agent alone)
 #   --owner PID    (up) the process that owns the lab: sweep removes it once PID is gone
 #   --in-config N  how many of them the generated config lists (default: all, at most 3)
@@ -49,11 +66,12 @@
 #   --health       give the VIPs an HTTP health check (GET /healthz, 500ms)
 #   --via-vip      with --health: probe through the VIPs (via_vip: true)
 #   --panic-threshold X   the VIPs' panic_threshold (default: the agent's, 0.5)
-#   --agent        (up) also start xlbd
+#   --agent        (up) also start xlbd (on every LB host)
 # Environment: XLBD, XLB_DECAP override the binaries' paths.
 #
-# Files: /run/xlb-lab/P/ (xlbd.yaml, state.json, xlbd.sock, logs, pids);
-# pins:  /sys/fs/bpf/xlb-lab-P/ (created by up).
+# Files: /run/xlb-lab/P/ (xlbd.yaml, state.json, xlbd.sock, logs, pids) for the
+# LB host lb, /run/xlb-lab/P/lbN/ for the others, bird-*.conf/.ctl/.log;
+# pins:  /sys/fs/bpf/xlb-lab-P/ and /sys/fs/bpf/xlb-lab-P-lbN/ (created by up).
 # The LB reaches the router (next hop 203.0.113.1, 2001:db8:b::1) at a fixed
 # MAC, 02:78:6c:62:00:01, with permanent neighbour entries: no ARP needed.
 # Backends' HTTP servers answer GET / with their name (b1, b2, ...), GET
@@ -74,6 +92,8 @@ panic_threshold=""
 start_agent=0
 client=1
 owner=""
+nlb=1
+router_mode=static
 
 die() {
   echo "lab: $*" >&2
@@ -101,6 +121,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix="${2:?--prefix needs a value}"; shift 2 ;;
     --backends) nbackends="${2:?--backends needs a value}"; shift 2 ;;
+    --lb-hosts) nlb="${2:?--lb-hosts needs a value}"; shift 2 ;;
+    --router) router_mode="${2:?--router needs a value}"; shift 2 ;;
     --in-config) in_config="${2:?--in-config needs a value}"; shift 2 ;;
     --weights) weights="${2:?--weights needs a value}"; shift 2 ;;
     --build) build_dir="${2:?--build needs a value}"; shift 2 ;;
@@ -118,6 +140,8 @@ done
 
 [[ "${prefix}" =~ ^[a-z0-9]{1,10}$ ]] || die "--prefix: found '${prefix}', expected 1-10 characters a-z 0-9"
 [[ "${nbackends}" =~ ^[0-9]$ ]] || die "--backends: found '${nbackends}', expected 0-9"
+[[ "${nlb}" =~ ^[1-4]$ ]] || die "--lb-hosts: found '${nlb}', expected 1-4"
+[[ "${router_mode}" =~ ^(static|bgp)$ ]] || die "--router: found '${router_mode}', expected static or bgp"
 [ -n "${in_config}" ] || in_config=$((nbackends < 3 ? nbackends : 3))
 [[ "${in_config}" =~ ^[0-9]$ ]] && [ "${in_config}" -le "${nbackends}" ] ||
   die "--in-config: found '${in_config}', expected 0-${nbackends}"
@@ -131,7 +155,6 @@ ns_router="${prefix}-router"
 ns_lb="${prefix}-lb"
 xlbd_bin="${XLBD:-${build_dir}/userspace/agent/xlbd}"
 decap_bin="${XLB_DECAP:-${build_dir}/tools/xlb-decap/xlb-decap}"
-sock="${state_dir}/xlbd.sock"
 
 router_mac=02:78:6c:62:00:01  # br0's, fixed: a bridge otherwise takes a port's MAC
 vip4=198.51.100.10
@@ -142,19 +165,37 @@ backend_ns() { echo "${prefix}-b$1"; }
 backend_v4() { echo "203.0.113.1$1"; }
 backend_v6() { echo "2001:db8:b::1$1"; }
 
+# LB host k (1-4): role lb, lb2, lb3, lb4; addresses .2 to .5
+lb_role() { if [ "$1" -eq 1 ]; then echo lb; else echo "lb$1"; fi; }
+lb_v4() { echo "203.0.113.$(($1 + 1))"; }
+lb_v6() { echo "2001:db8:b::$(($1 + 1))"; }
+lb_index() {  # lb_index ROLE: k, or dies
+  case "$1" in
+    lb) echo 1 ;;
+    lb[2-4]) echo "${1#lb}" ;;
+    *) die "unknown LB host '$1' (lb, lb2..lb4)" ;;
+  esac
+}
+# The LB host's own files: lb keeps the lab directory (older tools read
+# xlbd.sock there), the others a directory each.
+lb_dir() { if [ "$1" -eq 1 ]; then echo "${state_dir}"; else echo "${state_dir}/lb$1"; fi; }
+lb_pins() { if [ "$1" -eq 1 ]; then echo "${pin_dir}"; else echo "${pin_dir}-lb$1"; fi; }
+lb_port() { if [ "$1" -eq 1 ]; then echo p-lb; else echo "p-lb$1"; fi; }
+bird_ctl() { echo "${state_dir}/bird-$1.ctl"; }  # bird_ctl ROLE (router, lb, lb2..)
+
 ns_of() {
   case "$1" in
     client) echo "${ns_client}" ;;
     router) echo "${ns_router}" ;;
     lb) echo "${ns_lb}" ;;
-    b[1-9]) echo "${prefix}-$1" ;;
-    *) die "unknown role '$1' (client, router, lb, b1..b9)" ;;
+    lb[2-4] | b[1-9]) echo "${prefix}-$1" ;;
+    *) die "unknown role '$1' (client, router, lb, lb2..lb4, b1..b9)" ;;
   esac
 }
 
 # Every namespace this prefix may own (whether it exists or not).
 all_ns() {
-  echo "${ns_client} ${ns_router} ${ns_lb}"
+  echo "${ns_client} ${ns_router} ${ns_lb} ${prefix}-lb2 ${prefix}-lb3 ${prefix}-lb4"
   for i in 1 2 3 4 5 6 7 8 9; do backend_ns "$i"; done
 }
 
@@ -186,6 +227,8 @@ kill_ns_processes() {
     [ -n "${pids}" ] || return 0
     # shellcheck disable=SC2086
     kill "-${sig}" ${pids} 2>/dev/null || true
+    # shellcheck disable=SC2086
+    kill -CONT ${pids} 2>/dev/null || true  # a frozen process takes its TERM
     for _ in 1 2 3 4 5 6 7 8 9 10; do
       [ -n "$(ip netns pids "${ns}" 2>/dev/null || true)" ] || return 0
       sleep 0.1
@@ -194,11 +237,14 @@ kill_ns_processes() {
 }
 
 lab_down() {
-  local ns removed=0
-  # the agent first, so that it does not see its interface vanish
-  if [ -f "${state_dir}/xlbd.pid" ]; then
-    kill -TERM "$(cat "${state_dir}/xlbd.pid")" 2>/dev/null || true
-  fi
+  local ns dir pidfile removed=0
+  # the agents first, so that they do not see their interface vanish (a
+  # frozen one is thawed to take its SIGTERM)
+  for pidfile in "${state_dir}/xlbd.pid" "${state_dir}"/lb[2-4]/xlbd.pid; do
+    [ -f "${pidfile}" ] || continue
+    kill -TERM "$(cat "${pidfile}")" 2>/dev/null || true
+    kill -CONT "$(cat "${pidfile}")" 2>/dev/null || true
+  done
   for ns in $(all_ns); do
     if ns_exists "${ns}"; then
       kill_ns_processes "${ns}"
@@ -206,7 +252,9 @@ lab_down() {
       removed=$((removed + 1))
     fi
   done
-  if [ -d "${pin_dir}" ]; then rm -rf "${pin_dir}"; fi
+  for dir in "${pin_dir}" "${pin_dir}"-lb[2-4]; do
+    if [ -d "${dir}" ]; then rm -rf "${dir}"; fi
+  done
   if [ -d "${state_dir}" ]; then rm -rf "${state_dir}"; fi
   echo "lab ${prefix}: down (${removed} namespaces removed)"
 }
@@ -282,8 +330,9 @@ while True:
 PY
 }
 
-write_config() {
-  local i w
+write_config() {  # write_config K: LB host K's xlbd.yaml
+  local k="$1" i w dir
+  dir="$(lb_dir "${k}")"
   local -a ws
   IFS=',' read -r -a ws <<<"${weights}"
   [ "${#ws[@]}" -ge "${in_config}" ] || die "--weights: ${#ws[@]} weights for ${in_config} backends"
@@ -294,18 +343,21 @@ write_config() {
     hc="    health_check: {type: http, path: /healthz, interval: 500ms, timeout: 250ms, jitter: 50ms, unhealthy_threshold: 2, healthy_threshold: 2${via}}"
   fi
   {
-    echo "# Written by scripts/lab.sh for lab ${prefix}."
+    echo "# Written by scripts/lab.sh for lab ${prefix}, LB host $(lb_role "${k}")."
     echo "interface: eth0"
     echo "xdp_mode: native"
     echo "next_hop: {mac: \"${router_mac}\"}"
-    echo "encap_source: {ipv4: 203.0.113.2, ipv6: \"2001:db8:b::2\"}"
+    echo "encap_source: {ipv4: $(lb_v4 "${k}"), ipv6: \"$(lb_v6 "${k}")\"}"
     echo "hash_seed: 0x5eed1234"
     echo "mtu: 1600"
     echo "maps: {max_vips: 16, max_backends: 64, conntrack_entries: 65536}"
-    echo "api: {socket: ${sock}}"
+    echo "api: {socket: ${dir}/xlbd.sock}"
     echo "metrics: {listen: \"127.0.0.1:9464\"}"
-    echo "state_file: ${state_dir}/state.json"
-    echo "pin_dir: ${pin_dir}"
+    echo "state_file: ${dir}/state.json"
+    echo "pin_dir: $(lb_pins "${k}")"
+    if [ "${router_mode}" = bgp ]; then
+      echo "bgp: {enabled: true, control_socket: $(bird_ctl "$(lb_role "${k}")"), routes_file: ${dir}/bird-vips.conf, protocol: xlb_vips}"
+    fi
     echo "vips:"
     local vip
     for vip in "web ${vip4} v4" "web6 ${vip6} v6" "mixed ${vipmix} v6"; do
@@ -327,10 +379,10 @@ write_config() {
       done
       [ "${in_config}" -gt 0 ] || echo "      []"
     done
-  } >"${state_dir}/xlbd.yaml"
+  } >"${dir}/xlbd.yaml"
   # an empty backend list must be written inline
   if [ "${in_config}" -eq 0 ]; then
-    sed -i -e ':a;N;$!ba;s/    backends:\n      \[\]/    backends: []/g' "${state_dir}/xlbd.yaml"
+    sed -i -e ':a;N;$!ba;s/    backends:\n      \[\]/    backends: []/g' "${dir}/xlbd.yaml"
   fi
 }
 
@@ -384,10 +436,133 @@ lab_up_client() {  # the client and its link to the router
   nsx "${ns_router}" ethtool -K cl0 tx off tso off gso off >/dev/null 2>&1 || true
 }
 
+lab_up_lb_host() {  # lab_up_lb_host K: LB host K and its port on the router's bridge
+  local k="$1" ns port
+  ns="${prefix}-$(lb_role "${k}")"
+  port="$(lb_port "${k}")"
+  veth eth0 "${ns}" "${port}" "${ns_router}"
+  ip -n "${ns}" link set eth0 mtu 1600
+  ip -n "${ns_router}" link set "${port}" mtu 1600 master br0
+  ip -n "${ns}" addr add "$(lb_v4 "${k}")/24" dev eth0
+  ip -n "${ns}" addr add "$(lb_v6 "${k}")/64" dev eth0 nodad
+  ip -n "${ns}" link set eth0 up
+  ip -n "${ns}" route add default via 203.0.113.1
+  ip -n "${ns}" -6 route add default via 2001:db8:b::1
+  # the next hop's MAC, known without ARP
+  ip -n "${ns}" neigh replace 203.0.113.1 lladdr "${router_mac}" dev eth0 nud permanent
+  ip -n "${ns}" neigh replace 2001:db8:b::1 lladdr "${router_mac}" dev eth0 nud permanent
+  nsx "${ns_router}" ethtool -K "${port}" tx off tso off gso off >/dev/null 2>&1 || true
+  ip -n "${ns_router}" link set "${port}" up
+}
+
+# ---- BGP (--router bgp) ---------------------------------------------------------------
+# Timers: BFD 100 ms x 3 finds a silent host in 0.3 s; BGP connects within a
+# second of both daemons starting (BIRD waits 5 s by default).
+
+bird_common() {  # bird_common ROLE ROUTER_ID IFNAME
+  cat <<EOF
+# Written by scripts/lab.sh for lab ${prefix}.
+log "${state_dir}/bird-$1.log" all;
+router id $2;
+protocol device { scan time 10; }
+protocol bfd {
+  interface "$3" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; };
+}
+EOF
+}
+
+write_bird_router() {
+  local k role
+  {
+    bird_common router 203.0.113.1 br0
+    cat <<'EOF'
+# One kernel route per VIP with a next hop per LB host announcing it.
+protocol kernel kernel4 { ipv4 { import none; export all; }; merge paths on; }
+protocol kernel kernel6 { ipv6 { import none; export all; }; merge paths on; }
+template bgp lb_host {
+  local as 65000;
+  bfd on;
+  connect delay time 1; connect retry time 2; error wait time 1, 4;
+}
+EOF
+    for ((k = 1; k <= nlb; k++)); do
+      role="$(lb_role "${k}")"
+      echo "protocol bgp ${role}_v4 from lb_host { neighbor $(lb_v4 "${k}") as 65001; ipv4 { import all; export none; }; }"
+      echo "protocol bgp ${role}_v6 from lb_host { neighbor $(lb_v6 "${k}") as 65001; ipv6 { import all; export none; }; }"
+    done
+  } >"${state_dir}/bird-router.conf"
+}
+
+write_bird_lb() {  # write_bird_lb K
+  local k="$1" dir
+  dir="$(lb_dir "${k}")"
+  # xlbd owns the routes file; an empty one until it writes its own, so that
+  # BIRD starts (and announces nothing) before the agent does
+  [ -f "${dir}/bird-vips.conf" ] || : >"${dir}/bird-vips.conf"
+  {
+    bird_common "$(lb_role "${k}")" "$(lb_v4 "${k}")" eth0
+    cat <<EOF
+# The VIPs this host announces: static routes that xlbd writes.
+include "${dir}/bird-vips.conf";
+template bgp to_router {
+  local as 65001;
+  bfd on;
+  connect delay time 1; connect retry time 2; error wait time 1, 4;
+}
+protocol bgp router_v4 from to_router {
+  neighbor 203.0.113.1 as 65000;
+  ipv4 { import none; export where source = RTS_STATIC; };
+}
+protocol bgp router_v6 from to_router {
+  neighbor 2001:db8:b::1 as 65000;
+  ipv6 { import none; export where source = RTS_STATIC; };
+}
+EOF
+  } >"${state_dir}/bird-$(lb_role "${k}").conf"
+}
+
+bird_ns() { if [ "$1" = router ]; then echo "${ns_router}"; else echo "${prefix}-$1"; fi; }
+
+bird_start() {  # bird_start ROLE (router, lb, lb2..)
+  local role="$1"
+  nsx "$(bird_ns "${role}")" bird -c "${state_dir}/bird-${role}.conf" -s "$(bird_ctl "${role}")" \
+    -P "${state_dir}/bird-${role}.pid" >"${state_dir}/bird-${role}.out" 2>&1 ||
+    die "BIRD did not start in $(bird_ns "${role}"): $(cat "${state_dir}/bird-${role}.out")"
+}
+
+bird_stop() {
+  local role="$1" pid
+  pid="$(cat "${state_dir}/bird-${role}.pid" 2>/dev/null || true)"
+  [ -n "${pid}" ] && kill -TERM "${pid}" 2>/dev/null || die "the BIRD of ${role} is not running"
+  for _ in $(seq 1 100); do
+    kill -0 "${pid}" 2>/dev/null || { rm -f "${state_dir}/bird-${role}.pid"; return 0; }
+    sleep 0.05
+  done
+  die "the BIRD of ${role} (pid ${pid}) did not exit after SIGTERM"
+}
+
+birdc_in() {  # birdc_in ROLE ARGS...
+  local role="$1"
+  shift
+  birdc -s "$(bird_ctl "${role}")" "$@"
+}
+
+bird_wait_established() {  # every BGP session of the router
+  local want=$((2 * nlb)) got=0 deadline=$((SECONDS + 20))
+  while [ "${SECONDS}" -lt "${deadline}" ]; do
+    got="$(birdc_in router show protocols | grep -c ' BGP .* up .*Established' || true)"
+    [ "${got}" -ge "${want}" ] && return 0
+    sleep 0.2
+  done
+  die "BGP: ${got} of ${want} sessions established after 20 s: $(birdc_in router show protocols)"
+}
+
 lab_up() {
   local ns i b
   command -v python3 >/dev/null || die "python3 is missing (scripts/install-deps.sh installs it)"
   command -v ethtool >/dev/null || die "ethtool is missing (scripts/install-deps.sh installs it)"
+  [ "${router_mode}" = static ] || command -v bird >/dev/null ||
+    die "bird is missing (--router bgp needs BIRD 2: scripts/install-deps.sh installs it)"
   [ -x "${decap_bin}" ] || die "${decap_bin} not found: build it (cmake --build ${build_dir} --target xlb-decap)"
   for ns in $(all_ns); do
     ns_exists "${ns}" && die "namespace ${ns} exists already: lab ${prefix} is up (scripts/lab.sh down --prefix ${prefix})"
@@ -400,9 +575,16 @@ lab_up() {
   chmod 0755 "${state_dir}"
 
   [ -z "${owner}" ] || echo "${owner}" >"${state_dir}/owner-pid"
-  mkdir -p -m 0700 "${pin_dir}"
+  # what later commands (agent-start lb2, status) need to know of this lab
+  printf 'nlb=%s\nrouter_mode=%s\n' "${nlb}" "${router_mode}" >"${state_dir}/lab.env"
+  local k
+  for ((k = 1; k <= nlb; k++)); do
+    mkdir -p -m 0700 "$(lb_pins "${k}")"
+    mkdir -p -m 0755 "$(lb_dir "${k}")"
+  done
 
-  local -a namespaces=("${ns_router}" "${ns_lb}")
+  local -a namespaces=("${ns_router}")
+  for ((k = 1; k <= nlb; k++)); do namespaces+=("${prefix}-$(lb_role "${k}")"); done
   [ "${client}" -eq 0 ] || namespaces+=("${ns_client}")
   for ((i = 1; i <= nbackends; i++)); do namespaces+=("$(backend_ns "$i")"); done
   for ns in "${namespaces[@]}"; do
@@ -421,20 +603,8 @@ lab_up() {
   # client <-> router
   [ "${client}" -eq 0 ] || lab_up_client
 
-  # lb <-> router bridge
-  veth eth0 "${ns_lb}" p-lb "${ns_router}"
-  ip -n "${ns_lb}" link set eth0 mtu 1600
-  ip -n "${ns_router}" link set p-lb mtu 1600 master br0
-  ip -n "${ns_lb}" addr add 203.0.113.2/24 dev eth0
-  ip -n "${ns_lb}" addr add 2001:db8:b::2/64 dev eth0 nodad
-  ip -n "${ns_lb}" link set eth0 up
-  ip -n "${ns_lb}" route add default via 203.0.113.1
-  ip -n "${ns_lb}" -6 route add default via 2001:db8:b::1
-  # the next hop's MAC, known without ARP
-  ip -n "${ns_lb}" neigh replace 203.0.113.1 lladdr "${router_mac}" dev eth0 nud permanent
-  ip -n "${ns_lb}" neigh replace 2001:db8:b::1 lladdr "${router_mac}" dev eth0 nud permanent
-  nsx "${ns_router}" ethtool -K p-lb tx off tso off gso off >/dev/null 2>&1 || true
-  ip -n "${ns_router}" link set p-lb up
+  # LB hosts <-> router bridge
+  for ((k = 1; k <= nlb; k++)); do lab_up_lb_host "${k}"; done
 
   # backends
   for ((i = 1; i <= nbackends; i++)); do
@@ -460,13 +630,24 @@ lab_up() {
   ip -n "${ns_router}" addr add 203.0.113.1/24 dev br0
   ip -n "${ns_router}" addr add 2001:db8:b::1/64 dev br0 nodad
   ip -n "${ns_router}" link set br0 up
-  # VIPs via the LB, never on-link
-  ip -n "${ns_router}" route add 198.51.100.0/24 via 203.0.113.2
-  ip -n "${ns_router}" -6 route add 2001:db8:f::/64 via 2001:db8:b::2
+  # VIPs via the LB hosts, never on-link: ECMP on the 5-tuple over them
+  sysctl_in "${ns_router}" net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1
+  if [ "${router_mode}" = static ]; then
+    local -a via4=() via6=()
+    for ((k = 1; k <= nlb; k++)); do
+      via4+=(nexthop via "$(lb_v4 "${k}")")
+      via6+=(nexthop via "$(lb_v6 "${k}")")
+    done
+    ip -n "${ns_router}" route add 198.51.100.0/24 "${via4[@]}"
+    ip -n "${ns_router}" -6 route add 2001:db8:f::/64 "${via6[@]}"
+  fi
 
-  # native XDP_TX from the LB's veth needs a program on the peer: a pass-through
-  nsx "${ns_router}" "${decap_bin}" --interface p-lb --keep --quiet >"${state_dir}/router-xdp.log" 2>&1 ||
-    die "could not attach the pass-through XDP program to p-lb: $(cat "${state_dir}/router-xdp.log")"
+  # native XDP_TX from an LB's veth needs a program on the peer: a pass-through
+  for ((k = 1; k <= nlb; k++)); do
+    nsx "${ns_router}" "${decap_bin}" --interface "$(lb_port "${k}")" --keep --quiet \
+      >"${state_dir}/router-xdp.log" 2>&1 ||
+      die "could not attach the pass-through XDP program to $(lb_port "${k}"): $(cat "${state_dir}/router-xdp.log")"
+  done
 
   # backends' decapsulator and HTTP server
   write_httpd
@@ -496,7 +677,10 @@ lab_up() {
   if [ "${client}" -eq 1 ]; then
     nsx "${ns_client}" ping -c1 -W1 192.0.2.1 >/dev/null 2>&1 || die "client cannot reach the router"
   fi
-  nsx "${ns_lb}" ping -c1 -W1 203.0.113.1 >/dev/null 2>&1 || die "the LB cannot reach the router"
+  for ((k = 1; k <= nlb; k++)); do
+    nsx "${prefix}-$(lb_role "${k}")" ping -c1 -W1 203.0.113.1 >/dev/null 2>&1 ||
+      die "LB host $(lb_role "${k}") cannot reach the router"
+  done
   for ((i = 1; i <= nbackends; i++)); do
     nsx "${ns_router}" ping -c1 -W1 "$(backend_v4 "$i")" >/dev/null 2>&1 ||
       die "the router cannot reach backend b$i"
@@ -504,64 +688,111 @@ lab_up() {
       die "the router cannot reach backend b$i over IPv6"
   done
 
-  write_config
+  for ((k = 1; k <= nlb; k++)); do write_config "${k}"; done
+  if [ "${router_mode}" = bgp ]; then
+    write_bird_router
+    bird_start router
+    for ((k = 1; k <= nlb; k++)); do
+      write_bird_lb "${k}"
+      bird_start "$(lb_role "${k}")"
+    done
+    bird_wait_established
+  fi
 
-  if [ "${start_agent}" -eq 1 ]; then agent_start; fi
+  if [ "${start_agent}" -eq 1 ]; then
+    for ((k = 1; k <= nlb; k++)); do agent_start "$(lb_role "${k}")"; done
+  fi
   trap - EXIT
-  echo "lab ${prefix}: up (${nbackends} backends$([ "${client}" -eq 1 ] || echo ", no client"); config ${state_dir}/xlbd.yaml)"
+  echo "lab ${prefix}: up (${nbackends} backends$([ "${nlb}" -eq 1 ] || echo ", ${nlb} LB hosts, router ${router_mode}")$([ "${client}" -eq 1 ] || echo ", no client"); config ${state_dir}/xlbd.yaml)"
 }
 
-# ---- the agent --------------------------------------------------------------------
+# ---- the agents -------------------------------------------------------------------
 
-api() {  # api METHOD PATH [BODY]
+api() {  # api SOCKET METHOD PATH [BODY]
+  local socket="$1"
+  shift
   local -a data=()
   [ $# -ge 3 ] && data=(-H 'Content-Type: application/json' --data-binary "$3")
-  curl -sS --max-time 20 --unix-socket "${sock}" -X "$1" "${data[@]}" "http://xlbd$2"
+  curl -sS --max-time 20 --unix-socket "${socket}" -X "$1" "${data[@]}" "http://xlbd$2"
 }
 
-agent_running() {
-  [ -f "${state_dir}/xlbd.pid" ] && kill -0 "$(cat "${state_dir}/xlbd.pid")" 2>/dev/null
+agent_running() {  # agent_running ROLE
+  local dir
+  dir="$(lb_dir "$(lb_index "$1")")"
+  [ -f "${dir}/xlbd.pid" ] && kill -0 "$(cat "${dir}/xlbd.pid")" 2>/dev/null
 }
 
-agent_start() {
-  ns_exists "${ns_lb}" || die "lab ${prefix} is not up"
-  agent_running && die "xlbd is running already (pid $(cat "${state_dir}/xlbd.pid"))"
+agent_start() {  # agent_start ROLE
+  local role="$1" dir ns socket
+  dir="$(lb_dir "$(lb_index "${role}")")"
+  ns="${prefix}-${role}"
+  socket="${dir}/xlbd.sock"
+  ns_exists "${ns}" || die "LB host ${role} of lab ${prefix} does not exist"
+  agent_running "${role}" && die "xlbd on ${role} is running already (pid $(cat "${dir}/xlbd.pid"))"
   [ -x "${xlbd_bin}" ] || die "${xlbd_bin} not found: build it (cmake --build ${build_dir} --target xlbd)"
   # nsenter keeps this mount namespace, where bpffs is mounted (ip netns exec
   # remounts /sys and hides /sys/fs/bpf)
-  nsenter --net="/run/netns/${ns_lb}" "${xlbd_bin}" --config "${state_dir}/xlbd.yaml" \
-    >>"${state_dir}/xlbd.log" 2>&1 &
+  nsenter --net="/run/netns/${ns}" "${xlbd_bin}" --config "${dir}/xlbd.yaml" >>"${dir}/xlbd.log" 2>&1 &
   local pid=$!
-  echo "${pid}" >"${state_dir}/xlbd.pid"
+  echo "${pid}" >"${dir}/xlbd.pid"
   local deadline=$((SECONDS + 15))
-  until [ -S "${sock}" ] && [ "$(curl -s --max-time 2 --unix-socket "${sock}" -o /dev/null -w '%{http_code}' http://xlbd/readyz)" = 200 ]; do
+  until [ -S "${socket}" ] && [ "$(curl -s --max-time 2 --unix-socket "${socket}" -o /dev/null -w '%{http_code}' http://xlbd/readyz)" = 200 ]; do
     if ! kill -0 "${pid}" 2>/dev/null; then
-      echo "lab: xlbd exited; its log:" >&2
-      tail -n 30 "${state_dir}/xlbd.log" >&2
+      echo "lab: xlbd on ${role} exited; its log:" >&2
+      tail -n 30 "${dir}/xlbd.log" >&2
       exit 1
     fi
     if [ "${SECONDS}" -ge "${deadline}" ]; then
-      echo "lab: xlbd not ready after 15 s; its log:" >&2
-      tail -n 30 "${state_dir}/xlbd.log" >&2
+      echo "lab: xlbd on ${role} not ready after 15 s; its log:" >&2
+      tail -n 30 "${dir}/xlbd.log" >&2
       exit 1
     fi
     sleep 0.05
   done
-  echo "lab ${prefix}: xlbd ready (pid ${pid}, socket ${sock})"
+  echo "lab ${prefix}: xlbd ready on ${role} (pid ${pid}, socket ${socket})"
 }
 
-agent_stop() {
-  local sig="$1" pid
-  agent_running || { echo "lab ${prefix}: xlbd is not running"; return 0; }
-  pid="$(cat "${state_dir}/xlbd.pid")"
+agent_stop() {  # agent_stop ROLE SIGNAL
+  local role="$1" sig="$2" dir pid
+  dir="$(lb_dir "$(lb_index "${role}")")"
+  agent_running "${role}" || { echo "lab ${prefix}: xlbd on ${role} is not running"; return 0; }
+  pid="$(cat "${dir}/xlbd.pid")"
   kill "-${sig}" "${pid}"
+  kill -CONT "${pid}" 2>/dev/null || true
   for _ in $(seq 1 100); do
     kill -0 "${pid}" 2>/dev/null || break
     sleep 0.05
   done
-  kill -0 "${pid}" 2>/dev/null && die "xlbd (pid ${pid}) did not exit after SIG${sig}"
-  rm -f "${state_dir}/xlbd.pid"
-  echo "lab ${prefix}: xlbd stopped (SIG${sig})"
+  kill -0 "${pid}" 2>/dev/null && die "xlbd on ${role} (pid ${pid}) did not exit after SIG${sig}"
+  rm -f "${dir}/xlbd.pid"
+  echo "lab ${prefix}: xlbd on ${role} stopped (SIG${sig})"
+}
+
+# A silent host loss: the link stays up, nothing answers. The router's bridge
+# port to the host stops forwarding either way, and the host's daemons freeze,
+# so that neither BFD nor the data plane answers until host-restore.
+host_fail() {  # host_fail ROLE fail|restore
+  local role="$1" k dir sig=STOP state=0 pidfile
+  k="$(lb_index "${role}")"
+  dir="$(lb_dir "${k}")"
+  ns_exists "${prefix}-${role}" || die "LB host ${role} of lab ${prefix} does not exist"
+  [ "$2" = fail ] || { sig=CONT; state=3; }
+  bridge -n "${ns_router}" link set dev "$(lb_port "${k}")" state "${state}" ||
+    die "could not set the router's port to ${role} to state ${state}"
+  for pidfile in "${dir}/xlbd.pid" "${state_dir}/bird-${role}.pid"; do
+    [ -f "${pidfile}" ] && kill "-${sig}" "$(cat "${pidfile}")" 2>/dev/null || true
+  done
+  if [ "$2" = fail ]; then echo "lab ${prefix}: ${role} lost (silent)"; else echo "lab ${prefix}: ${role} restored"; fi
+}
+
+# The role of an optional first argument naming an LB host (default lb).
+take_lb_role() {
+  lb_role_arg=lb
+  if [ ${#args[@]} -gt 0 ] && [[ "${args[0]}" =~ ^lb[2-4]?$ ]]; then
+    lb_role_arg="${args[0]}"
+    args=("${args[@]:1}")
+  fi
+  lb_index "${lb_role_arg}" >/dev/null
 }
 
 # ---- status -------------------------------------------------------------------------
@@ -591,29 +822,65 @@ lab_status() {
     echo "lab ${prefix}: down"
     return 0
   }
-  if agent_running; then
-    echo "== xlbd pid $(cat "${state_dir}/xlbd.pid"), socket ${sock}, log ${state_dir}/xlbd.log"
-    if [ -x "${build_dir}/tools/xlbctl/xlbctl" ]; then
-      "${build_dir}/tools/xlbctl/xlbctl" --socket "${sock}" status || true
+  local k role dir
+  for ((k = 1; k <= nlb; k++)); do
+    role="$(lb_role "${k}")"
+    dir="$(lb_dir "${k}")"
+    if agent_running "${role}"; then
+      echo "== xlbd on ${role}: pid $(cat "${dir}/xlbd.pid"), socket ${dir}/xlbd.sock, log ${dir}/xlbd.log"
+      if [ -x "${build_dir}/tools/xlbctl/xlbctl" ]; then
+        "${build_dir}/tools/xlbctl/xlbctl" --socket "${dir}/xlbd.sock" status || true
+      else
+        api "${dir}/xlbd.sock" GET /v1/status || true
+        echo
+      fi
     else
-      api GET /v1/status || true
-      echo
+      echo "== xlbd on ${role}: not running (scripts/lab.sh agent-start ${role} --prefix ${prefix})"
     fi
-  else
-    echo "== xlbd: not running (scripts/lab.sh agent-start --prefix ${prefix})"
+  done
+  if [ "${router_mode}" = bgp ] && [ -S "$(bird_ctl router)" ]; then
+    echo "== the router's BGP sessions and VIP routes"
+    birdc_in router show protocols | grep BGP || true
+    ip -n "${ns_router}" route show 198.51.100.0/24 || true
+    ip -n "${ns_router}" -6 route show 2001:db8:f::/64 || true
   fi
 }
 
 need_root
+if [ "${cmd}" != up ] && [ -f "${state_dir}/lab.env" ]; then
+  # shellcheck disable=SC1091
+  . "${state_dir}/lab.env"
+fi
 case "${cmd}" in
   up) lab_up ;;
   down) lab_down ;;
   sweep) lab_sweep ;;
   status) lab_status ;;
-  agent-start) agent_start ;;
-  agent-stop) agent_stop TERM ;;
-  agent-kill) agent_stop KILL ;;
+  agent-start) take_lb_role && agent_start "${lb_role_arg}" ;;
+  agent-stop) take_lb_role && agent_stop "${lb_role_arg}" TERM ;;
+  agent-kill) take_lb_role && agent_stop "${lb_role_arg}" KILL ;;
   server-stop | server-start) server_cmd ;;
+  host-fail | host-restore)
+    [ ${#args[@]} -ge 1 ] || die "${cmd} lbN"
+    host_fail "${args[0]}" "${cmd#host-}"
+    ;;
+  bird-stop | bird-start)
+    [ "${router_mode}" = bgp ] || die "lab ${prefix} has no BGP (up --router bgp)"
+    [ ${#args[@]} -ge 1 ] || die "${cmd} router|lbN"
+    [ "${args[0]}" = router ] || lb_index "${args[0]}" >/dev/null
+    if [ "${cmd}" = bird-stop ]; then
+      bird_stop "${args[0]}"
+      echo "lab ${prefix}: BIRD of ${args[0]} stopped"
+    else
+      bird_start "${args[0]}"
+      echo "lab ${prefix}: BIRD of ${args[0]} started"
+    fi
+    ;;
+  birdc)
+    [ ${#args[@]} -ge 2 ] || die "birdc ROLE COMMAND..."
+    [ "${args[0]}" = router ] || lb_index "${args[0]}" >/dev/null
+    birdc_in "${args[0]}" "${args[@]:1}"
+    ;;
   exec)
     [ ${#args[@]} -ge 2 ] || die "exec ROLE COMMAND..."
     ns="$(ns_of "${args[0]}")"
@@ -621,8 +888,9 @@ case "${cmd}" in
     exec ip netns exec "${ns}" "${args[@]:1}"
     ;;
   api)
-    [ ${#args[@]} -ge 2 ] || die "api METHOD PATH [BODY]"
-    api "${args[@]}"
+    take_lb_role
+    [ ${#args[@]} -ge 2 ] || die "api [lbN] METHOD PATH [BODY]"
+    api "$(lb_dir "$(lb_index "${lb_role_arg}")")/xlbd.sock" "${args[@]}"
     echo
     ;;
   *)
