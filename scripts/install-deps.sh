@@ -16,6 +16,8 @@ packages=(
   libasio-dev libsystemd-dev libcli11-dev
   # lab and tests
   iproute2 ethtool iputils-ping procps curl python3 util-linux
+  # BGP: the BIRD 2 daemon xlbd drives to announce VIPs (and the lab's routers)
+  bird2
 )
 
 missing=()
