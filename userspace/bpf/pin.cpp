@@ -14,20 +14,19 @@
 #include <thread>
 
 #include "pin_session.h"
+#include "xlb/names.h"
 
 namespace xlb::bpf {
 
-const char* to_string(PinAction action) {
-    switch (action) {
-        case PinAction::kCreated:
-            return "created";
-        case PinAction::kReused:
-            return "reused";
-        case PinAction::kReplaced:
-            return "replaced";
-    }
-    return "?";
-}
+namespace {
+
+constexpr EnumName<PinAction> kPinActions[] = {{"created", PinAction::kCreated},
+                                               {"reused", PinAction::kReused},
+                                               {"replaced", PinAction::kReplaced}};
+
+}  // namespace
+
+const char* to_string(PinAction action) { return name_of(action, kPinActions); }
 
 std::vector<std::string> PinReport::names(PinAction action) const {
     std::vector<std::string> out;

@@ -25,40 +25,23 @@
 
 namespace xlb::xlbctl {
 
+namespace {
+
+// Indexed by Verb, in its order. (xlbctl does not link userspace/error, where
+// the name-table helper lives; a Verb is never parsed back from its name.)
+constexpr const char* kVerbNames[] = {
+    "status",          "vip list",    "vip add",     "vip del",       "backend list",
+    "backend add",     "backend del", "backend set", "backend drain", "backend enable",
+    "backend disable", "stats",       "table",       "lookup",        "reload",
+};
+static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kReload) + 1,
+              "a name for every Verb");
+
+}  // namespace
+
 const char* verb_name(Verb verb) {
-    switch (verb) {
-        case Verb::kStatus:
-            return "status";
-        case Verb::kVipList:
-            return "vip list";
-        case Verb::kVipAdd:
-            return "vip add";
-        case Verb::kVipDel:
-            return "vip del";
-        case Verb::kBackendList:
-            return "backend list";
-        case Verb::kBackendAdd:
-            return "backend add";
-        case Verb::kBackendDel:
-            return "backend del";
-        case Verb::kBackendSet:
-            return "backend set";
-        case Verb::kBackendDrain:
-            return "backend drain";
-        case Verb::kBackendEnable:
-            return "backend enable";
-        case Verb::kBackendDisable:
-            return "backend disable";
-        case Verb::kStats:
-            return "stats";
-        case Verb::kTable:
-            return "table";
-        case Verb::kLookup:
-            return "lookup";
-        case Verb::kReload:
-            return "reload";
-    }
-    return "?";
+    const auto i = static_cast<std::size_t>(verb);
+    return i < std::size(kVerbNames) ? kVerbNames[i] : "?";
 }
 
 bool wants_json(const std::vector<std::string>& args) {
