@@ -131,9 +131,8 @@ VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>
 
 VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
                  bool starting, std::span<const std::string> address_texts) {
-    return plan_with(spec, observed, starting, [&](std::size_t i) -> const std::string& {
-        const config::BackendSpec& b = spec.backends[i];
-        return b.hash_key.empty() ? address_texts[i] : b.hash_key;
+    return plan_with(spec, observed, starting, [&](std::size_t i) {
+        return config::maglev_identity(address_texts[i], spec.backends[i].hash_key);
     });
 }
 
