@@ -238,7 +238,8 @@ RateLimitedLog timeout_log;
 
 }  // namespace
 
-Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::string& shown) {
+Result<int> bind_tcp(const std::string& host, std::uint16_t port, const std::string& shown,
+                     bool listen) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -270,7 +271,7 @@ Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::s
             failed(bind_error(errno, "bind " + shown));
             continue;
         }
-        if (::listen(fd, kBacklog) != 0) {
+        if (listen && ::listen(fd, kBacklog) != 0) {
             failed(bind_error(errno, "listen on " + shown));
             continue;
         }

@@ -321,6 +321,15 @@ MetricsServer::MetricsServer(Services services, std::string listen, ConnectionLi
 
 MetricsServer::~MetricsServer() { stop(); }
 
+Result<void> check_listen_address(const std::string& listen) {
+    auto address = parse_listen_address(listen);
+    if (!address) return fail(address.error());
+    auto fd = detail::bind_tcp(address->first, address->second, listen, false);
+    if (!fd) return std::unexpected(std::move(fd.error()));
+    ::close(*fd);
+    return {};
+}
+
 Result<void> MetricsServer::start() {
     auto address = parse_listen_address(listen_);
     if (!address) return std::unexpected(make_error(0, address.error()).add_context("metrics"));

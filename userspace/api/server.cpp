@@ -32,9 +32,8 @@ namespace xlb::api {
 namespace {
 
 using detail::HttpError;
-using detail::make_dirs;
-using detail::parent_dir;
 using detail::json;
+using detail::make_dirs;
 using detail::send_error;
 using detail::send_json;
 

@@ -25,8 +25,6 @@ namespace {
 
 using json = nlohmann::json;
 using detail::make_dirs;
-using detail::parent_dir;
-
 
 // Field checks for the parts of the file that are not VipSpecs.
 class Reader {
