@@ -353,7 +353,8 @@ Result<void> MetricsServer::start() {
         in.vips = std::move(taken->first);
         in.health = std::move(taken->second);
         detail::Counters counters = detail::read_counters(s.data_plane, in.vips);
-        if (!counters.error.empty()) spdlog::warn("metrics: counters incomplete: {}", counters.error);
+        if (counters.error)
+            spdlog::warn("metrics: counters incomplete: {}", counters.error->message());
         in.vip_stats = std::move(counters.vips);
         in.backend_stats = std::move(counters.backends);
         if (auto outcomes = s.data_plane.outcomes()) in.outcomes = *outcomes;

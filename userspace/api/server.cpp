@@ -437,7 +437,7 @@ private:
                 if (next == change->vips.end())
                     return std::unexpected(HttpError{500, "internal error: changed VIP missing"});
                 auto predicted = r.predict(*next);
-                if (!predicted) return std::unexpected(HttpError{409, predicted.error()});
+                if (!predicted) return std::unexpected(HttpError{409, predicted.error().message()});
                 return Predicted{change->vip_key, std::move(*predicted)};
             });
         if (!outcome) return reject(req, res, outcome.error());
