@@ -58,6 +58,14 @@ std::string number(double value) {
     return buf;
 }
 
+// A counter family read from one field of a per-VIP or per-backend stats struct.
+template <class Stats>
+struct Counter {
+    const char* name;
+    const char* help;
+    __u64 Stats::*field;
+};
+
 class Writer {
 public:
     void family(std::string_view name, std::string_view type, std::string_view help) {
@@ -124,22 +132,19 @@ std::string render_metrics(const MetricsInput& in) {
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_vip_info", {{"vip", v.spec.key()}, {"name", v.spec.name}}, 1);
     // Per-VIP counters.
-    struct VipCounter {
-        const char* name;
-        const char* help;
-        __u64 xlb_vip_stats::*field;
-    };
-    const VipCounter vip_counters[] = {
+    const Counter<xlb_vip_stats> vip_counters[] = {
         {"xlb_packets_total", "Packets received for the VIP.", &xlb_vip_stats::packets},
         {"xlb_bytes_total", "Bytes received for the VIP (whole frames).", &xlb_vip_stats::bytes},
         {"xlb_new_flows_total", "Flows that took a backend from the Maglev table.",
          &xlb_vip_stats::new_flows},
-        {"xlb_conntrack_hits_total", "Packets that kept their backend through the connection table.",
+        {"xlb_conntrack_hits_total",
+         "Packets that kept their backend through the connection table.",
          &xlb_vip_stats::conntrack_hits},
-        {"xlb_vip_drops_total", "Packets for the VIP that were dropped (no table, no backend, too big, ...).",
+        {"xlb_vip_drops_total",
+         "Packets for the VIP that were dropped (no table, no backend, too big, ...).",
          &xlb_vip_stats::drops},
     };
-    for (const VipCounter& c : vip_counters) {
+    for (const auto& c : vip_counters) {
         w.family(c.name, "counter", c.help);
         for (const control::VipStatus& v : in.vips) {
             if (!v.vip_id) continue;
@@ -149,17 +154,12 @@ std::string render_metrics(const MetricsInput& in) {
         }
     }
 
-    struct BackendCounter {
-        const char* name;
-        const char* help;
-        __u64 xlb_backend_stats::*field;
-    };
-    const BackendCounter backend_counters[] = {
+    const Counter<xlb_backend_stats> backend_counters[] = {
         {"xlb_backend_packets_total", "Packets sent to the backend.", &xlb_backend_stats::packets},
         {"xlb_backend_bytes_total", "Bytes sent to the backend (before encapsulation).",
          &xlb_backend_stats::bytes},
     };
-    for (const BackendCounter& c : backend_counters) {
+    for (const auto& c : backend_counters) {
         w.family(c.name, "counter", c.help);
         for (const control::VipStatus& v : in.vips) {
             const std::string vip = v.spec.key();
