@@ -688,7 +688,7 @@ TEST_F(ReconcilerTest, FailedBackendWriteIsRetriedAfterABackOffAndReported) {
     auto failures = rec.take_apply_failures();
     ASSERT_EQ(failures.size(), 1u);
     EXPECT_EQ(failures[0].vip_key, v.key());
-    EXPECT_EQ(failures[0].error, s.last_error);
+    EXPECT_EQ(failures[0].error.message(), s.last_error);
     EXPECT_EQ(failures[0].retry_in, milliseconds(100));
     EXPECT_TRUE(rec.take_apply_failures().empty()) << "taken once";
     EXPECT_FALSE(rec.has_pending_work(t0 + milliseconds(99)));
@@ -1046,7 +1046,7 @@ TEST(ControlLoopTest, FailingPublishesAreRetriedWithBackOffNotInALoop) {
     Reconciler rec(dp, {16, 64});
     ControlLoop loop(rec, {});
     std::atomic<int> errors{0};
-    loop.on_error([&](const std::string&) { ++errors; });
+    loop.on_error([&](const Error&) { ++errors; });
     loop.start();
     loop.post([](Reconciler& r) { r.set_vips({web_vip(3)}); });
     // attempts at about 0, 100, 300, 700 ms: four in 1 s, not thousands

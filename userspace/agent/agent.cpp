@@ -168,7 +168,7 @@ void Agent::log_panic_changes(control::Reconciler& r) {
 
 void Agent::log_apply_failures(control::Reconciler& r) {
     for (const control::ApplyFailure& f : r.take_apply_failures())
-        spdlog::error("VIP {} not applied: {}; trying again in {} ms", f.vip_key, f.error,
+        spdlog::error("VIP {} not applied: {}; trying again in {} ms", f.vip_key, f.error.message(),
                       std::chrono::duration_cast<std::chrono::milliseconds>(f.retry_in).count());
 }
 
@@ -405,7 +405,7 @@ Agent::Step Agent::start_services() {
                      r.vip_key, r.epoch, r.checksum, r.decision_to_live_ms);
     });
     // Both run on the control thread, which owns the reconciler.
-    loop_->on_error([this](const std::string&) { log_apply_failures(*reconciler_); });
+    loop_->on_error([this](const Error&) { log_apply_failures(*reconciler_); });
     loop_->on_pass([this](control::Reconciler& r) {
         log_panic_changes(r);
         log_apply_failures(r);

@@ -25,13 +25,6 @@ namespace {
 
 std::string errno_text(int code) { return std::strerror(code); }
 
-std::string parent_of(const std::string& path) {
-    const auto slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    if (slash == 0) return "/";
-    return path.substr(0, slash);
-}
-
 }  // namespace
 
 bool on_bpf_filesystem(const std::string& dir) {
@@ -41,7 +34,7 @@ bool on_bpf_filesystem(const std::string& dir) {
     struct statfs st {};
     while (::statfs(probe.c_str(), &st) != 0) {
         if (probe == "/" || probe == ".") return false;
-        probe = parent_of(probe);
+        probe = api::parent_dir(probe);
     }
     return st.f_type == BPF_FS_MAGIC;
 }
@@ -51,14 +44,14 @@ std::vector<std::string> check_state_file(const std::string& path) {
     api::StateStore store(path);
     if (auto loaded = store.load(); !loaded) return {"state_file: " + loaded.error().message()};
 
-    std::string dir = parent_of(path);
+    std::string dir = api::parent_dir(path);
     struct stat st {};
     while (::stat(dir.c_str(), &st) != 0) {
         if (errno != ENOENT) {
             problems.push_back("state_file " + path + ": " + dir + ": " + errno_text(errno));
             return problems;
         }
-        dir = parent_of(dir);
+        dir = api::parent_dir(dir);
     }
     if (!S_ISDIR(st.st_mode)) {
         problems.push_back("state_file " + path + ": " + dir + " is not a directory");
@@ -76,36 +69,9 @@ std::vector<std::string> check_state_file(const std::string& path) {
 }
 
 std::vector<std::string> check_bindable(const std::string& listen) {
-    auto address = api::parse_listen_address(listen);
-    if (!address) return {"metrics.listen: " + address.error()};
-    const auto& [host, port] = *address;
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
-    addrinfo* found = nullptr;
-    const std::string service = std::to_string(port);
-    if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
-        return {"metrics.listen " + listen + ": " + ::gai_strerror(rc)};
-    std::vector<std::string> problems;
-    for (addrinfo* a = found; a; a = a->ai_next) {
-        bpf::UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-        if (!fd) {
-            problems.push_back("metrics.listen " + listen + ": socket: " + errno_text(errno));
-            break;
-        }
-        const int one = 1;
-        ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
-            problems.clear();
-            break;
-        }
-        const int err = errno;
-        problems.push_back("metrics.listen " + listen + ": bind: " + errno_text(err) +
-                           (err == EADDRINUSE ? " (another process listens there: another xlbd?)" : ""));
-    }
-    ::freeaddrinfo(found);
-    if (problems.size() > 1) problems.resize(1);
-    return problems;
+    if (auto ok = api::check_listen_address(listen); !ok)
+        return {"metrics.listen: " + ok.error().message()};
+    return {};
 }
 
 std::vector<std::string> check_host(const config::Settings& s) {

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace xlb::api::detail {
+namespace xlb::api {
 
 std::string parent_dir(const std::string& path) {
     auto slash = path.rfind('/');
@@ -18,6 +18,10 @@ std::string parent_dir(const std::string& path) {
     if (slash == 0) return "/";
     return path.substr(0, slash);
 }
+
+}  // namespace xlb::api
+
+namespace xlb::api::detail {
 
 Result<void> make_dirs(const std::string& dir) {
     if (dir.empty() || dir == "/" || dir == ".") return {};

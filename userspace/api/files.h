@@ -6,12 +6,11 @@
 #include <expected>
 #include <string>
 
+#include "xlb/api/server.h"  // parent_dir, resolve_group
 #include "xlb/error.h"
 
 namespace xlb::api::detail {
 
-// "/a/b/c" -> "/a/b"; "c" -> "."; "/c" -> "/".
-std::string parent_dir(const std::string& path);
 // mkdir -p; directories it creates get mode 0755, existing ones are left as
 // they are. The error names the directory and the errno text.
 Result<void> make_dirs(const std::string& dir);

@@ -4,16 +4,17 @@
 // servers.
 #pragma once
 
+#include <httplib.h>
+
 #include <chrono>
 #include <expected>
 #include <functional>
 #include <future>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/services.h"
@@ -55,7 +56,7 @@ std::string hex64(std::uint64_t value);
 struct Counters {
     std::map<std::uint32_t, xlb_vip_stats> vips;          // by VIP id
     std::map<std::uint32_t, xlb_backend_stats> backends;  // by backend id
-    std::string error;
+    std::optional<Error> error;                           // the first read that failed
 };
 Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips);
 

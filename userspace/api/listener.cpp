@@ -186,22 +186,23 @@ public:
         }
     }
     void get_remote_ip_and_port(std::string& ip, int& port) const override {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof(ss);
-        ip.clear();
-        port = 0;
-        if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) address_of(ss, ip, port);
+        socket_name(::getpeername, ip, port);
     }
     void get_local_ip_and_port(std::string& ip, int& port) const override {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof(ss);
-        ip.clear();
-        port = 0;
-        if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) address_of(ss, ip, port);
+        socket_name(::getsockname, ip, port);
     }
     socket_t socket() const override { return fd_; }
 
 private:
+    // getpeername or getsockname; empty and 0 when the call fails.
+    void socket_name(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof(ss);
+        ip.clear();
+        port = 0;
+        if (get(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) address_of(ss, ip, port);
+    }
+
     int fd_;
     std::string& buffer_;
     Clock::time_point deadline_;
@@ -238,7 +239,8 @@ RateLimitedLog timeout_log;
 
 }  // namespace
 
-Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::string& shown) {
+Result<int> bind_tcp(const std::string& host, std::uint16_t port, const std::string& shown,
+                     bool listen) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -270,7 +272,7 @@ Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::s
             failed(bind_error(errno, "bind " + shown));
             continue;
         }
-        if (::listen(fd, kBacklog) != 0) {
+        if (listen && ::listen(fd, kBacklog) != 0) {
             failed(bind_error(errno, "listen on " + shown));
             continue;
         }
@@ -447,6 +449,13 @@ void GuardedServer::serve_connection(int fd) {
     } release{*this, peer};
 
     auto stopping = [this] { return this->stopping(); };
+    // A head or a body that did not arrive within request_timeout.
+    auto timed_out = [&](const char* part) {
+        const std::string ms = std::to_string(limits_.request_timeout.count());
+        timeout_log.warn("http: " + peer + ": " + part + " incomplete after " + ms + " ms; closed");
+        send_raw_error(fd, 408, "Request Timeout",
+                       "the request did not arrive within " + ms + " ms");
+    };
     std::string buffer;  // bytes read and not yet consumed (pipelined requests)
     for (std::size_t served = 0; served < limits_.max_requests_per_connection; ++served) {
         const auto deadline = Clock::now() + limits_.request_timeout;
@@ -462,11 +471,7 @@ void GuardedServer::serve_connection(int fd) {
                 return;
             case Head::kTimedOut:
                 if (buffer.empty()) return;  // idle: close without a word
-                timeout_log.warn("http: " + peer + ": request incomplete after " +
-                                 std::to_string(limits_.request_timeout.count()) + " ms; closed");
-                send_raw_error(fd, 408, "Request Timeout",
-                               "the request did not arrive within " +
-                                   std::to_string(limits_.request_timeout.count()) + " ms");
+                timed_out("request");
                 return;
         }
         add_missing_length(buffer, head_end);
@@ -475,11 +480,7 @@ void GuardedServer::serve_connection(int fd) {
         ConnectionStream stream(fd, buffer, deadline, limits_.write_timeout, stopping);
         const bool ok = process_request(stream, last, connection_closed, nullptr);
         if (stream.timed_out()) {
-            timeout_log.warn("http: " + peer + ": request body incomplete after " +
-                             std::to_string(limits_.request_timeout.count()) + " ms; closed");
-            send_raw_error(fd, 408, "Request Timeout",
-                           "the request did not arrive within " +
-                               std::to_string(limits_.request_timeout.count()) + " ms");
+            timed_out("request body");
             return;
         }
         if (!ok || connection_closed || last || stopping()) return;

@@ -42,9 +42,16 @@ inline constexpr int kBacklog = 1024;
 
 using ServerLimits = ConnectionLimits;
 
-// A bound and listening TCP socket for HOST:PORT (port 0: any free port).
-// The error names the address; EADDRINUSE says "address in use".
-Result<int> listen_tcp(const std::string& host, std::uint16_t port, const std::string& shown);
+// A bound TCP socket for HOST:PORT (port 0: any free port), listening when
+// `listen`; bound only, it tells a check before a start whether the server
+// could take the address. The error names the address; EADDRINUSE says
+// "address in use".
+Result<int> bind_tcp(const std::string& host, std::uint16_t port, const std::string& shown,
+                     bool listen);
+inline Result<int> listen_tcp(const std::string& host, std::uint16_t port,
+                              const std::string& shown) {
+    return bind_tcp(host, port, shown, true);
+}
 // A bound Unix stream socket at path, not yet listening (set its mode and
 // group first, then start_listening).
 Result<int> bind_unix(const std::string& path);

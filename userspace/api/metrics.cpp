@@ -58,6 +58,14 @@ std::string number(double value) {
     return buf;
 }
 
+// A counter family read from one field of a per-VIP or per-backend stats struct.
+template <class Stats>
+struct Counter {
+    const char* name;
+    const char* help;
+    __u64 Stats::*field;
+};
+
 class Writer {
 public:
     void family(std::string_view name, std::string_view type, std::string_view help) {
@@ -124,22 +132,19 @@ std::string render_metrics(const MetricsInput& in) {
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_vip_info", {{"vip", v.spec.key()}, {"name", v.spec.name}}, 1);
     // Per-VIP counters.
-    struct VipCounter {
-        const char* name;
-        const char* help;
-        __u64 xlb_vip_stats::*field;
-    };
-    const VipCounter vip_counters[] = {
+    const Counter<xlb_vip_stats> vip_counters[] = {
         {"xlb_packets_total", "Packets received for the VIP.", &xlb_vip_stats::packets},
         {"xlb_bytes_total", "Bytes received for the VIP (whole frames).", &xlb_vip_stats::bytes},
         {"xlb_new_flows_total", "Flows that took a backend from the Maglev table.",
          &xlb_vip_stats::new_flows},
-        {"xlb_conntrack_hits_total", "Packets that kept their backend through the connection table.",
+        {"xlb_conntrack_hits_total",
+         "Packets that kept their backend through the connection table.",
          &xlb_vip_stats::conntrack_hits},
-        {"xlb_vip_drops_total", "Packets for the VIP that were dropped (no table, no backend, too big, ...).",
+        {"xlb_vip_drops_total",
+         "Packets for the VIP that were dropped (no table, no backend, too big, ...).",
          &xlb_vip_stats::drops},
     };
-    for (const VipCounter& c : vip_counters) {
+    for (const auto& c : vip_counters) {
         w.family(c.name, "counter", c.help);
         for (const control::VipStatus& v : in.vips) {
             if (!v.vip_id) continue;
@@ -149,17 +154,12 @@ std::string render_metrics(const MetricsInput& in) {
         }
     }
 
-    struct BackendCounter {
-        const char* name;
-        const char* help;
-        __u64 xlb_backend_stats::*field;
-    };
-    const BackendCounter backend_counters[] = {
+    const Counter<xlb_backend_stats> backend_counters[] = {
         {"xlb_backend_packets_total", "Packets sent to the backend.", &xlb_backend_stats::packets},
         {"xlb_backend_bytes_total", "Bytes sent to the backend (before encapsulation).",
          &xlb_backend_stats::bytes},
     };
-    for (const BackendCounter& c : backend_counters) {
+    for (const auto& c : backend_counters) {
         w.family(c.name, "counter", c.help);
         for (const control::VipStatus& v : in.vips) {
             const std::string vip = v.spec.key();
@@ -321,6 +321,15 @@ MetricsServer::MetricsServer(Services services, std::string listen, ConnectionLi
 
 MetricsServer::~MetricsServer() { stop(); }
 
+Result<void> check_listen_address(const std::string& listen) {
+    auto address = parse_listen_address(listen);
+    if (!address) return fail(address.error());
+    auto fd = detail::bind_tcp(address->first, address->second, listen, false);
+    if (!fd) return std::unexpected(std::move(fd.error()));
+    ::close(*fd);
+    return {};
+}
+
 Result<void> MetricsServer::start() {
     auto address = parse_listen_address(listen_);
     if (!address) return std::unexpected(make_error(0, address.error()).add_context("metrics"));
@@ -344,7 +353,8 @@ Result<void> MetricsServer::start() {
         in.vips = std::move(taken->first);
         in.health = std::move(taken->second);
         detail::Counters counters = detail::read_counters(s.data_plane, in.vips);
-        if (!counters.error.empty()) spdlog::warn("metrics: counters incomplete: {}", counters.error);
+        if (counters.error)
+            spdlog::warn("metrics: counters incomplete: {}", counters.error->message());
         in.vip_stats = std::move(counters.vips);
         in.backend_stats = std::move(counters.backends);
         if (auto outcomes = s.data_plane.outcomes()) in.outcomes = *outcomes;

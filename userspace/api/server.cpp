@@ -32,9 +32,8 @@ namespace xlb::api {
 namespace {
 
 using detail::HttpError;
-using detail::make_dirs;
-using detail::parent_dir;
 using detail::json;
+using detail::make_dirs;
 using detail::send_error;
 using detail::send_json;
 
@@ -218,6 +217,19 @@ private:
         auto address = net::IpAddress::parse(req.get_param_value("address"));
         if (!address) return std::unexpected(HttpError{400, "address: " + address.error()});
         return *address;
+    }
+
+    // ?vip=KEY&address=ADDR: one backend of one VIP.
+    struct BackendRef {
+        std::string vip_key;
+        net::IpAddress address;
+    };
+    static std::expected<BackendRef, HttpError> backend_params(const httplib::Request& req) {
+        auto key = vip_param(req);
+        if (!key) return std::unexpected(key.error());
+        auto address = address_param(req);
+        if (!address) return std::unexpected(address.error());
+        return BackendRef{std::move(*key), *address};
     }
 
     static std::expected<json, HttpError> body_json(const httplib::Request& req,
@@ -438,7 +450,7 @@ private:
                 if (next == change->vips.end())
                     return std::unexpected(HttpError{500, "internal error: changed VIP missing"});
                 auto predicted = r.predict(*next);
-                if (!predicted) return std::unexpected(HttpError{409, predicted.error()});
+                if (!predicted) return std::unexpected(HttpError{409, predicted.error().message()});
                 return Predicted{change->vip_key, std::move(*predicted)};
             });
         if (!outcome) return reject(req, res, outcome.error());
@@ -613,27 +625,24 @@ private:
     }
 
     void delete_backend(const httplib::Request& req, httplib::Response& res) {
-        auto key = vip_param(req);
-        if (!key) return reject(req, res, key.error());
-        auto address = address_param(req);
-        if (!address) return reject(req, res, address.error());
-        apply(req, res,
-              [key = *key, address = *address](
-                  std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  auto b = find_backend(vips, key, address);
-                  if (!b) return std::unexpected(b.error());
-                  b->list.erase(b->it);
-                  return Change{std::move(vips), key, false, std::nullopt,
-                                "backend " + address.to_string() + " removed"};
-              },
-              200);
+        auto ref = backend_params(req);
+        if (!ref) return reject(req, res, ref.error());
+        apply(
+            req, res,
+            [key = ref->vip_key, address = ref->address](
+                std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                auto b = find_backend(vips, key, address);
+                if (!b) return std::unexpected(b.error());
+                b->list.erase(b->it);
+                return Change{std::move(vips), key, false, std::nullopt,
+                              "backend " + address.to_string() + " removed"};
+            },
+            200);
     }
 
     void patch_backend(const httplib::Request& req, httplib::Response& res) {
-        auto key = vip_param(req);
-        if (!key) return reject(req, res, key.error());
-        auto address = address_param(req);
-        if (!address) return reject(req, res, address.error());
+        auto ref = backend_params(req);
+        if (!ref) return reject(req, res, ref.error());
         const char* expected = "an object with \"weight\" (0-10000) and/or \"state\" "
                                "(active, drain or disabled), e.g. {\"weight\": 50}";
         auto body = body_json(req, expected);
@@ -661,27 +670,29 @@ private:
             }
         }
         if (!weight && !state) return reject(req, res, {400, "nothing to change, expected " + std::string(expected)});
-        apply(req, res,
-              [key = *key, address = *address, weight, state](
-                  std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  auto found = find_backend(vips, key, address);
-                  if (!found) return std::unexpected(found.error());
-                  auto b = found->it;
-                  std::string what = "backend " + address.to_string();
-                  if (weight && *weight != b->weight) {
-                      what += " weight " + std::to_string(b->weight) + " -> " + std::to_string(*weight);
-                      b->weight = *weight;
-                  }
-                  if (state && *state != b->state) {
-                      what += std::string(" state ") + config::to_string(b->state) + " -> " +
-                              config::to_string(*state);
-                      b->state = *state;
-                  }
-                  if (what == "backend " + address.to_string()) what += " unchanged";
-                  const auto index = static_cast<std::size_t>(b - found->list.begin());
-                  return Change{std::move(vips), key, false, index, what};
-              },
-              200);
+        apply(
+            req, res,
+            [key = ref->vip_key, address = ref->address, weight,
+             state](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                auto found = find_backend(vips, key, address);
+                if (!found) return std::unexpected(found.error());
+                auto b = found->it;
+                std::string what = "backend " + address.to_string();
+                if (weight && *weight != b->weight) {
+                    what +=
+                        " weight " + std::to_string(b->weight) + " -> " + std::to_string(*weight);
+                    b->weight = *weight;
+                }
+                if (state && *state != b->state) {
+                    what += std::string(" state ") + config::to_string(b->state) + " -> " +
+                            config::to_string(*state);
+                    b->state = *state;
+                }
+                if (what == "backend " + address.to_string()) what += " unchanged";
+                const auto index = static_cast<std::size_t>(b - found->list.begin());
+                return Change{std::move(vips), key, false, index, what};
+            },
+            200);
     }
 
     void table(const httplib::Request& req, httplib::Response& res) {

@@ -25,8 +25,6 @@ namespace {
 
 using json = nlohmann::json;
 using detail::make_dirs;
-using detail::parent_dir;
-
 
 // Field checks for the parts of the file that are not VipSpecs.
 class Reader {
@@ -130,6 +128,27 @@ std::string encode_state(const StateFile& state) {
     return j.dump(2) + "\n";
 }
 
+// The state file's per-VIP maps ({"<VIP key>": value}); keys are stored in
+// their canonical spelling.
+template <class ReadValue>
+std::expected<void, std::string> read_per_vip(const json& j, const std::string& name,
+                                              const std::string& value_noun,
+                                              std::map<std::string, std::uint64_t>& out,
+                                              ReadValue read_value) {
+    if (!j.is_object())
+        return std::unexpected(name + ": found " + Reader::found(j) +
+                               ", expected an object of VIP key to " + value_noun);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string path = name + "[\"" + it.key() + "\"]";
+        auto key = config::parse_vip_key(it.key());
+        if (!key) return std::unexpected(path + ": " + key.error());
+        auto value = read_value(it.value(), path);
+        if (!value) return std::unexpected(value.error());
+        out[key->to_string()] = *value;
+    }
+    return {};
+}
+
 std::expected<StateFile, std::string> decode_state(std::string_view text) {
     json j;
     try {
@@ -170,47 +189,32 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
     if (!vips) return std::unexpected("vips: " + vips.error());
     out.vips = std::move(*vips);
 
-    const json& epochs = j["epochs"];
-    if (!epochs.is_object())
-        return std::unexpected("epochs: found " + Reader::found(epochs) +
-                               ", expected an object of VIP key to epoch");
-    for (auto it = epochs.begin(); it != epochs.end(); ++it) {
-        const std::string path = "epochs[\"" + it.key() + "\"]";
-        auto key = config::parse_vip_key(it.key());
-        if (!key) return std::unexpected(path + ": " + key.error());
+    auto read_epoch = [&r](const json& v,
+                           const std::string& path) -> std::expected<std::uint64_t, std::string> {
         std::uint64_t epoch = 0;
-        if (!r.uint(it.value(), path, UINT64_MAX, epoch)) return std::unexpected(r.error);
-        out.epochs[key->to_string()] = epoch;
-    }
-    if (!checksums.is_object())
-        return std::unexpected("checksums: found " + Reader::found(checksums) +
-                               ", expected an object of VIP key to checksum");
-    for (auto it = checksums.begin(); it != checksums.end(); ++it) {
-        const std::string path = "checksums[\"" + it.key() + "\"]";
-        auto key = config::parse_vip_key(it.key());
-        if (!key) return std::unexpected(path + ": " + key.error());
-        std::string text;
-        if (!r.string(it.value(), path, text)) return std::unexpected(r.error);
-        std::uint64_t checksum = 0;
-        const bool hex = text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
-            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        if (!r.uint(v, path, UINT64_MAX, epoch)) return std::unexpected(r.error);
+        return epoch;
+    };
+    auto epochs = read_per_vip(j["epochs"], "epochs", "epoch", out.epochs, read_epoch);
+    if (!epochs) return std::unexpected(epochs.error());
+    auto sums = read_per_vip(
+        checksums, "checksums", "checksum", out.checksums,
+        [&r](const json& v, const std::string& path) -> std::expected<std::uint64_t, std::string> {
+            std::string text;
+            if (!r.string(v, path, text)) return std::unexpected(r.error);
+            std::uint64_t checksum = 0;
+            const bool hex = text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
+                                 return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                             });
+            if (!hex || std::sscanf(text.c_str(), "%16" SCNx64, &checksum) != 1)
+                return std::unexpected(path + ": found \"" + text +
+                                       "\", expected 16 lower-case hex digits");
+            return checksum;
         });
-        if (!hex || std::sscanf(text.c_str(), "%16" SCNx64, &checksum) != 1)
-            return std::unexpected(path + ": found \"" + text +
-                                   "\", expected 16 lower-case hex digits");
-        out.checksums[key->to_string()] = checksum;
-    }
-    if (!reserved.is_object())
-        return std::unexpected("epochs_reserved: found " + Reader::found(reserved) +
-                               ", expected an object of VIP key to epoch");
-    for (auto it = reserved.begin(); it != reserved.end(); ++it) {
-        const std::string path = "epochs_reserved[\"" + it.key() + "\"]";
-        auto key = config::parse_vip_key(it.key());
-        if (!key) return std::unexpected(path + ": " + key.error());
-        std::uint64_t epoch = 0;
-        if (!r.uint(it.value(), path, UINT64_MAX, epoch)) return std::unexpected(r.error);
-        out.epochs_reserved[key->to_string()] = epoch;
-    }
+    if (!sums) return std::unexpected(sums.error());
+    auto bounds =
+        read_per_vip(reserved, "epochs_reserved", "epoch", out.epochs_reserved, read_epoch);
+    if (!bounds) return std::unexpected(bounds.error());
 
     const json& ids = j["ids"];
     if (!r.object(ids, "ids", {"vips", "backends"}, "ids: vips, backends"))

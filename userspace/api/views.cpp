@@ -69,18 +69,21 @@ std::string hex64(std::uint64_t value) {
 
 Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips) {
     Counters c;
-    auto note = [&](const bpf::Error& e) {
-        if (c.error.empty()) c.error = e.message();
+    // The first failure is kept, naming whose counters could not be read.
+    auto note = [&](Error& e, std::string whose) {
+        if (!c.error) c.error = std::move(e.add_context(std::move(whose)));
     };
     for (const control::VipStatus& v : vips) {
         if (v.vip_id) {
             if (auto s = view.vip_stats(*v.vip_id)) c.vips[*v.vip_id] = *s;
-            else note(s.error());
+            else
+                note(s.error(), "VIP " + v.spec.key());
         }
         for (const control::BackendStatus& b : v.backends) {
             if (!b.id) continue;
             if (auto s = view.backend_stats(*b.id)) c.backends[*b.id] = *s;
-            else note(s.error());
+            else
+                note(s.error(), "backend " + b.address.to_string() + " of VIP " + v.spec.key());
         }
     }
     return c;
@@ -335,6 +338,9 @@ void Router::install(httplib::Server& server) const {
             } catch (const std::exception& e) {
                 what = e.what();
             } catch (...) {
+                // Not a std::exception: it carries no text, and it is still
+                // logged and answered below.
+                what = "unknown exception";
             }
             spdlog::error("api: {} {} failed: {}", req.method, req.path, what);
             send_error(res, 500, "internal error: " + what);

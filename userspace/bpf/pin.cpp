@@ -14,20 +14,19 @@
 #include <thread>
 
 #include "pin_session.h"
+#include "xlb/names.h"
 
 namespace xlb::bpf {
 
-const char* to_string(PinAction action) {
-    switch (action) {
-        case PinAction::kCreated:
-            return "created";
-        case PinAction::kReused:
-            return "reused";
-        case PinAction::kReplaced:
-            return "replaced";
-    }
-    return "?";
-}
+namespace {
+
+constexpr EnumName<PinAction> kPinActions[] = {{"created", PinAction::kCreated},
+                                               {"reused", PinAction::kReused},
+                                               {"replaced", PinAction::kReplaced}};
+
+}  // namespace
+
+const char* to_string(PinAction action) { return name_of(action, kPinActions); }
 
 std::vector<std::string> PinReport::names(PinAction action) const {
     std::vector<std::string> out;
@@ -105,6 +104,21 @@ void differ(std::string& out, const char* field, const std::string& have, const 
     out += std::string(field) + " " + have + ", want " + want;
 }
 
+// What a map found in the kernel must share with the object's definition of
+// it; max_entries is left out where the kernel lets it differ (an inner map
+// template with BPF_F_INNER_MAP).
+void differ_layout(std::string& out, const bpf_map_info& have, const bpf_map* want,
+                   bool max_entries) {
+    differ(out, "type", map_type_name(have.type), map_type_name(bpf_map__type(want)));
+    differ(out, "key size", std::to_string(have.key_size), std::to_string(bpf_map__key_size(want)));
+    differ(out, "value size", std::to_string(have.value_size),
+           std::to_string(bpf_map__value_size(want)));
+    if (max_entries)
+        differ(out, "max_entries", std::to_string(have.max_entries),
+               std::to_string(bpf_map__max_entries(want)));
+    differ(out, "flags", hex(have.map_flags), hex(bpf_map__map_flags(want)));
+}
+
 // Compares one inner map of a pinned map-in-map with the object's template,
 // the way the kernel compares inner maps on insert (bpf_map_meta_equal).
 std::string inner_incompatibility(int outer_fd, const bpf_map_info& outer, bpf_map* tmpl) {
@@ -122,15 +136,7 @@ std::string inner_incompatibility(int outer_fd, const bpf_map_info& outer, bpf_m
         auto info = map_info(inner.get(), "inner map");
         if (!info) return "cannot read inner map id " + std::to_string(inner_id);
         std::string out;
-        differ(out, "type", map_type_name(info->type), map_type_name(bpf_map__type(tmpl)));
-        differ(out, "key size", std::to_string(info->key_size),
-               std::to_string(bpf_map__key_size(tmpl)));
-        differ(out, "value size", std::to_string(info->value_size),
-               std::to_string(bpf_map__value_size(tmpl)));
-        differ(out, "flags", hex(info->map_flags), hex(bpf_map__map_flags(tmpl)));
-        if (!(bpf_map__map_flags(tmpl) & BPF_F_INNER_MAP))
-            differ(out, "max_entries", std::to_string(info->max_entries),
-                   std::to_string(bpf_map__max_entries(tmpl)));
+        differ_layout(out, *info, tmpl, !(bpf_map__map_flags(tmpl) & BPF_F_INNER_MAP));
         return out.empty() ? out : "inner map " + out;
     }
     // No inner map to compare with. The outer map's template is not visible
@@ -146,14 +152,7 @@ std::string incompatibility(bpf_map* want, int fd) {
     auto info = map_info(fd, "pinned map");
     if (!info) return "cannot read the pinned map: " + info.error().message();
     std::string out;
-    differ(out, "type", map_type_name(info->type), map_type_name(bpf_map__type(want)));
-    differ(out, "key size", std::to_string(info->key_size),
-           std::to_string(bpf_map__key_size(want)));
-    differ(out, "value size", std::to_string(info->value_size),
-           std::to_string(bpf_map__value_size(want)));
-    differ(out, "max_entries", std::to_string(info->max_entries),
-           std::to_string(bpf_map__max_entries(want)));
-    differ(out, "flags", hex(info->map_flags), hex(bpf_map__map_flags(want)));
+    differ_layout(out, *info, want, true);
     if (out.empty() &&
         (info->type == BPF_MAP_TYPE_ARRAY_OF_MAPS || info->type == BPF_MAP_TYPE_HASH_OF_MAPS))
         out = inner_incompatibility(fd, *info, bpf_map__inner_map(want));

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "xlb/bpf/programs.h"
+#include "xlb/names.h"
 
 namespace xlb::bpf {
 namespace {
@@ -165,37 +166,20 @@ std::vector<std::string> dispatched_programs(int ifindex) {
 
 }  // namespace
 
-const char* to_string(XdpMode mode) {
-    switch (mode) {
-        case XdpMode::kNative:
-            return "native";
-        case XdpMode::kGeneric:
-            return "generic";
-        case XdpMode::kAuto:
-            return "auto";
-    }
-    return "?";
-}
+namespace {
 
-std::optional<XdpMode> parse_xdp_mode(std::string_view text) {
-    for (XdpMode m : {XdpMode::kNative, XdpMode::kGeneric, XdpMode::kAuto})
-        if (text == to_string(m)) return m;
-    return std::nullopt;
-}
+constexpr EnumName<XdpMode> kXdpModes[] = {
+    {"native", XdpMode::kNative}, {"generic", XdpMode::kGeneric}, {"auto", XdpMode::kAuto}};
+constexpr EnumName<XdpAttachMode> kAttachModes[] = {{"none", XdpAttachMode::kNone},
+                                                    {"native", XdpAttachMode::kNative},
+                                                    {"generic", XdpAttachMode::kGeneric},
+                                                    {"offload", XdpAttachMode::kOffload}};
 
-const char* to_string(XdpAttachMode mode) {
-    switch (mode) {
-        case XdpAttachMode::kNone:
-            return "none";
-        case XdpAttachMode::kNative:
-            return "native";
-        case XdpAttachMode::kGeneric:
-            return "generic";
-        case XdpAttachMode::kOffload:
-            return "offload";
-    }
-    return "?";
-}
+}  // namespace
+
+const char* to_string(XdpMode mode) { return name_of(mode, kXdpModes); }
+std::optional<XdpMode> parse_xdp_mode(std::string_view text) { return value_of(text, kXdpModes); }
+const char* to_string(XdpAttachMode mode) { return name_of(mode, kAttachModes); }
 
 Result<Interface> Interface::by_name(std::string_view name) {
     std::string n(name);

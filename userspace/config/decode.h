@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -95,61 +96,66 @@ std::optional<StatusRange> parse_status_range(std::string_view text);
 // ---------------------------------------------------------------------------
 // Readers: each returns nullopt after recording an error.
 
+// Every scalar reader has this shape: note where the node is, take its text
+// of one kind (string, number, boolean or any scalar), parse it, and
+// otherwise record "found X, expected Y". `parse` returns an optional or an
+// expected.
+template <class V, class Parse>
+auto read_parsed(const V& v, const std::string& path, Sink& s,
+                 std::optional<std::string> (V::*text)() const, Parse parse,
+                 std::string_view expected)
+    -> std::optional<typename std::invoke_result_t<Parse, const std::string&>::value_type> {
+    s.note(path, v.location());
+    if (auto t = (v.*text)()) {
+        if (auto r = parse(*t)) return std::move(*r);
+    }
+    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(expected));
+    return std::nullopt;
+}
+
 template <class V>
 std::optional<std::string> read_string(const V& v, const std::string& path, Sink& s,
                                        std::string_view expected) {
-    s.note(path, v.location());
-    if (auto t = v.string_text()) return t;
-    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(expected));
-    return std::nullopt;
+    return read_parsed(
+        v, path, s, &V::string_text, [](const std::string& t) { return std::optional(t); },
+        expected);
 }
 
 template <class V>
 std::optional<std::uint64_t> read_uint(const V& v, const std::string& path, Sink& s,
                                        std::uint64_t max, std::string_view expected = {}) {
-    s.note(path, v.location());
-    std::string want =
+    const std::string want =
         expected.empty() ? "an integer 0-" + std::to_string(max) : std::string(expected);
-    if (auto t = v.number_text()) {
-        if (auto n = parse_decimal(*t); n && *n <= max) return n;
-    }
-    s.error(path, v.location(), "found " + v.found() + ", expected " + want);
-    return std::nullopt;
+    return read_parsed(
+        v, path, s, &V::number_text,
+        [max](const std::string& t) {
+            auto n = parse_decimal(t);
+            return n && *n <= max ? n : std::nullopt;
+        },
+        want);
 }
 
 template <class V>
 std::optional<std::uint32_t> read_u32_hex(const V& v, const std::string& path, Sink& s) {
-    s.note(path, v.location());
-    if (auto t = v.scalar_text()) {
-        if (auto n = parse_decimal_or_hex(*t); n && *n <= 0xffffffffULL) {
+    return read_parsed(
+        v, path, s, &V::scalar_text,
+        [](const std::string& t) -> std::optional<std::uint32_t> {
+            auto n = parse_decimal_or_hex(t);
+            if (!n || *n > 0xffffffffULL) return std::nullopt;
             return static_cast<std::uint32_t>(*n);
-        }
-    }
-    s.error(path, v.location(),
-            "found " + v.found() +
-                ", expected a 32-bit unsigned integer, decimal or hex (e.g. 0x5eed1234)");
-    return std::nullopt;
+        },
+        "a 32-bit unsigned integer, decimal or hex (e.g. 0x5eed1234)");
 }
 
 template <class V>
 std::optional<bool> read_bool(const V& v, const std::string& path, Sink& s) {
-    s.note(path, v.location());
-    if (auto t = v.bool_text()) {
-        if (auto b = parse_bool(*t)) return b;
-    }
-    s.error(path, v.location(), "found " + v.found() + ", expected true or false");
-    return std::nullopt;
+    return read_parsed(v, path, s, &V::bool_text, parse_bool, "true or false");
 }
 
 template <class V>
 std::optional<double> read_number(const V& v, const std::string& path, Sink& s,
                                   std::string_view expected) {
-    s.note(path, v.location());
-    if (auto t = v.number_text()) {
-        if (auto d = parse_number(*t)) return d;
-    }
-    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(expected));
-    return std::nullopt;
+    return read_parsed(v, path, s, &V::number_text, parse_number, expected);
 }
 
 template <class V>
@@ -169,34 +175,19 @@ std::optional<Duration> read_duration(const V& v, const std::string& path, Sink&
 template <class E, class V, class Parse>
 std::optional<E> read_enum(const V& v, const std::string& path, Sink& s, Parse parse,
                            std::string_view names) {
-    s.note(path, v.location());
-    if (auto t = v.string_text()) {
-        if (auto e = parse(*t)) return e;
-    }
-    s.error(path, v.location(), "found " + v.found() + ", expected " + std::string(names));
-    return std::nullopt;
+    return read_parsed(v, path, s, &V::string_text, parse, names);
 }
 
 template <class V>
 std::optional<net::IpAddress> read_address(const V& v, const std::string& path, Sink& s) {
-    s.note(path, v.location());
-    if (auto t = v.string_text()) {
-        if (auto a = net::IpAddress::parse(*t)) return *a;
-    }
-    s.error(path, v.location(),
-            "found " + v.found() + ", expected an IP address, e.g. 192.0.2.1 or 2001:db8::1");
-    return std::nullopt;
+    return read_parsed(v, path, s, &V::string_text, net::IpAddress::parse,
+                       "an IP address, e.g. 192.0.2.1 or 2001:db8::1");
 }
 
 template <class V>
 std::optional<net::MacAddress> read_mac(const V& v, const std::string& path, Sink& s) {
-    s.note(path, v.location());
-    if (auto t = v.string_text()) {
-        if (auto m = net::parse_mac(*t)) return *m;
-    }
-    s.error(path, v.location(),
-            "found " + v.found() + ", expected a MAC address, e.g. \"02:00:00:00:00:01\"");
-    return std::nullopt;
+    return read_parsed(v, path, s, &V::string_text, net::parse_mac,
+                       "a MAC address, e.g. \"02:00:00:00:00:01\"");
 }
 
 // "203.0.113.7" or "203.0.113.0/24": the prefix length defaults to the
@@ -205,25 +196,24 @@ template <class V>
 std::optional<std::pair<net::IpAddress, std::uint8_t>> read_prefix(const V& v,
                                                                    const std::string& path,
                                                                    Sink& s) {
-    s.note(path, v.location());
-    if (auto t = v.string_text()) {
-        std::string_view text = *t;
-        std::string_view addr = text, len;
-        bool has_len = false;
-        if (auto slash = text.find('/'); slash != std::string_view::npos) {
-            addr = text.substr(0, slash);
-            len = text.substr(slash + 1);
-            has_len = true;
-        }
-        auto a = net::IpAddress::parse(addr);
-        auto n =
-            has_len ? parse_decimal(len) : std::optional<std::uint64_t>(a && a->is_v4() ? 32 : 128);
-        if (a && n && *n <= 128) return std::pair{*a, static_cast<std::uint8_t>(*n)};
-    }
-    s.error(path, v.location(),
-            "found " + v.found() +
-                ", expected an address or a prefix, e.g. 203.0.113.7 or 203.0.113.0/24");
-    return std::nullopt;
+    return read_parsed(
+        v, path, s, &V::string_text,
+        [](const std::string& t) -> std::optional<std::pair<net::IpAddress, std::uint8_t>> {
+            std::string_view text = t;
+            std::string_view addr = text, len;
+            bool has_len = false;
+            if (auto slash = text.find('/'); slash != std::string_view::npos) {
+                addr = text.substr(0, slash);
+                len = text.substr(slash + 1);
+                has_len = true;
+            }
+            auto a = net::IpAddress::parse(addr);
+            auto n = has_len ? parse_decimal(len)
+                             : std::optional<std::uint64_t>(a && a->is_v4() ? 32 : 128);
+            if (!a || !n || *n > 128) return std::nullopt;
+            return std::pair{*a, static_cast<std::uint8_t>(*n)};
+        },
+        "an address or a prefix, e.g. 203.0.113.7 or 203.0.113.0/24");
 }
 
 // ---------------------------------------------------------------------------

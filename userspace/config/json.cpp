@@ -157,27 +157,19 @@ void to_json(json& j, const VipSpec& v) {
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {
-    return decode<VipSpec>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
-        return detail::decode_vip(v, p, s);
-    });
+    return decode<VipSpec>(j, "", detail::decode_vip<JsonView>);
 }
 
 std::expected<BackendSpec, std::string> backend_from_json(const json& j) {
-    return decode<BackendSpec>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
-        return detail::decode_backend(v, p, s);
-    });
+    return decode<BackendSpec>(j, "", detail::decode_backend<JsonView>);
 }
 
 std::expected<HealthCheck, std::string> health_check_from_json(const json& j) {
-    return decode<HealthCheck>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
-        return detail::decode_health_check(v, p, s);
-    });
+    return decode<HealthCheck>(j, "", detail::decode_health_check<JsonView>);
 }
 
 std::expected<SlowStart, std::string> slow_start_from_json(const json& j) {
-    return decode<SlowStart>(j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
-        return detail::decode_slow_start(v, p, s);
-    });
+    return decode<SlowStart>(j, "", detail::decode_slow_start<JsonView>);
 }
 
 json vips_to_json(const std::vector<VipSpec>& vips) {

@@ -72,8 +72,13 @@ std::string VipKey::to_string() const {
     return net::Endpoint{address, port}.to_string() + "/" + config::to_string(protocol);
 }
 
+std::string maglev_identity(std::string_view address_text, std::string_view hash_key) {
+    return std::string(hash_key.empty() ? address_text : hash_key);
+}
+
+// Formats the address only when it is the identity.
 std::string maglev_identity(const net::IpAddress& address, std::string_view hash_key) {
-    return hash_key.empty() ? address.to_string() : std::string(hash_key);
+    return maglev_identity(hash_key.empty() ? address.to_string() : std::string(), hash_key);
 }
 
 std::string BackendSpec::identity() const { return maglev_identity(address, hash_key); }

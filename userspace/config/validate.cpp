@@ -364,21 +364,18 @@ void check_backends(const VipSpec& vip, const Settings* settings, const Out& out
                                           " characters without control characters");
         }
         if (settings && address_ok) {
+            // Once per family: one missing setting is one mistake.
+            const bool v4 = b.address.is_v4();
             const auto& es = settings->encap_source;
-            if (b.address.is_v4() && !es.ipv4 && !v4_reported) {
-                v4_reported = true;
+            bool& reported = v4 ? v4_reported : v6_reported;
+            if (!(v4 ? es.ipv4 : es.ipv6) && !reported) {
+                reported = true;
+                const std::string family = v4 ? "IPv4" : "IPv6";
+                const std::string field = v4 ? "encap_source.ipv4" : "encap_source.ipv6";
                 out.add(at + ".address",
-                        "found IPv4 backend " + addr +
-                            " but encap_source.ipv4 is not set; expected an IPv4 outer source "
-                            "address (or prefix) in encap_source.ipv4",
-                        {}, {"encap_source"});
-            }
-            if (!b.address.is_v4() && !es.ipv6 && !v6_reported) {
-                v6_reported = true;
-                out.add(at + ".address",
-                        "found IPv6 backend " + addr +
-                            " but encap_source.ipv6 is not set; expected an IPv6 outer source "
-                            "address (or prefix) in encap_source.ipv6",
+                        "found " + family + " backend " + addr + " but " + field +
+                            " is not set; expected an " + family +
+                            " outer source address (or prefix) in " + field,
                         {}, {"encap_source"});
             }
         }

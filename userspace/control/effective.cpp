@@ -4,25 +4,24 @@
 #include <cmath>
 #include <limits>
 
+#include "xlb/names.h"
+
 namespace xlb::control {
 
-const char* to_string(Health h) {
-    switch (h) {
-        case Health::kUnknown: return "unknown";
-        case Health::kHealthy: return "healthy";
-        case Health::kUnhealthy: return "unhealthy";
-    }
-    return "?";
-}
+namespace {
 
-const char* to_string(PanicReason r) {
-    switch (r) {
-        case PanicReason::kNone: return "none";
-        case PanicReason::kBelowThreshold: return "below_threshold";
-        case PanicReason::kAwaitingFirstVerdicts: return "awaiting_first_verdicts";
-    }
-    return "?";
-}
+constexpr EnumName<Health> kHealths[] = {{"unknown", Health::kUnknown},
+                                         {"healthy", Health::kHealthy},
+                                         {"unhealthy", Health::kUnhealthy}};
+constexpr EnumName<PanicReason> kPanicReasons[] = {
+    {"none", PanicReason::kNone},
+    {"below_threshold", PanicReason::kBelowThreshold},
+    {"awaiting_first_verdicts", PanicReason::kAwaitingFirstVerdicts}};
+
+}  // namespace
+
+const char* to_string(Health h) { return name_of(h, kHealths); }
+const char* to_string(PanicReason r) { return name_of(r, kPanicReasons); }
 
 bool VipPlan::same_table_inputs(const VipPlan& other) const {
     // Walks both member lists in step instead of copying them out (this runs
@@ -132,9 +131,8 @@ VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>
 
 VipPlan plan_vip(const config::VipSpec& spec, const std::vector<ObservedBackend>& observed,
                  bool starting, std::span<const std::string> address_texts) {
-    return plan_with(spec, observed, starting, [&](std::size_t i) -> const std::string& {
-        const config::BackendSpec& b = spec.backends[i];
-        return b.hash_key.empty() ? address_texts[i] : b.hash_key;
+    return plan_with(spec, observed, starting, [&](std::size_t i) {
+        return config::maglev_identity(address_texts[i], spec.backends[i].hash_key);
     });
 }
 

@@ -78,7 +78,7 @@ void ControlLoop::control_main() {
             building = false;
             auto records = reconciler_.publish(std::move(*built), Clock::now());
             if (!records) {
-                if (error_observer_) error_observer_(records.error().message());
+                if (error_observer_) error_observer_(records.error());
             } else if (publish_observer_) {
                 for (const PublishRecord& r : *records) publish_observer_(r);
             }

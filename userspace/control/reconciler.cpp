@@ -42,7 +42,7 @@ BuildResult build_table(const BuildJob& job) {
     options.ring_size = job.ring_size;
     auto table = maglev::build_table(job.members, options);
     if (!table) {
-        out.error = table.error().message;
+        out.error = make_error(0, table.error().message);
         return out;
     }
     out.checksum = table->checksum;
@@ -393,15 +393,15 @@ bpf::Result<void> Reconciler::finish_apply(VipState& v, const VipPlan& plan, std
     return {};
 }
 
-void Reconciler::retry_later(VipState& v, std::string error, Clock::time_point now) {
+void Reconciler::retry_later(VipState& v, Error error, Clock::time_point now) {
     const Clock::duration delay = retry_delay(++v.failed_attempts);
     v.planned_version = 0;  // plan (and try) again, after the back-off
     v.failed_version = v.plan_version;
     v.retry_at = now + delay;
     // bounded: a caller that never takes them must not grow it forever
     if (apply_failures_.size() >= kMaxKeptEvents) apply_failures_.erase(apply_failures_.begin());
-    apply_failures_.push_back({v.spec.key(), error, delay});
-    v.last_error = std::move(error);
+    v.last_error = error.message();
+    apply_failures_.push_back({v.spec.key(), std::move(error), delay});
 }
 
 std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
@@ -445,18 +445,18 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
         auto vip_id = registry_.vip_id(key);
         if (!vip_id) {
             // e.g. every VIP id taken: one may be freed by a removal
-            retry_later(v, vip_id.error().message(), now);
+            retry_later(v, std::move(vip_id.error()), now);
             continue;
         }
         if (auto ok = ensure_backend_entries(key, v); !ok) {
-            retry_later(v, ok.error().message(), now);
+            retry_later(v, std::move(ok.error()), now);
             continue;
         }
         const bool needs_table = !v.table_plan || !plan.same_table_inputs(*v.table_plan) ||
                                  v.table_ring_size != v.spec.ring_size;
         if (!needs_table) {
             if (auto ok = finish_apply(v, plan, *vip_id); !ok)
-                retry_later(v, ok.error().message(), now);
+                retry_later(v, std::move(ok.error()), now);
             continue;
         }
         BuildJob job;
@@ -492,8 +492,8 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         auto it = vips_.find(r.vip_key);
         // a newer plan supersedes this build; it is already queued or built
         if (it == vips_.end() || r.plan_version != it->second.plan_version) continue;
-        if (!r.error.empty()) {
-            it->second.last_error = r.error;
+        if (r.error) {
+            it->second.last_error = r.error->message();
             continue;
         }
         auto vip_id = registry_.find_vip(r.vip_key);
@@ -528,8 +528,8 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         record_slots(v, r);
         auto ok = finish_apply(v, *v.pending_plan, *registry_.find_vip(r.vip_key));
         if (!ok) {
-            retry_later(v, ok.error().message(), now);
             if (first_error) first_error = ok;
+            retry_later(v, std::move(ok.error()), now);
         }
     };
     for (BuildResult* r : adopted) {
@@ -546,7 +546,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     auto timing = data_plane_.publish(rings);
     if (!timing) {
         // no epoch was taken (none was named): the retry takes the same one
-        for (BuildResult* r : accepted) retry_later(vips_.at(r->vip_key), timing.error().message(), now);
+        for (BuildResult* r : accepted) retry_later(vips_.at(r->vip_key), timing.error(), now);
         return std::unexpected(timing.error());
     }
 
@@ -587,23 +587,23 @@ namespace {
 // table's plan may predate edits that shifted the spec's backends.
 using AddressOfIdentity = std::map<std::string, net::IpAddress>;
 
-std::expected<std::vector<std::optional<net::IpAddress>>, std::string> owners_of(
-    const AddressOfIdentity& address_of, const VipPlan& plan, std::uint32_t ring_size,
-    std::uint64_t* checksum) {
+Result<std::vector<std::optional<net::IpAddress>>> owners_of(const AddressOfIdentity& address_of,
+                                                             const VipPlan& plan,
+                                                             std::uint32_t ring_size,
+                                                             std::uint64_t* checksum) {
     std::vector<maglev::Backend> members;
     std::vector<net::IpAddress> addresses;
     for (const PlannedBackend& p : plan.backends) {
         if (!p.in_table) continue;
         auto address = address_of.find(p.identity);
-        if (address == address_of.end())
-            return std::unexpected("no backend with identity " + p.identity);
+        if (address == address_of.end()) return fail("no backend with identity " + p.identity);
         members.push_back({p.identity, p.effective_weight});
         addresses.push_back(address->second);
     }
     maglev::BuildOptions options;
     options.ring_size = ring_size;
     auto table = maglev::build_table(members, options);
-    if (!table) return std::unexpected(table.error().message);
+    if (!table) return fail(table.error().message);
     if (checksum) *checksum = table->checksum;
     std::vector<std::optional<net::IpAddress>> owners(ring_size);
     if (table->table.empty()) return owners;  // every slot without a backend
@@ -614,13 +614,12 @@ std::expected<std::vector<std::optional<net::IpAddress>>, std::string> owners_of
 
 }  // namespace
 
-std::expected<TablePrediction, std::string> Reconciler::predict(
-    const config::VipSpec& next) const {
+Result<TablePrediction> Reconciler::predict(const config::VipSpec& next) const {
     const std::string key = next.key();
     auto it = vips_.find(key);
-    if (it == vips_.end()) return std::unexpected("no VIP " + key);
+    if (it == vips_.end()) return fail("no VIP " + key);
     const VipState& v = it->second;
-    if (!v.table_plan) return std::unexpected("VIP " + key + " has no live table yet");
+    if (!v.table_plan) return fail("VIP " + key + " has no live table yet");
 
     // The live table, rebuilt from the inputs it was built from: the builder
     // is deterministic, so this is the table in the data plane.
@@ -628,7 +627,8 @@ std::expected<TablePrediction, std::string> Reconciler::predict(
     for (const config::BackendSpec& b : v.spec.backends) address_of[b.identity()] = b.address;
     for (const config::BackendSpec& b : next.backends) address_of[b.identity()] = b.address;
     auto before = owners_of(address_of, *v.table_plan, v.table_ring_size, nullptr);
-    if (!before) return std::unexpected("rebuild the live table: " + before.error());
+    if (!before)
+        return std::unexpected(std::move(before.error()).add_context("rebuild the live table"));
     // The next one, planned as plan() would plan it with what is observed now.
     const VipPlan next_plan = plan_vip(next, observed_for(next, v), v.starting);
     TablePrediction out;

@@ -109,6 +109,20 @@ std::uint32_t ring_index(const xlb_flow_key& key, std::uint32_t vip_flags, std::
     return xlb_ring_slot(hash, static_cast<std::uint32_t>(ring_size)) - XLB_RING_FIRST_SLOT;
 }
 
+namespace {
+
+// The stats structs are all u64 counters; the size check fails the build when
+// one is added to the ABI and not named here.
+template <auto... Fields, class T>
+T sum_fields(std::span<const T> per_cpu) {
+    static_assert(sizeof(T) == sizeof...(Fields) * sizeof(std::uint64_t), "every counter summed");
+    T total{};
+    for (const T& s : per_cpu) ((total.*Fields += s.*Fields), ...);
+    return total;
+}
+
+}  // namespace
+
 std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu) {
     std::uint64_t total = 0;
     for (std::uint64_t v : per_cpu) total += v;
@@ -116,24 +130,12 @@ std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu) {
 }
 
 xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu) {
-    xlb_vip_stats total{};
-    for (const xlb_vip_stats& s : per_cpu) {
-        total.packets += s.packets;
-        total.bytes += s.bytes;
-        total.new_flows += s.new_flows;
-        total.conntrack_hits += s.conntrack_hits;
-        total.drops += s.drops;
-    }
-    return total;
+    return sum_fields<&xlb_vip_stats::packets, &xlb_vip_stats::bytes, &xlb_vip_stats::new_flows,
+                      &xlb_vip_stats::conntrack_hits, &xlb_vip_stats::drops>(per_cpu);
 }
 
 xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu) {
-    xlb_backend_stats total{};
-    for (const xlb_backend_stats& s : per_cpu) {
-        total.packets += s.packets;
-        total.bytes += s.bytes;
-    }
-    return total;
+    return sum_fields<&xlb_backend_stats::packets, &xlb_backend_stats::bytes>(per_cpu);
 }
 
 }  // namespace xlb::datapath

@@ -4,35 +4,26 @@
 #include <algorithm>
 
 #include "format.h"
+#include "xlb/names.h"
 
 namespace xlb::health {
 
 using detail::human;
 using detail::percent;
 
-const char* to_string(Cause c) {
-    switch (c) {
-        case Cause::kConsecutiveSuccesses:
-            return "consecutive_successes";
-        case Cause::kConsecutiveFailures:
-            return "consecutive_failures";
-        case Cause::kSuccessRate:
-            return "success_rate";
-    }
-    return "?";
-}
+namespace {
 
-const char* to_string(Hold h) {
-    switch (h) {
-        case Hold::kNone:
-            return "none";
-        case Hold::kFailureAccrual:
-            return "failure_accrual";
-        case Hold::kFlapping:
-            return "flapping";
-    }
-    return "?";
-}
+constexpr EnumName<Cause> kCauses[] = {{"consecutive_successes", Cause::kConsecutiveSuccesses},
+                                       {"consecutive_failures", Cause::kConsecutiveFailures},
+                                       {"success_rate", Cause::kSuccessRate}};
+constexpr EnumName<Hold> kHolds[] = {{"none", Hold::kNone},
+                                     {"failure_accrual", Hold::kFailureAccrual},
+                                     {"flapping", Hold::kFlapping}};
+
+}  // namespace
+
+const char* to_string(Cause c) { return name_of(c, kCauses); }
+const char* to_string(Hold h) { return name_of(h, kHolds); }
 
 std::string Transition::to_string() const {
     std::string s =

@@ -53,24 +53,28 @@ struct Mapped {
     std::string detail;
 };
 
+// The errnos with a fixed verdict and wording.
+struct KnownErrno {
+    int err;
+    Failure failure;
+    const char* detail;
+};
+constexpr KnownErrno kKnownErrnos[] = {
+    {ECONNRESET, Failure::kReset, "connection reset"},
+    {EPIPE, Failure::kReset, "connection reset (broken pipe)"},
+    {ETIMEDOUT, Failure::kTimeout, "timed out (kernel)"},
+    {EHOSTUNREACH, Failure::kUnreachable, "host unreachable"},
+    {ENETUNREACH, Failure::kUnreachable, "network unreachable"},
+    {EHOSTDOWN, Failure::kUnreachable, "host down"},
+    {ENETDOWN, Failure::kUnreachable, "network down"},
+};
+
 Mapped map_errno(int err, bool udp) {
+    for (const KnownErrno& k : kKnownErrnos)
+        if (k.err == err) return {k.failure, k.detail};
     switch (err) {
         case ECONNREFUSED:
             return {Failure::kRefused, udp ? "port unreachable" : "connection refused"};
-        case ECONNRESET:
-            return {Failure::kReset, "connection reset"};
-        case EPIPE:
-            return {Failure::kReset, "connection reset (broken pipe)"};
-        case ETIMEDOUT:
-            return {Failure::kTimeout, "timed out (kernel)"};
-        case EHOSTUNREACH:
-            return {Failure::kUnreachable, "host unreachable"};
-        case ENETUNREACH:
-            return {Failure::kUnreachable, "network unreachable"};
-        case EHOSTDOWN:
-            return {Failure::kUnreachable, "host down"};
-        case ENETDOWN:
-            return {Failure::kUnreachable, "network down"};
         case EACCES:
         case EPERM:
             return {Failure::kUnreachable, std::string("blocked: ") + std::strerror(err)};

@@ -1,47 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/health/types.h"
 
+#include "xlb/names.h"
+
 namespace xlb::health {
 
-const char* to_string(Verdict v) {
-    switch (v) {
-        case Verdict::kUnknown:
-            return "unknown";
-        case Verdict::kHealthy:
-            return "healthy";
-        case Verdict::kUnhealthy:
-            return "unhealthy";
-    }
-    return "?";
-}
+namespace {
 
-const char* to_string(Failure f) {
-    switch (f) {
-        case Failure::kNone:
-            return "none";
-        case Failure::kRefused:
-            return "refused";
-        case Failure::kTimeout:
-            return "timeout";
-        case Failure::kReset:
-            return "reset";
-        case Failure::kUnreachable:
-            return "unreachable";
-        case Failure::kClosed:
-            return "closed";
-        case Failure::kBadResponse:
-            return "bad_response";
-        case Failure::kStatus:
-            return "status";
-        case Failure::kBodyMismatch:
-            return "body_mismatch";
-        case Failure::kReplyMismatch:
-            return "reply_mismatch";
-        case Failure::kLocal:
-            return "local";
-    }
-    return "?";
-}
+constexpr EnumName<Verdict> kVerdicts[] = {{"unknown", Verdict::kUnknown},
+                                           {"healthy", Verdict::kHealthy},
+                                           {"unhealthy", Verdict::kUnhealthy}};
+constexpr EnumName<Failure> kFailures[] = {{"none", Failure::kNone},
+                                           {"refused", Failure::kRefused},
+                                           {"timeout", Failure::kTimeout},
+                                           {"reset", Failure::kReset},
+                                           {"unreachable", Failure::kUnreachable},
+                                           {"closed", Failure::kClosed},
+                                           {"bad_response", Failure::kBadResponse},
+                                           {"status", Failure::kStatus},
+                                           {"body_mismatch", Failure::kBodyMismatch},
+                                           {"reply_mismatch", Failure::kReplyMismatch},
+                                           {"local", Failure::kLocal}};
+
+}  // namespace
+
+const char* to_string(Verdict v) { return name_of(v, kVerdicts); }
+const char* to_string(Failure f) { return name_of(f, kFailures); }
 
 std::string TargetKey::to_string() const { return vip + " " + backend.to_string(); }
 

@@ -63,6 +63,17 @@ std::string subject(const net::IpAddress& address, std::string_view interface) {
     return address.to_string() + " on " + std::string(interface);
 }
 
+Result<NeighborSockets> open_neighbor_sockets(const net::IpAddress& address,
+                                              const std::string& what) {
+    if (!address_family(address)) return bpf::fail(EAFNOSUPPORT, what);
+    const unsigned groups[] = {RTNLGRP_NEIGH};
+    auto events = Socket::open(groups);
+    if (!events) return std::unexpected(events.error());
+    auto requests = Socket::open();
+    if (!requests) return std::unexpected(requests.error());
+    return NeighborSockets{std::move(*events), std::move(*requests)};
+}
+
 std::optional<Neighbor> parse_neighbor(const nlmsghdr& msg) {
     if (msg.nlmsg_type != RTM_NEWNEIGH && msg.nlmsg_type != RTM_DELNEIGH) return std::nullopt;
     if (msg.nlmsg_len < NLMSG_LENGTH(sizeof(ndmsg))) return std::nullopt;
@@ -233,15 +244,10 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
                                                   std::chrono::milliseconds timeout) const {
     using Clock = std::chrono::steady_clock;
     std::string what = "resolve next hop " + detail::subject(next_hop, name_);
-    if (!detail::address_family(next_hop)) return bpf::fail(EAFNOSUPPORT, what);
-
-    // Subscribe before looking, so that no change between the look and the
-    // wait is missed.
-    const unsigned groups[] = {RTNLGRP_NEIGH};
-    auto events = detail::Socket::open(groups);
-    if (!events) return std::unexpected(events.error());
-    auto sock = detail::Socket::open();
-    if (!sock) return std::unexpected(sock.error());
+    auto sockets = detail::open_neighbor_sockets(next_hop, what);
+    if (!sockets) return std::unexpected(sockets.error());
+    detail::Socket& events = sockets->events;
+    detail::Socket& sock = sockets->requests;
 
     std::optional<std::uint16_t> last_state;
     std::uint32_t last_probes = 0;
@@ -258,13 +264,13 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
         return *n->mac;
     };
 
-    auto current = detail::find_neighbor(*sock, ifindex_, next_hop, what);
+    auto current = detail::find_neighbor(sock, ifindex_, next_hop, what);
     if (!current) return std::unexpected(current.error());
     if (auto r = settle(*current)) return *r;
 
     const auto deadline = Clock::now() + timeout;
     auto trigger_now = [&]() -> Result<void> {
-        return detail::request_resolution(*sock, ifindex_, next_hop, managed, what);
+        return detail::request_resolution(sock, ifindex_, next_hop, managed, what);
     };
     if (auto t = trigger_now(); !t) return std::unexpected(t.error());
     auto last_trigger = Clock::now();
@@ -286,7 +292,7 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
         auto wake = retrigger ? std::min(deadline, last_trigger + kRetriggerGap) : deadline;
         auto wait_ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
 
-        pollfd pfd{.fd = events->fd(), .events = POLLIN, .revents = 0};
+        pollfd pfd{.fd = events.fd(), .events = POLLIN, .revents = 0};
         int ready = ::poll(&pfd, 1, static_cast<int>(std::max<long long>(wait_ms, 0)));
         if (ready < 0) {
             if (errno == EINTR) continue;
@@ -295,10 +301,10 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
         if (ready == 0) continue;
 
         for (;;) {
-            auto n = events->receive(buffer, what);
+            auto n = events.receive(buffer, what);
             if (!n && n.error().code == ENOBUFS) {
                 // Notifications were dropped: read the entry again.
-                auto again = detail::find_neighbor(*sock, ifindex_, next_hop, what);
+                auto again = detail::find_neighbor(sock, ifindex_, next_hop, what);
                 if (!again) return std::unexpected(again.error());
                 if (auto r = settle(*again)) return *r;
                 continue;
@@ -324,7 +330,7 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
     }
 
     // One last look, in case the answer came with the deadline.
-    auto final_look = detail::find_neighbor(*sock, ifindex_, next_hop, what);
+    auto final_look = detail::find_neighbor(sock, ifindex_, next_hop, what);
     if (!final_look) return std::unexpected(final_look.error());
     if (auto r = settle(*final_look)) return *r;
 

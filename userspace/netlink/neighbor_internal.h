@@ -43,6 +43,17 @@ Result<void> request_resolution(Socket& sock, int ifindex, const net::IpAddress&
 Result<void> request_managed(Socket& sock, int ifindex, const net::IpAddress& address,
                              std::string_view what);
 
+// Neighbour events subscribed to before anything is looked up, so that a
+// change between the first look and the wait is queued, not missed; and a
+// second socket for the look-ups and requests themselves. EAFNOSUPPORT for an
+// address that is neither IPv4 nor IPv6.
+struct NeighborSockets {
+    Socket events;
+    Socket requests;
+};
+Result<NeighborSockets> open_neighbor_sockets(const net::IpAddress& address,
+                                              const std::string& what);
+
 // "192.0.2.1 on eth0"
 std::string subject(const net::IpAddress& address, std::string_view interface);
 

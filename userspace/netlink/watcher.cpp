@@ -184,16 +184,10 @@ Result<NeighborWatcher> NeighborWatcher::open(int ifindex, const net::IpAddress&
     auto info = link_info(ifindex);
     if (!info) return std::unexpected(info.error());
     std::string what = "watch next hop " + detail::subject(next_hop, info->name);
-    if (!detail::address_family(next_hop)) return bpf::fail(EAFNOSUPPORT, what);
+    auto sockets = detail::open_neighbor_sockets(next_hop, what);
+    if (!sockets) return std::unexpected(sockets.error());
 
-    // Subscribe first: whatever happens from here on is queued for us.
-    const unsigned groups[] = {RTNLGRP_NEIGH};
-    auto events = detail::Socket::open(groups);
-    if (!events) return std::unexpected(events.error());
-    auto requests = detail::Socket::open();
-    if (!requests) return std::unexpected(requests.error());
-
-    auto state = std::make_unique<State>(std::move(*events), std::move(*requests));
+    auto state = std::make_unique<State>(std::move(sockets->events), std::move(sockets->requests));
     state->ifindex = info->ifindex;
     state->name = info->name;
     state->next_hop = next_hop;

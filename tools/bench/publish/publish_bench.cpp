@@ -106,7 +106,7 @@ std::expected<std::vector<double>, std::string> publish_through_loop(
     std::vector<double> live_ms;  // control thread only until stop()
     std::string error;
     loop.on_publish([&](const xlb::control::PublishRecord& r) { live_ms.push_back(r.decision_to_live_ms); });
-    loop.on_error([&](const std::string& e) { error = e; });
+    loop.on_error([&](const xlb::Error& e) { error = e.message(); });
     loop.start();
     xlb::config::VipSpec vip = make_vip(n);
     for (int i = 0; i <= publishes; ++i) {  // the first publish is the VIP's first table

@@ -25,40 +25,23 @@
 
 namespace xlb::xlbctl {
 
+namespace {
+
+// Indexed by Verb, in its order. (xlbctl does not link userspace/error, where
+// the name-table helper lives; a Verb is never parsed back from its name.)
+constexpr const char* kVerbNames[] = {
+    "status",          "vip list",    "vip add",     "vip del",       "backend list",
+    "backend add",     "backend del", "backend set", "backend drain", "backend enable",
+    "backend disable", "stats",       "table",       "lookup",        "reload",
+};
+static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kReload) + 1,
+              "a name for every Verb");
+
+}  // namespace
+
 const char* verb_name(Verb verb) {
-    switch (verb) {
-        case Verb::kStatus:
-            return "status";
-        case Verb::kVipList:
-            return "vip list";
-        case Verb::kVipAdd:
-            return "vip add";
-        case Verb::kVipDel:
-            return "vip del";
-        case Verb::kBackendList:
-            return "backend list";
-        case Verb::kBackendAdd:
-            return "backend add";
-        case Verb::kBackendDel:
-            return "backend del";
-        case Verb::kBackendSet:
-            return "backend set";
-        case Verb::kBackendDrain:
-            return "backend drain";
-        case Verb::kBackendEnable:
-            return "backend enable";
-        case Verb::kBackendDisable:
-            return "backend disable";
-        case Verb::kStats:
-            return "stats";
-        case Verb::kTable:
-            return "table";
-        case Verb::kLookup:
-            return "lookup";
-        case Verb::kReload:
-            return "reload";
-    }
-    return "?";
+    const auto i = static_cast<std::size_t>(verb);
+    return i < std::size(kVerbNames) ? kVerbNames[i] : "?";
 }
 
 bool wants_json(const std::vector<std::string>& args) {
@@ -353,6 +336,16 @@ void add_dry_run_flag(CLI::App* app, Raw& raw) {
                   "of new flows that would change backend");
 }
 
+// A verb on one backend of one VIP that changes it: VIP, ADDR, --dry-run.
+CLI::App* backend_leaf(Cli& cli, CLI::App* parent, const std::string& name, const std::string& help,
+                       Verb verb, const std::string& examples) {
+    CLI::App* app = leaf(cli, parent, name, help, verb, examples);
+    add_vip_arg(app, cli.raw);
+    add_addr_arg(app, cli.raw);
+    add_dry_run_flag(app, cli.raw);
+    return app;
+}
+
 void build(Cli& cli) {
     CLI::App& app = cli.app;
     Raw& raw = cli.raw;
@@ -459,16 +452,14 @@ void build(Cli& cli) {
     add_vip_arg(b_list, raw);
     b_list->add_flag("-q,--quiet", raw.quiet, "print only the addresses, one a line");
 
-    CLI::App* b_add = leaf(cli, backend, "add",
-                           "Add a backend to a VIP (active; persisted). It takes new flows once\n"
-                           "the table is published (and, with a health check, once healthy).",
-                           Verb::kBackendAdd,
-                           "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14\n"
-                           "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14 --weight 50\n"
-                           "  xlbctl backend add '[2001:db8::10]:443/tcp' 2001:db8:b::14\n");
-    add_vip_arg(b_add, raw);
-    add_addr_arg(b_add, raw);
-    add_dry_run_flag(b_add, raw);
+    CLI::App* b_add =
+        backend_leaf(cli, backend, "add",
+                     "Add a backend to a VIP (active; persisted). It takes new flows once\n"
+                     "the table is published (and, with a health check, once healthy).",
+                     Verb::kBackendAdd,
+                     "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14\n"
+                     "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14 --weight 50\n"
+                     "  xlbctl backend add '[2001:db8::10]:443/tcp' 2001:db8:b::14\n");
     b_add->add_option("--weight", raw.weight, "relative weight 0-10000 (default 100)")
         ->type_name("W");
     b_add
@@ -476,50 +467,34 @@ void build(Cli& cli) {
                      "stable identity for Maglev (default: the address)")
         ->type_name("KEY");
 
-    CLI::App* b_del =
-        leaf(cli, backend, "del",
-             "Remove a backend: it leaves the table and its flows move to the\n"
-             "others. Drain it first to let its connections finish.",
-             Verb::kBackendDel, "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n");
-    add_vip_arg(b_del, raw);
-    add_addr_arg(b_del, raw);
-    add_dry_run_flag(b_del, raw);
+    backend_leaf(cli, backend, "del",
+                 "Remove a backend: it leaves the table and its flows move to the\n"
+                 "others. Drain it first to let its connections finish.",
+                 Verb::kBackendDel, "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n");
 
-    CLI::App* b_set = leaf(cli, backend, "set", "Change a backend's weight.", Verb::kBackendSet,
-                           "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
-                           "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 0  "
-                           " # no new flows\n");
-    add_vip_arg(b_set, raw);
-    add_addr_arg(b_set, raw);
-    add_dry_run_flag(b_set, raw);
+    CLI::App* b_set =
+        backend_leaf(cli, backend, "set", "Change a backend's weight.", Verb::kBackendSet,
+                     "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
+                     "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 0  "
+                     " # no new flows\n");
     b_set->add_option("--weight", raw.weight, "relative weight 0-10000")
         ->type_name("W")
         ->required();
 
-    CLI::App* b_drain =
-        leaf(cli, backend, "drain",
-             "Drain a backend: no new flows; established flows stay (through\n"
-             "the connection table) until they end.",
-             Verb::kBackendDrain, "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n");
-    add_vip_arg(b_drain, raw);
-    add_addr_arg(b_drain, raw);
-    add_dry_run_flag(b_drain, raw);
+    backend_leaf(cli, backend, "drain",
+                 "Drain a backend: no new flows; established flows stay (through\n"
+                 "the connection table) until they end.",
+                 Verb::kBackendDrain, "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n");
 
-    CLI::App* b_enable =
-        leaf(cli, backend, "enable", "Make a drained or disabled backend active again.",
-             Verb::kBackendEnable, "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n");
-    add_vip_arg(b_enable, raw);
-    add_addr_arg(b_enable, raw);
-    add_dry_run_flag(b_enable, raw);
+    backend_leaf(cli, backend, "enable", "Make a drained or disabled backend active again.",
+                 Verb::kBackendEnable,
+                 "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n");
 
-    CLI::App* b_disable =
-        leaf(cli, backend, "disable",
-             "Disable a backend: it leaves the table and the data plane;\n"
-             "its established flows move to other backends.",
-             Verb::kBackendDisable, "  xlbctl backend disable 198.51.100.10:80/tcp 203.0.113.11\n");
-    add_vip_arg(b_disable, raw);
-    add_addr_arg(b_disable, raw);
-    add_dry_run_flag(b_disable, raw);
+    backend_leaf(cli, backend, "disable",
+                 "Disable a backend: it leaves the table and the data plane;\n"
+                 "its established flows move to other backends.",
+                 Verb::kBackendDisable,
+                 "  xlbctl backend disable 198.51.100.10:80/tcp 203.0.113.11\n");
 
     CLI::App* stats = leaf(cli, &app, "stats",
                            "Packet counters: per VIP packets, bytes, new flows, connection-table\n"

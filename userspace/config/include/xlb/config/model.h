@@ -127,6 +127,10 @@ struct BackendSpec {
 // (tests/unit/datapath_test.cpp): every host must spell it the same. The
 // one definition; xlb::datapath re-exports it.
 std::string maglev_identity(const net::IpAddress& address, std::string_view hash_key);
+// The same rule for a caller that keeps the address already spelled
+// (address_text == address.to_string()), e.g. the reconciler, which would
+// otherwise format thousands of addresses on every plan.
+std::string maglev_identity(std::string_view address_text, std::string_view hash_key);
 
 // A VIP's identity: what the data plane matches on.
 struct VipKey {

@@ -24,7 +24,7 @@ class ControlLoop {
 public:
     using Task = std::function<void(Reconciler&)>;
     using PublishObserver = std::function<void(const PublishRecord&)>;
-    using ErrorObserver = std::function<void(const std::string&)>;
+    using ErrorObserver = std::function<void(const Error&)>;
     // After each pass that planned (and, when tables were built, published):
     // e.g. to report panic changes decided by plan() without a new table.
     using PassObserver = std::function<void(Reconciler&)>;

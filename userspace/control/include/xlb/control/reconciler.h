@@ -45,7 +45,7 @@ struct BuildJob {
 struct BuildResult {
     std::string vip_key;
     std::uint64_t plan_version = 0;
-    std::string error;                       // non-empty: the build failed
+    std::optional<Error> error;              // set: the build failed
     std::vector<std::uint32_t> ring;         // backend id per slot
     std::uint64_t checksum = 0;
     std::vector<std::uint32_t> slots;        // per member, same order as the job
@@ -90,7 +90,7 @@ struct PanicChange {
 // id left) and when it is tried again.
 struct ApplyFailure {
     std::string vip_key;
-    std::string error;
+    Error error;
     Clock::duration retry_in{};
 };
 
@@ -215,7 +215,7 @@ public:
     // with the health observed now, and compares it with the table built for
     // the live inputs. Changes nothing. Error: unknown VIP, no live table
     // yet, or the builder's error.
-    std::expected<TablePrediction, std::string> predict(const config::VipSpec& next) const;
+    Result<TablePrediction> predict(const config::VipSpec& next) const;
 
     std::vector<VipStatus> status() const;
     std::optional<VipStatus> vip_status(const std::string& key) const;
@@ -305,7 +305,7 @@ private:
     bpf::Result<void> ensure_backend_entries(const std::string& vip_key, VipState& v);
     bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
     // Records the error and plans the VIP again after a back-off.
-    void retry_later(VipState& v, std::string error, Clock::time_point now);
+    void retry_later(VipState& v, Error error, Clock::time_point now);
     bpf::Result<void> release_removed_backends(VipState& v);
     bpf::Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
     static void record_slots(VipState& v, const BuildResult& r);
