@@ -950,8 +950,8 @@ std::expected<Table, Error> build_table(std::span<const Backend> backends,
         if (backends[i].key.empty()) {
             return std::unexpected(
                 Error{ErrorCode::kEmptyKey, "backend at input position " + std::to_string(i) +
-                                                " has an empty key; use its canonical address:port "
-                                                "(canonical_key()) or an explicit hash key"});
+                                                " has an empty key; use its address "
+                                                "(config::maglev_identity()) or an explicit hash key"});
         }
         weight_sum += backends[i].weight;
         active_count += backends[i].weight != 0;
@@ -996,7 +996,7 @@ std::expected<Table, Error> build_table(std::span<const Backend> backends,
                 Error{ErrorCode::kDuplicateKey,
                       "duplicate backend key \"" + backends[first].key + "\" at input positions " +
                           std::to_string(first) + " and " + std::to_string(second) +
-                          "; every backend needs a distinct key (its address:port, or an explicit "
+                          "; every backend needs a distinct key (its address, or an explicit "
                           "hash key)"});
         }
     }
