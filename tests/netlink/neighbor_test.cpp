@@ -19,13 +19,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "event_log.h"
 #include "netns.h"
 #include "xlb/netlink/link.h"
 #include "xlb/netlink/neighbor.h"
@@ -115,26 +114,7 @@ protected:
     std::optional<xlb::test::NetnsScope> inside_;
 };
 
-// Events from a watcher, with a bounded wait for the next one.
-class EventLog {
-public:
-    void operator()(const nl::NextHopEvent& event) {
-        std::lock_guard lock(mu_);
-        events_.push_back(event);
-        cv_.notify_all();
-    }
-    // Waits until at least `count` events arrived; returns them all.
-    std::vector<nl::NextHopEvent> wait_for(std::size_t count, std::chrono::milliseconds limit) {
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, limit, [&] { return events_.size() >= count; });
-        return events_;
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::vector<nl::NextHopEvent> events_;
-};
+using EventLog = xlb::test::EventLog<nl::NextHopEvent>;
 
 std::string describe(const std::vector<nl::NextHopEvent>& events) {
     std::ostringstream out;
