@@ -74,8 +74,7 @@ BackendHealth healthy_at_t0(Policy p) {
 
 // Applies each result one second apart from `t`, none of which may change
 // the verdict; returns the time after the last.
-TimePoint apply_quietly(BackendHealth& h, std::initializer_list<ProbeResult> results,
-                        TimePoint t) {
+TimePoint apply_quietly(BackendHealth& h, std::initializer_list<ProbeResult> results, TimePoint t) {
     for (const auto& r : results) {
         EXPECT_FALSE(h.apply(r, t).transition) << r.detail;
         t += 1s;
@@ -89,9 +88,8 @@ TimePoint apply_quietly(BackendHealth& h, std::initializer_list<ProbeResult> res
     if (!u.transition) return ::testing::AssertionFailure() << "no transition";
     const Transition& tr = *u.transition;
     if (tr.from != from || tr.to != to || tr.detail != detail) {
-        return ::testing::AssertionFailure()
-               << "moved " << to_string(tr.from) << " -> " << to_string(tr.to) << " ("
-               << tr.detail << ")";
+        return ::testing::AssertionFailure() << "moved " << to_string(tr.from) << " -> "
+                                             << to_string(tr.to) << " (" << tr.detail << ")";
     }
     return ::testing::AssertionSuccess();
 }
@@ -151,7 +149,8 @@ TEST(BackendHealth, HealthyNeedsConsecutiveFailuresToLeave) {
     h.apply(fail(), t);
     h.apply(fail(), t + 1s);
     const Update u = h.apply(fail(Failure::kReset, "connection reset"), t + 2s);
-    EXPECT_TRUE(Moved(u, Verdict::kHealthy, Verdict::kUnhealthy, "3 consecutive failures, last: connection reset"));
+    EXPECT_TRUE(Moved(u, Verdict::kHealthy, Verdict::kUnhealthy,
+                      "3 consecutive failures, last: connection reset"));
 }
 
 TEST(BackendHealth, UnhealthyNeedsConsecutiveSuccessesToReturn) {

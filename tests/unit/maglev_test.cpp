@@ -35,9 +35,9 @@ std::vector<Backend> make_backends(std::uint32_t count, std::uint32_t weight = 1
     std::vector<Backend> backends;
     backends.reserve(count);
     for (std::uint32_t i = first; i < first + count; ++i) {
-        const auto address =
-            xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
-                                    static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i));
+        const auto address = xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
+                                                     static_cast<std::uint8_t>(i >> 8),
+                                                     static_cast<std::uint8_t>(i));
         backends.push_back({xlb::config::maglev_identity(address, ""), weight});
     }
     return backends;

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <ostream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "xlb/xlbctl/request.h"
 
@@ -271,7 +271,8 @@ INSTANTIATE_TEST_SUITE_P(
         UsageError{"HashUnknown",
                    {"vip", "add", "10.0.0.10:80", "--hash", "round-robin"},
                    {"--hash: found 'round-robin', expected 5tuple"}},
-        UsageError{"HashExample", {"vip", "add", "10.0.0.10:80", "--hash", "x"}, {"e.g. --hash source"}},
+        UsageError{
+            "HashExample", {"vip", "add", "10.0.0.10:80", "--hash", "x"}, {"e.g. --hash source"}},
         UsageError{"RingSizeNotANumber",
                    {"vip", "add", "10.0.0.10:80", "--ring-size", "big"},
                    {"--ring-size: found 'big', expected a prime number of table slots, e.g. "
@@ -303,18 +304,19 @@ INSTANTIATE_TEST_SUITE_P(
         UsageError{"BackendTwice",
                    {"vip", "add", "10.0.0.10:80", "-b", "10.0.1.1", "-b", "10.0.1.1"},
                    {"again"}},
-        UsageError{"RingTooSmallForItsBackends",
-                   {"vip", "add", "10.0.0.10:80", "--ring-size", "13", "-b", "10.0.1.1", "-b",
-                    "10.0.1.2"},
-                   {"--ring-size:"}}),
+        UsageError{
+            "RingTooSmallForItsBackends",
+            {"vip", "add", "10.0.0.10:80", "--ring-size", "13", "-b", "10.0.1.1", "-b", "10.0.1.2"},
+            {"--ring-size:"}}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(
     Backend, XlbctlUsageErrors,
     ::testing::Values(
-        UsageError{"AddressWithPort",
-                   {"backend", "add", "198.51.100.10:80", "203.0.113.11:8080"},
-                   {"ADDR: found '203.0.113.11:8080', an address with a port", "e.g. 203.0.113.11"}},
+        UsageError{
+            "AddressWithPort",
+            {"backend", "add", "198.51.100.10:80", "203.0.113.11:8080"},
+            {"ADDR: found '203.0.113.11:8080', an address with a port", "e.g. 203.0.113.11"}},
         UsageError{"NotAnAddress",
                    {"backend", "add", "198.51.100.10:80", "server-1"},
                    {"'server-1' is not an IPv4 address (expected e.g. 10.0.0.1)"}},
@@ -339,10 +341,10 @@ INSTANTIATE_TEST_SUITE_P(
         UsageError{"WeightNotAnInteger",
                    {"backend", "add", "198.51.100.10:80", "203.0.113.11", "--weight", "1.5"},
                    {"--weight: found '1.5'"}},
-        UsageError{"HashKeyTooLong",
-                   {"backend", "add", "198.51.100.10:80", "203.0.113.11", "--hash-key",
-                    kHugeHashKey},
-                   {"--hash-key: found"}}),
+        UsageError{
+            "HashKeyTooLong",
+            {"backend", "add", "198.51.100.10:80", "203.0.113.11", "--hash-key", kHugeHashKey},
+            {"--hash-key: found"}}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(

@@ -303,8 +303,9 @@ TEST(XlbctlRender, BackendChanges) {
          "removed backend 203.0.113.14 from 198.51.100.10:80/tcp: its flows moved to the "
          "others, epoch 4\n"},
     };
-    const json reply = vip_detail({backend("203.0.113.11", "active", "healthy", 100, 43691, 0.6667),
-                                   backend("203.0.113.14", "active", "healthy", 50, 21846, 0.3333)});
+    const json reply =
+        vip_detail({backend("203.0.113.11", "active", "healthy", 100, 43691, 0.6667),
+                    backend("203.0.113.14", "active", "healthy", 50, 21846, 0.3333)});
     for (const Case& k : cases) {
         Command c = cmd(k.verb);
         c.backend = *net::IpAddress::parse("203.0.113.14");

@@ -243,8 +243,8 @@ double thread_cpu_us() {
 }
 
 // One probe after the other, blocking on poll(), for `seconds`: CPU per probe.
-double floor_us_per_probe(xlb::config::HealthCheckType type, int backends,
-                          std::uint16_t port, std::chrono::seconds seconds) {
+double floor_us_per_probe(xlb::config::HealthCheckType type, int backends, std::uint16_t port,
+                          std::chrono::seconds seconds) {
     const bool http = type == xlb::config::HealthCheckType::kHttp;
     xlb::config::HealthCheck check;
     check.type = type;
@@ -381,7 +381,8 @@ Case run_case(xlb::config::HealthCheckType type, int backends, std::chrono::mill
     c.backends = backends;
     c.interval_s = std::chrono::duration<double>(interval).count();
     c.seconds = wall;
-    const double engine_cpu = std::chrono::duration<double>(last.engine_cpu - first.engine_cpu).count();
+    const double engine_cpu =
+        std::chrono::duration<double>(last.engine_cpu - first.engine_cpu).count();
     c.cpu_percent = 100.0 * engine_cpu / wall;
     c.cpu_user_percent =
         100.0 * (seconds_of(last.thread.ru_utime) - seconds_of(first.thread.ru_utime)) / wall;
@@ -481,13 +482,12 @@ int main(int argc, char** argv) {
         const pid_t child = ::fork();
         if (child == 0) {
             ::close(pipefd[0]);
-            const Case c =
-                run_case(type == "tcp" ? xlb::config::HealthCheckType::kTcp
-                                       : xlb::config::HealthCheckType::kHttp,
-                         backends, std::chrono::milliseconds(interval_ms),
-                         std::chrono::milliseconds(timeout_ms),
-                         std::chrono::milliseconds(jitter_ms), std::chrono::seconds(warmup_s),
-                         std::chrono::seconds(duration_s), srv.port);
+            const Case c = run_case(
+                type == "tcp" ? xlb::config::HealthCheckType::kTcp
+                              : xlb::config::HealthCheckType::kHttp,
+                backends, std::chrono::milliseconds(interval_ms),
+                std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(jitter_ms),
+                std::chrono::seconds(warmup_s), std::chrono::seconds(duration_s), srv.port);
             nlohmann::json j = to_json(c);
             j["topology"] = "loopback";
             // How the bench was scheduled (e.g. under chrt -f or nice): CPU

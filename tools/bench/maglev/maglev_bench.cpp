@@ -34,9 +34,9 @@ std::vector<maglev::Backend> make_backends(std::uint32_t count) {
     std::vector<maglev::Backend> backends;
     backends.reserve(count);
     for (std::uint32_t i = 0; i < count; ++i) {
-        const auto address =
-            xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
-                                    static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i));
+        const auto address = xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
+                                                     static_cast<std::uint8_t>(i >> 8),
+                                                     static_cast<std::uint8_t>(i));
         backends.push_back({xlb::config::maglev_identity(address, ""), 1});
     }
     return backends;
