@@ -489,28 +489,26 @@ void add_too_big_cases(std::vector<PacketCase>& cases) {
     FrameOptions big;
     big.payload.assign(kLinkMtu - 40, 'x');
 
-    const Bytes frame4 = make_frame(v4_flow(), big);
-    const Bytes ip4 = ip_packet_of(frame4);
-    cases.push_back({.name = "Ipv4TooBigIsAnsweredWithFragmentationNeeded",
-                     .seed = answering,
-                     .input = frame4,
-                     .action = XDP_TX,
-                     .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
-                     .output = Output::kFrame,
-                     .expected = make_icmp_too_big_frame(
-                         kVipV4, Bytes(ip4.begin(), ip4.begin() + 28), kLinkMtu - 20, reply_opt),
-                     .vips = {{kVipId, 1, 1, 0, 1}}});
-    const Bytes frame6 = make_frame(v6_flow(), big);
-    const Bytes ip6 = ip_packet_of(frame6);
-    cases.push_back({.name = "Ipv6TooBigIsAnsweredWithPacketTooBig",
-                     .seed = answering,
-                     .input = frame6,
-                     .action = XDP_TX,
-                     .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
-                     .output = Output::kFrame,
-                     .expected = make_icmp_too_big_frame(
-                         kVipV6, Bytes(ip6.begin(), ip6.begin() + 48), kLinkMtu - 40, reply_opt),
-                     .vips = {{kVipId + 1, 1, 1, 0, 1}}});
+    // The answer quotes the IP header and 8 bytes, and names the MTU left
+    // once the outer header (20 or 40 bytes) is added.
+    auto too_big = [&](std::string name, const Bytes& frame, const auto& vip, std::size_t quoted,
+                       std::uint32_t outer, std::uint32_t vip_id) {
+        const Bytes ip = ip_packet_of(frame);
+        cases.push_back(
+            {.name = std::move(name),
+             .seed = answering,
+             .input = frame,
+             .action = XDP_TX,
+             .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
+             .output = Output::kFrame,
+             .expected = make_icmp_too_big_frame(vip, Bytes(ip.begin(), ip.begin() + quoted),
+                                                 kLinkMtu - outer, reply_opt),
+             .vips = {{vip_id, 1, 1, 0, 1}}});
+    };
+    too_big("Ipv4TooBigIsAnsweredWithFragmentationNeeded", make_frame(v4_flow(), big), kVipV4, 28,
+            20, kVipId);
+    too_big("Ipv6TooBigIsAnsweredWithPacketTooBig", make_frame(v6_flow(), big), kVipV6, 48, 40,
+            kVipId + 1);
     // IPv4 without DF did not ask for path-MTU discovery: dropped, not answered
     big.ipv4_frag = 0;
     cases.push_back(drop("Ipv4TooBigWithoutDfIsDroppedNotAnswered", answering,

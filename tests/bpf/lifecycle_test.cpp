@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -100,70 +99,40 @@ void sweep_stale() {
     }
 }
 
-// A named network namespace with a veth pair, entered on the calling thread.
-// The destructor returns the thread to its original namespace and deletes
-// this one, whatever state setup reached.
+// The test's namespace (tests/support/netns.h) with a veth pair, entered on
+// the calling thread. Members go in reverse: the thread leaves before the
+// namespace is removed, whatever state setup reached.
 class TestNetns {
 public:
     explicit TestNetns(std::string name) : name_(std::move(name)) {}
-    TestNetns(const TestNetns&) = delete;
-    TestNetns& operator=(const TestNetns&) = delete;
-    ~TestNetns() {
-        leave();
-        netns_.reset();
-    }
 
     const std::string& name() const { return name_; }
-    std::string path() const { return "/run/netns/" + name_; }
 
-    // Creates the namespace and the veth pair, then enters it.
     ::testing::AssertionResult setup() {
         try {
-            netns_.emplace(name_);  // tests/support/netns.h: lo up, removed with this object
+            netns_.emplace(name_);
+            netns_->ip(std::string("link add ") + kVeth + " type veth peer name " + kPeer);
+            netns_->ip(std::string("link set dev ") + kVeth + " up");
+            netns_->ip(std::string("link set dev ") + kPeer + " up");
+            inside_.emplace(name_);
         } catch (const std::exception& e) {
             return ::testing::AssertionFailure() << e.what();
         }
-        const std::vector<std::vector<std::string>> steps = {
-            {"ip", "-n", name_, "link", "add", kVeth, "type", "veth", "peer", "name", kPeer},
-            {"ip", "-n", name_, "link", "set", "dev", kVeth, "up"},
-            {"ip", "-n", name_, "link", "set", "dev", kPeer, "up"},
-        };
-        for (const auto& step : steps) {
-            if (run(step) != 0) {
-                std::string cmd;
-                for (const auto& a : step) cmd += a + " ";
-                return ::testing::AssertionFailure() << cmd;
-            }
-        }
-        original_.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-        if (!original_)
-            return ::testing::AssertionFailure() << "open own netns: " << std::strerror(errno);
-        UniqueFd target(::open(path().c_str(), O_RDONLY | O_CLOEXEC));
-        if (!target || ::setns(target.get(), CLONE_NEWNET) != 0)
-            return ::testing::AssertionFailure()
-                   << "enter " << name_ << ": " << std::strerror(errno);
-        entered_ = true;
         return ::testing::AssertionSuccess();
-    }
-
-    void leave() {
-        if (entered_ && ::setns(original_.get(), CLONE_NEWNET) == 0) entered_ = false;
-        original_.reset();
     }
 
 private:
     std::string name_;
     std::optional<test::Netns> netns_;
-    bool entered_ = false;
-    UniqueFd original_;
+    std::optional<test::NetnsScope> inside_;
 };
 
 // Polls the interface's XDP program from a thread of its own (in the same
 // namespace) while a test replaces it, and counts the polls that saw none.
 class XdpWatcher {
 public:
-    XdpWatcher(const std::string& netns_path, int ifindex)
-        : thread_([this, netns_path, ifindex] { loop(netns_path, ifindex); }) {
+    XdpWatcher(const std::string& netns, int ifindex)
+        : thread_([this, netns, ifindex] { loop(netns, ifindex); }) {
         while (polls_.load() < 20 && !failed_.load()) std::this_thread::yield();
     }
     ~XdpWatcher() { stop(); }
@@ -178,9 +147,11 @@ public:
     const std::set<std::uint32_t>& seen() const { return seen_; }
 
 private:
-    void loop(const std::string& netns_path, int ifindex) {
-        UniqueFd ns(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!ns || ::setns(ns.get(), CLONE_NEWNET) != 0) {
+    void loop(const std::string& netns, int ifindex) {
+        std::optional<test::NetnsScope> inside;
+        try {
+            inside.emplace(netns);
+        } catch (const std::exception&) {
             failed_ = true;
             return;
         }
@@ -439,7 +410,7 @@ TEST_F(LifecycleTest, ReplacesAnEarlierProgramWithoutAGap) {
         old_id = old->prog_id();
     }
     LbProgram lb = load();
-    XdpWatcher watcher(netns_->path(), veth_.ifindex);
+    XdpWatcher watcher(netns_->name(), veth_.ifindex);
     ASSERT_FALSE(watcher.failed());
     auto a = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kAuto});
     // Let the watcher see the new program for a while, too.
@@ -657,7 +628,7 @@ TEST_F(LifecycleTest, AgentRestartKeepsStateAndForwarding) {
         ids = lb_map_ids(lb);
         old_prog = a->prog_id();
     }
-    XdpWatcher watcher(netns_->path(), veth_.ifindex);
+    XdpWatcher watcher(netns_->name(), veth_.ifindex);
     LbProgram lb = load({.pin_dir = dir});
     auto a = XdpAttachment::attach(lb, veth_);
     watcher.stop();

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <set>
+#include <string_view>
 
 namespace xlb::health {
 namespace {
@@ -70,6 +72,28 @@ BackendHealth healthy_at_t0(Policy p) {
     return h;
 }
 
+// Applies each result one second apart from `t`, none of which may change
+// the verdict; returns the time after the last.
+TimePoint apply_quietly(BackendHealth& h, std::initializer_list<ProbeResult> results, TimePoint t) {
+    for (const auto& r : results) {
+        EXPECT_FALSE(h.apply(r, t).transition) << r.detail;
+        t += 1s;
+    }
+    return t;
+}
+
+// The update changed the verdict from `from` to `to`, saying `detail`.
+::testing::AssertionResult Moved(const Update& u, Verdict from, Verdict to,
+                                 std::string_view detail) {
+    if (!u.transition) return ::testing::AssertionFailure() << "no transition";
+    const Transition& tr = *u.transition;
+    if (tr.from != from || tr.to != to || tr.detail != detail) {
+        return ::testing::AssertionFailure() << "moved " << to_string(tr.from) << " -> "
+                                             << to_string(tr.to) << " (" << tr.detail << ")";
+    }
+    return ::testing::AssertionSuccess();
+}
+
 // --- Thresholds and transitions ------------------------------------------------------
 
 TEST(BackendHealth, StartsUnknownAtFullFactor) {
@@ -86,11 +110,8 @@ TEST(BackendHealth, UnknownToHealthyAfterHealthyThreshold) {
     EXPECT_FALSE(h.apply(ok(), t0 + 1s).transition);
     EXPECT_EQ(h.verdict(), Verdict::kUnknown);
     const Update u = h.apply(ok(), t0 + 2s);
-    ASSERT_TRUE(u.transition);
-    EXPECT_EQ(u.transition->from, Verdict::kUnknown);
-    EXPECT_EQ(u.transition->to, Verdict::kHealthy);
+    EXPECT_TRUE(Moved(u, Verdict::kUnknown, Verdict::kHealthy, "3 consecutive successes"));
     EXPECT_EQ(u.transition->cause, Cause::kConsecutiveSuccesses);
-    EXPECT_EQ(u.transition->detail, "3 consecutive successes");
     EXPECT_EQ(u.transition->at, t0 + 2s);
     EXPECT_EQ(h.verdict(), Verdict::kHealthy);
     EXPECT_EQ(h.history().size(), 1u);
@@ -123,18 +144,13 @@ TEST(BackendHealth, HealthyNeedsConsecutiveFailuresToLeave) {
     BackendHealth h = healthy_at_t0(policy(2, 3));
     TimePoint t = t0;
     // F F S F F S: never three in a row.
-    for (const auto& r : {fail(), fail(), ok(), fail(), fail(), ok()}) {
-        EXPECT_FALSE(h.apply(r, t).transition);
-        t += 1s;
-    }
+    t = apply_quietly(h, {fail(), fail(), ok(), fail(), fail(), ok()}, t);
     EXPECT_EQ(h.verdict(), Verdict::kHealthy);
     h.apply(fail(), t);
     h.apply(fail(), t + 1s);
     const Update u = h.apply(fail(Failure::kReset, "connection reset"), t + 2s);
-    ASSERT_TRUE(u.transition);
-    EXPECT_EQ(u.transition->from, Verdict::kHealthy);
-    EXPECT_EQ(u.transition->to, Verdict::kUnhealthy);
-    EXPECT_EQ(u.transition->detail, "3 consecutive failures, last: connection reset");
+    EXPECT_TRUE(Moved(u, Verdict::kHealthy, Verdict::kUnhealthy,
+                      "3 consecutive failures, last: connection reset"));
 }
 
 TEST(BackendHealth, UnhealthyNeedsConsecutiveSuccessesToReturn) {
@@ -142,15 +158,9 @@ TEST(BackendHealth, UnhealthyNeedsConsecutiveSuccessesToReturn) {
     ASSERT_TRUE(h.apply(fail(), t0).transition);
     EXPECT_EQ(h.verdict(), Verdict::kUnhealthy);
     TimePoint t = t0 + 1s;
-    for (const auto& r : {ok(), ok(), fail(), ok(), ok()}) {
-        EXPECT_FALSE(h.apply(r, t).transition);
-        t += 1s;
-    }
+    t = apply_quietly(h, {ok(), ok(), fail(), ok(), ok()}, t);
     const Update u = h.apply(ok(), t);
-    ASSERT_TRUE(u.transition);
-    EXPECT_EQ(u.transition->from, Verdict::kUnhealthy);
-    EXPECT_EQ(u.transition->to, Verdict::kHealthy);
-    EXPECT_EQ(u.transition->detail, "3 consecutive successes");
+    EXPECT_TRUE(Moved(u, Verdict::kUnhealthy, Verdict::kHealthy, "3 consecutive successes"));
 }
 
 TEST(BackendHealth, ThresholdsOfOneFollowEveryResult) {
@@ -446,10 +456,7 @@ TEST(FailureAccrual, LowSuccessRateEjects) {
     BackendHealth h = healthy_at_t0(accrual_policy());
     TimePoint t = t0;
     // S F S F: 4 probes, not judged yet.
-    for (const auto& r : {ok(), fail(), ok(), fail()}) {
-        EXPECT_FALSE(h.apply(r, t).transition);
-        t += 1s;
-    }
+    t = apply_quietly(h, {ok(), fail(), ok(), fail()}, t);
     EXPECT_FALSE(h.snapshot(t).success_rate);
     const Update u = h.apply(ok(), t);  // 3 of 5 = 60%
     ASSERT_TRUE(u.transition);

@@ -7,10 +7,11 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
-#include <condition_variable>
-#include <mutex>
+#include <functional>
 #include <thread>
+#include <utility>
 
+#include "event_log.h"
 #include "servers.h"
 #include "xlb/health/engine.h"
 
@@ -22,27 +23,7 @@ using config::HealthCheckType;
 using test::TcpServer;
 using test::UdpServer;
 
-class Collector {
-public:
-    ProbeEngine::ResultHandler handler() {
-        return [this](ProbeResult r) {
-            std::lock_guard lock(mu_);
-            results_.push_back(std::move(r));
-            cv_.notify_all();
-        };
-    }
-    // Waits for at least n results (at most `max`); returns them all.
-    std::vector<ProbeResult> wait(std::size_t n, std::chrono::milliseconds max = 3000ms) {
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, max, [&] { return results_.size() >= n; });
-        return results_;
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::vector<ProbeResult> results_;
-};
+using Collector = xlb::test::EventLog<ProbeResult>;
 
 ProbeEngine::Options fast_options() {
     ProbeEngine::Options o;
@@ -65,10 +46,10 @@ ProbeTarget target(HealthCheckType type, const char* address, std::uint16_t port
 // Runs one target until its first result.
 ProbeResult probe_once(const ProbeTarget& t, ProbeEngine::Options options = fast_options()) {
     Collector c;
-    ProbeEngine engine(options, c.handler());
+    ProbeEngine engine(options, std::ref(c));
     engine.set_targets({t});
     EXPECT_TRUE(engine.start().has_value());
-    auto results = c.wait(1);
+    auto results = c.wait_for(1, 3s);
     engine.stop();
     EXPECT_FALSE(results.empty()) << "no result";
     return results.empty() ? ProbeResult{} : results.front();
@@ -179,23 +160,15 @@ TEST(RealUdpProbe, PortUnreachable) {
 
 TEST(RealEngine, CallAtRunsOnTheEngineThread) {
     Collector c;
-    ProbeEngine engine(fast_options(), c.handler());
+    ProbeEngine engine(fast_options(), std::ref(c));
     ASSERT_TRUE(engine.start());
-    std::mutex mu;
-    std::condition_variable cv;
-    std::thread::id ran_on;
-    TimePoint ran_at{};
+    // Where and when the call ran.
+    xlb::test::EventLog<std::pair<std::thread::id, TimePoint>> ran;
     const TimePoint when = Clock::now() + 30ms;
-    engine.call_at(when, [&] {
-        std::lock_guard lock(mu);
-        ran_on = std::this_thread::get_id();
-        ran_at = Clock::now();
-        cv.notify_all();
-    });
-    {
-        std::unique_lock lock(mu);
-        ASSERT_TRUE(cv.wait_for(lock, 1s, [&] { return ran_at != TimePoint{}; }));
-    }
+    engine.call_at(when, [&] { ran({std::this_thread::get_id(), Clock::now()}); });
+    const auto runs = ran.wait_for(1, 1s);
+    ASSERT_EQ(runs.size(), 1u);
+    const auto [ran_on, ran_at] = runs[0];
     EXPECT_NE(ran_on, std::this_thread::get_id());
     EXPECT_GE(ran_at, when);
     EXPECT_GT(engine.cpu_time().count(), 0);

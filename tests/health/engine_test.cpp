@@ -347,22 +347,25 @@ protected:
         EXPECT_EQ(io.at(fd).sent, "ping");
         return fd;
     }
+    // The result of a ping that expects `expect` and is answered `reply`.
+    ProbeResult answered(std::string expect, const std::string& reply) {
+        const int fd = send_ping(std::move(expect));
+        io.receive(fd, reply);
+        turn();
+        return result();
+    }
 };
 
 TEST_F(UdpEngineTest, Reply) {
-    const int fd = send_ping("pong");
-    io.receive(fd, "pong v1");
-    turn();
-    EXPECT_EQ(result().failure, Failure::kNone);
-    EXPECT_EQ(result().detail, "reply of 7 bytes");
+    const ProbeResult r = answered("pong", "pong v1");
+    EXPECT_EQ(r.failure, Failure::kNone);
+    EXPECT_EQ(r.detail, "reply of 7 bytes");
 }
 
 TEST_F(UdpEngineTest, ReplyMismatch) {
-    const int fd = send_ping("pong");
-    io.receive(fd, "ERR");
-    turn();
-    EXPECT_EQ(result().failure, Failure::kReplyMismatch);
-    EXPECT_EQ(result().detail, "reply of 3 bytes lacks \"pong\"");
+    const ProbeResult r = answered("pong", "ERR");
+    EXPECT_EQ(r.failure, Failure::kReplyMismatch);
+    EXPECT_EQ(r.detail, "reply of 3 bytes lacks \"pong\"");
 }
 
 TEST_F(UdpEngineTest, PortUnreachable) {

@@ -9,11 +9,7 @@
 //
 // Nothing leaves the namespaces; they are deleted when the test ends, whatever
 // its outcome.
-#include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/neighbour.h>
@@ -23,18 +19,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "event_log.h"
 #include "netns.h"
-#include "xlb/bpf/fd.h"
 #include "xlb/netlink/link.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
@@ -57,42 +48,9 @@ const MacAddress kHopMac = mac("02:00:00:00:0b:01");
 const IpAddress kHop4 = ip("192.0.2.2");
 const IpAddress kHop6 = ip("2001:db8::2");
 
-// Runs `command` through /bin/sh; throws with its output if it fails.
-void sh(const std::string& command) {
-    std::string full = command + " 2>&1";
-    FILE* pipe = ::popen(full.c_str(), "r");
-    if (!pipe) throw std::runtime_error("popen: " + command);
-    std::string output;
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, pipe)) output += buf;
-    int status = ::pclose(pipe);
-    if (status != 0) throw std::runtime_error("`" + command + "` failed: " + output);
-}
+void sh(const std::string& command) { xlb::test::run_command_ok(command); }
 
-// One named network namespace (tests/support/netns.h): created by the
-// constructor, deleted (after killing whatever runs in it) by the destructor.
 using Namespace = xlb::test::Netns;
-
-// Moves the calling thread into a namespace and back.
-class EnterNamespace {
-public:
-    explicit EnterNamespace(const std::string& name)
-        : original_(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) {
-        if (!original_) throw std::runtime_error("open own netns: " + std::string(strerror(errno)));
-        xlb::bpf::UniqueFd target(::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC));
-        if (!target) throw std::runtime_error("open netns " + name + ": " + strerror(errno));
-        if (::setns(target.get(), CLONE_NEWNET) < 0)
-            throw std::runtime_error("setns " + name + ": " + strerror(errno));
-    }
-    EnterNamespace(const EnterNamespace&) = delete;
-    EnterNamespace& operator=(const EnterNamespace&) = delete;
-    ~EnterNamespace() {
-        if (::setns(original_.get(), CLONE_NEWNET) < 0) std::abort();  // never run on in the wrong netns
-    }
-
-private:
-    xlb::bpf::UniqueFd original_;
-};
 
 // The two namespaces and the veth between them.
 class Lab {
@@ -153,29 +111,10 @@ protected:
     }
 
     std::optional<Lab> lab_;
-    std::optional<EnterNamespace> inside_;
+    std::optional<xlb::test::NetnsScope> inside_;
 };
 
-// Events from a watcher, with a bounded wait for the next one.
-class EventLog {
-public:
-    void operator()(const nl::NextHopEvent& event) {
-        std::lock_guard lock(mu_);
-        events_.push_back(event);
-        cv_.notify_all();
-    }
-    // Waits until at least `count` events arrived; returns them all.
-    std::vector<nl::NextHopEvent> wait_for(std::size_t count, std::chrono::milliseconds limit) {
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, limit, [&] { return events_.size() >= count; });
-        return events_;
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::vector<nl::NextHopEvent> events_;
-};
+using EventLog = xlb::test::EventLog<nl::NextHopEvent>;
 
 std::string describe(const std::vector<nl::NextHopEvent>& events) {
     std::ostringstream out;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -62,9 +63,13 @@ NetnsScope::NetnsScope(const std::string& ns) {
 }
 
 NetnsScope::~NetnsScope() {
-    if (::setns(saved_, CLONE_NEWNET) != 0)
+    // A thread that ran on in the wrong namespace would make every later test
+    // of the process pass or fail for the wrong reason.
+    if (::setns(saved_, CLONE_NEWNET) != 0) {
         std::fprintf(stderr, "test: cannot return to the original netns: %s\n",
                      std::strerror(errno));
+        std::abort();
+    }
     ::close(saved_);
 }
 

@@ -25,7 +25,8 @@ CommandResult run_command(const std::string& command);
 std::string run_command_ok(const std::string& command);
 
 // Moves the calling thread into the named network namespace (/run/netns/NAME)
-// and back to the one it was in when destroyed.
+// and back to the one it was in when destroyed (aborting the process if it
+// cannot). Throws std::runtime_error when it cannot enter.
 class NetnsScope {
 public:
     explicit NetnsScope(const std::string& ns);

@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "xlb/config/model.h"
+#include "xlb/net/address.h"
+
 namespace {
 
 namespace maglev = xlb::maglev;
@@ -25,16 +28,17 @@ using maglev::BuildOptions;
 using maglev::ErrorCode;
 using maglev::kDefaultRingSize;
 
-// Backends "10.a.b.c:80" numbered from `first`, all of weight `weight`.
+// Backends 10.a.b.c numbered from `first`, all of weight `weight`, keyed as
+// xlbd keys them.
 std::vector<Backend> make_backends(std::uint32_t count, std::uint32_t weight = 1,
                                    std::uint32_t first = 0) {
     std::vector<Backend> backends;
     backends.reserve(count);
     for (std::uint32_t i = first; i < first + count; ++i) {
-        const std::array<std::uint8_t, 4> address{10, static_cast<std::uint8_t>(i >> 16),
-                                                  static_cast<std::uint8_t>(i >> 8),
-                                                  static_cast<std::uint8_t>(i)};
-        backends.push_back({maglev::canonical_key(address, 80), weight});
+        const auto address = xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
+                                                     static_cast<std::uint8_t>(i >> 8),
+                                                     static_cast<std::uint8_t>(i));
+        backends.push_back({xlb::config::maglev_identity(address, ""), weight});
     }
     return backends;
 }
@@ -154,41 +158,7 @@ TEST(MaglevHash, PermutationsStayInRange) {
     }
 }
 
-TEST(MaglevKeys, CanonicalIpv4) {
-    EXPECT_EQ(maglev::canonical_key(std::array<std::uint8_t, 4>{10, 0, 0, 1}, 80), "10.0.0.1:80");
-    EXPECT_EQ(maglev::canonical_key(std::array<std::uint8_t, 4>{192, 168, 255, 0}, 65535),
-              "192.168.255.0:65535");
-    EXPECT_EQ(maglev::canonical_key(std::array<std::uint8_t, 4>{0, 0, 0, 0}, 0), "0.0.0.0:0");
-}
-
-TEST(MaglevKeys, CanonicalIpv6FollowsRfc5952) {
-    auto v6 = [](std::array<std::uint16_t, 8> fields) {
-        std::array<std::uint8_t, 16> bytes{};
-        for (int i = 0; i < 8; ++i) {
-            bytes[2 * i] = static_cast<std::uint8_t>(fields[i] >> 8);
-            bytes[2 * i + 1] = static_cast<std::uint8_t>(fields[i]);
-        }
-        return bytes;
-    };
-    EXPECT_EQ(maglev::canonical_key(v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 1}), 80), "[2001:db8::1]:80");
-    EXPECT_EQ(maglev::canonical_key(v6({0, 0, 0, 0, 0, 0, 0, 0}), 443), "[::]:443");
-    EXPECT_EQ(maglev::canonical_key(v6({0, 0, 0, 0, 0, 0, 0, 1}), 1), "[::1]:1");
-    // A single zero field is not compressed (4.2.2); the first of two equally
-    // long runs is (4.2.3); lowercase, no leading zeros (4.1, 4.3).
-    EXPECT_EQ(maglev::canonical_key(v6({0x2001, 0xdb8, 0, 1, 1, 1, 1, 1}), 80),
-              "[2001:db8:0:1:1:1:1:1]:80");
-    EXPECT_EQ(maglev::canonical_key(v6({0x2001, 0xdb8, 0, 0, 1, 0, 0, 1}), 80),
-              "[2001:db8::1:0:0:1]:80");
-    EXPECT_EQ(maglev::canonical_key(v6({0x2001, 0, 0, 1, 0, 0, 0, 1}), 80), "[2001:0:0:1::1]:80");
-    EXPECT_EQ(maglev::canonical_key(v6({0xfe80, 0, 0, 0, 0xABCD, 0x0EF, 0, 0}), 8080),
-              "[fe80::abcd:ef:0:0]:8080");
-    EXPECT_EQ(maglev::canonical_key(v6({1, 0, 0, 0, 0, 0, 0, 0}), 80), "[1::]:80");
-    // IPv4-mapped addresses keep the dotted quad (5).
-    EXPECT_EQ(maglev::canonical_key(v6({0, 0, 0, 0, 0, 0xffff, 0xc000, 0x0201}), 53),
-              "[::ffff:192.0.2.1]:53");
-}
-
-TEST(MaglevKeys, Primes) {
+TEST(MaglevPrimes, IsPrimeAndNextPrime) {
     EXPECT_FALSE(maglev::is_prime(0));
     EXPECT_FALSE(maglev::is_prime(1));
     EXPECT_TRUE(maglev::is_prime(2));
@@ -364,10 +334,13 @@ struct DisruptionBound {
     double max_changed;  // fraction of all slots
 };
 
+// Measured on these inputs with some headroom: the figures depend on the
+// keys' hashes (at N=5000 the worst of the removals below changes 0.21% of
+// the slots, the best 0.15%).
 constexpr std::array<DisruptionBound, 3> kDisruptionBounds{{
     {100, 0.0165},
     {1000, 0.0075},
-    {5000, 0.0020},
+    {5000, 0.0025},
 }};
 
 TEST(MaglevDisruption, RemovingOneBackend) {
@@ -483,13 +456,13 @@ TEST(MaglevDeterminism, GoldenChecksum) {
     for (std::size_t i = 0; i < backends.size(); ++i) {
         backends[i].weight = static_cast<std::uint32_t>(1 + i % 4);
     }
-    backends.push_back({"[2001:db8::1]:443", 3});
+    backends.push_back({"2001:db8::1", 3});
     backends.push_back({"operator-key/web-7", 2});
     const auto table = build_ok(backends);
-    EXPECT_EQ(table.checksum, 0xf1bfa7da6df20e98ULL) << std::hex << "actual 0x" << table.checksum;
+    EXPECT_EQ(table.checksum, 0x3fa806f8fc9d02aeULL) << std::hex << "actual 0x" << table.checksum;
     // Two slots in the clear, for a reader who wants to see what moved.
-    EXPECT_EQ(backends[table.table[0]].key, "10.0.0.53:80");
-    EXPECT_EQ(backends[table.table[65536]].key, "10.0.0.3:80");
+    EXPECT_EQ(backends[table.table[0]].key, "10.0.0.55");
+    EXPECT_EQ(backends[table.table[65536]].key, "10.0.0.33");
 }
 
 TEST(MaglevDeterminism, ChecksumDependsOnIdentitiesNotNumbering) {

@@ -218,41 +218,44 @@ TEST(XlbctlRun, MalformedRepliesAreExitTwo) {
     EXPECT_HAS(j.err.str(), "sent a reply xlbctl does not understand");
 }
 
-TEST(XlbctlRun, AcceptedButNotLiveWarns) {
-    Harness h;
-    h.replies.push_back(ok(vip_object(false), 202));
-    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), 0);
-    EXPECT_HAS(h.out.str(), "is draining");
-    EXPECT_EQ(h.err.str(),
-              "xlbctl: warning: backend drain 198.51.100.10:80/tcp: persisted, but not live yet: "
-              "publish rings: EIO (the agent retries; xlbctl status shows when it is)\n");
-}
-
-// 202 means "persisted, publish pending": the result, a note, exit 0.
-TEST(XlbctlRun, AcceptedAndPendingNotes) {
-    Harness h;
-    json reply = vip_object(false);
-    reply["last_error"] = "";
-    reply["publish"] = "pending";
-    h.replies.push_back(ok(reply, 202));
-    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), 0);
-    EXPECT_HAS(h.out.str(), "is draining");
-    EXPECT_EQ(h.err.str(),
-              "xlbctl: warning: backend drain 198.51.100.10:80/tcp: persisted, publish pending: "
-              "not live yet (nothing failed; xlbctl status shows when it is live)\n");
-}
-
-// 502 means "persisted, publish failed": an error naming both, exit 1.
-TEST(XlbctlRun, PersistedButPublishFailedIsAnError) {
-    Harness h;
-    json reply = vip_object(false);
-    reply["publish"] = "failed";
-    reply["persisted"] = true;
-    reply["error"] = "the change was persisted, but its publish failed: publish rings: EIO (the agent "
-                     "retries after 100 ms, doubling up to 5 s; xlbctl status shows when it is live)";
-    h.replies.push_back(ok(reply, 502));
-    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), 1);
-    EXPECT_HAS(h.err.str(), "xlbd: the change was persisted, but its publish failed: publish rings: EIO");
+// A drain the agent persisted but did not (yet) publish: 202 is the result
+// with a warning and exit 0, 502 an error naming both and exit 1.
+TEST(XlbctlRun, PersistedButNotLive) {
+    struct Case {
+        const char* what;
+        json reply;
+        int status;
+        int exit;
+        const char* out_has;
+        const char* err_has;
+    };
+    json pending = vip_object(false);
+    pending["last_error"] = "";
+    pending["publish"] = "pending";
+    json failed = vip_object(false);
+    failed["publish"] = "failed";
+    failed["persisted"] = true;
+    failed["error"] =
+        "the change was persisted, but its publish failed: publish rings: EIO (the agent "
+        "retries after 100 ms, doubling up to 5 s; xlbctl status shows when it is live)";
+    const Case cases[] = {
+        {"accepted, last publish failed", vip_object(false), 202, 0, "is draining",
+         "xlbctl: warning: backend drain 198.51.100.10:80/tcp: persisted, but not live yet: "
+         "publish rings: EIO (the agent retries; xlbctl status shows when it is)\n"},
+        {"accepted, publish pending", pending, 202, 0, "is draining",
+         "xlbctl: warning: backend drain 198.51.100.10:80/tcp: persisted, publish pending: "
+         "not live yet (nothing failed; xlbctl status shows when it is live)\n"},
+        {"publish failed", failed, 502, 1, "",
+         "xlbd: the change was persisted, but its publish failed: publish rings: EIO"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        Harness h;
+        h.replies.push_back(ok(c.reply, c.status));
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14"}), c.exit);
+        EXPECT_HAS(h.out.str(), c.out_has);
+        EXPECT_HAS(h.err.str(), c.err_has);
+    }
 }
 
 TEST(XlbctlRun, HelpIsExitZeroOnStdout) {
@@ -277,30 +280,32 @@ json status_reply() {
 }
 
 TEST(XlbctlRun, ColourOnlyOnATerminalAndNeverWithNoColor) {
-    Harness pipe;
-    pipe.replies.push_back(ok(status_reply()));
-    pipe.run({"status"});
-    EXPECT_EQ(pipe.out.str().find('\x1b'), std::string::npos);
-
-    Harness tty;
-    tty.tty = true;
-    tty.replies.push_back(ok(status_reply()));
-    tty.run({"status"});
-    EXPECT_HAS(tty.out.str(), "\x1b[32mready");
-
-    Harness no_color;
-    no_color.tty = true;
-    no_color.env["NO_COLOR"] = "1";
-    no_color.replies.push_back(ok(status_reply()));
-    no_color.run({"status"});
-    EXPECT_EQ(no_color.out.str().find('\x1b'), std::string::npos);
-
-    Harness dumb;
-    dumb.tty = true;
-    dumb.env["TERM"] = "dumb";
-    dumb.replies.push_back(ok(status_reply()));
-    dumb.run({"status"});
-    EXPECT_EQ(dumb.out.str().find('\x1b'), std::string::npos);
+    struct Case {
+        const char* what;
+        bool tty;
+        const char* env_name;
+        const char* env_value;
+        bool coloured;
+    };
+    const Case cases[] = {
+        {"pipe", false, nullptr, nullptr, false},
+        {"terminal", true, nullptr, nullptr, true},
+        {"terminal, NO_COLOR=1", true, "NO_COLOR", "1", false},
+        {"terminal, TERM=dumb", true, "TERM", "dumb", false},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        Harness h;
+        h.tty = c.tty;
+        if (c.env_name) h.env[c.env_name] = c.env_value;
+        h.replies.push_back(ok(status_reply()));
+        h.run({"status"});
+        if (c.coloured) {
+            EXPECT_HAS(h.out.str(), "\x1b[32mready");
+        } else {
+            EXPECT_EQ(h.out.str().find('\x1b'), std::string::npos);
+        }
+    }
 }
 
 json stats(std::uint64_t packets) {
@@ -544,23 +549,27 @@ TEST_F(XlbctlTransport, SilentAgentTimesOut) {
                "did not answer within 0.2 s (is it wedged?");
 }
 
-TEST_F(XlbctlTransport, ClosedWithoutReply) {
-    SocketServer server(path, SocketServer::Mode::kClose);
-    auto r = send();
-    ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().stage, TransportError::Stage::kReceive);
-    EXPECT_HAS(describe(r.error(), path, std::chrono::seconds(30)),
-               "lost the connection to xlbd at " + path +
-                   ": the agent closed the connection without a reply");
-}
-
-TEST_F(XlbctlTransport, NotHttp) {
-    SocketServer server(path, SocketServer::Mode::kGarbage);
-    auto r = send();
-    ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().stage, TransportError::Stage::kProtocol);
-    EXPECT_HAS(describe(r.error(), path, std::chrono::seconds(30)),
-               "sent a malformed reply: not an HTTP reply");
+// An agent that answers with something other than a reply.
+TEST_F(XlbctlTransport, NoReplyOrNotHttp) {
+    struct Case {
+        SocketServer::Mode mode;
+        TransportError::Stage stage;
+        std::string says;
+    };
+    const Case cases[] = {
+        {SocketServer::Mode::kClose, TransportError::Stage::kReceive,
+         "lost the connection to xlbd at " + path +
+             ": the agent closed the connection without a reply"},
+        {SocketServer::Mode::kGarbage, TransportError::Stage::kProtocol,
+         "sent a malformed reply: not an HTTP reply"},
+    };
+    for (const Case& c : cases) {
+        SocketServer server(path, c.mode);
+        auto r = send();
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().stage, c.stage);
+        EXPECT_HAS(describe(r.error(), path, std::chrono::seconds(30)), c.says);
+    }
 }
 
 TEST_F(XlbctlTransport, PathTooLong) {

@@ -948,10 +948,10 @@ std::expected<Table, Error> build_table(std::span<const Backend> backends,
     std::size_t active_count = 0;
     for (std::size_t i = 0; i < backends.size(); ++i) {
         if (backends[i].key.empty()) {
-            return std::unexpected(
-                Error{ErrorCode::kEmptyKey, "backend at input position " + std::to_string(i) +
-                                                " has an empty key; use its canonical address:port "
-                                                "(canonical_key()) or an explicit hash key"});
+            return std::unexpected(Error{
+                ErrorCode::kEmptyKey, "backend at input position " + std::to_string(i) +
+                                          " has an empty key; use its address "
+                                          "(config::maglev_identity()) or an explicit hash key"});
         }
         weight_sum += backends[i].weight;
         active_count += backends[i].weight != 0;
@@ -996,7 +996,7 @@ std::expected<Table, Error> build_table(std::span<const Backend> backends,
                 Error{ErrorCode::kDuplicateKey,
                       "duplicate backend key \"" + backends[first].key + "\" at input positions " +
                           std::to_string(first) + " and " + std::to_string(second) +
-                          "; every backend needs a distinct key (its address:port, or an explicit "
+                          "; every backend needs a distinct key (its address, or an explicit "
                           "hash key)"});
         }
     }

@@ -5,24 +5,19 @@
 // of the whole probing process), scheduling lateness (start of a probe minus
 // the time it was due), probe latency, RSS.
 //
-// Isolation. The bench moves itself into a network namespace of its own
-// (unshare(CLONE_NEWNET), loopback brought up) when it can: its server then
-// listens on 0.0.0.0 (which is what accepts every 127.1.x.y) without being
-// reachable from anywhere, and its sockets and TIME_WAIT entries stay out of
-// the host's tables. Without the privilege it says so and uses the host's
-// loopback, still listening on 0.0.0.0 for the duration.
+// Where. In the current network namespace, on its loopback: backends are
+// 127.1.x.y, which every Linux host routes to lo with no set-up and no
+// privilege. The bench creates no namespace (only scripts/lab.sh and the
+// tests' helper do). Its server listens on 0.0.0.0 (the one address that
+// accepts every 127.1.x.y) but bound to the device lo, so that nothing off
+// this host can reach it for the few seconds it runs.
 //
-// Topologies. On loopback (the default) the kernel runs both ends of every
-// connection in the context of the thread that sends: the server's half of
-// each handshake, request and reset is charged to the probing thread too
-// (this kernel has no IRQ time accounting). With --topology veth the server
-// lives in a namespace of its own behind a veth pair whose server side uses
-// threaded NAPI: what the server's side receives is processed by that
-// kernel thread, and what the prober receives by the server's side as it
-// sends, so the probing thread is charged for its own system calls and
-// transmit path only -- as an agent is in production, where receive
-// processing runs in the NIC's softirq. Backends are then 10.200.x.y (a
-// local route for 10.200.0.0/16 in the server's namespace).
+// What the CPU figures include. On loopback the kernel runs both ends of
+// every connection in the context of the thread that sends: the server's
+// half of each handshake, request and reset is charged to the probing thread
+// too (this kernel has no IRQ time accounting). In production receive
+// processing runs in the NIC's softirq, so the figures here are an upper
+// bound of what the agent's engine costs.
 //
 // Processes. The server is a forked process, and each case runs in a forked
 // process of its own, so that the case's CPU and RSS figures are the probing
@@ -38,17 +33,14 @@
 // are closed with a reset (SO_LINGER 0), http probes read the response to the
 // end, so that the server (Connection: close) closes first and holds the
 // TIME_WAIT. The figure "time_wait" (from /proc/net/sockstat: the sockets of
-// the prober's namespace, which on loopback are the server's too) shows where
-// they are: none for tcp, the server's for http.
+// the current namespace, the server's and the host's other programs' too)
+// shows where they are: about none for tcp, the server's for http.
 #include <fcntl.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -92,31 +84,6 @@ void raise_fd_limit() {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-}
-
-bool bring_loopback_up() {
-    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    ifreq ifr{};
-    std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-    bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
-    if (ok && !(ifr.ifr_flags & IFF_UP)) {
-        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-        ok = ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
-    }
-    ::close(fd);
-    return ok;
-}
-
-constexpr const char* kOwnNamespace = "own network namespace";
-
-std::string isolate() {
-    if (::unshare(CLONE_NEWNET) != 0) {
-        return std::string("no network namespace (") + std::strerror(errno) +
-               "): on the host's loopback";
-    }
-    if (!bring_loopback_up()) return "own network namespace, but loopback is down";
-    return kOwnNamespace;
 }
 
 long proc_status_kib(const char* field) {
@@ -201,17 +168,19 @@ double cpu_seconds(const rusage& ru) { return seconds_of(ru.ru_utime) + seconds_
     }
 }
 
-int listen_any(std::uint16_t port) {
+// 0.0.0.0 on an ephemeral port, bound to lo: every 127.1.x.y reaches it,
+// nothing from another host does (Linux >= 5.7 lets anyone bind a socket to
+// a device it is not bound to yet).
+int listen_on_loopback() {
     const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    const int one = 1;
-    ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+    static constexpr char kLoopback[] = "lo";
+    if (::setsockopt(lfd, SOL_SOCKET, SO_BINDTODEVICE, kLoopback, sizeof(kLoopback)) != 0 ||
+        ::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
         ::listen(lfd, 4096) != 0) {
-        std::perror("server socket");
+        std::perror("server socket on lo");
         std::exit(1);
     }
     return lfd;
@@ -224,97 +193,24 @@ std::uint16_t port_of(int fd) {
     return ntohs(sa.sin_port);
 }
 
-bool sh(const std::string& command) {
-    const int rc = std::system((command + " >/dev/null 2>&1").c_str());
-    if (rc != 0) std::fprintf(stderr, "failed: %s\n", command.c_str());
-    return rc == 0;
+// Backend i: 127.1.x.y with x = i / 250, y = 1 + i % 250.
+xlb::net::IpAddress backend_address(int i) {
+    return xlb::net::IpAddress::v4(127, 1, static_cast<std::uint8_t>(i / 250),
+                                   static_cast<std::uint8_t>(1 + i % 250));
 }
-
-void write_byte(int fd) {
-    const char c = 1;
-    [[maybe_unused]] auto n = ::write(fd, &c, 1);
-}
-
-bool read_byte(int fd) {
-    char c;
-    return ::read(fd, &c, 1) == 1;
-}
-
-// Backend i: A.B.x.y with x = i / 250, y = 1 + i % 250.
-struct AddressPlan {
-    std::uint8_t a = 127, b = 1;
-    xlb::net::IpAddress address(int i) const {
-        return xlb::net::IpAddress::v4(a, b, static_cast<std::uint8_t>(i / 250),
-                                       static_cast<std::uint8_t>(1 + i % 250));
-    }
-};
 
 struct Server {
     pid_t pid = -1;
     std::uint16_t port = 0;
-    AddressPlan plan;
-    std::string where;
 };
 
-// The server on this namespace's loopback, listening on 0.0.0.0.
 Server loopback_server() {
     Server s;
-    const int lfd = listen_any(0);
+    const int lfd = listen_on_loopback();
     s.port = port_of(lfd);
     s.pid = ::fork();
     if (s.pid == 0) serve(lfd);
     ::close(lfd);
-    s.plan = AddressPlan{127, 1};
-    s.where = "127.1.x.y on loopback";
-    return s;
-}
-
-// The server in a namespace of its own behind a veth pair (threaded NAPI on
-// its side); backends 10.200.x.y.
-Server veth_server() {
-    constexpr std::uint16_t kPort = 8080;
-    int ready[2], go[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) std::exit(1);
-    Server s;
-    s.pid = ::fork();
-    if (s.pid == 0) {
-        if (::unshare(CLONE_NEWNET | CLONE_NEWNS) != 0 ||
-            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-            std::perror("server namespace");
-            ::_exit(1);
-        }
-        write_byte(ready[1]);
-        if (!read_byte(go[0])) ::_exit(1);  // the parent has created xlbh1 here
-        const bool ok = sh("ip link set lo up") && sh("ip addr add 10.199.0.2/30 dev xlbh1") &&
-                        sh("ethtool -K xlbh1 gro on") && sh("ip link set xlbh1 up") &&
-                        sh("ip route add local 10.200.0.0/16 dev lo") &&
-                        ::mount("sysfs", "/sys", "sysfs", 0, nullptr) == 0 &&
-                        static_cast<bool>(std::ofstream("/sys/class/net/xlbh1/threaded") << "1\n");
-        if (!ok) ::_exit(1);
-        const int lfd = listen_any(kPort);
-        write_byte(ready[1]);
-        serve(lfd);
-    }
-    ::close(ready[1]);
-    ::close(go[0]);
-    if (!read_byte(ready[0])) std::exit(1);
-    const std::string pid = std::to_string(s.pid);
-    const bool ok = sh("ip link add xlbh0 type veth peer name xlbh1 netns " + pid) &&
-                    // veth hands TSO-capable senders' TCP to the peer's backlog, not to
-                    // its NAPI: without TSO here, the server side's threaded NAPI gets it.
-                    sh("ethtool -K xlbh0 tso off") && sh("ip addr add 10.199.0.1/30 dev xlbh0") &&
-                    sh("ip link set xlbh0 up") && sh("ip route add 10.200.0.0/16 via 10.199.0.2");
-    if (!ok) std::exit(1);
-    write_byte(go[1]);
-    if (!read_byte(ready[0])) {
-        std::fprintf(stderr, "the server's namespace could not be set up\n");
-        std::exit(1);
-    }
-    ::close(ready[0]);
-    ::close(go[1]);
-    s.port = kPort;
-    s.plan = AddressPlan{10, 200};
-    s.where = "10.200.x.y behind a veth pair (server side: threaded NAPI)";
     return s;
 }
 
@@ -347,8 +243,8 @@ double thread_cpu_us() {
 }
 
 // One probe after the other, blocking on poll(), for `seconds`: CPU per probe.
-double floor_us_per_probe(xlb::config::HealthCheckType type, const AddressPlan& plan, int backends,
-                          std::uint16_t port, std::chrono::seconds seconds) {
+double floor_us_per_probe(xlb::config::HealthCheckType type, int backends, std::uint16_t port,
+                          std::chrono::seconds seconds) {
     const bool http = type == xlb::config::HealthCheckType::kHttp;
     xlb::config::HealthCheck check;
     check.type = type;
@@ -358,7 +254,7 @@ double floor_us_per_probe(xlb::config::HealthCheckType type, const AddressPlan& 
     const double cpu0 = thread_cpu_us();
     long n = 0;
     for (int i = 0; Clock::now() < end; i = (i + 1) % backends, ++n) {
-        const auto address = plan.address(i);
+        const auto address = backend_address(i);
         sockaddr_in sa{};
         sa.sin_family = AF_INET;
         sa.sin_port = htons(port);
@@ -405,17 +301,37 @@ double percentile(std::vector<double>& v, double p) {
     return v[k];
 }
 
+// The counters a case's figures are differences of, read together at the
+// start and at the end of the measured window.
+struct Snapshot {
+    TimePoint at;
+    std::chrono::nanoseconds engine_cpu;
+    rusage thread;
+    rusage process;
+    std::uint64_t failures;
+};
+
+Snapshot snapshot(ProbeEngine& engine, const std::atomic<std::uint64_t>& failures) {
+    Snapshot s{.at = Clock::now(),
+               .engine_cpu = engine.cpu_time(),
+               .thread = engine_rusage(engine),
+               .process = {},
+               .failures = 0};
+    getrusage(RUSAGE_SELF, &s.process);
+    s.failures = failures.load();
+    return s;
+}
+
 Case run_case(xlb::config::HealthCheckType type, int backends, std::chrono::milliseconds interval,
               std::chrono::milliseconds timeout, std::chrono::milliseconds jitter,
-              std::chrono::seconds warmup, std::chrono::seconds duration, std::uint16_t port,
-              AddressPlan plan) {
-    const double floor = floor_us_per_probe(type, plan, backends, port, 2s);
+              std::chrono::seconds warmup, std::chrono::seconds duration, std::uint16_t port) {
+    const double floor = floor_us_per_probe(type, backends, port, 2s);
     std::vector<ProbeTarget> targets;
     targets.reserve(static_cast<std::size_t>(backends));
     for (int i = 0; i < backends; ++i) {
         ProbeTarget t;
         t.key.vip = "bench";
-        t.key.backend = plan.address(i);
+        t.key.backend = backend_address(i);
         t.port = port;
         t.check.type = type;
         t.check.path = "/healthz";
@@ -450,19 +366,10 @@ Case run_case(xlb::config::HealthCheckType type, int backends, std::chrono::mill
         std::exit(1);
     }
     std::this_thread::sleep_for(warmup);
-    const TimePoint from = Clock::now();
-    const auto cpu0 = engine.cpu_time();
-    const rusage thread0 = engine_rusage(engine);
-    rusage ru0{};
-    getrusage(RUSAGE_SELF, &ru0);
-    const std::uint64_t failures0 = failures.load();
+    const Snapshot first = snapshot(engine, failures);
     std::this_thread::sleep_for(duration);
-    const TimePoint to = Clock::now();
-    const auto cpu1 = engine.cpu_time();
-    const rusage thread1 = engine_rusage(engine);
-    rusage ru1{};
-    getrusage(RUSAGE_SELF, &ru1);
-    const std::uint64_t failures1 = failures.load();
+    const Snapshot last = snapshot(engine, failures);
+    const TimePoint from = first.at, to = last.at;
     Case c;
     c.rss_mib = static_cast<double>(proc_status_kib("VmRSS")) / 1024.0;
     c.peak_rss_mib = static_cast<double>(proc_status_kib("VmHWM")) / 1024.0;
@@ -474,13 +381,15 @@ Case run_case(xlb::config::HealthCheckType type, int backends, std::chrono::mill
     c.backends = backends;
     c.interval_s = std::chrono::duration<double>(interval).count();
     c.seconds = wall;
-    c.cpu_percent = 100.0 * std::chrono::duration<double>(cpu1 - cpu0).count() / wall;
+    const double engine_cpu =
+        std::chrono::duration<double>(last.engine_cpu - first.engine_cpu).count();
+    c.cpu_percent = 100.0 * engine_cpu / wall;
     c.cpu_user_percent =
-        100.0 * (seconds_of(thread1.ru_utime) - seconds_of(thread0.ru_utime)) / wall;
+        100.0 * (seconds_of(last.thread.ru_utime) - seconds_of(first.thread.ru_utime)) / wall;
     c.cpu_sys_percent =
-        100.0 * (seconds_of(thread1.ru_stime) - seconds_of(thread0.ru_stime)) / wall;
-    c.process_cpu_percent = 100.0 * (cpu_seconds(ru1) - cpu_seconds(ru0)) / wall;
-    c.failures = failures1 - failures0;
+        100.0 * (seconds_of(last.thread.ru_stime) - seconds_of(first.thread.ru_stime)) / wall;
+    c.process_cpu_percent = 100.0 * (cpu_seconds(last.process) - cpu_seconds(first.process)) / wall;
+    c.failures = last.failures - first.failures;
     c.first_failure = first_failure;
     std::vector<double> lateness, latency;
     for (const Sample& s : samples) {
@@ -490,9 +399,7 @@ Case run_case(xlb::config::HealthCheckType type, int backends, std::chrono::mill
     }
     c.probes = lateness.size();
     c.floor_us_per_probe = floor;
-    c.engine_us_per_probe = c.probes ? 1e6 * std::chrono::duration<double>(cpu1 - cpu0).count() /
-                                           static_cast<double>(c.probes)
-                                     : 0;
+    c.engine_us_per_probe = c.probes ? 1e6 * engine_cpu / static_cast<double>(c.probes) : 0;
     c.lateness_max_ms = lateness.empty() ? 0 : *std::max_element(lateness.begin(), lateness.end());
     c.lateness_p50_ms = percentile(lateness, 0.50);
     c.lateness_p99_ms = percentile(lateness, 0.99);
@@ -542,7 +449,6 @@ int main(int argc, char** argv) {
     int interval_ms = 1000, timeout_ms = 500, jitter_ms = 0;
     int warmup_s = 3, duration_s = 10;
     std::vector<std::string> types{"tcp", "http"};
-    std::string topology = "loopback";
     app.add_option("--out", out_path, "JSON output path")->capture_default_str();
     app.add_option("--backends", backends, "backends")
         ->check(CLI::Range(1, 62500))
@@ -553,25 +459,15 @@ int main(int argc, char** argv) {
     app.add_option("--warmup", warmup_s, "seconds before measuring")->capture_default_str();
     app.add_option("--duration", duration_s, "seconds measured per case")->capture_default_str();
     app.add_option("--types", types, "cases")->check(CLI::IsMember({"tcp", "http"}));
-    app.add_option("--topology", topology,
-                   "loopback: 127.1.x.y on lo; veth: the server in its own namespace")
-        ->check(CLI::IsMember({"loopback", "veth"}))
-        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     raise_fd_limit();
-    const std::string where = isolate();
-    if (topology == "veth" && where != kOwnNamespace) {
-        std::fprintf(stderr, "--topology veth needs a network namespace of its own (%s)\n",
-                     where.c_str());
-        return 1;
-    }
-    const Server srv = topology == "veth" ? veth_server() : loopback_server();
+    const Server srv = loopback_server();
 
     std::printf(
-        "xlb-bench-health: %d backends, %s, port %u; interval %d ms, timeout %d ms, "
-        "jitter %d ms; %s\n",
-        backends, srv.where.c_str(), srv.port, interval_ms, timeout_ms, jitter_ms, where.c_str());
+        "xlb-bench-health: %d backends, 127.1.x.y on lo in the current network namespace "
+        "(none of its own), port %u; interval %d ms, timeout %d ms, jitter %d ms\n",
+        backends, srv.port, interval_ms, timeout_ms, jitter_ms);
     std::printf("warm-up %d s, then %d s measured per case, each case in its own process\n\n",
                 warmup_s, duration_s);
 
@@ -586,15 +482,14 @@ int main(int argc, char** argv) {
         const pid_t child = ::fork();
         if (child == 0) {
             ::close(pipefd[0]);
-            const Case c =
-                run_case(type == "tcp" ? xlb::config::HealthCheckType::kTcp
-                                       : xlb::config::HealthCheckType::kHttp,
-                         backends, std::chrono::milliseconds(interval_ms),
-                         std::chrono::milliseconds(timeout_ms),
-                         std::chrono::milliseconds(jitter_ms), std::chrono::seconds(warmup_s),
-                         std::chrono::seconds(duration_s), srv.port, srv.plan);
+            const Case c = run_case(
+                type == "tcp" ? xlb::config::HealthCheckType::kTcp
+                              : xlb::config::HealthCheckType::kHttp,
+                backends, std::chrono::milliseconds(interval_ms),
+                std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(jitter_ms),
+                std::chrono::seconds(warmup_s), std::chrono::seconds(duration_s), srv.port);
             nlohmann::json j = to_json(c);
-            j["topology"] = topology;
+            j["topology"] = "loopback";
             // How the bench was scheduled (e.g. under chrt -f or nice): CPU
             // figures of a shared machine depend on it.
             const int policy = sched_getscheduler(0);
@@ -647,7 +542,7 @@ int main(int argc, char** argv) {
         "process %%: the whole probing process. us/probe: the engine thread's CPU per\n"
         "probe; floor us: the same system calls one probe at a time in a tight loop.\n"
         "late: probe start minus the time it was due. tw: TCP sockets in TIME_WAIT in\n"
-        "the prober's namespace.\n");
+        "the current namespace, other programs' included.\n");
     const std::filesystem::path path(out_path);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
     std::ofstream(path) << nlohmann::json{{"cases", cases}}.dump(2) << "\n";

@@ -14,12 +14,13 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 
+#include "xlb/config/model.h"
 #include "xlb/maglev/maglev.h"
+#include "xlb/net/address.h"
 
 namespace {
 
@@ -27,15 +28,16 @@ namespace maglev = xlb::maglev;
 
 constexpr std::uint32_t kLargeRingSize = 655373;
 
-// Backends 10.0.0.0:8080, 10.0.0.1:8080, ... in input order, equal weights.
+// Backends 10.0.0.0, 10.0.0.1, ... in input order, equal weights, keyed as
+// xlbd keys them, so that the sort and the hashes cost what they cost there.
 std::vector<maglev::Backend> make_backends(std::uint32_t count) {
     std::vector<maglev::Backend> backends;
     backends.reserve(count);
     for (std::uint32_t i = 0; i < count; ++i) {
-        const std::array<std::uint8_t, 4> address{10, static_cast<std::uint8_t>(i >> 16),
-                                                  static_cast<std::uint8_t>(i >> 8),
-                                                  static_cast<std::uint8_t>(i)};
-        backends.push_back({maglev::canonical_key(address, 8080), 1});
+        const auto address = xlb::net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
+                                                     static_cast<std::uint8_t>(i >> 8),
+                                                     static_cast<std::uint8_t>(i));
+        backends.push_back({xlb::config::maglev_identity(address, ""), 1});
     }
     return backends;
 }

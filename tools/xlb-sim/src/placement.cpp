@@ -10,7 +10,9 @@
 #include <map>
 #include <numeric>
 
+#include "xlb/config/model.h"
 #include "xlb/maglev/maglev.h"
+#include "xlb/net/address.h"
 
 namespace xlb::sim {
 
@@ -245,11 +247,13 @@ std::expected<Algorithm, std::string> parse_algorithm(std::string_view name) {
 }
 
 Member make_member(std::uint32_t id, std::uint32_t weight) {
-    const std::array<std::uint8_t, 4> address{10, 1, static_cast<std::uint8_t>(id >> 8),
-                                              static_cast<std::uint8_t>(id)};
-    // Ids beyond 65535 would repeat addresses; keep identities unique.
-    std::string key =
-        id < 65536 ? maglev::canonical_key(address, 8080) : fmt::format("backend-{}", id);
+    // The key xlbd would hash for this backend, so that the simulated tables
+    // are the agent's. Ids beyond 65535 would repeat addresses; they get a
+    // hash_key instead, as an operator would give them.
+    const auto address = net::IpAddress::v4(10, 1, static_cast<std::uint8_t>(id >> 8),
+                                            static_cast<std::uint8_t>(id));
+    std::string key = config::maglev_identity(
+        address, id < 65536 ? std::string() : fmt::format("backend-{}", id));
     return {id, std::move(key), weight};
 }
 

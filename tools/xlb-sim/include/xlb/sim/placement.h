@@ -38,12 +38,12 @@ inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kModulo, Algorithm::kR
 // backend that leaves and rejoins keeps its id, key and so its place.
 struct Member {
     std::uint32_t id = 0;
-    std::string key;  // stable identity, e.g. "10.1.0.7:8080"
+    std::string key;  // stable identity, e.g. "10.1.0.7"
     std::uint32_t weight = 1;
 };
 
-// The identity of simulated backend number `id`: a canonical Maglev key for
-// 10.1.x.y:8080.
+// Simulated backend number `id`: 10.1.x.y (id = x*256 + y), keyed as xlbd
+// keys it (config::maglev_identity), "backend-<id>" from id 65536 on.
 [[nodiscard]] Member make_member(std::uint32_t id, std::uint32_t weight = 1);
 
 struct AlgorithmOptions {

@@ -42,7 +42,6 @@
 
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <expected>
@@ -74,9 +73,10 @@ inline constexpr std::uint64_t kSkipSalt = 0x736b69702d2d2d31ULL;    // "skip---
 
 // One backend as the builder sees it.
 struct Backend {
-    // Stable identity: the canonical "address:port" (see canonical_key()), or
-    // an explicit hash key set by the operator so that a backend can be
-    // re-addressed without moving its traffic. Must be non-empty and unique.
+    // Stable identity, the same on every LB host: what
+    // config::maglev_identity() gives (the bare address, or the operator's
+    // hash_key so that a backend can be re-addressed without moving its
+    // traffic). Must be non-empty and unique.
     std::string key;
     // Relative share of slots. 0 excludes the backend from the table.
     std::uint32_t weight = 1;
@@ -151,15 +151,6 @@ struct Permutation {
 // where a 16-byte key K gives k0 = K[0..7] and k1 = K[8..15] read little-endian.
 [[nodiscard]] std::uint64_t siphash24(std::string_view data, std::uint64_t k0,
                                       std::uint64_t k1) noexcept;
-
-// Canonical keys, so that every host derives the same identity from the same
-// address. Addresses in network byte order. IPv4: "10.0.0.1:80". IPv6 in the
-// RFC 5952 text form inside brackets: "[2001:db8::1]:80",
-// "[::ffff:192.0.2.1]:53" for IPv4-mapped addresses.
-[[nodiscard]] std::string canonical_key(const std::array<std::uint8_t, 4>& ipv4,
-                                        std::uint16_t port);
-[[nodiscard]] std::string canonical_key(const std::array<std::uint8_t, 16>& ipv6,
-                                        std::uint16_t port);
 
 // Primality by trial division (at most about 1100 divisions for ring sizes).
 [[nodiscard]] bool is_prime(std::uint32_t n) noexcept;
