@@ -8,6 +8,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake pkg-config clang llvm g++
+  # style: make format-check (run by make test) and make format
+  clang-format
   # BPF: libbpf, libxdp, bpftool (skeletons), kernel UAPI headers
   libbpf-dev libxdp-dev bpftool linux-libc-dev libelf-dev zlib1g-dev gcc-multilib
   # C++ libraries

@@ -356,7 +356,7 @@ write_config() {  # write_config K: LB host K's xlbd.yaml
     echo "state_file: ${dir}/state.json"
     echo "pin_dir: $(lb_pins "${k}")"
     if [ "${router_mode}" = bgp ]; then
-      echo "bgp: {enabled: true, control_socket: $(bird_ctl "$(lb_role "${k}")"), routes_file: ${dir}/bird-vips.conf, protocol: xlb_vips}"
+      echo "bgp: {enabled: true, control_socket: $(bird_ctl "$(lb_role "${k}")"), routes_file: ${dir}/bird/xlb.conf}"
     fi
     echo "vips:"
     local vip
@@ -496,14 +496,15 @@ EOF
 write_bird_lb() {  # write_bird_lb K
   local k="$1" dir
   dir="$(lb_dir "${k}")"
-  # xlbd owns the routes file; an empty one until it writes its own, so that
-  # BIRD starts (and announces nothing) before the agent does
-  [ -f "${dir}/bird-vips.conf" ] || : >"${dir}/bird-vips.conf"
+  # xlbd owns the routes file; until it writes one the glob matches nothing
+  # and BIRD starts announcing nothing (docs/bird-notes.md)
+  mkdir -p "${dir}/bird"
   {
     bird_common "$(lb_role "${k}")" "$(lb_v4 "${k}")" eth0
     cat <<EOF
-# The VIPs this host announces: static routes that xlbd writes.
-include "${dir}/bird-vips.conf";
+# The VIPs this host announces: the static protocols xlb4 and xlb6 that
+# xlbd writes (bgp.routes_file).
+include "${dir}/bird/*.conf";
 template bgp to_router {
   local as 65001;
   bfd on;
@@ -511,11 +512,11 @@ template bgp to_router {
 }
 protocol bgp router_v4 from to_router {
   neighbor 203.0.113.1 as 65000;
-  ipv4 { import none; export where source = RTS_STATIC; };
+  ipv4 { import none; export where proto = "xlb4"; };
 }
 protocol bgp router_v6 from to_router {
   neighbor 2001:db8:b::1 as 65000;
-  ipv6 { import none; export where source = RTS_STATIC; };
+  ipv6 { import none; export where proto = "xlb6"; };
 }
 EOF
   } >"${state_dir}/bird-$(lb_role "${k}").conf"

@@ -17,17 +17,8 @@ using std::chrono::seconds;
 using test::FakeBird;
 using test::TempDir;
 
-net::IpAddress ip(const char* text) { return *net::IpAddress::parse(text); }
-
-VipInput vip(const char* key, const char* address, std::uint32_t serving) {
-    VipInput v;
-    v.key = key;
-    v.address = ip(address);
-    v.table_live = true;
-    v.serving_backends = serving;
-    v.configured_backends = 2;
-    return v;
-}
+using test::ip;
+using test::vip;
 
 HostInput host(std::vector<VipInput> vips, bool startup_complete = true) {
     HostInput h;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "xlb/announce/announcer.h"
+#include "fake_bird.h"
 #include "xlb/files/files.h"
 
 namespace xlb::announce {
@@ -97,17 +98,8 @@ private:
     pid_t pid_ = -1;
 };
 
-net::IpAddress ip(const char* text) { return *net::IpAddress::parse(text); }
-
-VipInput vip(const char* key, const char* address, std::uint32_t serving) {
-    VipInput v;
-    v.key = key;
-    v.address = ip(address);
-    v.table_live = true;
-    v.serving_backends = serving;
-    v.configured_backends = 2;
-    return v;
-}
+using test::ip;
+using test::vip;
 
 class RealBird : public ::testing::Test {
 protected:

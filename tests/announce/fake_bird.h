@@ -11,7 +11,22 @@
 #include <thread>
 #include <vector>
 
+#include "xlb/announce/policy.h"
+
 namespace xlb::announce::test {
+
+inline net::IpAddress ip(const char* text) { return *net::IpAddress::parse(text); }
+
+// A VIP whose table is live with `serving` of its 2 backends taking new flows.
+inline VipInput vip(const char* key, const char* address, std::uint32_t serving) {
+    VipInput v;
+    v.key = key;
+    v.address = ip(address);
+    v.table_live = true;
+    v.serving_backends = serving;
+    v.configured_backends = 2;
+    return v;
+}
 
 // A temporary directory removed (with its content) on destruction.
 class TempDir {

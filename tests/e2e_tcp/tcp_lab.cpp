@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -38,24 +39,19 @@ std::string quote(const std::string& s) {
 // A TCP connection to vip:port, made in the calling thread's namespace. -1 and
 // error set on failure.
 int connect_to(const std::string& vip, int port, std::string& error, int timeout_ms = 3000) {
-    sockaddr_storage ss{};
-    socklen_t len;
-    int family;
-    if (vip.find(':') != std::string::npos) {
-        auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons(port);
-        inet_pton(AF_INET6, vip.c_str(), &a->sin6_addr);
-        len = sizeof *a;
-        family = AF_INET6;
-    } else {
-        auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-        a->sin_family = AF_INET;
-        a->sin_port = htons(port);
-        inet_pton(AF_INET, vip.c_str(), &a->sin_addr);
-        len = sizeof *a;
-        family = AF_INET;
+    addrinfo hints{};
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (int rc = getaddrinfo(vip.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+        error = "address " + vip + ": " + gai_strerror(rc);
+        return -1;
     }
+    sockaddr_storage ss{};
+    const socklen_t len = found->ai_addrlen;
+    std::memcpy(&ss, found->ai_addr, len);
+    const int family = found->ai_family;
+    freeaddrinfo(found);
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         error = std::string("socket: ") + strerror(errno);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "xlb/agent/announce_link.h"
 #include "xlb/agent/health_link.h"
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
@@ -107,6 +108,10 @@ private:
     void route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
                                    control::Reconciler& r);
     std::expected<void, std::string> attach_probe_encap();
+    // BGP announcements (docs/scale-out.md).
+    void submit_announcements(control::Reconciler& r);
+    Result<api::HostState> set_drained(bool drained);
+    api::HostState host_state() const;
 
     AgentOptions options_;
     config::Config config_;
@@ -148,7 +153,52 @@ private:
     std::optional<netlink::NeighborWatchThread> watcher_;
     std::atomic<bool> stopping_{false};
     std::thread watchdog_;
+    // Announcing VIPs through BIRD (bgp.enabled); the drain state is kept
+    // whether or not BGP is on. host_ is guarded by host_mu_ (API threads
+    // change it, the control thread reads it).
+    std::optional<AnnounceLink> announce_;
+    config::BgpSettings bgp_;                   // as started (bgp is restart-only)
+    std::optional<StartupGate> startup_gate_;  // control thread
+    std::optional<HostDrainFile> drain_file_;
+    mutable std::mutex host_mu_;
+    api::HostState host_;
 };
+
+void Agent::submit_announcements(control::Reconciler& r) {
+    if (!announce_) return;
+    const std::vector<control::VipStatus> vips = r.status();
+    const bool complete = startup_gate_->complete(vips, std::chrono::steady_clock::now());
+    announce_->submit(announce_input(vips, host_state().drained, complete));
+}
+
+api::HostState Agent::host_state() const {
+    std::lock_guard lock(host_mu_);
+    return host_;
+}
+
+// Persisted before it takes effect: a drain that the next start would forget
+// would bring the host back into the routers' ECMP groups unasked.
+Result<api::HostState> Agent::set_drained(bool drained) {
+    if (drained && !announce_)
+        return xlb::fail("drain: BGP announcements are off (bgp.enabled: false), so there is nothing "
+                         "to withdraw",
+                         "turn bgp on in the configuration, or take the host out of the routers' "
+                         "configuration by hand");
+    api::HostState next;
+    {
+        std::lock_guard lock(host_mu_);
+        if (host_.drained == drained) return host_;
+        next.drained = drained;
+        if (drained) next.since = std::chrono::system_clock::now();
+        if (auto saved = drain_file_->save(next); !saved)
+            return std::unexpected(std::move(saved.error()).add_context(drained ? "drain" : "resume"));
+        host_ = next;
+    }
+    spdlog::info("host {}", drained ? "drained: withdrawing every VIP" : "resumed: announcing again");
+    loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
+    return next;
+}
+
 
 std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddress& mac) {
     auto ok = lb_->config().put(0, datapath::make_config(config_.settings, mac));
@@ -401,14 +451,40 @@ Agent::Step Agent::start_services() {
     loop_.emplace(*reconciler_, control::ControlLoop::Options{});
     loop_->on_publish([this](const control::PublishRecord& r) {
         publish_metrics_.record(r);
+        // A table made live may change what this host can serve.
+        if (announce_) loop_->post([this](control::Reconciler& rc) { submit_announcements(rc); });
         spdlog::info("VIP {} published: epoch {}, checksum {:016x}, live {:.2f} ms after the decision",
                      r.vip_key, r.epoch, r.checksum, r.decision_to_live_ms);
     });
     // Both run on the control thread, which owns the reconciler.
     loop_->on_error([this](const Error&) { log_apply_failures(*reconciler_); });
+    drain_file_.emplace(s.state_file + ".drain");
+    if (auto host = drain_file_->load()) {
+        host_ = *host;
+        if (host_.drained) spdlog::warn("host drained (since a drain recorded in {}): announcing nothing", drain_file_->path());
+    } else {
+        host_ = api::HostState{.drained = true, .since = std::chrono::system_clock::now()};
+        spdlog::error("{}; staying drained", host.error().message());
+    }
+    bgp_ = s.bgp;
+    if (s.bgp.enabled) {
+        announce::AnnouncerOptions options;
+        options.routes_file = s.bgp.routes_file;
+        options.control_socket = s.bgp.control_socket;
+        options.render.protocol = s.bgp.protocol;
+        options.render.form = s.bgp.route;
+        // BIRD stopped or back is noticed within two seconds even when
+        // nothing here changes: one connect and "show protocols".
+        options.check_interval = std::chrono::seconds(2);
+        announce_.emplace(std::move(options), [this] {
+            loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
+        });
+        startup_gate_.emplace(std::chrono::steady_clock::now(), std::chrono::seconds(10));
+    }
     loop_->on_pass([this](control::Reconciler& r) {
         log_panic_changes(r);
         log_apply_failures(r);
+        submit_announcements(r);
     });
 
     // Probes run on the engine's thread; their results are judged on the
@@ -446,6 +522,12 @@ Agent::Step Agent::start_services() {
     };
     services.reload = [this](bool allow_disruptive) { return reload("api", allow_disruptive); };
     services.reloads = reloads_;
+    services.host.state = [this] { return host_state(); };
+    services.host.set_drained = [this](bool drained) { return set_drained(drained); };
+    services.host.bgp = [this]() -> std::optional<api::BgpInfo> {
+        if (!announce_) return std::nullopt;
+        return api::BgpInfo{bgp_, announce_->status()};
+    };
     api::ApiServer::Options api_options;
     api_options.socket_path = s.api_socket;
     api_options.group = s.api_group;
@@ -502,9 +584,16 @@ Agent::Step Agent::go_live() {
 void Agent::run_control() {
     loop_->start();
     watch_next_hop();
+    if (announce_) {
+        announce_->start();
+        const auto& b = bgp_;
+        spdlog::info("BGP: announcing through BIRD on {} (routes file {}, protocols {}4/{}6)",
+                     b.control_socket, b.routes_file, b.protocol, b.protocol);
+    }
     loop_->post([this](control::Reconciler& r) {
         log_panic_changes(r);
         refresh_health(r);
+        submit_announcements(r);
     });
     const config::Settings& s = config_.settings;
     spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket, s.metrics_listen);
@@ -653,6 +742,9 @@ void Agent::stop() {
     if (watchdog_.joinable()) watchdog_.join();
     // first: its thread posts results and timers to the control loop
     if (engine_) engine_->stop();
+    // Announcements stay as they are: BIRD keeps announcing what the routes
+    // file says, and the pinned data plane keeps serving it.
+    if (announce_) announce_->stop();
     if (api_) api_->stop();
     if (metrics_) metrics_->stop();
     watcher_.reset();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/agent/preflight.h"
 
+#include "xlb/files/files.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -34,7 +36,7 @@ bool on_bpf_filesystem(const std::string& dir) {
     struct statfs st {};
     while (::statfs(probe.c_str(), &st) != 0) {
         if (probe == "/" || probe == ".") return false;
-        probe = api::parent_dir(probe);
+        probe = files::parent_dir(probe);
     }
     return st.f_type == BPF_FS_MAGIC;
 }
@@ -44,14 +46,14 @@ std::vector<std::string> check_state_file(const std::string& path) {
     api::StateStore store(path);
     if (auto loaded = store.load(); !loaded) return {"state_file: " + loaded.error().message()};
 
-    std::string dir = api::parent_dir(path);
+    std::string dir = files::parent_dir(path);
     struct stat st {};
     while (::stat(dir.c_str(), &st) != 0) {
         if (errno != ENOENT) {
             problems.push_back("state_file " + path + ": " + dir + ": " + errno_text(errno));
             return problems;
         }
-        dir = api::parent_dir(dir);
+        dir = files::parent_dir(dir);
     }
     if (!S_ISDIR(st.st_mode)) {
         problems.push_back("state_file " + path + ": " + dir + " is not a directory");

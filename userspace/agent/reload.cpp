@@ -44,6 +44,9 @@ constexpr std::array kSettingRows = {
     row<&S::metrics_listen>("metrics.listen", false),
     row<&S::state_file>("state_file", false),
     row<&S::pin_dir>("pin_dir", false),
+    // The announcer is made at start; a restart keeps every route (the
+    // routes file and BIRD outlive the agent), so it costs no traffic.
+    row<&S::bgp>("bgp", false),
 };
 
 std::vector<std::string> changes(const S& a, const S& b, bool reloadable) {

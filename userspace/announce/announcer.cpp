@@ -1,22 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/announcer.h"
 
+#include "xlb/names.h"
+
 #include <algorithm>
 
 #include "xlb/files/files.h"
 
 namespace xlb::announce {
 
-std::string_view to_string(Problem p) {
-    switch (p) {
-        case Problem::kNone: return "none";
-        case Problem::kFile: return "file";
-        case Problem::kUnreachable: return "daemon_unreachable";
-        case Problem::kRefused: return "config_refused";
-        case Problem::kNotIncluded: return "not_included";
-    }
-    return "unknown";
-}
+namespace {
+constexpr EnumName<Problem> kProblems[] = {{"none", Problem::kNone},
+                                           {"file", Problem::kFile},
+                                           {"daemon_unreachable", Problem::kUnreachable},
+                                           {"config_refused", Problem::kRefused},
+                                           {"not_included", Problem::kNotIncluded}};
+}  // namespace
+
+std::string_view to_string(Problem p) { return name_of(p, kProblems); }
 
 Announcer::Announcer(AnnouncerOptions options) : options_(std::move(options)) {}
 

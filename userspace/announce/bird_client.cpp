@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/bird_client.h"
 
+#include "xlb/names.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -106,14 +108,14 @@ std::optional<Reply> ReplyParser::take() {
     return r;
 }
 
-std::string_view to_string(ConfigureOutcome o) {
-    switch (o) {
-        case ConfigureOutcome::kReconfigured: return "reconfigured";
-        case ConfigureOutcome::kInProgress: return "in_progress";
-        case ConfigureOutcome::kQueued: return "queued";
-    }
-    return "unknown";
-}
+namespace {
+constexpr EnumName<ConfigureOutcome> kConfigureOutcomes[] = {
+    {"reconfigured", ConfigureOutcome::kReconfigured},
+    {"in_progress", ConfigureOutcome::kInProgress},
+    {"queued", ConfigureOutcome::kQueued}};
+}  // namespace
+
+std::string_view to_string(ConfigureOutcome o) { return name_of(o, kConfigureOutcomes); }
 
 Client::Client(int fd, std::string path, std::chrono::milliseconds timeout)
     : fd_(fd), path_(std::move(path)), timeout_(timeout) {}

@@ -1,37 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/policy.h"
 
+#include "xlb/names.h"
+
 #include <algorithm>
 #include <map>
 
 namespace xlb::announce {
 
-std::string_view to_string(Policy p) {
-    switch (p) {
-        case Policy::kWhenServing: return "when_serving";
-        case Policy::kAlways: return "always";
-        case Policy::kNever: return "never";
-    }
-    return "unknown";
-}
+namespace {
+constexpr EnumName<Policy> kPolicies[] = {
+    {"when_serving", Policy::kWhenServing}, {"always", Policy::kAlways}, {"never", Policy::kNever}};
+constexpr EnumName<Reason> kReasons[] = {{"serving", Reason::kServing},
+                                         {"policy_always", Reason::kPolicyAlways},
+                                         {"no_serving_backend", Reason::kNoServingBackend},
+                                         {"not_published", Reason::kNotPublished},
+                                         {"host_drained", Reason::kHostDrained},
+                                         {"policy_never", Reason::kPolicyNever}};
+}  // namespace
 
-std::optional<Policy> parse_policy(std::string_view text) {
-    for (Policy p : {Policy::kWhenServing, Policy::kAlways, Policy::kNever})
-        if (to_string(p) == text) return p;
-    return std::nullopt;
-}
-
-std::string_view to_string(Reason r) {
-    switch (r) {
-        case Reason::kServing: return "serving";
-        case Reason::kPolicyAlways: return "policy_always";
-        case Reason::kNoServingBackend: return "no_serving_backend";
-        case Reason::kNotPublished: return "not_published";
-        case Reason::kHostDrained: return "host_drained";
-        case Reason::kPolicyNever: return "policy_never";
-    }
-    return "unknown";
-}
+std::string_view to_string(Policy p) { return name_of(p, kPolicies); }
+std::optional<Policy> parse_policy(std::string_view text) { return value_of(text, kPolicies); }
+std::string_view to_string(Reason r) { return name_of(r, kReasons); }
 
 Verdict decide(const VipInput& vip, bool host_drained) {
     // Drain first: an operator draining a host wants every route gone,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/render.h"
 
+#include "xlb/names.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -8,19 +10,13 @@
 
 namespace xlb::announce {
 
-std::string_view to_string(RouteForm f) {
-    switch (f) {
-        case RouteForm::kBlackhole: return "blackhole";
-        case RouteForm::kViaLoopback: return "via_lo";
-    }
-    return "unknown";
-}
+namespace {
+constexpr EnumName<RouteForm> kRouteForms[] = {{"blackhole", RouteForm::kBlackhole},
+                                               {"via_lo", RouteForm::kViaLoopback}};
+}  // namespace
 
-std::optional<RouteForm> parse_route_form(std::string_view text) {
-    for (RouteForm f : {RouteForm::kBlackhole, RouteForm::kViaLoopback})
-        if (to_string(f) == text) return f;
-    return std::nullopt;
-}
+std::string_view to_string(RouteForm f) { return name_of(f, kRouteForms); }
+std::optional<RouteForm> parse_route_form(std::string_view text) { return value_of(text, kRouteForms); }
 
 namespace {
 

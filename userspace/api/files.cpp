@@ -12,34 +12,6 @@
 
 namespace xlb::api {
 
-std::string parent_dir(const std::string& path) {
-    auto slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    if (slash == 0) return "/";
-    return path.substr(0, slash);
-}
-
-}  // namespace xlb::api
-
-namespace xlb::api::detail {
-
-Result<void> make_dirs(const std::string& dir) {
-    if (dir.empty() || dir == "/" || dir == ".") return {};
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return {};
-        return fail_on(ENOTDIR, "create directory", dir);
-    }
-    if (auto up = make_dirs(parent_dir(dir)); !up) return up;
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return fail_on(errno, "create directory", dir);
-    return {};
-}
-
-}  // namespace xlb::api::detail
-
-namespace xlb::api {
-
 // A group name or number as the host knows it.
 Result<gid_t> resolve_group(const std::string& group) {
     gid_t number = 0;

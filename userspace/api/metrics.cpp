@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "listener.h"
+#include "xlb/datapath/setup.h"
 
 namespace xlb::api {
 
@@ -275,6 +276,46 @@ std::string render_metrics(const MetricsInput& in) {
     w.family("xlb_table_epoch", "gauge", "Epoch of the VIP's live table (0: never published).");
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_table_epoch", {{"vip", v.spec.key()}}, v.epoch);
+    // Compared across LB hosts: equal inputs_checksum means the same table
+    // inputs; a different checksum then comes from health alone.
+    w.family("xlb_vip_table_info", "gauge",
+             "Always 1: the VIP's live table (checksum, epoch) and the digest of its inputs "
+             "(seed, ring size, backends, weights, identities) as labels, to compare LB hosts.");
+    for (const control::VipStatus& v : in.vips)
+        w.sample("xlb_vip_table_info",
+                 {{"vip", v.spec.key()},
+                  {"checksum", detail::hex64(v.checksum)},
+                  {"inputs_checksum", detail::hex64(datapath::table_inputs_checksum(v.spec, in.hash_seed))},
+                  {"epoch", std::to_string(v.epoch)}},
+                 1);
+    if (in.host) {
+        w.family("xlb_host_drained", "gauge", "1 while this LB host is drained (xlbctl host drain).");
+        w.sample("xlb_host_drained", {}, in.host->drained ? 1 : 0);
+    }
+    if (in.bgp) {
+        const announce::AnnouncerStatus& b = in.bgp->status;
+        w.family("xlb_bgp_daemon_up", "gauge",
+                 "1 when the last contact with the local BGP daemon (BIRD) succeeded.");
+        w.sample("xlb_bgp_daemon_up", {}, b.daemon_reachable ? 1 : 0);
+        w.family("xlb_bgp_problem", "gauge",
+                 "1 for the announcer's current problem: none, file, daemon_unreachable, "
+                 "config_refused, not_included.");
+        for (announce::Problem p : {announce::Problem::kNone, announce::Problem::kFile,
+                                    announce::Problem::kUnreachable, announce::Problem::kRefused,
+                                    announce::Problem::kNotIncluded})
+            w.sample("xlb_bgp_problem", {{"problem", std::string(announce::to_string(p))}},
+                     b.problem == p ? 1 : 0);
+        w.family("xlb_bgp_configures_total", "counter", "Reconfigurations BIRD accepted.");
+        w.sample("xlb_bgp_configures_total", {}, b.configures_total);
+        w.family("xlb_bgp_configure_failures_total", "counter",
+                 "Reconfigurations that failed: BIRD unreachable or refusing the file.");
+        w.sample("xlb_bgp_configure_failures_total", {}, b.configure_failures_total);
+        w.family("xlb_vip_announced", "gauge",
+                 "1 while this host announces the VIP's address to the routers, with the reason.");
+        for (const announce::VipDecision& d : b.vips)
+            w.sample("xlb_vip_announced", {{"vip", d.key}, {"reason", std::string(announce::to_string(d.reason))}},
+                     d.announced ? 1 : 0);
+    }
 
     w.family("xlb_publishes_total", "counter", "Table publishes (one per VIP table made live).");
     w.sample("xlb_publishes_total", {}, in.publishes.publishes);
@@ -366,6 +407,9 @@ Result<void> MetricsServer::start() {
             for (std::size_t i = 0; i < std::size(kReloadOutcomes); ++i)
                 (*in.reloads)[i] = s.reloads->count(kReloadOutcomes[i]);
         }
+        in.hash_seed = s.settings->get().hash_seed;
+        if (s.host.state) in.host = s.host.state();
+        if (s.host.bgp) in.bgp = s.host.bgp();
         res.status = 200;
         res.set_content(render_metrics(in), "text/plain; version=0.0.4; charset=utf-8");
     });

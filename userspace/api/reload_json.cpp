@@ -16,7 +16,6 @@ const char* to_string(ReloadReport::Outcome outcome) {
 }
 
 namespace detail {
-namespace {
 
 std::string utc_text(std::chrono::system_clock::time_point at) {
     const std::time_t t = std::chrono::system_clock::to_time_t(at);
@@ -26,8 +25,6 @@ std::string utc_text(std::chrono::system_clock::time_point at) {
     std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
     return text;
 }
-
-}  // namespace
 
 nlohmann::json last_reload_json(const ReloadReport& r) {
     return {{"time", utc_text(r.at)},

@@ -20,10 +20,13 @@
 #include <spdlog/spdlog.h>
 
 #include "files.h"
+#include "xlb/files/files.h"
 #include "internal.h"
 #include "listener.h"
+#include "bgp_json.h"
 #include "reload_json.h"
 #include "xlb/api/lookup.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/api/state_store.h"
 #include "xlb/config/config.h"
 #include "xlb/config/json.h"
@@ -33,7 +36,6 @@ namespace {
 
 using detail::HttpError;
 using detail::json;
-using detail::make_dirs;
 using detail::send_error;
 using detail::send_json;
 
@@ -191,6 +193,9 @@ public:
         router.add("GET", "/v1/lookup", bind(&Handlers::lookup));
         router.add("GET", "/v1/stats", bind(&Handlers::stats));
         router.add("POST", "/v1/reload", bind(&Handlers::reload));
+        router.add("GET", "/v1/host", bind(&Handlers::host));
+        router.add("POST", "/v1/host/drain", bind(&Handlers::drain_host));
+        router.add("POST", "/v1/host/resume", bind(&Handlers::resume_host));
         detail::add_probes(router, s_);
     }
 
@@ -485,8 +490,26 @@ private:
         });
         if (!snap) return reject(req, res, snap.error());
         std::optional<std::string> not_attached = s_.readiness ? s_.readiness() : std::nullopt;
+        const std::optional<BgpInfo> bgp = s_.host.bgp ? s_.host.bgp() : std::nullopt;
+        const std::uint32_t seed = s_.settings->get().hash_seed;
         json vips = json::array();
-        for (const auto& v : snap->vips) vips.push_back(detail::vip_summary_json(v));
+        for (const auto& v : snap->vips) {
+            json j = detail::vip_summary_json(v);
+            j["inputs_checksum"] = detail::hex64(datapath::table_inputs_checksum(v.spec, seed));
+            // What inputs_checksum covers, for `xlbctl status --peers` to say what differs.
+            json backends = json::array();
+            for (const config::BackendSpec& b : v.spec.backends)
+                backends.push_back({{"identity", b.identity()},
+                                    {"address", b.address.to_string()},
+                                    {"weight", b.weight},
+                                    {"state", config::to_string(b.state)}});
+            j["table_inputs"] = {{"hash_seed", seed},
+                                 {"ring_size", v.spec.ring_size},
+                                 {"hash", config::to_string(v.spec.hash)},
+                                 {"backends", std::move(backends)}};
+            j["announcement"] = detail::announcement_json(bgp, v.spec.key());
+            vips.push_back(std::move(j));
+        }
         const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
             std::chrono::steady_clock::now() - s_.info.started);
         send_json(res, 200,
@@ -496,7 +519,29 @@ private:
                        {"uptime_s", uptime.count()},
                        {"ready", !not_attached && snap->published},
                        {"last_reload", last_reload()},
+                       {"hash_seed", seed},
+                       {"bgp", detail::bgp_json(s_.host.state ? s_.host.state() : HostState{}, bgp)},
                        {"vips", std::move(vips)}});
+    }
+
+    // The host's drain state and announcements (docs/scale-out.md).
+    void host(const httplib::Request& req, httplib::Response& res) {
+        if (!s_.host.state) return reject(req, res, {501, "this agent has no host control"});
+        const std::optional<BgpInfo> bgp = s_.host.bgp ? s_.host.bgp() : std::nullopt;
+        send_json(res, 200, detail::bgp_json(s_.host.state(), bgp));
+    }
+    void drain_host(const httplib::Request& req, httplib::Response& res) { set_drained(req, res, true); }
+    void resume_host(const httplib::Request& req, httplib::Response& res) { set_drained(req, res, false); }
+    void set_drained(const httplib::Request& req, httplib::Response& res, bool drained) {
+        if (!s_.host.set_drained) return reject(req, res, {501, "this agent has no host control"});
+        if (!req.body.empty() && req.body != "{}")
+            return reject(req, res, {400, "found a body, expected none (or {})"});
+        auto state = s_.host.set_drained(drained);
+        if (!state) return reject(req, res, {409, state.error().message()});
+        spdlog::info("api: host {} ({})", drained ? "drained: every VIP withdrawn" : "resumed",
+                     describe(req));
+        const std::optional<BgpInfo> bgp = s_.host.bgp ? s_.host.bgp() : std::nullopt;
+        send_json(res, 200, detail::bgp_json(*state, bgp));
     }
 
     json last_reload() const {
@@ -850,7 +895,7 @@ Result<void> ApiServer::start() {
         if (!resolved) return failed(std::move(resolved.error()));
         group = *resolved;
     }
-    if (auto made = make_dirs(parent_dir(path)); !made) return failed(std::move(made.error()));
+    if (auto made = files::make_dirs(files::parent_dir(path)); !made) return failed(std::move(made.error()));
 
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {

@@ -16,15 +16,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "files.h"
+#include "xlb/files/files.h"
 #include "xlb/config/json.h"
+#include "xlb/fnv1a.h"
 #include "xlb/control/reconciler.h"
 
 namespace xlb::api {
 namespace {
 
 using json = nlohmann::json;
-using detail::make_dirs;
 
 // Field checks for the parts of the file that are not VipSpecs.
 class Reader {
@@ -75,27 +75,6 @@ public:
         return true;
     }
 };
-
-std::uint64_t fnv1a64(std::string_view text) {
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (unsigned char c : text) {
-        h ^= c;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-bool write_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t n = ::write(fd, data.data(), data.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        data.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
-}
 
 }  // namespace
 
@@ -342,59 +321,19 @@ std::string StateStore::config_digest() const {
 
 Result<std::optional<StateFile>> StateStore::load() const {
     std::lock_guard lock(mu_);
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) {
-        const int err = errno;
-        if (err == ENOENT) return std::optional<StateFile>{};
-        return fail_on(err, "open state file", path_);
-    }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    if (in.bad()) return fail_on(EIO, "read state file", path_);
-    auto state = decode_state(buf.str());
+    auto text = files::read_file(path_);
+    if (!text) return std::unexpected(std::move(text.error()).add_context("load state file"));
+    if (!*text) return std::optional<StateFile>{};
+    auto state = decode_state(**text);
     if (!state) return fail("state file " + path_ + ": " + state.error());
     return std::optional<StateFile>(std::move(*state));
 }
 
+// 0640: the state lists every backend; the API group may read it, others not.
 Result<void> StateStore::save(const StateFile& state) const {
     std::lock_guard lock(mu_);
-    const std::string text = encode_state(state);
-    const std::string dir = parent_dir(path_);
-    if (auto made = make_dirs(dir); !made)
-        return std::unexpected(std::move(made.error()).add_context("save state file " + path_));
-    const std::string tmp = path_ + ".tmp";
-    auto failed = [&](const std::string& step, int err) -> Result<void> {
-        ::unlink(tmp.c_str());
-        return std::unexpected(make_error(err, step).add_context("save state file " + path_));
-    };
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        const int err = errno;
-        // do not unlink what we could not create: it may be someone else's
-        return std::unexpected(make_error(err, "open " + tmp).add_context("save state file " + path_));
-    }
-    if (!write_all(fd, text)) {
-        const int err = errno;
-        ::close(fd);
-        return failed("write " + tmp, err);
-    }
-    if (::fsync(fd) != 0) {
-        const int err = errno;
-        ::close(fd);
-        return failed("fsync " + tmp, err);
-    }
-    if (::close(fd) != 0) return failed("close " + tmp, errno);
-    if (::rename(tmp.c_str(), path_.c_str()) != 0) return failed("rename " + tmp, errno);
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return std::unexpected(make_error(errno, "open directory " + dir).add_context("save state file " + path_));
-    if (::fsync(dfd) != 0) {
-        const int err = errno;
-        ::close(dfd);
-        return std::unexpected(make_error(err, "fsync directory " + dir).add_context("save state file " + path_));
-    }
-    ::close(dfd);
-    return {};
+    return with_context(files::write_file_atomic(path_, encode_state(state), 0640),
+                        "save state file " + path_);
 }
 
 Result<void> StateStore::save_current(control::Reconciler& reconciler) const {

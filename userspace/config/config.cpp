@@ -317,6 +317,13 @@ std::string to_yaml(const Config& config) {
       << YAML::Value << s.metrics_listen << YAML::EndMap;
     e << YAML::Key << "state_file" << YAML::Value << s.state_file;
     e << YAML::Key << "pin_dir" << YAML::Value << s.pin_dir;
+    e << YAML::Key << "bgp" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "enabled" << YAML::Value << s.bgp.enabled;
+    e << YAML::Key << "control_socket" << YAML::Value << s.bgp.control_socket;
+    e << YAML::Key << "routes_file" << YAML::Value << s.bgp.routes_file;
+    e << YAML::Key << "protocol" << YAML::Value << s.bgp.protocol;
+    e << YAML::Key << "route" << YAML::Value << std::string(announce::to_string(s.bgp.route));
+    e << YAML::EndMap;
 
     auto optional_text = [&](const char* key, const std::string& value) {
         if (!value.empty()) e << YAML::Key << key << YAML::Value << value;
@@ -336,6 +343,7 @@ std::string to_yaml(const Config& config) {
           << "window" << YAML::Value << format_duration(v.slow_start.window) << YAML::Key << "floor"
           << YAML::Value << number_text(v.slow_start.floor) << YAML::EndMap;
         e << YAML::Key << "on_unhealthy" << YAML::Value << to_string(v.on_unhealthy);
+        e << YAML::Key << "announce" << YAML::Value << std::string(announce::to_string(v.announce));
         const HealthCheck& h = v.health_check;
         e << YAML::Key << "health_check" << YAML::Value << YAML::BeginMap;
         e << YAML::Key << "type" << YAML::Value << to_string(h.type);

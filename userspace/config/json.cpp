@@ -154,6 +154,10 @@ void to_json(json& j, const VipSpec& v) {
         {"slow_start", v.slow_start},        {"on_unhealthy", to_string(v.on_unhealthy)},
         {"health_check", v.health_check},    {"backends", v.backends},
     };
+    // Written only when it is not the default, so that the state file of a
+    // VIP that never set it keeps its config digest across the upgrade that
+    // added it (a changed digest drops the API's runtime changes).
+    if (v.announce != announce::Policy::kWhenServing) j["announce"] = announce::to_string(v.announce);
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {
@@ -225,6 +229,12 @@ json settings_to_json(const Settings& s) {
         {"metrics", {{"listen", s.metrics_listen}}},
         {"state_file", s.state_file},
         {"pin_dir", s.pin_dir},
+        {"bgp",
+         {{"enabled", s.bgp.enabled},
+          {"control_socket", s.bgp.control_socket},
+          {"routes_file", s.bgp.routes_file},
+          {"protocol", s.bgp.protocol},
+          {"route", announce::to_string(s.bgp.route)}}},
     };
 }
 

@@ -535,6 +535,24 @@ void check_settings(const Settings& s, const Out& out) {
     }
     check_path(s.state_file, "state_file", out);
     check_path(s.pin_dir, "pin_dir", out);
+    // Checked whether or not BGP is on: a reload that turns it on must not
+    // meet a value that was never looked at.
+    if (check_path(s.bgp.control_socket, "bgp.control_socket", out) &&
+        s.bgp.control_socket.size() > kMaxSocketPathBytes) {
+        out.add("bgp.control_socket", "found a path of " + std::to_string(s.bgp.control_socket.size()) +
+                                          " bytes, expected at most " +
+                                          std::to_string(kMaxSocketPathBytes) +
+                                          " (the limit of a Unix socket address)");
+    }
+    if (check_path(s.bgp.routes_file, "bgp.routes_file", out) &&
+        !s.bgp.routes_file.ends_with(".conf")) {
+        out.add("bgp.routes_file",
+                "found " + shown_value(s.bgp.routes_file) +
+                    ", expected a file name ending in .conf (bird.conf includes \"DIR/*.conf\")");
+    }
+    // A name BIRD cannot parse in the included file stops BIRD from starting.
+    if (auto ok = announce::validate(announce::RenderOptions{.protocol = s.bgp.protocol}); !ok)
+        out.add("bgp.protocol", "found " + shown_value(s.bgp.protocol) + ": " + ok.error().message());
 }
 
 }  // namespace

@@ -3,9 +3,13 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "xlb/flow_hash.h"
+#include "xlb/fnv1a.h"
 
 namespace xlb::datapath {
 
@@ -136,6 +140,18 @@ xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu) {
 
 xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu) {
     return sum_fields<&xlb_backend_stats::packets, &xlb_backend_stats::bytes>(per_cpu);
+}
+
+std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed) {
+    std::vector<std::string> backends;
+    for (const config::BackendSpec& b : vip.backends)
+        backends.push_back(b.identity() + " " + b.address.to_string() + " " + std::to_string(b.weight) +
+                           " " + config::to_string(b.state));
+    std::sort(backends.begin(), backends.end());
+    std::uint64_t h = fnv1a64("seed " + std::to_string(hash_seed) + " ring " + std::to_string(vip.ring_size) +
+                              " hash " + config::to_string(vip.hash));
+    for (const std::string& b : backends) h = fnv1a64("\n" + b, h);
+    return h;
 }
 
 }  // namespace xlb::datapath

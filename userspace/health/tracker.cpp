@@ -4,19 +4,9 @@
 #include <random>
 #include <string>
 
+#include "xlb/fnv1a.h"
+
 namespace xlb::health {
-
-namespace {
-
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ULL) {
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-}  // namespace
 
 HealthTracker::HealthTracker(std::uint64_t seed) : seed_(seed) {
     if (seed_ == 0) {
@@ -26,7 +16,7 @@ HealthTracker::HealthTracker(std::uint64_t seed) : seed_(seed) {
 }
 
 std::uint64_t HealthTracker::seed_for(const TargetKey& key) const {
-    return fnv1a(key.backend.to_string(), fnv1a(key.vip, seed_));
+    return fnv1a64(key.backend.to_string(), fnv1a64(key.vip, seed_));
 }
 
 void HealthTracker::set_targets(const std::vector<TrackedTarget>& targets, TimePoint now) {

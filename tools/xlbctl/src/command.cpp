@@ -33,8 +33,9 @@ constexpr const char* kVerbNames[] = {
     "status",          "vip list",    "vip add",     "vip del",       "backend list",
     "backend add",     "backend del", "backend set", "backend drain", "backend enable",
     "backend disable", "stats",       "table",       "lookup",        "reload",
+    "host drain",      "host resume",
 };
-static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kReload) + 1,
+static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kHostResume) + 1,
               "a name for every Verb");
 
 }  // namespace
@@ -72,6 +73,7 @@ struct Raw {
     std::string watch, count;
     bool watch_given = false, count_given = false;
     std::string src, proto, dport;
+    std::vector<std::string> peers;
 };
 
 // Documentation-range examples in the VIP's family.
@@ -365,13 +367,33 @@ void build(Cli& cli) {
         "Exit status: 0 done; 1 rejected (by xlbctl's checks or by the agent);\n"
         "2 the agent could not be reached. See man xlbctl.");
 
-    leaf(cli, &app, "status",
-         "The agent (version, interface, XDP mode, uptime, readiness) and, per VIP,\n"
-         "healthy/total backends, panic, epoch and table checksum.",
+    CLI::App* status = leaf(cli, &app, "status",
+         "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
+         "healthy/total backends, panic, epoch, table checksum and announcement.\n"
+         "With --peers, compares this host's tables with other LB hosts' and exits 1\n"
+         "when they differ (docs/scale-out.md).",
          Verb::kStatus,
          "  xlbctl status\n"
          "  xlbctl status --json\n"
-         "  XLB_SOCKET=/tmp/lab/xlbd.sock xlbctl status\n");
+         "  XLB_SOCKET=/tmp/lab/xlbd.sock xlbctl status\n"
+         "  xlbctl status --peers /run/xlb-lab/p/lb2/xlbd.sock\n"
+         "  ssh lb2 xlbctl status --json > lb2.json; xlbctl status --peers lb2.json\n");
+    status->add_option("--peers", raw.peers,
+                       "other LB hosts: API socket paths, or files with their `xlbctl status --json`")
+        ->type_name("SOCKET|FILE")
+        ->expected(1, -1);
+
+    CLI::App* host = app.add_subcommand("host", "Drain this LB host (withdraw every VIP) or resume it.");
+    host->require_subcommand(1);
+    add_common(host, raw);
+    leaf(cli, host, "drain",
+         "Withdraw every VIP from the routers (BGP): they move new and established flows\n"
+         "to the other LB hosts; what still arrives here is served. Kept across restarts.\n"
+         "Then wait for the VIPs' packet rate to fall (xlbctl stats --watch) before\n"
+         "stopping the agent or the host.",
+         Verb::kHostDrain, "  xlbctl host drain\n  xlbctl stats --watch\n");
+    leaf(cli, host, "resume", "Announce the VIPs again, each by its announce policy.",
+         Verb::kHostResume, "  xlbctl host resume\n");
 
     CLI::App* vip = app.add_subcommand("vip", "List, add or delete VIPs.");
     vip->require_subcommand(1);
@@ -590,6 +612,7 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
     c.json = raw.json;
     c.quiet = raw.quiet;
     c.allow_disruptive = raw.allow_disruptive;
+    c.peers = raw.peers;
 
     if (!raw.socket.empty()) {
         c.socket = raw.socket;

@@ -88,6 +88,39 @@ std::string vip_errors(const json& vips, const Style& style) {
     return out;
 }
 
+// "BGP: ..." and "host: ..." lines of status (and the host verbs' answer).
+std::string bgp_line(const json& bgp, const Style& style) {
+    std::string out;
+    const json& host = bgp.at("host");
+    if (flag(host, "drained"))
+        out += paint("host drained", Colour::kYellow, style) + " since " +
+               host.at("since").get<std::string>() + ": every VIP withdrawn (xlbctl host resume)\n";
+    if (!bgp.value("enabled", false)) {
+        out += "BGP: off (bgp.enabled: false)\n";
+        return out;
+    }
+    const json& daemon = bgp.at("daemon");
+    const std::size_t routes = bgp.at("routes").size();
+    if (flag(daemon, "reachable") && daemon.at("error").is_null()) {
+        out += fmt::format("BGP: BIRD {} on {}: {} ", str(daemon, "version"), str(daemon, "control_socket"),
+                           paint("reachable", Colour::kGreen, style));
+    } else {
+        out += "BGP: " + paint(daemon.at("error").is_string() ? daemon.at("error").get<std::string>()
+                                                               : std::string("BGP daemon not reached yet"),
+                               Colour::kRed, style) + "; ";
+    }
+    out += fmt::format("{} route{} in {}\n", routes, routes == 1 ? "" : "s", str(bgp, "routes_file"));
+    return out;
+}
+
+Cell announcement_cell(const json& vip) {
+    const auto it = vip.find("announcement");
+    if (it == vip.end() || !it->is_object()) return {"-"};
+    const std::string state = str(*it, "state"), reason = str(*it, "reason");
+    if (state == "announced") return {reason == "serving" ? "announced" : "announced (" + reason + ")", Colour::kGreen};
+    return {"withdrawn (" + reason + ")", reason == "policy_never" ? Colour::kDim : Colour::kYellow};
+}
+
 std::string render_status(const json& r, const Style& style) {
     const bool ready = flag(r, "ready");
     std::string out =
@@ -105,24 +138,38 @@ std::string render_status(const json& r, const Style& style) {
             out += paint("rejected (" + result + ")", Colour::kRed, style) + ": " +
                    reload->value("error", std::string()) + "\n";
     }
+    // Agents before BGP announcements have no "bgp": shown as nothing.
+    const json* bgp = nullptr;
+    if (auto it = r.find("bgp"); it != r.end() && it->is_object()) bgp = &*it;
+    if (bgp) out += bgp_line(*bgp, style);
+    const bool announcing = bgp && bgp->value("enabled", false);
     const json& vips = r.at("vips");
     if (vips.empty()) {
         out += "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
         return out;
     }
-    Table t({{"VIP"},
-             {"NAME"},
-             {"BACKENDS", Align::kRight},
-             {"HEALTHY WEIGHT", Align::kRight},
-             {"PANIC"},
-             {"EPOCH", Align::kRight},
-             {"CHECKSUM"},
-             {"TABLE"}});
-    for (const json& v : vips)
-        t.add({str(v, "vip"), name_or_dash(v), backends_cell(v),
-               format_percent(number(v, "healthy_share")), panic_cell(v),
-               std::to_string(u64(v, "epoch")), str(v, "checksum"), table_state_cell(v)});
+    std::vector<Table::Column> columns{{"VIP"},
+                                       {"NAME"},
+                                       {"BACKENDS", Align::kRight},
+                                       {"HEALTHY WEIGHT", Align::kRight},
+                                       {"PANIC"},
+                                       {"EPOCH", Align::kRight},
+                                       {"CHECKSUM"},
+                                       {"TABLE"}};
+    if (announcing) columns.push_back({"BGP"});
+    Table t(columns);
+    for (const json& v : vips) {
+        std::vector<Cell> row{str(v, "vip"), name_or_dash(v), backends_cell(v),
+                              format_percent(number(v, "healthy_share")), panic_cell(v),
+                              std::to_string(u64(v, "epoch")), str(v, "checksum"), table_state_cell(v)};
+        if (announcing) row.push_back(announcement_cell(v));
+        t.add(row);
+    }
     return out + t.render(style) + vip_errors(vips, style);
+}
+
+std::string render_host(const json& r, const Style& style) {
+    return bgp_line(r, style);
 }
 
 std::string render_vip_list(const json& r, const Style& style, bool quiet) {
@@ -471,6 +518,9 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
             return render_lookup(r, style);
         case Verb::kReload:
             return render_reload(r, style);
+        case Verb::kHostDrain:
+        case Verb::kHostResume:
+            return render_host(r, style);
     }
     return r.dump(2) + "\n";
 }

@@ -103,6 +103,10 @@ HttpRequest build_request(const Command& c) {
         }
         case Verb::kReload:
             return {"POST", "/v1/reload", json{{"allow_disruptive", c.allow_disruptive}}.dump()};
+        case Verb::kHostDrain:
+            return {"POST", "/v1/host/drain", ""};
+        case Verb::kHostResume:
+            return {"POST", "/v1/host/resume", ""};
     }
     return {"GET", "/v1/status", ""};
 }

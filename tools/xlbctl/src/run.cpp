@@ -5,9 +5,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <ctime>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <optional>
 #include <thread>
 
@@ -175,6 +179,44 @@ int watch(const Command& c, Transport& transport, Io& io, const Style& style,
     return kExitOk;
 }
 
+// status --peers: this host's status and each peer's (from its socket, or
+// from a file with its `status --json`), compared. Exit 1 when they differ.
+int compare_with_peers(const Command& c, Transport& transport, Io& io, const Style& style,
+                       const Reporter& report) {
+    std::vector<std::pair<std::string, json>> hosts;
+    auto own = exchange(transport, build_request(c), c);
+    if (!own) return report.fail(own.error());
+    hosts.emplace_back(c.socket, std::move(own->body));
+    for (const std::string& peer : c.peers) {
+        struct stat st {};
+        if (::stat(peer.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+            std::ifstream in(peer);
+            std::stringstream text;
+            text << in.rdbuf();
+            json body = json::parse(text.str(), nullptr, false);
+            if (!body.is_object() || !body.contains("vips"))
+                return report.fail(Failure{kExitFailed, "--peers " + peer +
+                                                            ": not the JSON of `xlbctl status --json`"});
+            hosts.emplace_back(peer, std::move(body));
+            continue;
+        }
+        Command at = c;
+        at.socket = peer;
+        std::unique_ptr<Transport> to = io.connect(at);
+        auto reply = exchange(*to, build_request(at), at);
+        if (!reply) return report.fail(reply.error());
+        hosts.emplace_back(peer, std::move(reply->body));
+    }
+    try {
+        const json comparison = compare_peers(hosts);
+        *io.out << (c.json ? render_json(comparison) : render_peers(comparison, style));
+        io.out->flush();
+        return comparison.at("agree").get<bool>() ? kExitOk : kExitFailed;
+    } catch (const json::exception& e) {
+        return report.fail(malformed(c, e));
+    }
+}
+
 std::atomic<bool> g_interrupted{false};
 
 void on_signal(int) { g_interrupted = true; }
@@ -194,6 +236,7 @@ int run(const std::vector<std::string>& args, Io& io) {
     std::unique_ptr<Transport> transport = io.connect(c);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
     if (c.verb == Verb::kReload) return reload(c, *transport, io, style, report);
+    if (c.verb == Verb::kStatus && !c.peers.empty()) return compare_with_peers(c, *transport, io, style, report);
 
     auto reply = exchange(*transport, build_request(c), c);
     if (!reply) return report.fail(reply.error());

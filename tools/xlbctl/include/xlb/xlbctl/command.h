@@ -46,6 +46,8 @@ enum class Verb {
     kTable,
     kLookup,
     kReload,
+    kHostDrain,
+    kHostResume,
 };
 
 // "status", "vip add", "backend drain", ...
@@ -89,6 +91,10 @@ struct Command {
 
     // reload: confirm changes that move established flows.
     bool allow_disruptive = false;
+
+    // status --peers: other LB hosts to compare with, each an API socket path
+    // or a file holding a host's `xlbctl status --json`.
+    std::vector<std::string> peers;
 };
 
 // --help, --version, or a usage error: what to print and the exit code.

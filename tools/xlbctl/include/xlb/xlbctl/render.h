@@ -36,6 +36,15 @@ std::string pending_warning(const Command& command, const json& reply);
 //   either sample; 0 when a counter went backwards, e.g. maps recreated).
 json watch_sample(const json& before, const json& after, double seconds,
                   const std::string& time_utc);
+// status --peers: compares the `status` replies of several LB hosts, the
+// first being this one ({name, reply} each). Per VIP: present everywhere,
+// the same table inputs (seed, ring size, hash, backends' identities,
+// addresses, weights, states) and the same table checksum. The result:
+//   {"agree": bool, "hosts": [names], "vips": [{"vip", "agree", "problems": [text]}]}
+// where a problem names the host that differs and how.
+json compare_peers(const std::vector<std::pair<std::string, json>>& hosts);
+std::string render_peers(const json& comparison, const Style& style);
+
 // The human form of watch_sample()'s result.
 std::string render_watch(const json& sample, const Style& style);
 

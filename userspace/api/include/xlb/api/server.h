@@ -28,10 +28,6 @@ namespace xlb::api {
 // a missing one. Used by the socket set-up and by the checks before a start.
 Result<gid_t> resolve_group(const std::string& group);
 
-// "/a/b/c" -> "/a/b"; "c" -> "."; "/c" -> "/". Where the state file and the
-// socket are created, and where the checks before a start look.
-std::string parent_dir(const std::string& path);
-
 class ApiServer {
 public:
     struct Options {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "xlb/announce/announcer.h"
 #include "xlb/config/model.h"
 #include "xlb/control/loop.h"
 #include "xlb/health/backend_health.h"
@@ -179,6 +180,25 @@ private:
     config::Settings settings_;
 };
 
+// This LB host as the routers see it (docs/scale-out.md): drained or not
+// (xlbctl host drain), and the announcer's last word on each VIP and on BIRD.
+struct HostState {
+    bool drained = false;
+    std::optional<std::chrono::system_clock::time_point> since;  // of the drain
+};
+struct BgpInfo {
+    config::BgpSettings settings;
+    announce::AnnouncerStatus status;
+};
+struct HostControl {
+    std::function<HostState()> state;
+    // Persists the drain state first, then has the VIPs announced or withdrawn;
+    // any thread but the control thread.
+    std::function<Result<HostState>(bool drained)> set_drained;
+    // nullopt: BGP announcements are off (bgp.enabled: false).
+    std::function<std::optional<BgpInfo>()> bgp;
+};
+
 struct Services {
     control::ControlLoop& loop;
     StateStore& state;                 // persists every change before it is applied
@@ -195,6 +215,7 @@ struct Services {
     ProbeEngineLookup probe_engine;  // empty: no probe engine (no series)
     ReloadFn reload;                 // empty: POST /v1/reload answers 501
     std::shared_ptr<const ReloadHistory> reloads;  // null: no reload shown
+    HostControl host;                // empty: /v1/host answers 501
 };
 
 // /livez: the control and worker threads of the loop have iterated within

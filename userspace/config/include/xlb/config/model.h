@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "xlb/announce/policy.h"
+#include "xlb/announce/render.h"
 #include "xlb/net/address.h"
 
 namespace xlb::config {
@@ -155,6 +157,8 @@ struct VipSpec {
     SlowStart slow_start;
     HealthCheck health_check;
     UnhealthyPolicy on_unhealthy = UnhealthyPolicy::kReschedule;
+    // Whether this host announces the VIP's address over BGP (bgp.enabled).
+    announce::Policy announce = announce::Policy::kWhenServing;
     std::vector<BackendSpec> backends;
     bool operator==(const VipSpec&) const = default;
 
@@ -190,6 +194,21 @@ struct MapSizes {
     bool operator==(const MapSizes&) const = default;
 };
 
+// Announcing VIPs through the local BIRD 2 (docs/scale-out.md): xlbd writes
+// the routes of the VIPs to announce to `routes_file`, which bird.conf
+// includes, and asks BIRD to reconfigure on `control_socket`.
+struct BgpSettings {
+    bool enabled = false;
+    std::string control_socket = "/run/bird/bird.ctl";
+    // Under /run: a reboot, which empties the data plane, forgets every
+    // announcement too (docs/bird-notes.md).
+    std::string routes_file = "/run/xlb/bird/xlb.conf";
+    // The file's static protocols are "<protocol>4" and "<protocol>6".
+    std::string protocol = "xlb";
+    announce::RouteForm route = announce::RouteForm::kBlackhole;
+    bool operator==(const BgpSettings&) const = default;
+};
+
 struct Settings {
     std::string interface;
     XdpMode xdp_mode = XdpMode::kAuto;
@@ -205,6 +224,7 @@ struct Settings {
     std::string metrics_listen = "127.0.0.1:9464";
     std::string state_file = "/var/lib/xlb/state.json";
     std::string pin_dir = "/sys/fs/bpf/xlb";
+    BgpSettings bgp;
     bool operator==(const Settings&) const = default;
 };
 

@@ -78,6 +78,13 @@ Result<Ring> build_ring(std::span<const RingMember> members,
 std::uint32_t ring_index(const xlb_flow_key& key, std::uint32_t vip_flags, std::uint32_t hash_seed,
                          std::size_t ring_size);
 
+// A digest of what a VIP's table is built from and how flows are mapped onto
+// it, health left out: the seed, the ring size, the hash mode and, sorted by
+// identity, each backend's identity, address, weight and admin state. LB
+// hosts behind ECMP must agree on it (docs/scale-out.md); their published
+// tables (the checksum) then differ only where their health checks differ.
+std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed);
+
 // Sums of per-CPU values as the map lookups return them (one per CPU).
 std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu);
 xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu);

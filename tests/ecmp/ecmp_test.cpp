@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: Apache-2.0
+// Several LB hosts behind ECMP, end to end with real TCP (label ecmp).
+// scripts/lab.sh --lb-hosts 2 --router bgp: the router's BIRD has BGP (+BFD
+// 100 ms x 3) sessions with the BIRD of each LB host (lb, lb2); each host's
+// xlbd writes the VIPs it should announce to its BIRD's routes file; the
+// router installs one route per VIP with a next hop per announcing host and
+// spreads flows over them by the 5-tuple. Both hosts have the same config
+// (VIPs, backends b1..b3 with weights 100:100:200, seed), so a flow moved from
+// one host to the other reaches the same backend although the second host has
+// no connection-table entry for it. Each test prints what it measured.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tcp_lab.h"
+
+namespace xlb::e2e_tcp {
+namespace {
+
+using json = nlohmann::json;
+
+const char* const kHosts[] = {"lb", "lb2"};
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+class EcmpLab : public Lab {
+public:
+    // Two LB hosts over BGP, a client, 3 backends; both agents started and
+    // both hosts' routes on the router.
+    void up_ecmp(const std::string& extra = "") {
+        up(3, "--lb-hosts 2 --router bgp " + extra);
+        for (const char* host : kHosts) script(std::string("agent-start ") + host);
+    }
+    std::string host_dir(const std::string& host) const {
+        return host == "lb" ? dir() : dir() + "/" + host;
+    }
+    std::string socket(const std::string& host) const { return host_dir(host) + "/xlbd.sock"; }
+
+    json api_json(const std::string& host, const std::string& method, const std::string& path,
+                  const std::string& body = "") {
+        std::string cmd = "curl -sS --max-time 20 --unix-socket " + shell_quote(socket(host)) +
+                          " -X " + method;
+        if (!body.empty())
+            cmd += " -H 'Content-Type: application/json' --data-binary " + shell_quote(body);
+        CmdResult r = run(cmd + " " + shell_quote("http://xlbd" + path));
+        if (r.rc != 0) throw std::runtime_error(host + " " + path + ": " + r.out);
+        return json::parse(r.out);
+    }
+
+    // xlbctl ARGS against a host's agent: exit code and output.
+    CmdResult xlbctl(const std::string& host, const std::string& args) {
+        return run(std::string(XLBCTL_PATH) + " --socket " + shell_quote(socket(host)) + " " +
+                   args + " 2>&1");
+    }
+
+    // The router's next hops for a VIP's route (empty: no route).
+    std::vector<std::string> next_hops(const std::string& vip) {
+        const bool v6 = vip.find(':') != std::string::npos;
+        CmdResult r = run("ip -n " + router_ns() + (v6 ? " -6" : "") + " route show " + vip);
+        std::vector<std::string> hops;
+        static const std::regex via(R"(via (\S+))");
+        for (std::sregex_iterator it(r.out.begin(), r.out.end(), via), end; it != end; ++it)
+            hops.push_back((*it)[1]);
+        std::sort(hops.begin(), hops.end());
+        return hops;
+    }
+
+    // Polls until the router's next hops for `vip` number `count`; the time it
+    // took, or nullopt after `timeout`.
+    std::optional<std::chrono::milliseconds> wait_next_hops(
+        const std::string& vip, std::size_t count, std::chrono::milliseconds timeout = 10s) {
+        const auto start = Clock::now();
+        while (Clock::now() - start < timeout) {
+            if (next_hops(vip).size() == count)
+                return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+            std::this_thread::sleep_for(10ms);
+        }
+        return std::nullopt;
+    }
+
+    // A host's counters for one VIP key (/v1/stats).
+    json vip_stats(const std::string& host, const std::string& key) {
+        const json stats = api_json(host, "GET", "/v1/stats");
+        for (const json& v : stats["vips"])
+            if (v["vip"] == key) return v;
+        throw std::runtime_error(host + ": no stats for " + key);
+    }
+    json vip_status(const std::string& host, const std::string& key) {
+        const json status = api_json(host, "GET", "/v1/status");
+        for (const json& v : status["vips"])
+            if (v["vip"] == key) return v;
+        throw std::runtime_error(host + ": no status for " + key);
+    }
+
+    std::string host_log(const std::string& host) const {
+        std::ifstream in(host_dir(host) + "/xlbd.log");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        std::string log = ss.str();
+        return log.size() > 3000 ? log.substr(log.size() - 3000) : log;
+    }
+};
+
+class Ecmp : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, BPF, BIRD)";
+        if (run("command -v bird").rc != 0) GTEST_SKIP() << "bird is not installed";
+    }
+    void up(const std::string& extra = "") {
+        try {
+            lab_.up_ecmp(extra);
+        } catch (const std::exception& e) {
+            FAIL() << e.what();
+        }
+        for (const char* vip : {kVip4, kVip6}) {
+            auto took = lab_.wait_next_hops(vip, 2);
+            ASSERT_TRUE(took) << "the router has no route with both LB hosts for " << vip;
+        }
+    }
+    void TearDown() override {
+        if (!HasFailure()) return;
+        for (const char* host : kHosts)
+            std::printf("---- xlbd log of %s (tail) ----\n%s\n", host, lab_.host_log(host).c_str());
+        std::printf("---- router ----\n%s\n", run("ip -n " + lab_.router_ns() + " route").out.c_str());
+    }
+
+    // Every stream still healthy on the backend it started on; prints them and
+    // returns the worst round trip (ms).
+    double expect_streams_intact(Streams& streams, const std::string& step,
+                                 const std::vector<Streams::Conn>& before) {
+        auto now = streams.snapshot();
+        double worst = 0;
+        std::map<std::string, int> per_backend;
+        int errors = 0;
+        for (std::size_t i = 0; i < now.size(); ++i) {
+            EXPECT_EQ(now[i].error, "") << step << ": stream " << i << " (on " << before[i].backend << ")";
+            errors += !now[i].error.empty();
+            EXPECT_EQ(now[i].backend, before[i].backend) << step << ": stream " << i;
+            EXPECT_GT(now[i].echoes, before[i].echoes) << step << ": stream " << i << " stalled";
+            worst = std::max(worst, now[i].worst_ms);
+            per_backend[now[i].backend]++;
+        }
+        std::printf("MEASURED [%s] %zu streams, %d reset or moved, longest stall %.0f ms, per backend: %s\n",
+                    step.c_str(), now.size(), errors, worst, format_counts(per_backend).c_str());
+        return worst;
+    }
+
+    // The host's status once its agent says BIRD is (or is not) reachable, or
+    // the last one after 10 s. The agent looks at BIRD every second or so.
+    json wait_daemon_reachable(const std::string& host, bool reachable) {
+        json st;
+        for (int i = 0; i < 100; ++i) {
+            st = lab_.api_json(host, "GET", "/v1/status");
+            if (st["bgp"]["daemon"]["reachable"] == reachable) break;
+            std::this_thread::sleep_for(100ms);
+        }
+        return st;
+    }
+
+    // The share of the VIP's packets each host forwarded since `before`.
+    std::map<std::string, std::uint64_t> packets(const std::string& key) {
+        std::map<std::string, std::uint64_t> out;
+        for (const char* host : kHosts) out[host] = lab_.vip_stats(host, key)["packets"].get<std::uint64_t>();
+        return out;
+    }
+
+    EcmpLab lab_;
+};
+
+// Both hosts announce every VIP, the router spreads new connections over both
+// (each host between 35% and 65%), and the backends' shares follow the weights
+// whichever host a connection crossed. Same table on both hosts: same checksum,
+// and `xlbctl status --peers` says so; a weight changed on one host only is
+// reported as a difference.
+TEST_F(Ecmp, BothHostsShareConnectionsAndAgreeOnTables) {
+    up();
+    for (const std::string& vip : {std::string(kVip4), std::string(kVip6)}) {
+        auto hops = lab_.next_hops(vip);
+        EXPECT_EQ(hops.size(), 2u) << vip;
+    }
+    const auto before = packets(vip_key4());
+    const int n = 2000;
+    auto counts = count_backends(lab_.client_ns(), kVip4, n);
+    const auto after = packets(vip_key4());
+    std::uint64_t total = 0;
+    for (const char* host : kHosts) total += after.at(host) - before.at(host);
+    std::printf("MEASURED %d connections: backends %s\n", n, format_counts(counts).c_str());
+    EXPECT_EQ(counts["error"], 0);
+    for (const char* host : kHosts) {
+        const double share = 100.0 * static_cast<double>(after.at(host) - before.at(host)) /
+                             static_cast<double>(total);
+        std::printf("MEASURED host %s forwarded %.1f%% of the VIP's packets\n", host, share);
+        EXPECT_GT(share, 35.0) << host;
+        EXPECT_LT(share, 65.0) << host;
+    }
+    // weights 100:100:200 -> 25%, 25%, 50%, within 5 points
+    const std::map<std::string, double> want{{"b1", 25}, {"b2", 25}, {"b3", 50}};
+    for (const auto& [name, pct] : want)
+        EXPECT_NEAR(100.0 * counts[name] / n, pct, 5.0) << name;
+
+    // the same tables everywhere
+    for (const std::string& key : {vip_key4(), vip_key6(), vip_key_mixed()}) {
+        const json a = lab_.vip_status("lb", key), b = lab_.vip_status("lb2", key);
+        EXPECT_EQ(a["checksum"], b["checksum"]) << key;
+        EXPECT_EQ(a["inputs_checksum"], b["inputs_checksum"]) << key;
+    }
+    CmdResult same = lab_.xlbctl("lb", "status --peers " + lab_.socket("lb2"));
+    std::printf("%s\n", same.out.c_str());
+    EXPECT_EQ(same.rc, 0) << same.out;
+    EXPECT_NE(same.out.find("all 2 hosts agree"), std::string::npos) << same.out;
+
+    // a weight changed on lb2 only
+    CmdResult changed = lab_.xlbctl("lb2", "backend set " + vip_key4() + " " + backend_v4(1) + " --weight 300");
+    ASSERT_EQ(changed.rc, 0) << changed.out;
+    CmdResult differ = lab_.xlbctl("lb", "status --peers " + lab_.socket("lb2"));
+    std::printf("%s\n", differ.out.c_str());
+    EXPECT_EQ(differ.rc, 1) << differ.out;
+    EXPECT_NE(differ.out.find(vip_key4()), std::string::npos) << differ.out;
+    EXPECT_NE(differ.out.find("weight"), std::string::npos) << differ.out;
+    EXPECT_EQ(differ.out.find(vip_key6() + " differ"), std::string::npos) << differ.out;
+}
+
+// A host lost silently (its router port stops forwarding, its BIRD and xlbd
+// freeze): the router's BFD session fails and its routes go; every stream goes
+// on through the other host to the same backend; new connections stall at most
+// about a second.
+TEST_F(Ecmp, SilentHostLossCostsNoStream) {
+    up();
+    Streams streams(lab_.client_ns(), kVip4, 20);
+    std::this_thread::sleep_for(500ms);
+    auto before = streams.snapshot();
+    streams.reset_worst();
+
+    // new connections from the moment of the loss on, one after another
+    double worst_connect_ms = 0;
+    int failed = 0, made = 0;
+    std::thread connector([&] {
+        const auto until = Clock::now() + 3s;
+        while (Clock::now() < until) {
+            const auto t0 = Clock::now();
+            const std::string name = get_backend_name(lab_.client_ns(), kVip4);
+            worst_connect_ms = std::max(
+                worst_connect_ms, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+            failed += name.rfind("error", 0) == 0;
+            ++made;
+        }
+    });
+    lab_.script("host-fail lb2");
+    auto withdrawn = lab_.wait_next_hops(kVip4, 1, 5s);
+    connector.join();
+    ASSERT_TRUE(withdrawn) << "the router kept lb2's route";
+    std::printf("MEASURED silent host loss -> route withdrawn on the router after %lld ms\n",
+                static_cast<long long>(withdrawn->count()));
+    EXPECT_LT(withdrawn->count(), 1000);
+    EXPECT_EQ(lab_.next_hops(kVip4), std::vector<std::string>{"203.0.113.2"});
+    std::this_thread::sleep_for(1s);
+    const double stall = expect_streams_intact(streams, "silent loss of lb2", before);
+    std::printf("MEASURED %d new connections from the loss on: %d failed, slowest %.0f ms\n", made,
+                failed, worst_connect_ms);
+    EXPECT_EQ(failed, 0);
+    EXPECT_LT(stall, 2000.0);
+
+    // back
+    before = streams.snapshot();
+    streams.reset_worst();
+    lab_.script("host-restore lb2");
+    ASSERT_TRUE(lab_.wait_next_hops(kVip4, 2, 15s)) << "lb2's route did not come back";
+    std::this_thread::sleep_for(1s);
+    expect_streams_intact(streams, "lb2 restored", before);
+}
+
+// Drain: the host withdraws every VIP within a second, its streams move to the
+// other host without a reset; resume announces again.
+TEST_F(Ecmp, DrainWithdrawsAndResumeAnnouncesAgain) {
+    up();
+    Streams streams(lab_.client_ns(), kVip4, 20);
+    std::this_thread::sleep_for(500ms);
+    auto before = streams.snapshot();
+    streams.reset_worst();
+
+    CmdResult drain = lab_.xlbctl("lb2", "host drain");
+    ASSERT_EQ(drain.rc, 0) << drain.out;
+    auto withdrawn = lab_.wait_next_hops(kVip4, 1, 5s);
+    ASSERT_TRUE(withdrawn) << "lb2 still announced after drain";
+    std::printf("MEASURED drain -> route withdrawn after %lld ms\n",
+                static_cast<long long>(withdrawn->count()));
+    EXPECT_LT(withdrawn->count(), 1000);
+    EXPECT_TRUE(lab_.wait_next_hops(kVip6, 1, 2s)) << "the IPv6 VIP stayed announced";
+    const json st = lab_.api_json("lb2", "GET", "/v1/status");
+    EXPECT_EQ(st["bgp"]["host"]["drained"], true) << st["bgp"].dump();
+    for (const json& v : st["vips"]) {
+        EXPECT_EQ(v["announcement"]["state"], "withdrawn") << v.dump();
+        EXPECT_EQ(v["announcement"]["reason"], "host_drained") << v.dump();
+    }
+    std::this_thread::sleep_for(1s);
+    expect_streams_intact(streams, "drain lb2", before);
+
+    // a drained host stays drained across an agent restart
+    lab_.script("agent-kill lb2");
+    lab_.script("agent-start lb2");
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(lab_.next_hops(kVip4).size(), 1u) << "a restarted drained agent announced";
+
+    before = streams.snapshot();
+    CmdResult resume = lab_.xlbctl("lb2", "host resume");
+    ASSERT_EQ(resume.rc, 0) << resume.out;
+    ASSERT_TRUE(lab_.wait_next_hops(kVip4, 2, 5s)) << "lb2 did not announce after resume";
+    const auto p0 = packets(vip_key4());
+    auto counts = count_backends(lab_.client_ns(), kVip4, 200);
+    const auto p1 = packets(vip_key4());
+    EXPECT_GT(p1.at("lb2"), p0.at("lb2")) << "lb2 takes no new flows after resume";
+    EXPECT_EQ(counts["error"], 0);
+    expect_streams_intact(streams, "resume lb2", before);
+}
+
+// kill -9 and start again on one host: nothing is withdrawn, no stream resets.
+TEST_F(Ecmp, AgentRestartWithdrawsNothing) {
+    up();
+    Streams streams(lab_.client_ns(), kVip4, 20);
+    std::this_thread::sleep_for(500ms);
+    auto before = streams.snapshot();
+    streams.reset_worst();
+    std::atomic<bool> stop{false};
+    std::atomic<int> min_hops{2};
+    std::thread watch([&] {
+        while (!stop) {
+            min_hops = std::min<int>(min_hops, static_cast<int>(lab_.next_hops(kVip4).size()));
+            std::this_thread::sleep_for(20ms);
+        }
+    });
+    lab_.script("agent-kill lb2");
+    std::this_thread::sleep_for(1s);
+    lab_.script("agent-start lb2");
+    std::this_thread::sleep_for(1s);
+    stop = true;
+    watch.join();
+    EXPECT_EQ(min_hops.load(), 2) << "a route was withdrawn while xlbd restarted";
+    expect_streams_intact(streams, "kill -9 and restart xlbd on lb2", before);
+}
+
+// Health differs between hosts: every backend of the VIP down as seen from lb2
+// only (its config probes a port nothing listens on): withdrawn from lb2 only,
+// announced again when lb2 sees one come back.
+TEST_F(Ecmp, VipWithNoHealthyBackendIsWithdrawnFromThatHostOnly) {
+    up("--health --panic-threshold 0");
+    const std::string config = lab_.host_dir("lb2") + "/xlbd.yaml";
+    std::string original = run("cat " + config).out;
+    std::string broken = std::regex_replace(original, std::regex("path: /healthz"), "path: /healthz, port: 81");
+    ASSERT_NE(broken, original);
+    { std::ofstream(config) << broken; }
+    CmdResult reload = lab_.xlbctl("lb2", "reload");
+    ASSERT_EQ(reload.rc, 0) << reload.out;
+    auto withdrawn = lab_.wait_next_hops(kVip4, 1, 10s);
+    ASSERT_TRUE(withdrawn) << "lb2 kept announcing a VIP it cannot serve";
+    EXPECT_EQ(lab_.next_hops(kVip4), std::vector<std::string>{"203.0.113.2"});
+    const json a = lab_.vip_status("lb2", vip_key4());
+    EXPECT_EQ(a["announcement"]["reason"], "no_serving_backend") << a.dump();
+    std::printf("MEASURED all backends down on lb2 -> withdrawn from lb2 after %lld ms\n",
+                static_cast<long long>(withdrawn->count()));
+    auto counts = count_backends(lab_.client_ns(), kVip4, 100);
+    EXPECT_EQ(counts["error"], 0) << format_counts(counts);
+
+    { std::ofstream(config) << original; }
+    reload = lab_.xlbctl("lb2", "reload");
+    ASSERT_EQ(reload.rc, 0) << reload.out;
+    EXPECT_TRUE(lab_.wait_next_hops(kVip4, 2, 10s)) << "lb2 did not announce again";
+}
+
+// BIRD stopped on one host: the router withdraws that host's routes and its
+// xlbd reports the daemon unreachable (readiness is about the data plane and
+// stays); BIRD started again: the routes come back without an agent restart.
+TEST_F(Ecmp, BirdDownIsReportedAndCaughtUp) {
+    up();
+    lab_.script("bird-stop lb2");
+    ASSERT_TRUE(lab_.wait_next_hops(kVip4, 1, 5s)) << "the router kept lb2's routes";
+    json st = wait_daemon_reachable("lb2", false);
+    EXPECT_EQ(st["bgp"]["daemon"]["reachable"], false) << st["bgp"].dump();
+    EXPECT_NE(st["bgp"]["daemon"]["error"].get<std::string>().find("BGP daemon unreachable"),
+              std::string::npos)
+        << st["bgp"].dump();
+    CmdResult ready = run("curl -s -o /dev/null -w '%{http_code}' --unix-socket " +
+                          shell_quote(lab_.socket("lb2")) + " http://xlbd/readyz");
+    EXPECT_EQ(ready.out, "200");
+    CmdResult metrics = run("ip netns exec " + lab_.ns("lb2") +
+                            " curl -s http://127.0.0.1:9464/metrics");
+    EXPECT_NE(metrics.out.find("xlb_bgp_daemon_up 0"), std::string::npos);
+
+    lab_.script("bird-start lb2");
+    auto back = lab_.wait_next_hops(kVip4, 2, 15s);
+    ASSERT_TRUE(back) << "lb2's routes did not come back";
+    std::printf("MEASURED BIRD restarted -> routes back after %lld ms\n",
+                static_cast<long long>(back->count()));
+    st = wait_daemon_reachable("lb2", true);
+    EXPECT_EQ(st["bgp"]["daemon"]["reachable"], true) << st["bgp"].dump();
+}
+
+}  // namespace
+}  // namespace xlb::e2e_tcp
