@@ -156,6 +156,13 @@ protected:
         return worst;
     }
 
+    // The streams once they run, their worst round trip forgotten.
+    static std::vector<Streams::Conn> settled(Streams& streams) {
+        std::this_thread::sleep_for(500ms);
+        streams.reset_worst();
+        return streams.snapshot();
+    }
+
     // The host's status once its agent says BIRD is (or is not) reachable, or
     // the last one after 10 s. The agent looks at BIRD every second or so.
     json wait_daemon_reachable(const std::string& host, bool reachable) {
@@ -238,9 +245,7 @@ TEST_F(Ecmp, BothHostsShareConnectionsAndAgreeOnTables) {
 TEST_F(Ecmp, SilentHostLossCostsNoStream) {
     up();
     Streams streams(lab_.client_ns(), kVip4, 20);
-    std::this_thread::sleep_for(500ms);
-    auto before = streams.snapshot();
-    streams.reset_worst();
+    auto before = settled(streams);
 
     // new connections from the moment of the loss on, one after another
     double worst_connect_ms = 0;
@@ -285,9 +290,7 @@ TEST_F(Ecmp, SilentHostLossCostsNoStream) {
 TEST_F(Ecmp, DrainWithdrawsAndResumeAnnouncesAgain) {
     up();
     Streams streams(lab_.client_ns(), kVip4, 20);
-    std::this_thread::sleep_for(500ms);
-    auto before = streams.snapshot();
-    streams.reset_worst();
+    auto before = settled(streams);
 
     CmdResult drain = lab_.xlbctl("lb2", "host drain");
     ASSERT_EQ(drain.rc, 0) << drain.out;
@@ -328,9 +331,7 @@ TEST_F(Ecmp, DrainWithdrawsAndResumeAnnouncesAgain) {
 TEST_F(Ecmp, AgentRestartWithdrawsNothing) {
     up();
     Streams streams(lab_.client_ns(), kVip4, 20);
-    std::this_thread::sleep_for(500ms);
-    auto before = streams.snapshot();
-    streams.reset_worst();
+    auto before = settled(streams);
     std::atomic<bool> stop{false};
     std::atomic<int> min_hops{2};
     std::thread watch([&] {
