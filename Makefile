@@ -2,7 +2,9 @@
 # xlb: the entry point. CMake does the building underneath; you type `make`.
 #
 #   make          build everything (BPF objects, skeletons, C++)
-#   make test     install missing dependencies, build, run every test
+#   make test     install missing dependencies, check the style, build, run every test
+#   make format-check   clang-format over every C, C++ and BPF source (no changes)
+#   make format   rewrite the sources in the style
 #   make bench    build and run the benchmarks (JSON in build/bench/)
 #   make demo     install, build and show the balancer at work
 #   make install  install binaries, unit and example config (PREFIX=/usr/local)
@@ -21,7 +23,7 @@ ifeq ($(V),1)
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all build deps configure test bench demo install clean help
+.PHONY: all build deps configure test bench demo install clean help format format-check
 
 all: build
 
@@ -39,7 +41,14 @@ configure: $(BUILD_DIR)/CMakeCache.txt
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) $(CMAKE_VERBOSE)
 
+format-check:
+	@./scripts/format.sh check
+
+format:
+	@./scripts/format.sh fix
+
 test: deps
+	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build
 	@./scripts/ensure-bpffs.sh
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_ARGS)

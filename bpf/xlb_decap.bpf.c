@@ -114,7 +114,7 @@ int xlb_decap(struct xdp_md *ctx)
 		if (!xlb_is_local(&ip6h->daddr, XLB_FAMILY_V6))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
 		if ((void *)(ip6h + 1) + (inner_proto == ETH_P_IP ? sizeof(struct iphdr)
-								 : sizeof(struct ipv6hdr)) >
+								  : sizeof(struct ipv6hdr)) >
 		    data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
 		return xlb_strip(ctx, sizeof(*ip6h), inner_proto);

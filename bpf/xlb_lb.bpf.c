@@ -70,7 +70,7 @@ struct {
 } xlb_backend_stats SEC(".maps");
 
 static __always_inline struct xlb_vip_value *xlb_match_vip(const __be32 *addr, __be16 port,
-							    __u8 proto, __u8 family)
+							   __u8 proto, __u8 family)
 {
 	struct xlb_vip_key vk = {};
 	struct xlb_vip_value *vip;
@@ -290,9 +290,8 @@ int xlb_lb(struct xdp_md *ctx)
 		int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
 
 		/* An ICMP error must not create a flow entry of its own. */
-		err = xlb_pick_backend(vip, &pkt.key, use_ct && !pkt.tcp_syn,
-				       use_ct && !icmp_error, hash, icmp_error ? NULL : vstats,
-				       &backend_id, &be);
+		err = xlb_pick_backend(vip, &pkt.key, use_ct && !pkt.tcp_syn, use_ct && !icmp_error,
+				       hash, icmp_error ? NULL : vstats, &backend_id, &be);
 	}
 	if (err == 0)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash);

@@ -47,8 +47,8 @@ int xlb_bench_wrapper(struct xdp_md *ctx)
 	data_end = (void *)(long)ctx->data_end;
 	if (data + XLB_BENCH_FRAME_LEN > data_end)
 		return XDP_ABORTED;
-	/* 16 eight-byte copies (a plain memcpy becomes 128 one-byte ones: the
-	 * compiler cannot know the packet's alignment). */
+		/* 16 eight-byte copies (a plain memcpy becomes 128 one-byte ones: the
+		 * compiler cannot know the packet's alignment). */
 #pragma unroll
 	for (int i = 0; i < XLB_BENCH_FRAME_LEN / 8; i++)
 		((__u64 *)data)[i] = ((const __u64 *)frame_template)[i];

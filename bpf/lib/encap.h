@@ -76,7 +76,8 @@ static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct 
 	outer->ttl = XLB_ENCAP_TTL;
 	outer->protocol = IPPROTO_IPIP;
 	outer->saddr = xlb_derive_src32(
-		cfg->src_v4, 32 - (cfg->src_v4_prefix_len > 32 ? 32 : cfg->src_v4_prefix_len), hash);
+		cfg->src_v4, 32 - (cfg->src_v4_prefix_len > 32 ? 32 : cfg->src_v4_prefix_len),
+		hash);
 	outer->daddr = be->addr[0];
 	xlb_ipv4_set_csum(outer);
 }

@@ -83,8 +83,7 @@ XLB_HASH_INLINE __u32 xlb_flow_hash_src(const struct xlb_flow_key *key, __u32 se
 	return xlb_hash_finish(h, 20);
 }
 
-XLB_HASH_INLINE __u32 xlb_vip_flow_hash(const struct xlb_flow_key *key, __u32 vip_flags,
-					__u32 seed)
+XLB_HASH_INLINE __u32 xlb_vip_flow_hash(const struct xlb_flow_key *key, __u32 vip_flags, __u32 seed)
 {
 	if (vip_flags & XLB_VIP_F_HASH_SRC_ONLY)
 		return xlb_flow_hash_src(key, seed);

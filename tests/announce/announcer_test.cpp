@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <gtest/gtest.h>
+#include "xlb/announce/announcer.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <optional>
 
 #include "fake_bird.h"
-#include "xlb/announce/announcer.h"
 #include "xlb/files/files.h"
 
 namespace xlb::announce {
@@ -35,7 +35,9 @@ AnnouncerOptions options(const TempDir& dir) {
     return o;
 }
 
-std::string file(const TempDir& dir) { return files::read_file(dir / "run/xlb/bird/xlb.conf").value().value_or(""); }
+std::string file(const TempDir& dir) {
+    return files::read_file(dir / "run/xlb/bird/xlb.conf").value().value_or("");
+}
 
 const TimePoint t0 = TimePoint{} + seconds(1'000'000);
 
@@ -43,7 +45,8 @@ TEST(Announcer, WritesThenConfiguresOnceAndNotAgainForTheSameSet) {
     TempDir dir;
     FakeBird bird(dir / "bird.ctl", test::healthy_bird({"192.0.2.10/32"}, {}));
     Announcer a(options(dir));
-    const HostInput in = host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)});
+    const HostInput in = host(
+        {vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)});
 
     const auto& s = a.update(in, t0);
     EXPECT_EQ(s.problem, Problem::kNone) << s.last_error;
@@ -69,7 +72,8 @@ TEST(Announcer, WritesThenConfiguresOnceAndNotAgainForTheSameSet) {
 TEST(Announcer, RestartedAgentWithTheSameSetDoesNotReconfigure) {
     TempDir dir;
     FakeBird bird(dir / "bird.ctl", test::healthy_bird({"192.0.2.10/32"}, {"2001:db8::10/128"}));
-    const HostInput in = host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("[2001:db8::10]:80/tcp", "2001:db8::10", 1)});
+    const HostInput in = host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2),
+                               vip("[2001:db8::10]:80/tcp", "2001:db8::10", 1)});
     {
         Announcer first(options(dir));
         first.update(in, t0);
@@ -89,7 +93,8 @@ TEST(Announcer, RestartedAgentCatchesAConfigureThePreviousOneMissed) {
     // BIRD still runs an older set: the previous agent died after its write.
     FakeBird bird(dir / "bird.ctl", test::healthy_bird({"192.0.2.99/32"}, {}));
     const HostInput in = host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2)});
-    ASSERT_TRUE(files::write_file_atomic(dir / "run/xlb/bird/xlb.conf", render_routes({ip("192.0.2.10")}, {})));
+    ASSERT_TRUE(files::write_file_atomic(dir / "run/xlb/bird/xlb.conf",
+                                         render_routes({ip("192.0.2.10")}, {})));
     Announcer a(options(dir));
     const auto& s = a.update(in, t0);
     EXPECT_EQ(s.writes_total, 0u);
@@ -104,7 +109,9 @@ TEST(Announcer, HoldsWithdrawalsUntilStartupCompletes) {
                                          render_routes({ip("192.0.2.10"), ip("192.0.2.20")}, {})));
     Announcer a(options(dir));
     // Starting: 192.0.2.20's table is not live yet; nothing is withdrawn.
-    auto starting = host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)}, false);
+    auto starting =
+        host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)},
+             false);
     starting.vips[1].table_live = false;
     const auto& s = a.update(starting, t0);
     EXPECT_TRUE(s.holding_withdrawals);
@@ -114,7 +121,8 @@ TEST(Announcer, HoldsWithdrawalsUntilStartupCompletes) {
     EXPECT_EQ(bird.count("configure"), 0);
 
     // Started, and 192.0.2.20 really has no backend: withdrawn now.
-    a.update(host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)}),
+    a.update(host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2),
+                   vip("192.0.2.20:80/tcp", "192.0.2.20", 0)}),
              t0 + seconds(1));
     EXPECT_FALSE(a.status().holding_withdrawals);
     EXPECT_EQ(a.status().routes, std::vector<net::IpAddress>{ip("192.0.2.10")});
@@ -132,8 +140,9 @@ TEST(Announcer, BirdUnreachableKeepsTheFileAndRetries) {
     EXPECT_EQ(s.problem, Problem::kUnreachable);
     EXPECT_EQ(s.unreachable_since, t0);
     EXPECT_TRUE(s.configure_pending);
-    EXPECT_EQ(s.last_error, "BGP daemon unreachable: connect to BIRD control socket " + (dir / "bird.ctl") +
-                                ": No such file or directory (is bird running? check bgp.control_socket)");
+    EXPECT_EQ(s.last_error,
+              "BGP daemon unreachable: connect to BIRD control socket " + (dir / "bird.ctl") +
+                  ": No such file or directory (is bird running? check bgp.control_socket)");
 
     a.update(in, t0 + seconds(1));  // within retry_interval: not tried
     EXPECT_EQ(a.status().configure_failures_total, 1u);
@@ -165,7 +174,8 @@ TEST(Announcer, PeriodicCheckNoticesBirdGoing) {
     a.update(in, t0 + seconds(11));
     EXPECT_FALSE(a.status().daemon_reachable);
     EXPECT_EQ(a.status().unreachable_since, t0 + seconds(11));
-    EXPECT_FALSE(a.status().configure_pending) << "nothing changed: BIRD reads the file when it is back";
+    EXPECT_FALSE(a.status().configure_pending)
+        << "nothing changed: BIRD reads the file when it is back";
 }
 
 TEST(Announcer, RefusedConfigurationIsReportedWithBirdsText) {
@@ -174,8 +184,9 @@ TEST(Announcer, RefusedConfigurationIsReportedWithBirdsText) {
     auto healthy = test::healthy_bird({}, {});
     FakeBird bird(dir / "bird.ctl", [&](const std::string& command) {
         if (command == "configure" && refusals-- > 0)
-            return std::string("0002-Reading configuration from /etc/bird/bird.conf\n"
-                               "8002 /etc/bird/bird.conf:12:1 syntax error, unexpected '}'\n");
+            return std::string(
+                "0002-Reading configuration from /etc/bird/bird.conf\n"
+                "8002 /etc/bird/bird.conf:12:1 syntax error, unexpected '}'\n");
         return healthy(command);
     });
     Announcer a(options(dir));
@@ -183,7 +194,8 @@ TEST(Announcer, RefusedConfigurationIsReportedWithBirdsText) {
     a.update(in, t0);
     EXPECT_TRUE(a.status().daemon_reachable);
     EXPECT_EQ(a.status().problem, Problem::kRefused);
-    EXPECT_NE(a.status().last_error.find("/etc/bird/bird.conf:12:1 syntax error"), std::string::npos)
+    EXPECT_NE(a.status().last_error.find("/etc/bird/bird.conf:12:1 syntax error"),
+              std::string::npos)
         << a.status().last_error;
     EXPECT_TRUE(a.status().configure_pending);
     a.update(in, t0 + seconds(3));
@@ -227,7 +239,8 @@ TEST(Announcer, UnwritableFileIsAFileProblem) {
     Announcer a(options(dir));
     a.update(host({vip("192.0.2.10:80/tcp", "192.0.2.10", 2)}), t0);
     EXPECT_EQ(a.status().problem, Problem::kFile);
-    EXPECT_NE(a.status().last_error.find("Not a directory"), std::string::npos) << a.status().last_error;
+    EXPECT_NE(a.status().last_error.find("Not a directory"), std::string::npos)
+        << a.status().last_error;
 }
 
 }  // namespace

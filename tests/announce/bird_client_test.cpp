@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "xlb/announce/bird_client.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "fake_bird.h"
-#include "xlb/announce/bird_client.h"
 
 namespace xlb::announce::bird {
 namespace {
@@ -16,7 +17,8 @@ using test::TempDir;
 TEST(BirdReplyParser, CodesContinuationsAndSpontaneousLines) {
     ReplyParser p;
     const std::string bytes =
-        "2002-Name       Proto\n1002-device1    Device\n kernel1    Kernel\n+spontaneous log line\n0000 \n"
+        "2002-Name       Proto\n1002-device1    Device\n kernel1    Kernel\n+spontaneous log "
+        "line\n0000 \n"
         "0002-Reading configuration from x\n8002 x.conf:3:8 Invalid IPv4 address\n";
     // Every split of the stream gives the same replies.
     for (std::size_t cut = 0; cut <= bytes.size(); cut += 7) {
@@ -61,7 +63,8 @@ TEST(BirdClient, ConfigureOutcomes) {
     EXPECT_EQ(r->outcome, ConfigureOutcome::kReconfigured);
     EXPECT_EQ(r->message, "Reading configuration from /etc/bird/bird.conf\nReconfigured");
 
-    answer = "0002-Reading configuration from /etc/bird/bird.conf\n0004 Reconfiguration in progress\n";
+    answer =
+        "0002-Reading configuration from /etc/bird/bird.conf\n0004 Reconfiguration in progress\n";
     r = c->configure();
     ASSERT_TRUE(r) << r.error();
     EXPECT_EQ(r->outcome, ConfigureOutcome::kInProgress);
@@ -71,25 +74,29 @@ TEST(BirdClient, ConfigureOutcomes) {
     ASSERT_TRUE(r) << r.error();
     EXPECT_EQ(r->outcome, ConfigureOutcome::kQueued);
 
-    answer = "0002-Reading configuration from /etc/bird/bird.conf\n"
-             "8002 /run/xlb/bird/xlb.conf:3:8 Invalid IPv4 address 192.0.2.300\n";
+    answer =
+        "0002-Reading configuration from /etc/bird/bird.conf\n"
+        "8002 /run/xlb/bird/xlb.conf:3:8 Invalid IPv4 address 192.0.2.300\n";
     r = c->configure();
     ASSERT_FALSE(r);
     EXPECT_FALSE(c->broken());
     EXPECT_EQ(r.error().message(),
-              "BIRD refused its configuration: /run/xlb/bird/xlb.conf:3:8 Invalid IPv4 address 192.0.2.300 "
+              "BIRD refused its configuration: /run/xlb/bird/xlb.conf:3:8 Invalid IPv4 address "
+              "192.0.2.300 "
               "(BIRD keeps running the previous one; fix the file and xlbd tries again)");
 
     answer = "0016 Access restricted\n";
     r = c->configure();
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message().find("code 16: Access restricted"), std::string::npos) << r.error();
+    EXPECT_NE(r.error().message().find("code 16: Access restricted"), std::string::npos)
+        << r.error();
     EXPECT_EQ(bird.count("configure"), 5);
 }
 
 TEST(BirdClient, ShowProtocolsAndRoutes) {
     TempDir dir;
-    FakeBird bird(dir / "bird.ctl", test::healthy_bird({"192.0.2.10/32", "192.0.2.11/32"}, {"2001:db8::10/128"}));
+    FakeBird bird(dir / "bird.ctl",
+                  test::healthy_bird({"192.0.2.10/32", "192.0.2.11/32"}, {"2001:db8::10/128"}));
     auto c = Client::connect(dir / "bird.ctl", milliseconds(1000));
     ASSERT_TRUE(c) << c.error();
     auto protocols = c->show_protocols();
@@ -139,8 +146,9 @@ TEST(BirdClient, NoSocketNamesPathAndHint) {
     TempDir dir;
     auto c = Client::connect(dir / "bird.ctl", milliseconds(500));
     ASSERT_FALSE(c);
-    EXPECT_EQ(c.error().message(), "connect to BIRD control socket " + (dir / "bird.ctl") +
-                                       ": No such file or directory (is bird running? check bgp.control_socket)");
+    EXPECT_EQ(c.error().message(),
+              "connect to BIRD control socket " + (dir / "bird.ctl") +
+                  ": No such file or directory (is bird running? check bgp.control_socket)");
 }
 
 TEST(BirdClient, SilentServerTimesOut) {
@@ -163,8 +171,9 @@ TEST(BirdClient, WedgedCommandTimesOut) {
     auto r = c->configure();
     ASSERT_FALSE(r);
     EXPECT_TRUE(c->broken());
-    EXPECT_EQ(r.error().message(), "read BIRD's answer to \"configure\" from " + (dir / "bird.ctl") +
-                                       ": Connection timed out (no complete answer within 300 ms: is bird wedged?)");
+    EXPECT_EQ(r.error().message(),
+              "read BIRD's answer to \"configure\" from " + (dir / "bird.ctl") +
+                  ": Connection timed out (no complete answer within 300 ms: is bird wedged?)");
 }
 
 TEST(BirdClient, ServerGoneMidReply) {
@@ -175,7 +184,8 @@ TEST(BirdClient, ServerGoneMidReply) {
     auto r = c->show_protocols();
     ASSERT_FALSE(r);
     EXPECT_TRUE(c->broken());
-    EXPECT_NE(r.error().message().find("BIRD closed the connection"), std::string::npos) << r.error();
+    EXPECT_NE(r.error().message().find("BIRD closed the connection"), std::string::npos)
+        << r.error();
     // Once broken, nothing more is sent.
     EXPECT_FALSE(c->command("show status"));
 }

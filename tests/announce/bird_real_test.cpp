@@ -4,9 +4,8 @@
 // kernel or BGP protocol), so it opens no socket but its control socket and
 // touches no kernel table. It is killed and its files removed whatever the
 // test does.
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,8 +15,8 @@
 #include <fstream>
 #include <thread>
 
-#include "xlb/announce/announcer.h"
 #include "fake_bird.h"
+#include "xlb/announce/announcer.h"
 #include "xlb/files/files.h"
 
 namespace xlb::announce {
@@ -61,8 +60,8 @@ public:
                 ::dup2(fd, 1);
                 ::dup2(fd, 2);
             }
-            ::execl(binary.c_str(), binary.c_str(), "-f", "-c", config.c_str(), "-s", socket.c_str(), "-P",
-                    pidfile.c_str(), static_cast<char*>(nullptr));
+            ::execl(binary.c_str(), binary.c_str(), "-f", "-c", config.c_str(), "-s",
+                    socket.c_str(), "-P", pidfile.c_str(), static_cast<char*>(nullptr));
             ::_exit(127);
         }
     }
@@ -106,7 +105,8 @@ protected:
     void SetUp() override {
         binary_ = find_bird();
         if (binary_.empty())
-            GTEST_SKIP() << "bird (BIRD 2) is not installed: scripts/install-deps.sh installs Debian bird2";
+            GTEST_SKIP()
+                << "bird (BIRD 2) is not installed: scripts/install-deps.sh installs Debian bird2";
         // The include as docs/bird-notes.md recommends it: "[n]" makes BIRD
         // glob from the parent, so a missing directory (after a reboot) is no
         // error. The anchor protocol stands for the operator's own ones
@@ -121,8 +121,8 @@ protected:
     }
 
     std::unique_ptr<BirdProcess> start_bird() {
-        auto bird = std::make_unique<BirdProcess>(binary_, dir_ / "bird.conf", dir_ / "bird.ctl", dir_ / "bird.pid",
-                                                  dir_ / "bird.log");
+        auto bird = std::make_unique<BirdProcess>(binary_, dir_ / "bird.conf", dir_ / "bird.ctl",
+                                                  dir_ / "bird.pid", dir_ / "bird.log");
         for (int i = 0; i < 250; ++i) {
             if (bird::Client::connect(dir_ / "bird.ctl", milliseconds(200))) return bird;
             if (!bird->running()) break;
@@ -168,8 +168,9 @@ TEST_F(RealBird, AnnouncesWithdrawsAndSurvivesRestartsOfEither) {
 
     HostInput in;
     in.startup_complete = true;
-    in.vips = {vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.10:443/tcp", "192.0.2.10", 1),
-               vip("[2001:db8::10]:80/tcp", "2001:db8::10", 1), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)};
+    in.vips = {
+        vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.10:443/tcp", "192.0.2.10", 1),
+        vip("[2001:db8::10]:80/tcp", "2001:db8::10", 1), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)};
     {
         Announcer a(options_);
         const auto& s = a.update(in, t0);
@@ -177,7 +178,8 @@ TEST_F(RealBird, AnnouncesWithdrawsAndSurvivesRestartsOfEither) {
         EXPECT_TRUE(s.daemon_reachable);
         EXPECT_EQ(s.daemon_version, "2.0.12");
         EXPECT_TRUE(s.protocols_loaded);
-        EXPECT_EQ(bird_routes(), (std::vector<net::IpAddress>{ip("192.0.2.10"), ip("2001:db8::10")}));
+        EXPECT_EQ(bird_routes(),
+                  (std::vector<net::IpAddress>{ip("192.0.2.10"), ip("2001:db8::10")}));
 
         // 192.0.2.10 loses its backends on both ports: withdrawn; 192.0.2.20 gains one.
         in.vips[0].serving_backends = 0;
@@ -185,7 +187,8 @@ TEST_F(RealBird, AnnouncesWithdrawsAndSurvivesRestartsOfEither) {
         in.vips[3].serving_backends = 1;
         a.update(in, t0 + seconds(1));
         ASSERT_EQ(a.status().problem, Problem::kNone) << a.status().last_error;
-        EXPECT_EQ(bird_routes(), (std::vector<net::IpAddress>{ip("192.0.2.20"), ip("2001:db8::10")}));
+        EXPECT_EQ(bird_routes(),
+                  (std::vector<net::IpAddress>{ip("192.0.2.20"), ip("2001:db8::10")}));
         EXPECT_EQ(a.status().configures_total, 2u);
     }
 
@@ -227,14 +230,17 @@ TEST_F(RealBird, RefusedConfigurationCarriesBirdsText) {
     auto bird = start_bird();
     ASSERT_TRUE(bird);
     // Something else in the included directory that BIRD cannot parse.
-    ASSERT_TRUE(files::write_file_atomic(dir_ / "run/xlb/bird/broken.conf", "protocol static { ipv4; route 192.0.2.300/32 blackhole; }\n"));
+    ASSERT_TRUE(
+        files::write_file_atomic(dir_ / "run/xlb/bird/broken.conf",
+                                 "protocol static { ipv4; route 192.0.2.300/32 blackhole; }\n"));
     Announcer a(options_);
     HostInput in;
     in.startup_complete = true;
     in.vips = {vip("192.0.2.10:80/tcp", "192.0.2.10", 2)};
     a.update(in, Clock::now());
     EXPECT_EQ(a.status().problem, Problem::kRefused);
-    EXPECT_NE(a.status().last_error.find("broken.conf:1:"), std::string::npos) << a.status().last_error;
+    EXPECT_NE(a.status().last_error.find("broken.conf:1:"), std::string::npos)
+        << a.status().last_error;
     EXPECT_TRUE(a.status().configure_pending);
 }
 

@@ -29,7 +29,8 @@ FakeBird::FakeBird(std::string socket_path, Handler handler, std::string greetin
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 8) != 0)
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listen_fd_, 8) != 0)
         throw std::runtime_error("fake BIRD: bind/listen " + path_ + ": " + std::strerror(errno));
     thread_ = std::thread([this] { serve(); });
 }
@@ -103,7 +104,8 @@ void FakeBird::session(int fd) {
 
 FakeBird::Handler healthy_bird(std::vector<std::string> routes4, std::vector<std::string> routes6) {
     return [routes4, routes6](const std::string& command) -> std::string {
-        if (command == "configure") return "0002-Reading configuration from /etc/bird/bird.conf\n0003 Reconfigured\n";
+        if (command == "configure")
+            return "0002-Reading configuration from /etc/bird/bird.conf\n0003 Reconfigured\n";
         if (command == "show protocols")
             return "2002-Name       Proto      Table      State  Since         Info\n"
                    "1002-device1    Device     ---        up     17:41:52.148  \n"
@@ -111,10 +113,12 @@ FakeBird::Handler healthy_bird(std::vector<std::string> routes4, std::vector<std
                    " xlb6       Static     master6    up     17:42:23.636  \n"
                    " uplink     BGP        ---        up     17:41:55.564  Established   \n"
                    "0000 \n";
-        auto table = [](const char* name, const std::vector<std::string>& routes, const char* proto) {
+        auto table = [](const char* name, const std::vector<std::string>& routes,
+                        const char* proto) {
             if (routes.empty()) return std::string("0000 \n");
             std::string out = std::string("1007-Table ") + name + ":\n";
-            for (const auto& r : routes) out += " " + r + "        blackhole [" + proto + " 17:42:23.636] * (200)\n";
+            for (const auto& r : routes)
+                out += " " + r + "        blackhole [" + proto + " 17:42:23.636] * (200)\n";
             return out + "0000 \n";
         };
         if (command == "show route protocol xlb4") return table("master4", routes4, "xlb4");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <gtest/gtest.h>
-
 #include "xlb/announce/policy.h"
+
+#include <gtest/gtest.h>
 
 namespace xlb::announce {
 namespace {
@@ -34,15 +34,20 @@ struct Row {
 TEST(AnnouncePolicy, Table) {
     const Row rows[] = {
         {"serving", Policy::kWhenServing, true, 2, 3, false, true, Reason::kServing},
-        {"panic still serves (table not empty)", Policy::kWhenServing, true, 3, 3, false, true, Reason::kServing},
-        {"empty table (panic_threshold 0, all down)", Policy::kWhenServing, true, 0, 3, false, false,
+        {"panic still serves (table not empty)", Policy::kWhenServing, true, 3, 3, false, true,
+         Reason::kServing},
+        {"empty table (panic_threshold 0, all down)", Policy::kWhenServing, true, 0, 3, false,
+         false, Reason::kNoServingBackend},
+        {"no backend at all", Policy::kWhenServing, true, 0, 0, false, false,
          Reason::kNoServingBackend},
-        {"no backend at all", Policy::kWhenServing, true, 0, 0, false, false, Reason::kNoServingBackend},
-        {"not yet published", Policy::kWhenServing, false, 0, 3, false, false, Reason::kNotPublished},
-        {"drained beats serving", Policy::kWhenServing, true, 3, 3, true, false, Reason::kHostDrained},
+        {"not yet published", Policy::kWhenServing, false, 0, 3, false, false,
+         Reason::kNotPublished},
+        {"drained beats serving", Policy::kWhenServing, true, 3, 3, true, false,
+         Reason::kHostDrained},
         {"drained beats always", Policy::kAlways, false, 0, 0, true, false, Reason::kHostDrained},
         {"drained with never", Policy::kNever, true, 3, 3, true, false, Reason::kHostDrained},
-        {"always without a table", Policy::kAlways, false, 0, 0, false, true, Reason::kPolicyAlways},
+        {"always without a table", Policy::kAlways, false, 0, 0, false, true,
+         Reason::kPolicyAlways},
         {"never while serving", Policy::kNever, true, 3, 3, false, false, Reason::kPolicyNever},
     };
     for (const auto& row : rows) {
@@ -67,7 +72,8 @@ TEST(AnnouncePolicy, StableWords) {
     EXPECT_EQ(to_string(Reason::kHostDrained), "host_drained");
     EXPECT_EQ(to_string(Reason::kPolicyNever), "policy_never");
     EXPECT_EQ(to_string(Reason::kPolicyAlways), "policy_always");
-    for (Policy p : {Policy::kWhenServing, Policy::kAlways, Policy::kNever}) EXPECT_EQ(parse_policy(to_string(p)), p);
+    for (Policy p : {Policy::kWhenServing, Policy::kAlways, Policy::kNever})
+        EXPECT_EQ(parse_policy(to_string(p)), p);
     EXPECT_FALSE(parse_policy("sometimes"));
 }
 
@@ -114,11 +120,10 @@ TEST(AnnouncePolicy, RoutesPerAddress) {
     const TimePoint t0 = TimePoint{} + seconds(1);
     DecisionTable table;
     HostInput in;
-    in.vips = {serving("192.0.2.10:80/tcp", "192.0.2.10"),
-               serving("192.0.2.10:443/tcp", "192.0.2.10"),
-               serving("[2001:db8::10]:80/tcp", "2001:db8::10"),
-               serving("192.0.2.2:53/udp", "192.0.2.2"),
-               serving("192.0.2.30:80/tcp", "192.0.2.30", 0)};
+    in.vips = {
+        serving("192.0.2.10:80/tcp", "192.0.2.10"), serving("192.0.2.10:443/tcp", "192.0.2.10"),
+        serving("[2001:db8::10]:80/tcp", "2001:db8::10"), serving("192.0.2.2:53/udp", "192.0.2.2"),
+        serving("192.0.2.30:80/tcp", "192.0.2.30", 0)};
     // One of two VIPs of an address withdrawn: the address stays announced.
     in.vips[1].policy = Policy::kNever;
     const auto& d = table.update(in, t0);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <gtest/gtest.h>
-
 #include "xlb/announce/render.h"
+
+#include <gtest/gtest.h>
 
 namespace xlb::announce {
 namespace {
@@ -26,9 +26,11 @@ TEST(AnnounceRender, Golden) {
         "  route 2001:db8::10/128 blackhole;\n"
         "}\n";
     // Unsorted, with a duplicate: the text is the same.
-    const std::vector<net::IpAddress> routes{ip("2001:db8::10"), ip("192.0.2.10"), ip("192.0.2.2"), ip("192.0.2.10")};
+    const std::vector<net::IpAddress> routes{ip("2001:db8::10"), ip("192.0.2.10"), ip("192.0.2.2"),
+                                             ip("192.0.2.10")};
     EXPECT_EQ(render_routes(routes, {}), golden);
-    EXPECT_EQ(parse_routes(golden), (std::vector<net::IpAddress>{ip("192.0.2.2"), ip("192.0.2.10"), ip("2001:db8::10")}));
+    EXPECT_EQ(parse_routes(golden),
+              (std::vector<net::IpAddress>{ip("192.0.2.2"), ip("192.0.2.10"), ip("2001:db8::10")}));
 }
 
 TEST(AnnounceRender, EmptyStillDefinesBothProtocols) {
@@ -37,10 +39,12 @@ TEST(AnnounceRender, EmptyStillDefinesBothProtocols) {
     o.form = RouteForm::kViaLoopback;
     o.table4 = "t4";
     const std::string text = render_routes({}, o);
-    EXPECT_NE(text.find("protocol static vips4 {\n  ipv4 { table t4; };\n}\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("protocol static vips4 {\n  ipv4 { table t4; };\n}\n"), std::string::npos)
+        << text;
     EXPECT_NE(text.find("protocol static vips6 {\n  ipv6;\n}\n"), std::string::npos) << text;
     EXPECT_TRUE(parse_routes(text).empty());
-    EXPECT_NE(render_routes({ip("192.0.2.1")}, o).find("  route 192.0.2.1/32 via \"lo\";\n"), std::string::npos);
+    EXPECT_NE(render_routes({ip("192.0.2.1")}, o).find("  route 192.0.2.1/32 via \"lo\";\n"),
+              std::string::npos);
 }
 
 TEST(AnnounceRender, Validate) {

@@ -4,12 +4,12 @@
 // endpoint's happy path, every error path (the right status, an "error"
 // message, and nothing changed: epochs, desired state and state file), the
 // state file's round trip and restart rule, /metrics, /livez and /readyz.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <grp.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,24 +21,22 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include <httplib.h>
-#include <nlohmann/json.hpp>
-
+#include "url_encode.h"
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/lookup.h"
-#include "xlb/datapath/setup.h"
 #include "xlb/api/metrics.h"
 #include "xlb/api/server.h"
 #include "xlb/api/state_store.h"
 #include "xlb/config/json.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
-#include "url_encode.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
 
 namespace xlb::api {
@@ -63,7 +61,8 @@ public:
     bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
     bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
     bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
-    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& updates) override {
+    bpf::Result<control::PublishTiming> publish(
+        const std::vector<control::RingUpdate>& updates) override {
         if (fail_publish) return bpf::fail(EIO, "publish rings (injected)");
         std::lock_guard lock(mu);
         for (const control::RingUpdate& r : updates) rings[r.vip_id] = r.backend_ids;
@@ -80,7 +79,8 @@ public:
     bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override {
         std::lock_guard lock(mu);
         auto it = rings.find(vip_id);
-        if (it == rings.end()) return bpf::fail(ENOENT, "find ring of VIP id " + std::to_string(vip_id));
+        if (it == rings.end())
+            return bpf::fail(ENOENT, "find ring of VIP id " + std::to_string(vip_id));
         return it->second;
     }
     bpf::Result<OutcomeCounts> outcomes() const override {
@@ -191,16 +191,17 @@ protected:
     }
 
     Services services() {
-        return Services{*loop,
-                        *store,
-                        dp,
-                        publishes,
-                        std::make_shared<SharedSettings>(settings),
-                        AgentInfo{"0.1.0-test", "eth0", "generic", std::chrono::steady_clock::now() - 5s},
-                        [this]() -> std::optional<std::string> {
-                            if (attached) return std::nullopt;
-                            return "XDP program not attached";
-                        }};
+        return Services{
+            *loop,
+            *store,
+            dp,
+            publishes,
+            std::make_shared<SharedSettings>(settings),
+            AgentInfo{"0.1.0-test", "eth0", "generic", std::chrono::steady_clock::now() - 5s},
+            [this]() -> std::optional<std::string> {
+                if (attached) return std::nullopt;
+                return "XDP program not attached";
+            }};
     }
 
     Reply get(const std::string& path) { return to_reply(client->Get(path.c_str())); }
@@ -231,11 +232,13 @@ protected:
         ASSERT_TRUE(r.body.is_object()) << r.text;
         ASSERT_TRUE(r.body.contains("error")) << r.text;
         EXPECT_NE(r.body["error"].get<std::string>().find(needle), std::string::npos)
-            << "error \"" << r.body["error"].get<std::string>() << "\" should mention \"" << needle << "\"";
+            << "error \"" << r.body["error"].get<std::string>() << "\" should mention \"" << needle
+            << "\"";
     }
 
     // A rejected request: the status, an error naming the problem, no change.
-    void expect_rejected(const std::function<Reply()>& request, int status, const std::string& needle) {
+    void expect_rejected(const std::function<Reply()>& request, int status,
+                         const std::string& needle) {
         World before = world();
         expect_error(request(), status, needle);
         EXPECT_EQ(world(), before) << "a rejected request changed something";
@@ -323,9 +326,9 @@ TEST_F(ApiTest, BackendsShowStateWeightsSlotsAndCounters) {
     std::uint64_t slots = 0;
     double shares = 0;
     for (const json& b : r.body["backends"]) {
-        for (const char* field : {"address", "state", "health", "last_failure", "weight", "effective_weight",
-                                  "weight_factor", "slots", "share_of_slots", "in_table", "id", "generation",
-                                  "packets", "bytes"})
+        for (const char* field : {"address", "state", "health", "last_failure", "weight",
+                                  "effective_weight", "weight_factor", "slots", "share_of_slots",
+                                  "in_table", "id", "generation", "packets", "bytes"})
             EXPECT_TRUE(b.contains(field)) << field;
         EXPECT_EQ(b["state"], "active");
         EXPECT_EQ(b["health"], "healthy");
@@ -384,7 +387,8 @@ TEST_F(ApiTest, LookupAgreesWithTheDataPlaneHash) {
         const std::uint32_t hash = xlb_flow_hash(&key, kSeed);
         const std::uint32_t slot = hash % 251;
 
-        Reply r = get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:" + std::to_string(port) + "&proto=tcp");
+        Reply r =
+            get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:" + std::to_string(port) + "&proto=tcp");
         ASSERT_EQ(r.status, 200) << r.text;
         EXPECT_EQ(r.body["hash"], hash);
         EXPECT_EQ(r.body["slot"], slot);
@@ -402,7 +406,8 @@ TEST_F(ApiTest, LookupAgreesWithTheDataPlaneHash) {
     expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000&proto=udp"), 400, "proto");
     expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000&proto=icmp"), 400, "proto");
     expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000&dport=81"), 400, "dport");
-    expect_error(get("/v1/lookup?" + vq("198.51.100.99:80") + "&src=192.0.2.7:1000"), 404, "no VIP");
+    expect_error(get("/v1/lookup?" + vq("198.51.100.99:80") + "&src=192.0.2.7:1000"), 404,
+                 "no VIP");
 }
 
 TEST_F(ApiTest, LookupSourceHashAndWildcardPort) {
@@ -439,7 +444,8 @@ TEST_F(ApiTest, LookupWithoutLiveTable) {
         std::lock_guard lock(dp.mu);
         dp.rings.erase(vip_id);
     }
-    EXPECT_EQ(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000").body["outcome"], "drop_no_table");
+    EXPECT_EQ(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:1000").body["outcome"],
+              "drop_no_table");
 }
 
 TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
@@ -458,8 +464,13 @@ TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
     EXPECT_EQ(r.body["outcomes"]["pass_not_vip"], 0);
     EXPECT_EQ(r.body["outcomes"]["drop_headroom"], 0);
     ASSERT_EQ(r.body["vips"].size(), 1u);
-    EXPECT_EQ(r.body["vips"][0], (json{{"vip", kWeb}, {"name", "web"}, {"packets", 1010}, {"bytes", 90000},
-                                       {"new_flows", 40}, {"conntrack_hits", 960}, {"drops", 10}}));
+    EXPECT_EQ(r.body["vips"][0], (json{{"vip", kWeb},
+                                       {"name", "web"},
+                                       {"packets", 1010},
+                                       {"bytes", 90000},
+                                       {"new_flows", 40},
+                                       {"conntrack_hits", 960},
+                                       {"drops", 10}}));
     EXPECT_EQ(get("/v1/stats?" + vq(kWeb)).body["vips"].size(), 1u);
     expect_error(get("/v1/stats?" + vq("198.51.100.99:80")), 404, "no VIP");
 }
@@ -467,11 +478,13 @@ TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
 // ---- changing ---------------------------------------------------------------
 
 TEST_F(ApiTest, AddAndDeleteVip) {
-    json spec = {{"address", "2001:db8::10"},
-                 {"port", 443},
-                 {"name", "web6"},
-                 {"ring_size", 251},
-                 {"backends", {{{"address", "2001:db8:1::11"}}, {{"address", "2001:db8:1::12"}, {"weight", 50}}}}};
+    json spec = {
+        {"address", "2001:db8::10"},
+        {"port", 443},
+        {"name", "web6"},
+        {"ring_size", 251},
+        {"backends",
+         {{{"address", "2001:db8:1::11"}}, {{"address", "2001:db8:1::12"}, {"weight", 50}}}}};
     Reply added = post("/v1/vips", spec.dump());
     ASSERT_EQ(added.status, 201) << added.text;
     const std::string key = "[2001:db8::10]:443/tcp";
@@ -496,7 +509,9 @@ TEST_F(ApiTest, VipChangesAreValidated) {
     json good = web_vip();
     good["port"] = 8080;
     good["name"] = "alt";
-    auto post_vip = [&](const std::string& body) { return [this, body] { return post("/v1/vips", body); }; };
+    auto post_vip = [&](const std::string& body) {
+        return [this, body] { return post("/v1/vips", body); };
+    };
 
     expect_rejected(post_vip("{\"address\": \"198.51.100.20\", "), 400, "malformed JSON");
     expect_rejected(post_vip(""), 400, "missing request body");
@@ -513,7 +528,8 @@ TEST_F(ApiTest, VipChangesAreValidated) {
     json not_prime = good;
     not_prime["ring_size"] = 250;
     expect_rejected(post_vip(not_prime.dump()), 400, "ring_size");
-    json mixed = {{"address", "2001:db8::20"}, {"port", 80}, {"backends", {{{"address", "203.0.113.50"}}}}};
+    json mixed = {
+        {"address", "2001:db8::20"}, {"port", 80}, {"backends", {{{"address", "203.0.113.50"}}}}};
     expect_rejected(post_vip(mixed.dump()), 400, "IPv4 address 203.0.113.50 in an IPv6 VIP");
     json same_name = good;
     same_name["name"] = "web";
@@ -578,10 +594,12 @@ TEST_F(ApiTest, BackendChangesAreValidated) {
     expect_rejected(p(path, R"({"address": "203.0.113.20", "weight": 10001})"), 400,
                     "weight: found 10001, expected 0-10000");
     expect_rejected(p(path, R"({"address": "203.0.113.20", "weight": "heavy"})"), 400, "weight");
-    expect_rejected(p(path, R"({"address": "203.0.113.11"})"), 409, "already has backend 203.0.113.11");
-    expect_rejected(p("/v1/backends?" + vq("198.51.100.99:80"), R"({"address": "203.0.113.20"})"), 404,
-                    "no VIP");
-    expect_rejected(p("/v1/backends", R"({"address": "203.0.113.20"})"), 400, "missing query parameter vip");
+    expect_rejected(p(path, R"({"address": "203.0.113.11"})"), 409,
+                    "already has backend 203.0.113.11");
+    expect_rejected(p("/v1/backends?" + vq("198.51.100.99:80"), R"({"address": "203.0.113.20"})"),
+                    404, "no VIP");
+    expect_rejected(p("/v1/backends", R"({"address": "203.0.113.20"})"), 400,
+                    "missing query parameter vip");
 
     expect_rejected(pa(one, R"({"weight": 20000})"), 400, "weight: found 20000");
     expect_rejected(pa(one, R"({"weight": -1})"), 400, "weight: found -1");
@@ -590,20 +608,28 @@ TEST_F(ApiTest, BackendChangesAreValidated) {
     expect_rejected(pa(one, R"({"colour": "red"})"), 400, "unknown field \"colour\"");
     expect_rejected(pa(one, R"({})"), 400, "nothing to change");
     expect_rejected(pa(one, "weight=5"), 400, "malformed JSON");
-    expect_rejected(pa(path + "&address=203.0.113.99", R"({"weight": 5})"), 404, "no backend 203.0.113.99");
+    expect_rejected(pa(path + "&address=203.0.113.99", R"({"weight": 5})"), 404,
+                    "no backend 203.0.113.99");
     expect_rejected(pa(path + "&address=nope", R"({"weight": 5})"), 400, "address");
     expect_rejected(pa(path, R"({"weight": 5})"), 400, "missing query parameter address");
 
     expect_rejected(d(path + "&address=203.0.113.99"), 404, "no backend");
-    expect_rejected(d("/v1/backends?" + vq("198.51.100.99:80") + "&address=203.0.113.11"), 404, "no VIP");
+    expect_rejected(d("/v1/backends?" + vq("198.51.100.99:80") + "&address=203.0.113.11"), 404,
+                    "no VIP");
 }
 
 TEST_F(ApiTest, IPv6VipRejectsIPv4Backend) {
-    json spec = {{"address", "2001:db8::10"}, {"port", 443}, {"ring_size", 251},
+    json spec = {{"address", "2001:db8::10"},
+                 {"port", 443},
+                 {"ring_size", 251},
                  {"backends", {{{"address", "2001:db8:1::11"}}}}};
     ASSERT_EQ(post("/v1/vips", spec.dump()).status, 201);
-    expect_rejected([&] { return post("/v1/backends?" + vq("[2001:db8::10]:443/tcp"), R"({"address": "203.0.113.20"})"); },
-                    400, "IPv4 address 203.0.113.20 in an IPv6 VIP");
+    expect_rejected(
+        [&] {
+            return post("/v1/backends?" + vq("[2001:db8::10]:443/tcp"),
+                        R"({"address": "203.0.113.20"})");
+        },
+        400, "IPv4 address 203.0.113.20 in an IPv6 VIP");
 }
 
 TEST_F(ApiTest, UnknownPathsAndWrongMethods) {
@@ -649,8 +675,10 @@ TEST_F(ApiTest, PersistedButPublishFailed) {
     EXPECT_EQ(r.body["publish"], "failed");
     EXPECT_EQ(r.body["persisted"], true);
     EXPECT_EQ(r.body["published"], false);
-    EXPECT_NE(r.body["last_error"].get<std::string>().find("injected"), std::string::npos) << r.text;
-    EXPECT_NE(r.body["error"].get<std::string>().find("persisted, but its publish failed"), std::string::npos)
+    EXPECT_NE(r.body["last_error"].get<std::string>().find("injected"), std::string::npos)
+        << r.text;
+    EXPECT_NE(r.body["error"].get<std::string>().find("persisted, but its publish failed"),
+              std::string::npos)
         << r.text;
     EXPECT_EQ(r.body["epoch"], 1);
     EXPECT_NE(read_file(settings.state_file).find("\"weight\": 60"), std::string::npos);
@@ -685,7 +713,9 @@ TEST_F(ApiTest, StateFileRoundTripsAndSurvivesRestart) {
     ASSERT_EQ(state.backend_ids.size(), 4u);
     for (const json& b : now["backends"]) {
         auto it = std::find_if(state.backend_ids.begin(), state.backend_ids.end(),
-                               [&](const control::BackendAssignment& a) { return a.address.to_string() == b["address"]; });
+                               [&](const control::BackendAssignment& a) {
+                                   return a.address.to_string() == b["address"];
+                               });
         ASSERT_NE(it, state.backend_ids.end());
         EXPECT_EQ(it->id, b["id"].get<std::uint32_t>());
         EXPECT_EQ(it->generation, b["generation"].get<std::uint32_t>());
@@ -715,7 +745,8 @@ TEST_F(ApiTest, StateFileRoundTripsAndSurvivesRestart) {
     EXPECT_EQ(hex16(restarted->checksum), now["checksum"]) << "same inputs, same table";
     for (std::size_t i = 0; i < restarted->backends.size(); ++i) {
         EXPECT_EQ(*restarted->backends[i].id, now["backends"][i]["id"].get<std::uint32_t>());
-        EXPECT_EQ(restarted->backends[i].generation, now["backends"][i]["generation"].get<std::uint32_t>());
+        EXPECT_EQ(restarted->backends[i].generation,
+                  now["backends"][i]["generation"].get<std::uint32_t>());
     }
 
     // Restart after the file was edited: the file wins, the state is set aside.
@@ -805,7 +836,8 @@ TEST_F(ApiTest, SocketModeAndSingleAgent) {
     ApiServer second(services(), ApiServer::Options{settings.api_socket});
     auto refused = second.start();
     ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().message().find("another agent"), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().message().find("another agent"), std::string::npos)
+        << refused.error();
     EXPECT_EQ(get("/livez").status, 200) << "the first agent keeps its socket";
 
     // A stale socket (nobody listening) is replaced.
@@ -901,7 +933,9 @@ TEST_F(ApiTest, MetricsExposition) {
         dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
         dp.backend_counters[backend_id] = {333, 44444};
     }
-    ASSERT_EQ(patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.13", R"({"weight": 0})").status, 200);
+    ASSERT_EQ(
+        patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.13", R"({"weight": 0})").status,
+        200);
 
     MetricsServer metrics(services(), "127.0.0.1:0");
     auto started = metrics.start();
@@ -911,7 +945,8 @@ TEST_F(ApiTest, MetricsExposition) {
     auto r = c.Get("/metrics");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200);
-    EXPECT_NE(r->get_header_value("Content-Type").find("text/plain; version=0.0.4"), std::string::npos);
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/plain; version=0.0.4"),
+              std::string::npos);
     const std::string& text = r->body;
 
     // Every line is a HELP, a TYPE or a well-formed sample of a declared family.
@@ -946,11 +981,13 @@ TEST_F(ApiTest, MetricsExposition) {
         }
     }
     EXPECT_GT(samples, 40);
-    for (const char* f : {"xlb_packets_total", "xlb_bytes_total", "xlb_new_flows_total", "xlb_conntrack_hits_total",
-                          "xlb_vip_drops_total", "xlb_backend_packets_total", "xlb_backend_bytes_total",
-                          "xlb_outcomes_total", "xlb_publishes_total"})
+    for (const char* f :
+         {"xlb_packets_total", "xlb_bytes_total", "xlb_new_flows_total", "xlb_conntrack_hits_total",
+          "xlb_vip_drops_total", "xlb_backend_packets_total", "xlb_backend_bytes_total",
+          "xlb_outcomes_total", "xlb_publishes_total"})
         EXPECT_EQ(types[f], "counter") << f;
-    for (const char* f : {"xlb_backend_healthy", "xlb_backend_effective_weight", "xlb_vip_panic", "xlb_table_epoch"})
+    for (const char* f : {"xlb_backend_healthy", "xlb_backend_effective_weight", "xlb_vip_panic",
+                          "xlb_table_epoch"})
         EXPECT_EQ(types[f], "gauge") << f;
     EXPECT_EQ(types["xlb_publish_latency_seconds"], "histogram");
 
@@ -967,7 +1004,8 @@ TEST_F(ApiTest, MetricsExposition) {
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"tx\"}"], "1000");
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"drop_no_backend\"}"], "0");
     EXPECT_EQ(values["xlb_backend_healthy" + b11], "1");
-    EXPECT_EQ(values["xlb_backend_effective_weight" + b11], std::to_string(100 * control::kWeightScale));
+    EXPECT_EQ(values["xlb_backend_effective_weight" + b11],
+              std::to_string(100 * control::kWeightScale));
     EXPECT_EQ(values["xlb_backend_effective_weight" + b13], "0");
     EXPECT_EQ(values["xlb_vip_panic" + v], "0");
     EXPECT_EQ(types["xlb_vip_info"], "gauge");
@@ -1007,17 +1045,21 @@ TEST(ApiMetrics, LabelValuesAreEscaped) {
     in.vips.push_back(v);
     in.outcomes = OutcomeCounts{};
     const std::string text = render_metrics(in);
-    EXPECT_NE(text.find("xlb_backend_healthy{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.11\"} 0"),
-              std::string::npos);
+    EXPECT_NE(
+        text.find("xlb_backend_healthy{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.11\"} 0"),
+        std::string::npos);
     EXPECT_EQ(text.find("xlb_packets_total{"), std::string::npos) << "no VIP id: no counter sample";
     EXPECT_NE(text.find("# TYPE xlb_publish_latency_seconds histogram"), std::string::npos);
 }
 
 TEST(ApiMetrics, ParseListenAddress) {
-    EXPECT_EQ(parse_listen_address("127.0.0.1:9464").value(), (std::pair<std::string, std::uint16_t>{"127.0.0.1", 9464}));
-    EXPECT_EQ(parse_listen_address("[::1]:9000").value(), (std::pair<std::string, std::uint16_t>{"::1", 9000}));
+    EXPECT_EQ(parse_listen_address("127.0.0.1:9464").value(),
+              (std::pair<std::string, std::uint16_t>{"127.0.0.1", 9464}));
+    EXPECT_EQ(parse_listen_address("[::1]:9000").value(),
+              (std::pair<std::string, std::uint16_t>{"::1", 9000}));
     EXPECT_EQ(parse_listen_address("localhost:0").value().second, 0);
-    for (const char* bad : {"127.0.0.1", "127.0.0.1:", ":9464", "::1:9464", "[::1]9464", "127.0.0.1:65536", "h:x"}) {
+    for (const char* bad :
+         {"127.0.0.1", "127.0.0.1:", ":9464", "::1:9464", "[::1]9464", "127.0.0.1:65536", "h:x"}) {
         auto r = parse_listen_address(bad);
         EXPECT_FALSE(r) << bad;
         if (!r) {
@@ -1046,7 +1088,6 @@ TEST(ApiLookup, MatchesTheKernelsFlowKey) {
     EXPECT_EQ(lookup(v, src, 80, kSeed, std::nullopt).outcome, "drop_no_table");
 }
 
-
 // ---- client mistakes are 4xx ----------------------------------------------
 
 TEST_F(ApiTest, BodyMistakesAre400AndChangeNothing) {
@@ -1055,15 +1096,21 @@ TEST_F(ApiTest, BodyMistakesAre400AndChangeNothing) {
                     "invalid UTF-8 in the body at byte 13");
     expect_rejected([&] { return patch(one, "{\"state\": \"\xed\xa0\x80\"}"); }, 400,
                     "invalid UTF-8");  // a surrogate
-    expect_rejected([&] { return post("/v1/vips", "{\"address\": \"198.51.100.20\", \"port\": 80, \"name\": \"w\xc3\x28\"}"); },
-                    400, "invalid UTF-8 in the body at byte 51");
+    expect_rejected(
+        [&] {
+            return post("/v1/vips",
+                        "{\"address\": \"198.51.100.20\", \"port\": 80, \"name\": \"w\xc3\x28\"}");
+        },
+        400, "invalid UTF-8 in the body at byte 51");
     expect_rejected([&] { return patch(one, R"({"weight": 1e309})"); }, 400, "number out of range");
     expect_rejected([&] { return patch(one, R"({"weight": 5, "weight": 7})"); }, 400,
                     "duplicate key \"weight\"");
-    expect_rejected([&] {
-        return post("/v1/vips", R"({"address": "198.51.100.20", "port": 80,
+    expect_rejected(
+        [&] {
+            return post("/v1/vips", R"({"address": "198.51.100.20", "port": 80,
                                     "backends": [{"address": "203.0.113.1", "weight": 1, "weight": 2}]})");
-    }, 400, "duplicate key \"weight\"");
+        },
+        400, "duplicate key \"weight\"");
     // The same key in two objects is no duplicate.
     Reply fine = post("/v1/vips", R"({"address": "198.51.100.20", "port": 80, "ring_size": 251,
                                       "backends": [{"address": "203.0.113.1", "weight": 1},
@@ -1075,9 +1122,12 @@ TEST_F(ApiTest, NulInAQueryParameterIs400) {
     expect_rejected([&] { return get("/v1/vip?vip=198.51.100.10%00garbage:80"); }, 400, "NUL");
     expect_rejected([&] { return get("/v1/backends?vip=198.51.100.10%00garbage:80"); }, 400,
                     "query parameter vip: contains a NUL byte");
-    expect_rejected([&] {
-        return patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.11%00x", R"({"weight": 7})");
-    }, 400, "query parameter address: contains a NUL byte");
+    expect_rejected(
+        [&] {
+            return patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.11%00x",
+                         R"({"weight": 7})");
+        },
+        400, "query parameter address: contains a NUL byte");
     EXPECT_EQ(vip(kWeb)["backends"][0]["weight"], 100);
 }
 
@@ -1118,9 +1168,11 @@ int connect_tcp(std::uint16_t port) {
 // server closes), at most `limit` long. Returns the status code, or -1.
 int exchange_raw(int fd, const std::string& request, std::chrono::milliseconds limit,
                  std::string* body = nullptr) {
-    timeval tv{static_cast<time_t>(limit.count() / 1000), static_cast<suseconds_t>((limit.count() % 1000) * 1000)};
+    timeval tv{static_cast<time_t>(limit.count() / 1000),
+               static_cast<suseconds_t>((limit.count() % 1000) * 1000)};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (!request.empty() && ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
+    if (!request.empty() && ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+                                static_cast<ssize_t>(request.size()))
         return -1;
     std::string reply;
     char buf[4096];
@@ -1142,8 +1194,11 @@ TEST_F(ApiTest, PostStatusWithoutBodyIs405) {
     ASSERT_GE(fd, 0) << std::strerror(-fd);
     const auto start = Clock::now();
     std::string reply;
-    EXPECT_EQ(exchange_raw(fd, "POST /v1/status HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 2s, &reply),
-              405) << reply;
+    EXPECT_EQ(
+        exchange_raw(fd, "POST /v1/status HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 2s,
+                     &reply),
+        405)
+        << reply;
     ::close(fd);
     EXPECT_LT(Clock::now() - start, 1s);
     EXPECT_NE(reply.find("Allow: GET"), std::string::npos) << reply;
@@ -1170,14 +1225,16 @@ TEST_F(ApiTest, BurstOfConnectsIsNotRefused) {
                 if (fd < 0) {
                     ++refused;
                     std::lock_guard lock(mu);
-                    if (first_problem.empty()) first_problem = std::string("connect: ") + std::strerror(-fd);
+                    if (first_problem.empty())
+                        first_problem = std::string("connect: ") + std::strerror(-fd);
                     continue;
                 }
                 const int flags = ::fcntl(fd, F_GETFL);
                 ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
                 std::string reply;
                 const int status = exchange_raw(
-                    fd, "GET /livez HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 10s, &reply);
+                    fd, "GET /livez HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 10s,
+                    &reply);
                 ::close(fd);
                 if (status == 200) {
                     ++answered;
@@ -1302,9 +1359,11 @@ TEST_F(ApiTest, ConnectionsPerPeerAreLimited) {
     ASSERT_GE(extra, 0);
     std::string reply;
     const auto start = Clock::now();
-    EXPECT_EQ(exchange_raw(extra, "GET /livez HTTP/1.1\r\nHost: xlbd\r\n\r\n", 2s, &reply), 503) << reply;
+    EXPECT_EQ(exchange_raw(extra, "GET /livez HTTP/1.1\r\nHost: xlbd\r\n\r\n", 2s, &reply), 503)
+        << reply;
     EXPECT_LT(Clock::now() - start, 1s);
-    EXPECT_NE(reply.find("too many connections from uid " + std::to_string(::getuid())), std::string::npos)
+    EXPECT_NE(reply.find("too many connections from uid " + std::to_string(::getuid())),
+              std::string::npos)
         << reply;
     ::close(extra);
     ::close(held.back());
@@ -1312,7 +1371,9 @@ TEST_F(ApiTest, ConnectionsPerPeerAreLimited) {
     std::this_thread::sleep_for(200ms);
     int again = connect_unix(path);
     ASSERT_GE(again, 0);
-    EXPECT_EQ(exchange_raw(again, "GET /livez HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 2s), 200);
+    EXPECT_EQ(
+        exchange_raw(again, "GET /livez HTTP/1.1\r\nHost: xlbd\r\nConnection: close\r\n\r\n", 2s),
+        200);
     ::close(again);
     for (int fd : held) ::close(fd);
     limited.stop();
@@ -1328,7 +1389,8 @@ TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
         addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+        EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+            << std::strerror(errno);
         if (listen) {
             EXPECT_EQ(::listen(fd, 16), 0);
         }
@@ -1343,7 +1405,8 @@ TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
         auto started = metrics.start();
         ASSERT_FALSE(started) << "bound beside a socket with SO_REUSEPORT=" << reuseport;
         EXPECT_NE(started.error().message().find(address), std::string::npos) << started.error();
-        EXPECT_NE(started.error().message().find("address in use"), std::string::npos) << started.error();
+        EXPECT_NE(started.error().message().find("address in use"), std::string::npos)
+            << started.error();
         ::close(fd);
     }
     // And a second agent beside the first.
@@ -1353,7 +1416,8 @@ TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
     MetricsServer second(services(), address);
     auto refused = second.start();
     ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().message().find(address + ": address in use"), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().message().find(address + ": address in use"), std::string::npos)
+        << refused.error();
     httplib::Client c("127.0.0.1", first.port());
     auto r = c.Get("/livez");
     ASSERT_TRUE(r);

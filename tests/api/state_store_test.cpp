@@ -2,20 +2,19 @@
 // The state file as the epochs' journal (issue 13, item 10): the epoch
 // fields' round trip and compatibility, and a real StateStore written by a
 // reconciler through its EpochJournal, read back as a kill -9 would leave it.
-#include <gtest/gtest.h>
+#include "xlb/api/state_store.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
-#include "xlb/api/state_store.h"
 #include "xlb/control/reconciler.h"
 
 namespace xlb::api {
@@ -33,7 +32,8 @@ public:
     bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
     bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
     bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
-    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& updates) override {
+    bpf::Result<control::PublishTiming> publish(
+        const std::vector<control::RingUpdate>& updates) override {
         ++publishes;
         for (const auto& r : updates) rings[r.vip_id] = r.backend_ids;
         auto now = Clock::now();
@@ -43,7 +43,8 @@ public:
         rings.erase(vip_id);
         return {};
     }
-    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override {
+    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
+        std::uint32_t vip_id) override {
         if (!rings.contains(vip_id)) return std::optional<std::vector<std::uint32_t>>{};
         return std::optional<std::vector<std::uint32_t>>{rings[vip_id]};
     }
@@ -58,8 +59,9 @@ config::VipSpec web(std::size_t backends, std::uint32_t weight = 100) {
     v.ring_size = 251;
     for (std::size_t i = 0; i < backends; ++i) {
         config::BackendSpec b;
-        b.address = net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
-                                       static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i));
+        b.address =
+            net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 16),
+                               static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i));
         b.weight = i == 0 ? weight : 100;
         v.backends.push_back(b);
     }
@@ -136,7 +138,8 @@ TEST(StateFileEpochs, RoundTripAndOlderFiles) {
     bad["checksums"][kWeb] = "5BF6";
     auto error = decode_state(bad.dump());
     ASSERT_FALSE(error);
-    EXPECT_NE(error.error().find("checksums[\"198.51.100.10:80/tcp\"]"), std::string::npos) << error.error();
+    EXPECT_NE(error.error().find("checksums[\"198.51.100.10:80/tcp\"]"), std::string::npos)
+        << error.error();
     bad = json::parse(text);
     bad["epochs_reserved"][kWeb] = -1;
     ASSERT_FALSE(decode_state(bad.dump()));
@@ -223,10 +226,12 @@ TEST_F(StateStoreEpochs, MeasuredWriteAtAThousandBackends) {
     }
     std::sort(ms.begin(), ms.end());
     std::sort(encode_ms.begin(), encode_ms.end());
-    std::printf("[ measured ] state file write at 1000 backends (%ju bytes, %s): median %.2f ms, max %.2f ms; "
-                "snapshot + JSON alone: median %.2f ms\n",
-                static_cast<std::uintmax_t>(fs::file_size(path)), dir.c_str(), ms[kWrites / 2], ms.back(),
-                encode_ms[kWrites / 2]);
+    std::printf(
+        "[ measured ] state file write at 1000 backends (%ju bytes, %s): median %.2f ms, max %.2f "
+        "ms; "
+        "snapshot + JSON alone: median %.2f ms\n",
+        static_cast<std::uintmax_t>(fs::file_size(path)), dir.c_str(), ms[kWrites / 2], ms.back(),
+        encode_ms[kWrites / 2]);
 }
 
 }  // namespace

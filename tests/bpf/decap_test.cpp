@@ -135,8 +135,8 @@ TEST_F(RoundTripTest, BalancerOutputDecapsulatesToTheClientsPacket) {
         auto backend_in = bpf::test_run_xdp(decap->prog_fd(), lb_out.frame);
         ASSERT_TRUE(backend_in);
         EXPECT_EQ(backend_in->action, XDP_PASS);
-        Bytes expected = ethernet(kNextHopMac, kLbMac, flow.src.is_v4() ? 0x0800 : 0x86dd,
-                                  make_ip_packet(flow));
+        Bytes expected =
+            ethernet(kNextHopMac, kLbMac, flow.src.is_v4() ? 0x0800 : 0x86dd, make_ip_packet(flow));
         expect_same_frame(backend_in->frame, expected);
     }
 }

@@ -131,8 +131,8 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
         enc.tos = inner[1];
     } else {
         enc.outer_src = net::IpAddress::from_words(config_.src_v6, 6);
-        std::uint32_t host_bits =
-            std::min<std::uint32_t>(128 - std::min<std::uint32_t>(config_.src_v6_prefix_len, 128), 32);
+        std::uint32_t host_bits = std::min<std::uint32_t>(
+            128 - std::min<std::uint32_t>(config_.src_v6_prefix_len, 128), 32);
         if (host_bits > 0) {
             std::uint32_t mask = host_bits == 32 ? 0xffffffffU : (1U << host_bits) - 1;
             std::uint32_t base = ntohl(config_.src_v6[3]);
@@ -140,8 +140,9 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
             std::memcpy(enc.outer_src.bytes.data() + 12, &derived, 4);
         }
         enc.flow_label = hash & 0xfffff;
-        enc.tos = (inner[0] >> 4) == 4 ? inner[1]
-                                       : static_cast<std::uint8_t>((inner[0] << 4) | (inner[1] >> 4));
+        enc.tos = (inner[0] >> 4) == 4
+                      ? inner[1]
+                      : static_cast<std::uint8_t>((inner[0] << 4) | (inner[1] >> 4));
     }
     Bytes out = encapsulate(inner, enc);
     // Ethernet padding after the IP packet stays where it was.

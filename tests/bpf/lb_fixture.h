@@ -48,7 +48,8 @@ protected:
                  std::uint32_t vip_id, std::uint32_t flags = 0);
     void add_backend(std::uint32_t id, const net::IpAddress& addr, std::uint32_t generation = 1);
     // Builds the VIP's ring from the backends' addresses and weights with
-    // datapath::build_ring (xlbd's table for them), publishes it, and returns it (backend id per slot).
+    // datapath::build_ring (xlbd's table for them), publishes it, and returns it (backend id per
+    // slot).
     std::vector<std::uint32_t> publish_maglev(std::uint32_t vip_id,
                                               const std::vector<RingMember>& members);
     void publish_ring(std::uint32_t vip_id, const std::vector<std::uint32_t>& ring);
@@ -62,8 +63,8 @@ protected:
     static std::uint32_t expected_backend(const std::vector<std::uint32_t>& ring,
                                           const xlb_flow_key& key, std::uint32_t vip_flags = 0);
     // The frame the balancer must emit for `input` sent to `backend`.
-    Bytes expected_encap(const Bytes& input, const net::IpAddress& backend,
-                         const xlb_flow_key& key, std::uint32_t vip_flags = 0) const;
+    Bytes expected_encap(const Bytes& input, const net::IpAddress& backend, const xlb_flow_key& key,
+                         std::uint32_t vip_flags = 0) const;
 
     // Runs the frame and checks: action, only `outcome` counted once, and
     // for XDP_TX/XDP_PASS the exact output frame.

@@ -68,7 +68,8 @@ protected:
         if (backend_out) *backend_out = backend;
         Bytes expected = expected_encap(input, backend_addr_[backend], key, vip_flags);
         EXPECT_EQ(checksum_errors(expected), "") << "test bug: expected frame is invalid";
-        const auto inner_at = static_cast<std::ptrdiff_t>(14 + (backend_addr_[backend].is_v4() ? 20 : 40));
+        const auto inner_at =
+            static_cast<std::ptrdiff_t>(14 + (backend_addr_[backend].is_v4() ? 20 : 40));
         const Bytes inner = ip_packet_of(input);
         EXPECT_EQ(Bytes(expected.begin() + inner_at,
                         expected.begin() + inner_at + static_cast<std::ptrdiff_t>(inner.size())),
@@ -115,8 +116,8 @@ struct PacketCase {
     std::uint32_t action = XDP_PASS;
     xlb_outcome outcome = XLB_OUT_PASS_NOT_VIP;  // the one outcome counter that moves
     Output output = Output::kNotChecked;
-    Flow flow{};      // kEncap: the client's flow, whose hash picks the backend
-    Bytes expected;   // kFrame
+    Flow flow{};     // kEncap: the client's flow, whose hash picks the backend
+    Bytes expected;  // kFrame
     std::vector<VipDelta> vips;
     // Further checks of the input (that the row builds what it means) and
     // of the output frame.
@@ -184,7 +185,8 @@ void set_ipv4_total_length(Bytes& frame, std::size_t total) {
 }
 
 std::string flow_name(const Flow& flow) {
-    return std::string(flow.src.is_v4() ? "Ipv4" : "Ipv6") + (flow.proto == kProtoTcp ? "Tcp" : "Udp");
+    return std::string(flow.src.is_v4() ? "Ipv4" : "Ipv6") +
+           (flow.proto == kProtoTcp ? "Tcp" : "Udp");
 }
 
 void add_forwarding_cases(std::vector<PacketCase>& cases) {
@@ -206,20 +208,21 @@ void add_forwarding_cases(std::vector<PacketCase>& cases) {
             t.add_vip(kVipV6, kVipPort, kProtoUdp, kVipId);
             return Seeded{ring};
         };
-        cases.push_back(forward(proto == kProtoTcp ? "Ipv6TcpIsEncapsulatedIp6Ip6"
-                                                   : "Ipv6UdpIsEncapsulatedIp6Ip6",
-                                seed, v6_flow(42000, proto), opt));
+        cases.push_back(forward(
+            proto == kProtoTcp ? "Ipv6TcpIsEncapsulatedIp6Ip6" : "Ipv6UdpIsEncapsulatedIp6Ip6",
+            seed, v6_flow(42000, proto), opt));
     }
 
     {
         FrameOptions opt;
         opt.tos = 0x28;
-        PacketCase c = forward("Ipv4VipWithIpv6BackendIsIpv4InIpv6",
-                               [](LbPacketTest& t) {
-                                   t.add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
-                                   return Seeded{t.publish_maglev(kVipId, {{20}, {21}})};
-                               },
-                               v4_flow(43000), opt);
+        PacketCase c = forward(
+            "Ipv4VipWithIpv6BackendIsIpv4InIpv6",
+            [](LbPacketTest& t) {
+                t.add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
+                return Seeded{t.publish_maglev(kVipId, {{20}, {21}})};
+            },
+            v4_flow(43000), opt);
         c.also = [](const Bytes&, const Bytes& out) {
             ASSERT_GT(out.size(), 14u + 6);
             EXPECT_EQ(out[14 + 6], kProtoIpip) << "IPv4-in-IPv6 uses next header 4";
@@ -228,23 +231,25 @@ void add_forwarding_cases(std::vector<PacketCase>& cases) {
     }
 
     for (std::uint16_t port : {22, 443, 8080}) {
-        cases.push_back(forward("PortWildcardVipMatchesPort" + std::to_string(port),
-                                [](LbPacketTest& t) {
-                                    t.add_vip(kVipV4Wildcard, 0, kProtoTcp, kVipId);
-                                    return Seeded{t.publish_maglev(kVipId, {{10}, {11}})};
-                                },
-                                Flow{kClientV4, kVipV4Wildcard, 40000, port, kProtoTcp}));
+        cases.push_back(forward(
+            "PortWildcardVipMatchesPort" + std::to_string(port),
+            [](LbPacketTest& t) {
+                t.add_vip(kVipV4Wildcard, 0, kProtoTcp, kVipId);
+                return Seeded{t.publish_maglev(kVipId, {{10}, {11}})};
+            },
+            Flow{kClientV4, kVipV4Wildcard, 40000, port, kProtoTcp}));
     }
 
     {
-        PacketCase c = forward("ExactVipWinsOverWildcard",
-                               [](LbPacketTest& t) {
-                                   t.add_vip(kVipV4, 0, kProtoTcp, 7);
-                                   t.add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
-                                   t.publish_maglev(7, {{10}});
-                                   return Seeded{t.publish_maglev(kVipId, {{12}})};
-                               },
-                               v4_flow());
+        PacketCase c = forward(
+            "ExactVipWinsOverWildcard",
+            [](LbPacketTest& t) {
+                t.add_vip(kVipV4, 0, kProtoTcp, 7);
+                t.add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
+                t.publish_maglev(7, {{10}});
+                return Seeded{t.publish_maglev(kVipId, {{12}})};
+            },
+            v4_flow());
         c.vips.push_back({7});
         cases.push_back(std::move(c));
     }
@@ -260,8 +265,10 @@ void add_forwarding_cases(std::vector<PacketCase>& cases) {
 
     {
         FrameOptions opt;
-        opt.ipv4_options = {0x94, 0x04, 0x00, 0x00, 0x01, 0x01, 0x01, 0x00};  // router alert, NOPs, EOL
-        PacketCase c = forward("Ipv4WithOptionsIsForwardedWithTheOptions", v4_seed(), v4_flow(), opt);
+        opt.ipv4_options = {0x94, 0x04, 0x00, 0x00,
+                            0x01, 0x01, 0x01, 0x00};  // router alert, NOPs, EOL
+        PacketCase c =
+            forward("Ipv4WithOptionsIsForwardedWithTheOptions", v4_seed(), v4_flow(), opt);
         c.also = [](const Bytes& in, const Bytes&) { EXPECT_EQ(in[14] & 0x0f, 7); };
         cases.push_back(std::move(c));
     }
@@ -290,9 +297,9 @@ void add_pass_cases(std::vector<PacketCase>& cases) {
         // ICMP echo to the VIP address is the kernel's business
         FrameOptions opt;
         opt.payload = {8, 0, 0xf7, 0xff, 0, 0, 0, 0};
-        PacketCase c = pass("IcmpEchoToTheVipPasses", both,
-                            make_frame(Flow{kClientV4, kVipV4, 0, 0, kProtoIcmp}, opt),
-                            XLB_OUT_PASS_NOT_VIP);
+        PacketCase c =
+            pass("IcmpEchoToTheVipPasses", both,
+                 make_frame(Flow{kClientV4, kVipV4, 0, 0, kProtoIcmp}, opt), XLB_OUT_PASS_NOT_VIP);
         c.vips.push_back({4});
         cases.push_back(std::move(c));
     }
@@ -303,22 +310,24 @@ void add_pass_cases(std::vector<PacketCase>& cases) {
     cases.push_back(pass("VlanTaggedPasses", v4_seed(),
                          ethernet(kLbMac, kClientSideMac, 0x8100, make_ip_packet(v4_flow())),
                          XLB_OUT_PASS_NOT_IP));
-    cases.push_back(pass("UnconfiguredProgramPassesEverything",
-                         [](LbPacketTest& t) {
-                             auto ring = t.v4_vip();
-                             xlb_config cfg = t.default_config();
-                             cfg.magic = 0;
-                             t.write_config(cfg);
-                             return Seeded{ring};
-                         },
-                         make_frame(v4_flow()), XLB_OUT_PASS_NO_CONFIG));
+    cases.push_back(pass(
+        "UnconfiguredProgramPassesEverything",
+        [](LbPacketTest& t) {
+            auto ring = t.v4_vip();
+            xlb_config cfg = t.default_config();
+            cfg.magic = 0;
+            t.write_config(cfg);
+            return Seeded{ring};
+        },
+        make_frame(v4_flow()), XLB_OUT_PASS_NO_CONFIG));
 
     Seed v4_and_v6 = [](LbPacketTest& t) {
         auto ring = t.v4_vip();
         t.v6_vip(kProtoTcp, kVipId + 1);
         return Seeded{ring};
     };
-    for (std::uint16_t frag : {std::uint16_t(0x2000), std::uint16_t(0x0010), std::uint16_t(0x2010)}) {
+    for (std::uint16_t frag :
+         {std::uint16_t(0x2000), std::uint16_t(0x0010), std::uint16_t(0x2010)}) {
         FrameOptions opt;
         opt.ipv4_frag = frag;
         char name[64];
@@ -340,16 +349,17 @@ void add_pass_cases(std::vector<PacketCase>& cases) {
 void add_ipv6_extension_cases(std::vector<PacketCase>& cases) {
     FrameOptions opt;
     opt.ipv6_ext = {
-        {0, {1, 4, 0, 0, 0, 0}},                                                 // hop-by-hop, PadN
-        {43, {0, 0, 0, 0, 0, 0}},                                                // routing, 0 segments left
-        {60, {1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},                       // dest opts, 16 bytes
+        {0, {1, 4, 0, 0, 0, 0}},                            // hop-by-hop, PadN
+        {43, {0, 0, 0, 0, 0, 0}},                           // routing, 0 segments left
+        {60, {1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},  // dest opts, 16 bytes
     };
     const Flow flow = v6_flow(44000);
     cases.push_back(forward("Ipv6ExtensionHeadersAreWalked", v6_seed(), flow, opt));
 
     // more extension headers than the program walks: the kernel decides
     FrameOptions many;
-    for (int i = 0; i < XLB_IPV6_EXT_MAX + 1; ++i) many.ipv6_ext.push_back({60, {1, 4, 0, 0, 0, 0}});
+    for (int i = 0; i < XLB_IPV6_EXT_MAX + 1; ++i)
+        many.ipv6_ext.push_back({60, {1, 4, 0, 0, 0, 0}});
     cases.push_back(pass("Ipv6ExtensionHeadersBeyondTheLimitPass", v6_seed(),
                          make_frame(flow, many), XLB_OUT_PASS_IPV6_EXT_LIMIT));
 
@@ -369,10 +379,10 @@ void add_malformed_cases(std::vector<PacketCase>& cases) {
         const Bytes full = make_frame(flow);
         const bool v4 = flow.src.is_v4();
         for (std::size_t len = 14; len < full.size(); ++len)
-            cases.push_back(drop(flow_name(flow) + "CutTo" + std::to_string(len) + "Bytes",
-                                 four_vips_seed(),
-                                 Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(len)),
-                                 v4 ? XLB_OUT_DROP_MALFORMED_IPV4 : XLB_OUT_DROP_MALFORMED_IPV6));
+            cases.push_back(
+                drop(flow_name(flow) + "CutTo" + std::to_string(len) + "Bytes", four_vips_seed(),
+                     Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(len)),
+                     v4 ? XLB_OUT_DROP_MALFORMED_IPV4 : XLB_OUT_DROP_MALFORMED_IPV6));
     }
 
     // An IP packet whose own length ends inside the TCP or UDP header.
@@ -392,8 +402,9 @@ void add_malformed_cases(std::vector<PacketCase>& cases) {
                 cut[14 + 4] = 0;
                 cut[14 + 5] = static_cast<std::uint8_t>(keep);
             }
-            cases.push_back(drop(flow_name(flow) + "With" + std::to_string(keep) + "BytesOfL4IsMalformed",
-                                 four_vips_seed(), cut, XLB_OUT_DROP_MALFORMED_L4));
+            cases.push_back(
+                drop(flow_name(flow) + "With" + std::to_string(keep) + "BytesOfL4IsMalformed",
+                     four_vips_seed(), cut, XLB_OUT_DROP_MALFORMED_L4));
         }
     }
     {
@@ -410,8 +421,8 @@ void add_malformed_cases(std::vector<PacketCase>& cases) {
                          XLB_OUT_DROP_MALFORMED_IPV4));
     Bytes version = good;
     version[14] = 0x55;
-    cases.push_back(drop("Ipv4VersionNotFourIsDropped", v4_seed(), version,
-                         XLB_OUT_DROP_MALFORMED_IPV4));
+    cases.push_back(
+        drop("Ipv4VersionNotFourIsDropped", v4_seed(), version, XLB_OUT_DROP_MALFORMED_IPV4));
     Bytes short_total = good;
     short_total[14 + 2] = 0;
     short_total[14 + 3] = 19;  // total length below the header length
@@ -521,29 +532,30 @@ void add_icmp_error_cases(std::vector<PacketCase>& cases) {
         Flow reply{kVipV6, kClientV6, kVipPort, 49100, kProtoTcp};
         FrameOptions big;
         big.payload.assign(1400, 'r');
-        cases.push_back({.name = "IcmpV6PacketTooBigGoesToTheFlowsBackend",
-                         .seed = v6_seed(),
-                         .input = make_icmp_too_big_frame(kRouterV6, make_ip_packet(reply, big), 1280),
-                         .action = XDP_TX,
-                         .outcome = XLB_OUT_TX_ICMP_ERROR,
-                         .output = Output::kEncap,
-                         .flow = v6_flow(49100),
-                         .vips = {{kVipId, 1, 0, 0, 0}}});
+        cases.push_back(
+            {.name = "IcmpV6PacketTooBigGoesToTheFlowsBackend",
+             .seed = v6_seed(),
+             .input = make_icmp_too_big_frame(kRouterV6, make_ip_packet(reply, big), 1280),
+             .action = XDP_TX,
+             .outcome = XLB_OUT_TX_ICMP_ERROR,
+             .output = Output::kEncap,
+             .flow = v6_flow(49100),
+             .vips = {{kVipId, 1, 0, 0, 0}}});
     }
     Flow reply{kVipV4, kClientV4, kVipPort, 49000, kProtoTcp};
     const Bytes icmp = make_icmp_too_big_frame(kRouterV4, make_ip_packet(reply), 1280);
     Bytes port_unreachable = icmp;
     port_unreachable[14 + 20 + 1] = 3;  // code 3; the checksum is not ours to judge
-    cases.push_back(pass("IcmpPortUnreachablePasses", v4_seed(), port_unreachable,
-                         XLB_OUT_PASS_NOT_VIP));
+    cases.push_back(
+        pass("IcmpPortUnreachablePasses", v4_seed(), port_unreachable, XLB_OUT_PASS_NOT_VIP));
     Flow other{ip("198.51.100.77"), kClientV4, kVipPort, 49000, kProtoTcp};
     cases.push_back(pass("IcmpQuotingAnUnknownFlowPasses", v4_seed(),
                          make_icmp_too_big_frame(kRouterV4, make_ip_packet(other), 1280),
                          XLB_OUT_PASS_NOT_VIP));
     Bytes truncated(icmp.begin(), icmp.begin() + 14 + 20 + 4);
     set_ipv4_total_length(truncated, 24);  // header + 4 bytes of ICMP
-    cases.push_back(drop("IcmpHeaderCutShortIsMalformed", v4_seed(), truncated,
-                         XLB_OUT_DROP_MALFORMED_L4));
+    cases.push_back(
+        drop("IcmpHeaderCutShortIsMalformed", v4_seed(), truncated, XLB_OUT_DROP_MALFORMED_L4));
 }
 
 std::vector<PacketCase> packet_cases() {
@@ -591,7 +603,8 @@ TEST_P(LbPacketTableTest, Packet) {
 
     std::vector<xlb_vip_stats> vips_before;
     for (const VipDelta& d : c.vips) vips_before.push_back(vip_stats(d.vip_id));
-    const xlb_backend_stats backend_before = backend ? backend_stats(*backend) : xlb_backend_stats{};
+    const xlb_backend_stats backend_before =
+        backend ? backend_stats(*backend) : xlb_backend_stats{};
 
     expect_outcome(c.input, c.action, c.outcome, expected);
 
@@ -615,7 +628,9 @@ TEST_P(LbPacketTableTest, Packet) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Packets, LbPacketTableTest, ::testing::ValuesIn(packet_cases()),
-                         [](const testing::TestParamInfo<PacketCase>& info) { return info.param.name; });
+                         [](const testing::TestParamInfo<PacketCase>& info) {
+                             return info.param.name;
+                         });
 
 // ---------------------------------------------------------------------------
 // Sequences and distributions
@@ -809,8 +824,9 @@ TEST_F(LbPacketTest, TenThousandRandomFlowsPickWhatCppComputes) {
             flow.dst = kVipV6;
             flow.proto = kProtoUdp;
         } else {
-            flow.src = net::IpAddress::v4(static_cast<std::uint8_t>(rng()), static_cast<std::uint8_t>(rng()),
-                                          static_cast<std::uint8_t>(rng()), static_cast<std::uint8_t>(rng()));
+            flow.src = net::IpAddress::v4(
+                static_cast<std::uint8_t>(rng()), static_cast<std::uint8_t>(rng()),
+                static_cast<std::uint8_t>(rng()), static_cast<std::uint8_t>(rng()));
             flow.dst = kVipV4;
         }
         flow.sport = static_cast<std::uint16_t>(rng());
@@ -820,10 +836,9 @@ TEST_F(LbPacketTest, TenThousandRandomFlowsPickWhatCppComputes) {
         ASSERT_EQ(out.action, XDP_TX);
         const auto& ring = v6 ? ring6 : ring4;
         const std::uint32_t want = expected_backend(ring, flow_key(flow));
-        net::IpAddress got = v6 ? net::IpAddress::from_words(
-                                      reinterpret_cast<const __be32*>(&out.frame[14 + 24]), 6)
-                                : net::IpAddress::v4(out.frame[30], out.frame[31], out.frame[32],
-                                                     out.frame[33]);
+        net::IpAddress got =
+            v6 ? net::IpAddress::from_words(reinterpret_cast<const __be32*>(&out.frame[14 + 24]), 6)
+               : net::IpAddress::v4(out.frame[30], out.frame[31], out.frame[32], out.frame[33]);
         if (got != backend_addr_[want]) ++mismatches;
     }
     EXPECT_EQ(mismatches, 0);

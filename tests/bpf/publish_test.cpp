@@ -90,7 +90,8 @@ TEST_F(LbTest, BatchedPublishMakesSeveralRingsLiveAtOnce) {
 
 TEST_F(LbTest, PublishedRingReadsBackExactly) {
     std::vector<std::uint32_t> ring(65537);
-    for (std::size_t i = 0; i < ring.size(); ++i) ring[i] = static_cast<std::uint32_t>(i * 7 % 4096);
+    for (std::size_t i = 0; i < ring.size(); ++i)
+        ring[i] = static_cast<std::uint32_t>(i * 7 % 4096);
     publish_ring(2, ring);
     auto back = bpf::read_ring(lb().rings().fd(), 2);
     ASSERT_TRUE(back) << back.error().message();

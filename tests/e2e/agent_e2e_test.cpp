@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
+#include <linux/magic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,7 +23,6 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <linux/magic.h>
 #include <map>
 #include <sstream>
 
@@ -50,7 +50,6 @@ constexpr bpf::LbMapSizes kSizes{64, 256, 8192};
 constexpr std::uint32_t kHashSeed = 0x5eed1234;
 constexpr int kMetricsPort = 9464;
 constexpr auto kReadyTimeout = 15s;
-
 
 // ---- the configuration the tests write, and what it must give ----------------------
 
@@ -105,21 +104,31 @@ std::string yaml_of(const VipConf& v) {
 
 std::string render_config(const Lab& lab, const std::vector<VipConf>& vips) {
     std::ostringstream y;
-    y << render_settings(lab, "xlb_agent_e2e_tests",
-                         {kHashSeed, kSizes.max_vips, kSizes.max_backends, kSizes.conntrack_entries,
-                          kMetricsPort});
+    y << render_settings(
+        lab, "xlb_agent_e2e_tests",
+        {kHashSeed, kSizes.max_vips, kSizes.max_backends, kSizes.conntrack_entries, kMetricsPort});
     for (const auto& v : vips) y << yaml_of(v);
     return y.str();
 }
 
 // One IPv4 VIP with IPv4 backends, one IPv6 VIP with IPv6 backends.
 VipConf web4() {
-    return {"198.51.100.10", 80, "web4", true, maglev::kDefaultRingSize,
+    return {"198.51.100.10",
+            80,
+            "web4",
+            true,
+            maglev::kDefaultRingSize,
             {{"203.0.113.11", 100, ""}, {"203.0.113.12", 200, ""}, {"203.0.113.13", 50, ""}}};
 }
 VipConf web6() {
-    return {"2001:db8:f::10", 443, "web6", true, maglev::kDefaultRingSize,
-            {{"2001:db8:b::11", 100, ""}, {"2001:db8:b::12", 300, ""}, {"2001:db8:b::13", 100, "six-3"}}};
+    return {"2001:db8:f::10",
+            443,
+            "web6",
+            true,
+            maglev::kDefaultRingSize,
+            {{"2001:db8:b::11", 100, ""},
+             {"2001:db8:b::12", 300, ""},
+             {"2001:db8:b::13", 100, "six-3"}}};
 }
 
 // map.at(key) with an error that names the key.
@@ -158,7 +167,8 @@ ExpectedTable expected_table(const VipConf& v, const std::map<std::string, std::
     out.checksum = table->checksum;
     out.ring.reserve(table->table.size());
     for (std::uint32_t index : table->table) out.ring.push_back(at(ids, addresses.at(index)));
-    for (std::size_t i = 0; i < addresses.size(); ++i) out.slots[addresses[i]] = table->slots_per_backend[i];
+    for (std::size_t i = 0; i < addresses.size(); ++i)
+        out.slots[addresses[i]] = table->slots_per_backend[i];
     return out;
 }
 
@@ -168,7 +178,9 @@ std::string hex16(std::uint64_t v) {
     return buf;
 }
 
-std::string canonical(const std::string& address) { return net::IpAddress::parse(address)->to_string(); }
+std::string canonical(const std::string& address) {
+    return net::IpAddress::parse(address)->to_string();
+}
 
 // Prometheus text: "name{labels}" -> value.
 std::map<std::string, double> parse_metrics(const std::string& text) {
@@ -213,7 +225,8 @@ protected:
         std::vector<std::string> lines;
         std::istringstream in(log);
         for (std::string l; std::getline(in, l);) lines.push_back(l);
-        std::printf("----- xlbd log (%s, %zu lines) -----\n", agent_->log_path().c_str(), lines.size());
+        std::printf("----- xlbd log (%s, %zu lines) -----\n", agent_->log_path().c_str(),
+                    lines.size());
         const std::size_t head = 80, tail = 250;
         for (std::size_t i = 0; i < lines.size(); ++i) {
             if (lines.size() > head + tail && i == head)
@@ -231,7 +244,8 @@ protected:
 
     // Starts xlbd (again) and waits until /v1/status says ready; returns ms.
     double start_agent() {
-        if (!agent_) agent_ = std::make_unique<AgentProcess>(*lab_, config_path_, lab_->tmp() + "/xlbd.log");
+        if (!agent_)
+            agent_ = std::make_unique<AgentProcess>(*lab_, config_path_, lab_->tmp() + "/xlbd.log");
         const auto t0 = Clock::now();
         agent_->start();
         wait_ready();
@@ -242,13 +256,15 @@ protected:
 
     json status() {
         Reply r = api_->get("/v1/status");
-        if (r.status != 200) throw std::runtime_error("/v1/status: " + std::to_string(r.status) + " " + r.text);
+        if (r.status != 200)
+            throw std::runtime_error("/v1/status: " + std::to_string(r.status) + " " + r.text);
         return r.body;
     }
     // VIP summaries by key.
     std::map<std::string, json> vip_summaries() {
         std::map<std::string, json> out;
-        for (const json st = status(); const json& v : st["vips"]) out[v["vip"].get<std::string>()] = v;
+        for (const json st = status(); const json& v : st["vips"])
+            out[v["vip"].get<std::string>()] = v;
         return out;
     }
     json backends(const std::string& key) {
@@ -259,18 +275,22 @@ protected:
     std::map<std::string, std::uint32_t> backend_ids(const std::string& key) {
         std::map<std::string, std::uint32_t> ids;
         for (const json bs = backends(key); const json& b : bs["backends"])
-            if (!b["id"].is_null()) ids[b["address"].get<std::string>()] = b["id"].get<std::uint32_t>();
+            if (!b["id"].is_null())
+                ids[b["address"].get<std::string>()] = b["id"].get<std::uint32_t>();
         return ids;
     }
     Reply patch_weight(const VipConf& v, const std::string& address, std::uint32_t weight) {
-        return api_->patch("/v1/backends?vip=" + url_encode(v.key()) + "&address=" + url_encode(address),
-                           "{\"weight\": " + std::to_string(weight) + "}");
+        return api_->patch(
+            "/v1/backends?vip=" + url_encode(v.key()) + "&address=" + url_encode(address),
+            "{\"weight\": " + std::to_string(weight) + "}");
     }
 
     std::vector<std::uint32_t> pinned_ring(std::uint32_t vip_id) {
         bpf::UniqueFd rings = open_pinned(lab_->map_pin(XLB_MAP_RINGS));
         auto ring = bpf::read_ring(rings.get(), vip_id);
-        if (!ring) throw std::runtime_error("read ring " + std::to_string(vip_id) + ": " + ring.error().message());
+        if (!ring)
+            throw std::runtime_error("read ring " + std::to_string(vip_id) + ": " +
+                                     ring.error().message());
         return std::move(*ring);
     }
 
@@ -288,9 +308,9 @@ protected:
             if (ring[i] != want.ring[i]) {
                 if (differ++ == 0) first = i;
             }
-        EXPECT_EQ(differ, 0u) << "slots differ from the Maglev table, first at slot " << first << ": "
-                              << (first < ring.size() ? ring[first] : 0) << " != "
-                              << (first < ring.size() ? want.ring[first] : 0);
+        EXPECT_EQ(differ, 0u) << "slots differ from the Maglev table, first at slot " << first
+                              << ": " << (first < ring.size() ? ring[first] : 0)
+                              << " != " << (first < ring.size() ? want.ring[first] : 0);
         EXPECT_EQ(s["checksum"].get<std::string>(), hex16(want.checksum));
     }
 
@@ -299,7 +319,8 @@ protected:
         std::map<std::string, std::uint32_t> ids;
         for (const auto& entry : fs::directory_iterator(lab_->pin_dir() + "/" + Lab::kLbIf)) {
             bpf::UniqueFd fd = open_pinned(entry.path());
-            if (read_file("/proc/self/fdinfo/" + std::to_string(fd.get())).find("map_type:") == std::string::npos)
+            if (read_file("/proc/self/fdinfo/" + std::to_string(fd.get())).find("map_type:") ==
+                std::string::npos)
                 continue;  // not a map
             ids[entry.path().filename()] = map_id(fd.get());
         }
@@ -381,15 +402,19 @@ TEST_F(AgentE2E, StartPublishesMaglevTablesIntoThePinnedMaps) {
             EXPECT_EQ(b["slots"], at(want.slots, addr)) << addr;
             auto be = backend_map.get(b["id"].get<std::uint32_t>());
             ASSERT_TRUE(be) << be.error().message();
-            EXPECT_EQ(net::IpAddress::from_words(be->addr, be->family).to_string(), canonical(addr));
+            EXPECT_EQ(net::IpAddress::from_words(be->addr, be->family).to_string(),
+                      canonical(addr));
             EXPECT_EQ(be->generation, b["generation"].get<std::uint32_t>());
             EXPECT_NE(be->generation, 0u);
         }
         std::string shares;
-        for (const auto& [addr, slots] : want.slots) shares += " " + addr + "=" + std::to_string(slots);
-        MEASURED("%s: vip_id %u, epoch %d, checksum %s, ring %zu slots:%s — pinned ring equals the Maglev table",
-                 v.key().c_str(), s["vip_id"].get<unsigned>(), s["epoch"].get<int>(),
-                 s["checksum"].get<std::string>().c_str(), want.ring.size(), shares.c_str());
+        for (const auto& [addr, slots] : want.slots)
+            shares += " " + addr + "=" + std::to_string(slots);
+        MEASURED(
+            "%s: vip_id %u, epoch %d, checksum %s, ring %zu slots:%s — pinned ring equals the "
+            "Maglev table",
+            v.key().c_str(), s["vip_id"].get<unsigned>(), s["epoch"].get<int>(),
+            s["checksum"].get<std::string>().c_str(), want.ring.size(), shares.c_str());
     }
 }
 
@@ -415,7 +440,8 @@ TEST_F(AgentE2E, WeightChangeThroughTheApiPublishesANewEpoch) {
     EXPECT_EQ(a4["epoch"], b4["epoch"].get<int>() + 1);
     EXPECT_NE(a4["checksum"], b4["checksum"]);
     EXPECT_EQ(a4["published"], true);
-    EXPECT_EQ(at(after, v6.key())["epoch"], at(before, v6.key())["epoch"]) << "the other VIP keeps its epoch";
+    EXPECT_EQ(at(after, v6.key())["epoch"], at(before, v6.key())["epoch"])
+        << "the other VIP keeps its epoch";
     EXPECT_EQ(at(after, v6.key())["checksum"], at(before, v6.key())["checksum"]);
     expect_pinned_ring_matches(v4);
     expect_pinned_ring_matches(v6);
@@ -433,10 +459,12 @@ TEST_F(AgentE2E, WeightChangeThroughTheApiPublishesANewEpoch) {
             for (const json& b : v["backends"])
                 if (b["address"] == "203.0.113.12") found = b["weight"] == 50;
     EXPECT_TRUE(found) << "state file does not hold weight 50: " << state.dump();
-    MEASURED("PATCH weight 200 -> 50 answered in %.1f ms; %s epoch %d -> %d, checksum %s -> %s; %s epoch stays %d",
-             patch_ms, v4.key().c_str(), b4["epoch"].get<int>(), a4["epoch"].get<int>(),
-             b4["checksum"].get<std::string>().c_str(), a4["checksum"].get<std::string>().c_str(),
-             v6.key().c_str(), at(after, v6.key())["epoch"].get<int>());
+    MEASURED(
+        "PATCH weight 200 -> 50 answered in %.1f ms; %s epoch %d -> %d, checksum %s -> %s; %s "
+        "epoch stays %d",
+        patch_ms, v4.key().c_str(), b4["epoch"].get<int>(), a4["epoch"].get<int>(),
+        b4["checksum"].get<std::string>().c_str(), a4["checksum"].get<std::string>().c_str(),
+        v6.key().c_str(), at(after, v6.key())["epoch"].get<int>());
 }
 
 // ---- 3. restarts: SIGTERM, then kill -9 ----------------------------------------------------
@@ -451,7 +479,8 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
     const auto ids_before = map_ids();
     const auto summaries_before = vip_summaries();
     std::map<std::string, std::vector<std::uint32_t>> rings_before;
-    for (const VipConf& v : vips_) rings_before[v.key()] = pinned_ring(at(summaries_before, v.key())["vip_id"]);
+    for (const VipConf& v : vips_)
+        rings_before[v.key()] = pinned_ring(at(summaries_before, v.key())["vip_id"]);
     const auto backend_ids_before = backend_ids(v4.key());
 
     // An established flow, recorded by the data plane itself from a SYN, and a
@@ -508,7 +537,8 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
         const double stop_ms = ms_since(t0);
         ASSERT_TRUE(code.has_value()) << "xlbd did not exit after " << way.name;
         EXPECT_EQ(*code, way.exit_code);
-        EXPECT_EQ(lab_->xdp_prog_id(), prog_before) << "the data plane must keep forwarding while xlbd is down";
+        EXPECT_EQ(lab_->xdp_prog_id(), prog_before)
+            << "the data plane must keep forwarding while xlbd is down";
         EXPECT_FALSE(fs::exists(lab_->tmp() + "/run/xlbd.sock") && way.signal == SIGTERM)
             << "a clean exit removes the socket";
 
@@ -518,7 +548,8 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
         const double restart_ms = ms_since(t1);
         const XdpWatch::Report seen = watch.stop();
 
-        EXPECT_EQ(seen.none, 0u) << "the interface had no XDP program for " << seen.none << " polls";
+        EXPECT_EQ(seen.none, 0u) << "the interface had no XDP program for " << seen.none
+                                 << " polls";
         EXPECT_EQ(seen.errors, 0u);
         ASSERT_FALSE(seen.ids.empty());
         EXPECT_EQ(seen.ids.front(), prog_before);
@@ -528,7 +559,8 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
         EXPECT_EQ(seen.ids.back(), prog_after);
 
         EXPECT_EQ(map_ids(), ids_before) << "pinned maps must be reused, not recreated";
-        EXPECT_EQ(conntrack_entries(), 2) << "the connection-table entries did not survive unchanged";
+        EXPECT_EQ(conntrack_entries(), 2)
+            << "the connection-table entries did not survive unchanged";
         const auto summaries = vip_summaries();
         for (const VipConf& v : vips_) {
             SCOPED_TRACE(v.key());
@@ -546,12 +578,15 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
                 EXPECT_EQ(b["weight"], 50) << "the runtime change was lost";
             }
 
-        MEASURED("%s: exit %d after %.0f ms; restart ready in %.0f ms; XDP polled %llu times during it: "
-                 "program %u -> %u, %llu polls without a program; %zu map ids, 2 conntrack entries, rings, "
-                 "checksums and weight 50 kept; %s epoch %d -> %d",
-                 way.name, code.value_or(-1), stop_ms, restart_ms, static_cast<unsigned long long>(seen.polls),
-                 prog_before, prog_after, static_cast<unsigned long long>(seen.none), ids_before.size(),
-                 v4.key().c_str(), epoch_before, at(summaries, v4.key())["epoch"].get<int>());
+        MEASURED(
+            "%s: exit %d after %.0f ms; restart ready in %.0f ms; XDP polled %llu times during it: "
+            "program %u -> %u, %llu polls without a program; %zu map ids, 2 conntrack entries, "
+            "rings, "
+            "checksums and weight 50 kept; %s epoch %d -> %d",
+            way.name, code.value_or(-1), stop_ms, restart_ms,
+            static_cast<unsigned long long>(seen.polls), prog_before, prog_after,
+            static_cast<unsigned long long>(seen.none), ids_before.size(), v4.key().c_str(),
+            epoch_before, at(summaries, v4.key())["epoch"].get<int>());
     }
 }
 
@@ -564,7 +599,12 @@ TEST_F(AgentE2E, SighupAppliesOnlyTheDifferenceAndRejectsABadFile) {
 
     std::vector<VipConf> next = vips_;
     next[0].backend("203.0.113.11").weight = 250;
-    next.push_back({"198.51.100.30", 8080, "api4", true, 4099, {{"203.0.113.31", 100, ""}, {"203.0.113.32", 100, ""}}});
+    next.push_back({"198.51.100.30",
+                    8080,
+                    "api4",
+                    true,
+                    4099,
+                    {{"203.0.113.31", 100, ""}, {"203.0.113.32", 100, ""}}});
     write_config(next);
     const auto t0 = Clock::now();
     agent_->signal(SIGHUP);
@@ -580,15 +620,18 @@ TEST_F(AgentE2E, SighupAppliesOnlyTheDifferenceAndRejectsABadFile) {
     ASSERT_TRUE(after.contains(next[2].key())) << "the added VIP did not appear";
     EXPECT_EQ(at(after, next[0].key())["epoch"], at(before, next[0].key())["epoch"].get<int>() + 1);
     EXPECT_NE(at(after, next[0].key())["checksum"], at(before, next[0].key())["checksum"]);
-    EXPECT_EQ(at(after, next[1].key())["epoch"], at(before, next[1].key())["epoch"]) << "untouched VIP";
+    EXPECT_EQ(at(after, next[1].key())["epoch"], at(before, next[1].key())["epoch"])
+        << "untouched VIP";
     EXPECT_EQ(at(after, next[1].key())["checksum"], at(before, next[1].key())["checksum"]);
     EXPECT_EQ(at(after, next[2].key())["epoch"], 1);
     for (const VipConf& v : vips_) expect_pinned_ring_matches(v);
-    MEASURED("SIGHUP (weight 100 -> 250 on %s, %s added) applied within %.0f ms: epochs %d -> %d, "
-             "%s stays %d, new VIP epoch %d",
-             next[0].key().c_str(), next[2].key().c_str(), reload_ms, at(before, next[0].key())["epoch"].get<int>(),
-             at(after, next[0].key())["epoch"].get<int>(), next[1].key().c_str(),
-             at(after, next[1].key())["epoch"].get<int>(), at(after, next[2].key())["epoch"].get<int>());
+    MEASURED(
+        "SIGHUP (weight 100 -> 250 on %s, %s added) applied within %.0f ms: epochs %d -> %d, "
+        "%s stays %d, new VIP epoch %d",
+        next[0].key().c_str(), next[2].key().c_str(), reload_ms,
+        at(before, next[0].key())["epoch"].get<int>(), at(after, next[0].key())["epoch"].get<int>(),
+        next[1].key().c_str(), at(after, next[1].key())["epoch"].get<int>(),
+        at(after, next[2].key())["epoch"].get<int>());
 
     // An invalid file: rejected, nothing changes, the agent keeps running.
     const std::string vips_before = api_->get("/v1/vips").body.dump();
@@ -600,7 +643,9 @@ TEST_F(AgentE2E, SighupAppliesOnlyTheDifferenceAndRejectsABadFile) {
     write_file(config_path_, bad);
     const std::size_t rejected_before = [&] {
         std::size_t n = 0;
-        for (std::size_t p = 0; (p = agent_->log().find("reload rejected", p)) != std::string::npos; ++p) ++n;
+        for (std::size_t p = 0; (p = agent_->log().find("reload rejected", p)) != std::string::npos;
+             ++p)
+            ++n;
         return n;
     }();
     const auto t1 = Clock::now();
@@ -617,13 +662,17 @@ TEST_F(AgentE2E, SighupAppliesOnlyTheDifferenceAndRejectsABadFile) {
     EXPECT_TRUE(rejected) << "no \"reload rejected\" in the log";
     std::this_thread::sleep_for(100ms);
     EXPECT_TRUE(agent_->running()) << "a bad file must not stop the agent";
-    EXPECT_EQ(api_->get("/v1/vips").body.dump(), vips_before) << "a rejected reload changed something";
-    for (const auto& [key, s] : vip_summaries()) EXPECT_EQ(pinned_ring(s["vip_id"]), at(rings_before, key)) << key;
+    EXPECT_EQ(api_->get("/v1/vips").body.dump(), vips_before)
+        << "a rejected reload changed something";
+    for (const auto& [key, s] : vip_summaries())
+        EXPECT_EQ(pinned_ring(s["vip_id"]), at(rings_before, key)) << key;
     EXPECT_EQ(api_->get("/livez").status, 200);
     const std::string log = agent_->log();
     EXPECT_NE(log.find("xlbd.yaml:"), std::string::npos) << "the errors should name the file";
-    MEASURED("SIGHUP with an invalid file rejected within %.0f ms; agent running, VIPs, epochs and rings unchanged",
-             reject_ms);
+    MEASURED(
+        "SIGHUP with an invalid file rejected within %.0f ms; agent running, VIPs, epochs and "
+        "rings unchanged",
+        reject_ms);
 }
 
 // ---- 5. API errors ---------------------------------------------------------------------------
@@ -652,19 +701,32 @@ TEST_F(AgentE2E, ApiErrorsAnswer4xxJsonAndChangeNothing) {
         const char* needle;  // the error message must mention it
     };
     const std::vector<Case> cases{
-        {"malformed JSON", [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"weight\": "); }, 400,
+        {"malformed JSON",
+         [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"weight\": "); }, 400,
          "malformed JSON"},
-        {"unknown VIP", [&] { return api_->patch("/v1/backends?vip=198.51.100.99:80/tcp&address=203.0.113.11", "{\"weight\": 10}"); },
+        {"unknown VIP",
+         [&] {
+             return api_->patch("/v1/backends?vip=198.51.100.99:80/tcp&address=203.0.113.11",
+                                "{\"weight\": 10}");
+         },
          404, "198.51.100.99"},
-        {"unknown backend", [&] { return api_->patch(q4 + "&address=203.0.113.99", "{\"weight\": 10}"); }, 404,
+        {"unknown backend",
+         [&] { return api_->patch(q4 + "&address=203.0.113.99", "{\"weight\": 10}"); }, 404,
          "203.0.113.99"},
-        {"weight too big", [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"weight\": 20000}"); }, 400,
+        {"weight too big",
+         [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"weight\": 20000}"); }, 400,
          "weight"},
-        {"negative weight", [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"weight\": -1}"); }, 400,
+        {"negative weight",
+         [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"weight\": -1}"); }, 400,
          "weight"},
-        {"weight of the wrong type", [&] { return api_->patch(q6 + "&address=" + url_encode("2001:db8:b::11"), "{\"weight\": \"heavy\"}"); },
+        {"weight of the wrong type",
+         [&] {
+             return api_->patch(q6 + "&address=" + url_encode("2001:db8:b::11"),
+                                "{\"weight\": \"heavy\"}");
+         },
          400, "weight"},
-        {"unknown field", [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"colour\": \"blue\"}"); }, 400,
+        {"unknown field",
+         [&] { return api_->patch(q4 + "&address=203.0.113.11", "{\"colour\": \"blue\"}"); }, 400,
          "colour"},
         {"missing address", [&] { return api_->patch(q4, "{\"weight\": 10}"); }, 400, "address"},
         {"IPv4 backend in an IPv6 VIP",
@@ -673,7 +735,8 @@ TEST_F(AgentE2E, ApiErrorsAnswer4xxJsonAndChangeNothing) {
                                              "backends": [{"address": "203.0.113.50"}]})");
          },
          400, "203.0.113.50"},
-        {"duplicate VIP", [&] { return api_->post("/v1/vips", R"({"address": "198.51.100.10", "port": 80})"); }, 409,
+        {"duplicate VIP",
+         [&] { return api_->post("/v1/vips", R"({"address": "198.51.100.10", "port": 80})"); }, 409,
          "already exists"},
     };
     for (const Case& c : cases) {
@@ -681,10 +744,13 @@ TEST_F(AgentE2E, ApiErrorsAnswer4xxJsonAndChangeNothing) {
         const Reply r = c.request();
         EXPECT_EQ(r.status, c.status) << r.text;
         EXPECT_NE(r.content_type.find("application/json"), std::string::npos) << r.content_type;
-        ASSERT_TRUE(r.body.is_object() && r.body.contains("error") && r.body["error"].is_string()) << r.text;
+        ASSERT_TRUE(r.body.is_object() && r.body.contains("error") && r.body["error"].is_string())
+            << r.text;
         const std::string error = r.body["error"];
-        EXPECT_NE(error.find(c.needle), std::string::npos) << "\"" << error << "\" should mention " << c.needle;
-        EXPECT_EQ(world(), before) << "a rejected request changed the VIPs, an epoch, the state file or a ring";
+        EXPECT_NE(error.find(c.needle), std::string::npos)
+            << "\"" << error << "\" should mention " << c.needle;
+        EXPECT_EQ(world(), before)
+            << "a rejected request changed the VIPs, an epoch, the state file or a ring";
         MEASURED("%-28s -> %d %s", c.what, r.status, error.c_str());
     }
     EXPECT_TRUE(agent_->running());
@@ -730,12 +796,14 @@ TEST_F(AgentE2E, MetricsLivezAndReadyzAnswer) {
     EXPECT_EQ(ready.status, 200) << ready.text;
     EXPECT_EQ(api_->get("/livez").status, 200);
     EXPECT_EQ(api_->get("/readyz").status, 200);
-    MEASURED("/metrics: %zu bytes, %zu series; %s = %.0f, %s = %.0f after one SYN; "
-             "xlb_table_epoch %.0f and %.0f; /livez %d, /readyz %d (TCP and Unix socket)",
-             m.text.size(), series.size(), packets4.c_str(), series[packets4],
-             ("xlb_packets_total{vip=\"" + v6 + "\"}").c_str(), series["xlb_packets_total{vip=\"" + v6 + "\"}"],
-             series["xlb_table_epoch{vip=\"" + v4 + "\"}"], series["xlb_table_epoch{vip=\"" + v6 + "\"}"],
-             live.status, ready.status);
+    MEASURED(
+        "/metrics: %zu bytes, %zu series; %s = %.0f, %s = %.0f after one SYN; "
+        "xlb_table_epoch %.0f and %.0f; /livez %d, /readyz %d (TCP and Unix socket)",
+        m.text.size(), series.size(), packets4.c_str(), series[packets4],
+        ("xlb_packets_total{vip=\"" + v6 + "\"}").c_str(),
+        series["xlb_packets_total{vip=\"" + v6 + "\"}"],
+        series["xlb_table_epoch{vip=\"" + v4 + "\"}"],
+        series["xlb_table_epoch{vip=\"" + v6 + "\"}"], live.status, ready.status);
 }
 
 // ---- 7. --check-config ------------------------------------------------------------------------
@@ -758,12 +826,17 @@ TEST_F(AgentE2E, CheckConfigExitsZeroOrOneWithFileLineColumnAndTouchesNothing) {
     auto line_col = [&](std::size_t offset) {
         const std::size_t line = 1 + std::count(text.begin(), text.begin() + offset, '\n');
         const std::size_t line_start = text.rfind('\n', offset - 1) + 1;
-        return bad + ":" + std::to_string(line) + ":" + std::to_string(offset - line_start + 1) + ":";
+        return bad + ":" + std::to_string(line) + ":" + std::to_string(offset - line_start + 1) +
+               ":";
     };
     const CmdResult err = run_xlbd(*lab_, {"--check-config", "--config", bad});
     EXPECT_EQ(err.rc, 1) << err.out;
-    EXPECT_NE(err.out.find(line_col(port_at)), std::string::npos) << "want " << line_col(port_at) << " in:\n" << err.out;
-    EXPECT_NE(err.out.find(line_col(key_at)), std::string::npos) << "want " << line_col(key_at) << " in:\n" << err.out;
+    EXPECT_NE(err.out.find(line_col(port_at)), std::string::npos)
+        << "want " << line_col(port_at) << " in:\n"
+        << err.out;
+    EXPECT_NE(err.out.find(line_col(key_at)), std::string::npos)
+        << "want " << line_col(key_at) << " in:\n"
+        << err.out;
 
     // touched nothing: no pins, no socket, no state file, no XDP program
     EXPECT_TRUE(fs::is_empty(lab_->pin_dir())) << "pins created in " << lab_->pin_dir();
@@ -774,12 +847,17 @@ TEST_F(AgentE2E, CheckConfigExitsZeroOrOneWithFileLineColumnAndTouchesNothing) {
              ok.out.substr(0, ok.out.find('\n')).c_str(), err.rc, err.out.c_str());
 }
 
-// ---- 8. swap under load --------------------------------------------------------------------------
+// ---- 8. swap under load
+// --------------------------------------------------------------------------
 
 TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
     constexpr int kPublishes = 1000;
     constexpr int kFlows = 1024;
-    VipConf swap{"198.51.100.20", 80, "swap", false, maglev::kDefaultRingSize,
+    VipConf swap{"198.51.100.20",
+                 80,
+                 "swap",
+                 false,
+                 maglev::kDefaultRingSize,
                  {{"203.0.113.21", 100, ""}, {"203.0.113.22", 100, ""}, {"203.0.113.23", 100, ""}}};
     write_config({swap});
     start_agent();
@@ -809,12 +887,13 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
     std::vector<std::pair<net::IpAddress, net::IpAddress>> allowed;
     for (int f = 0; f < kFlows; ++f) {
         test::Flow flow{net::IpAddress::v4(192, 0, 2, static_cast<std::uint8_t>(10 + f % 200)),
-                        *net::IpAddress::parse(swap.address), static_cast<std::uint16_t>(20000 + f), swap.port,
-                        test::kProtoTcp};
+                        *net::IpAddress::parse(swap.address), static_cast<std::uint16_t>(20000 + f),
+                        swap.port, test::kProtoTcp};
         frames.push_back(test::make_frame(flow));
-        const std::uint32_t slot =
-            datapath::ring_index(test::flow_key(flow), XLB_VIP_F_NO_CONNTRACK, kHashSeed, swap.ring_size);
-        allowed.emplace_back(at(addr_of, table_a.ring.at(slot)), at(addr_of, table_b.ring.at(slot)));
+        const std::uint32_t slot = datapath::ring_index(
+            test::flow_key(flow), XLB_VIP_F_NO_CONNTRACK, kHashSeed, swap.ring_size);
+        allowed.emplace_back(at(addr_of, table_a.ring.at(slot)),
+                             at(addr_of, table_b.ring.at(slot)));
     }
 
     auto outcome_totals = [&] {
@@ -839,8 +918,8 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
             } else if (out->action != XDP_TX) {
                 not_tx.fetch_add(1, std::memory_order_relaxed);
             } else {
-                const net::IpAddress dst = net::IpAddress::v4(out->frame[30], out->frame[31], out->frame[32],
-                                                              out->frame[33]);
+                const net::IpAddress dst = net::IpAddress::v4(out->frame[30], out->frame[31],
+                                                              out->frame[32], out->frame[33]);
                 if (dst != allowed[f].first && dst != allowed[f].second)
                     wrong_backend.fetch_add(1, std::memory_order_relaxed);
             }
@@ -857,7 +936,8 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
         const auto t = Clock::now();
         const Reply r = patch_weight(swap, "203.0.113.22", i % 2 == 0 ? 150 : 100);
         latencies.push_back(ms_since(t));
-        if (r.status != 200 && failed++ == 0) first_failure = std::to_string(r.status) + " " + r.text;
+        if (r.status != 200 && failed++ == 0)
+            first_failure = std::to_string(r.status) + " " + r.text;
     }
     const double publish_ms = ms_since(t0);
     done = true;
@@ -866,21 +946,28 @@ TEST_F(AgentE2E, ThousandPublishesUnderLoadNeverLeaveAPacketWithoutABackend) {
     const json s1 = at(vip_summaries(), swap.key());
 
     std::sort(latencies.begin(), latencies.end());
-    const double p50 = latencies[latencies.size() / 2], p99 = latencies[latencies.size() * 99 / 100];
-    MEASURED("%llu packets through BPF_PROG_TEST_RUN (%d flows, no conntrack) while %d PATCHes published "
-             "%d tables in %.0f ms (%.2f ms each; PATCH p50 %.2f ms, p99 %.2f ms, max %.2f ms); "
-             "not XDP_TX %llu, wrong backend %llu, run errors %llu",
-             static_cast<unsigned long long>(packets.load()), kFlows, kPublishes,
-             s1["epoch"].get<int>() - s0["epoch"].get<int>(), publish_ms, publish_ms / kPublishes, p50, p99,
-             latencies.back(), static_cast<unsigned long long>(not_tx.load()),
-             static_cast<unsigned long long>(wrong_backend.load()), static_cast<unsigned long long>(run_errors.load()));
+    const double p50 = latencies[latencies.size() / 2],
+                 p99 = latencies[latencies.size() * 99 / 100];
+    MEASURED(
+        "%llu packets through BPF_PROG_TEST_RUN (%d flows, no conntrack) while %d PATCHes "
+        "published "
+        "%d tables in %.0f ms (%.2f ms each; PATCH p50 %.2f ms, p99 %.2f ms, max %.2f ms); "
+        "not XDP_TX %llu, wrong backend %llu, run errors %llu",
+        static_cast<unsigned long long>(packets.load()), kFlows, kPublishes,
+        s1["epoch"].get<int>() - s0["epoch"].get<int>(), publish_ms, publish_ms / kPublishes, p50,
+        p99, latencies.back(), static_cast<unsigned long long>(not_tx.load()),
+        static_cast<unsigned long long>(wrong_backend.load()),
+        static_cast<unsigned long long>(run_errors.load()));
 
     EXPECT_EQ(failed, 0) << "first failed PATCH: " << first_failure;
-    EXPECT_EQ(s1["epoch"].get<int>() - s0["epoch"].get<int>(), kPublishes) << "one publish per change";
-    EXPECT_GT(packets.load(), static_cast<std::uint64_t>(kPublishes)) << "traffic must overlap the publishes";
+    EXPECT_EQ(s1["epoch"].get<int>() - s0["epoch"].get<int>(), kPublishes)
+        << "one publish per change";
+    EXPECT_GT(packets.load(), static_cast<std::uint64_t>(kPublishes))
+        << "traffic must overlap the publishes";
     EXPECT_EQ(not_tx.load(), 0u);
     EXPECT_EQ(run_errors.load(), 0u);
-    EXPECT_EQ(wrong_backend.load(), 0u) << "a packet went to a backend neither table gives its flow";
+    EXPECT_EQ(wrong_backend.load(), 0u)
+        << "a packet went to a backend neither table gives its flow";
     for (xlb_outcome o : {XLB_OUT_DROP_NO_TABLE, XLB_OUT_DROP_NO_BACKEND, XLB_OUT_DROP_BAD_BACKEND})
         EXPECT_EQ(outcomes_after[o], outcomes_before[o]) << "outcome " << o;
     EXPECT_GE(outcomes_after[XLB_OUT_TX] - outcomes_before[XLB_OUT_TX], packets.load());
@@ -910,7 +997,8 @@ protected:
         if (with_agent)
             for (const auto& [key, v] : vip_summaries()) {
                 s.rings[key] = pinned_ring(v["vip_id"]);
-                s.epochs_and_checksums[key] = v["epoch"].dump() + "/" + v["checksum"].get<std::string>();
+                s.epochs_and_checksums[key] =
+                    v["epoch"].dump() + "/" + v["checksum"].get<std::string>();
             }
         s.state_file = fs::exists(state_path()) ? read_file(state_path()) : "";
         return s;
@@ -967,8 +1055,9 @@ TEST_F(AgentSafetyE2E, SecondAgentOnTheSameInterfaceExitsAtOnceNamingTheFirstAnd
         {"same configuration", {}},
         {"another API socket and metrics port",
          {"--api-socket", lab_->tmp() + "/other/xlbd.sock", "--metrics-listen", "127.0.0.1:9474"}},
-        {"another pin_dir", {"--pin-dir", other_pins, "--api-socket", lab_->tmp() + "/other2/xlbd.sock",
-                             "--metrics-listen", "127.0.0.1:9475"}},
+        {"another pin_dir",
+         {"--pin-dir", other_pins, "--api-socket", lab_->tmp() + "/other2/xlbd.sock",
+          "--metrics-listen", "127.0.0.1:9475"}},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.what);
@@ -976,11 +1065,14 @@ TEST_F(AgentSafetyE2E, SecondAgentOnTheSameInterfaceExitsAtOnceNamingTheFirstAnd
         ASSERT_TRUE(f.rc.has_value()) << "the second agent did not exit:\n" << f.log;
         EXPECT_EQ(*f.rc, 1) << f.log;
         EXPECT_LT(f.ms, 2000) << "it should fail at once";
-        EXPECT_NE(f.log.find("pid " + first_pid), std::string::npos) << "the error should name the first agent's pid:\n"
-                                                                     << f.log;
+        EXPECT_NE(f.log.find("pid " + first_pid), std::string::npos)
+            << "the error should name the first agent's pid:\n"
+            << f.log;
         EXPECT_TRUE(agent_->running());
-        EXPECT_EQ(snapshot(), before) << "the second agent changed the data plane or the state file";
-        EXPECT_FALSE(fs::exists(other_pins + "/" + Lab::kLbIf)) << "pins created under the other pin_dir";
+        EXPECT_EQ(snapshot(), before)
+            << "the second agent changed the data plane or the state file";
+        EXPECT_FALSE(fs::exists(other_pins + "/" + Lab::kLbIf))
+            << "pins created under the other pin_dir";
         EXPECT_FALSE(fs::exists(lab_->tmp() + "/other/xlbd.sock"));
         const std::size_t said = f.log.find("already served");
         MEASURED("second agent (%s): exit %d after %.0f ms: %s", c.what, *f.rc, f.ms,
@@ -1011,13 +1103,16 @@ TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlane
             a.sin_family = AF_INET;
             a.sin_port = htons(kMetricsPort);
             a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 4) != 0)
-                throw std::runtime_error("take the metrics port: " + std::string(std::strerror(errno)));
+            if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+                ::listen(fd.get(), 4) != 0)
+                throw std::runtime_error("take the metrics port: " +
+                                         std::string(std::strerror(errno)));
             return fd.release();
         });
     };
     std::string unknown_group = render_config(*lab_, vips_);
-    unknown_group.replace(unknown_group.find("api: {socket: "), 6, "api: {group: no-such-xlb-group, ");
+    unknown_group.replace(unknown_group.find("api: {socket: "), 6,
+                          "api: {group: no-such-xlb-group, ");
     const std::string group_config = lab_->tmp() + "/group.yaml";
     write_file(group_config, unknown_group);
     write_file(lab_->tmp() + "/a-file", "not a directory\n");
@@ -1033,7 +1128,10 @@ TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlane
         {"metrics port taken", {}, {}, "metrics.listen", true},
         {"unknown api.group", {}, group_config, "no-such-xlb-group"},
         {"missing interface", {"--interface", "nosuch0"}, {}, "nosuch0"},
-        {"state directory unwritable", {"--state-file", lab_->tmp() + "/a-file/state.json"}, {}, "a-file"},
+        {"state directory unwritable",
+         {"--state-file", lab_->tmp() + "/a-file/state.json"},
+         {},
+         "a-file"},
     };
     auto run_cases = [&](const char* phase, const DataPlaneSnapshot& want) {
         for (const Case& c : cases) {
@@ -1042,10 +1140,13 @@ TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlane
             const Failed f = run_failing(c.args, c.config);
             ASSERT_TRUE(f.rc.has_value()) << f.log;
             EXPECT_EQ(*f.rc, 1) << f.log;
-            EXPECT_NE(f.log.find(c.expect), std::string::npos) << "the error should name " << c.expect << ":\n" << f.log;
+            EXPECT_NE(f.log.find(c.expect), std::string::npos)
+                << "the error should name " << c.expect << ":\n"
+                << f.log;
             EXPECT_EQ(snapshot(false), want) << f.log;
             if (want.prog_id == 0) {
-                EXPECT_FALSE(fs::exists(lab_->tmp() + "/run/xlbd.sock")) << "API socket left behind";
+                EXPECT_FALSE(fs::exists(lab_->tmp() + "/run/xlbd.sock"))
+                    << "API socket left behind";
             }
             MEASURED("%s, %s: exit %d in %.0f ms", phase, c.what, *f.rc, f.ms);
         }
@@ -1068,7 +1169,8 @@ TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlane
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings_before;
     for (std::uint32_t id = 0; id < 2; ++id) rings_before[id] = pinned_ring(id);
     run_cases("restart", live);
-    for (std::uint32_t id = 0; id < 2; ++id) EXPECT_EQ(pinned_ring(id), rings_before[id]) << "ring " << id;
+    for (std::uint32_t id = 0; id < 2; ++id)
+        EXPECT_EQ(pinned_ring(id), rings_before[id]) << "ring " << id;
 }
 
 TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisruptiveOnes) {
@@ -1097,17 +1199,20 @@ TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisrupti
     EXPECT_EQ(r.status, 422) << r.text;
     EXPECT_EQ(r.body["result"], "invalid");
     ASSERT_FALSE(r.body["errors"].empty()) << r.text;
-    EXPECT_NE(r.body["errors"][0].get<std::string>().find(config_path_ + ":"), std::string::npos) << r.text;
+    EXPECT_NE(r.body["errors"][0].get<std::string>().find(config_path_ + ":"), std::string::npos)
+        << r.text;
     EXPECT_EQ(vip_summaries(), before);
     // The xlbctl form systemd's ExecReload runs: exit 1 on a rejected reload.
-    CmdResult ctl = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() + "/run/xlbd.sock reload 2>&1");
+    CmdResult ctl =
+        run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() + "/run/xlbd.sock reload 2>&1");
     EXPECT_EQ(ctl.rc, 1) << ctl.out;
     EXPECT_NE(ctl.out.find(config_path_ + ":"), std::string::npos) << ctl.out;
 
     // A new hash_seed remaps flows: refused unless confirmed.
     const std::uint32_t seed_before = live_hash_seed();
     std::string seeded = render_config(*lab_, next);
-    seeded.replace(seeded.find("hash_seed: "), 11 + std::to_string(kHashSeed).size(), "hash_seed: 77");
+    seeded.replace(seeded.find("hash_seed: "), 11 + std::to_string(kHashSeed).size(),
+                   "hash_seed: 77");
     write_file(config_path_, seeded);
     r = reload();
     EXPECT_EQ(r.status, 409) << r.text;
@@ -1121,11 +1226,13 @@ TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisrupti
     // SIGHUP cannot confirm: refused too, and status says so.
     agent_->signal(SIGHUP);
     const auto t0 = Clock::now();
-    while (status()["last_reload"]["source"] != "SIGHUP" && ms_since(t0) < 5000) std::this_thread::sleep_for(10ms);
+    while (status()["last_reload"]["source"] != "SIGHUP" && ms_since(t0) < 5000)
+        std::this_thread::sleep_for(10ms);
     EXPECT_EQ(status()["last_reload"]["result"], "disruptive_refused");
     EXPECT_EQ(live_hash_seed(), seed_before);
 
-    ctl = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() + "/run/xlbd.sock reload --allow-disruptive 2>&1");
+    ctl = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() +
+              "/run/xlbd.sock reload --allow-disruptive 2>&1");
     EXPECT_EQ(ctl.rc, 0) << ctl.out;
     EXPECT_NE(ctl.out.find("hash_seed"), std::string::npos) << ctl.out;
     EXPECT_EQ(live_hash_seed(), 77u);

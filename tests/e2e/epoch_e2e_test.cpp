@@ -56,7 +56,8 @@ protected:
         agent_ = std::make_unique<AgentProcess>(*lab_, config_, lab_->tmp() + "/xlbd.log");
     }
     void TearDown() override {
-        if (agent_ && HasFailure()) std::printf("----- xlbd log -----\n%s----- end -----\n", agent_->log().c_str());
+        if (agent_ && HasFailure())
+            std::printf("----- xlbd log -----\n%s----- end -----\n", agent_->log().c_str());
         agent_.reset();
         lab_.reset();
     }

@@ -26,7 +26,6 @@
 namespace xlb::e2e {
 namespace {
 
-
 constexpr std::uint16_t kServerPort = 8080;
 constexpr auto kReadyTimeout = 15s;
 // The check every test uses: tcp on kServerPort every 200 ms, 100 ms

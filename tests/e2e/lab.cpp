@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -14,13 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <httplib.h>
 #include <sstream>
 #include <stdexcept>
 
@@ -154,8 +153,10 @@ XdpWatch::XdpWatch(const Lab& lab) {
                     ++report_.errors;
                 } else {
                     const std::uint32_t id = q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id;
-                    if (id == 0) ++report_.none;
-                    else if (report_.ids.empty() || report_.ids.back() != id) report_.ids.push_back(id);
+                    if (id == 0)
+                        ++report_.none;
+                    else if (report_.ids.empty() || report_.ids.back() != id)
+                        report_.ids.push_back(id);
                 }
                 started_.store(true);
             } while (!stop_.load(std::memory_order_relaxed));
@@ -183,8 +184,8 @@ XdpWatch::Report XdpWatch::stop() {
 
 CmdResult run_xlbd(const Lab& lab, const std::vector<std::string>& args,
                    std::chrono::milliseconds timeout) {
-    std::string cmd = "timeout " + std::to_string(timeout.count() / 1000 + 1) + " nsenter --net=/run/netns/" +
-                      lab.lb_ns() + " " + test::xlbd_path();
+    std::string cmd = "timeout " + std::to_string(timeout.count() / 1000 + 1) +
+                      " nsenter --net=/run/netns/" + lab.lb_ns() + " " + test::xlbd_path();
     for (const auto& a : args) cmd += " '" + a + "'";
     return run(cmd);
 }
@@ -263,7 +264,8 @@ void wait_agent_ready(AgentProcess& agent, const Api& api, std::chrono::millisec
         std::this_thread::sleep_for(10ms);
     }
     throw std::runtime_error("xlbd not ready after " + std::to_string(timeout.count()) +
-                             " ms; last /v1/status: " + std::to_string(last.status) + " " + last.text);
+                             " ms; last /v1/status: " + std::to_string(last.status) + " " +
+                             last.text);
 }
 
 }  // namespace xlb::e2e

@@ -17,8 +17,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <map>
@@ -70,7 +70,9 @@ class Lab : public test::Lab {
 public:
     // A room for the test's files (the lab's directory, removed with it).
     std::string tmp() const { return dir(); }
-    std::string map_pin(const std::string& map) const { return pin_dir() + "/" + kLbIf + "/" + map; }
+    std::string map_pin(const std::string& map) const {
+        return pin_dir() + "/" + kLbIf + "/" + map;
+    }
     // XDP program id attached to the LB's interface (0: none), queried inside
     // the namespace.
     std::uint32_t xdp_prog_id() const;
@@ -95,8 +97,8 @@ class XdpWatch {
 public:
     struct Report {
         std::uint64_t polls = 0;
-        std::uint64_t none = 0;     // polls that found no program attached
-        std::uint64_t errors = 0;   // polls that failed
+        std::uint64_t none = 0;          // polls that found no program attached
+        std::uint64_t errors = 0;        // polls that failed
         std::vector<std::uint32_t> ids;  // program ids seen, in order, without repeats
     };
     explicit XdpWatch(const Lab& lab);
@@ -164,7 +166,7 @@ struct Reply {
     int status = -1;   // -1: no answer
     std::string text;  // body, or the transport error
     std::string content_type;
-    json body;         // parsed body (discarded value when not JSON)
+    json body;  // parsed body (discarded value when not JSON)
 };
 
 // The agent's JSON API over its Unix socket.

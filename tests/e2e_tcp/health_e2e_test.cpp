@@ -173,8 +173,11 @@ TEST_F(HealthE2e, ProbeThroughTheVipFindsABackendThatStoppedDecapsulating) {
     if (HasFatalFailure()) return;
     const std::string b2_health = "http://" + backend_v4(2) + "/healthz";
     auto direct = [&] {  // the same check at b2's own address, from the LB
-        return run("ip netns exec " + lab_.prefix() + "-lb curl -s -o /dev/null -w '%{http_code}' "
-                   "--max-time 2 " + b2_health).out;
+        return run("ip netns exec " + lab_.prefix() +
+                   "-lb curl -s -o /dev/null -w '%{http_code}' "
+                   "--max-time 2 " +
+                   b2_health)
+            .out;
     };
     ASSERT_EQ(direct(), "200");
     // b2's decapsulator detaches on SIGTERM
@@ -187,9 +190,10 @@ TEST_F(HealthE2e, ProbeThroughTheVipFindsABackendThatStoppedDecapsulating) {
         wait_web([](const nlohmann::json& v) { return v.value("backends_healthy", -1) == 2; }, 5s))
         << web_status().dump();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    std::printf("b2 stopped decapsulating: unhealthy through the VIP after %.0f ms (bound %.0f); "
-                "its own address still answers %s\n",
-                ms, kDetectMs + kPublishMarginMs, direct().c_str());
+    std::printf(
+        "b2 stopped decapsulating: unhealthy through the VIP after %.0f ms (bound %.0f); "
+        "its own address still answers %s\n",
+        ms, kDetectMs + kPublishMarginMs, direct().c_str());
     EXPECT_LT(ms, kDetectMs + kPublishMarginMs);
     EXPECT_EQ(direct(), "200") << "the direct check would still pass";
     std::this_thread::sleep_for(kPublishMarginMs * 1ms);

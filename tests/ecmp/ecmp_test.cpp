@@ -9,11 +9,11 @@
 // one host to the other reaches the same backend although the second host has
 // no connection-table entry for it. Each test prints what it measured.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -48,8 +48,8 @@ public:
 
     json api_json(const std::string& host, const std::string& method, const std::string& path,
                   const std::string& body = "") {
-        std::string cmd = "curl -sS --max-time 20 --unix-socket " + shell_quote(socket(host)) +
-                          " -X " + method;
+        std::string cmd =
+            "curl -sS --max-time 20 --unix-socket " + shell_quote(socket(host)) + " -X " + method;
         if (!body.empty())
             cmd += " -H 'Content-Type: application/json' --data-binary " + shell_quote(body);
         CmdResult r = run(cmd + " " + shell_quote("http://xlbd" + path));
@@ -132,7 +132,8 @@ protected:
         if (!HasFailure()) return;
         for (const char* host : kHosts)
             std::printf("---- xlbd log of %s (tail) ----\n%s\n", host, lab_.host_log(host).c_str());
-        std::printf("---- router ----\n%s\n", run("ip -n " + lab_.router_ns() + " route").out.c_str());
+        std::printf("---- router ----\n%s\n",
+                    run("ip -n " + lab_.router_ns() + " route").out.c_str());
     }
 
     // Every stream still healthy on the backend it started on; prints them and
@@ -144,15 +145,18 @@ protected:
         std::map<std::string, int> per_backend;
         int errors = 0;
         for (std::size_t i = 0; i < now.size(); ++i) {
-            EXPECT_EQ(now[i].error, "") << step << ": stream " << i << " (on " << before[i].backend << ")";
+            EXPECT_EQ(now[i].error, "")
+                << step << ": stream " << i << " (on " << before[i].backend << ")";
             errors += !now[i].error.empty();
             EXPECT_EQ(now[i].backend, before[i].backend) << step << ": stream " << i;
             EXPECT_GT(now[i].echoes, before[i].echoes) << step << ": stream " << i << " stalled";
             worst = std::max(worst, now[i].worst_ms);
             per_backend[now[i].backend]++;
         }
-        std::printf("MEASURED [%s] %zu streams, %d reset or moved, longest stall %.0f ms, per backend: %s\n",
-                    step.c_str(), now.size(), errors, worst, format_counts(per_backend).c_str());
+        std::printf(
+            "MEASURED [%s] %zu streams, %d reset or moved, longest stall %.0f ms, per backend: "
+            "%s\n",
+            step.c_str(), now.size(), errors, worst, format_counts(per_backend).c_str());
         return worst;
     }
 
@@ -178,7 +182,8 @@ protected:
     // The share of the VIP's packets each host forwarded since `before`.
     std::map<std::string, std::uint64_t> packets(const std::string& key) {
         std::map<std::string, std::uint64_t> out;
-        for (const char* host : kHosts) out[host] = lab_.vip_stats(host, key)["packets"].get<std::uint64_t>();
+        for (const char* host : kHosts)
+            out[host] = lab_.vip_stats(host, key)["packets"].get<std::uint64_t>();
         return out;
     }
 
@@ -213,8 +218,7 @@ TEST_F(Ecmp, BothHostsShareConnectionsAndAgreeOnTables) {
     }
     // weights 100:100:200 -> 25%, 25%, 50%, within 5 points
     const std::map<std::string, double> want{{"b1", 25}, {"b2", 25}, {"b3", 50}};
-    for (const auto& [name, pct] : want)
-        EXPECT_NEAR(100.0 * counts[name] / n, pct, 5.0) << name;
+    for (const auto& [name, pct] : want) EXPECT_NEAR(100.0 * counts[name] / n, pct, 5.0) << name;
 
     // the same tables everywhere
     for (const std::string& key : {vip_key4(), vip_key6(), vip_key_mixed()}) {
@@ -228,7 +232,8 @@ TEST_F(Ecmp, BothHostsShareConnectionsAndAgreeOnTables) {
     EXPECT_NE(same.out.find("all 2 hosts agree"), std::string::npos) << same.out;
 
     // a weight changed on lb2 only
-    CmdResult changed = lab_.xlbctl("lb2", "backend set " + vip_key4() + " " + backend_v4(1) + " --weight 300");
+    CmdResult changed =
+        lab_.xlbctl("lb2", "backend set " + vip_key4() + " " + backend_v4(1) + " --weight 300");
     ASSERT_EQ(changed.rc, 0) << changed.out;
     CmdResult differ = lab_.xlbctl("lb", "status --peers " + lab_.socket("lb2"));
     std::printf("%s\n", differ.out.c_str());
@@ -255,8 +260,9 @@ TEST_F(Ecmp, SilentHostLossCostsNoStream) {
         while (Clock::now() < until) {
             const auto t0 = Clock::now();
             const std::string name = get_backend_name(lab_.client_ns(), kVip4);
-            worst_connect_ms = std::max(
-                worst_connect_ms, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+            worst_connect_ms =
+                std::max(worst_connect_ms,
+                         std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
             failed += name.rfind("error", 0) == 0;
             ++made;
         }
@@ -357,7 +363,8 @@ TEST_F(Ecmp, VipWithNoHealthyBackendIsWithdrawnFromThatHostOnly) {
     up("--health --panic-threshold 0");
     const std::string config = lab_.host_dir("lb2") + "/xlbd.yaml";
     std::string original = run("cat " + config).out;
-    std::string broken = std::regex_replace(original, std::regex("path: /healthz"), "path: /healthz, port: 81");
+    std::string broken =
+        std::regex_replace(original, std::regex("path: /healthz"), "path: /healthz, port: 81");
     ASSERT_NE(broken, original);
     { std::ofstream(config) << broken; }
     CmdResult reload = lab_.xlbctl("lb2", "reload");
@@ -393,8 +400,8 @@ TEST_F(Ecmp, BirdDownIsReportedAndCaughtUp) {
     CmdResult ready = run("curl -s -o /dev/null -w '%{http_code}' --unix-socket " +
                           shell_quote(lab_.socket("lb2")) + " http://xlbd/readyz");
     EXPECT_EQ(ready.out, "200");
-    CmdResult metrics = run("ip netns exec " + lab_.ns("lb2") +
-                            " curl -s http://127.0.0.1:9464/metrics");
+    CmdResult metrics =
+        run("ip netns exec " + lab_.ns("lb2") + " curl -s http://127.0.0.1:9464/metrics");
     EXPECT_NE(metrics.out.find("xlb_bgp_daemon_up 0"), std::string::npos);
 
     lab_.script("bird-start lb2");

@@ -7,8 +7,8 @@
 
 #include <map>
 
-#include "xlb/control/reconciler.h"
 #include "recording_data_plane.h"
+#include "xlb/control/reconciler.h"
 
 namespace xlb::agent {
 namespace {

@@ -9,12 +9,12 @@
 //
 // Nothing leaves the namespaces; they are deleted when the test ends, whatever
 // its outcome.
-#include <poll.h>
-#include <unistd.h>
-
-#include <linux/neighbour.h>
+#include "xlb/netlink/neighbor.h"
 
 #include <gtest/gtest.h>
+#include <linux/neighbour.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -27,7 +27,6 @@
 #include "event_log.h"
 #include "netns.h"
 #include "xlb/netlink/link.h"
-#include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
 
 namespace {
@@ -65,16 +64,20 @@ public:
                " sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"
                " net.ipv4.conf.all.arp_notify=1 net.ipv4.conf.default.arp_notify=1"
                " net.ipv6.conf.all.ndisc_notify=1 net.ipv6.conf.default.ndisc_notify=1");
-        sh(lb + "link add lb0 address 02:00:00:00:0a:01 mtu 1600 type veth peer name hop0"
-                " address 02:00:00:00:0b:01 mtu 1600 netns " + hop_.name());
-        sh(lb + "addr add 192.0.2.1/24 dev lb0 && " + lb + "addr add 2001:db8::1/64 dev lb0 nodad && " +
-           hop + "addr add 192.0.2.2/24 dev hop0 && " + hop + "addr add 2001:db8::2/64 dev hop0 nodad && " +
-           lb + "link set lo up && " + hop + "link set lo up && " +
-           lb + "link set lb0 up && " + hop + "link set hop0 up");
+        sh(lb +
+           "link add lb0 address 02:00:00:00:0a:01 mtu 1600 type veth peer name hop0"
+           " address 02:00:00:00:0b:01 mtu 1600 netns " +
+           hop_.name());
+        sh(lb + "addr add 192.0.2.1/24 dev lb0 && " + lb +
+           "addr add 2001:db8::1/64 dev lb0 nodad && " + hop +
+           "addr add 192.0.2.2/24 dev hop0 && " + hop +
+           "addr add 2001:db8::2/64 dev hop0 nodad && " + lb + "link set lo up && " + hop +
+           "link set lo up && " + lb + "link set lb0 up && " + hop + "link set hop0 up");
         // Until both ends are operationally up and have their link-local
         // addresses the first ARP request / solicitation can be dropped, which
         // costs a 1 s retransmission.
-        sh("for i in $(seq 100); do " + lb + "-6 addr show dev lb0 scope link | grep -q 'state UP' && " + hop +
+        sh("for i in $(seq 100); do " + lb +
+           "-6 addr show dev lb0 scope link | grep -q 'state UP' && " + hop +
            "-6 addr show dev hop0 scope link | grep -q 'state UP' && " + lb +
            "-6 addr show dev lb0 scope link | grep -q fe80 && " + hop +
            "-6 addr show dev hop0 scope link | grep -q fe80 && exit 0; sleep 0.01; done; exit 1");
@@ -84,13 +87,18 @@ public:
     const std::string& hop() const { return hop_.name(); }
     void in_lb(const std::string& args) const { sh("ip -n " + lb() + " " + args); }
     void in_hop(const std::string& args) const { sh("ip -n " + hop() + " " + args); }
-    void sysctl_lb(const std::string& settings) const { sh("ip netns exec " + lb() + " sysctl -qw " + settings); }
+    void sysctl_lb(const std::string& settings) const {
+        sh("ip netns exec " + lb() + " sysctl -qw " + settings);
+    }
 
 private:
     static std::string next_name(const char* role) {
         static std::atomic<int> counter{0};
         // namespaces left behind by earlier runs whose process is gone
-        static bool swept = [] { xlb::test::sweep_stale_netns("xlbn"); return true; }();
+        static bool swept = [] {
+            xlb::test::sweep_stale_netns("xlbn");
+            return true;
+        }();
         (void)swept;
         return kPrefix + std::to_string(counter.fetch_add(1)) + "-" + role;
     }
@@ -119,7 +127,8 @@ using EventLog = xlb::test::EventLog<nl::NextHopEvent>;
 std::string describe(const std::vector<nl::NextHopEvent>& events) {
     std::ostringstream out;
     for (const auto& e : events)
-        out << "[" << (e.mac ? xlb::net::mac_to_string(*e.mac) : "lost") << " " << nl::state_name(e.state) << "] ";
+        out << "[" << (e.mac ? xlb::net::mac_to_string(*e.mac) : "lost") << " "
+            << nl::state_name(e.state) << "] ";
     return out.str();
 }
 
@@ -280,7 +289,8 @@ TEST_F(NeighborTest, HandMadeIncompleteEntryIsExplained) {
     ASSERT_TRUE(resolver);
     auto resolved = resolver->resolve(kHop4, 300ms);
     ASSERT_FALSE(resolved);
-    EXPECT_NE(resolved.error().message().find("remove it: `ip neigh del 192.0.2.2 dev lb0`"), std::string::npos)
+    EXPECT_NE(resolved.error().message().find("remove it: `ip neigh del 192.0.2.2 dev lb0`"),
+              std::string::npos)
         << resolved.error().message();
 }
 
@@ -327,7 +337,8 @@ TEST_F(NeighborTest, WatcherEventLoopFollowsStaticOverrideAndDeletion) {
 
     // Started without a known MAC: the first read reports the current one.
     std::vector<nl::NextHopEvent> events;
-    auto watcher = nl::NeighborWatcher::open("lb0", kHop4, [&](const nl::NextHopEvent& e) { events.push_back(e); });
+    auto watcher = nl::NeighborWatcher::open(
+        "lb0", kHop4, [&](const nl::NextHopEvent& e) { events.push_back(e); });
     ASSERT_TRUE(watcher) << watcher.error().message();
     pump(*watcher, 2s, [&] { return events.size() >= 1; });
     ASSERT_EQ(events.size(), 1u) << describe(events);
@@ -357,8 +368,8 @@ TEST_F(NeighborTest, WatcherRepairsAdministrativeFailure) {
     ASSERT_TRUE(resolver->resolve(kHop4, 2s));
 
     std::vector<nl::NextHopEvent> events;
-    auto watcher = nl::NeighborWatcher::open("lb0", kHop4, [&](const nl::NextHopEvent& e) { events.push_back(e); },
-                                             {.known = kHopMac});
+    auto watcher = nl::NeighborWatcher::open(
+        "lb0", kHop4, [&](const nl::NextHopEvent& e) { events.push_back(e); }, {.known = kHopMac});
     ASSERT_TRUE(watcher) << watcher.error().message();
 
     // `nud failed` by hand also drops the managed flag. The watcher marks the
@@ -367,7 +378,8 @@ TEST_F(NeighborTest, WatcherRepairsAdministrativeFailure) {
     lab_->in_lb("neigh change 192.0.2.2 dev lb0 nud failed");
     auto repaired = [&] {
         auto entry = resolver->lookup(kHop4);
-        return entry && entry->has_value() && (*entry)->managed() && (*entry)->state == NUD_REACHABLE;
+        return entry && entry->has_value() && (*entry)->managed() &&
+               (*entry)->state == NUD_REACHABLE;
     };
     pump(*watcher, 2s, repaired);
     EXPECT_TRUE(repaired());
@@ -381,8 +393,9 @@ TEST_F(NeighborTest, WatcherReportsLossAndRecovery) {
     // Short timers on lb0 so that a silent next hop is found out within about
     // a second: reachable for 0.2-0.6 s, no delay before probing, two unicast
     // probes 100 ms apart.
-    lab_->sysctl_lb("net.ipv4.neigh.lb0.base_reachable_time_ms=400 net.ipv4.neigh.lb0.delay_first_probe_time=0"
-                    " net.ipv4.neigh.lb0.retrans_time_ms=100 net.ipv4.neigh.lb0.ucast_solicit=2");
+    lab_->sysctl_lb(
+        "net.ipv4.neigh.lb0.base_reachable_time_ms=400 net.ipv4.neigh.lb0.delay_first_probe_time=0"
+        " net.ipv4.neigh.lb0.retrans_time_ms=100 net.ipv4.neigh.lb0.ucast_solicit=2");
     auto resolver = nl::NeighborResolver::open("lb0");
     ASSERT_TRUE(resolver);
     auto known = resolver->resolve(kHop4, 2s);
@@ -419,8 +432,9 @@ TEST_F(NeighborTest, PassiveWatcherDoesNotTouchTheTable) {
     ASSERT_TRUE(resolver);
     ASSERT_TRUE(resolver->resolve(kHop4, 2s));
     std::vector<nl::NextHopEvent> events;
-    auto watcher = nl::NeighborWatcher::open("lb0", kHop4, [&](const nl::NextHopEvent& e) { events.push_back(e); },
-                                             {.known = kHopMac, .manage = false});
+    auto watcher = nl::NeighborWatcher::open(
+        "lb0", kHop4, [&](const nl::NextHopEvent& e) { events.push_back(e); },
+        {.known = kHopMac, .manage = false});
     ASSERT_TRUE(watcher) << watcher.error().message();
     pump(*watcher, 200ms, [] { return false; });
     EXPECT_TRUE(events.empty()) << describe(events);

@@ -48,7 +48,8 @@ std::string lab_sh(const std::string& args) {
                             XLB_LAB_SH + " " + args;
     CommandResult r = run_command(cmd);
     if (r.rc != 0)
-        throw std::runtime_error("lab.sh " + args + " failed (exit " + std::to_string(r.rc) + "):\n" + r.out);
+        throw std::runtime_error("lab.sh " + args + " failed (exit " + std::to_string(r.rc) +
+                                 "):\n" + r.out);
     return r.out;
 }
 
@@ -59,7 +60,8 @@ void prepare_host_once() {
     static const bool swept = [] {
         // labs of killed runs of any suite: their owner pid is gone
         std::istringstream out(lab_sh("sweep"));
-        for (std::string line; std::getline(out, line);) std::printf("[ cleanup  ] %s\n", line.c_str());
+        for (std::string line; std::getline(out, line);)
+            std::printf("[ cleanup  ] %s\n", line.c_str());
         return true;
     }();
     (void)swept;
@@ -72,30 +74,39 @@ std::string xlbd_path() { return env_or("XLBD", XLBD_PATH); }
 Lab::Lab() {
     static std::atomic<unsigned> counter{0};
     const unsigned n = counter++ % (26 * 26);
-    prefix_ = "t" + std::to_string(::getpid()) + static_cast<char>('a' + n / 26) + static_cast<char>('a' + n % 26);
+    prefix_ = "t" + std::to_string(::getpid()) + static_cast<char>('a' + n / 26) +
+              static_cast<char>('a' + n % 26);
 }
 
 Lab::~Lab() {
     if (!up_) return;
     CommandResult r = run_command(std::string(XLB_LAB_SH) + " down --prefix " + prefix_);
-    if (r.rc != 0) std::fprintf(stderr, "lab %s: down failed:\n%s\n", prefix_.c_str(), r.out.c_str());
+    if (r.rc != 0)
+        std::fprintf(stderr, "lab %s: down failed:\n%s\n", prefix_.c_str(), r.out.c_str());
 }
 
 void Lab::up(const LabOptions& o) {
     prepare_host_once();
-    std::string args = "up --owner " + std::to_string(::getpid()) + " --backends " + std::to_string(o.backends);
+    std::string args =
+        "up --owner " + std::to_string(::getpid()) + " --backends " + std::to_string(o.backends);
     if (!o.client) args += " --no-client";
     for (const std::string& e : o.extra) args += " " + quote(e);
     up_ = true;  // a failed up removes itself, but down is harmless
     script(args);
 }
 
-std::string Lab::script(const std::string& args) const { return lab_sh(args + " --prefix " + prefix_); }
+std::string Lab::script(const std::string& args) const {
+    return lab_sh(args + " --prefix " + prefix_);
+}
 
 // ---- the agent -------------------------------------------------------------------
 
-AgentProcess::AgentProcess(std::string ns, std::string config_path, std::string log_path, std::string xlbd)
-    : ns_(std::move(ns)), config_path_(std::move(config_path)), log_path_(std::move(log_path)), xlbd_(std::move(xlbd)) {}
+AgentProcess::AgentProcess(std::string ns, std::string config_path, std::string log_path,
+                           std::string xlbd)
+    : ns_(std::move(ns)),
+      config_path_(std::move(config_path)),
+      log_path_(std::move(log_path)),
+      xlbd_(std::move(xlbd)) {}
 
 AgentProcess::~AgentProcess() { kill9(); }
 

@@ -3,10 +3,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <signal.h>
 
 #include <atomic>
 #include <cerrno>
@@ -104,7 +103,8 @@ std::vector<std::string> sweep_stale_netns(const std::string& base) {
         const std::string name = entry.path().filename().string();
         if (name.rfind(head, 0) != 0) continue;
         const std::size_t end = name.find('-', head.size());
-        const std::string digits = name.substr(head.size(), end == std::string::npos ? end : end - head.size());
+        const std::string digits =
+            name.substr(head.size(), end == std::string::npos ? end : end - head.size());
         if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
         const pid_t pid = static_cast<pid_t>(std::stol(digits));
         if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;

@@ -21,7 +21,8 @@ public:
         backends[id] = be;
         return {};
     }
-    bpf::Result<control::PublishTiming> publish(const std::vector<control::RingUpdate>& updates) override {
+    bpf::Result<control::PublishTiming> publish(
+        const std::vector<control::RingUpdate>& updates) override {
         publishes += updates.size();
         for (const control::RingUpdate& r : updates) rings[r.vip_id] = r.backend_ids;
         const auto now = std::chrono::steady_clock::now();

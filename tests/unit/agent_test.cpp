@@ -45,7 +45,8 @@ TEST(InstanceLock, LoopbackHasAnIdentityAndAMissingInterfaceIsNamed) {
     auto missing = identify_interface("nosuch-xlb0");
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message().find("nosuch-xlb0"), std::string::npos) << missing.error();
-    EXPECT_NE(missing.error().message().find("no such interface"), std::string::npos) << missing.error();
+    EXPECT_NE(missing.error().message().find("no such interface"), std::string::npos)
+        << missing.error();
 }
 
 TEST(InstanceLock, SecondHolderIsRefusedWithThePidAndTheLockIsFreeOnceReleased) {
@@ -59,7 +60,8 @@ TEST(InstanceLock, SecondHolderIsRefusedWithThePidAndTheLockIsFreeOnceReleased) 
         EXPECT_EQ(first->path(), lock_path(locks, *lo));
         auto second = InstanceLock::acquire(*lo, locks);
         ASSERT_FALSE(second);
-        EXPECT_NE(second.error().message().find("pid " + std::to_string(::getpid())), std::string::npos)
+        EXPECT_NE(second.error().message().find("pid " + std::to_string(::getpid())),
+                  std::string::npos)
             << second.error();
         EXPECT_NE(second.error().message().find("lo"), std::string::npos);
         // The same interface under another name would still be the same file.
@@ -182,7 +184,8 @@ TEST(Reload, DisruptiveChangesAreTheOnesThatRemapFlows) {
     auto d = disruptive_changes(a, b, running, next);
     ASSERT_EQ(d.size(), 3u);
     EXPECT_NE(d[0].find("hash_seed 0 -> 99"), std::string::npos) << d[0];
-    EXPECT_NE(d[1].find("198.51.100.10:80/tcp: ring_size 65537 -> 131071"), std::string::npos) << d[1];
+    EXPECT_NE(d[1].find("198.51.100.10:80/tcp: ring_size 65537 -> 131071"), std::string::npos)
+        << d[1];
     EXPECT_NE(d[2].find("198.51.100.11:80/tcp: hash"), std::string::npos) << d[2];
 }
 

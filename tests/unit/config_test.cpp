@@ -74,9 +74,9 @@ template <class Words>
         }
     }
     if (max_length != 0 && e.to_string().size() > max_length) {
-        return ::testing::AssertionFailure() << "the error line has " << e.to_string().size()
-                                             << " bytes, expected at most " << max_length << ": "
-                                             << e.to_string().substr(0, 400);
+        return ::testing::AssertionFailure()
+               << "the error line has " << e.to_string().size() << " bytes, expected at most "
+               << max_length << ": " << e.to_string().substr(0, 400);
     }
     return ::testing::AssertionSuccess();
 }
@@ -117,7 +117,7 @@ TEST_P(ConfigErrorTable, OneErrorAtItsPlace) {
 
 // Lines 1-2: the two required settings.
 const std::string kMinimal =
-    "interface: eth0\n"                 // 1
+    "interface: eth0\n"                  // 1
     "next_hop: {address: 192.0.2.1}\n";  // 2
 
 constexpr std::size_t k10MB = 10 * 1024 * 1024;
@@ -259,7 +259,8 @@ TEST(ConfigParse, ExampleFileRoundTripsThroughYaml) {
 
 TEST(ConfigParse, ApiGroupIsReadAndWrittenBack) {
     auto loaded = parse_config(
-        "interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {socket: /run/x/x.sock, group: xlb}\n",
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\napi: {socket: /run/x/x.sock, group: "
+        "xlb}\n",
         "group.yaml");
     ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
     EXPECT_EQ(loaded->settings.api_group, "xlb");
@@ -304,8 +305,9 @@ TEST(ConfigParse, HealthCheckPoliciesAndTheirRoundTrips) {
                               "      flapping: {changes: 6, window: 10m, hold: 15m}\n");
     ASSERT_EQ(c.vips.size(), 1u);
     const HealthCheck& h = c.vips[0].health_check;
-    const FailureAccrual accrual{true, 0.9, std::chrono::seconds(30), 10, std::chrono::seconds(2),
-                                 std::chrono::minutes(2), 0.25};
+    const FailureAccrual accrual{
+        true, 0.9, std::chrono::seconds(30), 10, std::chrono::seconds(2), std::chrono::minutes(2),
+        0.25};
     EXPECT_EQ(h.failure_accrual, accrual);
     const RateLimitBias bias{0.2, std::chrono::seconds(10), std::chrono::minutes(1)};
     EXPECT_EQ(h.rate_limit_bias, bias);
@@ -1051,8 +1053,8 @@ VipSpec full_vip() {
     v.health_check.unhealthy_threshold = 3;
     v.health_check.healthy_threshold = 5;
     v.health_check.via_vip = true;
-    v.health_check.failure_accrual = FailureAccrual{true, 0.9, Duration{20'000}, 4, Duration{500},
-                                                    Duration{30'000}, 0.25};
+    v.health_check.failure_accrual =
+        FailureAccrual{true, 0.9, Duration{20'000}, 4, Duration{500}, Duration{30'000}, 0.25};
     v.health_check.rate_limit_bias = RateLimitBias{0.2, Duration{2'000}, Duration{60'000}};
     v.health_check.flapping = Flapping{3, Duration{120'000}, Duration{600'000}};
     v.backends = {
@@ -1202,7 +1204,6 @@ TEST(Json, SettingsForStatus) {
     EXPECT_EQ(j["maps"]["max_vips"], 512);
 }
 
-
 // --- Edge cases beside the table ----------------------------------------------
 
 TEST(ConfigParse, SocketPathOf107BytesFits) {
@@ -1219,15 +1220,15 @@ TEST(ConfigParse, LeadingDocumentMarkerAndEndMarkerAreOneDocument) {
 }
 
 TEST(ConfigErrors, ErrorsOfTheFirstDocumentAndTheSecondDocumentInFileOrder) {
-    const auto errors = errors_of("interface: eth0\nnext_hop: {address: 192.0.2.1}\nmtu: big\n"
-                                  "---\ninterface: eth1\n");
+    const auto errors = errors_of(
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\nmtu: big\n"
+        "---\ninterface: eth1\n");
     ASSERT_EQ(errors.size(), 2u) << listing(errors);
     EXPECT_EQ(errors[0].line, 3);
     EXPECT_NE(errors[0].message.find("mtu: found \"big\""), std::string::npos) << listing(errors);
     EXPECT_EQ(errors[1].line, 4);
     EXPECT_EQ(errors[1].column, 1);
-    EXPECT_NE(errors[1].message.find("second YAML document"), std::string::npos)
-        << listing(errors);
+    EXPECT_NE(errors[1].message.find("second YAML document"), std::string::npos) << listing(errors);
 }
 
 TEST(ConfigErrors, ManyNulBytesGiveOneError) {
@@ -1277,9 +1278,10 @@ TEST(ShownValue, NeverCutsInsideAUtf8Character) {
 
 TEST(Json, MegabyteHashKeyGivesAShortError) {
     // What the API does with a VIP it is sent: decode, then check_vip().
-    json body = {{"address", "198.51.100.10"},
-                 {"port", 80},
-                 {"backends", {{{"address", "203.0.113.11"}, {"hash_key", std::string(k1MiB, 'k')}}}}};
+    json body = {
+        {"address", "198.51.100.10"},
+        {"port", 80},
+        {"backends", {{{"address", "203.0.113.11"}, {"hash_key", std::string(k1MiB, 'k')}}}}};
     auto vip = vip_from_json(body);
     ASSERT_TRUE(vip.has_value()) << vip.error().substr(0, 400);
     Settings settings;
@@ -1287,7 +1289,8 @@ TEST(Json, MegabyteHashKeyGivesAShortError) {
     const auto issues = validate_vip(*vip, settings);
     ASSERT_EQ(issues.size(), 1u);
     EXPECT_LT(issues[0].size(), 200u) << issues[0].substr(0, 400);
-    EXPECT_EQ(issues[0].rfind("backends[0].hash_key: found \"kkk", 0), 0u) << issues[0].substr(0, 400);
+    EXPECT_EQ(issues[0].rfind("backends[0].hash_key: found \"kkk", 0), 0u)
+        << issues[0].substr(0, 400);
     EXPECT_NE(issues[0].find("(1048576 bytes), expected at most 255"), std::string::npos)
         << issues[0].substr(0, 400);
 }

@@ -3,21 +3,20 @@
 // and in byte order, the Maglev identity's spelling (a contract between LB
 // hosts), and the rings the demo and the XDP benchmark build being the ones
 // xlbd's reconciler publishes for the same backends.
-#include "xlb/datapath/setup.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <map>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "recording_data_plane.h"
 #include "xlb/control/data_plane.h"
 #include "xlb/control/reconciler.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
-#include "recording_data_plane.h"
 
 namespace xlb::datapath {
 namespace {
@@ -140,15 +139,16 @@ TEST(DatapathSetup, VipKeyValueAndFlags) {
     v.conntrack = false;
     EXPECT_EQ(vip_flags(v), static_cast<std::uint32_t>(XLB_VIP_F_NO_CONNTRACK));
     v.hash = config::HashMode::kSourceIp;
-    EXPECT_EQ(vip_flags(v), static_cast<std::uint32_t>(XLB_VIP_F_NO_CONNTRACK | XLB_VIP_F_HASH_SRC_ONLY));
+    EXPECT_EQ(vip_flags(v),
+              static_cast<std::uint32_t>(XLB_VIP_F_NO_CONNTRACK | XLB_VIP_F_HASH_SRC_ONLY));
     const xlb_vip_value value = vip_value(v, 7);
     EXPECT_EQ(value.vip_id, 7u);
     EXPECT_EQ(value.flags, vip_flags(v));
 }
 
 TEST(DatapathSetup, FlowKey) {
-    const xlb_flow_key k = flow_key(net::Endpoint{ip("192.0.2.7"), 40000},
-                                    net::Endpoint{ip("198.51.100.10"), 80}, 6);
+    const xlb_flow_key k =
+        flow_key(net::Endpoint{ip("192.0.2.7"), 40000}, net::Endpoint{ip("198.51.100.10"), 80}, 6);
     EXPECT_EQ(k.src[0], htonl(0xc0000207));
     EXPECT_EQ(k.dst[0], htonl(0xc633640a));
     EXPECT_EQ(k.src[1] | k.src[2] | k.src[3] | k.dst[1] | k.dst[2] | k.dst[3], 0u);
@@ -186,12 +186,11 @@ TEST(DatapathSetup, BackendEntries) {
 }
 
 TEST(DatapathSetup, RingIndexIsTheProgramsSlot) {
-    const xlb_flow_key k = flow_key(net::Endpoint{ip("192.0.2.7"), 40000},
-                                    net::Endpoint{ip("198.51.100.10"), 80}, 6);
+    const xlb_flow_key k =
+        flow_key(net::Endpoint{ip("192.0.2.7"), 40000}, net::Endpoint{ip("198.51.100.10"), 80}, 6);
     const std::uint32_t seed = 0x5eed1234;
     EXPECT_EQ(ring_index(k, 0, seed, 251), xlb_flow_hash(&k, seed) % 251);
-    EXPECT_EQ(ring_index(k, XLB_VIP_F_HASH_SRC_ONLY, seed, 251),
-              xlb_flow_hash_src(&k, seed) % 251);
+    EXPECT_EQ(ring_index(k, XLB_VIP_F_HASH_SRC_ONLY, seed, 251), xlb_flow_hash_src(&k, seed) % 251);
 }
 
 TEST(DatapathSetup, SumsPerCpu) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one error type: its rendering and the context added on the way up.
-#include <gtest/gtest.h>
-
 #include "xlb/error.h"
+
+#include <gtest/gtest.h>
 
 namespace xlb {
 namespace {
@@ -17,7 +17,8 @@ Result<int> start(bool ok) { return with_context(attach(ok), "start"); }
 TEST(Error, RendersWhatObjectErrnoAndHint) {
     EXPECT_EQ(make_error(-ENOENT, "open /x").message(), "open /x: No such file or directory");
     EXPECT_EQ(make_error(ENOENT, "open /x").code, ENOENT);
-    EXPECT_EQ(make_error(0, "no group \"x\"", "groupadd x").message(), "no group \"x\" (groupadd x)");
+    EXPECT_EQ(make_error(0, "no group \"x\"", "groupadd x").message(),
+              "no group \"x\" (groupadd x)");
     EXPECT_EQ(attach(false).error().message(),
               "attach XDP to eth0: Operation not supported (try --xdp-mode generic)");
 }

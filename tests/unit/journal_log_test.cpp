@@ -48,7 +48,8 @@ TEST(JournalLog, EveryLevelHasItsSyslogPriority) {
 TEST(JournalLog, EveryLineOfAMessageCarriesThePriority) {
     EXPECT_EQ(journal_lines(level_enum::err, "one"), "<3>one\n");
     EXPECT_EQ(journal_lines(level_enum::err, "one\n"), "<3>one\n");
-    EXPECT_EQ(journal_lines(level_enum::warn, "one\ntwo\n\nfour"), "<4>one\n<4>two\n<4>\n<4>four\n");
+    EXPECT_EQ(journal_lines(level_enum::warn, "one\ntwo\n\nfour"),
+              "<4>one\n<4>two\n<4>\n<4>four\n");
     EXPECT_EQ(journal_lines(level_enum::info, ""), "<6>\n");
 }
 

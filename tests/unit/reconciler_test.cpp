@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The reconciler against a recording fake data plane: effective weights,
 // order of map writes, epochs and checksums, coalescing.
+#include "xlb/control/reconciler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 
 #include "xlb/control/effective.h"
 #include "xlb/control/loop.h"
-#include "xlb/control/reconciler.h"
 
 namespace xlb::control {
 namespace {
@@ -64,7 +65,8 @@ public:
         return {};
     }
 
-    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override {
+    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
+        std::uint32_t vip_id) override {
         if (!rings.contains(vip_id)) return std::optional<std::vector<std::uint32_t>>{};
         return std::optional<std::vector<std::uint32_t>>{rings[vip_id]};
     }
@@ -79,7 +81,8 @@ public:
                                               const std::string& then) const {
         auto a = std::find(log.begin(), log.end(), first);
         auto b = std::find(log.begin(), log.end(), then);
-        if (a == log.end()) return testing::AssertionFailure() << '"' << first << "\" never written";
+        if (a == log.end())
+            return testing::AssertionFailure() << '"' << first << "\" never written";
         if (b == log.end()) return testing::AssertionFailure() << '"' << then << "\" never written";
         if (a < b) return testing::AssertionSuccess();
         return testing::AssertionFailure() << '"' << then << "\" written before \"" << first << '"';
@@ -275,7 +278,8 @@ TEST_F(ReconcilerTest, PublishesEveryVipWithEntriesRingThenVip) {
     EXPECT_FALSE(rec.has_pending_work(Clock::now()));
     EXPECT_TRUE(rec.all_published());
     EXPECT_FALSE(dp.ring_names_missing_backend);
-    EXPECT_EQ(dp.ids_in_ring(vip_id(v)), (std::set<std::uint32_t>{id_of(v, 0), id_of(v, 1), id_of(v, 2)}));
+    EXPECT_EQ(dp.ids_in_ring(vip_id(v)),
+              (std::set<std::uint32_t>{id_of(v, 0), id_of(v, 1), id_of(v, 2)}));
     EXPECT_EQ(dp.rings[vip_id(v)].size(), 251u);
     // ring live before the VIP entry sends packets to it
     EXPECT_TRUE(dp.written_in_order("ring " + std::to_string(vip_id(v)),
@@ -467,9 +471,9 @@ TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
     reconcile();
     EXPECT_FALSE(dp.ids_in_ring(vip_id(v)).contains(sick));
     EXPECT_EQ(dp.backends[sick].generation, gen + 1);
-    EXPECT_TRUE(dp.written_in_order("ring " + std::to_string(vip_id(v)),
-                                    "backend " + std::to_string(sick) + " gen " +
-                                        std::to_string(gen + 1)));
+    EXPECT_TRUE(
+        dp.written_in_order("ring " + std::to_string(vip_id(v)),
+                            "backend " + std::to_string(sick) + " gen " + std::to_string(gen + 1)));
     // healthy again: back in the ring with its new generation
     rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
     reconcile();
@@ -604,7 +608,8 @@ TEST_F(ReconcilerTest, TwoReconcilersAgreeWhateverTheirIds) {
         for (const auto& b : spec.backends)
             by_id[r.registry().find_backend(spec.key(), b.address)->id] = b.address;
         std::vector<net::IpAddress> out;
-        for (std::uint32_t id : d.rings[*r.registry().find_vip(spec.key())]) out.push_back(by_id[id]);
+        for (std::uint32_t id : d.rings[*r.registry().find_vip(spec.key())])
+            out.push_back(by_id[id]);
         return out;
     };
     EXPECT_EQ(address_ring(rec, dp, v), address_ring(rec2, dp2, reversed));
@@ -714,8 +719,7 @@ TEST_F(ReconcilerTest, RemovingAVipStopsMatchingFirstThenFreesEverything) {
     dp.log.clear();
     rec.set_vips({});
     reconcile();
-    EXPECT_TRUE(dp.written_in_order("vip- " + std::to_string(id),
-                                    "ring- " + std::to_string(id)));
+    EXPECT_TRUE(dp.written_in_order("vip- " + std::to_string(id), "ring- " + std::to_string(id)));
     EXPECT_FALSE(dp.rings.contains(id));
     EXPECT_TRUE(dp.vips.empty());
     EXPECT_FALSE(rec.registry().find_vip(v.key()));
@@ -740,7 +744,8 @@ TEST_F(ReconcilerTest, RestartAdoptsAnIdenticalLiveTableWithoutPublishing) {
     // a new agent over the same maps, ids and epochs restored from the state
     // (after a clean stop: the record names the live table and nothing later)
     Reconciler restarted(dp, {16, 64});
-    restarted.registry().restore(rec.registry().vip_assignments(), rec.registry().backend_assignments());
+    restarted.registry().restore(rec.registry().vip_assignments(),
+                                 rec.registry().backend_assignments());
     restarted.restore_epoch(v.key(), EpochRecord{before.epoch, before.checksum, before.epoch});
     restarted.set_vips({v});
     ASSERT_TRUE(restarted.reconcile(Clock::now()));
@@ -930,7 +935,8 @@ TEST(EpochCrashTest, AKillAtAnyInstantNeverReusesOrRewindsAnEpoch) {
             EXPECT_EQ(it->second, r.checksum) << "epoch " << r.epoch << " names two tables";
         }
         EXPECT_GT(r.next_epoch, r.epoch);
-        EXPECT_GT(r.next_epoch, highest) << "after the restart, a change reused epoch " << r.next_epoch;
+        EXPECT_GT(r.next_epoch, highest)
+            << "after the restart, a change reused epoch " << r.next_epoch;
         if (::testing::Test::HasFailure()) break;
     }
 }
@@ -947,7 +953,8 @@ TEST(EpochCrashTest, TablePublishedButRecordNotUpdatedGetsAnEpochAboveEveryReser
     ASSERT_TRUE(rec.reconcile(Clock::now()));
     EXPECT_EQ(rec.vip_status(v.key())->epoch, 203u);
     const Durable at_publish = durable;  // nothing written after the publish
-    ASSERT_GE(at_publish.epochs.at(v.key()).reserved, 203u) << "203 was reserved before it went live";
+    ASSERT_GE(at_publish.epochs.at(v.key()).reserved, 203u)
+        << "203 was reserved before it went live";
     v.backends[0].weight = 300;
     rec.set_vips({v});
     ASSERT_TRUE(rec.reconcile(Clock::now()));
@@ -986,7 +993,8 @@ TEST(EpochCrashTest, CleanStopLetsTheNextStartKeepTheLiveEpoch) {
 
     const Restarted r = restart_from({durable, dp.vips, dp.backends, dp.rings}, v);
     EXPECT_EQ(r.publishes, 0);
-    EXPECT_EQ(r.epoch, live.epoch) << "proven: same ring, recorded checksum, nothing reserved beyond";
+    EXPECT_EQ(r.epoch, live.epoch)
+        << "proven: same ring, recorded checksum, nothing reserved beyond";
     EXPECT_EQ(r.next_epoch, live.epoch + 1);
 
     // a record whose checksum names another table proves nothing
@@ -1086,8 +1094,8 @@ TEST(ControlLoopTest, BurstsOfChangesAreCoalesced) {
         }));
     }
     for (auto& f : done) ASSERT_TRUE(f.get());
-    auto status = loop.call<std::optional<VipStatus>>(
-        [&](Reconciler& r) { return r.vip_status(v.key()); });
+    auto status =
+        loop.call<std::optional<VipStatus>>([&](Reconciler& r) { return r.vip_status(v.key()); });
     auto s = status.get();
     loop.stop();
     ASSERT_TRUE(s);

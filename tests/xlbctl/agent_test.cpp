@@ -90,7 +90,6 @@ TEST(XlbctlBinary, HelpAndVersionNeedNoAgent) {
 
 class XlbctlAgent : public ::testing::Test {
 protected:
-
     void SetUp() override {
         if (auto why = Lab::unavailable(XLBD_PATH)) GTEST_SKIP() << *why;
         lab = std::make_unique<Lab>(XLBD_PATH);
@@ -413,12 +412,14 @@ TEST_F(XlbctlAgent, DryRunPredictsThePublishedChange) {
 TEST_F(XlbctlAgent, LookupFollowsAHashSeedChangedByAReload) {
     bpf::LbProgram lb = balancer();
     auto flow = [](int i) {
-        return std::pair{fmt::format("198.18.7.{}", 1 + i), static_cast<std::uint16_t>(30000 + i * 7)};
+        return std::pair{fmt::format("198.18.7.{}", 1 + i),
+                         static_cast<std::uint16_t>(30000 + i * 7)};
     };
     std::vector<std::string> before;
     for (int i = 0; i < 40; ++i) {
         const auto [src, sport] = flow(i);
-        before.push_back(ok_json({"lookup", kWeb, "--src", fmt::format("{}:{}", src, sport)})["backend"]);
+        before.push_back(
+            ok_json({"lookup", kWeb, "--src", fmt::format("{}:{}", src, sport)})["backend"]);
     }
     lab->reload_with_hash_seed(Lab::kHashSeed ^ 0x00c0ffee);
     int moved = 0;

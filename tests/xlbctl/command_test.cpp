@@ -491,7 +491,8 @@ TEST(XlbctlRequest, PerVerb) {
 // verbs that change something take it.
 TEST(XlbctlRequest, ReloadConfirmsDisruptiveChangesOnlyWhenAsked) {
     auto req = [](const Args& args) { return build_request(parse_ok(args)); };
-    EXPECT_EQ(req({"reload"}), (HttpRequest{"POST", "/v1/reload", R"({"allow_disruptive":false})"}));
+    EXPECT_EQ(req({"reload"}),
+              (HttpRequest{"POST", "/v1/reload", R"({"allow_disruptive":false})"}));
     EXPECT_EQ(req({"reload", "--allow-disruptive"}),
               (HttpRequest{"POST", "/v1/reload", R"({"allow_disruptive":true})"}));
     EXPECT_TRUE(parse_ok({"reload", "--json"}).json);
@@ -510,10 +511,10 @@ TEST(XlbctlRequest, DryRunAsksForThePrediction) {
         (HttpRequest{"PATCH", target + "&dry_run=1", R"({"weight":7})"}));
     EXPECT_EQ(req({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--dry-run"}).target,
               target + "&dry_run=1");
-    EXPECT_TRUE(parse_ok({"backend", "disable", "198.51.100.10:80", "203.0.113.14", "--dry-run"})
-                    .dry_run);
-    EXPECT_FALSE(parse_ok({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "7"})
-                     .dry_run);
+    EXPECT_TRUE(
+        parse_ok({"backend", "disable", "198.51.100.10:80", "203.0.113.14", "--dry-run"}).dry_run);
+    EXPECT_FALSE(
+        parse_ok({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "7"}).dry_run);
     // checked like the real change
     EXPECT_HAS(parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight",
                             "70000", "--dry-run"}),

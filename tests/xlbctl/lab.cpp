@@ -168,7 +168,8 @@ Lab::Lab(std::string xlbd_path)
       agent_(lab_.lb_ns(), config_, log_, std::move(xlbd_path)) {
     lab_.up();  // on failure it has removed what it built; the destructor takes it down
     std::ofstream cfg(config_);
-    cfg << fmt::format(R"(# SPDX-License-Identifier: Apache-2.0
+    cfg << fmt::format(
+        R"(# SPDX-License-Identifier: Apache-2.0
 # xlbctl's test agent (tests/xlbctl/lab.cpp)
 interface: {iface}
 xdp_mode: native
@@ -199,11 +200,11 @@ vips:
       - {{address: 203.0.113.11}}
       - {{address: 203.0.113.12}}
 )",
-                       fmt::arg("iface", kInterface), fmt::arg("router", xlb::test::Lab::kRouterAddr),
-                       fmt::arg("lb4", xlb::test::Lab::kLbAddr), fmt::arg("lb6", xlb::test::Lab::kLbAddr6), fmt::arg("seed", kHashSeed),
-                       fmt::arg("vips", kMaxVips), fmt::arg("backends", kMaxBackends),
-                       fmt::arg("ct", kConntrackEntries), fmt::arg("socket", socket_),
-                       fmt::arg("state", state_file_), fmt::arg("pins", pin_dir_));
+        fmt::arg("iface", kInterface), fmt::arg("router", xlb::test::Lab::kRouterAddr),
+        fmt::arg("lb4", xlb::test::Lab::kLbAddr), fmt::arg("lb6", xlb::test::Lab::kLbAddr6),
+        fmt::arg("seed", kHashSeed), fmt::arg("vips", kMaxVips), fmt::arg("backends", kMaxBackends),
+        fmt::arg("ct", kConntrackEntries), fmt::arg("socket", socket_),
+        fmt::arg("state", state_file_), fmt::arg("pins", pin_dir_));
     if (!cfg) throw std::runtime_error("write " + config_);
 }
 
@@ -255,13 +256,15 @@ void Lab::reload_with_hash_seed(std::uint32_t seed) {
     }
     const std::regex seed_line("hash_seed: [0-9]+");
     if (!std::regex_search(text, seed_line)) throw std::runtime_error("no hash_seed in " + config_);
-    std::ofstream(config_) << std::regex_replace(text, seed_line, "hash_seed: " + std::to_string(seed));
+    std::ofstream(config_) << std::regex_replace(text, seed_line,
+                                                 "hash_seed: " + std::to_string(seed));
     // A new seed remaps flows: only a confirmed reload applies it (SIGHUP cannot).
     const ProcessResult r =
         run_process({XLBCTL_PATH, "--socket", socket_, "reload", "--allow-disruptive"});
     if (r.code != 0)
-        throw std::runtime_error("xlbctl reload --allow-disruptive: exit " + std::to_string(r.code) +
-                                 ": " + r.out + r.err + "\n" + agent_log());
+        throw std::runtime_error("xlbctl reload --allow-disruptive: exit " +
+                                 std::to_string(r.code) + ": " + r.out + r.err + "\n" +
+                                 agent_log());
 }
 
 std::string Lab::agent_log() const { return agent_.log(); }

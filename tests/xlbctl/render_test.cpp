@@ -159,33 +159,45 @@ TEST(XlbctlRender, Status) {
     EXPECT_EQ(empty.find("last reload"), std::string::npos) << "no reload yet: no line";
 
     json reloaded = status_reply();
-    reloaded["last_reload"] = {{"time", "2026-12-01T15:02:11Z"}, {"source", "SIGHUP"},
-                               {"result", "disruptive_refused"}, {"error", "1 change(s) would move flows"}};
-    EXPECT_HAS(render_human(cmd(Verb::kStatus), reloaded, kPlain),
-               "last reload: 2026-12-01T15:02:11Z (SIGHUP): rejected (disruptive_refused): 1 change(s) "
-               "would move flows\n");
-    reloaded["last_reload"] = {{"time", "2026-12-01T15:03:00Z"}, {"source", "api"},
-                               {"result", "applied"}, {"error", nullptr}};
+    reloaded["last_reload"] = {{"time", "2026-12-01T15:02:11Z"},
+                               {"source", "SIGHUP"},
+                               {"result", "disruptive_refused"},
+                               {"error", "1 change(s) would move flows"}};
+    EXPECT_HAS(
+        render_human(cmd(Verb::kStatus), reloaded, kPlain),
+        "last reload: 2026-12-01T15:02:11Z (SIGHUP): rejected (disruptive_refused): 1 change(s) "
+        "would move flows\n");
+    reloaded["last_reload"] = {{"time", "2026-12-01T15:03:00Z"},
+                               {"source", "api"},
+                               {"result", "applied"},
+                               {"error", nullptr}};
     EXPECT_HAS(render_human(cmd(Verb::kStatus), reloaded, kPlain),
                "last reload: 2026-12-01T15:03:00Z (api): applied\n");
 }
 
 json reload_report(const std::string& result) {
-    return json{{"time", "2026-12-01T15:02:11Z"}, {"source", "api"}, {"result", result},
-                {"error", result == "applied" ? json(nullptr) : json("x.yaml has 1 error(s)")},
-                {"errors", result == "invalid" ? json::array({"x.yaml:3:7: found 'a', expected a port"})
-                                               : json::array()},
-                {"added", json::array({"198.51.100.30:80/tcp"})}, {"removed", json::array()},
-                {"changed", json::array({"198.51.100.10:80/tcp", "[2001:db8::10]:443/tcp"})},
-                {"untouched", 2}, {"settings_changed", json::array({"mtu"})},
-                {"restart_required", json::array({"api.socket"})},
-                {"disruptive", json::array()}, {"warnings", json::array({"w1"})}};
+    return json{
+        {"time", "2026-12-01T15:02:11Z"},
+        {"source", "api"},
+        {"result", result},
+        {"error", result == "applied" ? json(nullptr) : json("x.yaml has 1 error(s)")},
+        {"errors", result == "invalid" ? json::array({"x.yaml:3:7: found 'a', expected a port"})
+                                       : json::array()},
+        {"added", json::array({"198.51.100.30:80/tcp"})},
+        {"removed", json::array()},
+        {"changed", json::array({"198.51.100.10:80/tcp", "[2001:db8::10]:443/tcp"})},
+        {"untouched", 2},
+        {"settings_changed", json::array({"mtu"})},
+        {"restart_required", json::array({"api.socket"})},
+        {"disruptive", json::array()},
+        {"warnings", json::array({"w1"})}};
 }
 
 TEST(XlbctlRender, ReloadAppliedAndRejected) {
     const std::string applied = render_human(cmd(Verb::kReload), reload_report("applied"), kPlain);
-    EXPECT_HAS(applied, "reload applied: added 198.51.100.30:80/tcp; removed none; changed "
-                        "198.51.100.10:80/tcp, [2001:db8::10]:443/tcp; 2 VIP(s) untouched\n");
+    EXPECT_HAS(applied,
+               "reload applied: added 198.51.100.30:80/tcp; removed none; changed "
+               "198.51.100.10:80/tcp, [2001:db8::10]:443/tcp; 2 VIP(s) untouched\n");
     EXPECT_HAS(applied, "settings changed: mtu\n");
     EXPECT_HAS(applied, "takes effect at the next restart: api.socket\n");
     EXPECT_HAS(applied, "warning: w1\n");
@@ -361,8 +373,10 @@ TEST(XlbctlRender, DryRun) {
                   {"share_before", 0.0},
                   {"share_after", 16384.0 / 65537}}}}};
     const std::string text = render_human(c, reply, kPlain);
-    EXPECT_HAS(text, "dry run of backend add 198.51.100.10:80/tcp 203.0.113.14: nothing was changed");
-    EXPECT_HAS(text, "16384 of 65537 slots (25.00% of new flows) would change backend; live epoch 3");
+    EXPECT_HAS(text,
+               "dry run of backend add 198.51.100.10:80/tcp 203.0.113.14: nothing was changed");
+    EXPECT_HAS(text,
+               "16384 of 65537 slots (25.00% of new flows) would change backend; live epoch 3");
     EXPECT_HAS(text, "-8193");
     EXPECT_HAS(text, "+16384");
     // the rows line up under the header

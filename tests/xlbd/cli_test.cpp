@@ -137,10 +137,10 @@ TEST(XlbdCli, CheckConfigTakesTheFileAsItsValue) {
 }
 
 TEST(XlbdCli, CheckConfigWithConfigFlagStillWorks) {
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"--check-config", "--config", kExample},
-             {"--config", kExample, "--check-config"},
-             {"-c", kExample, "--check-config", kExample}}) {
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"--check-config", "--config", kExample},
+                                               {"--config", kExample, "--check-config"},
+                                               {"-c", kExample, "--check-config", kExample}}) {
         const Ran r = xlbd(args);
         EXPECT_EQ(r.code, 0) << args.front() << ": " << r.err;
         EXPECT_HAS(r.out, kExample + ": valid (");
@@ -202,10 +202,9 @@ TEST(XlbdCli, VersionIsTheProjectVersion) {
 TEST(XlbdCli, HelpNamesEveryFlag) {
     const Ran r = xlbd({"--help"});
     EXPECT_EQ(r.code, 0);
-    for (const char* flag :
-         {"--config", "--check-config", "--interface", "--xdp-mode", "--api-socket",
-          "--metrics-listen", "--pin-dir", "--state-file", "--detach-on-exit", "--log-level",
-          "--version", "--help"})
+    for (const char* flag : {"--config", "--check-config", "--interface", "--xdp-mode",
+                             "--api-socket", "--metrics-listen", "--pin-dir", "--state-file",
+                             "--detach-on-exit", "--log-level", "--version", "--help"})
         EXPECT_HAS(r.out, flag);
 }
 
@@ -252,8 +251,8 @@ TEST(XlbdDocs, EveryFlagIsDocumented) {
     ASSERT_EQ(r.code, 0);
     std::set<std::string> flags;
     const std::regex flag("--[a-z][a-z-]*");
-    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), flag); it != std::sregex_iterator();
-         ++it)
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), flag);
+         it != std::sregex_iterator(); ++it)
         flags.insert(it->str());
     EXPECT_GE(flags.size(), 12u);
     const std::string man = read_source("docs/xlbd.8");
@@ -272,8 +271,8 @@ TEST(XlbdDocs, ReadmeListsEveryOutcome) {
     const std::string readme = read_source("README.md");
     const std::regex outcome("XLB_OUT_([A-Z0-9_]+) = [0-9]+");
     int count = 0;
-    for (auto it = std::sregex_iterator(abi.begin(), abi.end(), outcome); it != std::sregex_iterator();
-         ++it) {
+    for (auto it = std::sregex_iterator(abi.begin(), abi.end(), outcome);
+         it != std::sregex_iterator(); ++it) {
         const std::string name = (*it)[1].str();
         if (name == "_MAX") continue;
         ++count;

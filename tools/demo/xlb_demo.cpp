@@ -318,7 +318,8 @@ private:
     // the same flow hash (include/xlb/flow_hash.h) and the same ring.
     std::uint32_t predicted_backend(const std::vector<std::uint32_t>& ring,
                                     const Flow& flow) const {
-        return ring.at(datapath::ring_index(test::flow_key(flow), 0, config_.hash_seed, ring.size()));
+        return ring.at(
+            datapath::ring_index(test::flow_key(flow), 0, config_.hash_seed, ring.size()));
     }
 
     // Builds the VIP's ring from the backends that are in it, as xlbd builds
@@ -478,9 +479,9 @@ private:
         for (std::size_t b = 0; b < backends_.size(); ++b) {
             const DemoBackend& be = backends_[b];
             rows.push_back({fmt::format("{}", be.id), be.address.to_string(),
-                            datapath::maglev_identity(be.address, ""),
-                            fmt::format("{}", be.weight), fmt::format("{}", be.generation),
-                            fmt::format("{}", slots_[b]), percent(slots_[b], double(ring_.size())),
+                            datapath::maglev_identity(be.address, ""), fmt::format("{}", be.weight),
+                            fmt::format("{}", be.generation), fmt::format("{}", slots_[b]),
+                            percent(slots_[b], double(ring_.size())),
                             percent(be.weight, weight_sum)});
         }
         print_table(s_,

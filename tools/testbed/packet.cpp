@@ -62,8 +62,9 @@ Bytes make_l4(const Flow& flow, const FrameOptions& opt) {
         put16(l4, 0);  // checksum
         put16(l4, 0);  // urgent
         l4.insert(l4.end(), opt.payload.begin(), opt.payload.end());
-        set16(l4, 16, internet_checksum(l4.data(), l4.size(),
-                                        pseudo_sum(flow.src, flow.dst, kProtoTcp, l4.size())));
+        set16(l4, 16,
+              internet_checksum(l4.data(), l4.size(),
+                                pseudo_sum(flow.src, flow.dst, kProtoTcp, l4.size())));
     } else if (flow.proto == kProtoUdp) {
         put16(l4, flow.sport);
         put16(l4, flow.dport);
@@ -114,8 +115,8 @@ Bytes ipv6_packet(const IpAddress& src, const IpAddress& dst, std::uint8_t proto
         ext.insert(ext.end(), e.body.begin(), e.body.end());
     }
     Bytes p;
-    std::uint32_t vtf = (6u << 28) | (static_cast<std::uint32_t>(opt.tos) << 20) |
-                        (opt.ipv6_flow_label & 0xfffff);
+    std::uint32_t vtf =
+        (6u << 28) | (static_cast<std::uint32_t>(opt.tos) << 20) | (opt.ipv6_flow_label & 0xfffff);
     put32(p, vtf);
     put16(p, static_cast<std::uint16_t>(ext.size() + upper.size()));
     p.push_back(first);
@@ -186,9 +187,11 @@ Bytes make_icmp_too_big_frame(const IpAddress& router, const Bytes& quoted, std:
     icmp = {2, 0, 0, 0};
     put32(icmp, mtu);
     append(icmp, quoted.data(), std::min<std::size_t>(quoted.size(), 1232));
-    set16(icmp, 2, internet_checksum(icmp.data(), icmp.size(),
-                                     pseudo_sum(router, dst, kProtoIcmpv6, icmp.size())));
-    return ethernet(opt.eth_dst, opt.eth_src, 0x86dd, ipv6_packet(router, dst, kProtoIcmpv6, icmp, opt));
+    set16(icmp, 2,
+          internet_checksum(icmp.data(), icmp.size(),
+                            pseudo_sum(router, dst, kProtoIcmpv6, icmp.size())));
+    return ethernet(opt.eth_dst, opt.eth_src, 0x86dd,
+                    ipv6_packet(router, dst, kProtoIcmpv6, icmp, opt));
 }
 
 Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc) {
@@ -208,9 +211,9 @@ Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc) {
     o.tos = enc.tos;
     o.ttl = 64;
     o.ipv6_flow_label = enc.flow_label;
-    return ethernet(enc.eth_dst, enc.eth_src, 0x86dd,
-                    ipv6_packet(enc.outer_src, enc.outer_dst, inner_v4 ? kProtoIpip : kProtoIpv6,
-                                inner_ip, o));
+    return ethernet(
+        enc.eth_dst, enc.eth_src, 0x86dd,
+        ipv6_packet(enc.outer_src, enc.outer_dst, inner_v4 ? kProtoIpip : kProtoIpv6, inner_ip, o));
 }
 
 namespace {

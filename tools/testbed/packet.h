@@ -38,8 +38,8 @@ struct Flow {
 };
 
 struct Ipv6ExtHeader {
-    std::uint8_t type = 0;        // 0 hop-by-hop, 43 routing, 44 fragment, 60 dest opts
-    Bytes body;                   // everything after next-header/length; padded to 8n-2
+    std::uint8_t type = 0;  // 0 hop-by-hop, 43 routing, 44 fragment, 60 dest opts
+    Bytes body;             // everything after next-header/length; padded to 8n-2
 };
 
 struct FrameOptions {
@@ -49,13 +49,13 @@ struct FrameOptions {
     std::uint32_t tcp_seq = 1000, tcp_ack = 2000;
     Bytes payload = Bytes{'h', 'e', 'l', 'l', 'o'};
     std::uint8_t ttl = 63;
-    std::uint8_t tos = 0;                 // IPv4 TOS / IPv6 traffic class
+    std::uint8_t tos = 0;  // IPv4 TOS / IPv6 traffic class
     std::uint16_t ipv4_id = 0x1234;
-    std::uint16_t ipv4_frag = 0x4000;     // flags + offset, host order (DF by default)
-    Bytes ipv4_options;                   // multiple of 4 bytes
+    std::uint16_t ipv4_frag = 0x4000;  // flags + offset, host order (DF by default)
+    Bytes ipv4_options;                // multiple of 4 bytes
     std::vector<Ipv6ExtHeader> ipv6_ext;
     std::uint32_t ipv6_flow_label = 0x12345;
-    std::size_t pad_to = 0;               // Ethernet padding up to this frame size
+    std::size_t pad_to = 0;  // Ethernet padding up to this frame size
 };
 
 std::uint16_t internet_checksum(const std::uint8_t* data, std::size_t len, std::uint32_t sum = 0);
@@ -76,8 +76,8 @@ struct Encapsulation {
     IpAddress outer_src, outer_dst;
     MacAddress eth_src, eth_dst;
     std::uint8_t tos = 0;
-    bool df = false;                 // IPv4 outer only
-    std::uint32_t flow_label = 0;    // IPv6 outer only
+    bool df = false;               // IPv4 outer only
+    std::uint32_t flow_label = 0;  // IPv6 outer only
 };
 // The frame an IPIP / IP6IP6 / IPv4-in-IPv6 encapsulation of `inner_ip` must be.
 Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc);

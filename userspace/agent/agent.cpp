@@ -3,8 +3,8 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -48,9 +48,12 @@ namespace {
 
 bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
     switch (mode) {
-        case config::XdpMode::kNative: return bpf::XdpMode::kNative;
-        case config::XdpMode::kGeneric: return bpf::XdpMode::kGeneric;
-        case config::XdpMode::kAuto: return bpf::XdpMode::kAuto;
+        case config::XdpMode::kNative:
+            return bpf::XdpMode::kNative;
+        case config::XdpMode::kGeneric:
+            return bpf::XdpMode::kGeneric;
+        case config::XdpMode::kAuto:
+            return bpf::XdpMode::kAuto;
     }
     return bpf::XdpMode::kAuto;
 }
@@ -121,7 +124,7 @@ private:
     std::optional<InstanceLock> lock_;
     // What this start found, so that a failed first start removes exactly
     // what it created and a failed restart leaves the previous data plane.
-    bool first_start_ = true;     // no pinned map was reused
+    bool first_start_ = true;  // no pinned map was reused
     bool had_state_file_ = false;
     bool backup_state_ = false;
     std::optional<bpf::LbProgram> lb_;
@@ -157,7 +160,7 @@ private:
     // whether or not BGP is on. host_ is guarded by host_mu_ (API threads
     // change it, the control thread reads it).
     std::optional<AnnounceLink> announce_;
-    config::BgpSettings bgp_;                   // as started (bgp is restart-only)
+    config::BgpSettings bgp_;                  // as started (bgp is restart-only)
     std::optional<StartupGate> startup_gate_;  // control thread
     std::optional<HostDrainFile> drain_file_;
     mutable std::mutex host_mu_;
@@ -180,10 +183,11 @@ api::HostState Agent::host_state() const {
 // would bring the host back into the routers' ECMP groups unasked.
 Result<api::HostState> Agent::set_drained(bool drained) {
     if (drained && !announce_)
-        return xlb::fail("drain: BGP announcements are off (bgp.enabled: false), so there is nothing "
-                         "to withdraw",
-                         "turn bgp on in the configuration, or take the host out of the routers' "
-                         "configuration by hand");
+        return xlb::fail(
+            "drain: BGP announcements are off (bgp.enabled: false), so there is nothing "
+            "to withdraw",
+            "turn bgp on in the configuration, or take the host out of the routers' "
+            "configuration by hand");
     api::HostState next;
     {
         std::lock_guard lock(host_mu_);
@@ -191,14 +195,15 @@ Result<api::HostState> Agent::set_drained(bool drained) {
         next.drained = drained;
         if (drained) next.since = std::chrono::system_clock::now();
         if (auto saved = drain_file_->save(next); !saved)
-            return std::unexpected(std::move(saved.error()).add_context(drained ? "drain" : "resume"));
+            return std::unexpected(
+                std::move(saved.error()).add_context(drained ? "drain" : "resume"));
         host_ = next;
     }
-    spdlog::info("host {}", drained ? "drained: withdrawing every VIP" : "resumed: announcing again");
+    spdlog::info("host {}",
+                 drained ? "drained: withdrawing every VIP" : "resumed: announcing again");
     loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
     return next;
 }
-
 
 std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddress& mac) {
     auto ok = lb_->config().put(0, datapath::make_config(config_.settings, mac));
@@ -263,9 +268,10 @@ void Agent::route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
         }
         auto mark = bpf::probe_mark(ref->id);
         if (!mark) {
-            spdlog::error("health: {}: cannot probe through the VIP: backend id {} does not fit "
-                          "in a probe mark",
-                          t.key.to_string(), ref->id);
+            spdlog::error(
+                "health: {}: cannot probe through the VIP: backend id {} does not fit "
+                "in a probe mark",
+                t.key.to_string(), ref->id);
             continue;
         }
         t.mark = *mark;
@@ -274,9 +280,10 @@ void Agent::route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
     if (auto ok = attach_probe_encap(); !ok) {
         // Unencapsulated, the probes fail: the backends are judged unhealthy,
         // never healthy by mistake.
-        spdlog::error("health: probes through the VIP cannot be encapsulated ({}); those "
-                      "checks will fail",
-                      ok.error());
+        spdlog::error(
+            "health: probes through the VIP cannot be encapsulated ({}); those "
+            "checks will fail",
+            ok.error());
     }
 }
 
@@ -370,7 +377,7 @@ Agent::Step Agent::read_config() {
     if (!loaded) {
         for (const auto& e : loaded.error()) spdlog::error("{}", e.to_string());
         return xlb::fail(options_.config_path + " has " + std::to_string(loaded.error().size()) +
-                               " error(s)");
+                         " error(s)");
     }
     config_ = std::move(*loaded);
     apply_overrides(options_, config_.settings);
@@ -382,7 +389,8 @@ Agent::Step Agent::check_host_first() {
     const std::vector<std::string> problems = check_start(config_.settings);
     if (problems.empty()) return {};
     for (const auto& p : problems) spdlog::error("{}", p);
-    return xlb::fail(std::to_string(problems.size()) + " problem(s) with the host; nothing was changed");
+    return xlb::fail(std::to_string(problems.size()) +
+                     " problem(s) with the host; nothing was changed");
 }
 
 Agent::Step Agent::lock_interface() {
@@ -425,7 +433,8 @@ Agent::Step Agent::open_data_plane() {
     backup_state_ = decision.backup_state;
 
     data_plane_.emplace(*lb_);
-    reconciler_.emplace(*data_plane_, control::Reconciler::Options{s.maps.max_vips, s.maps.max_backends});
+    reconciler_.emplace(*data_plane_,
+                        control::Reconciler::Options{s.maps.max_vips, s.maps.max_backends});
     // Generations already in the (pinned) backends map: a reused id must
     // never repeat one a recorded flow may hold.
     for (std::uint32_t id = 0; id < s.maps.max_backends; ++id)
@@ -437,7 +446,9 @@ Agent::Step Agent::open_data_plane() {
     // Epochs are reserved in the state file before a table can take them.
     reconciler_->set_epoch_journal([this](control::Reconciler& r) {
         auto saved = state_->save_current(r);
-        if (!saved) spdlog::error("epochs not recorded (published all the same): {}", saved.error().message());
+        if (!saved)
+            spdlog::error("epochs not recorded (published all the same): {}",
+                          saved.error().message());
         return saved;
     });
     reconciler_->set_vips(decision.vips);
@@ -453,15 +464,18 @@ Agent::Step Agent::start_services() {
         publish_metrics_.record(r);
         // A table made live may change what this host can serve.
         if (announce_) loop_->post([this](control::Reconciler& rc) { submit_announcements(rc); });
-        spdlog::info("VIP {} published: epoch {}, checksum {:016x}, live {:.2f} ms after the decision",
-                     r.vip_key, r.epoch, r.checksum, r.decision_to_live_ms);
+        spdlog::info(
+            "VIP {} published: epoch {}, checksum {:016x}, live {:.2f} ms after the decision",
+            r.vip_key, r.epoch, r.checksum, r.decision_to_live_ms);
     });
     // Both run on the control thread, which owns the reconciler.
     loop_->on_error([this](const Error&) { log_apply_failures(*reconciler_); });
     drain_file_.emplace(s.state_file + ".drain");
     if (auto host = drain_file_->load()) {
         host_ = *host;
-        if (host_.drained) spdlog::warn("host drained (since a drain recorded in {}): announcing nothing", drain_file_->path());
+        if (host_.drained)
+            spdlog::warn("host drained (since a drain recorded in {}): announcing nothing",
+                         drain_file_->path());
     } else {
         host_ = api::HostState{.drained = true, .since = std::chrono::system_clock::now()};
         spdlog::error("{}; staying drained", host.error().message());
@@ -494,21 +508,22 @@ Agent::Step Agent::start_services() {
             on_probe_result(result, r);
         });
     });
-    if (auto ok = engine_->start(); !ok) return std::unexpected(std::move(ok.error()).add_context("health checks"));
+    if (auto ok = engine_->start(); !ok)
+        return std::unexpected(std::move(ok.error()).add_context("health checks"));
 
     view_.emplace(*lb_);
     api_settings_ = std::make_shared<api::SharedSettings>(s);
-    api::Services services{*loop_,
-                           *state_,
-                           *view_,
-                           publish_metrics_,
-                           api_settings_,
-                           api::AgentInfo{kVersion, s.interface, attached_mode_,
-                                          std::chrono::steady_clock::now()},
-                           [this]() -> std::optional<std::string> {
-                               if (!attached_) return std::string("XDP program not attached");
-                               return std::nullopt;
-                           }};
+    api::Services services{
+        *loop_,
+        *state_,
+        *view_,
+        publish_metrics_,
+        api_settings_,
+        api::AgentInfo{kVersion, s.interface, attached_mode_, std::chrono::steady_clock::now()},
+        [this]() -> std::optional<std::string> {
+            if (!attached_) return std::string("XDP program not attached");
+            return std::nullopt;
+        }};
     services.health = [this](
                           const std::string& vip,
                           const net::IpAddress& backend) -> std::optional<api::BackendHealthInfo> {
@@ -565,8 +580,9 @@ Agent::Step Agent::go_live() {
     if (auto first = reconciler_->reconcile(control::Clock::now()); !first)
         spdlog::error("first publish: {}", first.error().message());
     for (const auto& v : reconciler_->status())
-        spdlog::info("VIP {} published: epoch {}, checksum {:016x}, {} backends{}", v.spec.key(), v.epoch,
-                     v.checksum, v.backends.size(), v.last_error.empty() ? "" : " (" + v.last_error + ")");
+        spdlog::info("VIP {} published: epoch {}, checksum {:016x}, {} backends{}", v.spec.key(),
+                     v.epoch, v.checksum, v.backends.size(),
+                     v.last_error.empty() ? "" : " (" + v.last_error + ")");
 
     if (first_start_)
         if (auto ok = attach(); !ok) return ok;
@@ -574,10 +590,13 @@ Agent::Step Agent::go_live() {
 
     if (backup_state_) {
         auto moved = state_->backup();
-        if (!moved) spdlog::warn("{}", moved.error().message());
-        else if (!moved->empty()) spdlog::warn("previous state file kept as {}", *moved);
+        if (!moved)
+            spdlog::warn("{}", moved.error().message());
+        else if (!moved->empty())
+            spdlog::warn("previous state file kept as {}", *moved);
     }
-    if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error().message());
+    if (auto saved = state_->save_current(*reconciler_); !saved)
+        spdlog::warn("{}", saved.error().message());
     return {};
 }
 
@@ -596,7 +615,8 @@ void Agent::run_control() {
         submit_announcements(r);
     });
     const config::Settings& s = config_.settings;
-    spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket, s.metrics_listen);
+    spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket,
+                 s.metrics_listen);
     notify("READY=1\nSTATUS=forwarding on " + s.interface);
     std::uint64_t watchdog_usec = 0;
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
@@ -656,11 +676,13 @@ api::ReloadReport Agent::reload(const std::string& source, bool allow_disruptive
         spdlog::warn("reload: '{}' changed; it takes effect at the next restart", key);
     using Outcome = api::ReloadReport::Outcome;
     if (report.outcome == Outcome::kApplied) {
-        for (const auto& d : report.disruptive) spdlog::warn("reload: disruptive change applied: {}", d);
-        spdlog::info("reload applied: added {}; removed {}; changed {}; {} VIP(s) untouched; settings "
-                     "changed: {}",
-                     vip_list(report.added), vip_list(report.removed), vip_list(report.changed),
-                     report.untouched, vip_list(report.settings_changed));
+        for (const auto& d : report.disruptive)
+            spdlog::warn("reload: disruptive change applied: {}", d);
+        spdlog::info(
+            "reload applied: added {}; removed {}; changed {}; {} VIP(s) untouched; settings "
+            "changed: {}",
+            vip_list(report.added), vip_list(report.removed), vip_list(report.changed),
+            report.untouched, vip_list(report.settings_changed));
     } else {
         for (const auto& e : report.errors) spdlog::error("{}", e);
         for (const auto& d : report.disruptive) spdlog::error("reload: disruptive change: {}", d);
@@ -677,7 +699,8 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
     if (!loaded) {
         for (const auto& e : loaded.error()) report.errors.push_back(e.to_string());
         report.outcome = Outcome::kInvalid;
-        report.error = options_.config_path + " has " + std::to_string(loaded.error().size()) + " error(s)";
+        report.error =
+            options_.config_path + " has " + std::to_string(loaded.error().size()) + " error(s)";
         return report;
     }
     config::Config next = std::move(*loaded);
@@ -701,35 +724,41 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
     const std::vector<config::VipSpec> new_file = next.vips;
     // One task on the control thread: the decision and the change see the
     // same running VIPs (the API may change them in between otherwise).
-    report = loop_->call<api::ReloadReport>([&](control::Reconciler& r) {
-             api::ReloadReport out = report;
-             ReloadResult merged = merge_reload(old_file, new_file, r.vips());
-             out.disruptive = disruptive_changes(config_.settings, applied, r.vips(), merged.vips);
-             if (!out.disruptive.empty() && !allow_disruptive) {
-                 out.outcome = Outcome::kDisruptiveRefused;
-                 out.error = std::to_string(out.disruptive.size()) +
+    report = loop_
+                 ->call<api::ReloadReport>([&](control::Reconciler& r) {
+                     api::ReloadReport out = report;
+                     ReloadResult merged = merge_reload(old_file, new_file, r.vips());
+                     out.disruptive =
+                         disruptive_changes(config_.settings, applied, r.vips(), merged.vips);
+                     if (!out.disruptive.empty() && !allow_disruptive) {
+                         out.outcome = Outcome::kDisruptiveRefused;
+                         out.error =
+                             std::to_string(out.disruptive.size()) +
                              " change(s) would move established flows (VIPs without conntrack, and "
                              "flows re-routed to LB hosts that have not reloaded); confirm with "
                              "'xlbctl reload --allow-disruptive'";
-                 return out;
-             }
-             out.added = std::move(merged.added);
-             out.removed = std::move(merged.removed);
-             out.changed = std::move(merged.changed);
-             out.untouched = merged.untouched;
-             out.warnings = std::move(merged.warnings);
-             if (!out.settings_changed.empty()) {
-                 config_.settings = applied;
-                 if (auto ok = write_datapath_config(mac); !ok) out.warnings.push_back(ok.error());
-                 // lookups hash with the seed the data path now uses
-                 if (api_settings_) api_settings_->set(applied);
-             }
-             r.set_vips(merged.vips);
-             refresh_health(r);
-             state_->set_config_digest(api::config_digest(new_file));
-             if (auto saved = state_->save_current(r); !saved) out.warnings.push_back(saved.error().message());
-             return out;
-         }).get();
+                         return out;
+                     }
+                     out.added = std::move(merged.added);
+                     out.removed = std::move(merged.removed);
+                     out.changed = std::move(merged.changed);
+                     out.untouched = merged.untouched;
+                     out.warnings = std::move(merged.warnings);
+                     if (!out.settings_changed.empty()) {
+                         config_.settings = applied;
+                         if (auto ok = write_datapath_config(mac); !ok)
+                             out.warnings.push_back(ok.error());
+                         // lookups hash with the seed the data path now uses
+                         if (api_settings_) api_settings_->set(applied);
+                     }
+                     r.set_vips(merged.vips);
+                     refresh_health(r);
+                     state_->set_config_digest(api::config_digest(new_file));
+                     if (auto saved = state_->save_current(r); !saved)
+                         out.warnings.push_back(saved.error().message());
+                     return out;
+                 })
+                 .get();
     if (report.outcome != Outcome::kApplied) return report;
     config_.vips = new_file;
     if (hop_changed) watch_next_hop();
@@ -752,7 +781,8 @@ void Agent::stop() {
     // nothing publishes any more: the next start can then prove its tables' epochs
     if (reconciler_) reconciler_->release_epoch_reservations();
     if (reconciler_ && state_)
-        if (auto saved = state_->save_current(*reconciler_); !saved) spdlog::warn("{}", saved.error().message());
+        if (auto saved = state_->save_current(*reconciler_); !saved)
+            spdlog::warn("{}", saved.error().message());
     probe_tc_.reset();  // probes are over; the XDP program stays
     probe_encap_.reset();
     if (xdp_) {
@@ -762,7 +792,8 @@ void Agent::stop() {
             lb_.reset();
             if (auto ok = bpf::LbProgram::unpin(pin_dir_); !ok)
                 spdlog::error("unpin {}: {}", pin_dir_, ok.error().message());
-            spdlog::info("detached from {} and removed the pinned maps", config_.settings.interface);
+            spdlog::info("detached from {} and removed the pinned maps",
+                         config_.settings.interface);
         } else {
             xdp_->keep();
             spdlog::info("exiting; the data plane keeps forwarding on {} (pinned in {})",

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
-
 #include <nlohmann/json.hpp>
 
 #include "xlb/files/files.h"
@@ -26,8 +25,8 @@ announce::HostInput announce_input(const std::vector<control::VipStatus>& vips, 
         in.policy = v.spec.announce;
         in.table_live = v.epoch != 0;
         in.configured_backends = static_cast<std::uint32_t>(v.spec.backends.size());
-        in.serving_backends = static_cast<std::uint32_t>(
-            std::count_if(v.backends.begin(), v.backends.end(), [](const control::BackendStatus& b) {
+        in.serving_backends = static_cast<std::uint32_t>(std::count_if(
+            v.backends.begin(), v.backends.end(), [](const control::BackendStatus& b) {
                 return b.in_table && b.effective_weight > 0 && b.slots > 0;
             }));
         in.in_panic = v.panic != control::PanicReason::kNone;
@@ -62,7 +61,8 @@ Result<void> HostDrainFile::save(const api::HostState& state) const {
     const auto since = state.since.value_or(std::chrono::system_clock::now());
     const nlohmann::json j{
         {"drained", true},
-        {"since_unix", std::chrono::duration_cast<std::chrono::seconds>(since.time_since_epoch()).count()}};
+        {"since_unix",
+         std::chrono::duration_cast<std::chrono::seconds>(since.time_since_epoch()).count()}};
     return files::write_file_atomic(path_, j.dump() + "\n", 0644);
 }
 

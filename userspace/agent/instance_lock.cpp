@@ -38,16 +38,15 @@ Result<InterfaceIdentity> identify_interface(const std::string& name) {
         return fail_on(err, "look up interface", name);
     }
     struct stat st {};
-    if (::stat("/proc/self/ns/net", &st) != 0)
-        return fail_on(errno, "stat", "/proc/self/ns/net");
+    if (::stat("/proc/self/ns/net", &st) != 0) return fail_on(errno, "stat", "/proc/self/ns/net");
     id.netns_dev = st.st_dev;
     id.netns_ino = st.st_ino;
     return id;
 }
 
 std::string lock_path(const std::string& dir, const InterfaceIdentity& iface) {
-    return dir + "/xlbd-netns" + std::to_string(iface.netns_ino) + "-if" + std::to_string(iface.ifindex) +
-           ".lock";
+    return dir + "/xlbd-netns" + std::to_string(iface.netns_ino) + "-if" +
+           std::to_string(iface.ifindex) + ".lock";
 }
 
 Result<InstanceLock> InstanceLock::acquire(const InterfaceIdentity& iface, const std::string& dir) {
@@ -61,7 +60,8 @@ Result<InstanceLock> InstanceLock::acquire(const InterfaceIdentity& iface, const
         if (err != EWOULDBLOCK) return fail_on(err, "lock", path);
         const std::string holder = read_holder(fd.get());
         return fail("interface " + iface.name + " is already served by xlbd" +
-                        (holder.empty() ? std::string() : " pid " + holder) + " (lock " + path + ")",
+                        (holder.empty() ? std::string() : " pid " + holder) + " (lock " + path +
+                        ")",
                     "stop that agent first: one agent per interface");
     }
     const std::string text = std::to_string(::getpid()) + "\n" + iface.name + "\n";

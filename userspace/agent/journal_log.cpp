@@ -45,13 +45,20 @@ bool parse_u64(std::string_view text, std::uint64_t& out) {
 
 std::string_view journal_priority(spdlog::level::level_enum level) noexcept {
     switch (level) {
-        case spdlog::level::critical: return SD_CRIT;
-        case spdlog::level::err: return SD_ERR;
-        case spdlog::level::warn: return SD_WARNING;
-        case spdlog::level::info: return SD_INFO;
-        case spdlog::level::debug: return SD_DEBUG;
-        case spdlog::level::trace: return SD_DEBUG;
-        default: return SD_INFO;
+        case spdlog::level::critical:
+            return SD_CRIT;
+        case spdlog::level::err:
+            return SD_ERR;
+        case spdlog::level::warn:
+            return SD_WARNING;
+        case spdlog::level::info:
+            return SD_INFO;
+        case spdlog::level::debug:
+            return SD_DEBUG;
+        case spdlog::level::trace:
+            return SD_DEBUG;
+        default:
+            return SD_INFO;
     }
 }
 
@@ -101,7 +108,8 @@ bool fd_is_journal(int fd) { return is_journal_stream(std::getenv("JOURNAL_STREA
 std::unique_ptr<spdlog::formatter> make_log_formatter(bool journal) {
     if (!journal) return std::make_unique<spdlog::pattern_formatter>();
     // no time: the journal records it; no colour: it is not a terminal
-    return std::make_unique<JournalFormatter>(std::make_unique<spdlog::pattern_formatter>("%l: %v"));
+    return std::make_unique<JournalFormatter>(
+        std::make_unique<spdlog::pattern_formatter>("%l: %v"));
 }
 
 bool configure_logging(spdlog::level::level_enum level) {

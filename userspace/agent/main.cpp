@@ -46,7 +46,8 @@ int check_config(const std::string& path, const xlb::agent::AgentOptions& option
     auto config = xlb::config::load_config_file(path);
     if (!config) {
         for (const auto& e : config.error()) say(stderr, spdlog::level::err, e.to_string());
-        say(stderr, spdlog::level::err, fmt::format("{}: {} error(s)", path, config.error().size()));
+        say(stderr, spdlog::level::err,
+            fmt::format("{}: {} error(s)", path, config.error().size()));
         return kExitInvalid;
     }
     xlb::agent::apply_overrides(options, config->settings);
@@ -72,23 +73,27 @@ int main(int argc, char** argv) {
     std::string xdp_mode, log_level = "info";
     std::string interface, api_socket, metrics_listen, pin_dir, state_file;
 
-    CLI::App app{"xlbd: the xlb load-balancer agent (XDP data plane, health checks, Maglev tables)"};
+    CLI::App app{
+        "xlbd: the xlb load-balancer agent (XDP data plane, health checks, Maglev tables)"};
     app.set_version_flag("--version", "xlbd " XLB_VERSION);
     app.add_option("-c,--config", options.config_path, "configuration file (YAML)")
         ->type_name("FILE");
     CLI::Option* check =
-        app.add_option("--check-config", check_path,
-                       "validate FILE (or the --config file) and exit 0 (valid) or 1; touches nothing")
+        app.add_option(
+               "--check-config", check_path,
+               "validate FILE (or the --config file) and exit 0 (valid) or 1; touches nothing")
             ->type_name("[FILE]")
             ->expected(0, 1);
     app.add_option("--interface", interface, "interface to attach to (overrides the file)");
     app.add_option("--xdp-mode", xdp_mode, "native, generic or auto (overrides the file)")
         ->check(CLI::IsMember({"native", "generic", "auto"}));
     app.add_option("--api-socket", api_socket, "Unix socket of the API (overrides the file)");
-    app.add_option("--metrics-listen", metrics_listen,
-                   "address of /metrics, /livez, /readyz, e.g. 127.0.0.1:9464 (overrides the file)");
+    app.add_option(
+        "--metrics-listen", metrics_listen,
+        "address of /metrics, /livez, /readyz, e.g. 127.0.0.1:9464 (overrides the file)");
     app.add_option("--pin-dir", pin_dir, "bpffs directory for pinned maps (overrides the file)");
-    app.add_option("--state-file", state_file, "where runtime changes persist (overrides the file)");
+    app.add_option("--state-file", state_file,
+                   "where runtime changes persist (overrides the file)");
     app.add_flag("--detach-on-exit", options.detach_on_exit,
                  "detach XDP and remove the pinned maps on exit (default: keep forwarding)");
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
@@ -117,7 +122,8 @@ int main(int argc, char** argv) {
     if (!state_file.empty()) options.state_file = state_file;
 
     if (check->count() > 0) {
-        if (!check_path.empty() && !options.config_path.empty() && check_path != options.config_path)
+        if (!check_path.empty() && !options.config_path.empty() &&
+            check_path != options.config_path)
             return usage_error("--check-config " + check_path + " and --config " +
                                options.config_path + " name different files; give one");
         const std::string path = check_path.empty() ? options.config_path : check_path;
@@ -127,7 +133,6 @@ int main(int argc, char** argv) {
     }
     if (options.config_path.empty())
         return usage_error("--config FILE is required (e.g. xlbd --config /etc/xlb/xlbd.yaml)");
-
 
     // under systemd: "<3>error: ..." lines that journald files by priority
     xlb::agent::configure_logging(spdlog::level::from_str(log_level));

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/agent/preflight.h"
 
-#include "xlb/files/files.h"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -21,6 +19,7 @@
 #include "xlb/api/server.h"
 #include "xlb/api/state_store.h"
 #include "xlb/bpf/fd.h"
+#include "xlb/files/files.h"
 
 namespace xlb::agent {
 namespace {
@@ -78,7 +77,8 @@ std::vector<std::string> check_bindable(const std::string& listen) {
 
 std::vector<std::string> check_host(const config::Settings& s) {
     std::vector<std::string> problems;
-    if (auto iface = identify_interface(s.interface); !iface) problems.push_back(iface.error().message());
+    if (auto iface = identify_interface(s.interface); !iface)
+        problems.push_back(iface.error().message());
     if (!s.api_group.empty())
         if (auto gid = api::resolve_group(s.api_group); !gid)
             problems.push_back("api.group: " + gid.error().message());

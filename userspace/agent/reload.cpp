@@ -24,9 +24,10 @@ struct SettingRow {
 
 template <auto Member>
 constexpr SettingRow row(const char* name, bool reloadable) {
-    return {name, reloadable,
-            [](const config::Settings& a, const config::Settings& b) { return a.*Member != b.*Member; },
-            [](config::Settings& to, const config::Settings& from) { to.*Member = from.*Member; }};
+    return {
+        name, reloadable,
+        [](const config::Settings& a, const config::Settings& b) { return a.*Member != b.*Member; },
+        [](config::Settings& to, const config::Settings& from) { to.*Member = from.*Member; }};
 }
 
 using S = config::Settings;
@@ -79,7 +80,8 @@ std::vector<std::string> disruptive_changes(const S& before, const S& after,
     std::vector<std::string> out;
     if (before.hash_seed != after.hash_seed)
         out.push_back("hash_seed " + std::to_string(before.hash_seed) + " -> " +
-                      std::to_string(after.hash_seed) + ": every VIP's flows move to new ring slots");
+                      std::to_string(after.hash_seed) +
+                      ": every VIP's flows move to new ring slots");
     const auto now = by_key(running);
     for (const auto& v : next) {
         auto it = now.find(v.key());
@@ -89,8 +91,9 @@ std::vector<std::string> disruptive_changes(const S& before, const S& after,
             out.push_back("VIP " + v.key() + ": hash " + config::to_string(was.hash) + " -> " +
                           config::to_string(v.hash) + ": its flows move to new ring slots");
         if (was.ring_size != v.ring_size)
-            out.push_back("VIP " + v.key() + ": ring_size " + std::to_string(was.ring_size) + " -> " +
-                          std::to_string(v.ring_size) + ": its flows move to new ring slots");
+            out.push_back("VIP " + v.key() + ": ring_size " + std::to_string(was.ring_size) +
+                          " -> " + std::to_string(v.ring_size) +
+                          ": its flows move to new ring slots");
     }
     return out;
 }

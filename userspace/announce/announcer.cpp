@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/announcer.h"
 
-#include "xlb/names.h"
-
 #include <algorithm>
 
 #include "xlb/files/files.h"
+#include "xlb/names.h"
 
 namespace xlb::announce {
 
@@ -56,7 +55,8 @@ const AnnouncerStatus& Announcer::update(const HostInput& input, TimePoint now) 
 
     if (!disk->has_value() || **disk != text) {
         if (auto written = files::write_file_atomic(options_.routes_file, text); !written) {
-            record_error(Problem::kFile, std::move(written.error()).add_context("BGP announcements"), now);
+            record_error(Problem::kFile,
+                         std::move(written.error()).add_context("BGP announcements"), now);
             return status_;
         }
         status_.last_write = now;
@@ -92,7 +92,8 @@ std::optional<bird::Client> Announcer::connect(TimePoint now) {
     if (!client) {
         if (!status_.unreachable_since) status_.unreachable_since = now;
         status_.daemon_reachable = false;
-        record_error(Problem::kUnreachable, std::move(client.error()).add_context("BGP daemon unreachable"), now);
+        record_error(Problem::kUnreachable,
+                     std::move(client.error()).add_context("BGP daemon unreachable"), now);
         return std::nullopt;
     }
     status_.daemon_reachable = true;
@@ -115,10 +116,13 @@ void Announcer::configure(bird::Client& client, TimePoint now) {
     ++status_.configures_total;
     clear_error(Problem::kRefused);
     check(client, now, /*verify_routes=*/false);
-    if (status_.daemon_reachable && !status_.protocols_loaded && status_.problem == Problem::kNone) {
-        Error e = make_error(0, "BIRD runs neither protocol " + options_.render.protocol + "4 nor " +
-                                    options_.render.protocol + "6 after `configure`: bird.conf does not include",
-                             "add `include \"" + options_.routes_file + "\";` to bird.conf (docs/scale-out.md)");
+    if (status_.daemon_reachable && !status_.protocols_loaded &&
+        status_.problem == Problem::kNone) {
+        Error e = make_error(
+            0,
+            "BIRD runs neither protocol " + options_.render.protocol + "4 nor " +
+                options_.render.protocol + "6 after `configure`: bird.conf does not include",
+            "add `include \"" + options_.routes_file + "\";` to bird.conf (docs/scale-out.md)");
         e.object = options_.routes_file;
         record_error(Problem::kNotIncluded, std::move(e).add_context("BGP announcements"), now);
     }
@@ -130,7 +134,8 @@ void Announcer::lost(const bird::Client& client, Error e, TimePoint now) {
     if (client.broken()) {
         status_.daemon_reachable = false;
         if (!status_.unreachable_since) status_.unreachable_since = now;
-        record_error(Problem::kUnreachable, std::move(e).add_context("BGP daemon unreachable"), now);
+        record_error(Problem::kUnreachable, std::move(e).add_context("BGP daemon unreachable"),
+                     now);
     } else {
         record_error(Problem::kRefused, std::move(e).add_context("BGP announcements"), now);
     }

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/bird_client.h"
 
-#include "xlb/names.h"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,6 +12,8 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+
+#include "xlb/names.h"
 
 namespace xlb::announce::bird {
 
@@ -27,12 +27,15 @@ constexpr std::size_t kMaxReplyBytes = 64u << 20;
 
 bool is_code(std::string_view s) {
     return s.size() >= 4 && std::isdigit(static_cast<unsigned char>(s[0])) &&
-           std::isdigit(static_cast<unsigned char>(s[1])) && std::isdigit(static_cast<unsigned char>(s[2])) &&
+           std::isdigit(static_cast<unsigned char>(s[1])) &&
+           std::isdigit(static_cast<unsigned char>(s[2])) &&
            std::isdigit(static_cast<unsigned char>(s[3]));
 }
 
 int remaining_ms(SteadyClock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
+            .count();
     return left <= 0 ? 0 : static_cast<int>(left);
 }
 
@@ -82,14 +85,17 @@ Result<void> ReplyParser::line(std::string_view text) {
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     if (!text.empty() && text[0] == '+') return {};
     if (!text.empty() && text[0] == ' ') {
-        if (last_code_ == 0) return fail("BIRD sent a continuation line before any reply code: \"" + std::string(text) + "\"");
+        if (last_code_ == 0)
+            return fail("BIRD sent a continuation line before any reply code: \"" +
+                        std::string(text) + "\"");
         current_.lines.push_back({last_code_, std::string(text.substr(1))});
         return {};
     }
     if (is_code(text) && (text.size() == 4 || text[4] == '-' || text[4] == ' ')) {
         const int code = std::stoi(std::string(text.substr(0, 4)));
         const bool last = text.size() == 4 || text[4] == ' ';
-        current_.lines.push_back({code, std::string(text.size() > 5 ? text.substr(5) : std::string_view{})});
+        current_.lines.push_back(
+            {code, std::string(text.size() > 5 ? text.substr(5) : std::string_view{})});
         last_code_ = code;
         if (last) {
             done_.push_back(std::move(current_));
@@ -178,7 +184,9 @@ Result<Client> Client::connect(const std::string& socket_path, std::chrono::mill
         if (err == ENOENT || err == ECONNREFUSED)
             hint = "is bird running? check bgp.control_socket";
         else if (err == EACCES)
-            hint = "xlbd needs write access to it: run xlbd in BIRD's group (SupplementaryGroups=bird)";
+            hint =
+                "xlbd needs write access to it: run xlbd in BIRD's group "
+                "(SupplementaryGroups=bird)";
         else if (err == EAGAIN)
             hint = "BIRD accepts no connection: is it wedged?";
         return std::unexpected(client.socket_error(err, what, hint));
@@ -208,34 +216,41 @@ Result<Reply> Client::read_reply(std::string_view for_what) {
         const int ready = ::poll(&p, 1, remaining_ms(deadline));
         if (ready < 0) {
             if (errno == EINTR) continue;
-            return std::unexpected(socket_error(errno, "wait for BIRD's " + std::string(for_what) + " on"));
+            return std::unexpected(
+                socket_error(errno, "wait for BIRD's " + std::string(for_what) + " on"));
         }
         if (ready == 0)
-            return std::unexpected(socket_error(
-                ETIMEDOUT, "read BIRD's " + std::string(for_what) + " from",
-                "no complete answer within " + std::to_string(timeout_.count()) + " ms: is bird wedged?"));
+            return std::unexpected(
+                socket_error(ETIMEDOUT, "read BIRD's " + std::string(for_what) + " from",
+                             "no complete answer within " + std::to_string(timeout_.count()) +
+                                 " ms: is bird wedged?"));
         char buffer[16384];
         const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
-            return std::unexpected(socket_error(errno, "read BIRD's " + std::string(for_what) + " from"));
+            return std::unexpected(
+                socket_error(errno, "read BIRD's " + std::string(for_what) + " from"));
         }
         if (n == 0)
-            return std::unexpected(socket_error(0, "BIRD closed the connection before its " +
-                                                       std::string(for_what) + " was complete on",
+            return std::unexpected(socket_error(0,
+                                                "BIRD closed the connection before its " +
+                                                    std::string(for_what) + " was complete on",
                                                 "did bird stop or restart?"));
         total += static_cast<std::size_t>(n);
         if (total > kMaxReplyBytes)
-            return std::unexpected(socket_error(EMSGSIZE, "read BIRD's " + std::string(for_what) + " from"));
+            return std::unexpected(
+                socket_error(EMSGSIZE, "read BIRD's " + std::string(for_what) + " from"));
         if (auto fed = parser_.feed(std::string_view(buffer, static_cast<std::size_t>(n))); !fed) {
             broken_ = true;
-            return std::unexpected(std::move(fed.error()).add_context("read BIRD control socket " + path_));
+            return std::unexpected(
+                std::move(fed.error()).add_context("read BIRD control socket " + path_));
         }
     }
 }
 
 Result<Reply> Client::command(std::string_view line) {
-    if (fd_ < 0 || broken_) return std::unexpected(socket_error(EBADF, "send to BIRD control socket"));
+    if (fd_ < 0 || broken_)
+        return std::unexpected(socket_error(EBADF, "send to BIRD control socket"));
     if (line.find('\n') != std::string_view::npos)
         return fail("BIRD command \"" + std::string(line) + "\" spans lines");
     std::string out(line);
@@ -253,8 +268,8 @@ Result<Reply> Client::command(std::string_view line) {
         if (errno == EAGAIN) {
             pollfd p{fd_, POLLOUT, 0};
             if (::poll(&p, 1, remaining_ms(deadline)) == 0)
-                return std::unexpected(socket_error(ETIMEDOUT, "send " + what + " to BIRD control socket",
-                                                    "is bird wedged?"));
+                return std::unexpected(socket_error(
+                    ETIMEDOUT, "send " + what + " to BIRD control socket", "is bird wedged?"));
             continue;
         }
         return std::unexpected(socket_error(errno, "send " + what + " to BIRD control socket",
@@ -268,9 +283,14 @@ Result<ConfigureResult> Client::configure() {
     if (!reply) return std::unexpected(std::move(reply.error()));
     ConfigureResult result{ConfigureOutcome::kReconfigured, reply->text()};
     switch (reply->code()) {
-        case 3: return result;
-        case 4: result.outcome = ConfigureOutcome::kInProgress; return result;
-        case 5: result.outcome = ConfigureOutcome::kQueued; return result;
+        case 3:
+            return result;
+        case 4:
+            result.outcome = ConfigureOutcome::kInProgress;
+            return result;
+        case 5:
+            result.outcome = ConfigureOutcome::kQueued;
+            return result;
         case 8002: {
             // BIRD's own line names file:line:column; the "Reading
             // configuration from" line before it adds nothing.
@@ -281,8 +301,8 @@ Result<ConfigureResult> Client::configure() {
                         "BIRD keeps running the previous one; fix the file and xlbd tries again");
         }
         default:
-            return fail("BIRD answered `configure` with code " + std::to_string(reply->code()) + ": " +
-                        reply->text());
+            return fail("BIRD answered `configure` with code " + std::to_string(reply->code()) +
+                        ": " + reply->text());
     }
 }
 
@@ -296,7 +316,8 @@ std::vector<ProtocolInfo> parse_protocols_reply(const Reply& reply) {
         std::getline(in, p.info);
         const auto first = p.info.find_first_not_of(' ');
         const auto last = p.info.find_last_not_of(' ');
-        p.info = first == std::string::npos ? std::string{} : p.info.substr(first, last - first + 1);
+        p.info =
+            first == std::string::npos ? std::string{} : p.info.substr(first, last - first + 1);
         out.push_back(std::move(p));
     }
     return out;
@@ -306,8 +327,8 @@ Result<std::vector<ProtocolInfo>> Client::show_protocols() {
     auto reply = command("show protocols");
     if (!reply) return std::unexpected(std::move(reply.error()));
     if (reply->code() != 0)
-        return fail("BIRD answered `show protocols` with code " + std::to_string(reply->code()) + ": " +
-                    reply->text());
+        return fail("BIRD answered `show protocols` with code " + std::to_string(reply->code()) +
+                    ": " + reply->text());
     return parse_protocols_reply(*reply);
 }
 

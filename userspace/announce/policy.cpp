@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/policy.h"
 
-#include "xlb/names.h"
-
 #include <algorithm>
 #include <map>
+
+#include "xlb/names.h"
 
 namespace xlb::announce {
 
@@ -26,11 +26,16 @@ std::string_view to_string(Reason r) { return name_of(r, kReasons); }
 Verdict decide(const VipInput& vip, bool host_drained) {
     // Drain first: an operator draining a host wants every route gone,
     // `always` included, or the maintenance procedure would leak traffic.
-    if (host_drained) return {false, Reason::kHostDrained, "the host is drained (xlbctl host resume announces again)"};
+    if (host_drained)
+        return {false, Reason::kHostDrained,
+                "the host is drained (xlbctl host resume announces again)"};
     switch (vip.policy) {
-        case Policy::kNever: return {false, Reason::kPolicyNever, "announce policy is never"};
-        case Policy::kAlways: return {true, Reason::kPolicyAlways, "announce policy is always"};
-        case Policy::kWhenServing: break;
+        case Policy::kNever:
+            return {false, Reason::kPolicyNever, "announce policy is never"};
+        case Policy::kAlways:
+            return {true, Reason::kPolicyAlways, "announce policy is always"};
+        case Policy::kWhenServing:
+            break;
     }
     if (!vip.table_live) return {false, Reason::kNotPublished, "no table of this VIP is live yet"};
     if (vip.serving_backends == 0) {
@@ -38,7 +43,8 @@ Verdict decide(const VipInput& vip, bool host_drained) {
         if (vip.configured_backends == 0)
             detail = "the VIP has no backend";
         else
-            detail += " (" + std::to_string(vip.configured_backends) + " configured, none in the table)";
+            detail +=
+                " (" + std::to_string(vip.configured_backends) + " configured, none in the table)";
         return {false, Reason::kNoServingBackend, std::move(detail)};
     }
     std::string detail = std::to_string(vip.serving_backends) + " of " +
@@ -56,18 +62,22 @@ const std::vector<VipDecision>& DecisionTable::update(const HostInput& input, Ti
     next.reserve(input.vips.size());
     for (const auto& vip : input.vips) {
         Verdict v = decide(vip, input.drained);
-        VipDecision d{vip.key, vip.address, vip.policy, v.announced, v.reason, std::move(v.detail), now};
+        VipDecision d{vip.key,  vip.address,         vip.policy, v.announced,
+                      v.reason, std::move(v.detail), now};
         if (auto it = previous.find(vip.key); it != previous.end()) {
             const VipDecision& before = *it->second;
-            if (before.announced == d.announced && before.reason == d.reason) d.since = before.since;
+            if (before.announced == d.announced && before.reason == d.reason)
+                d.since = before.since;
         }
         next.push_back(std::move(d));
     }
-    std::sort(next.begin(), next.end(), [](const VipDecision& a, const VipDecision& b) { return a.key < b.key; });
+    std::sort(next.begin(), next.end(),
+              [](const VipDecision& a, const VipDecision& b) { return a.key < b.key; });
     // Two inputs with one key would make `since` depend on their order.
-    next.erase(std::unique(next.begin(), next.end(),
-                           [](const VipDecision& a, const VipDecision& b) { return a.key == b.key; }),
-               next.end());
+    next.erase(
+        std::unique(next.begin(), next.end(),
+                    [](const VipDecision& a, const VipDecision& b) { return a.key == b.key; }),
+        next.end());
     decisions_ = std::move(next);
     return decisions_;
 }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/announce/render.h"
 
-#include "xlb/names.h"
-
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <sstream>
+
+#include "xlb/names.h"
 
 namespace xlb::announce {
 
@@ -16,7 +16,9 @@ constexpr EnumName<RouteForm> kRouteForms[] = {{"blackhole", RouteForm::kBlackho
 }  // namespace
 
 std::string_view to_string(RouteForm f) { return name_of(f, kRouteForms); }
-std::optional<RouteForm> parse_route_form(std::string_view text) { return value_of(text, kRouteForms); }
+std::optional<RouteForm> parse_route_form(std::string_view text) {
+    return value_of(text, kRouteForms);
+}
 
 namespace {
 
@@ -26,8 +28,9 @@ constexpr std::size_t kMaxName = 60;
 bool is_symbol(std::string_view name) {
     if (name.empty() || name.size() > kMaxName) return false;
     if (!std::isalpha(static_cast<unsigned char>(name[0]))) return false;
-    return std::all_of(name.begin(), name.end(),
-                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
 }
 
 }  // namespace
@@ -38,7 +41,8 @@ Result<void> validate(const RenderOptions& options) {
                     "a letter, then letters, digits or '_', at most 60 characters");
     static constexpr std::array<std::string_view, 4> kKeywordStems{"ipv", "vpn", "roa", "flow"};
     std::string lower;
-    for (char c : options.protocol) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char c : options.protocol)
+        lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     for (auto stem : kKeywordStems)
         if (lower == stem)
             return fail("BIRD protocol name \"" + options.protocol + "\" gives a BIRD keyword (" +

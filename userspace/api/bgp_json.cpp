@@ -31,8 +31,7 @@ json bgp_json(const HostState& host, const std::optional<BgpInfo>& bgp) {
     for (const auto& p : s.protocols)
         protocols.push_back({{"name", p.name}, {"state", p.state}, {"info", p.info}});
     json routes = json::array();
-    for (const auto& r : s.routes)
-        routes.push_back(r.to_string() + (r.is_v4() ? "/32" : "/128"));
+    for (const auto& r : s.routes) routes.push_back(r.to_string() + (r.is_v4() ? "/32" : "/128"));
     out["routes_file"] = bgp->settings.routes_file;
     out["protocol"] = bgp->settings.protocol;
     out["daemon"] = {

@@ -3,10 +3,9 @@
 // show them (docs/api.md, "BGP announcements").
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "xlb/api/services.h"
 

@@ -4,11 +4,10 @@
 #include <grp.h>
 #include <sys/stat.h>
 
-#include <charconv>
-#include <vector>
-
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <vector>
 
 namespace xlb::api {
 

@@ -38,9 +38,9 @@ std::expected<R, HttpError> on_control(control::ControlLoop& loop,
                                        std::function<R(control::Reconciler&)> fn) {
     std::future<R> future = loop.call<R>(std::move(fn));
     if (future.wait_for(timeout) != std::future_status::ready)
-        return std::unexpected(HttpError{
-            503, "the control thread did not answer within " + std::to_string(timeout.count()) +
-                     " ms (is the agent wedged? see /livez)"});
+        return std::unexpected(HttpError{503, "the control thread did not answer within " +
+                                                  std::to_string(timeout.count()) +
+                                                  " ms (is the agent wedged? see /livez)"});
     try {
         return future.get();
     } catch (const std::future_error&) {

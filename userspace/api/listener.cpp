@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,18 +14,15 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 namespace xlb::api::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
 
 // "address in use" spelled out (the usual cause: a second agent), else the
 // errno text.
@@ -47,10 +45,12 @@ template <typename Stopping>
 Wait wait_for(int fd, short events, Clock::time_point deadline, const Stopping& stopping) {
     for (;;) {
         if (stopping()) return Wait::kStopping;
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left <= 0ms) return Wait::kTimeout;
         pollfd p{fd, events, 0};
-        const int rc = ::poll(&p, 1, static_cast<int>(std::min<std::chrono::milliseconds>(left, 100ms).count()));
+        const int rc = ::poll(
+            &p, 1, static_cast<int>(std::min<std::chrono::milliseconds>(left, 100ms).count()));
         if (rc > 0) return Wait::kReady;  // includes POLLHUP/POLLERR: recv/send tell
         if (rc < 0 && errno != EINTR) return Wait::kReady;  // let the call report it
     }
@@ -105,9 +105,12 @@ Head read_head(int fd, std::string& buffer, std::size_t max_bytes, Clock::time_p
         }
         if (buffer.size() > max_bytes) return Head::kTooLarge;
         switch (wait_for(fd, POLLIN, deadline, stopping)) {
-            case Wait::kTimeout: return Head::kTimedOut;
-            case Wait::kStopping: return Head::kStopping;
-            case Wait::kReady: break;
+            case Wait::kTimeout:
+                return Head::kTimedOut;
+            case Wait::kStopping:
+                return Head::kStopping;
+            case Wait::kReady:
+                break;
         }
         char chunk[4096];
         const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
@@ -145,7 +148,10 @@ class ConnectionStream final : public httplib::Stream {
 public:
     ConnectionStream(int fd, std::string& buffer, Clock::time_point deadline,
                      std::chrono::milliseconds write_timeout, std::function<bool()> stopping)
-        : fd_(fd), buffer_(buffer), deadline_(deadline), write_timeout_(write_timeout),
+        : fd_(fd),
+          buffer_(buffer),
+          deadline_(deadline),
+          write_timeout_(write_timeout),
           stopping_(std::move(stopping)) {}
 
     bool timed_out() const { return timed_out_; }
@@ -166,9 +172,13 @@ public:
         }
         for (;;) {
             switch (wait_for(fd_, POLLIN, deadline_, stopping_)) {
-                case Wait::kTimeout: timed_out_ = true; return -1;
-                case Wait::kStopping: return -1;
-                case Wait::kReady: break;
+                case Wait::kTimeout:
+                    timed_out_ = true;
+                    return -1;
+                case Wait::kStopping:
+                    return -1;
+                case Wait::kReady:
+                    break;
             }
             const ssize_t n = ::recv(fd_, ptr, size, 0);
             if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
@@ -222,8 +232,10 @@ public:
             ++skipped_;
             return;
         }
-        if (skipped_ > 0) spdlog::warn("{} (and {} more like it in the last 10 s)", message, skipped_);
-        else spdlog::warn("{}", message);
+        if (skipped_ > 0)
+            spdlog::warn("{} (and {} more like it in the last 10 s)", message, skipped_);
+        else
+            spdlog::warn("{}", message);
         last_ = now;
         skipped_ = 0;
     }
@@ -381,14 +393,16 @@ void GuardedServer::send_raw_error(int fd, int status, const char* reason,
     const char* type = "text/plain";
     if (json_errors_) {
         body = nlohmann::json{{"error", message}}.dump(-1, ' ', false,
-                                                       nlohmann::json::error_handler_t::replace) + "\n";
+                                                       nlohmann::json::error_handler_t::replace) +
+               "\n";
         type = "application/json";
     } else {
         body = message + "\n";
     }
     const std::string response = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                                 "\r\nContent-Type: " + type + "\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+                                 "\r\nContent-Type: " + type +
+                                 "\r\nContent-Length: " + std::to_string(body.size()) +
+                                 "\r\nConnection: close\r\n\r\n" + body;
     const auto deadline = Clock::now() + 200ms;
     std::size_t sent = 0;
     auto stopping = [this] { return this->stopping(); };
@@ -461,13 +475,15 @@ void GuardedServer::serve_connection(int fd) {
         const auto deadline = Clock::now() + limits_.request_timeout;
         std::size_t head_end = 0;
         switch (read_head(fd, buffer, limits_.max_head_bytes, deadline, stopping, head_end)) {
-            case Head::kComplete: break;
+            case Head::kComplete:
+                break;
             case Head::kClosed:
-            case Head::kStopping: return;
+            case Head::kStopping:
+                return;
             case Head::kTooLarge:
                 send_raw_error(fd, 431, "Request Header Fields Too Large",
-                               "request head larger than " + std::to_string(limits_.max_head_bytes) +
-                                   " bytes");
+                               "request head larger than " +
+                                   std::to_string(limits_.max_head_bytes) + " bytes");
                 return;
             case Head::kTimedOut:
                 if (buffer.empty()) return;  // idle: close without a word

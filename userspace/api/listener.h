@@ -18,7 +18,7 @@
 // docs/api.md ("Connections and limits") documents the numbers.
 #pragma once
 
-#include "xlb/error.h"
+#include <httplib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -32,9 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
-
 #include "xlb/api/services.h"
+#include "xlb/error.h"
 
 namespace xlb::api::detail {
 

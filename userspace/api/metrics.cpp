@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 #include "internal.h"
 #include "listener.h"
@@ -43,10 +42,14 @@ std::string escape_label_value(std::string_view value) {
     std::string out;
     out.reserve(value.size());
     for (char c : value) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '"') out += "\\\"";
-        else if (c == '\n') out += "\\n";
-        else out += c;
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '"')
+            out += "\\\"";
+        else if (c == '\n')
+            out += "\\n";
+        else
+            out += c;
     }
     return out;
 }
@@ -189,7 +192,8 @@ std::string render_metrics(const MetricsInput& in) {
                      b.health == control::Health::kHealthy ? 1 : 0);
     }
     w.family("xlb_backend_effective_weight", "gauge",
-             "The backend's weight in the VIP's live table (configured weight x 100 x factors; 0: not in the table).");
+             "The backend's weight in the VIP's live table (configured weight x 100 x factors; 0: "
+             "not in the table).");
     for (const control::VipStatus& v : in.vips) {
         const std::string vip = v.spec.key();
         for (const control::BackendStatus& b : v.backends)
@@ -249,12 +253,15 @@ std::string render_metrics(const MetricsInput& in) {
 
     if (in.probe_engine) {
         const auto& e = *in.probe_engine;
-        w.family("xlb_health_probe_targets", "gauge", "(VIP, backend) pairs the probe engine probes.");
+        w.family("xlb_health_probe_targets", "gauge",
+                 "(VIP, backend) pairs the probe engine probes.");
         w.sample("xlb_health_probe_targets", {}, e.stats.targets);
-        w.family("xlb_health_probes_in_flight", "gauge", "Health probes started and not yet finished.");
+        w.family("xlb_health_probes_in_flight", "gauge",
+                 "Health probes started and not yet finished.");
         w.sample("xlb_health_probes_in_flight", {}, e.stats.in_flight);
-        w.family("xlb_health_probes_waiting", "gauge",
-                 "Health probes due but held back by the in-flight limit (file descriptors): late.");
+        w.family(
+            "xlb_health_probes_waiting", "gauge",
+            "Health probes due but held back by the in-flight limit (file descriptors): late.");
         w.sample("xlb_health_probes_waiting", {}, e.stats.waiting);
         w.family("xlb_health_probes_started_total", "counter", "Health probes started.");
         w.sample("xlb_health_probes_started_total", {}, e.stats.probes_started);
@@ -285,11 +292,13 @@ std::string render_metrics(const MetricsInput& in) {
         w.sample("xlb_vip_table_info",
                  {{"vip", v.spec.key()},
                   {"checksum", detail::hex64(v.checksum)},
-                  {"inputs_checksum", detail::hex64(datapath::table_inputs_checksum(v.spec, in.hash_seed))},
+                  {"inputs_checksum",
+                   detail::hex64(datapath::table_inputs_checksum(v.spec, in.hash_seed))},
                   {"epoch", std::to_string(v.epoch)}},
                  1);
     if (in.host) {
-        w.family("xlb_host_drained", "gauge", "1 while this LB host is drained (xlbctl host drain).");
+        w.family("xlb_host_drained", "gauge",
+                 "1 while this LB host is drained (xlbctl host drain).");
         w.sample("xlb_host_drained", {}, in.host->drained ? 1 : 0);
     }
     if (in.bgp) {
@@ -300,9 +309,9 @@ std::string render_metrics(const MetricsInput& in) {
         w.family("xlb_bgp_problem", "gauge",
                  "1 for the announcer's current problem: none, file, daemon_unreachable, "
                  "config_refused, not_included.");
-        for (announce::Problem p : {announce::Problem::kNone, announce::Problem::kFile,
-                                    announce::Problem::kUnreachable, announce::Problem::kRefused,
-                                    announce::Problem::kNotIncluded})
+        for (announce::Problem p :
+             {announce::Problem::kNone, announce::Problem::kFile, announce::Problem::kUnreachable,
+              announce::Problem::kRefused, announce::Problem::kNotIncluded})
             w.sample("xlb_bgp_problem", {{"problem", std::string(announce::to_string(p))}},
                      b.problem == p ? 1 : 0);
         w.family("xlb_bgp_configures_total", "counter", "Reconfigurations BIRD accepted.");
@@ -313,17 +322,20 @@ std::string render_metrics(const MetricsInput& in) {
         w.family("xlb_vip_announced", "gauge",
                  "1 while this host announces the VIP's address to the routers, with the reason.");
         for (const announce::VipDecision& d : b.vips)
-            w.sample("xlb_vip_announced", {{"vip", d.key}, {"reason", std::string(announce::to_string(d.reason))}},
+            w.sample("xlb_vip_announced",
+                     {{"vip", d.key}, {"reason", std::string(announce::to_string(d.reason))}},
                      d.announced ? 1 : 0);
     }
 
     w.family("xlb_publishes_total", "counter", "Table publishes (one per VIP table made live).");
     w.sample("xlb_publishes_total", {}, in.publishes.publishes);
-    w.histogram("xlb_publish_latency_seconds",
-                "From the reconciler's decision until the table was live (outer map update issued).",
-                in.publishes.decision_to_live);
+    w.histogram(
+        "xlb_publish_latency_seconds",
+        "From the reconciler's decision until the table was live (outer map update issued).",
+        in.publishes.decision_to_live);
     w.histogram("xlb_publish_return_latency_seconds",
-                "From the reconciler's decision until the outer map update returned (after the RCU grace period).",
+                "From the reconciler's decision until the outer map update returned (after the RCU "
+                "grace period).",
                 in.publishes.decision_to_return);
     return w.take();
 }
@@ -398,8 +410,10 @@ Result<void> MetricsServer::start() {
             spdlog::warn("metrics: counters incomplete: {}", counters.error->message());
         in.vip_stats = std::move(counters.vips);
         in.backend_stats = std::move(counters.backends);
-        if (auto outcomes = s.data_plane.outcomes()) in.outcomes = *outcomes;
-        else spdlog::warn("metrics: outcome counters unreadable: {}", outcomes.error().message());
+        if (auto outcomes = s.data_plane.outcomes())
+            in.outcomes = *outcomes;
+        else
+            spdlog::warn("metrics: outcome counters unreadable: {}", outcomes.error().message());
         in.publishes = s.publishes.snapshot();
         if (s.probe_engine) in.probe_engine = s.probe_engine();
         if (s.reloads) {
@@ -424,8 +438,9 @@ Result<void> MetricsServer::start() {
         ::close(*fd);
         return std::unexpected(make_error(err, "getsockname of " + listen_).add_context("metrics"));
     }
-    port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
-                                             : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+    port_ =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
+                                          : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
     server_ = std::make_unique<detail::GuardedServer>(limits_, false);
     router.install(*server_);
     server_->adopt(*fd);

@@ -2,6 +2,7 @@
 #include "xlb/api/server.h"
 
 #include <grp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,23 +14,21 @@
 #include <cstring>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <span>
+#include <string_view>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
+#include "bgp_json.h"
 #include "files.h"
-#include "xlb/files/files.h"
 #include "internal.h"
 #include "listener.h"
-#include "bgp_json.h"
 #include "reload_json.h"
 #include "xlb/api/lookup.h"
-#include "xlb/datapath/setup.h"
 #include "xlb/api/state_store.h"
 #include "xlb/config/config.h"
 #include "xlb/config/json.h"
+#include "xlb/datapath/setup.h"
+#include "xlb/files/files.h"
 
 namespace xlb::api {
 namespace {
@@ -42,11 +41,11 @@ using detail::send_json;
 // A change to the desired VIP list, computed on the control thread from the
 // current list.
 struct Change {
-    std::vector<config::VipSpec> vips;           // the whole new desired list
-    std::string vip_key;                         // the VIP changed or removed
-    bool removed = false;                        // the VIP is gone
-    std::optional<std::size_t> backend_index;    // the backend changed (for error paths)
-    std::string what;                            // for the log: "backend 10.0.0.1 added"
+    std::vector<config::VipSpec> vips;         // the whole new desired list
+    std::string vip_key;                       // the VIP changed or removed
+    bool removed = false;                      // the VIP is gone
+    std::optional<std::size_t> backend_index;  // the backend changed (for error paths)
+    std::string what;                          // for the log: "backend 10.0.0.1 added"
 };
 using Mutator = std::function<std::expected<Change, HttpError>(std::vector<config::VipSpec>)>;
 
@@ -67,10 +66,13 @@ std::optional<HttpError> validate_change(const Change& change, const config::Set
     candidate.settings = settings;
     const config::VipSpec* changed = nullptr;
     for (const config::VipSpec& v : change.vips) {
-        if (v.key() == change.vip_key) changed = &v;
-        else candidate.vips.push_back(v);
+        if (v.key() == change.vip_key)
+            changed = &v;
+        else
+            candidate.vips.push_back(v);
     }
-    if (!changed) return HttpError{500, "internal error: changed VIP " + change.vip_key + " missing"};
+    if (!changed)
+        return HttpError{500, "internal error: changed VIP " + change.vip_key + " missing"};
     candidate.vips.push_back(*changed);  // last: rules across VIPs report on it
     const std::string prefix = "vips[" + std::to_string(candidate.vips.size() - 1) + "]";
     const std::string backend_prefix =
@@ -79,12 +81,17 @@ std::optional<HttpError> validate_change(const Change& change, const config::Set
     std::vector<std::string> problems;
     for (const config::ValidationIssue& issue : config::check_config(candidate)) {
         std::string path = issue.path;
-        if (path == prefix) path.clear();
-        else if (path.starts_with(prefix + ".")) path = path.substr(prefix.size() + 1);
-        else continue;  // settings, or another VIP: not this change's doing
+        if (path == prefix)
+            path.clear();
+        else if (path.starts_with(prefix + "."))
+            path = path.substr(prefix.size() + 1);
+        else
+            continue;  // settings, or another VIP: not this change's doing
         if (!backend_prefix.empty()) {
-            if (path == backend_prefix) path.clear();
-            else if (path.starts_with(backend_prefix + ".")) path = path.substr(backend_prefix.size() + 1);
+            if (path == backend_prefix)
+                path.clear();
+            else if (path.starts_with(backend_prefix + "."))
+                path = path.substr(backend_prefix.size() + 1);
         }
         problems.push_back(path.empty() ? issue.message : path + ": " + issue.message);
     }
@@ -115,14 +122,22 @@ std::optional<std::size_t> invalid_utf8_at(std::string_view text) {
         }
         std::size_t len = 0;
         unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c == 0xE0) len = 3, lo = 0xA0;
-        else if (c == 0xED) len = 3, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) len = 3;
-        else if (c == 0xF0) len = 4, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) len = 4;
-        else if (c == 0xF4) len = 4, hi = 0x8F;
-        else return i;
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c == 0xE0)
+            len = 3, lo = 0xA0;
+        else if (c == 0xED)
+            len = 3, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF)
+            len = 3;
+        else if (c == 0xF0)
+            len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3)
+            len = 4;
+        else if (c == 0xF4)
+            len = 4, hi = 0x8F;
+        else
+            return i;
         if (i + len > n) return i;
         if (p[i + 1] < lo || p[i + 1] > hi) return i;
         for (std::size_t k = 2; k < len; ++k)
@@ -243,9 +258,9 @@ private:
             return std::unexpected(
                 HttpError{400, std::string("missing request body, expected ") + expected});
         if (auto bad = invalid_utf8_at(req.body))
-            return std::unexpected(HttpError{
-                400, "invalid UTF-8 in the body at byte " + std::to_string(*bad) +
-                         ": bodies are JSON in UTF-8, expected " + expected});
+            return std::unexpected(
+                HttpError{400, "invalid UTF-8 in the body at byte " + std::to_string(*bad) +
+                                   ": bodies are JSON in UTF-8, expected " + expected});
         // Duplicate keys: nlohmann keeps the last; a client that sends two
         // meant one of them, and which one is a guess. Keys are tracked per
         // object being parsed.
@@ -270,9 +285,8 @@ private:
                 400, "malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what()});
         } catch (const json::out_of_range& e) {
             // e.g. 1e309: no double holds it
-            return std::unexpected(HttpError{
-                400, std::string("number out of range in the body (") + e.what() +
-                         "), expected " + expected});
+            return std::unexpected(HttpError{400, std::string("number out of range in the body (") +
+                                                      e.what() + "), expected " + expected});
         }
         if (duplicate)
             return std::unexpected(HttpError{
@@ -344,12 +358,16 @@ private:
         if (req.has_param("dry_run")) {
             const std::string value = req.get_param_value("dry_run");
             if (req.path != "/v1/backends")
-                return reject(req, res, {400, "dry_run: only backend changes (/v1/backends) can be "
-                                              "tried; found it on " + req.path});
+                return reject(req, res,
+                              {400,
+                               "dry_run: only backend changes (/v1/backends) can be "
+                               "tried; found it on " +
+                                   req.path});
             if (value == "1" || value == "true") return predict(req, res, std::move(mutate));
             if (value != "0" && value != "false")
-                return reject(req, res, {400, "dry_run: found \"" + value +
-                                                  "\", expected 1 or true (or 0, false)"});
+                return reject(
+                    req, res,
+                    {400, "dry_run: found \"" + value + "\", expected 1 or true (or 0, false)"});
         }
         const config::Settings settings = s_.settings->get();
         StateStore& state = s_.state;
@@ -382,9 +400,11 @@ private:
         const Services& services = s_;
         auto read_back = [&] {
             return call<std::optional<StatusWithHealth>>(
-                [key, &state, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
+                [key, &state,
+                 &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
                     if (auto saved = state.save_current(r); !saved)
-                        spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key, saved.error().message());
+                        spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key,
+                                     saved.error().message());
                     auto status = r.vip_status(key);
                     if (!status) return std::nullopt;
                     detail::HealthDetails health = detail::collect_health(services, {*status});
@@ -393,16 +413,17 @@ private:
         };
         auto after = read_back();
         const auto wait_until = std::chrono::steady_clock::now() + kPendingWait;
-        while (after && *after && !(*after)->status.published && (*after)->status.last_error.empty() &&
-               std::chrono::steady_clock::now() < wait_until)
+        while (after && *after && !(*after)->status.published &&
+               (*after)->status.last_error.empty() && std::chrono::steady_clock::now() < wait_until)
             after = read_back();
         if (!after) {
             spdlog::warn("api: VIP {}: {} (persisted; publish not confirmed: {})", key, change.what,
                          after.error().message);
             return send_json(res, after.error().status,
-                             json{{"error", "the change was persisted and handed to the control "
-                                            "thread, but its publish was not confirmed: " +
-                                                after.error().message},
+                             json{{"error",
+                                   "the change was persisted and handed to the control "
+                                   "thread, but its publish was not confirmed: " +
+                                       after.error().message},
                                   {"persisted", true}});
         }
         if (change.removed) {
@@ -512,16 +533,17 @@ private:
         }
         const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
             std::chrono::steady_clock::now() - s_.info.started);
-        send_json(res, 200,
-                  json{{"version", s_.info.version},
-                       {"interface", s_.info.interface},
-                       {"xdp_mode", s_.info.xdp_mode},
-                       {"uptime_s", uptime.count()},
-                       {"ready", !not_attached && snap->published},
-                       {"last_reload", last_reload()},
-                       {"hash_seed", seed},
-                       {"bgp", detail::bgp_json(s_.host.state ? s_.host.state() : HostState{}, bgp)},
-                       {"vips", std::move(vips)}});
+        send_json(
+            res, 200,
+            json{{"version", s_.info.version},
+                 {"interface", s_.info.interface},
+                 {"xdp_mode", s_.info.xdp_mode},
+                 {"uptime_s", uptime.count()},
+                 {"ready", !not_attached && snap->published},
+                 {"last_reload", last_reload()},
+                 {"hash_seed", seed},
+                 {"bgp", detail::bgp_json(s_.host.state ? s_.host.state() : HostState{}, bgp)},
+                 {"vips", std::move(vips)}});
     }
 
     // The host's drain state and announcements (docs/scale-out.md).
@@ -530,8 +552,12 @@ private:
         const std::optional<BgpInfo> bgp = s_.host.bgp ? s_.host.bgp() : std::nullopt;
         send_json(res, 200, detail::bgp_json(s_.host.state(), bgp));
     }
-    void drain_host(const httplib::Request& req, httplib::Response& res) { set_drained(req, res, true); }
-    void resume_host(const httplib::Request& req, httplib::Response& res) { set_drained(req, res, false); }
+    void drain_host(const httplib::Request& req, httplib::Response& res) {
+        set_drained(req, res, true);
+    }
+    void resume_host(const httplib::Request& req, httplib::Response& res) {
+        set_drained(req, res, false);
+    }
     void set_drained(const httplib::Request& req, httplib::Response& res, bool drained) {
         if (!s_.host.set_drained) return reject(req, res, {501, "this agent has no host control"});
         if (!req.body.empty() && req.body != "{}")
@@ -560,17 +586,20 @@ private:
             if (!body) return reject(req, res, body.error());
             for (auto it = body->begin(); it != body->end(); ++it) {
                 if (it.key() != "allow_disruptive")
-                    return reject(req, res, {400, "unknown key \"" + it.key() +
-                                                      "\", expected only allow_disruptive"});
+                    return reject(
+                        req, res,
+                        {400, "unknown key \"" + it.key() + "\", expected only allow_disruptive"});
                 if (!it.value().is_boolean())
-                    return reject(req, res, {400, "allow_disruptive: found " +
-                                                      std::string(it.value().type_name()) +
-                                                      ", expected true or false"});
+                    return reject(
+                        req, res,
+                        {400, "allow_disruptive: found " + std::string(it.value().type_name()) +
+                                  ", expected true or false"});
                 allow_disruptive = it.value().get<bool>();
             }
         }
         const ReloadReport report = s_.reload(allow_disruptive);
-        send_json(res, detail::reload_http_status(report.outcome), detail::reload_report_json(report));
+        send_json(res, detail::reload_http_status(report.outcome),
+                  detail::reload_report_json(report));
     }
 
     void list_vips(const httplib::Request& req, httplib::Response& res) {
@@ -599,31 +628,34 @@ private:
         if (!body) return reject(req, res, body.error());
         auto spec = config::vip_from_json(*body);
         if (!spec) return reject(req, res, {400, "invalid VIP: " + spec.error()});
-        apply(req, res,
-              [spec = *spec](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  const std::string key = spec.key();
-                  if (find_vip(vips, key) != vips.end())
-                      return std::unexpected(HttpError{
-                          409, "VIP " + key + " already exists (change its backends with "
-                                              "/v1/backends, or delete it first)"});
-                  vips.push_back(spec);
-                  return Change{std::move(vips), key, false, std::nullopt,
-                                "added with " + std::to_string(spec.backends.size()) + " backends"};
-              },
-              201);
+        apply(
+            req, res,
+            [spec = *spec](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                const std::string key = spec.key();
+                if (find_vip(vips, key) != vips.end())
+                    return std::unexpected(
+                        HttpError{409, "VIP " + key +
+                                           " already exists (change its backends with "
+                                           "/v1/backends, or delete it first)"});
+                vips.push_back(spec);
+                return Change{std::move(vips), key, false, std::nullopt,
+                              "added with " + std::to_string(spec.backends.size()) + " backends"};
+            },
+            201);
     }
 
     void delete_vip(const httplib::Request& req, httplib::Response& res) {
         auto key = vip_param(req);
         if (!key) return reject(req, res, key.error());
-        apply(req, res,
-              [key = *key](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  auto it = find_vip(vips, key);
-                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
-                  vips.erase(it);
-                  return Change{std::move(vips), key, true, std::nullopt, "deleted"};
-              },
-              200);
+        apply(
+            req, res,
+            [key = *key](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                auto it = find_vip(vips, key);
+                if (it == vips.end()) return std::unexpected(unknown_vip(key));
+                vips.erase(it);
+                return Change{std::move(vips), key, true, std::nullopt, "deleted"};
+            },
+            200);
     }
 
     void list_backends(const httplib::Request& req, httplib::Response& res) {
@@ -646,27 +678,29 @@ private:
     void add_backend(const httplib::Request& req, httplib::Response& res) {
         auto key = vip_param(req);
         if (!key) return reject(req, res, key.error());
-        auto body = body_json(req, "a backend object, e.g. {\"address\": \"10.0.0.1\", \"weight\": 100}");
+        auto body =
+            body_json(req, "a backend object, e.g. {\"address\": \"10.0.0.1\", \"weight\": 100}");
         if (!body) return reject(req, res, body.error());
         auto backend = config::backend_from_json(*body);
         if (!backend) return reject(req, res, {400, "invalid backend: " + backend.error()});
-        apply(req, res,
-              [key = *key, b = *backend](
-                  std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                  auto it = find_vip(vips, key);
-                  if (it == vips.end()) return std::unexpected(unknown_vip(key));
-                  if (it->find_backend(b.address))
-                      return std::unexpected(HttpError{
-                          409, "VIP " + key + " already has backend " + b.address.to_string() +
-                                   " (change it with PATCH /v1/backends)"});
-                  it->backends.push_back(b);
-                  const std::size_t index = it->backends.size() - 1;
-                  return Change{std::move(vips), key, false, index,
-                                "backend " + b.address.to_string() + " added (weight " +
-                                    std::to_string(b.weight) + ", " + config::to_string(b.state) +
-                                    ")"};
-              },
-              201);
+        apply(
+            req, res,
+            [key = *key,
+             b = *backend](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+                auto it = find_vip(vips, key);
+                if (it == vips.end()) return std::unexpected(unknown_vip(key));
+                if (it->find_backend(b.address))
+                    return std::unexpected(HttpError{
+                        409, "VIP " + key + " already has backend " + b.address.to_string() +
+                                 " (change it with PATCH /v1/backends)"});
+                it->backends.push_back(b);
+                const std::size_t index = it->backends.size() - 1;
+                return Change{std::move(vips), key, false, index,
+                              "backend " + b.address.to_string() + " added (weight " +
+                                  std::to_string(b.weight) + ", " + config::to_string(b.state) +
+                                  ")"};
+            },
+            201);
     }
 
     void delete_backend(const httplib::Request& req, httplib::Response& res) {
@@ -688,18 +722,21 @@ private:
     void patch_backend(const httplib::Request& req, httplib::Response& res) {
         auto ref = backend_params(req);
         if (!ref) return reject(req, res, ref.error());
-        const char* expected = "an object with \"weight\" (0-10000) and/or \"state\" "
-                               "(active, drain or disabled), e.g. {\"weight\": 50}";
+        const char* expected =
+            "an object with \"weight\" (0-10000) and/or \"state\" "
+            "(active, drain or disabled), e.g. {\"weight\": 50}";
         auto body = body_json(req, expected);
         if (!body) return reject(req, res, body.error());
         std::optional<std::uint32_t> weight;
         std::optional<config::AdminState> state;
         for (auto it = body->begin(); it != body->end(); ++it) {
             if (it.key() == "weight") {
-                if (!it.value().is_number_unsigned() || it.value().get<std::uint64_t>() > UINT32_MAX)
-                    return reject(req, res,
-                                  {400, "weight: found " + shown_json(it.value()) + ", expected an integer 0-" +
-                                            std::to_string(config::kMaxWeight)});
+                if (!it.value().is_number_unsigned() ||
+                    it.value().get<std::uint64_t>() > UINT32_MAX)
+                    return reject(
+                        req, res,
+                        {400, "weight: found " + shown_json(it.value()) +
+                                  ", expected an integer 0-" + std::to_string(config::kMaxWeight)});
                 weight = it.value().get<std::uint32_t>();
             } else if (it.key() == "state") {
                 std::optional<config::AdminState> parsed;
@@ -711,10 +748,13 @@ private:
                                             ", expected active, drain or disabled"});
                 state = parsed;
             } else {
-                return reject(req, res, {400, "found unknown field " + config::shown_value(it.key()) + ", expected " + expected});
+                return reject(req, res,
+                              {400, "found unknown field " + config::shown_value(it.key()) +
+                                        ", expected " + expected});
             }
         }
-        if (!weight && !state) return reject(req, res, {400, "nothing to change, expected " + std::string(expected)});
+        if (!weight && !state)
+            return reject(req, res, {400, "nothing to change, expected " + std::string(expected)});
         apply(
             req, res,
             [key = ref->vip_key, address = ref->address, weight,
@@ -750,7 +790,8 @@ private:
         auto key = vip_param(req);
         if (!key) return reject(req, res, key.error());
         if (!req.has_param("src"))
-            return reject(req, res, {400, "missing query parameter src, expected e.g. &src=192.0.2.7:40000"});
+            return reject(req, res,
+                          {400, "missing query parameter src, expected e.g. &src=192.0.2.7:40000"});
         auto src = net::Endpoint::parse(req.get_param_value("src"));
         if (!src) return reject(req, res, {400, "src: " + src.error()});
         auto vip = one_status(*key);
@@ -764,35 +805,45 @@ private:
         if (req.has_param("proto")) {
             auto proto = config::parse_protocol(req.get_param_value("proto"));
             if (!proto)
-                return reject(req, res, {400, "proto: found " + config::shown_value(req.get_param_value("proto")) +
-                                                  ", expected tcp or udp"});
+                return reject(
+                    req, res,
+                    {400, "proto: found " + config::shown_value(req.get_param_value("proto")) +
+                              ", expected tcp or udp"});
             if (*proto != spec.protocol)
-                return reject(req, res,
-                              {400, std::string("proto: found ") + config::to_string(*proto) + ", but VIP " +
-                                        *key + " is " + config::to_string(spec.protocol)});
+                return reject(
+                    req, res,
+                    {400, std::string("proto: found ") + config::to_string(*proto) + ", but VIP " +
+                              *key + " is " + config::to_string(spec.protocol)});
         }
         std::uint16_t dport = spec.port;
         if (req.has_param("dport")) {
             const std::string text = req.get_param_value("dport");
             unsigned long value = 0;
             auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-            if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
-                return reject(req, res, {400, "dport: found " + config::shown_value(text) + ", expected a port 1-65535"});
+            if (ec != std::errc() || end != text.data() + text.size() || value == 0 ||
+                value > 65535)
+                return reject(req, res,
+                              {400, "dport: found " + config::shown_value(text) +
+                                        ", expected a port 1-65535"});
             if (spec.port != 0 && value != spec.port)
-                return reject(req, res, {400, "dport: found " + text + ", but VIP " + *key +
-                                                  " serves port " + std::to_string(spec.port) +
-                                                  " only"});
+                return reject(req, res,
+                              {400, "dport: found " + text + ", but VIP " + *key + " serves port " +
+                                        std::to_string(spec.port) + " only"});
             dport = static_cast<std::uint16_t>(value);
         } else if (spec.port == 0) {
-            return reject(req, res, {400, "VIP " + *key + " serves every port: dport is required, e.g. &dport=443"});
+            return reject(
+                req, res,
+                {400, "VIP " + *key + " serves every port: dport is required, e.g. &dport=443"});
         }
 
         std::optional<std::vector<std::uint32_t>> ring;
         if (vip->vip_id) {
             auto live = s_.data_plane.ring(*vip->vip_id);
-            if (live) ring = std::move(*live);
+            if (live)
+                ring = std::move(*live);
             else if (live.error().code != ENOENT)
-                return reject(req, res, {503, "reading the live table failed: " + live.error().message()});
+                return reject(req, res,
+                              {503, "reading the live table failed: " + live.error().message()});
         }
         std::optional<std::span<const std::uint32_t>> view;
         if (ring) view = std::span<const std::uint32_t>(*ring);
@@ -803,7 +854,9 @@ private:
             for (const auto& b : vip->backends)
                 if (b.id == r.backend_id) backend = b.address.to_string();
         }
-        auto opt = [](const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); };
+        auto opt = [](const std::optional<std::uint32_t>& v) {
+            return v ? json(*v) : json(nullptr);
+        };
         send_json(res, 200,
                   json{{"vip", *key},
                        {"src", src->to_string()},
@@ -833,9 +886,11 @@ private:
         if (only && vips.empty()) return reject(req, res, unknown_vip(*only));
         auto outcomes = s_.data_plane.outcomes();
         if (!outcomes)
-            return reject(req, res, {503, "reading counters failed: " + outcomes.error().message()});
+            return reject(req, res,
+                          {503, "reading counters failed: " + outcomes.error().message()});
         json by_outcome = json::object();
-        for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i) by_outcome[outcome_name(i)] = (*outcomes)[i];
+        for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i)
+            by_outcome[outcome_name(i)] = (*outcomes)[i];
         const detail::Counters counters = detail::read_counters(s_.data_plane, vips);
         json list = json::array();
         for (const auto& v : vips) list.push_back(detail::vip_stats_json(v, counters));
@@ -844,8 +899,6 @@ private:
 
     Services s_;
 };
-
-
 
 // Whether something accepts connections on the socket at `path`: 1 yes,
 // 0 no (stale), or the errno that prevented finding out.
@@ -870,7 +923,9 @@ struct ApiServer::Impl {
 };
 
 ApiServer::ApiServer(Services services, Options options)
-    : services_(std::move(services)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+    : services_(std::move(services)),
+      options_(std::move(options)),
+      impl_(std::make_unique<Impl>()) {
     auto handlers = std::make_shared<Handlers>(services_);
     handlers->install(impl_->router, handlers);
 }
@@ -884,7 +939,9 @@ Result<void> ApiServer::start() {
     auto fail = [&](std::string step, int err = 0) -> Result<void> {
         return std::unexpected(make_error(err, std::move(step)).add_context(where));
     };
-    auto failed = [&](Error e) -> Result<void> { return std::unexpected(std::move(e).add_context(where)); };
+    auto failed = [&](Error e) -> Result<void> {
+        return std::unexpected(std::move(e).add_context(where));
+    };
     if (path.empty() || path.size() > config::kMaxSocketPathBytes)
         return fail("expected a path of 1-" + std::to_string(config::kMaxSocketPathBytes) +
                     " bytes");
@@ -895,11 +952,13 @@ Result<void> ApiServer::start() {
         if (!resolved) return failed(std::move(resolved.error()));
         group = *resolved;
     }
-    if (auto made = files::make_dirs(files::parent_dir(path)); !made) return failed(std::move(made.error()));
+    if (auto made = files::make_dirs(files::parent_dir(path)); !made)
+        return failed(std::move(made.error()));
 
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) return fail("exists and is not a socket; refusing to replace it");
+        if (!S_ISSOCK(st.st_mode))
+            return fail("exists and is not a socket; refusing to replace it");
         auto answers = socket_answers(path);
         if (!answers) return fail("cannot tell whether another agent uses it", answers.error());
         if (*answers) return fail("another agent is serving on it; stop it first");
@@ -925,7 +984,8 @@ Result<void> ApiServer::start() {
     if (::chmod(path.c_str(), 0660) != 0) return undo(make_error(errno, "chmod 0660"));
     if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0)
         return undo(make_error(errno, "chown to group " + options_.group));
-    if (auto listening = detail::start_listening(fd); !listening) return undo(std::move(listening.error()));
+    if (auto listening = detail::start_listening(fd); !listening)
+        return undo(std::move(listening.error()));
 
     server_ = std::make_unique<detail::GuardedServer>(options_.limits, true);
     server_->set_payload_max_length(options_.max_body_bytes);

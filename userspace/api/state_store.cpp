@@ -12,14 +12,13 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
-#include "xlb/files/files.h"
 #include "xlb/config/json.h"
-#include "xlb/fnv1a.h"
 #include "xlb/control/reconciler.h"
+#include "xlb/files/files.h"
+#include "xlb/fnv1a.h"
 
 namespace xlb::api {
 namespace {
@@ -42,7 +41,8 @@ public:
     }
     bool object(const json& j, const std::string& path,
                 std::initializer_list<std::string_view> keys, std::string_view what) {
-        if (!j.is_object()) return fail(path, "found " + found(j) + ", expected " + std::string(what));
+        if (!j.is_object())
+            return fail(path, "found " + found(j) + ", expected " + std::string(what));
         for (auto it = j.begin(); it != j.end(); ++it) {
             if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
                 return fail(path.empty() ? it.key() : path + "." + it.key(),
@@ -50,14 +50,14 @@ public:
         }
         for (std::string_view k : keys) {
             if (!j.contains(std::string(k)))
-                return fail(path.empty() ? std::string(k) : path + "." + std::string(k),
-                            "missing");
+                return fail(path.empty() ? std::string(k) : path + "." + std::string(k), "missing");
         }
         return true;
     }
     bool uint(const json& j, const std::string& path, std::uint64_t max, std::uint64_t& out) {
         if (!j.is_number_unsigned() || j.get<std::uint64_t>() > max)
-            return fail(path, "found " + found(j) + ", expected an integer 0-" + std::to_string(max));
+            return fail(path,
+                        "found " + found(j) + ", expected an integer 0-" + std::to_string(max));
         out = j.get<std::uint64_t>();
         return true;
     }
@@ -133,8 +133,8 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
     try {
         j = json::parse(text.begin(), text.end());
     } catch (const json::parse_error& e) {
-        return std::unexpected("not valid JSON (at byte " + std::to_string(e.byte) + "): " +
-                               e.what());
+        return std::unexpected("not valid JSON (at byte " + std::to_string(e.byte) +
+                               "): " + e.what());
     }
     Reader r;
     StateFile out;
@@ -241,10 +241,9 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
 std::string config_digest(const std::vector<config::VipSpec>& vips) {
     std::vector<const config::VipSpec*> sorted;
     for (const auto& v : vips) sorted.push_back(&v);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const config::VipSpec* a, const config::VipSpec* b) {
-                  return a->vip_key() < b->vip_key();
-              });
+    std::sort(sorted.begin(), sorted.end(), [](const config::VipSpec* a, const config::VipSpec* b) {
+        return a->vip_key() < b->vip_key();
+    });
     json list = json::array();
     for (const config::VipSpec* v : sorted) list.push_back(*v);
     char hex[17];
@@ -268,11 +267,13 @@ StartupDecision decide_startup_vips(const std::vector<config::VipSpec>& config_v
     }
     d.vips = config_vips;
     d.backup_state = true;
-    d.warning = "the configuration file's VIPs changed since the state file was written "
-                "(digest " + digest + ", state written for " +
-                (state->config_digest.empty() ? std::string("none") : state->config_digest) +
-                "): using the configuration file; runtime changes made through the API are "
-                "dropped and the old state file is kept as a backup";
+    d.warning =
+        "the configuration file's VIPs changed since the state file was written "
+        "(digest " +
+        digest + ", state written for " +
+        (state->config_digest.empty() ? std::string("none") : state->config_digest) +
+        "): using the configuration file; runtime changes made through the API are "
+        "dropped and the old state file is kept as a backup";
     return d;
 }
 
@@ -292,7 +293,8 @@ StateFile snapshot_state(control::Reconciler& reconciler, const std::string& dig
 
 std::vector<std::string> restore_ids_and_epochs(control::Reconciler& reconciler,
                                                 const StateFile& state) {
-    std::vector<std::string> skipped = reconciler.registry().restore(state.vip_ids, state.backend_ids);
+    std::vector<std::string> skipped =
+        reconciler.registry().restore(state.vip_ids, state.backend_ids);
     std::map<std::string, control::EpochRecord> records;
     for (const auto& [key, epoch] : state.epochs) records[key].epoch = epoch;
     for (const auto& [key, checksum] : state.checksums) records[key].checksum = checksum;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // JSON views of the reconciler's status, HTTP helpers and the health probes.
+#include <spdlog/spdlog.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
-
-#include <spdlog/spdlog.h>
 
 #include "internal.h"
 #include "xlb/config/json.h"
@@ -23,8 +23,8 @@ ProbeResult check_live(const control::ControlLoop& loop, std::chrono::millisecon
         stuck += "control thread last answered " + std::to_string(control_age.count()) + " ms ago";
     if (worker_age > max_age) {
         if (!stuck.empty()) stuck += "; ";
-        stuck += "table worker thread last answered " + std::to_string(worker_age.count()) +
-                 " ms ago";
+        stuck +=
+            "table worker thread last answered " + std::to_string(worker_age.count()) + " ms ago";
     }
     if (!stuck.empty())
         return {false, stuck + " (limit " + std::to_string(max_age.count()) + " ms)"};
@@ -75,13 +75,15 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
     };
     for (const control::VipStatus& v : vips) {
         if (v.vip_id) {
-            if (auto s = view.vip_stats(*v.vip_id)) c.vips[*v.vip_id] = *s;
+            if (auto s = view.vip_stats(*v.vip_id))
+                c.vips[*v.vip_id] = *s;
             else
                 note(s.error(), "VIP " + v.spec.key());
         }
         for (const control::BackendStatus& b : v.backends) {
             if (!b.id) continue;
-            if (auto s = view.backend_stats(*b.id)) c.backends[*b.id] = *s;
+            if (auto s = view.backend_stats(*b.id))
+                c.backends[*b.id] = *s;
             else
                 note(s.error(), "backend " + b.address.to_string() + " of VIP " + v.spec.key());
         }
@@ -91,9 +93,7 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
 
 namespace {
 
-json optional_id(const std::optional<std::uint32_t>& id) {
-    return id ? json(*id) : json(nullptr);
-}
+json optional_id(const std::optional<std::uint32_t>& id) { return id ? json(*id) : json(nullptr); }
 
 std::size_t healthy_count(const control::VipStatus& vip) {
     std::size_t n = 0;
@@ -320,16 +320,16 @@ void Router::install(httplib::Server& server) const {
     server.Delete(".*", handler);
     server.Options(".*", handler);
     // Errors httplib produces itself (bad request line, body too large): JSON too.
-    server.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string what = "HTTP status " + std::to_string(res.status);
-        if (res.status == 400) what = "bad request: the request could not be parsed as HTTP";
-        if (res.status == 413) what = "request body too large";
-        if (res.status == 414) what = "request URI too long";
-        send_error(res, res.status, what);
-        return httplib::Server::HandlerResponse::Handled;
-    }));
+    server.set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            std::string what = "HTTP status " + std::to_string(res.status);
+            if (res.status == 400) what = "bad request: the request could not be parsed as HTTP";
+            if (res.status == 413) what = "request body too large";
+            if (res.status == 414) what = "request URI too long";
+            send_error(res, res.status, what);
+            return httplib::Server::HandlerResponse::Handled;
+        }));
     server.set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
             std::string what = "unknown exception";
@@ -355,7 +355,9 @@ void Router::dispatch(const httplib::Request& req, httplib::Response& res) const
         std::string shown = name;
         for (std::size_t at = shown.find('\0'); at != std::string::npos; at = shown.find('\0', at))
             shown.replace(at, 1, "%00");
-        send_error(res, 400, "query parameter " + shown + ": contains a NUL byte (%00), expected text without one");
+        send_error(
+            res, 400,
+            "query parameter " + shown + ": contains a NUL byte (%00), expected text without one");
         return;
     }
     auto path = routes_.find(req.path);
@@ -369,8 +371,9 @@ void Router::dispatch(const httplib::Request& req, httplib::Response& res) const
         std::string allow;
         for (const auto& [m, h] : path->second) allow += (allow.empty() ? "" : ", ") + m;
         res.set_header("Allow", allow);
-        send_error(res, 405, "method " + req.method + " not allowed on " + req.path +
-                                 ", expected one of: " + allow);
+        send_error(
+            res, 405,
+            "method " + req.method + " not allowed on " + req.path + ", expected one of: " + allow);
         return;
     }
     try {
@@ -382,11 +385,12 @@ void Router::dispatch(const httplib::Request& req, httplib::Response& res) const
 }
 
 void add_probes(Router& router, const Services& services) {
-    router.add("GET", "/livez", [&loop = services.loop](const httplib::Request&, httplib::Response& res) {
-        ProbeResult r = check_live(loop);
-        res.status = r.ok ? 200 : 503;
-        res.set_content(r.text + "\n", "text/plain");
-    });
+    router.add("GET", "/livez",
+               [&loop = services.loop](const httplib::Request&, httplib::Response& res) {
+                   ProbeResult r = check_live(loop);
+                   res.status = r.ok ? 200 : 503;
+                   res.set_content(r.text + "\n", "text/plain");
+               });
     router.add("GET", "/readyz", [services](const httplib::Request&, httplib::Response& res) {
         ProbeResult r = check_ready(services);
         res.status = r.ok ? 200 : 503;

@@ -13,8 +13,7 @@ namespace xlb::bpf {
 namespace {
 
 std::string load_hint(int code) {
-    if (code == EPERM)
-        return "loading BPF needs root or CAP_BPF + CAP_NET_ADMIN (and CAP_PERFMON)";
+    if (code == EPERM) return "loading BPF needs root or CAP_BPF + CAP_NET_ADMIN (and CAP_PERFMON)";
     return {};
 }
 
@@ -116,9 +115,7 @@ PerCpuArrayMap<xlb_backend_stats> LbProgram::backend_stats() const {
     return {bpf_map__fd(skel_->maps.xlb_backend_stats), XLB_MAP_BACKEND_STATS};
 }
 
-void DecapProgram::SkeletonDeleter::operator()(xlb_decap* skel) const {
-    xlb_decap__destroy(skel);
-}
+void DecapProgram::SkeletonDeleter::operator()(xlb_decap* skel) const { xlb_decap__destroy(skel); }
 
 DecapProgram::DecapProgram(std::unique_ptr<xlb_decap, SkeletonDeleter> skel, PinReport pins)
     : skel_(std::move(skel)), pins_(std::move(pins)) {}

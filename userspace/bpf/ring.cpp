@@ -64,9 +64,10 @@ Result<PreparedRing> BlankRing::fill(std::uint32_t vip_id,
                                      std::span<const std::uint32_t> backend_ids) && {
     if (memory_ == nullptr) return fail(EBADF, "fill a used ring map for " + vip_name(vip_id));
     if (backend_ids.size() != ring_size_)
-        return fail(EINVAL, "fill a ring map of " + std::to_string(ring_size_) + " slots for " +
-                                vip_name(vip_id),
-                    "the ring has " + std::to_string(backend_ids.size()));
+        return fail(
+            EINVAL,
+            "fill a ring map of " + std::to_string(ring_size_) + " slots for " + vip_name(vip_id),
+            "the ring has " + std::to_string(backend_ids.size()));
     auto* base = static_cast<std::uint8_t*>(memory_);
     auto store = [base](std::size_t slot, std::uint32_t value) {
         *reinterpret_cast<std::uint32_t*>(base + slot * kMappedStride) = value;
@@ -82,9 +83,10 @@ Result<PreparedRing> BlankRing::fill(std::uint32_t vip_id,
 Result<PreparedRing> prepare_ring(std::uint32_t vip_id,
                                   std::span<const std::uint32_t> backend_ids) {
     if (backend_ids.size() > XLB_RING_SIZE_MAX)
-        return fail(E2BIG, "ring of " + std::to_string(backend_ids.size()) + " slots for " +
-                               vip_name(vip_id),
-                    "at most " + std::to_string(XLB_RING_SIZE_MAX));
+        return fail(
+            E2BIG,
+            "ring of " + std::to_string(backend_ids.size()) + " slots for " + vip_name(vip_id),
+            "at most " + std::to_string(XLB_RING_SIZE_MAX));
     auto blank = BlankRing::create(static_cast<std::uint32_t>(backend_ids.size()));
     if (!blank) return std::unexpected(blank.error());
     return std::move(*blank).fill(vip_id, backend_ids);

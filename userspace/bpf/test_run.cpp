@@ -11,7 +11,8 @@ Result<TestRunResult> test_run_xdp(int prog_fd, std::span<const std::uint8_t> fr
     std::vector<std::uint8_t> out(frame.size() + 256);
     LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
                 .data_size_in = static_cast<__u32>(frame.size()),
-                .data_size_out = static_cast<__u32>(out.size()), .repeat = static_cast<int>(repeat));
+                .data_size_out = static_cast<__u32>(out.size()),
+                .repeat = static_cast<int>(repeat));
     if (bpf_prog_test_run_opts(prog_fd, &opts) != 0)
         return fail(errno, "BPF_PROG_TEST_RUN of program fd " + std::to_string(prog_fd));
     out.resize(opts.data_size_out);

@@ -328,10 +328,9 @@ inline constexpr std::string_view kRateLimitBiasKeys[] = {"factor", "penalty", "
 inline constexpr std::string_view kFlappingKeys[] = {"changes", "window", "hold"};
 inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key"};
 inline constexpr std::string_view kVipKeys[] = {
-    "address",    "port",         "protocol",     "name",
-    "hash",       "conntrack",    "ring_size",    "panic_threshold",
-    "slow_start", "on_unhealthy", "health_check", "announce",
-    "backends"};
+    "address",      "port",      "protocol",        "name",       "hash",
+    "conntrack",    "ring_size", "panic_threshold", "slow_start", "on_unhealthy",
+    "health_check", "announce",  "backends"};
 
 template <class V>
 SlowStart decode_slow_start(const V& v, const std::string& path, Sink& s) {
@@ -556,14 +555,14 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
 
 inline constexpr std::string_view kRootKeys[] = {
     "interface", "xdp_mode", "next_hop", "encap_source", "hash_seed", "mtu", "icmp_too_big",
-    "maps",      "api",      "metrics",  "state_file",   "pin_dir",   "bgp",  "vips"};
+    "maps",      "api",      "metrics",  "state_file",   "pin_dir",   "bgp", "vips"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
 inline constexpr std::string_view kMapsKeys[] = {"max_vips", "max_backends", "conntrack_entries"};
 inline constexpr std::string_view kApiKeys[] = {"socket", "group"};
 inline constexpr std::string_view kMetricsKeys[] = {"listen"};
-inline constexpr std::string_view kBgpKeys[] = {"enabled", "control_socket", "routes_file", "protocol",
-                                                "route"};
+inline constexpr std::string_view kBgpKeys[] = {"enabled", "control_socket", "routes_file",
+                                                "protocol", "route"};
 
 struct Decoded {
     Config config;
@@ -656,8 +655,9 @@ Decoded decode_config(const V& root, Sink& s) {
     field(*f, top, "state_file", st.state_file, text);
     field(*f, top, "pin_dir", st.pin_dir, text);
     if (const V* x = f->get("bgp")) {
-        if (auto b = read_fields(*x, "bgp", s, kBgpKeys,
-                                 "BGP announcements: enabled, control_socket, routes_file, protocol, route")) {
+        if (auto b = read_fields(
+                *x, "bgp", s, kBgpKeys,
+                "BGP announcements: enabled, control_socket, routes_file, protocol, route")) {
             field(*b, "bgp", "enabled", st.bgp.enabled,
                   [&](const V& y, const std::string& p) { return read_bool(y, p, s); });
             field(*b, "bgp", "control_socket", st.bgp.control_socket, text);

@@ -157,7 +157,8 @@ void to_json(json& j, const VipSpec& v) {
     // Written only when it is not the default, so that the state file of a
     // VIP that never set it keeps its config digest across the upgrade that
     // added it (a changed digest drops the API's runtime changes).
-    if (v.announce != announce::Policy::kWhenServing) j["announce"] = announce::to_string(v.announce);
+    if (v.announce != announce::Policy::kWhenServing)
+        j["announce"] = announce::to_string(v.announce);
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {

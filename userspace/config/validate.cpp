@@ -514,12 +514,11 @@ void check_settings(const Settings& s, const Out& out) {
     }
     // What useradd/groupadd accept (and a number); the group's existence is
     // checked when the socket is made, on the host that runs the agent.
-    if (!s.api_group.empty() &&
-        (s.api_group.size() > 32 || s.api_group.front() == '-' ||
-         !std::all_of(s.api_group.begin(), s.api_group.end(), [](char c) {
-             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-                    c == '.';
-         }))) {
+    if (!s.api_group.empty() && (s.api_group.size() > 32 || s.api_group.front() == '-' ||
+                                 !std::all_of(s.api_group.begin(), s.api_group.end(), [](char c) {
+                                     return std::isalnum(static_cast<unsigned char>(c)) ||
+                                            c == '_' || c == '-' || c == '.';
+                                 }))) {
         out.add("api.group", "found " + shown_value(s.api_group) +
                                  ", expected a group name or number (letters, digits, '_', '-', "
                                  "'.'; at most 32 characters), e.g. xlb");
@@ -539,10 +538,10 @@ void check_settings(const Settings& s, const Out& out) {
     // meet a value that was never looked at.
     if (check_path(s.bgp.control_socket, "bgp.control_socket", out) &&
         s.bgp.control_socket.size() > kMaxSocketPathBytes) {
-        out.add("bgp.control_socket", "found a path of " + std::to_string(s.bgp.control_socket.size()) +
-                                          " bytes, expected at most " +
-                                          std::to_string(kMaxSocketPathBytes) +
-                                          " (the limit of a Unix socket address)");
+        out.add("bgp.control_socket",
+                "found a path of " + std::to_string(s.bgp.control_socket.size()) +
+                    " bytes, expected at most " + std::to_string(kMaxSocketPathBytes) +
+                    " (the limit of a Unix socket address)");
     }
     if (check_path(s.bgp.routes_file, "bgp.routes_file", out) &&
         !s.bgp.routes_file.ends_with(".conf")) {
@@ -552,7 +551,8 @@ void check_settings(const Settings& s, const Out& out) {
     }
     // A name BIRD cannot parse in the included file stops BIRD from starting.
     if (auto ok = announce::validate(announce::RenderOptions{.protocol = s.bgp.protocol}); !ok)
-        out.add("bgp.protocol", "found " + shown_value(s.bgp.protocol) + ": " + ok.error().message());
+        out.add("bgp.protocol",
+                "found " + shown_value(s.bgp.protocol) + ": " + ok.error().message());
 }
 
 }  // namespace

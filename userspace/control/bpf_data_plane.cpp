@@ -54,7 +54,8 @@ bpf::Result<void> BpfDataPlane::remove_ring(std::uint32_t vip_id) {
     return bpf::unpublish_ring(program_.rings().fd(), vip_id);
 }
 
-bpf::Result<std::optional<std::vector<std::uint32_t>>> BpfDataPlane::live_ring(std::uint32_t vip_id) {
+bpf::Result<std::optional<std::vector<std::uint32_t>>> BpfDataPlane::live_ring(
+    std::uint32_t vip_id) {
     auto ring = bpf::read_ring(program_.rings().fd(), vip_id);
     if (!ring) {
         if (ring.error().code == ENOENT) return std::optional<std::vector<std::uint32_t>>{};

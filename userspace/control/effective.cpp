@@ -73,8 +73,9 @@ VipPlan plan_with(const config::VipSpec& spec, const std::vector<ObservedBackend
         if (h == Health::kHealthy) healthy_weight += b.weight;
         if (h == Health::kUnknown) awaiting = true;
     }
-    plan.healthy_share =
-        active_weight == 0 ? 0.0 : static_cast<double>(healthy_weight) / static_cast<double>(active_weight);
+    plan.healthy_share = active_weight == 0 ? 0.0
+                                            : static_cast<double>(healthy_weight) /
+                                                  static_cast<double>(active_weight);
     if (active_count > 0 && awaiting && starting)
         plan.panic = PanicReason::kAwaitingFirstVerdicts;
     else if (active_count > 0 && spec.panic_threshold > 0.0 &&

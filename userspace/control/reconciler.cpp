@@ -67,7 +67,9 @@ std::size_t Reconciler::AddressHash::operator()(const net::IpAddress& address) c
 }
 
 Reconciler::Reconciler(DataPlane& data_plane, Options options)
-    : data_plane_(data_plane), options_(options), registry_(options.max_vips, options.max_backends) {}
+    : data_plane_(data_plane),
+      options_(options),
+      registry_(options.max_vips, options.max_backends) {}
 
 void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
     std::map<std::string, const config::VipSpec*> wanted;
@@ -481,11 +483,12 @@ void Reconciler::record_slots(VipState& v, const BuildResult& r) {
     v.slots_by_identity.clear();
     std::size_t member = 0;
     for (const PlannedBackend& p : v.pending_plan->backends)
-        if (p.in_table && member < r.slots.size()) v.slots_by_identity[p.identity] = r.slots[member++];
+        if (p.in_table && member < r.slots.size())
+            v.slots_by_identity[p.identity] = r.slots[member++];
 }
 
 bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results,
-                                                             Clock::time_point now) {
+                                                            Clock::time_point now) {
     std::vector<RingUpdate> rings;
     std::vector<BuildResult*> accepted, adopted;
     for (BuildResult& r : results) {
@@ -554,7 +557,8 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         VipState& v = vips_.at(r->vip_key);
         v.epoch = next_epoch(v);
         install_table(v, *r);
-        records.push_back({r->vip_key, v.epoch, v.checksum, ms_between(r->decided_at, timing->issued),
+        records.push_back({r->vip_key, v.epoch, v.checksum,
+                           ms_between(r->decided_at, timing->issued),
                            ms_between(r->decided_at, timing->returned)});
     }
     // The tables are live and timed: now (off the decision-to-live path)

@@ -16,8 +16,9 @@ Result<std::uint32_t> IdRegistry::vip_id(const std::string& vip_key) {
     if (auto it = vip_by_key_.find(vip_key); it != vip_by_key_.end()) return it->second;
     auto free = std::find(vip_used_.begin(), vip_used_.end(), false);
     if (free == vip_used_.end())
-        return fail("no free VIP id for " + vip_key + ": all " + std::to_string(max_vips_) + " in use",
-                    "raise maps.max_vips");
+        return fail(
+            "no free VIP id for " + vip_key + ": all " + std::to_string(max_vips_) + " in use",
+            "raise maps.max_vips");
     *free = true;
     auto id = static_cast<std::uint32_t>(free - vip_used_.begin());
     vip_by_key_.emplace(vip_key, id);

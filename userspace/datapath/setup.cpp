@@ -73,7 +73,8 @@ xlb_flow_key flow_key(const net::Endpoint& src, const net::Endpoint& dst, std::u
 }
 
 xlb_flow_key flow_key(const config::VipSpec& vip, const net::Endpoint& src, std::uint16_t dport) {
-    return flow_key(src, net::Endpoint{vip.address, dport}, static_cast<std::uint8_t>(vip.protocol));
+    return flow_key(src, net::Endpoint{vip.address, dport},
+                    static_cast<std::uint8_t>(vip.protocol));
 }
 
 xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation) {
@@ -145,11 +146,12 @@ xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu) {
 std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed) {
     std::vector<std::string> backends;
     for (const config::BackendSpec& b : vip.backends)
-        backends.push_back(b.identity() + " " + b.address.to_string() + " " + std::to_string(b.weight) +
-                           " " + config::to_string(b.state));
+        backends.push_back(b.identity() + " " + b.address.to_string() + " " +
+                           std::to_string(b.weight) + " " + config::to_string(b.state));
     std::sort(backends.begin(), backends.end());
-    std::uint64_t h = fnv1a64("seed " + std::to_string(hash_seed) + " ring " + std::to_string(vip.ring_size) +
-                              " hash " + config::to_string(vip.hash));
+    std::uint64_t h =
+        fnv1a64("seed " + std::to_string(hash_seed) + " ring " + std::to_string(vip.ring_size) +
+                " hash " + config::to_string(vip.hash));
     for (const std::string& b : backends) h = fnv1a64("\n" + b, h);
     return h;
 }

@@ -40,7 +40,8 @@ Result<void> make_dirs(const std::string& dir, mode_t mode) {
         return fail_on(ENOTDIR, "create directory", dir);
     }
     if (auto up = make_dirs(parent_dir(dir), mode); !up) return up;
-    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) return fail_on(errno, "create directory", dir);
+    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST)
+        return fail_on(errno, "create directory", dir);
     return {};
 }
 
@@ -70,7 +71,8 @@ Result<std::optional<std::string>> read_file(const std::string& path) {
 Result<void> write_file_atomic(const std::string& path, std::string_view content, mode_t mode) {
     const std::string step = "write " + path;
     const std::string dir = parent_dir(path);
-    if (auto made = make_dirs(dir); !made) return std::unexpected(std::move(made.error()).add_context(step));
+    if (auto made = make_dirs(dir); !made)
+        return std::unexpected(std::move(made.error()).add_context(step));
     const std::string tmp = path + ".tmp";
     auto failed = [&](const std::string& what, int err) -> Result<void> {
         ::unlink(tmp.c_str());

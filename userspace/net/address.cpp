@@ -104,15 +104,16 @@ std::expected<MacAddress, std::string> parse_mac(std::string_view text) {
     if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4],
                     &v[5], &tail) != 6 ||
         s.size() != 17)
-        return std::unexpected("'" + s + "' is not a MAC address (expected e.g. 02:00:00:00:00:01)");
+        return std::unexpected("'" + s +
+                               "' is not a MAC address (expected e.g. 02:00:00:00:00:01)");
     for (int i = 0; i < 6; ++i) mac[i] = static_cast<std::uint8_t>(v[i]);
     return mac;
 }
 
 std::string mac_to_string(const MacAddress& mac) {
     char buf[18];
-    std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2],
-                  mac[3], mac[4], mac[5]);
+    std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
+                  mac[4], mac[5]);
     return buf;
 }
 

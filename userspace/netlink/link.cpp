@@ -48,25 +48,28 @@ Result<LinkInfo> get_link(std::string_view name, int ifindex) {
         info.ifindex = reply->ifi_index;
         info.type = reply->ifi_type;
         info.flags = reply->ifi_flags;
-        detail::for_each_attribute(h, sizeof(ifinfomsg), [&](std::uint16_t type, std::span<const std::byte> data) {
-            switch (type) {
-            case IFLA_IFNAME:
-                info.name.assign(reinterpret_cast<const char*>(data.data()),
-                                 strnlen(reinterpret_cast<const char*>(data.data()), data.size()));
-                break;
-            case IFLA_MTU:
-                if (data.size() >= sizeof(std::uint32_t)) std::memcpy(&info.mtu, data.data(), sizeof info.mtu);
-                break;
-            case IFLA_ADDRESS:
-                if (data.size() == info.mac.size()) {
-                    std::memcpy(info.mac.data(), data.data(), info.mac.size());
-                    info.has_ethernet_address = info.type == ARPHRD_ETHER;
+        detail::for_each_attribute(
+            h, sizeof(ifinfomsg), [&](std::uint16_t type, std::span<const std::byte> data) {
+                switch (type) {
+                    case IFLA_IFNAME:
+                        info.name.assign(
+                            reinterpret_cast<const char*>(data.data()),
+                            strnlen(reinterpret_cast<const char*>(data.data()), data.size()));
+                        break;
+                    case IFLA_MTU:
+                        if (data.size() >= sizeof(std::uint32_t))
+                            std::memcpy(&info.mtu, data.data(), sizeof info.mtu);
+                        break;
+                    case IFLA_ADDRESS:
+                        if (data.size() == info.mac.size()) {
+                            std::memcpy(info.mac.data(), data.data(), info.mac.size());
+                            info.has_ethernet_address = info.type == ARPHRD_ETHER;
+                        }
+                        break;
+                    default:
+                        break;
                 }
-                break;
-            default:
-                break;
-            }
-        });
+            });
         found = std::move(info);
     });
     if (!done) {
@@ -83,7 +86,9 @@ Result<LinkInfo> get_link(std::string_view name, int ifindex) {
 Result<LinkInfo> link_info(std::string_view name) { return get_link(name, 0); }
 
 Result<LinkInfo> link_info(int ifindex) {
-    if (ifindex <= 0) return bpf::fail(EINVAL, "look up interface index " + std::to_string(ifindex) + ": not a valid index");
+    if (ifindex <= 0)
+        return bpf::fail(
+            EINVAL, "look up interface index " + std::to_string(ifindex) + ": not a valid index");
     return get_link({}, ifindex);
 }
 

@@ -88,31 +88,34 @@ std::optional<Neighbor> parse_neighbor(const nlmsghdr& msg) {
     n.address.family = ndm->ndm_family == AF_INET ? 4 : 6;
     std::size_t address_len = ndm->ndm_family == AF_INET ? 4 : 16;
     bool have_dst = false;
-    for_each_attribute(msg, sizeof(ndmsg), [&](std::uint16_t type, std::span<const std::byte> data) {
-        switch (type) {
-        case NDA_DST:
-            if (data.size() == address_len) {
-                std::memcpy(n.address.bytes.data(), data.data(), address_len);
-                have_dst = true;
+    for_each_attribute(
+        msg, sizeof(ndmsg), [&](std::uint16_t type, std::span<const std::byte> data) {
+            switch (type) {
+                case NDA_DST:
+                    if (data.size() == address_len) {
+                        std::memcpy(n.address.bytes.data(), data.data(), address_len);
+                        have_dst = true;
+                    }
+                    break;
+                case NDA_LLADDR:
+                    if (data.size() == 6) {
+                        net::MacAddress mac;
+                        std::memcpy(mac.data(), data.data(), mac.size());
+                        n.mac = mac;
+                    }
+                    break;
+                case NDA_PROBES:
+                    if (data.size() >= sizeof(std::uint32_t))
+                        std::memcpy(&n.probes, data.data(), sizeof n.probes);
+                    break;
+                case NDA_FLAGS_EXT:
+                    if (data.size() >= sizeof(std::uint32_t))
+                        std::memcpy(&n.ext_flags, data.data(), sizeof n.ext_flags);
+                    break;
+                default:
+                    break;
             }
-            break;
-        case NDA_LLADDR:
-            if (data.size() == 6) {
-                net::MacAddress mac;
-                std::memcpy(mac.data(), data.data(), mac.size());
-                n.mac = mac;
-            }
-            break;
-        case NDA_PROBES:
-            if (data.size() >= sizeof(std::uint32_t)) std::memcpy(&n.probes, data.data(), sizeof n.probes);
-            break;
-        case NDA_FLAGS_EXT:
-            if (data.size() >= sizeof(std::uint32_t)) std::memcpy(&n.ext_flags, data.data(), sizeof n.ext_flags);
-            break;
-        default:
-            break;
-        }
-    });
+        });
     if (!have_dst) return std::nullopt;
     return n;
 }
@@ -127,13 +130,15 @@ Message neighbor_dump_request(int ifindex, int af) {
     return msg;
 }
 
-Result<std::optional<Neighbor>> find_neighbor(Socket& sock, int ifindex, const net::IpAddress& address,
+Result<std::optional<Neighbor>> find_neighbor(Socket& sock, int ifindex,
+                                              const net::IpAddress& address,
                                               std::string_view what) {
     Message msg = neighbor_dump_request(ifindex, address_family(address));
     std::optional<Neighbor> found;
     auto done = sock.transact(msg, what, [&](const nlmsghdr& h) {
         auto n = parse_neighbor(h);
-        if (n && h.nlmsg_type == RTM_NEWNEIGH && n->ifindex == ifindex && n->address == address) found = *n;
+        if (n && h.nlmsg_type == RTM_NEWNEIGH && n->ifindex == ifindex && n->address == address)
+            found = *n;
     });
     if (!done) return std::unexpected(done.error());
     return found;
@@ -141,7 +146,8 @@ Result<std::optional<Neighbor>> find_neighbor(Socket& sock, int ifindex, const n
 
 namespace {
 
-Message new_neighbor(int ifindex, const net::IpAddress& address, std::uint16_t flags, std::uint8_t ndm_flags) {
+Message new_neighbor(int ifindex, const net::IpAddress& address, std::uint16_t flags,
+                     std::uint8_t ndm_flags) {
     Message msg(RTM_NEWNEIGH, flags);
     auto& ndm = msg.family_header<ndmsg>();
     ndm.ndm_family = static_cast<std::uint8_t>(address_family(address));
@@ -154,8 +160,8 @@ Message new_neighbor(int ifindex, const net::IpAddress& address, std::uint16_t f
 
 }  // namespace
 
-Result<void> request_resolution(Socket& sock, int ifindex, const net::IpAddress& address, bool managed,
-                                std::string_view what) {
+Result<void> request_resolution(Socket& sock, int ifindex, const net::IpAddress& address,
+                                bool managed, std::string_view what) {
     if (managed) return request_managed(sock, ifindex, address, what);
     // NLM_F_CREATE without NLM_F_REPLACE/EXCL: create the entry if it is
     // missing; an existing one keeps its MAC and is probed again.
@@ -163,7 +169,8 @@ Result<void> request_resolution(Socket& sock, int ifindex, const net::IpAddress&
     return sock.transact(msg, what);
 }
 
-Result<void> request_managed(Socket& sock, int ifindex, const net::IpAddress& address, std::string_view what) {
+Result<void> request_managed(Socket& sock, int ifindex, const net::IpAddress& address,
+                             std::string_view what) {
     // Same request as `ip neigh replace ADDR dev DEV managed`: state NONE and
     // NTF_EXT_MANAGED; the kernel keeps an existing MAC and state and starts
     // resolution (it treats the request like NTF_USE).
@@ -181,12 +188,13 @@ Result<std::vector<Neighbor>> dump_neighbors(int ifindex, int family) {
     if (!sock) return std::unexpected(sock.error());
     detail::Message msg = detail::neighbor_dump_request(ifindex, af);
     std::vector<Neighbor> out;
-    auto done = sock->transact(msg, "dump neighbour table of interface index " + std::to_string(ifindex),
-                               [&](const nlmsghdr& h) {
-                                   auto n = detail::parse_neighbor(h);
-                                   if (n && h.nlmsg_type == RTM_NEWNEIGH && (ifindex <= 0 || n->ifindex == ifindex))
-                                       out.push_back(*n);
-                               });
+    auto done = sock->transact(
+        msg, "dump neighbour table of interface index " + std::to_string(ifindex),
+        [&](const nlmsghdr& h) {
+            auto n = detail::parse_neighbor(h);
+            if (n && h.nlmsg_type == RTM_NEWNEIGH && (ifindex <= 0 || n->ifindex == ifindex))
+                out.push_back(*n);
+        });
     if (!done) return std::unexpected(done.error());
     return out;
 }
@@ -219,7 +227,8 @@ Result<void> NeighborResolver::trigger(const net::IpAddress& address) const {
     auto current = detail::find_neighbor(*sock, ifindex_, address, what);
     if (!current) return std::unexpected(current.error());
     if (*current && (*current)->is_static()) return {};
-    return detail::request_resolution(*sock, ifindex_, address, *current && (*current)->managed(), what);
+    return detail::request_resolution(*sock, ifindex_, address, *current && (*current)->managed(),
+                                      what);
 }
 
 // How resolution is triggered, and why this way.
@@ -260,7 +269,8 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
         managed = n && n->managed();
         if (!n || !usable_state(n->state)) return std::nullopt;
         if (!n->mac)
-            return bpf::fail(EADDRNOTAVAIL, what + ": entry " + state_name(n->state) + " has no Ethernet address");
+            return bpf::fail(EADDRNOTAVAIL,
+                             what + ": entry " + state_name(n->state) + " has no Ethernet address");
         return *n->mac;
     };
 
@@ -340,12 +350,13 @@ Result<net::MacAddress> NeighborResolver::resolve(const net::IpAddress& next_hop
     if (last_state == NUD_INCOMPLETE && last_probes == 0) {
         // `ip neigh add ADDR nud incomplete` makes an entry that never probes
         // and that NTF_USE does not restart.
-        hint += " but nothing is probing it (set by hand?); remove it: `ip neigh del " + next_hop.to_string() +
-                " dev " + name_ + "`";
+        hint += " but nothing is probing it (set by hand?); remove it: `ip neigh del " +
+                next_hop.to_string() + " dev " + name_ + "`";
     } else {
         hint += "; is it on-link? check `ip neigh show dev " + name_ + "`";
     }
-    return bpf::fail(ETIMEDOUT, what + ": no usable neighbour entry after " + seconds_text(timeout), hint);
+    return bpf::fail(ETIMEDOUT, what + ": no usable neighbour entry after " + seconds_text(timeout),
+                     hint);
 }
 
 }  // namespace xlb::netlink

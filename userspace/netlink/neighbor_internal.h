@@ -24,8 +24,8 @@ std::optional<Neighbor> parse_neighbor(const nlmsghdr& msg);
 Message neighbor_dump_request(int ifindex, int af);
 
 // The entry for `address` on `ifindex`, read with a dump over `sock`.
-Result<std::optional<Neighbor>> find_neighbor(Socket& sock, int ifindex, const net::IpAddress& address,
-                                              std::string_view what);
+Result<std::optional<Neighbor>> find_neighbor(Socket& sock, int ifindex,
+                                              const net::IpAddress& address, std::string_view what);
 
 // RTM_NEWNEIGH + NTF_USE: "resolve this now", as if a packet were waiting.
 // Creates the entry if needed. Callers must not send it for PERMANENT/NOARP

@@ -38,8 +38,9 @@ void Message::attribute_string(std::uint16_t type, std::string_view value) {
     attribute(type, terminated.c_str(), terminated.size() + 1);
 }
 
-void for_each_attribute(const nlmsghdr& msg, std::size_t header_len,
-                        const std::function<void(std::uint16_t, std::span<const std::byte>)>& visit) {
+void for_each_attribute(
+    const nlmsghdr& msg, std::size_t header_len,
+    const std::function<void(std::uint16_t, std::span<const std::byte>)>& visit) {
     std::size_t start = NLMSG_LENGTH(NLMSG_ALIGN(header_len));
     if (msg.nlmsg_len < start) return;
     auto* base = reinterpret_cast<const std::byte*>(&msg);
@@ -113,7 +114,8 @@ Result<Socket> Socket::open(std::span<const unsigned> groups) {
         if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0)
             (void)::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
         for (unsigned group : groups) {
-            if (::setsockopt(fd.get(), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) < 0)
+            if (::setsockopt(fd.get(), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) <
+                0)
                 return bpf::fail(errno, "join rtnetlink group " + std::to_string(group));
         }
     }
@@ -172,24 +174,25 @@ Result<void> Socket::transact(Message& msg, std::string_view what,
 
         bool finished = false;
         std::optional<Error> failure;
-        for_each_message(std::span(buffer.data(), static_cast<std::size_t>(n)), [&](const nlmsghdr& h) {
-            if (finished || failure || h.nlmsg_seq != *seq) return;
-            if (h.nlmsg_type == NLMSG_ERROR) {
-                KernelStatus status = parse_error_message(h);
-                if (status.error != 0)
-                    failure = bpf::make_error(status.error, std::string(what), status.message);
-                finished = true;
-            } else if (h.nlmsg_type == NLMSG_DONE) {
-                if (h.nlmsg_len >= NLMSG_LENGTH(sizeof(int))) {
-                    int error = 0;
-                    std::memcpy(&error, NLMSG_DATA(const_cast<nlmsghdr*>(&h)), sizeof error);
-                    if (error < 0) failure = bpf::make_error(error, std::string(what));
+        for_each_message(
+            std::span(buffer.data(), static_cast<std::size_t>(n)), [&](const nlmsghdr& h) {
+                if (finished || failure || h.nlmsg_seq != *seq) return;
+                if (h.nlmsg_type == NLMSG_ERROR) {
+                    KernelStatus status = parse_error_message(h);
+                    if (status.error != 0)
+                        failure = bpf::make_error(status.error, std::string(what), status.message);
+                    finished = true;
+                } else if (h.nlmsg_type == NLMSG_DONE) {
+                    if (h.nlmsg_len >= NLMSG_LENGTH(sizeof(int))) {
+                        int error = 0;
+                        std::memcpy(&error, NLMSG_DATA(const_cast<nlmsghdr*>(&h)), sizeof error);
+                        if (error < 0) failure = bpf::make_error(error, std::string(what));
+                    }
+                    finished = true;
+                } else if (h.nlmsg_type >= NLMSG_MIN_TYPE && on_reply) {
+                    on_reply(h);
                 }
-                finished = true;
-            } else if (h.nlmsg_type >= NLMSG_MIN_TYPE && on_reply) {
-                on_reply(h);
-            }
-        });
+            });
         if (failure) return std::unexpected(*failure);
         if (finished) return {};
     }

@@ -55,8 +55,9 @@ private:
 
 // Iterates the attributes that follow a family header of `header_len` bytes.
 // `visit(type, payload)` gets the attribute type without the NLA_F_* bits.
-void for_each_attribute(const nlmsghdr& msg, std::size_t header_len,
-                        const std::function<void(std::uint16_t, std::span<const std::byte>)>& visit);
+void for_each_attribute(
+    const nlmsghdr& msg, std::size_t header_len,
+    const std::function<void(std::uint16_t, std::span<const std::byte>)>& visit);
 
 // Receive buffer large enough for any rtnetlink datagram the kernel sends
 // (dump skbs are at most 32 KiB).

@@ -47,7 +47,8 @@ struct NeighborWatcher::State {
             resync = true;
             return {};
         }
-        detail::Message msg = detail::neighbor_dump_request(ifindex, detail::address_family(next_hop));
+        detail::Message msg =
+            detail::neighbor_dump_request(ifindex, detail::address_family(next_hop));
         auto seq = events.send(msg, what + ": read the current entry");
         if (!seq) return std::unexpected(seq.error());
         dump_seq = *seq;
@@ -55,7 +56,8 @@ struct NeighborWatcher::State {
     }
 
     Result<void> mark_managed() {
-        auto r = detail::request_managed(requests, ifindex, next_hop, what + ": mark the entry managed");
+        auto r =
+            detail::request_managed(requests, ifindex, next_hop, what + ": mark the entry managed");
         if (!r) {
             Error e = r.error();
             if (e.hint.empty()) e.hint = "needs CAP_NET_ADMIN and Linux 5.16 or later";
@@ -110,7 +112,8 @@ struct NeighborWatcher::State {
     Result<void> settle_pending_loss() {
         auto state = std::exchange(pending_loss, std::nullopt);
         if (!state || !current) return {};
-        auto now = detail::find_neighbor(requests, ifindex, next_hop, what + ": confirm the entry failed");
+        auto now =
+            detail::find_neighbor(requests, ifindex, next_hop, what + ": confirm the entry failed");
         if (!now) {
             report(std::nullopt, *state);  // cannot confirm: trust the notification
             return std::unexpected(now.error());
@@ -153,7 +156,8 @@ struct NeighborWatcher::State {
                     if (h.nlmsg_type == NLMSG_ERROR) {
                         auto status = detail::parse_error_message(h);
                         if (status.error != 0)
-                            keep(bpf::fail(status.error, what + ": read the current entry", status.message));
+                            keep(bpf::fail(status.error, what + ": read the current entry",
+                                           status.message));
                     }
                     if (std::exchange(resync, false)) keep(start_dump());
                     return;
@@ -172,8 +176,9 @@ NeighborWatcher::NeighborWatcher(NeighborWatcher&&) noexcept = default;
 NeighborWatcher& NeighborWatcher::operator=(NeighborWatcher&&) noexcept = default;
 NeighborWatcher::~NeighborWatcher() = default;
 
-Result<NeighborWatcher> NeighborWatcher::open(std::string_view interface, const net::IpAddress& next_hop,
-                                              Callback on_change, WatchOptions options) {
+Result<NeighborWatcher> NeighborWatcher::open(std::string_view interface,
+                                              const net::IpAddress& next_hop, Callback on_change,
+                                              WatchOptions options) {
     auto info = link_info(interface);
     if (!info) return std::unexpected(info.error());
     return open(info->ifindex, next_hop, std::move(on_change), std::move(options));
@@ -197,7 +202,8 @@ Result<NeighborWatcher> NeighborWatcher::open(int ifindex, const net::IpAddress&
     state->current = state->options.known;
 
     if (state->options.manage) {
-        auto existing = detail::find_neighbor(state->requests, state->ifindex, next_hop, state->what);
+        auto existing =
+            detail::find_neighbor(state->requests, state->ifindex, next_hop, state->what);
         if (!existing) return std::unexpected(existing.error());
         if (!*existing || !(*existing)->is_static()) {
             if (auto r = state->mark_managed(); !r) return std::unexpected(r.error());
@@ -257,7 +263,8 @@ NeighborWatchThread& NeighborWatchThread::operator=(NeighborWatchThread&& other)
 }
 NeighborWatchThread::~NeighborWatchThread() { stop(); }
 
-Result<NeighborWatchThread> NeighborWatchThread::start(NeighborWatcher watcher, ErrorCallback on_error) {
+Result<NeighborWatchThread> NeighborWatchThread::start(NeighborWatcher watcher,
+                                                       ErrorCallback on_error) {
     bpf::UniqueFd stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!stop_fd) return bpf::fail(errno, "watch next hop: create eventfd");
     auto impl = std::make_unique<Impl>(std::move(watcher), std::move(on_error), std::move(stop_fd));

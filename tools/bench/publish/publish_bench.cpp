@@ -105,7 +105,8 @@ std::expected<std::vector<double>, std::string> publish_through_loop(
     xlb::control::ControlLoop loop(reconciler, {});
     std::vector<double> live_ms;  // control thread only until stop()
     std::string error;
-    loop.on_publish([&](const xlb::control::PublishRecord& r) { live_ms.push_back(r.decision_to_live_ms); });
+    loop.on_publish(
+        [&](const xlb::control::PublishRecord& r) { live_ms.push_back(r.decision_to_live_ms); });
     loop.on_error([&](const xlb::Error& e) { error = e.message(); });
     loop.start();
     xlb::config::VipSpec vip = make_vip(n);
@@ -123,7 +124,8 @@ std::expected<std::vector<double>, std::string> publish_through_loop(
     loop.stop();
     if (!error.empty()) return std::unexpected(error);
     if (live_ms.size() != static_cast<std::size_t>(publishes) + 1)
-        return std::unexpected(fmt::format("{} publishes for {} changes", live_ms.size(), publishes + 1));
+        return std::unexpected(
+            fmt::format("{} publishes for {} changes", live_ms.size(), publishes + 1));
     live_ms.erase(live_ms.begin());
     return live_ms;
 }
@@ -135,7 +137,8 @@ int main(int argc, char** argv) {
     std::string out_path = "build/bench/publish.json";
     int publishes = 200;
     app.add_option("--out", out_path, "JSON output path")->capture_default_str();
-    app.add_option("--publishes", publishes, "publishes per case")->check(CLI::Range(10, 100000))
+    app.add_option("--publishes", publishes, "publishes per case")
+        ->check(CLI::Range(10, 100000))
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
@@ -179,15 +182,16 @@ int main(int argc, char** argv) {
         (void)reconciler.reconcile(Clock::now());
         auto through_loop = publish_through_loop(*program, n, publishes);
         if (!through_loop) {
-            fmt::print(stderr, "xlb-bench-publish: through the control loop: {}\n", through_loop.error());
+            fmt::print(stderr, "xlb-bench-publish: through the control loop: {}\n",
+                       through_loop.error());
             return 1;
         }
         result.loop_live_ms = std::move(*through_loop);
         results.push_back(std::move(result));
     }
     measure_baseline(std::max<std::chrono::steady_clock::duration>(
-        std::chrono::seconds(1), std::chrono::steady_clock::now() - cases_start -
-                                     std::chrono::seconds(1)));
+        std::chrono::seconds(1),
+        std::chrono::steady_clock::now() - cases_start - std::chrono::seconds(1)));
     Stalls stalls;
     for (const Stalls& b : baseline) {
         stalls.over_1ms += b.over_1ms;
@@ -217,9 +221,10 @@ int main(int argc, char** argv) {
                          {"loop_p50_ms", lp50},
                          {"loop_p99_ms", lp99}});
     }
-    fmt::print("live: decision to live, reconciler called directly; return: until the update "
-               "returned; loop: decision to live through the agent's control loop (build on its "
-               "worker thread)\n");
+    fmt::print(
+        "live: decision to live, reconciler called directly; return: until the update "
+        "returned; loop: decision to live through the agent's control loop (build on its "
+        "worker thread)\n");
     fmt::print(
         "baseline, a thread that only reads the clock for {:.1f} s: {:.1f} stalls/s over 1 ms, "
         "{:.1f}/s over 2.5 ms, longest {:.2f} ms, {:.2f}% of the time lost\n",
@@ -227,12 +232,14 @@ int main(int argc, char** argv) {
         stalls.max_ms, stalls.lost_share * 100);
     std::filesystem::path path(out_path);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    const nlohmann::json baseline_json{{"seconds", stalls.seconds},
-                                       {"stalls_over_1ms_per_s", stalls.over_1ms / stalls.seconds},
-                                       {"stalls_over_2_5ms_per_s", stalls.over_2_5ms / stalls.seconds},
-                                       {"longest_stall_ms", stalls.max_ms},
-                                       {"time_lost_share", stalls.lost_share}};
-    std::ofstream(path) << nlohmann::json{{"cases", cases}, {"stall_baseline", baseline_json}}.dump(2)
+    const nlohmann::json baseline_json{
+        {"seconds", stalls.seconds},
+        {"stalls_over_1ms_per_s", stalls.over_1ms / stalls.seconds},
+        {"stalls_over_2_5ms_per_s", stalls.over_2_5ms / stalls.seconds},
+        {"longest_stall_ms", stalls.max_ms},
+        {"time_lost_share", stalls.lost_share}};
+    std::ofstream(path) << nlohmann::json{{"cases", cases}, {"stall_baseline", baseline_json}}.dump(
+                               2)
                         << "\n";
     fmt::print("wrote {}\n", out_path);
     return 0;

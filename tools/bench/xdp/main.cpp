@@ -200,7 +200,8 @@ private:
 
     void add_vip(const IpAddress& addr, std::uint16_t port, std::uint8_t proto,
                  std::uint32_t vip_id, std::uint32_t flags) {
-        must(lb_.vips().put(xlb::datapath::vip_key(addr, port, proto), xlb_vip_value{vip_id, flags}));
+        must(lb_.vips().put(xlb::datapath::vip_key(addr, port, proto),
+                            xlb_vip_value{vip_id, flags}));
     }
 
     bpf::LbProgram lb_;

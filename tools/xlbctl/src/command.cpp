@@ -367,23 +367,26 @@ void build(Cli& cli) {
         "Exit status: 0 done; 1 rejected (by xlbctl's checks or by the agent);\n"
         "2 the agent could not be reached. See man xlbctl.");
 
-    CLI::App* status = leaf(cli, &app, "status",
-         "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
-         "healthy/total backends, panic, epoch, table checksum and announcement.\n"
-         "With --peers, compares this host's tables with other LB hosts' and exits 1\n"
-         "when they differ (docs/scale-out.md).",
-         Verb::kStatus,
-         "  xlbctl status\n"
-         "  xlbctl status --json\n"
-         "  XLB_SOCKET=/tmp/lab/xlbd.sock xlbctl status\n"
-         "  xlbctl status --peers /run/xlb-lab/p/lb2/xlbd.sock\n"
-         "  ssh lb2 xlbctl status --json > lb2.json; xlbctl status --peers lb2.json\n");
-    status->add_option("--peers", raw.peers,
-                       "other LB hosts: API socket paths, or files with their `xlbctl status --json`")
+    CLI::App* status =
+        leaf(cli, &app, "status",
+             "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
+             "healthy/total backends, panic, epoch, table checksum and announcement.\n"
+             "With --peers, compares this host's tables with other LB hosts' and exits 1\n"
+             "when they differ (docs/scale-out.md).",
+             Verb::kStatus,
+             "  xlbctl status\n"
+             "  xlbctl status --json\n"
+             "  XLB_SOCKET=/tmp/lab/xlbd.sock xlbctl status\n"
+             "  xlbctl status --peers /run/xlb-lab/p/lb2/xlbd.sock\n"
+             "  ssh lb2 xlbctl status --json > lb2.json; xlbctl status --peers lb2.json\n");
+    status
+        ->add_option("--peers", raw.peers,
+                     "other LB hosts: API socket paths, or files with their `xlbctl status --json`")
         ->type_name("SOCKET|FILE")
         ->expected(1, -1);
 
-    CLI::App* host = app.add_subcommand("host", "Drain this LB host (withdraw every VIP) or resume it.");
+    CLI::App* host =
+        app.add_subcommand("host", "Drain this LB host (withdraw every VIP) or resume it.");
     host->require_subcommand(1);
     add_common(host, raw);
     leaf(cli, host, "drain",
@@ -562,15 +565,16 @@ void build(Cli& cli) {
         ->add_option("--dport", raw.dport, "destination port; required for an every-port (:0) VIP")
         ->type_name("PORT");
 
-    CLI::App* reload = leaf(cli, &app, "reload",
-                            "Ask the agent to re-read its configuration file. Prints what changed,\n"
-                            "or why nothing did (file:line:column errors) and exits 1. A change that\n"
-                            "moves established flows (hash_seed, a VIP's hash or ring_size) is\n"
-                            "refused unless --allow-disruptive confirms it.",
-                            Verb::kReload,
-                            "  xlbctl reload\n"
-                            "  xlbctl reload --allow-disruptive   # e.g. after changing hash_seed\n"
-                            "  xlbctl reload --json\n");
+    CLI::App* reload =
+        leaf(cli, &app, "reload",
+             "Ask the agent to re-read its configuration file. Prints what changed,\n"
+             "or why nothing did (file:line:column errors) and exits 1. A change that\n"
+             "moves established flows (hash_seed, a VIP's hash or ring_size) is\n"
+             "refused unless --allow-disruptive confirms it.",
+             Verb::kReload,
+             "  xlbctl reload\n"
+             "  xlbctl reload --allow-disruptive   # e.g. after changing hash_seed\n"
+             "  xlbctl reload --json\n");
     reload->add_flag("--allow-disruptive", raw.allow_disruptive,
                      "apply changes that remap flows: flows of VIPs without conntrack, and flows "
                      "that other LB hosts (not yet reloaded) receive, move to other backends");

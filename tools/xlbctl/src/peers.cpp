@@ -26,7 +26,8 @@ std::vector<std::string> input_differences(const json& base, const json& other) 
     std::vector<std::string> out;
     for (const char* key : {"hash_seed", "ring_size", "hash"})
         if (base.at(key) != other.at(key))
-            out.push_back(fmt::format("{} {} (here {})", key, other.at(key).dump(), base.at(key).dump()));
+            out.push_back(
+                fmt::format("{} {} (here {})", key, other.at(key).dump(), base.at(key).dump()));
     const auto a = backends_of(base), b = backends_of(other);
     for (const auto& [identity, line] : a) {
         auto it = b.find(identity);
@@ -36,7 +37,8 @@ std::vector<std::string> input_differences(const json& base, const json& other) 
             out.push_back(fmt::format("backend {}: {} (here {})", identity, it->second, line));
     }
     for (const auto& [identity, line] : b)
-        if (!a.contains(identity)) out.push_back(fmt::format("an extra backend {} ({})", identity, line));
+        if (!a.contains(identity))
+            out.push_back(fmt::format("an extra backend {} ({})", identity, line));
     return out;
 }
 
@@ -95,8 +97,9 @@ std::string render_peers(const json& c, const Style& style) {
     for (const json& v : c.at("vips")) {
         const std::string key = v.at("vip").get<std::string>();
         if (v.at("agree").get<bool>()) {
-            out += fmt::format("{} {}: all {} hosts agree (checksum {})\n", paint("ok", Colour::kGreen, style),
-                               key, n, v.at("checksum").get<std::string>());
+            out += fmt::format("{} {}: all {} hosts agree (checksum {})\n",
+                               paint("ok", Colour::kGreen, style), key, n,
+                               v.at("checksum").get<std::string>());
             continue;
         }
         out += fmt::format("{} {} differ:\n", paint("!!", Colour::kRed, style), key);
@@ -105,7 +108,9 @@ std::string render_peers(const json& c, const Style& style) {
     if (c.at("vips").empty()) out += fmt::format("no VIPs on any of the {} hosts\n", n);
     out += c.at("agree").get<bool>()
                ? fmt::format("all {} hosts agree on every VIP's table\n", n)
-               : paint("the hosts differ: a flow moved between them may change backend", Colour::kRed, style) + "\n";
+               : paint("the hosts differ: a flow moved between them may change backend",
+                       Colour::kRed, style) +
+                     "\n";
     return out;
 }
 

@@ -102,14 +102,18 @@ std::string bgp_line(const json& bgp, const Style& style) {
     const json& daemon = bgp.at("daemon");
     const std::size_t routes = bgp.at("routes").size();
     if (flag(daemon, "reachable") && daemon.at("error").is_null()) {
-        out += fmt::format("BGP: BIRD {} on {}: {} ", str(daemon, "version"), str(daemon, "control_socket"),
-                           paint("reachable", Colour::kGreen, style));
+        out +=
+            fmt::format("BGP: BIRD {} on {}: {} ", str(daemon, "version"),
+                        str(daemon, "control_socket"), paint("reachable", Colour::kGreen, style));
     } else {
-        out += "BGP: " + paint(daemon.at("error").is_string() ? daemon.at("error").get<std::string>()
-                                                               : std::string("BGP daemon not reached yet"),
-                               Colour::kRed, style) + "; ";
+        out += "BGP: " +
+               paint(daemon.at("error").is_string() ? daemon.at("error").get<std::string>()
+                                                    : std::string("BGP daemon not reached yet"),
+                     Colour::kRed, style) +
+               "; ";
     }
-    out += fmt::format("{} route{} in {}\n", routes, routes == 1 ? "" : "s", str(bgp, "routes_file"));
+    out +=
+        fmt::format("{} route{} in {}\n", routes, routes == 1 ? "" : "s", str(bgp, "routes_file"));
     return out;
 }
 
@@ -117,8 +121,10 @@ Cell announcement_cell(const json& vip) {
     const auto it = vip.find("announcement");
     if (it == vip.end() || !it->is_object()) return {"-"};
     const std::string state = str(*it, "state"), reason = str(*it, "reason");
-    if (state == "announced") return {reason == "serving" ? "announced" : "announced (" + reason + ")", Colour::kGreen};
-    return {"withdrawn (" + reason + ")", reason == "policy_never" ? Colour::kDim : Colour::kYellow};
+    if (state == "announced")
+        return {reason == "serving" ? "announced" : "announced (" + reason + ")", Colour::kGreen};
+    return {"withdrawn (" + reason + ")",
+            reason == "policy_never" ? Colour::kDim : Colour::kYellow};
 }
 
 std::string render_status(const json& r, const Style& style) {
@@ -159,18 +165,17 @@ std::string render_status(const json& r, const Style& style) {
     if (announcing) columns.push_back({"BGP"});
     Table t(columns);
     for (const json& v : vips) {
-        std::vector<Cell> row{str(v, "vip"), name_or_dash(v), backends_cell(v),
-                              format_percent(number(v, "healthy_share")), panic_cell(v),
-                              std::to_string(u64(v, "epoch")), str(v, "checksum"), table_state_cell(v)};
+        std::vector<Cell> row{str(v, "vip"),      name_or_dash(v),
+                              backends_cell(v),   format_percent(number(v, "healthy_share")),
+                              panic_cell(v),      std::to_string(u64(v, "epoch")),
+                              str(v, "checksum"), table_state_cell(v)};
         if (announcing) row.push_back(announcement_cell(v));
         t.add(row);
     }
     return out + t.render(style) + vip_errors(vips, style);
 }
 
-std::string render_host(const json& r, const Style& style) {
-    return bgp_line(r, style);
-}
+std::string render_host(const json& r, const Style& style) { return bgp_line(r, style); }
 
 std::string render_vip_list(const json& r, const Style& style, bool quiet) {
     const json& vips = r.at("vips");
@@ -311,7 +316,8 @@ std::string render_dry_run(const Command& c, const json& r, const Style& style) 
         const Colour colour = change < 0 ? Colour::kYellow : Colour::kNone;
         t.add({str(b, "address"), std::to_string(before), std::to_string(after),
                Cell{change == 0 ? "0" : fmt::format("{:+}", change), colour},
-               format_percent(number(b, "share_before")), format_percent(number(b, "share_after"))});
+               format_percent(number(b, "share_before")),
+               format_percent(number(b, "share_after"))});
     }
     return out + t.render(style);
 }
@@ -433,14 +439,18 @@ std::string render_stats(const json& r, const Style& style) {
          {"DROPS", Align::kRight}},
         [](const json& v) -> std::vector<Cell> {
             const bool drops = !v.at("drops").is_null() && u64(v, "drops") > 0;
-            return {str(v, "vip"), name_or_dash(v), count_or_dash(v, "packets"),
-                    bytes_or_dash(v, "bytes"), count_or_dash(v, "new_flows"),
+            return {str(v, "vip"),
+                    name_or_dash(v),
+                    count_or_dash(v, "packets"),
+                    bytes_or_dash(v, "bytes"),
+                    count_or_dash(v, "new_flows"),
                     count_or_dash(v, "conntrack_hits"),
                     Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone}};
         },
         outcomes, {{"OUTCOME (every packet the program saw)"}, {"PACKETS", Align::kRight}},
         [&](const std::string& n) -> std::vector<Cell> {
-            return {Cell{n, outcome_colour(n)}, std::to_string(outcomes.at(n).get<std::uint64_t>())};
+            return {Cell{n, outcome_colour(n)},
+                    std::to_string(outcomes.at(n).get<std::uint64_t>())};
         },
         style);
 }
@@ -455,7 +465,6 @@ json rate(const json& earlier, const json& later, double seconds) {
 std::string rate_text(const json& v, std::string (*fmt_fn)(double)) {
     return v.is_null() ? "-" : fmt_fn(v.get<double>());
 }
-
 
 std::string list_or_none(const json& items) {
     std::string out;
@@ -473,12 +482,15 @@ std::string render_reload(const json& r, const Style& style) {
                            list_or_none(r.at("changed")), u64(r, "untouched"));
         out += fmt::format("settings changed: {}\n", list_or_none(r.at("settings_changed")));
         for (const json& d : r.at("disruptive"))
-            out += paint("disruptive (confirmed): " + d.get<std::string>(), Colour::kYellow, style) + "\n";
+            out +=
+                paint("disruptive (confirmed): " + d.get<std::string>(), Colour::kYellow, style) +
+                "\n";
     } else {
-        out += paint("reload rejected (" + result + ")", Colour::kRed, style) + ": " + str(r, "error") +
-               "\n";
+        out += paint("reload rejected (" + result + ")", Colour::kRed, style) + ": " +
+               str(r, "error") + "\n";
         for (const json& e : r.at("errors")) out += "  " + e.get<std::string>() + "\n";
-        for (const json& d : r.at("disruptive")) out += "  disruptive: " + d.get<std::string>() + "\n";
+        for (const json& d : r.at("disruptive"))
+            out += "  disruptive: " + d.get<std::string>() + "\n";
         out += "the running configuration stays\n";
     }
     if (!r.at("restart_required").empty())
@@ -595,14 +607,16 @@ std::string render_watch(const json& s, const Style& style) {
                      [](const json& v) -> std::vector<Cell> {
                          const json& drops = v.at("drops_per_s");
                          const bool dropping = drops.is_number() && drops.get<double>() > 0;
-                         return {str(v, "vip"), name_or_dash(v),
+                         return {str(v, "vip"),
+                                 name_or_dash(v),
                                  rate_text(v.at("packets_per_s"), format_pps),
                                  rate_text(v.at("bits_per_s"), format_bits),
                                  rate_text(v.at("new_flows_per_s"), format_per_second),
                                  rate_text(v.at("conntrack_hits_per_s"), format_per_second),
                                  Cell{rate_text(drops, format_per_second),
                                       dropping ? Colour::kRed : Colour::kNone},
-                                 count_or_dash(v, "packets"), bytes_or_dash(v, "bytes")};
+                                 count_or_dash(v, "packets"),
+                                 bytes_or_dash(v, "bytes")};
                      },
                      outcomes,
                      {{"OUTCOME (every packet the program saw)"},

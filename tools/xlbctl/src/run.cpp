@@ -3,16 +3,15 @@
 
 #include <fmt/format.h>
 #include <signal.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <ctime>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "xlb/xlbctl/render.h"
@@ -101,12 +100,14 @@ int reload(const Command& c, Transport& transport, Io& io, const Style& style,
            const Reporter& report) {
     auto response = transport.send(build_request(c));
     if (!response)
-        return report.fail(Failure{kExitUnreachable, describe(response.error(), c.socket, c.timeout)});
+        return report.fail(
+            Failure{kExitUnreachable, describe(response.error(), c.socket, c.timeout)});
     json body = json::parse(response->body, nullptr, false);
     if (!body.is_object() || !body.contains("result")) {
-        std::string message = body.is_object() && body.contains("error") && body["error"].is_string()
-                                  ? body["error"].get<std::string>()
-                                  : "HTTP status " + std::to_string(response->status);
+        std::string message =
+            body.is_object() && body.contains("error") && body["error"].is_string()
+                ? body["error"].get<std::string>()
+                : "HTTP status " + std::to_string(response->status);
         return report.fail(Failure{kExitFailed, "xlbd: " + message, response->status});
     }
     try {
@@ -116,7 +117,8 @@ int reload(const Command& c, Transport& transport, Io& io, const Style& style,
         to.flush();
         return applied ? kExitOk : kExitFailed;
     } catch (const json::exception& e) {
-        return report.fail(Failure{kExitUnreachable, std::string("malformed reload report: ") + e.what()});
+        return report.fail(
+            Failure{kExitUnreachable, std::string("malformed reload report: ") + e.what()});
     }
 }
 
@@ -195,8 +197,8 @@ int compare_with_peers(const Command& c, Transport& transport, Io& io, const Sty
             text << in.rdbuf();
             json body = json::parse(text.str(), nullptr, false);
             if (!body.is_object() || !body.contains("vips"))
-                return report.fail(Failure{kExitFailed, "--peers " + peer +
-                                                            ": not the JSON of `xlbctl status --json`"});
+                return report.fail(Failure{
+                    kExitFailed, "--peers " + peer + ": not the JSON of `xlbctl status --json`"});
             hosts.emplace_back(peer, std::move(body));
             continue;
         }
@@ -236,7 +238,8 @@ int run(const std::vector<std::string>& args, Io& io) {
     std::unique_ptr<Transport> transport = io.connect(c);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
     if (c.verb == Verb::kReload) return reload(c, *transport, io, style, report);
-    if (c.verb == Verb::kStatus && !c.peers.empty()) return compare_with_peers(c, *transport, io, style, report);
+    if (c.verb == Verb::kStatus && !c.peers.empty())
+        return compare_with_peers(c, *transport, io, style, report);
 
     auto reply = exchange(*transport, build_request(c), c);
     if (!reply) return report.fail(reply.error());

@@ -31,7 +31,6 @@ struct AgentOptions {
 // Applies the command-line overrides to settings read from the file.
 void apply_overrides(const AgentOptions& options, config::Settings& settings);
 
-
 // Runs the agent until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
 int run_agent(const AgentOptions& options);
 

@@ -36,7 +36,8 @@ class StartupGate {
 public:
     StartupGate(std::chrono::steady_clock::time_point started, std::chrono::milliseconds patience)
         : started_(started), patience_(patience) {}
-    bool complete(const std::vector<control::VipStatus>& vips, std::chrono::steady_clock::time_point now);
+    bool complete(const std::vector<control::VipStatus>& vips,
+                  std::chrono::steady_clock::time_point now);
 
 private:
     std::chrono::steady_clock::time_point started_;

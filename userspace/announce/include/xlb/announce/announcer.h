@@ -60,7 +60,7 @@ struct AnnouncerStatus {
     // The last contact with BIRD succeeded. False before the first contact.
     bool daemon_reachable = false;
     std::optional<TimePoint> unreachable_since;  // set while unreachable
-    std::string daemon_version;                   // "2.0.12"
+    std::string daemon_version;                  // "2.0.12"
     // Empty when the last step succeeded; else what failed: the file, BIRD
     // unreachable (with errno text and socket), or BIRD's refusal.
     Problem problem = Problem::kNone;

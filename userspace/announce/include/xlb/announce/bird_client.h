@@ -52,8 +52,8 @@ public:
 
 private:
     Result<void> line(std::string_view text);
-    std::string partial_;        // bytes after the last newline
-    Reply current_;              // lines of the reply in progress
+    std::string partial_;  // bytes after the last newline
+    Reply current_;        // lines of the reply in progress
     std::vector<Reply> done_;
     int last_code_ = 0;
 };
@@ -71,11 +71,11 @@ struct ConfigureResult {
 };
 
 struct ProtocolInfo {
-    std::string name;    // "xlb4"
-    std::string proto;   // "Static", "BGP"
-    std::string table;   // "master4", "---"
-    std::string state;   // "up", "down", "start", "stop"
-    std::string info;    // since and info columns as BIRD prints them
+    std::string name;   // "xlb4"
+    std::string proto;  // "Static", "BGP"
+    std::string table;  // "master4", "---"
+    std::string state;  // "up", "down", "start", "stop"
+    std::string info;   // since and info columns as BIRD prints them
     bool up() const { return state == "up"; }
 };
 
@@ -90,7 +90,8 @@ class Client {
 public:
     // Connects and reads the greeting, both within `timeout`. The error names
     // the socket and says what to check.
-    static Result<Client> connect(const std::string& socket_path, std::chrono::milliseconds timeout);
+    static Result<Client> connect(const std::string& socket_path,
+                                  std::chrono::milliseconds timeout);
 
     Client(Client&& other) noexcept;
     Client& operator=(Client&& other) noexcept;
@@ -103,7 +104,7 @@ public:
     // wedged, as opposed to an answer BIRD gave. Further commands fail.
     bool broken() const { return broken_; }
     const std::string& greeting() const { return greeting_; }  // "BIRD 2.0.12 ready."
-    std::string version() const;                                // "2.0.12"
+    std::string version() const;                               // "2.0.12"
 
     // Sends one command line and reads its whole reply within the timeout.
     // A reply BIRD gives is returned whatever its code (8xxx, 9xxx too): the

@@ -50,8 +50,8 @@ std::string_view to_string(Reason);
 
 // One VIP as the reconciler sees it (control::VipStatus).
 struct VipInput {
-    std::string key;            // "198.51.100.10:80/tcp" (config::VipKey::to_string())
-    net::IpAddress address;     // what is announced (/32 or /128)
+    std::string key;         // "198.51.100.10:80/tcp" (config::VipKey::to_string())
+    net::IpAddress address;  // what is announced (/32 or /128)
     Policy policy = Policy::kWhenServing;
     // A table of this VIP is live in the data plane (epoch != 0). Not
     // VipStatus::published, which is false while a newer table is on its way:

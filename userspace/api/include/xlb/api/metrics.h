@@ -71,8 +71,8 @@ private:
 // Everything one scrape shows, gathered from the reconciler and the maps.
 struct MetricsInput {
     std::vector<control::VipStatus> vips;
-    std::optional<OutcomeCounts> outcomes;                 // nullopt: read failed
-    std::map<std::uint32_t, xlb_vip_stats> vip_stats;      // by VIP id
+    std::optional<OutcomeCounts> outcomes;                     // nullopt: read failed
+    std::map<std::uint32_t, xlb_vip_stats> vip_stats;          // by VIP id
     std::map<std::uint32_t, xlb_backend_stats> backend_stats;  // by backend id
     PublishMetrics::Snapshot publishes;
     // Health-checker details by (VIP key, backend address); checked backends only.
@@ -80,9 +80,9 @@ struct MetricsInput {
     std::optional<ProbeEngineInfo> probe_engine;
     // Reloads by outcome, in kReloadOutcomes order; nullopt: no reloads shown.
     std::optional<std::array<std::uint64_t, std::size(kReloadOutcomes)>> reloads;
-    std::uint32_t hash_seed = 0;     // for xlb_vip_table_info's inputs_checksum
-    std::optional<HostState> host;   // nullopt: no host control
-    std::optional<BgpInfo> bgp;      // nullopt: BGP announcements off
+    std::uint32_t hash_seed = 0;    // for xlb_vip_table_info's inputs_checksum
+    std::optional<HostState> host;  // nullopt: no host control
+    std::optional<BgpInfo> bgp;     // nullopt: BGP announcements off
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE per family, label

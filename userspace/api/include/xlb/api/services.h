@@ -11,8 +11,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,30 +76,30 @@ struct ConnectionLimits {
 };
 
 struct AgentInfo {
-    std::string version;     // e.g. "0.1.0"
-    std::string interface;   // "eth0"
-    AttachedMode xdp_mode;   // empty until attached
+    std::string version;    // e.g. "0.1.0"
+    std::string interface;  // "eth0"
+    AttachedMode xdp_mode;  // empty until attached
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 // What one reload did: from SIGHUP or POST /v1/reload (docs/api.md).
 struct ReloadReport {
     enum class Outcome {
-        kApplied,             // the new file runs
-        kInvalid,             // the file has errors: nothing applied
-        kDisruptiveRefused,   // it would remap flows and was not confirmed: nothing applied
-        kFailed,              // valid, but could not be applied (e.g. next hop unresolvable)
+        kApplied,            // the new file runs
+        kInvalid,            // the file has errors: nothing applied
+        kDisruptiveRefused,  // it would remap flows and was not confirmed: nothing applied
+        kFailed,             // valid, but could not be applied (e.g. next hop unresolvable)
     };
     Outcome outcome = Outcome::kApplied;
     std::string source;  // "SIGHUP" or "api"
     std::chrono::system_clock::time_point at = std::chrono::system_clock::now();
-    std::string error;                // one line; empty when applied
-    std::vector<std::string> errors;  // file:line:column: ..., for kInvalid
+    std::string error;                                 // one line; empty when applied
+    std::vector<std::string> errors;                   // file:line:column: ..., for kInvalid
     std::vector<std::string> added, removed, changed;  // VIP keys
     std::size_t untouched = 0;
-    std::vector<std::string> settings_changed;   // applied now, e.g. "hash_seed"
-    std::vector<std::string> restart_required;   // changed, take effect at the next start
-    std::vector<std::string> disruptive;         // changes that remap established flows
+    std::vector<std::string> settings_changed;  // applied now, e.g. "hash_seed"
+    std::vector<std::string> restart_required;  // changed, take effect at the next start
+    std::vector<std::string> disruptive;        // changes that remap established flows
     std::vector<std::string> warnings;
 };
 // "applied", "invalid", "disruptive_refused", "failed": the `result` field and
@@ -201,21 +201,21 @@ struct HostControl {
 
 struct Services {
     control::ControlLoop& loop;
-    StateStore& state;                 // persists every change before it is applied
-    const DataPlaneView& data_plane;   // rings and counters
-    PublishMetrics& publishes;         // fed by the agent from ControlLoop::on_publish
+    StateStore& state;                // persists every change before it is applied
+    const DataPlaneView& data_plane;  // rings and counters
+    PublishMetrics& publishes;        // fed by the agent from ControlLoop::on_publish
     std::shared_ptr<const SharedSettings> settings;  // never null
     AgentInfo info;
     Readiness readiness;
     // How long a handler waits for the control thread (a task and the publish
     // that follows). Past it: 503, and for a change "may still be applied".
     std::chrono::milliseconds call_timeout{15'000};
-    HealthLookup health;          // empty: no health checker (fields show null)
-    VipsChanged on_vips_changed;  // empty: nothing to tell
-    ProbeEngineLookup probe_engine;  // empty: no probe engine (no series)
-    ReloadFn reload;                 // empty: POST /v1/reload answers 501
+    HealthLookup health;                           // empty: no health checker (fields show null)
+    VipsChanged on_vips_changed;                   // empty: nothing to tell
+    ProbeEngineLookup probe_engine;                // empty: no probe engine (no series)
+    ReloadFn reload;                               // empty: POST /v1/reload answers 501
     std::shared_ptr<const ReloadHistory> reloads;  // null: no reload shown
-    HostControl host;                // empty: /v1/host answers 501
+    HostControl host;                              // empty: /v1/host answers 501
 };
 
 // /livez: the control and worker threads of the loop have iterated within

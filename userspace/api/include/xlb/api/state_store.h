@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "xlb/config/model.h"
-#include "xlb/error.h"
 #include "xlb/control/registry.h"
+#include "xlb/error.h"
 
 namespace xlb::control {
 class Reconciler;
@@ -54,10 +54,10 @@ struct StateFile {
     int version = kStateFileVersion;
     std::string config_digest;
     std::vector<config::VipSpec> vips;
-    std::map<std::string, std::uint64_t> epochs;                  // by VIP key
-    std::map<std::string, std::uint64_t> checksums;               // of the table each epoch named
-    std::map<std::string, std::uint64_t> epochs_reserved;         // bound of the epochs used
-    std::vector<std::pair<std::string, std::uint32_t>> vip_ids;   // (VIP key, id)
+    std::map<std::string, std::uint64_t> epochs;                 // by VIP key
+    std::map<std::string, std::uint64_t> checksums;              // of the table each epoch named
+    std::map<std::string, std::uint64_t> epochs_reserved;        // bound of the epochs used
+    std::vector<std::pair<std::string, std::uint32_t>> vip_ids;  // (VIP key, id)
     std::vector<control::BackendAssignment> backend_ids;
 };
 

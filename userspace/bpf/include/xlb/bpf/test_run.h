@@ -11,9 +11,9 @@
 namespace xlb::bpf {
 
 struct TestRunResult {
-    std::uint32_t action = 0;            // XDP_* (or TC_ACT_* for tc) returned by the program
-    std::vector<std::uint8_t> frame;     // the frame after the program
-    std::uint32_t duration_ns = 0;       // mean per repetition, as the kernel measured
+    std::uint32_t action = 0;         // XDP_* (or TC_ACT_* for tc) returned by the program
+    std::vector<std::uint8_t> frame;  // the frame after the program
+    std::uint32_t duration_ns = 0;    // mean per repetition, as the kernel measured
 };
 
 // repeat > 1 re-runs on the same buffer without restoring it: only for

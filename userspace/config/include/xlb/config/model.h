@@ -22,12 +22,12 @@ namespace xlb::config {
 
 using Duration = std::chrono::milliseconds;
 
-enum class XdpMode { kNative, kGeneric, kAuto };              // "native" | "generic" | "auto"
-enum class Protocol : std::uint8_t { kTcp = 6, kUdp = 17 };   // "tcp" | "udp"
-enum class HashMode { kFiveTuple, kSourceIp };                // "5tuple" | "source"
-enum class AdminState { kActive, kDrain, kDisabled };         // "active" | "drain" | "disabled"
-enum class HealthCheckType { kNone, kTcp, kHttp, kUdp };      // "none" | "tcp" | "http" | "udp"
-enum class UnhealthyPolicy { kReschedule, kKeep };            // "reschedule" | "keep"
+enum class XdpMode { kNative, kGeneric, kAuto };             // "native" | "generic" | "auto"
+enum class Protocol : std::uint8_t { kTcp = 6, kUdp = 17 };  // "tcp" | "udp"
+enum class HashMode { kFiveTuple, kSourceIp };               // "5tuple" | "source"
+enum class AdminState { kActive, kDrain, kDisabled };        // "active" | "drain" | "disabled"
+enum class HealthCheckType { kNone, kTcp, kHttp, kUdp };     // "none" | "tcp" | "http" | "udp"
+enum class UnhealthyPolicy { kReschedule, kKeep };           // "reschedule" | "keep"
 
 // Largest configurable backend weight. Effective weights are scaled from it,
 // so the bound keeps every Maglev weight sum inside 32 bits.
@@ -90,8 +90,7 @@ struct HealthCheck {
     std::string host;  // Host header; empty: the backend's address
     // One range, 200-299. (Not a braced list: g++ 12 warns falsely about an
     // initializer_list in a default member initializer at -O2.)
-    std::vector<StatusRange> expected_statuses =
-        std::vector<StatusRange>(1, StatusRange{200, 299});
+    std::vector<StatusRange> expected_statuses = std::vector<StatusRange>(1, StatusRange{200, 299});
     std::string body_contains;  // empty: any body
     // udp
     std::string udp_payload;

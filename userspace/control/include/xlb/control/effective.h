@@ -43,11 +43,11 @@ enum class PanicReason { kNone, kBelowThreshold, kAwaitingFirstVerdicts };
 const char* to_string(PanicReason);
 
 struct PlannedBackend {
-    std::size_t spec_index = 0;        // index into VipSpec::backends
-    std::string identity;              // Maglev key (BackendSpec::identity())
+    std::size_t spec_index = 0;          // index into VipSpec::backends
+    std::string identity;                // Maglev key (BackendSpec::identity())
     std::uint32_t effective_weight = 0;  // 0: not in the next table
     bool in_table = false;
-    bool live = true;                  // false: its established flows must move
+    bool live = true;  // false: its established flows must move
 };
 
 struct VipPlan {

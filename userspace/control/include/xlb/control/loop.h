@@ -64,8 +64,12 @@ public:
     void post(Task task);
 
     // Time of the last iteration of each thread, for /livez.
-    Clock::time_point control_heartbeat() const { return Clock::time_point(Clock::duration(control_beat_.load())); }
-    Clock::time_point worker_heartbeat() const { return Clock::time_point(Clock::duration(worker_beat_.load())); }
+    Clock::time_point control_heartbeat() const {
+        return Clock::time_point(Clock::duration(control_beat_.load()));
+    }
+    Clock::time_point worker_heartbeat() const {
+        return Clock::time_point(Clock::duration(worker_beat_.load()));
+    }
 
 private:
     using CompletingTask = std::function<std::function<void()>(Reconciler&)>;

@@ -37,18 +37,18 @@ struct BuildJob {
     std::string vip_key;
     std::uint64_t plan_version = 0;
     std::uint32_t ring_size = 0;
-    std::vector<maglev::Backend> members;    // in-table backends: identity, effective weight
-    std::vector<std::uint32_t> member_ids;   // their backend ids, same order
+    std::vector<maglev::Backend> members;   // in-table backends: identity, effective weight
+    std::vector<std::uint32_t> member_ids;  // their backend ids, same order
     Clock::time_point decided_at;
 };
 
 struct BuildResult {
     std::string vip_key;
     std::uint64_t plan_version = 0;
-    std::optional<Error> error;              // set: the build failed
-    std::vector<std::uint32_t> ring;         // backend id per slot
+    std::optional<Error> error;       // set: the build failed
+    std::vector<std::uint32_t> ring;  // backend id per slot
     std::uint64_t checksum = 0;
-    std::vector<std::uint32_t> slots;        // per member, same order as the job
+    std::vector<std::uint32_t> slots;  // per member, same order as the job
     Clock::time_point decided_at;
 };
 
@@ -59,18 +59,18 @@ struct PublishRecord {
     std::string vip_key;
     std::uint64_t epoch = 0;
     std::uint64_t checksum = 0;
-    double decision_to_live_ms = 0;   // decision until the outer update was issued
-    double decision_to_return_ms = 0; // until the update call returned
+    double decision_to_live_ms = 0;    // decision until the outer update was issued
+    double decision_to_return_ms = 0;  // until the update call returned
 };
 
 struct BackendStatus {
     net::IpAddress address;
     config::AdminState state = config::AdminState::kActive;
     Health health = Health::kUnknown;
-    std::uint32_t weight = 0;             // configured
-    std::uint32_t effective_weight = 0;   // in the published table (scaled)
+    std::uint32_t weight = 0;            // configured
+    std::uint32_t effective_weight = 0;  // in the published table (scaled)
     double weight_factor = 1.0;
-    std::uint32_t slots = 0;              // in the published table
+    std::uint32_t slots = 0;  // in the published table
     bool in_table = false;
     bool live = false;
     std::optional<std::uint32_t> id;
@@ -97,7 +97,7 @@ struct ApplyFailure {
 struct VipStatus {
     config::VipSpec spec;
     std::optional<std::uint32_t> vip_id;
-    std::uint64_t epoch = 0;              // 0: never published
+    std::uint64_t epoch = 0;  // 0: never published
     std::uint64_t checksum = 0;
     PanicReason panic = PanicReason::kNone;
     double healthy_share = 0;
@@ -107,7 +107,7 @@ struct VipStatus {
     // Times the VIP went into panic below its threshold (start-up panic is
     // not counted: it is by construction, not an event).
     std::uint64_t panic_entries = 0;
-    bool published = false;               // the current desired state is live
+    bool published = false;  // the current desired state is live
     std::string last_error;
     std::vector<BackendStatus> backends;
 };
@@ -120,19 +120,19 @@ struct TablePrediction {
         std::uint32_t slots_before = 0;  // in the live table
         std::uint32_t slots_after = 0;   // in the table the change gives
     };
-    std::uint64_t epoch = 0;          // of the live table compared against
-    std::uint32_t ring_size = 0;      // of the table the change gives
-    std::uint64_t checksum = 0;       // of the table the change gives
-    std::uint32_t slots_moved = 0;    // slots whose owner would change
-    std::vector<Backend> backends;    // every backend before or after, by address
+    std::uint64_t epoch = 0;        // of the live table compared against
+    std::uint32_t ring_size = 0;    // of the table the change gives
+    std::uint64_t checksum = 0;     // of the table the change gives
+    std::uint32_t slots_moved = 0;  // slots whose owner would change
+    std::vector<Backend> backends;  // every backend before or after, by address
 };
 
 // What has to outlive the process for a VIP's epochs to keep their promise
 // (every epoch names one table, and epochs only grow, across restarts and a
 // kill -9 at any instant): the state file keeps one per VIP.
 struct EpochRecord {
-    std::uint64_t epoch = 0;                  // of the last table this process knew live
-    std::optional<std::uint64_t> checksum;    // of that table (nullopt: not known)
+    std::uint64_t epoch = 0;                // of the last table this process knew live
+    std::optional<std::uint64_t> checksum;  // of that table (nullopt: not known)
     // No epoch above this one has named a table: a new epoch is reserved
     // here (written through the EpochJournal) before a table can take it.
     std::uint64_t reserved = 0;
@@ -238,8 +238,8 @@ private:
     // A backend whose map entry this process has written (its id stays
     // allocated as long as it is here).
     struct AppliedBackend {
-        std::uint32_t id = 0;  // its registry id, kept so plan() need not ask
-        bool live = false;     // its flows may stay (the entry's generation is current)
+        std::uint32_t id = 0;             // its registry id, kept so plan() need not ask
+        bool live = false;                // its flows may stay (the entry's generation is current)
         std::uint64_t kept_in_sweep = 0;  // see release_removed_backends()
     };
     // What plan() learnt of each spec backend in earlier plans, index-aligned
@@ -269,7 +269,7 @@ private:
         bool vip_entry_written = false;
         xlb_vip_value vip_value{};
         std::optional<PanicVerdict> current_panic;  // of the latest plan
-        std::optional<VipPlan> table_plan;    // inputs of the live table
+        std::optional<VipPlan> table_plan;          // inputs of the live table
         std::uint32_t table_ring_size = 0;
         std::optional<VipPlan> pending_plan;  // being built
         ByAddress<AppliedBackend> applied;
@@ -277,7 +277,7 @@ private:
         std::uint64_t release_sweep = 0;  // last release_removed_backends() pass
         std::unordered_map<std::string, std::uint32_t> slots_by_identity;
         std::uint64_t epoch = 0;
-        std::uint64_t checksum = 0;           // of the table live in this process
+        std::uint64_t checksum = 0;  // of the table live in this process
         // Epochs: `epoch` names the table `epoch_checksum` (nullopt: not
         // known, e.g. an older state file); epochs up to `epoch_floor` may
         // name tables a previous process published (restored reservation);

@@ -47,8 +47,7 @@ public:
     void release_vip(const std::string& vip_key);
 
     // The backend's id and current generation, allocated on first use.
-    Result<BackendRef> backend(const std::string& vip_key,
-                                                   const net::IpAddress& address);
+    Result<BackendRef> backend(const std::string& vip_key, const net::IpAddress& address);
     std::optional<BackendRef> find_backend(const std::string& vip_key,
                                            const net::IpAddress& address) const;
     // A new generation for the same id: recorded flows of the old one move.

@@ -17,8 +17,8 @@
 namespace xlb::net {
 
 struct IpAddress {
-    std::uint8_t family = 4;              // 4 or 6 (XLB_FAMILY_V4 / XLB_FAMILY_V6)
-    std::array<std::uint8_t, 16> bytes{}; // network order; IPv4 uses the first 4
+    std::uint8_t family = 4;               // 4 or 6 (XLB_FAMILY_V4 / XLB_FAMILY_V6)
+    std::array<std::uint8_t, 16> bytes{};  // network order; IPv4 uses the first 4
 
     // "10.0.0.1" or "2001:db8::1"; the error says what was wrong.
     static std::expected<IpAddress, std::string> parse(std::string_view text);

@@ -18,13 +18,13 @@ using bpf::Result;
 struct LinkInfo {
     int ifindex = 0;
     std::string name;
-    net::MacAddress mac{};       // IFLA_ADDRESS; all zero if the link has none
+    net::MacAddress mac{};              // IFLA_ADDRESS; all zero if the link has none
     bool has_ethernet_address = false;  // ARPHRD_ETHER with a 6-byte address
     std::uint32_t mtu = 0;
-    std::uint16_t type = 0;      // ARPHRD_*
-    unsigned flags = 0;          // IFF_*
-    bool up() const;             // IFF_UP
-    bool running() const;        // IFF_RUNNING (carrier)
+    std::uint16_t type = 0;  // ARPHRD_*
+    unsigned flags = 0;      // IFF_*
+    bool up() const;         // IFF_UP
+    bool running() const;    // IFF_RUNNING (carrier)
 };
 
 // Errors: unknown interfaces fail with ENODEV and "no such interface eth9".

@@ -34,7 +34,7 @@ struct Neighbor {
 
     // A state the kernel itself would send with (see usable_state) and a MAC.
     bool usable() const;
-    bool managed() const;  // NTF_EXT_MANAGED: the kernel keeps it resolved
+    bool managed() const;    // NTF_EXT_MANAGED: the kernel keeps it resolved
     bool is_static() const;  // PERMANENT or NOARP: set by an operator, never probed
 };
 
@@ -72,8 +72,9 @@ public:
     // Connection timed out (entry FAILED; is it on-link? check `ip neigh show
     // dev eth0`)", naming a down interface or a hand-made INCOMPLETE entry too.
     // Never marks the entry managed (that is NeighborWatcher's job).
-    Result<net::MacAddress> resolve(const net::IpAddress& next_hop,
-                                    std::chrono::milliseconds timeout = kDefaultResolveTimeout) const;
+    Result<net::MacAddress> resolve(
+        const net::IpAddress& next_hop,
+        std::chrono::milliseconds timeout = kDefaultResolveTimeout) const;
 
     // Asks the kernel to send an ARP request / neighbour solicitation for
     // `address` now (RTM_NEWNEIGH with NTF_USE), without waiting. Does nothing
