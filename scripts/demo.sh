@@ -8,8 +8,11 @@
 # server and shows when new requests stop failing; takes a second backend's
 # health check down for panic; brings both back and shows the slow start;
 # drains a backend; shows `xlbctl status` along the way; and tears everything
-# down (also on failure or Ctrl-C). About 15-25 seconds. An xlbd without
-# health checking skips the failover, panic and slow-start part.
+# down (also on failure or Ctrl-C). Then a second lab with two LB hosts behind
+# a router running BGP (BIRD): both share the connections, and one is lost
+# silently while long-lived connections stream through the VIP. About 40
+# seconds. An xlbd without health checking skips the failover, panic and
+# slow-start part.
 #
 #   ./scripts/demo.sh [BUILD_DIR]              the lab demo (BUILD_DIR defaults to build)
 #   ./scripts/demo.sh [BUILD_DIR] --offline [xlb-demo options...]
@@ -211,3 +214,82 @@ spread 0 100 200 <"${out}"
 bold "xlbctl status, stats"
 "${xlbctl}" status
 "${xlbctl}" stats || true
+
+# ---- Part 2: several LB hosts ---------------------------------------------------------
+if ! command -v bird >/dev/null; then
+  echo "demo: bird is not installed (scripts/install-deps.sh): skipping the two-host part"
+  exit 0
+fi
+"${lab}" down --prefix "${prefix}" >/dev/null
+bold "Two LB hosts, lb and lb2, behind the router: each announces the VIPs through its BIRD (BGP, BFD 100 ms x 3)"
+"${lab}" up --prefix "${prefix}" --build "${build_dir}" --backends 3 --lb-hosts 2 --router bgp --agent
+for _ in $(seq 1 50); do
+  [ "$("${lab}" exec router --prefix "${prefix}" ip route show "${vip}" | grep -c nexthop)" -eq 2 ] && break
+  sleep 0.1
+done
+echo "  the router's route to ${vip}: one next hop per LB host (ECMP on the 5-tuple)"
+"${lab}" exec router --prefix "${prefix}" ip route show "${vip}" | sed 's/^/    /'
+echo "  both hosts build the same tables:"
+"${xlbctl}" --socket "${state_dir}/xlbd.sock" status --peers "${state_dir}/lb2/xlbd.sock" | sed 's/^/    /'
+
+host_packets() {  # host_packets ROLE: the web VIP's packets on that host
+  "${lab}" api "$1" --prefix "${prefix}" GET /v1/stats | python3 -c 'import json,sys
+print(next(v["packets"] for v in json.load(sys.stdin)["vips"] if v["vip"] == sys.argv[1]))' "${vipkey}"
+}
+before_lb=$(host_packets lb)
+before_lb2=$(host_packets lb2)
+burst 300 "http://${vip}/" >"${out}"
+spread 100 100 200 <"${out}"
+d1=$(($(host_packets lb) - before_lb))
+d2=$(($(host_packets lb2) - before_lb2))
+echo "  packets of these 300 connections per LB host: lb ${d1}, lb2 ${d2}"
+
+bold "10 long-lived connections stream through the VIP; lb2 is lost silently (no link down: BFD must notice)"
+cat >"${state_dir}/streams.py" <<'PY'
+# 10 connections to the backends' echo service through the VIP: a line every
+# 50 ms on each, for SECONDS; then how many were reset or moved, and the
+# longest wait for an echo.
+import socket, sys, time
+vip, seconds = sys.argv[1], float(sys.argv[2])
+conns = []
+for i in range(10):
+    s = socket.create_connection((vip, 80), timeout=3)
+    s.sendall(b"GET /echo HTTP/1.0\r\n\r\n")
+    f = s.makefile("rb")
+    while f.readline() not in (b"\r\n", b"\n", b""):
+        pass
+    conns.append([s, f, None])
+errors, worst, seq, end = 0, 0.0, 0, time.time() + seconds
+while time.time() < end and errors == 0:
+    seq += 1
+    for c in conns:
+        t0 = time.time()
+        try:
+            c[0].sendall(b"%d\n" % seq)
+            name, echoed = c[1].readline().split()
+            if c[2] is None:
+                c[2] = name
+            if name != c[2] or int(echoed) != seq:
+                errors += 1
+        except (OSError, ValueError):
+            errors += 1
+        worst = max(worst, time.time() - t0)
+    time.sleep(0.05)
+print("  %d streams, %d echoes each: %d reset or moved to another backend, longest wait for an echo %.0f ms"
+      % (len(conns), seq, errors, worst * 1000))
+PY
+"${lab}" exec client --prefix "${prefix}" python3 "${state_dir}/streams.py" "${vip}" 6 &
+streams_pid=$!
+sleep 2
+t0=$(now_ms)
+"${lab}" host-fail lb2 --prefix "${prefix}"
+until [ "$("${lab}" exec router --prefix "${prefix}" ip route show "${vip}" | grep -c nexthop)" -eq 0 ]; do
+  [ $(($(now_ms) - t0)) -lt 5000 ] || break
+  sleep 0.02
+done
+echo "  the router withdrew lb2's route after $(($(now_ms) - t0)) ms:"
+"${lab}" exec router --prefix "${prefix}" ip route show "${vip}" | sed 's/^/    /'
+wait "${streams_pid}" || echo "  (the streaming client failed)"
+echo "  new requests meanwhile, all through lb:"
+requests 20 "http://${vip}/" | spread 100 100 200
+"${lab}" host-restore lb2 --prefix "${prefix}"

@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "recording_data_plane.h"
 #include "xlb/control/reconciler.h"
 
 namespace xlb::api {
@@ -26,30 +27,9 @@ using control::Clock;
 
 constexpr const char* kWeb = "198.51.100.10:80/tcp";
 
-// Keeps the rings; nothing else matters here.
-class RingsOnly : public control::DataPlane {
-public:
-    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
-    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
-    bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
-    bpf::Result<control::PublishTiming> publish(
-        const std::vector<control::RingUpdate>& updates) override {
-        ++publishes;
-        for (const auto& r : updates) rings[r.vip_id] = r.backend_ids;
-        auto now = Clock::now();
-        return control::PublishTiming{now, now};
-    }
-    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
-        rings.erase(vip_id);
-        return {};
-    }
-    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
-        std::uint32_t vip_id) override {
-        if (!rings.contains(vip_id)) return std::optional<std::vector<std::uint32_t>>{};
-        return std::optional<std::vector<std::uint32_t>>{rings[vip_id]};
-    }
-    std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
-    int publishes = 0;
+// Keeps the rings and reports them live, as pinned maps would.
+struct RingsOnly : test::RecordingDataPlane {
+    RingsOnly() { reports_live_rings = true; }
 };
 
 config::VipSpec web(std::size_t backends, std::uint32_t weight = 100) {
@@ -173,7 +153,7 @@ TEST_F(StateStoreEpochs, SaveBeforeAPublishThenKillNineNeverRepeatsAnEpoch) {
     }  // kill -9: no save at exit
     {
         Agent b(dp, path);
-        const int publishes = dp.publishes;
+        const auto publishes = dp.publishes;
         auto s = b.apply(web(3, 250));
         EXPECT_EQ(dp.publishes, publishes) << "the live ring is adopted";
         note(s);

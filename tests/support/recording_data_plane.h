@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "xlb/control/data_plane.h"
@@ -32,7 +33,17 @@ public:
         rings.erase(vip_id);
         return {};
     }
+    // With reports_live_rings, what a restarted agent finds in pinned maps: the
+    // rings published so far (otherwise nothing is known, as for fresh maps).
+    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
+        std::uint32_t vip_id) override {
+        auto it = rings.find(vip_id);
+        if (!reports_live_rings || it == rings.end())
+            return std::optional<std::vector<std::uint32_t>>{};
+        return std::optional<std::vector<std::uint32_t>>{it->second};
+    }
 
+    bool reports_live_rings = false;
     std::map<std::uint32_t, xlb_backend> backends;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
     std::size_t publishes = 0;  // rings published

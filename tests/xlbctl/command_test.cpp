@@ -91,7 +91,7 @@ TEST(XlbctlParse, Timeout) {
 
 TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(parse_error({}),
-               "expected a verb after 'xlbctl': status, vip, backend, stats, "
+               "expected a verb after 'xlbctl': status, host, vip, backend, stats, "
                "table, lookup or reload");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
     EXPECT_HAS(parse_error({"backend"}),

@@ -2,6 +2,7 @@
 #include "xlb/announce/announcer.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "xlb/files/files.h"
 #include "xlb/names.h"
@@ -9,14 +10,13 @@
 namespace xlb::announce {
 
 namespace {
-constexpr EnumName<Problem> kProblems[] = {{"none", Problem::kNone},
-                                           {"file", Problem::kFile},
-                                           {"daemon_unreachable", Problem::kUnreachable},
-                                           {"config_refused", Problem::kRefused},
-                                           {"not_included", Problem::kNotIncluded}};
+// Indexed by Problem, in its order.
+constexpr std::string_view kProblems[] = {"none", "file", "daemon_unreachable", "config_refused",
+                                          "not_included"};
+static_assert(std::size(kProblems) == static_cast<std::size_t>(Problem::kNotIncluded) + 1);
 }  // namespace
 
-std::string_view to_string(Problem p) { return name_of(p, kProblems); }
+std::string_view to_string(Problem p) { return name_at(p, kProblems); }
 
 Announcer::Announcer(AnnouncerOptions options) : options_(std::move(options)) {}
 

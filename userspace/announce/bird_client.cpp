@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -115,13 +116,13 @@ std::optional<Reply> ReplyParser::take() {
 }
 
 namespace {
-constexpr EnumName<ConfigureOutcome> kConfigureOutcomes[] = {
-    {"reconfigured", ConfigureOutcome::kReconfigured},
-    {"in_progress", ConfigureOutcome::kInProgress},
-    {"queued", ConfigureOutcome::kQueued}};
+// Indexed by ConfigureOutcome, in its order.
+constexpr std::string_view kConfigureOutcomes[] = {"reconfigured", "in_progress", "queued"};
+static_assert(std::size(kConfigureOutcomes) ==
+              static_cast<std::size_t>(ConfigureOutcome::kQueued) + 1);
 }  // namespace
 
-std::string_view to_string(ConfigureOutcome o) { return name_of(o, kConfigureOutcomes); }
+std::string_view to_string(ConfigureOutcome o) { return name_at(o, kConfigureOutcomes); }
 
 Client::Client(int fd, std::string path, std::chrono::milliseconds timeout)
     : fd_(fd), path_(std::move(path)), timeout_(timeout) {}

@@ -2,6 +2,7 @@
 #include "xlb/announce/policy.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "xlb/names.h"
@@ -9,19 +10,20 @@
 namespace xlb::announce {
 
 namespace {
-constexpr EnumName<Policy> kPolicies[] = {
-    {"when_serving", Policy::kWhenServing}, {"always", Policy::kAlways}, {"never", Policy::kNever}};
-constexpr EnumName<Reason> kReasons[] = {{"serving", Reason::kServing},
-                                         {"policy_always", Reason::kPolicyAlways},
-                                         {"no_serving_backend", Reason::kNoServingBackend},
-                                         {"not_published", Reason::kNotPublished},
-                                         {"host_drained", Reason::kHostDrained},
-                                         {"policy_never", Reason::kPolicyNever}};
+// Indexed by Policy, in its order.
+constexpr std::string_view kPolicies[] = {"when_serving", "always", "never"};
+static_assert(std::size(kPolicies) == static_cast<std::size_t>(Policy::kNever) + 1);
+// Indexed by Reason, in its order.
+constexpr std::string_view kReasons[] = {"serving",       "policy_always", "no_serving_backend",
+                                         "not_published", "host_drained",  "policy_never"};
+static_assert(std::size(kReasons) == static_cast<std::size_t>(Reason::kPolicyNever) + 1);
 }  // namespace
 
-std::string_view to_string(Policy p) { return name_of(p, kPolicies); }
-std::optional<Policy> parse_policy(std::string_view text) { return value_of(text, kPolicies); }
-std::string_view to_string(Reason r) { return name_of(r, kReasons); }
+std::string_view to_string(Policy p) { return name_at(p, kPolicies); }
+std::optional<Policy> parse_policy(std::string_view text) {
+    return value_at<Policy>(text, kPolicies);
+}
+std::string_view to_string(Reason r) { return name_at(r, kReasons); }
 
 Verdict decide(const VipInput& vip, bool host_drained) {
     // Drain first: an operator draining a host wants every route gone,

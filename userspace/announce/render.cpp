@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <iterator>
 #include <sstream>
 
 #include "xlb/names.h"
@@ -11,13 +12,14 @@
 namespace xlb::announce {
 
 namespace {
-constexpr EnumName<RouteForm> kRouteForms[] = {{"blackhole", RouteForm::kBlackhole},
-                                               {"via_lo", RouteForm::kViaLoopback}};
+// Indexed by RouteForm, in its order.
+constexpr std::string_view kRouteForms[] = {"blackhole", "via_lo"};
+static_assert(std::size(kRouteForms) == static_cast<std::size_t>(RouteForm::kViaLoopback) + 1);
 }  // namespace
 
-std::string_view to_string(RouteForm f) { return name_of(f, kRouteForms); }
+std::string_view to_string(RouteForm f) { return name_at(f, kRouteForms); }
 std::optional<RouteForm> parse_route_form(std::string_view text) {
-    return value_of(text, kRouteForms);
+    return value_at<RouteForm>(text, kRouteForms);
 }
 
 namespace {

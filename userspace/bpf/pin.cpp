@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <thread>
 
 #include "pin_session.h"
@@ -20,13 +21,13 @@ namespace xlb::bpf {
 
 namespace {
 
-constexpr EnumName<PinAction> kPinActions[] = {{"created", PinAction::kCreated},
-                                               {"reused", PinAction::kReused},
-                                               {"replaced", PinAction::kReplaced}};
+// Indexed by PinAction, in its order.
+constexpr std::string_view kPinActions[] = {"created", "reused", "replaced"};
+static_assert(std::size(kPinActions) == static_cast<std::size_t>(PinAction::kReplaced) + 1);
 
 }  // namespace
 
-const char* to_string(PinAction action) { return name_of(action, kPinActions); }
+const char* to_string(PinAction action) { return name_at(action, kPinActions); }
 
 std::vector<std::string> PinReport::names(PinAction action) const {
     std::vector<std::string> out;

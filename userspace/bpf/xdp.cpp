@@ -13,6 +13,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <utility>
 
@@ -168,18 +169,20 @@ std::vector<std::string> dispatched_programs(int ifindex) {
 
 namespace {
 
-constexpr EnumName<XdpMode> kXdpModes[] = {
-    {"native", XdpMode::kNative}, {"generic", XdpMode::kGeneric}, {"auto", XdpMode::kAuto}};
-constexpr EnumName<XdpAttachMode> kAttachModes[] = {{"none", XdpAttachMode::kNone},
-                                                    {"native", XdpAttachMode::kNative},
-                                                    {"generic", XdpAttachMode::kGeneric},
-                                                    {"offload", XdpAttachMode::kOffload}};
+// Indexed by XdpMode, in its order.
+constexpr std::string_view kXdpModes[] = {"native", "generic", "auto"};
+static_assert(std::size(kXdpModes) == static_cast<std::size_t>(XdpMode::kAuto) + 1);
+// Indexed by XdpAttachMode, in its order.
+constexpr std::string_view kAttachModes[] = {"none", "native", "generic", "offload"};
+static_assert(std::size(kAttachModes) == static_cast<std::size_t>(XdpAttachMode::kOffload) + 1);
 
 }  // namespace
 
-const char* to_string(XdpMode mode) { return name_of(mode, kXdpModes); }
-std::optional<XdpMode> parse_xdp_mode(std::string_view text) { return value_of(text, kXdpModes); }
-const char* to_string(XdpAttachMode mode) { return name_of(mode, kAttachModes); }
+const char* to_string(XdpMode mode) { return name_at(mode, kXdpModes); }
+std::optional<XdpMode> parse_xdp_mode(std::string_view text) {
+    return value_at<XdpMode>(text, kXdpModes);
+}
+const char* to_string(XdpAttachMode mode) { return name_at(mode, kAttachModes); }
 
 Result<Interface> Interface::by_name(std::string_view name) {
     std::string n(name);

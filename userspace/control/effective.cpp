@@ -2,6 +2,7 @@
 #include "xlb/control/effective.h"
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "xlb/names.h"
@@ -10,18 +11,18 @@ namespace xlb::control {
 
 namespace {
 
-constexpr EnumName<Health> kHealths[] = {{"unknown", Health::kUnknown},
-                                         {"healthy", Health::kHealthy},
-                                         {"unhealthy", Health::kUnhealthy}};
-constexpr EnumName<PanicReason> kPanicReasons[] = {
-    {"none", PanicReason::kNone},
-    {"below_threshold", PanicReason::kBelowThreshold},
-    {"awaiting_first_verdicts", PanicReason::kAwaitingFirstVerdicts}};
+// Indexed by Health, in its order.
+constexpr std::string_view kHealths[] = {"unknown", "healthy", "unhealthy"};
+static_assert(std::size(kHealths) == static_cast<std::size_t>(Health::kUnhealthy) + 1);
+// Indexed by PanicReason, in its order.
+constexpr std::string_view kPanicReasons[] = {"none", "below_threshold", "awaiting_first_verdicts"};
+static_assert(std::size(kPanicReasons) ==
+              static_cast<std::size_t>(PanicReason::kAwaitingFirstVerdicts) + 1);
 
 }  // namespace
 
-const char* to_string(Health h) { return name_of(h, kHealths); }
-const char* to_string(PanicReason r) { return name_of(r, kPanicReasons); }
+const char* to_string(Health h) { return name_at(h, kHealths); }
+const char* to_string(PanicReason r) { return name_at(r, kPanicReasons); }
 
 bool VipPlan::same_table_inputs(const VipPlan& other) const {
     // Walks both member lists in step instead of copying them out (this runs

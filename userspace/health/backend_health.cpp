@@ -2,6 +2,7 @@
 #include "xlb/health/backend_health.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "format.h"
 #include "xlb/names.h"
@@ -13,17 +14,18 @@ using detail::percent;
 
 namespace {
 
-constexpr EnumName<Cause> kCauses[] = {{"consecutive_successes", Cause::kConsecutiveSuccesses},
-                                       {"consecutive_failures", Cause::kConsecutiveFailures},
-                                       {"success_rate", Cause::kSuccessRate}};
-constexpr EnumName<Hold> kHolds[] = {{"none", Hold::kNone},
-                                     {"failure_accrual", Hold::kFailureAccrual},
-                                     {"flapping", Hold::kFlapping}};
+// Indexed by Cause, in its order.
+constexpr std::string_view kCauses[] = {"consecutive_successes", "consecutive_failures",
+                                        "success_rate"};
+static_assert(std::size(kCauses) == static_cast<std::size_t>(Cause::kSuccessRate) + 1);
+// Indexed by Hold, in its order.
+constexpr std::string_view kHolds[] = {"none", "failure_accrual", "flapping"};
+static_assert(std::size(kHolds) == static_cast<std::size_t>(Hold::kFlapping) + 1);
 
 }  // namespace
 
-const char* to_string(Cause c) { return name_of(c, kCauses); }
-const char* to_string(Hold h) { return name_of(h, kHolds); }
+const char* to_string(Cause c) { return name_at(c, kCauses); }
+const char* to_string(Hold h) { return name_at(h, kHolds); }
 
 std::string Transition::to_string() const {
     std::string s =

@@ -1,31 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/health/types.h"
 
+#include <iterator>
+
 #include "xlb/names.h"
 
 namespace xlb::health {
 
 namespace {
 
-constexpr EnumName<Verdict> kVerdicts[] = {{"unknown", Verdict::kUnknown},
-                                           {"healthy", Verdict::kHealthy},
-                                           {"unhealthy", Verdict::kUnhealthy}};
-constexpr EnumName<Failure> kFailures[] = {{"none", Failure::kNone},
-                                           {"refused", Failure::kRefused},
-                                           {"timeout", Failure::kTimeout},
-                                           {"reset", Failure::kReset},
-                                           {"unreachable", Failure::kUnreachable},
-                                           {"closed", Failure::kClosed},
-                                           {"bad_response", Failure::kBadResponse},
-                                           {"status", Failure::kStatus},
-                                           {"body_mismatch", Failure::kBodyMismatch},
-                                           {"reply_mismatch", Failure::kReplyMismatch},
-                                           {"local", Failure::kLocal}};
+// Indexed by Verdict, in its order.
+constexpr std::string_view kVerdicts[] = {"unknown", "healthy", "unhealthy"};
+static_assert(std::size(kVerdicts) == static_cast<std::size_t>(Verdict::kUnhealthy) + 1);
+// Indexed by Failure, in its order.
+constexpr std::string_view kFailures[] = {
+    "none",         "refused", "timeout",       "reset",          "unreachable", "closed",
+    "bad_response", "status",  "body_mismatch", "reply_mismatch", "local"};
+static_assert(std::size(kFailures) == static_cast<std::size_t>(Failure::kLocal) + 1);
 
 }  // namespace
 
-const char* to_string(Verdict v) { return name_of(v, kVerdicts); }
-const char* to_string(Failure f) { return name_of(f, kFailures); }
+const char* to_string(Verdict v) { return name_at(v, kVerdicts); }
+const char* to_string(Failure f) { return name_at(f, kFailures); }
 
 std::string TargetKey::to_string() const { return vip + " " + backend.to_string(); }
 
