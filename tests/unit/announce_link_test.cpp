@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The agent's side of BGP announcements: the announcer's input from the
 // reconciler's VIP states, the start-up gate, and the drain state's file.
+#include "xlb/agent/announce_link.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include "xlb/agent/announce_link.h"
 
 namespace xlb::agent {
 namespace {
@@ -33,8 +33,9 @@ control::VipStatus vip(const char* address, std::uint64_t epoch,
 }
 
 TEST(AnnounceInput, CountsBackendsThatTakeNewFlowsInTheLiveTable) {
-    std::vector<control::VipStatus> vips{vip("198.51.100.10", 3, {{true, 100}, {true, 0}, {false, 100}}),
-                                         vip("198.51.100.20", 0, {{true, 100}})};
+    std::vector<control::VipStatus> vips{
+        vip("198.51.100.10", 3, {{true, 100}, {true, 0}, {false, 100}}),
+        vip("198.51.100.20", 0, {{true, 100}})};
     vips[1].spec.announce = announce::Policy::kNever;
     vips[1].panic = control::PanicReason::kBelowThreshold;
     const announce::HostInput in = announce_input(vips, true, false);

@@ -34,13 +34,18 @@ TEST(XlbctlHost, PeersAreTakenInOrder) {
 
 // One host's status reply with one VIP.
 json host_status(std::uint64_t weight, const std::string& checksum, std::uint32_t seed = 7) {
-    json backend{{"identity", "203.0.113.11"}, {"address", "203.0.113.11"}, {"weight", weight},
+    json backend{{"identity", "203.0.113.11"},
+                 {"address", "203.0.113.11"},
+                 {"weight", weight},
                  {"state", "active"}};
     return json{{"vips",
                  {{{"vip", "198.51.100.10:80/tcp"},
                    {"checksum", checksum},
                    {"table_inputs",
-                    {{"hash_seed", seed}, {"ring_size", 65537}, {"hash", "5tuple"}, {"backends", {backend}}}}}}}};
+                    {{"hash_seed", seed},
+                     {"ring_size", 65537},
+                     {"hash", "5tuple"},
+                     {"backends", {backend}}}}}}}};
 }
 
 TEST(XlbctlPeers, SameInputsAndTablesAgree) {
