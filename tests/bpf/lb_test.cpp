@@ -581,11 +581,8 @@ TEST_P(LbPacketTableTest, Packet) {
     std::optional<Bytes> expected;
     std::optional<std::uint32_t> backend;  // kEncap: the backend the packet goes to
     switch (c.output) {
-        case Output::kNotChecked:
-            break;
-        case Output::kInput:
-            expected = c.input;
-            break;
+        case Output::kNotChecked: break;
+        case Output::kInput: expected = c.input; break;
         case Output::kFrame:
             ASSERT_EQ(checksum_errors(c.expected), "") << "test bug: expected frame is invalid";
             expected = c.expected;

@@ -196,18 +196,12 @@ static_assert(std::size(kOutcomes) == XLB_OUT__MAX,
 
 const char* xdp_action_name(std::uint32_t action) {
     switch (action) {
-        case XDP_ABORTED:
-            return "XDP_ABORTED";
-        case XDP_DROP:
-            return "XDP_DROP";
-        case XDP_PASS:
-            return "XDP_PASS";
-        case XDP_TX:
-            return "XDP_TX";
-        case XDP_REDIRECT:
-            return "XDP_REDIRECT";
-        default:
-            return "unknown action";
+        case XDP_ABORTED: return "XDP_ABORTED";
+        case XDP_DROP: return "XDP_DROP";
+        case XDP_PASS: return "XDP_PASS";
+        case XDP_TX: return "XDP_TX";
+        case XDP_REDIRECT: return "XDP_REDIRECT";
+        default: return "unknown action";
     }
 }
 

@@ -48,12 +48,9 @@ namespace {
 
 bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
     switch (mode) {
-        case config::XdpMode::kNative:
-            return bpf::XdpMode::kNative;
-        case config::XdpMode::kGeneric:
-            return bpf::XdpMode::kGeneric;
-        case config::XdpMode::kAuto:
-            return bpf::XdpMode::kAuto;
+        case config::XdpMode::kNative: return bpf::XdpMode::kNative;
+        case config::XdpMode::kGeneric: return bpf::XdpMode::kGeneric;
+        case config::XdpMode::kAuto: return bpf::XdpMode::kAuto;
     }
     return bpf::XdpMode::kAuto;
 }

@@ -7,12 +7,9 @@ namespace xlb::agent {
 
 control::Health to_control_health(health::Verdict verdict) {
     switch (verdict) {
-        case health::Verdict::kUnknown:
-            return control::Health::kUnknown;
-        case health::Verdict::kHealthy:
-            return control::Health::kHealthy;
-        case health::Verdict::kUnhealthy:
-            return control::Health::kUnhealthy;
+        case health::Verdict::kUnknown: return control::Health::kUnknown;
+        case health::Verdict::kHealthy: return control::Health::kHealthy;
+        case health::Verdict::kUnhealthy: return control::Health::kUnhealthy;
     }
     return control::Health::kUnknown;
 }
@@ -41,8 +38,7 @@ std::string describe_panic_change(const control::PanicChange& c) {
             return line +
                    "in start-up panic: not every backend has its first verdict yet; every "
                    "active backend takes traffic meanwhile";
-        case PanicReason::kNone:
-            break;
+        case PanicReason::kNone: break;
     }
     return line + "out of panic (" + control::to_string(c.from) + "): healthy share " +
            percent(c.healthy_share) + ", only healthy backends take new flows";

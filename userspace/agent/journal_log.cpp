@@ -45,20 +45,13 @@ bool parse_u64(std::string_view text, std::uint64_t& out) {
 
 std::string_view journal_priority(spdlog::level::level_enum level) noexcept {
     switch (level) {
-        case spdlog::level::critical:
-            return SD_CRIT;
-        case spdlog::level::err:
-            return SD_ERR;
-        case spdlog::level::warn:
-            return SD_WARNING;
-        case spdlog::level::info:
-            return SD_INFO;
-        case spdlog::level::debug:
-            return SD_DEBUG;
-        case spdlog::level::trace:
-            return SD_DEBUG;
-        default:
-            return SD_INFO;
+        case spdlog::level::critical: return SD_CRIT;
+        case spdlog::level::err: return SD_ERR;
+        case spdlog::level::warn: return SD_WARNING;
+        case spdlog::level::info: return SD_INFO;
+        case spdlog::level::debug: return SD_DEBUG;
+        case spdlog::level::trace: return SD_DEBUG;
+        default: return SD_INFO;
     }
 }
 

@@ -284,14 +284,9 @@ Result<ConfigureResult> Client::configure() {
     if (!reply) return std::unexpected(std::move(reply.error()));
     ConfigureResult result{ConfigureOutcome::kReconfigured, reply->text()};
     switch (reply->code()) {
-        case 3:
-            return result;
-        case 4:
-            result.outcome = ConfigureOutcome::kInProgress;
-            return result;
-        case 5:
-            result.outcome = ConfigureOutcome::kQueued;
-            return result;
+        case 3: return result;
+        case 4: result.outcome = ConfigureOutcome::kInProgress; return result;
+        case 5: result.outcome = ConfigureOutcome::kQueued; return result;
         case 8002: {
             // BIRD's own line names file:line:column; the "Reading
             // configuration from" line before it adds nothing.

@@ -32,12 +32,9 @@ Verdict decide(const VipInput& vip, bool host_drained) {
         return {false, Reason::kHostDrained,
                 "the host is drained (xlbctl host resume announces again)"};
     switch (vip.policy) {
-        case Policy::kNever:
-            return {false, Reason::kPolicyNever, "announce policy is never"};
-        case Policy::kAlways:
-            return {true, Reason::kPolicyAlways, "announce policy is always"};
-        case Policy::kWhenServing:
-            break;
+        case Policy::kNever: return {false, Reason::kPolicyNever, "announce policy is never"};
+        case Policy::kAlways: return {true, Reason::kPolicyAlways, "announce policy is always"};
+        case Policy::kWhenServing: break;
     }
     if (!vip.table_live) return {false, Reason::kNotPublished, "no table of this VIP is live yet"};
     if (vip.serving_backends == 0) {

@@ -105,12 +105,9 @@ Head read_head(int fd, std::string& buffer, std::size_t max_bytes, Clock::time_p
         }
         if (buffer.size() > max_bytes) return Head::kTooLarge;
         switch (wait_for(fd, POLLIN, deadline, stopping)) {
-            case Wait::kTimeout:
-                return Head::kTimedOut;
-            case Wait::kStopping:
-                return Head::kStopping;
-            case Wait::kReady:
-                break;
+            case Wait::kTimeout: return Head::kTimedOut;
+            case Wait::kStopping: return Head::kStopping;
+            case Wait::kReady: break;
         }
         char chunk[4096];
         const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
@@ -172,13 +169,9 @@ public:
         }
         for (;;) {
             switch (wait_for(fd_, POLLIN, deadline_, stopping_)) {
-                case Wait::kTimeout:
-                    timed_out_ = true;
-                    return -1;
-                case Wait::kStopping:
-                    return -1;
-                case Wait::kReady:
-                    break;
+                case Wait::kTimeout: timed_out_ = true; return -1;
+                case Wait::kStopping: return -1;
+                case Wait::kReady: break;
             }
             const ssize_t n = ::recv(fd_, ptr, size, 0);
             if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
@@ -475,11 +468,9 @@ void GuardedServer::serve_connection(int fd) {
         const auto deadline = Clock::now() + limits_.request_timeout;
         std::size_t head_end = 0;
         switch (read_head(fd, buffer, limits_.max_head_bytes, deadline, stopping, head_end)) {
-            case Head::kComplete:
-                break;
+            case Head::kComplete: break;
             case Head::kClosed:
-            case Head::kStopping:
-                return;
+            case Head::kStopping: return;
             case Head::kTooLarge:
                 send_raw_error(fd, 431, "Request Header Fields Too Large",
                                "request head larger than " +

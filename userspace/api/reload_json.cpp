@@ -7,14 +7,10 @@ namespace xlb::api {
 
 const char* to_string(ReloadReport::Outcome outcome) {
     switch (outcome) {
-        case ReloadReport::Outcome::kApplied:
-            return "applied";
-        case ReloadReport::Outcome::kInvalid:
-            return "invalid";
-        case ReloadReport::Outcome::kDisruptiveRefused:
-            return "disruptive_refused";
-        case ReloadReport::Outcome::kFailed:
-            return "failed";
+        case ReloadReport::Outcome::kApplied: return "applied";
+        case ReloadReport::Outcome::kInvalid: return "invalid";
+        case ReloadReport::Outcome::kDisruptiveRefused: return "disruptive_refused";
+        case ReloadReport::Outcome::kFailed: return "failed";
     }
     return "failed";
 }
@@ -53,14 +49,10 @@ nlohmann::json reload_report_json(const ReloadReport& r) {
 
 int reload_http_status(ReloadReport::Outcome outcome) {
     switch (outcome) {
-        case ReloadReport::Outcome::kApplied:
-            return 200;
-        case ReloadReport::Outcome::kInvalid:
-            return 422;
-        case ReloadReport::Outcome::kDisruptiveRefused:
-            return 409;
-        case ReloadReport::Outcome::kFailed:
-            return 500;
+        case ReloadReport::Outcome::kApplied: return 200;
+        case ReloadReport::Outcome::kInvalid: return 422;
+        case ReloadReport::Outcome::kDisruptiveRefused: return 409;
+        case ReloadReport::Outcome::kFailed: return 500;
     }
     return 500;
 }

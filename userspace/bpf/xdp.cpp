@@ -91,14 +91,10 @@ std::optional<KernelError> xdp_set(int ifindex, int prog_fd, std::uint32_t flags
 
 std::uint32_t mode_flags(XdpAttachMode mode) {
     switch (mode) {
-        case XdpAttachMode::kNative:
-            return XDP_FLAGS_DRV_MODE;
-        case XdpAttachMode::kGeneric:
-            return XDP_FLAGS_SKB_MODE;
-        case XdpAttachMode::kOffload:
-            return XDP_FLAGS_HW_MODE;
-        case XdpAttachMode::kNone:
-            break;
+        case XdpAttachMode::kNative: return XDP_FLAGS_DRV_MODE;
+        case XdpAttachMode::kGeneric: return XDP_FLAGS_SKB_MODE;
+        case XdpAttachMode::kOffload: return XDP_FLAGS_HW_MODE;
+        case XdpAttachMode::kNone: break;
     }
     return 0;
 }
@@ -116,13 +112,9 @@ std::string attach_hint(const KernelError& err, XdpAttachMode mode) {
         case EACCES:
             advice = "attaching XDP needs CAP_NET_ADMIN (and CAP_BPF or CAP_SYS_ADMIN)";
             break;
-        case ENODEV:
-            advice = "the interface is gone";
-            break;
+        case ENODEV: advice = "the interface is gone"; break;
         case EBUSY:
-        case EEXIST:
-            advice = "another program was attached meanwhile: check `ip link show`";
-            break;
+        case EEXIST: advice = "another program was attached meanwhile: check `ip link show`"; break;
         default:
             if (mode == XdpAttachMode::kNative) advice = "try --xdp-mode generic";
             break;
@@ -296,12 +288,9 @@ Result<XdpAttachment> XdpAttachment::attach(int prog_fd, const Interface& iface,
 
     const auto requested = [&](XdpAttachMode fallback) {
         switch (options.mode) {
-            case XdpMode::kNative:
-                return XdpAttachMode::kNative;
-            case XdpMode::kGeneric:
-                return XdpAttachMode::kGeneric;
-            case XdpMode::kAuto:
-                break;
+            case XdpMode::kNative: return XdpAttachMode::kNative;
+            case XdpMode::kGeneric: return XdpAttachMode::kGeneric;
+            case XdpMode::kAuto: break;
         }
         return fallback;
     };

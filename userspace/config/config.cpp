@@ -52,14 +52,10 @@ public:
 
     std::string found() const {
         switch (kind()) {
-            case Kind::kMap:
-                return "a mapping";
-            case Kind::kList:
-                return "a list";
-            case Kind::kScalar:
-                return shown_value(node_.Scalar());
-            case Kind::kNull:
-                break;
+            case Kind::kMap: return "a mapping";
+            case Kind::kList: return "a list";
+            case Kind::kScalar: return shown_value(node_.Scalar());
+            case Kind::kNull: break;
         }
         return "nothing (null)";
     }

@@ -91,14 +91,11 @@ VipPlan plan_with(const config::VipSpec& spec, const std::vector<ObservedBackend
         p.identity = identity_of(i);
         const ObservedBackend o = i < observed.size() ? observed[i] : ObservedBackend{};
         switch (b.state) {
-            case AdminState::kDisabled:
-                p.live = false;
-                continue;
+            case AdminState::kDisabled: p.live = false; continue;
             case AdminState::kDrain:
                 p.live = true;  // established flows stay
                 continue;
-            case AdminState::kActive:
-                break;
+            case AdminState::kActive: break;
         }
         const bool healthy = o.health == Health::kHealthy;
         if (healthy || plan.in_panic()) {

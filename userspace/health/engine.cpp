@@ -76,8 +76,7 @@ Mapped map_errno(int err, bool udp) {
         case ECONNREFUSED:
             return {Failure::kRefused, udp ? "port unreachable" : "connection refused"};
         case EACCES:
-        case EPERM:
-            return {Failure::kUnreachable, std::string("blocked: ") + std::strerror(err)};
+        case EPERM: return {Failure::kUnreachable, std::string("blocked: ") + std::strerror(err)};
         case EMFILE:
         case ENFILE:
         case ENOBUFS:
@@ -86,8 +85,7 @@ Mapped map_errno(int err, bool udp) {
         case EADDRINUSE:
         case EAGAIN:
             return {Failure::kLocal, std::string("could not probe: ") + std::strerror(err)};
-        default:
-            return {Failure::kUnreachable, std::strerror(err)};
+        default: return {Failure::kUnreachable, std::strerror(err)};
     }
 }
 
@@ -448,9 +446,7 @@ struct ProbeEngine::Impl {
 
     void connected(Slot& s) {
         switch (s.target.check.type) {
-            case HealthCheckType::kTcp:
-                finish(s, Failure::kNone, "connected");
-                return;
+            case HealthCheckType::kTcp: finish(s, Failure::kNone, "connected"); return;
             case HealthCheckType::kHttp:
                 s.phase = Phase::kSending;
                 send_request(s);
@@ -466,8 +462,7 @@ struct ProbeEngine::Impl {
                 receive_udp(s);
                 return;
             }
-            case HealthCheckType::kNone:
-                break;
+            case HealthCheckType::kNone: break;
         }
         finish(s, Failure::kLocal, "no check");
     }
@@ -567,18 +562,15 @@ struct ProbeEngine::Impl {
 
     std::string stage(const Slot& s) const {
         switch (s.phase) {
-            case Phase::kConnecting:
-                return "(connecting)";
-            case Phase::kSending:
-                return "(sending the request)";
+            case Phase::kConnecting: return "(connecting)";
+            case Phase::kSending: return "(sending the request)";
             case Phase::kReceiving:
                 if (s.target.check.type == HealthCheckType::kUdp) return "(no reply)";
                 if (s.reader && s.reader->state() == HttpResponseReader::State::kBody) {
                     return "(reading the response body)";
                 }
                 return "(waiting for the response headers)";
-            case Phase::kIdle:
-                break;
+            case Phase::kIdle: break;
         }
         return "";
     }
@@ -611,8 +603,7 @@ struct ProbeEngine::Impl {
                     receive_http(s);
                 }
                 return;
-            case Phase::kIdle:
-                return;
+            case Phase::kIdle: return;
         }
     }
 

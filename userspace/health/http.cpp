@@ -82,14 +82,10 @@ HttpResponseReader::State HttpResponseReader::fail(std::string message) {
 
 HttpResponseReader::State HttpResponseReader::feed(std::string_view bytes) {
     switch (state_) {
-        case State::kHead:
-            head_.append(bytes);
-            return parse_head();
-        case State::kBody:
-            return feed_body(bytes);
+        case State::kHead: head_.append(bytes); return parse_head();
+        case State::kBody: return feed_body(bytes);
         case State::kDone:
-        case State::kError:
-            break;
+        case State::kError: break;
     }
     return state_;
 }
@@ -197,12 +193,8 @@ void HttpResponseReader::keep(std::string_view bytes) {
 
 HttpResponseReader::State HttpResponseReader::feed_body(std::string_view bytes) {
     switch (framing_) {
-        case Framing::kNone:
-            state_ = State::kDone;
-            return state_;
-        case Framing::kUntilClose:
-            keep(bytes);
-            return state_;
+        case Framing::kNone: state_ = State::kDone; return state_;
+        case Framing::kUntilClose: keep(bytes); return state_;
         case Framing::kLength: {
             const auto take =
                 static_cast<std::size_t>(std::min<std::uint64_t>(remaining_, bytes.size()));
@@ -211,8 +203,7 @@ HttpResponseReader::State HttpResponseReader::feed_body(std::string_view bytes) 
             if (remaining_ == 0) state_ = State::kDone;
             return state_;
         }
-        case Framing::kChunked:
-            break;
+        case Framing::kChunked: break;
     }
     std::size_t i = 0;
     while (i < bytes.size() && state_ == State::kBody) {
@@ -286,8 +277,7 @@ HttpResponseReader::State HttpResponseReader::finish() {
             closed_early_ = true;
             return fail("closed before the end of the response body");
         case State::kDone:
-        case State::kError:
-            break;
+        case State::kError: break;
     }
     return state_;
 }

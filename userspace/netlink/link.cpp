@@ -66,8 +66,7 @@ Result<LinkInfo> get_link(std::string_view name, int ifindex) {
                             info.has_ethernet_address = info.type == ARPHRD_ETHER;
                         }
                         break;
-                    default:
-                        break;
+                    default: break;
                 }
             });
         found = std::move(info);

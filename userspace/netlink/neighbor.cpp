@@ -112,8 +112,7 @@ std::optional<Neighbor> parse_neighbor(const nlmsghdr& msg) {
                     if (data.size() >= sizeof(std::uint32_t))
                         std::memcpy(&n.ext_flags, data.data(), sizeof n.ext_flags);
                     break;
-                default:
-                    break;
+                default: break;
             }
         });
     if (!have_dst) return std::nullopt;

@@ -93,18 +93,12 @@ private:
 
 std::string_view policy_name(Policy policy) noexcept {
     switch (policy) {
-        case Policy::kRandom:
-            return "random";
-        case Policy::kRoundRobin:
-            return "round-robin";
-        case Policy::kLeastRequest:
-            return "least-request";
-        case Policy::kP2C:
-            return "p2c";
-        case Policy::kP2CEwma:
-            return "p2c-ewma";
-        case Policy::kHash:
-            return "hash";
+        case Policy::kRandom: return "random";
+        case Policy::kRoundRobin: return "round-robin";
+        case Policy::kLeastRequest: return "least-request";
+        case Policy::kP2C: return "p2c";
+        case Policy::kP2CEwma: return "p2c-ewma";
+        case Policy::kHash: return "hash";
     }
     return "?";
 }
@@ -138,15 +132,9 @@ std::expected<std::vector<std::uint64_t>, std::string> place_static(std::uint32_
     for (std::uint64_t j = 0; j < jobs; ++j) {
         std::uint32_t s = 0;
         switch (policy) {
-            case Policy::kRandom:
-                s = static_cast<std::uint32_t>(rng.below(servers));
-                break;
-            case Policy::kRoundRobin:
-                s = static_cast<std::uint32_t>(j % servers);
-                break;
-            case Policy::kLeastRequest:
-                s = least_loaded(loads, rng);
-                break;
+            case Policy::kRandom: s = static_cast<std::uint32_t>(rng.below(servers)); break;
+            case Policy::kRoundRobin: s = static_cast<std::uint32_t>(j % servers); break;
+            case Policy::kLeastRequest: s = least_loaded(loads, rng); break;
             case Policy::kP2C: {
                 const auto [a, b] = two_choices(rng, servers);
                 s = loads[b] < loads[a] ? b : a;
@@ -244,15 +232,9 @@ std::expected<QueueResult, std::string> simulate_queue(const QueueScenario& scen
 
         std::uint32_t s = 0;
         switch (policy) {
-            case Policy::kRandom:
-                s = static_cast<std::uint32_t>(choices.below(n));
-                break;
-            case Policy::kRoundRobin:
-                s = static_cast<std::uint32_t>(r % n);
-                break;
-            case Policy::kLeastRequest:
-                s = least_loaded(outstanding, choices);
-                break;
+            case Policy::kRandom: s = static_cast<std::uint32_t>(choices.below(n)); break;
+            case Policy::kRoundRobin: s = static_cast<std::uint32_t>(r % n); break;
+            case Policy::kLeastRequest: s = least_loaded(outstanding, choices); break;
             case Policy::kP2C: {
                 const auto [a, b] = two_choices(choices, n);
                 s = outstanding[b] < outstanding[a] ? b : a;
@@ -266,9 +248,7 @@ std::expected<QueueResult, std::string> simulate_queue(const QueueScenario& scen
                 s = cost(b) < cost(a) ? b : a;
                 break;
             }
-            case Policy::kHash:
-                s = table[flow_hash_of(key, key_seed) % table.size()];
-                break;
+            case Policy::kHash: s = table[flow_hash_of(key, key_seed) % table.size()]; break;
         }
 
         if (s == 0) service *= scenario.slow_factor;

@@ -43,12 +43,9 @@ void add_common(CLI::App& app, Common& common) {
 
 std::string render(const Report& report, Format format) {
     switch (format) {
-        case Format::kCsv:
-            return render_csv(report);
-        case Format::kJson:
-            return render_json(report);
-        case Format::kText:
-            break;
+        case Format::kCsv: return render_csv(report);
+        case Format::kJson: return render_json(report);
+        case Format::kText: break;
     }
     return render_text(report);
 }

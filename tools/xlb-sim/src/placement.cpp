@@ -224,16 +224,11 @@ std::expected<std::vector<std::uint32_t>, std::string> build_and_assign(
 
 std::string_view algorithm_name(Algorithm algorithm) noexcept {
     switch (algorithm) {
-        case Algorithm::kModulo:
-            return "modulo";
-        case Algorithm::kRing:
-            return "ring";
-        case Algorithm::kRendezvous:
-            return "rendezvous";
-        case Algorithm::kJump:
-            return "jump";
-        case Algorithm::kMaglev:
-            return "maglev";
+        case Algorithm::kModulo: return "modulo";
+        case Algorithm::kRing: return "ring";
+        case Algorithm::kRendezvous: return "rendezvous";
+        case Algorithm::kJump: return "jump";
+        case Algorithm::kMaglev: return "maglev";
     }
     return "?";
 }
@@ -259,16 +254,11 @@ Member make_member(std::uint32_t id, std::uint32_t weight) {
 
 std::unique_ptr<Placement> make_placement(Algorithm algorithm, const AlgorithmOptions& options) {
     switch (algorithm) {
-        case Algorithm::kModulo:
-            return std::make_unique<ModuloPlacement>();
-        case Algorithm::kRing:
-            return std::make_unique<RingPlacement>(options.vnodes);
-        case Algorithm::kRendezvous:
-            return std::make_unique<RendezvousPlacement>();
-        case Algorithm::kJump:
-            return std::make_unique<JumpPlacement>();
-        case Algorithm::kMaglev:
-            return std::make_unique<MaglevPlacement>(options.ring_size);
+        case Algorithm::kModulo: return std::make_unique<ModuloPlacement>();
+        case Algorithm::kRing: return std::make_unique<RingPlacement>(options.vnodes);
+        case Algorithm::kRendezvous: return std::make_unique<RendezvousPlacement>();
+        case Algorithm::kJump: return std::make_unique<JumpPlacement>();
+        case Algorithm::kMaglev: return std::make_unique<MaglevPlacement>(options.ring_size);
     }
     return nullptr;
 }
@@ -500,9 +490,7 @@ std::expected<std::vector<ChurnStep>, std::string> run_churn(const ChurnStudy& s
                                 [id](const Member& m) { return m.id == id; });
         };
         switch (action.kind) {
-            case ChurnAction::kJoin:
-                next.push_back(make_member(next_id++));
-                break;
+            case ChurnAction::kJoin: next.push_back(make_member(next_id++)); break;
             case ChurnAction::kLeave: {
                 auto it = find(action.id);
                 if (it == next.end()) {

@@ -752,8 +752,7 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
             }
             break;
         }
-        default:
-            break;
+        default: break;
     }
     if (c.vip_key) c.vip = c.vip_key->to_string();
     return c;

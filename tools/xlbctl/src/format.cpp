@@ -12,23 +12,12 @@ std::string paint(std::string_view text, Colour colour, const Style& style) {
     if (!style.colour || colour == Colour::kNone || text.empty()) return std::string(text);
     const char* sgr = "";
     switch (colour) {
-        case Colour::kBold:
-            sgr = "1";
-            break;
-        case Colour::kDim:
-            sgr = "2";
-            break;
-        case Colour::kGreen:
-            sgr = "32";
-            break;
-        case Colour::kYellow:
-            sgr = "33";
-            break;
-        case Colour::kRed:
-            sgr = "31";
-            break;
-        case Colour::kNone:
-            break;
+        case Colour::kBold: sgr = "1"; break;
+        case Colour::kDim: sgr = "2"; break;
+        case Colour::kGreen: sgr = "32"; break;
+        case Colour::kYellow: sgr = "33"; break;
+        case Colour::kRed: sgr = "31"; break;
+        case Colour::kNone: break;
     }
     return fmt::format("\x1b[{}m{}\x1b[0m", sgr, text);
 }

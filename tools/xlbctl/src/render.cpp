@@ -287,8 +287,7 @@ std::string render_backend_change(const Command& c, const json& r) {
             return fmt::format(
                 "backend {} of {} is disabled: out of the table and the data plane; {}\n", addr,
                 vip, epoch);
-        default:
-            break;
+        default: break;
     }
     return fmt::format("backend {} of {}: done, {}\n", addr, vip, epoch);
 }
@@ -504,16 +503,11 @@ std::string render_reload(const json& r, const Style& style) {
 
 std::string render_human(const Command& c, const json& r, const Style& style) {
     switch (c.verb) {
-        case Verb::kStatus:
-            return render_status(r, style);
-        case Verb::kVipList:
-            return render_vip_list(r, style, c.quiet);
-        case Verb::kVipAdd:
-            return render_vip_add(r);
-        case Verb::kVipDel:
-            return fmt::format("deleted VIP {}\n", str(r, "vip"));
-        case Verb::kBackendList:
-            return render_backend_list(r, style, c.quiet);
+        case Verb::kStatus: return render_status(r, style);
+        case Verb::kVipList: return render_vip_list(r, style, c.quiet);
+        case Verb::kVipAdd: return render_vip_add(r);
+        case Verb::kVipDel: return fmt::format("deleted VIP {}\n", str(r, "vip"));
+        case Verb::kBackendList: return render_backend_list(r, style, c.quiet);
         case Verb::kBackendAdd:
         case Verb::kBackendDel:
         case Verb::kBackendSet:
@@ -522,17 +516,12 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kBackendDisable:
             if (c.dry_run) return render_dry_run(c, r, style);
             return render_backend_change(c, r);
-        case Verb::kStats:
-            return render_stats(r, style);
-        case Verb::kTable:
-            return render_table(r, style);
-        case Verb::kLookup:
-            return render_lookup(r, style);
-        case Verb::kReload:
-            return render_reload(r, style);
+        case Verb::kStats: return render_stats(r, style);
+        case Verb::kTable: return render_table(r, style);
+        case Verb::kLookup: return render_lookup(r, style);
+        case Verb::kReload: return render_reload(r, style);
         case Verb::kHostDrain:
-        case Verb::kHostResume:
-            return render_host(r, style);
+        case Verb::kHostResume: return render_host(r, style);
     }
     return r.dump(2) + "\n";
 }

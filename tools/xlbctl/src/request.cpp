@@ -46,10 +46,8 @@ HttpRequest patch(const Command& c, const nlohmann::json& body) {
 HttpRequest build_request(const Command& c) {
     using nlohmann::json;
     switch (c.verb) {
-        case Verb::kStatus:
-            return {"GET", "/v1/status", ""};
-        case Verb::kVipList:
-            return {"GET", "/v1/vips", ""};
+        case Verb::kStatus: return {"GET", "/v1/status", ""};
+        case Verb::kVipList: return {"GET", "/v1/vips", ""};
         case Verb::kVipAdd: {
             // Only what the operator chose: everything else takes the agent's
             // defaults (the same as config::VipSpec's).
@@ -70,10 +68,8 @@ HttpRequest build_request(const Command& c) {
             }
             return {"POST", "/v1/vips", body.dump()};
         }
-        case Verb::kVipDel:
-            return {"DELETE", "/v1/vip?" + vip_query(c), ""};
-        case Verb::kBackendList:
-            return {"GET", "/v1/backends?" + vip_query(c), ""};
+        case Verb::kVipDel: return {"DELETE", "/v1/vip?" + vip_query(c), ""};
+        case Verb::kBackendList: return {"GET", "/v1/backends?" + vip_query(c), ""};
         case Verb::kBackendAdd: {
             json body{{"address", c.backend.to_string()}};
             if (c.weight) body["weight"] = *c.weight;
@@ -82,18 +78,13 @@ HttpRequest build_request(const Command& c) {
         }
         case Verb::kBackendDel:
             return {"DELETE", "/v1/backends?" + backend_query(c) + dry_run(c), ""};
-        case Verb::kBackendSet:
-            return patch(c, json{{"weight", c.weight.value_or(0)}});
-        case Verb::kBackendDrain:
-            return patch(c, json{{"state", "drain"}});
-        case Verb::kBackendEnable:
-            return patch(c, json{{"state", "active"}});
-        case Verb::kBackendDisable:
-            return patch(c, json{{"state", "disabled"}});
+        case Verb::kBackendSet: return patch(c, json{{"weight", c.weight.value_or(0)}});
+        case Verb::kBackendDrain: return patch(c, json{{"state", "drain"}});
+        case Verb::kBackendEnable: return patch(c, json{{"state", "active"}});
+        case Verb::kBackendDisable: return patch(c, json{{"state", "disabled"}});
         case Verb::kStats:
             return {"GET", c.vip.empty() ? "/v1/stats" : "/v1/stats?" + vip_query(c), ""};
-        case Verb::kTable:
-            return {"GET", "/v1/table?" + vip_query(c), ""};
+        case Verb::kTable: return {"GET", "/v1/table?" + vip_query(c), ""};
         case Verb::kLookup: {
             std::string target =
                 "/v1/lookup?" + vip_query(c) + "&src=" + url_encode(c.src.to_string());
@@ -103,10 +94,8 @@ HttpRequest build_request(const Command& c) {
         }
         case Verb::kReload:
             return {"POST", "/v1/reload", json{{"allow_disruptive", c.allow_disruptive}}.dump()};
-        case Verb::kHostDrain:
-            return {"POST", "/v1/host/drain", ""};
-        case Verb::kHostResume:
-            return {"POST", "/v1/host/resume", ""};
+        case Verb::kHostDrain: return {"POST", "/v1/host/drain", ""};
+        case Verb::kHostResume: return {"POST", "/v1/host/resume", ""};
     }
     return {"GET", "/v1/status", ""};
 }

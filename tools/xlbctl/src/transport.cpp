@@ -318,16 +318,12 @@ std::string describe(const TransportError& e, const std::string& path,
                         "a component of the path is not a directory: check --socket or "
                         "XLB_SOCKET";
                     break;
-                case ENAMETOOLONG:
-                    hint = "a Unix socket path has at most 107 bytes";
-                    break;
+                case ENAMETOOLONG: hint = "a Unix socket path has at most 107 bytes"; break;
                 case ETIMEDOUT:
                     hint = "its connection queue stayed full for " + seconds +
                            " s: is xlbd wedged? systemctl status xlbd";
                     break;
-                default:
-                    hint = "is xlbd running? systemctl status xlbd";
-                    break;
+                default: hint = "is xlbd running? systemctl status xlbd"; break;
             }
             return fmt::format("cannot connect to xlbd at {}: {} ({})", path, e.detail, hint);
         }
