@@ -80,7 +80,6 @@ public:
     void submit(announce::HostInput input);
     // A copy of the announcer's status after its last run.
     announce::AnnouncerStatus status() const;
-    const announce::AnnouncerOptions& options() const { return announcer_.options(); }
 
 private:
     void run();
