@@ -53,7 +53,14 @@ struct {
 	__uint(max_entries, XLB_CONNTRACK_DEFAULT);
 	__type(key, struct xlb_flow_key);
 	__type(value, struct xlb_ct_value);
-} xlb_conntrack SEC(".maps");
+} xlb_conntrack2 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xlb_ct_cpu);
+} xlb_ct_cpu SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -92,15 +99,53 @@ static __always_inline int xlb_backend_live(const struct xlb_backend *be, __u32 
 }
 
 /*
+ * The connection table's insert budget (struct xlb_ct_cpu): takes one entry's
+ * worth of tokens from this CPU's bucket. Returns 0 when the bucket is empty;
+ * the caller then balances the packet without recording it.
+ */
+static __always_inline int xlb_ct_admit(const struct xlb_config *cfg, __u64 now_ns)
+{
+	const __u64 one = 1000000000ULL;
+	struct xlb_ct_cpu *cpu;
+	__u32 zero = 0;
+	__u64 elapsed, cap;
+
+	cpu = bpf_map_lookup_elem(&xlb_ct_cpu, &zero);
+	if (!cpu)
+		return 1;
+	if (cfg->ct_insert_rate != 0) {
+		/* Capped so that elapsed * rate fits 64 bits; a full bucket
+		 * needs no more than a second's worth anyway when burst <= rate. */
+		elapsed = now_ns - cpu->refill_ns;
+		if (elapsed > one)
+			elapsed = one;
+		cpu->refill_ns = now_ns;
+		cpu->tokens += elapsed * cfg->ct_insert_rate;
+		cap = (__u64)cfg->ct_insert_burst * one;
+		if (cpu->tokens > cap)
+			cpu->tokens = cap;
+		if (cpu->tokens < one) {
+			cpu->skipped += 1;
+			cpu->last_skip_ns = now_ns;
+			return 0;
+		}
+		cpu->tokens -= one;
+	}
+	cpu->inserts += 1;
+	return 1;
+}
+
+/*
  * Chooses the backend for a flow: the connection table first (unless the VIP
  * skips it or this is a TCP SYN, which always starts a new connection), then
- * the ring. record: write the ring's choice into the connection table.
- * Returns 0 with id_out and be_out set, or -outcome.
+ * the ring. record: write the ring's choice into the connection table, within
+ * the insert budget. Returns 0 with id_out and be_out set, or -outcome.
  */
 static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
-					    const struct xlb_flow_key *key, int lookup_ct,
-					    int record, __u32 hash, struct xlb_vip_stats *vstats,
-					    __u32 *id_out, struct xlb_backend **be_out)
+					    const struct xlb_flow_key *key,
+					    const struct xlb_config *cfg, int lookup_ct, int record,
+					    __u32 hash, struct xlb_vip_stats *vstats, __u32 *id_out,
+					    struct xlb_backend **be_out)
 {
 	struct xlb_ct_value *ct;
 	struct xlb_backend *be;
@@ -110,12 +155,16 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	void *ring;
 
 	if (lookup_ct) {
-		ct = bpf_map_lookup_elem(&xlb_conntrack, key);
+		ct = bpf_map_lookup_elem(&xlb_conntrack2, key);
 		if (ct) {
 			__u32 id = ct->backend_id;
 
 			be = bpf_map_lookup_elem(&xlb_backends, &id);
 			if (be && xlb_backend_live(be, ct->generation)) {
+				__u32 now = bpf_ktime_get_coarse_ns() >> XLB_CT_TIME_SHIFT;
+
+				if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
+					ct->last_seen = now;
 				if (vstats)
 					vstats->conntrack_hits += 1;
 				*id_out = id;
@@ -144,9 +193,19 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	if (vstats)
 		vstats->new_flows += 1;
 	if (record) {
-		struct xlb_ct_value val = { .backend_id = *id_out, .generation = be->generation };
+		__u64 now_ns = bpf_ktime_get_coarse_ns();
 
-		bpf_map_update_elem(&xlb_conntrack, key, &val, BPF_ANY);
+		if (xlb_ct_admit(cfg, now_ns)) {
+			__u32 now = now_ns >> XLB_CT_TIME_SHIFT;
+			struct xlb_ct_value val = {
+				.backend_id = *id_out,
+				.generation = be->generation,
+				.created = now,
+				.last_seen = now,
+			};
+
+			bpf_map_update_elem(&xlb_conntrack2, key, &val, BPF_ANY);
+		}
 	}
 	*be_out = be;
 	return 0;
@@ -289,9 +348,12 @@ int xlb_lb(struct xdp_md *ctx)
 	{
 		int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
 
-		/* An ICMP error must not create a flow entry of its own. */
-		err = xlb_pick_backend(vip, &pkt.key, use_ct && !pkt.tcp_syn, use_ct && !icmp_error,
-				       hash, icmp_error ? NULL : vstats, &backend_id, &be);
+		/* A SYN never creates an entry: the ring's answer for it is the
+		 * one the handshake's ACK gets, which records the flow (see
+		 * shared/design.md). An ICMP error must not create one either. */
+		err = xlb_pick_backend(vip, &pkt.key, cfg, use_ct && !pkt.tcp_syn,
+				       use_ct && !icmp_error && !pkt.tcp_syn, hash,
+				       icmp_error ? NULL : vstats, &backend_id, &be);
 	}
 	if (err == 0)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash);

@@ -50,7 +50,9 @@
 #define XLB_MAP_VIPS "xlb_vips"
 #define XLB_MAP_RINGS "xlb_rings"
 #define XLB_MAP_BACKENDS "xlb_backends"
-#define XLB_MAP_CONNTRACK "xlb_conntrack"
+#define XLB_MAP_CONNTRACK "xlb_conntrack2" /* layout 2: struct xlb_ct_value */
+#define XLB_MAP_CONNTRACK_V1 "xlb_conntrack" /* layout 1: struct xlb_ct_value_v1 */
+#define XLB_MAP_CT_CPU "xlb_ct_cpu"
 #define XLB_MAP_CONFIG "xlb_config"
 #define XLB_MAP_STATS "xlb_stats"
 #define XLB_MAP_VIP_STATS "xlb_vip_stats"
@@ -104,15 +106,52 @@ struct xlb_backend {
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
 
+/*
+ * Connection-table times: CLOCK_MONOTONIC_COARSE (bpf_ktime_get_coarse_ns)
+ * shifted right by XLB_CT_TIME_SHIFT, i.e. units of 2^20 ns (about 1.05 ms),
+ * truncated to 32 bits: they wrap every 52 days, so idle times are computed
+ * modulo 2^32 units and the agent expires entries long before that.
+ */
+#define XLB_CT_TIME_SHIFT 20
+/* last_seen is rewritten only once it is this many units old (about 1.07 s),
+ * so a busy flow does not dirty its entry's cache line on every packet. */
+#define XLB_CT_REFRESH_UNITS 1024U
+
 struct xlb_ct_value {
+	__u32 backend_id;
+	__u32 generation; /* the backend's generation when recorded */
+	__u32 created; /* XLB_CT_TIME_SHIFT units */
+	__u32 last_seen; /* XLB_CT_TIME_SHIFT units, refreshed per XLB_CT_REFRESH_UNITS */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 16, "xlb_ct_value layout");
+
+/* The value of the layout-1 table (XLB_MAP_CONNTRACK_V1): an agent upgraded
+ * over it copies its entries into the new table, then unpins it. */
+struct xlb_ct_value_v1 {
 	__u32 backend_id;
 	__u32 generation;
 };
-XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 8, "xlb_ct_value layout");
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value_v1) == 8, "xlb_ct_value_v1 layout");
+
+/*
+ * Per-CPU state of the connection table's insert budget (XLB_MAP_CT_CPU, one
+ * entry). A token bucket: xlb_config.ct_insert_rate entries per second per
+ * CPU, at most ct_insert_burst at once. An insert over budget is skipped (the
+ * packet is still balanced by the ring) and counted; last_skip_ns is the
+ * "under flood" flag: the CPU is flooded while it is recent.
+ */
+struct xlb_ct_cpu {
+	__u64 tokens; /* token-nanoseconds: one entry costs 10^9 */
+	__u64 refill_ns; /* coarse time of the last refill */
+	__u64 inserts; /* entries written */
+	__u64 skipped; /* inserts skipped: over budget */
+	__u64 last_skip_ns; /* coarse time of the last skip; 0 = never */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_cpu) == 40, "xlb_ct_cpu layout");
 
 /* Global configuration, one entry in an array map, written by the agent. */
 #define XLB_CONFIG_MAGIC 0x584c4243U /* "XLBC" */
-#define XLB_CONFIG_VERSION 1
+#define XLB_CONFIG_VERSION 2
 /* Answer "too big after encapsulation" with ICMP frag-needed / packet-too-big. */
 #define XLB_CFG_F_ICMP_TOO_BIG (1U << 0)
 
@@ -131,8 +170,12 @@ struct xlb_config {
 	__u8 next_hop_mac[6]; /* outer Ethernet destination */
 	__u16 mtu; /* largest outer IP packet the link carries */
 	__u16 pad;
+	/* Connection-table insert budget per CPU (struct xlb_ct_cpu): entries
+	 * per second and bucket depth; rate 0 = unlimited. */
+	__u32 ct_insert_rate;
+	__u32 ct_insert_burst;
 };
-XLB_STATIC_ASSERT(sizeof(struct xlb_config) == 48, "xlb_config layout");
+XLB_STATIC_ASSERT(sizeof(struct xlb_config) == 56, "xlb_config layout");
 
 /*
  * Outcomes. Every packet the balancer sees increments exactly one of these

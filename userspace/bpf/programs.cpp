@@ -72,7 +72,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_stats, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats, sizes.max_backends},
-          std::pair{maps.xlb_conntrack, sizes.conntrack_entries}}) {
+          std::pair{maps.xlb_conntrack2, sizes.conntrack_entries}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
     }
     auto session = prepare_pins(options, skel->obj);
@@ -103,7 +103,7 @@ ArrayMap<xlb_backend> LbProgram::backends() const {
     return {bpf_map__fd(skel_->maps.xlb_backends), XLB_MAP_BACKENDS};
 }
 HashMap<xlb_flow_key, xlb_ct_value> LbProgram::conntrack() const {
-    return {bpf_map__fd(skel_->maps.xlb_conntrack), XLB_MAP_CONNTRACK};
+    return {bpf_map__fd(skel_->maps.xlb_conntrack2), XLB_MAP_CONNTRACK};
 }
 PerCpuArrayMap<std::uint64_t> LbProgram::outcomes() const {
     return {bpf_map__fd(skel_->maps.xlb_stats), XLB_MAP_STATS};
