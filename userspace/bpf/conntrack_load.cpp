@@ -18,8 +18,8 @@ namespace xlb::bpf {
 namespace {
 
 // Indexed by ConntrackLoad::Outcome, in its order.
-constexpr std::string_view kOutcomes[] = {"created",  "reused",      "kept_pinned_size",
-                                          "resized",  "migrated_v1", "v1_unreadable"};
+constexpr std::string_view kOutcomes[] = {"created", "reused",      "kept_pinned_size",
+                                          "resized", "migrated_v1", "v1_unreadable"};
 static_assert(std::size(kOutcomes) ==
               static_cast<std::size_t>(ConntrackLoad::Outcome::kV1Unreadable) + 1);
 
@@ -45,8 +45,8 @@ constexpr std::uint32_t kBatch = 4096;
 std::uint32_t ct_now() {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    const std::uint64_t ns =
-        static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+    const std::uint64_t ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+                             static_cast<std::uint64_t>(ts.tv_nsec);
     return static_cast<std::uint32_t>(ns >> XLB_CT_TIME_SHIFT);
 }
 
@@ -105,9 +105,9 @@ Result<Entries<V>> read_all(int fd, const std::string& what, const std::string& 
         out.values.resize(have + batch_size);
         __u32 count = batch_size;
         LIBBPF_OPTS(bpf_map_batch_opts, opts);
-        const int rc = bpf_map_lookup_batch(fd, first ? nullptr : &token, &token,
-                                            out.keys.data() + have, out.values.data() + have,
-                                            &count, &opts);
+        const int rc =
+            bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, out.keys.data() + have,
+                                 out.values.data() + have, &count, &opts);
         const int err = rc != 0 ? errno : 0;
         out.keys.resize(have + count);
         out.values.resize(have + count);
@@ -169,12 +169,13 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
         const std::uint32_t pinned = info->max_entries;
         if (pinned == r.requested) {
             r.outcome = Outcome::kReused;
-            r.message = "reused the pinned connection table of " + std::to_string(pinned) +
-                        " entries";
+            r.message =
+                "reused the pinned connection table of " + std::to_string(pinned) + " entries";
         } else if (resize == ConntrackResize::kRefuse) {
             if (int rc = bpf_map__set_max_entries(map, pinned); rc != 0)
-                return fail_on(rc, "size the connection table to the pinned one's " +
-                                       std::to_string(pinned) + " entries",
+                return fail_on(rc,
+                               "size the connection table to the pinned one's " +
+                                   std::to_string(pinned) + " entries",
                                v2_path);
             r.outcome = Outcome::kKeptPinnedSize;
             r.capacity = pinned;
@@ -267,15 +268,16 @@ Result<void> ConntrackLoader::fill(int table_fd) {
     r.dropped = keys.size() > r.copied ? keys.size() - r.copied : 0;
     source_fd_.reset();
 
-    const std::string dropped = r.dropped > 0 ? ", dropped " + entries(r.dropped) + " that did not fit" : "";
+    const std::string dropped =
+        r.dropped > 0 ? ", dropped " + entries(r.dropped) + " that did not fit" : "";
     if (source_ == Source::kResize) {
-        r.message = "resized the connection table from " + std::to_string(old_capacity_) +
-                    " to " + std::to_string(r.capacity) + " entries: copied " + entries(r.copied) + dropped;
+        r.message = "resized the connection table from " + std::to_string(old_capacity_) + " to " +
+                    std::to_string(r.capacity) + " entries: copied " + entries(r.copied) + dropped;
     } else {
         r.message = "upgraded the connection table from layout 1 (" XLB_MAP_CONNTRACK_V1
                     "): copied " +
-                    entries(r.copied) + " into a new table of " +
-                    std::to_string(r.capacity) + " entries" + dropped + "; removed the old pin";
+                    entries(r.copied) + " into a new table of " + std::to_string(r.capacity) +
+                    " entries" + dropped + "; removed the old pin";
     }
     return {};
 }

@@ -51,7 +51,7 @@ private:
     UniqueFd source_fd_;
     std::string source_path_;
     std::uint32_t old_capacity_ = 0;  // kResize: the pinned table's size
-    std::string v1_problem_;  // why the layout-1 pin cannot be read
+    std::string v1_problem_;          // why the layout-1 pin cannot be read
     ConntrackLoad result_;
 };
 
