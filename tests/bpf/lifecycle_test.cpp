@@ -718,6 +718,27 @@ TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
     EXPECT_TRUE(*newest);
 }
 
+TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMode) {
+    const std::string dir = pin_dir();
+    fs::create_directories(dir);
+    // The layout-2 name over 8-byte values: nothing to keep or copy.
+    UniqueFd odd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, XLB_MAP_CONNTRACK, sizeof(xlb_flow_key), 8,
+                                1024, nullptr));
+    ASSERT_TRUE(odd) << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(odd.get(), (dir + "/" XLB_MAP_CONNTRACK).c_str()), 0);
+    LbProgram lb = load({.pin_dir = dir});  // kRefuse
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kCreated);
+    EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
+    EXPECT_EQ(ct.message,
+              "new connection table of 1024 entries: the pinned one is incompatible (value size "
+              "8, want 16)");
+    const MapPin* pin = lb.pins().find(XLB_MAP_CONNTRACK);
+    ASSERT_NE(pin, nullptr);
+    EXPECT_EQ(pin->action, PinAction::kReplaced);
+    EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_CONNTRACK), map_id(lb.conntrack().fd()));
+}
+
 TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
     const std::string dir = pin_dir();
     pin_v1_table(dir, 50);
