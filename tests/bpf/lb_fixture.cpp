@@ -27,6 +27,7 @@ void LbTest::SetUp() {
     auto& p = lb();
     ASSERT_TRUE(p.vips().clear());
     ASSERT_TRUE(p.conntrack().clear());
+    ASSERT_TRUE(p.ct_cpu().zero(0));
     for (std::uint32_t v = 0; v < kSizes.max_vips; ++v) {
         ASSERT_TRUE(bpf::unpublish_ring(p.rings().fd(), v));
         ASSERT_TRUE(p.vip_stats().zero(v));

@@ -18,6 +18,7 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -188,9 +189,10 @@ std::uint32_t pinned_map_id(const std::string& path) {
 }
 
 std::vector<std::uint32_t> lb_map_ids(const LbProgram& lb) {
-    return {map_id(lb.config().fd()),    map_id(lb.vips().fd()),         map_id(lb.rings().fd()),
-            map_id(lb.backends().fd()),  map_id(lb.conntrack().fd()),    map_id(lb.outcomes().fd()),
-            map_id(lb.vip_stats().fd()), map_id(lb.backend_stats().fd())};
+    return {
+        map_id(lb.config().fd()),   map_id(lb.vips().fd()),      map_id(lb.rings().fd()),
+        map_id(lb.backends().fd()), map_id(lb.conntrack().fd()), map_id(lb.ct_cpu().fd()),
+        map_id(lb.outcomes().fd()), map_id(lb.vip_stats().fd()), map_id(lb.backend_stats().fd())};
 }
 
 xlb_vip_key vip_key() {
@@ -504,8 +506,9 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
         LbProgram lb = load({.pin_dir = dir});
         const PinReport& pins = lb.pins();
         EXPECT_EQ(pins.dir, dir);
-        EXPECT_EQ(pins.maps.size(), 8u);
-        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 8u) << pins.summary();
+        EXPECT_EQ(pins.maps.size(), 9u);
+        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 9u) << pins.summary();
+        EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kCreated);
         ASSERT_TRUE(lb.vips().put(vip_key(), {3, 0}));
         ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
         ASSERT_TRUE(lb.backends().put(7, xlb_backend{{htonl(0x0a000007)}, XLB_FAMILY_V4, 0, 0, 2}));
@@ -522,8 +525,11 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
     EXPECT_EQ(st.st_mode & 0777, 0700u);
 
     LbProgram lb = load({.pin_dir = dir});
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 8u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 9u) << lb.pins().summary();
     EXPECT_EQ(lb_map_ids(lb), ids);
+    EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
+    EXPECT_EQ(lb.conntrack_load().capacity, kSizes.conntrack_entries);
+    EXPECT_FALSE(lb.conntrack_load().warn());
     auto vip = lb.vips().get(vip_key());
     ASSERT_TRUE(vip && *vip);
     EXPECT_EQ((*vip)->vip_id, 3u);
@@ -546,15 +552,16 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     std::uint32_t old_ct = 0, old_vips = 0;
     {
         LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
-        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
+        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2, 100, 200}));
         ASSERT_TRUE(lb.vips().put(vip_key(), {3, 0}));
         old_ct = map_id(lb.conntrack().fd());
         old_vips = map_id(lb.vips().fd());
     }
-    LbProgram lb = load({.pin_dir = dir}, {16, 64, 2048});
+    LbProgram lb =
+        load({.pin_dir = dir, .conntrack_resize = ConntrackResize::kReplace}, {16, 64, 2048});
     const PinReport& pins = lb.pins();
     EXPECT_EQ(pins.names(PinAction::kReplaced), std::vector<std::string>{XLB_MAP_CONNTRACK});
-    EXPECT_EQ(pins.names(PinAction::kReused).size(), 7u);
+    EXPECT_EQ(pins.names(PinAction::kReused).size(), 8u);
     const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
     ASSERT_NE(ct, nullptr);
     EXPECT_EQ(ct->reason, "max_entries 1024, want 2048");
@@ -562,16 +569,245 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     EXPECT_NE(ct->map_id, old_ct);
     EXPECT_EQ(pinned_map_id(ct->path), map_id(lb.conntrack().fd()));
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK "~new"));
-    EXPECT_NE(pins.summary().find("replaced xlb_conntrack (max_entries 1024, want 2048)"),
+    EXPECT_NE(pins.summary().find("replaced xlb_conntrack2 (max_entries 1024, want 2048)"),
               std::string::npos)
         << pins.summary();
-    // The new table starts empty; everything else is still there.
+    // The new table holds the old one's entries, times included; everything
+    // else is still there.
+    const ConntrackLoad& ct_load = lb.conntrack_load();
+    EXPECT_EQ(ct_load.outcome, ConntrackLoad::Outcome::kResized);
+    EXPECT_EQ(ct_load.capacity, 2048u);
+    EXPECT_EQ(ct_load.copied, 1u);
+    EXPECT_EQ(ct_load.dropped, 0u);
+    EXPECT_EQ(ct_load.message,
+              "resized the connection table from 1024 to 2048 entries: copied 1 entry");
     auto flow_entry = lb.conntrack().get(flow());
-    ASSERT_TRUE(flow_entry);
-    EXPECT_FALSE(*flow_entry);
+    ASSERT_TRUE(flow_entry && *flow_entry);
+    EXPECT_EQ((*flow_entry)->backend_id, 7u);
+    EXPECT_EQ((*flow_entry)->generation, 2u);
+    EXPECT_EQ((*flow_entry)->created, 100u);
+    EXPECT_EQ((*flow_entry)->last_seen, 200u);
     EXPECT_EQ(map_id(lb.vips().fd()), old_vips);
     auto vip = lb.vips().get(vip_key());
     ASSERT_TRUE(vip && *vip);
+}
+
+// --- the connection table across loads ---------------------------------------
+
+// The program's clock for the table's times, as the agent reads it.
+std::uint32_t ct_now() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    const std::uint64_t ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+                             static_cast<std::uint64_t>(ts.tv_nsec);
+    return static_cast<std::uint32_t>(ns >> XLB_CT_TIME_SHIFT);
+}
+
+xlb_flow_key flow_n(std::uint32_t n) {
+    xlb_flow_key k = flow();
+    k.src[0] = htonl(0x0a000000 + n);  // 10.0.0.0 + n
+    return k;
+}
+
+std::size_t table_size(const LbProgram& lb) {
+    auto keys = lb.conntrack().keys();
+    EXPECT_TRUE(keys) << keys.error().message();
+    return keys ? keys->size() : 0;
+}
+
+// A table as an agent of layout 1 pinned it: LRU hash, 8-byte values.
+UniqueFd pin_v1_table(const std::string& dir, std::uint32_t entries) {
+    fs::create_directories(dir);
+    UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, XLB_MAP_CONNTRACK_V1, sizeof(xlb_flow_key),
+                               sizeof(xlb_ct_value_v1), 1024, nullptr));
+    EXPECT_TRUE(fd) << std::strerror(errno);
+    for (std::uint32_t i = 0; i < entries; ++i) {
+        const xlb_flow_key key = flow_n(i);
+        const xlb_ct_value_v1 value{i % 7, 1 + i % 3};
+        EXPECT_EQ(bpf_map_update_elem(fd.get(), &key, &value, BPF_ANY), 0) << std::strerror(errno);
+    }
+    EXPECT_EQ(bpf_obj_pin(fd.get(), (dir + "/" XLB_MAP_CONNTRACK_V1).c_str()), 0)
+        << std::strerror(errno);
+    return fd;
+}
+
+TEST_F(LifecycleTest, WithoutPinsTheConnectionTableIsNew) {
+    LbProgram lb = load();
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kCreated);
+    EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
+    EXPECT_EQ(ct.requested, kSizes.conntrack_entries);
+    EXPECT_EQ(ct.message, "new connection table of 1024 entries");
+    EXPECT_FALSE(ct.warn());
+    EXPECT_STREQ(to_string(ct.outcome), "created");
+}
+
+TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
+    const std::string dir = pin_dir();
+    std::uint32_t old_ct = 0;
+    {
+        LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
+        for (std::uint32_t i = 0; i < 10; ++i)
+            ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, 5, 6}));
+        old_ct = map_id(lb.conntrack().fd());
+    }
+    LbProgram lb = load({.pin_dir = dir}, {16, 64, 4096});  // kRefuse: the default
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kKeptPinnedSize);
+    EXPECT_EQ(ct.capacity, 1024u);
+    EXPECT_EQ(ct.requested, 4096u);
+    EXPECT_EQ(ct.copied, 0u);
+    EXPECT_TRUE(ct.warn());
+    EXPECT_EQ(ct.message,
+              "kept the pinned connection table of 1024 entries, not the 4096 requested "
+              "(replacing it copies its entries into a new table)");
+    EXPECT_EQ(map_id(lb.conntrack().fd()), old_ct);
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 9u) << lb.pins().summary();
+    bpf_map_info info{};
+    __u32 len = sizeof info;
+    ASSERT_EQ(bpf_obj_get_info_by_fd(lb.conntrack().fd(), &info, &len), 0);
+    EXPECT_EQ(info.max_entries, 1024u);
+    EXPECT_EQ(table_size(lb), 10u);
+    auto e = lb.conntrack().get(flow_n(3));
+    ASSERT_TRUE(e && *e);
+    EXPECT_EQ((*e)->backend_id, 3u);
+    EXPECT_EQ((*e)->last_seen, 6u);
+}
+
+TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
+    const std::string dir = pin_dir();
+    constexpr std::uint32_t kOld = 600;
+    const std::uint32_t now = ct_now();
+    {
+        LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
+        // Entry i was last seen i units ago; the times wrap around zero.
+        for (std::uint32_t i = 0; i < kOld; ++i)
+            ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, now - 5000, now - i}));
+    }
+    LbProgram lb =
+        load({.pin_dir = dir, .conntrack_resize = ConntrackResize::kReplace}, {16, 64, 256});
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kResized);
+    EXPECT_EQ(ct.capacity, 256u);
+    EXPECT_EQ(ct.requested, 256u);
+    EXPECT_TRUE(ct.warn());
+    const std::size_t in = table_size(lb);
+    EXPECT_EQ(ct.copied, in);
+    EXPECT_EQ(ct.copied + ct.dropped, kOld);
+    EXPECT_LE(ct.copied, 256u);
+    // An LRU table may evict before it is full (per-CPU free lists), never
+    // below half of it here.
+    EXPECT_GE(ct.copied, 128u);
+    EXPECT_EQ(ct.message, "resized the connection table from 1024 to 256 entries: copied " +
+                              std::to_string(ct.copied) + " entries, dropped " +
+                              std::to_string(ct.dropped) + " entries that did not fit");
+    // What is kept are the most recently seen, intact.
+    auto keys = lb.conntrack().keys();
+    ASSERT_TRUE(keys);
+    for (const xlb_flow_key& key : *keys) {
+        const std::uint32_t i = ntohl(key.src[0]) - 0x0a000000;
+        EXPECT_LT(i, 256u) << "entry last seen " << i << " units ago was kept";
+        auto e = lb.conntrack().get(key);
+        ASSERT_TRUE(e && *e);
+        EXPECT_EQ((*e)->backend_id, i);
+        EXPECT_EQ((*e)->created, now - 5000);
+        EXPECT_EQ((*e)->last_seen, now - i);
+    }
+    auto newest = lb.conntrack().get(flow_n(0));
+    ASSERT_TRUE(newest);
+    EXPECT_TRUE(*newest);
+}
+
+TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMode) {
+    const std::string dir = pin_dir();
+    fs::create_directories(dir);
+    // The layout-2 name over 8-byte values: nothing to keep or copy.
+    UniqueFd odd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, XLB_MAP_CONNTRACK, sizeof(xlb_flow_key), 8,
+                                1024, nullptr));
+    ASSERT_TRUE(odd) << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(odd.get(), (dir + "/" XLB_MAP_CONNTRACK).c_str()), 0);
+    LbProgram lb = load({.pin_dir = dir});  // kRefuse
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kCreated);
+    EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
+    EXPECT_EQ(ct.message,
+              "new connection table of 1024 entries: the pinned one is incompatible (value size "
+              "8, want 16)");
+    const MapPin* pin = lb.pins().find(XLB_MAP_CONNTRACK);
+    ASSERT_NE(pin, nullptr);
+    EXPECT_EQ(pin->action, PinAction::kReplaced);
+    EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_CONNTRACK), map_id(lb.conntrack().fd()));
+}
+
+TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
+    const std::string dir = pin_dir();
+    pin_v1_table(dir, 50);
+    const std::uint32_t before = ct_now();
+    LbProgram lb = load({.pin_dir = dir});
+    const std::uint32_t after = ct_now();
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kMigratedV1);
+    EXPECT_EQ(ct.copied, 50u);
+    EXPECT_EQ(ct.dropped, 0u);
+    EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
+    EXPECT_FALSE(ct.warn());
+    EXPECT_EQ(ct.message,
+              "upgraded the connection table from layout 1 (xlb_conntrack): copied 50 entries "
+              "into a new table of 1024 entries; removed the old pin");
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
+    EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_CONNTRACK), map_id(lb.conntrack().fd()));
+    EXPECT_EQ(table_size(lb), 50u);
+    for (std::uint32_t i = 0; i < 50; ++i) {
+        auto e = lb.conntrack().get(flow_n(i));
+        ASSERT_TRUE(e && *e) << i;
+        EXPECT_EQ((*e)->backend_id, i % 7);
+        EXPECT_EQ((*e)->generation, 1 + i % 3);
+        // As if just seen: the program's clock at load time.
+        EXPECT_EQ((*e)->created, (*e)->last_seen);
+        EXPECT_LE((*e)->last_seen - before, after - before);
+    }
+    // The next load finds the layout-2 table and reuses it.
+    LbProgram again = load({.pin_dir = dir});
+    EXPECT_EQ(again.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
+}
+
+TEST_F(LifecycleTest, AnUnreadableLayoutOneTableMeansAnEmptyTable) {
+    const std::string dir = pin_dir();
+    fs::create_directories(dir);
+    // Same name, but not the layout-1 table (an array of 4-byte values).
+    UniqueFd garbage(bpf_map_create(BPF_MAP_TYPE_ARRAY, XLB_MAP_CONNTRACK_V1, 4, 4, 8, nullptr));
+    ASSERT_TRUE(garbage) << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(garbage.get(), (dir + "/" XLB_MAP_CONNTRACK_V1).c_str()), 0);
+    LbProgram lb = load({.pin_dir = dir});
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kV1Unreadable);
+    EXPECT_TRUE(ct.warn());
+    EXPECT_EQ(ct.copied, 0u);
+    EXPECT_EQ(ct.message, "could not read the layout-1 connection table at " + dir +
+                              "/xlb_conntrack (array, key size 4, value size 4; want a hash of "
+                              "40-byte keys and 8-byte values): starting with an empty table of "
+                              "1024 entries; removed the old pin");
+    EXPECT_EQ(table_size(lb), 0u);
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
+}
+
+TEST_F(LifecycleTest, ALeftoverLayoutOneTableIsRemoved) {
+    const std::string dir = pin_dir();
+    { LbProgram lb = load({.pin_dir = dir}); }
+    // An upgrade that pinned the new table but died before unpinning the old.
+    pin_v1_table(dir, 3);
+    LbProgram lb = load({.pin_dir = dir});
+    EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
+    EXPECT_EQ(lb.conntrack_load().message,
+              "reused the pinned connection table of 1024 entries; removed a leftover layout-1 "
+              "table");
+    EXPECT_EQ(table_size(lb), 0u);
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
+
+    // unpin takes a layout-1 pin too, so that the directory goes.
+    pin_v1_table(dir, 1);
+    ASSERT_TRUE(LbProgram::unpin(dir));
+    EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST_F(LifecycleTest, IncompatibleRingTemplateAndKeyLayoutAreDetected) {
@@ -606,7 +842,7 @@ TEST_F(LifecycleTest, IncompatibleRingTemplateAndKeyLayoutAreDetected) {
     ASSERT_NE(v, nullptr);
     EXPECT_EQ(v->action, PinAction::kReplaced);
     EXPECT_EQ(v->reason, "key size 8, want 20");
-    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 6u);
+    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 7u);
     EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_RINGS), map_id(lb.rings().fd()));
     // The replacement takes rings of the current layout.
     const std::vector<std::uint32_t> ring = {1, 2, 3};

@@ -328,8 +328,8 @@ protected:
     }
 
     // A TCP SYN from the router namespace (192.0.2.2:sport) to the VIP, through
-    // the real XDP program on xa0: it is counted, recorded in the connection
-    // table, encapsulated and sent back out (nobody answers).
+    // the real XDP program on xa0: it is counted, encapsulated and sent back
+    // out (nobody answers); a SYN is never recorded in the connection table.
     void send_syn(const VipConf& v, std::uint16_t sport) {
         in_netns(lab_->router_ns(), [&] {
             bpf::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -344,6 +344,29 @@ protected:
             if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0)
                 throw std::runtime_error("bind: " + std::string(std::strerror(errno)));
             ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to));  // EINPROGRESS
+            std::this_thread::sleep_for(50ms);
+            return 0;
+        });
+    }
+
+    // The handshake's ACK after send_syn (nobody answers the SYN, so the
+    // kernel never sends one): a TCP ACK from the router namespace, written
+    // whole through a raw socket. The data plane records the flow from it,
+    // as it never does from a SYN.
+    void send_ack(const VipConf& v, std::uint16_t sport) {
+        in_netns(lab_->router_ns(), [&] {
+            bpf::UniqueFd fd(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
+            if (!fd) throw std::runtime_error("raw socket: " + std::string(std::strerror(errno)));
+            const test::Flow flow{*net::IpAddress::parse(Lab::kRouterAddr),
+                                  *net::IpAddress::parse(v.address), sport, v.port,
+                                  test::kProtoTcp};
+            const test::Bytes packet = test::make_ip_packet(flow);  // ACK, valid checksums
+            sockaddr_in to{};
+            to.sin_family = AF_INET;
+            ::inet_pton(AF_INET, v.address.c_str(), &to.sin_addr);
+            if (::sendto(fd.get(), packet.data(), packet.size(), 0,
+                         reinterpret_cast<sockaddr*>(&to), sizeof(to)) < 0)
+                throw std::runtime_error("send the ACK: " + std::string(std::strerror(errno)));
             std::this_thread::sleep_for(50ms);
             return 0;
         });
@@ -483,9 +506,9 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
         rings_before[v.key()] = pinned_ring(at(summaries_before, v.key())["vip_id"]);
     const auto backend_ids_before = backend_ids(v4.key());
 
-    // An established flow, recorded by the data plane itself from a SYN, and a
-    // second one written straight into the pinned connection table (the same
-    // value under another source port).
+    // An established flow, recorded by the data plane itself from the ACK
+    // after its SYN, and a second one written straight into the pinned
+    // connection table (the same value under another source port).
     xlb_flow_key flow{};
     net::IpAddress::parse(Lab::kRouterAddr)->to_words(flow.src);
     net::IpAddress::parse(v4.address)->to_words(flow.dst);
@@ -496,13 +519,14 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
     xlb_flow_key inserted = flow;
     inserted.sport = htons(40078);
     send_syn(v4, 40077);
+    send_ack(v4, 40077);
     xlb_ct_value ct{};
     {
         bpf::UniqueFd fd = open_pinned(lab_->map_pin(XLB_MAP_CONNTRACK));
         bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack(fd.get(), XLB_MAP_CONNTRACK);
         auto recorded = conntrack.get(flow);
         ASSERT_TRUE(recorded) << recorded.error().message();
-        ASSERT_TRUE(recorded->has_value()) << "the SYN from the router namespace was not recorded";
+        ASSERT_TRUE(recorded->has_value()) << "the ACK from the router namespace was not recorded";
         ct = **recorded;
         auto ok = conntrack.put(inserted, ct);
         ASSERT_TRUE(ok) << ok.error().message();

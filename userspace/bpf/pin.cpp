@@ -146,32 +146,31 @@ std::string inner_incompatibility(int outer_fd, const bpf_map_info& outer, bpf_m
     return {};
 }
 
-// Why the pinned map (fd) cannot stand in for `want`; empty when it can.
-std::string incompatibility(bpf_map* want, int fd) {
-    std::string kind = bpf_fd_kind(fd);
-    if (kind != "bpf-map") return "pinned object is a " + kind + ", not a map";
-    auto info = map_info(fd, "pinned map");
-    if (!info) return "cannot read the pinned map: " + info.error().message();
-    std::string out;
-    differ_layout(out, *info, want, true);
-    if (out.empty() &&
-        (info->type == BPF_MAP_TYPE_ARRAY_OF_MAPS || info->type == BPF_MAP_TYPE_HASH_OF_MAPS))
-        out = inner_incompatibility(fd, *info, bpf_map__inner_map(want));
-    return out;
-}
-
 std::uint32_t map_id_of(int fd) {
     auto info = map_info(fd, "map");
     return info ? info->id : 0;
 }
-
-std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
 // Where a replacing map is pinned before it is renamed over the old pin.
 // bpffs refuses names with a '.' (EPERM), hence the '~'.
 std::string staging_name(const std::string& map) { return map + "~new"; }
 
 }  // namespace
+
+std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+std::string incompatibility(bpf_map* want, int fd, bool max_entries) {
+    std::string kind = bpf_fd_kind(fd);
+    if (kind != "bpf-map") return "pinned object is a " + kind + ", not a map";
+    auto info = map_info(fd, "pinned map");
+    if (!info) return "cannot read the pinned map: " + info.error().message();
+    std::string out;
+    differ_layout(out, *info, want, max_entries);
+    if (out.empty() &&
+        (info->type == BPF_MAP_TYPE_ARRAY_OF_MAPS || info->type == BPF_MAP_TYPE_HASH_OF_MAPS))
+        out = inner_incompatibility(fd, *info, bpf_map__inner_map(want));
+    return out;
+}
 
 Result<PinSession> PinSession::open(const std::string& dir_arg) {
     const std::string what = "pin maps in " + dir_arg;
@@ -287,16 +286,19 @@ Result<PinReport> PinSession::commit() {
     return report;
 }
 
-Result<void> unpin_object_maps(bpf_object* obj, const std::string& dir) {
+Result<void> unpin_object_maps(bpf_object* obj, const std::string& dir,
+                               std::span<const std::string> extra) {
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
         if (errno == ENOENT) return {};
         return fail(errno, "unpin maps in " + dir);
     }
+    std::vector<std::string> names(extra.begin(), extra.end());
     bpf_map* map = nullptr;
     bpf_object__for_each_map(map, obj) {
-        if (bpf_map__is_internal(map)) continue;
-        const std::string name = bpf_map__name(map);
+        if (!bpf_map__is_internal(map)) names.push_back(bpf_map__name(map));
+    }
+    for (const std::string& name : names) {
         for (const std::string& path : {join(dir, name), join(dir, staging_name(name))}) {
             if (::unlink(path.c_str()) != 0 && errno != ENOENT)
                 return fail(errno, "unpin map " + name + " at " + path);

@@ -11,6 +11,7 @@
 // two processes loading into the same directory take turns.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,9 +59,16 @@ private:
     std::vector<Plan> plans_;
 };
 
-// Removes the pins named after the object's maps from dir (plus leftovers of
-// an interrupted replacement), then dir itself when it is empty. A missing
-// dir or pin is not an error.
-Result<void> unpin_object_maps(bpf_object* obj, const std::string& dir);
+// Removes the pins named after the object's maps and `extra` (maps of older
+// layouts) from dir, plus leftovers of an interrupted replacement, then dir
+// itself when it is empty. A missing dir or pin is not an error.
+Result<void> unpin_object_maps(bpf_object* obj, const std::string& dir,
+                               std::span<const std::string> extra = {});
+
+// Why the pinned map (fd) cannot stand in for `want`; empty when it can.
+// Without max_entries, a map differing only in size counts as compatible.
+std::string incompatibility(bpf_map* want, int fd, bool max_entries = true);
+
+std::string join(const std::string& dir, const std::string& name);
 
 }  // namespace xlb::bpf::detail

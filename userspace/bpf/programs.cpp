@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "conntrack_load.h"
 #include "pin_session.h"
 #include "xlb_decap.skel.h"
 #include "xlb_lb.skel.h"
@@ -17,14 +18,27 @@ std::string load_hint(int code) {
     return {};
 }
 
-// Before load: with a pin directory, lock it and reuse the compatible pins.
-Result<std::optional<detail::PinSession>> prepare_pins(const LoadOptions& options,
-                                                       bpf_object* obj) {
+// Before load: with a pin directory, lock it.
+Result<std::optional<detail::PinSession>> open_pins(const LoadOptions& options) {
     if (options.pin_dir.empty()) return std::optional<detail::PinSession>{};
     auto session = detail::PinSession::open(options.pin_dir);
     if (!session) return std::unexpected(session.error());
-    if (auto ok = session->prepare(obj); !ok) return std::unexpected(ok.error());
     return std::optional<detail::PinSession>{std::move(*session)};
+}
+
+// Then reuse the compatible pins.
+Result<void> prepare_pins(std::optional<detail::PinSession>& session, bpf_object* obj) {
+    if (!session) return {};
+    return session->prepare(obj);
+}
+
+// Before load: with a pin directory, lock it and reuse the compatible pins.
+Result<std::optional<detail::PinSession>> open_and_prepare_pins(const LoadOptions& options,
+                                                                bpf_object* obj) {
+    auto session = open_pins(options);
+    if (!session) return std::unexpected(session.error());
+    if (auto ok = prepare_pins(*session, obj); !ok) return std::unexpected(ok.error());
+    return session;
 }
 
 // After load: pin what was not reused.
@@ -55,8 +69,11 @@ Result<void> resize(bpf_map* map, std::uint32_t entries) {
 void LbProgram::SkeletonDeleter::operator()(xlb_lb* skel) const { xlb_lb__destroy(skel); }
 
 LbProgram::LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes,
-                     PinReport pins)
-    : skel_(std::move(skel)), sizes_(sizes), pins_(std::move(pins)) {}
+                     PinReport pins, ConntrackLoad conntrack_load)
+    : skel_(std::move(skel)),
+      sizes_(sizes),
+      pins_(std::move(pins)),
+      conntrack_load_(std::move(conntrack_load)) {}
 LbProgram::LbProgram(LbProgram&&) noexcept = default;
 LbProgram& LbProgram::operator=(LbProgram&&) noexcept = default;
 LbProgram::~LbProgram() = default;
@@ -75,19 +92,27 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_conntrack2, sizes.conntrack_entries}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
     }
-    auto session = prepare_pins(options, skel->obj);
+    auto session = open_pins(options);
     if (!session) return std::unexpected(session.error());
+    auto conntrack = detail::ConntrackLoader::plan(*session ? (*session)->dir() : std::string(),
+                                                   maps.xlb_conntrack2, options.conntrack_resize);
+    if (!conntrack) return std::unexpected(conntrack.error());
+    if (auto ok = prepare_pins(*session, skel->obj); !ok) return std::unexpected(ok.error());
     if (int rc = xlb_lb__load(skel.get()); rc != 0)
         return fail(rc, "load the xlb_lb BPF program", load_failure_hint(-rc, *session));
+    if (auto ok = conntrack->fill(bpf_map__fd(maps.xlb_conntrack2)); !ok)
+        return std::unexpected(ok.error());
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
-    return LbProgram(std::move(skel), sizes, std::move(*pins));
+    if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
+    return LbProgram(std::move(skel), sizes, std::move(*pins), conntrack->result());
 }
 
 Result<void> LbProgram::unpin(const std::string& dir) {
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
     if (!skel) return fail(errno, "open the xlb_lb BPF object");
-    return detail::unpin_object_maps(skel->obj, dir);
+    const std::string older[] = {XLB_MAP_CONNTRACK_V1};
+    return detail::unpin_object_maps(skel->obj, dir, older);
 }
 
 int LbProgram::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_lb); }
@@ -104,6 +129,9 @@ ArrayMap<xlb_backend> LbProgram::backends() const {
 }
 HashMap<xlb_flow_key, xlb_ct_value> LbProgram::conntrack() const {
     return {bpf_map__fd(skel_->maps.xlb_conntrack2), XLB_MAP_CONNTRACK};
+}
+PerCpuArrayMap<xlb_ct_cpu> LbProgram::ct_cpu() const {
+    return {bpf_map__fd(skel_->maps.xlb_ct_cpu), XLB_MAP_CT_CPU};
 }
 PerCpuArrayMap<std::uint64_t> LbProgram::outcomes() const {
     return {bpf_map__fd(skel_->maps.xlb_stats), XLB_MAP_STATS};
@@ -126,7 +154,7 @@ DecapProgram::~DecapProgram() = default;
 Result<DecapProgram> DecapProgram::load(const LoadOptions& options) {
     std::unique_ptr<xlb_decap, SkeletonDeleter> skel(xlb_decap__open());
     if (!skel) return fail(errno, "open the xlb_decap BPF object");
-    auto session = prepare_pins(options, skel->obj);
+    auto session = open_and_prepare_pins(options, skel->obj);
     if (!session) return std::unexpected(session.error());
     if (int rc = xlb_decap__load(skel.get()); rc != 0)
         return fail(rc, "load the xlb_decap BPF program", load_failure_hint(-rc, *session));

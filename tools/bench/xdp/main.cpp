@@ -33,6 +33,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -98,11 +99,29 @@ constexpr std::uint32_t kIpv4SrcOffset = 14 + 12;
 // cannot serve another CPU, so the table counts as full this much early.
 constexpr std::uint64_t kLruSlackPerCpu = 512;
 constexpr std::uint64_t kLruSlack = 4096;
+// The insert budget of every case but new_flow_over_budget_v4: far above what
+// one CPU inserts, so nothing is skipped, yet the token bucket runs as in
+// production (a rate of 0 would skip it).
+constexpr xlb::datapath::CtBudget kAmpleBudget{.rate = 1'000'000'000, .burst = 1'000'000'000};
+// new_flow_over_budget_v4: one entry per second, its bucket emptied before
+// each sample.
+constexpr xlb::datapath::CtBudget kSpentBudget{.rate = 1, .burst = 1};
 
 struct Counters {
     std::array<std::uint64_t, XLB_OUT__MAX> outcomes{};
     std::array<xlb_vip_stats, kVipCount> vips{};
+    std::uint64_t ct_inserts = 0, ct_skipped = 0;  // xlb_ct_cpu, summed
 };
+
+// The program's clocks: CLOCK_MONOTONIC_COARSE in ns, and in connection-table
+// units (created, last_seen).
+std::uint64_t coarse_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+std::uint32_t ct_now() { return static_cast<std::uint32_t>(coarse_ns() >> XLB_CT_TIME_SHIFT); }
 
 class Balancer {
 public:
@@ -129,7 +148,30 @@ public:
             c.outcomes[o] = xlb::datapath::sum_per_cpu(must(lb_.outcomes().get_per_cpu(o)));
         for (std::uint32_t v = 0; v < kVipCount; ++v)
             c.vips[v] = xlb::datapath::sum_per_cpu(must(lb_.vip_stats().get_per_cpu(v)));
+        for (const xlb_ct_cpu& cpu : must(lb_.ct_cpu().get_per_cpu(0))) {
+            c.ct_inserts += cpu.inserts;
+            c.ct_skipped += cpu.skipped;
+        }
         return c;
+    }
+
+    void use_budget(xlb::datapath::CtBudget budget) {
+        if (budget.rate == budget_.rate && budget.burst == budget_.burst) return;
+        must(lb_.config().put(0, config(budget)));
+        budget_ = budget;
+    }
+
+    // Every CPU's bucket empty, as of now.
+    void empty_buckets() const {
+        std::vector<xlb_ct_cpu> per_cpu = must(lb_.ct_cpu().get_per_cpu(0));
+        for (xlb_ct_cpu& cpu : per_cpu) {
+            cpu.tokens = 0;
+            cpu.refill_ns = coarse_ns();
+        }
+        const std::uint32_t key = 0;
+        if (bpf_map_update_elem(lb_.ct_cpu().fd(), &key, per_cpu.data(), BPF_ANY) != 0)
+            throw Failure(
+                fmt::format("empty the insert budget's buckets: {}", std::strerror(errno)));
     }
 
     std::optional<xlb_ct_value> conntrack_entry(const xlb_flow_key& key) const {
@@ -162,8 +204,13 @@ public:
     }
 
 private:
+    static xlb_config config(xlb::datapath::CtBudget budget) {
+        return xlb::datapath::make_config(test::bench_settings(), test::kNextHopMac, budget);
+    }
+
     void configure() {
-        must(lb_.config().put(0, test::bench_config()));
+        must(lb_.config().put(0, config(kAmpleBudget)));
+        budget_ = kAmpleBudget;
 
         // Backends from the benchmarking ranges: 198.18.0.0/15 (RFC 2544)
         // and 2001:db8:b::/64 (documentation).
@@ -207,12 +254,13 @@ private:
     bpf::LbProgram lb_;
     std::vector<IpAddress> backend_addr_;
     std::vector<std::uint32_t> ring_v4_, ring_v6_;
+    xlb::datapath::CtBudget budget_;
 };
 
 // ---------------------------------------------------------------------------
 // Cases.
 
-enum class Path { kEstablished, kNewFlow, kNoConntrack, kNotVip };
+enum class Path { kEstablished, kNewFlow, kNewFlowOverBudget, kNoConntrack, kNotVip };
 
 struct Case {
     std::string name;
@@ -267,6 +315,12 @@ std::vector<Case> make_cases() {
                      .vip_id = kVipTcp4,
                      .vary_offset = kIpv4SrcOffset,
                      .target_net_ns = 450});
+    cases.push_back({.name = "new_flow_over_budget_v4",
+                     .path = "TCP ACK, new source each run, insert budget spent: miss, Maglev",
+                     .kind = Path::kNewFlowOverBudget,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40002, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .vary_offset = kIpv4SrcOffset});
     cases.push_back({.name = "no_conntrack_v4",
                      .path = "UDP, VIP without conntrack: hash, Maglev",
                      .kind = Path::kNoConntrack,
@@ -307,7 +361,12 @@ struct Sample {
     Counters before, after;
     std::uint32_t counter_before = 0, counter_after = 0;
     std::uint32_t repeat = 0;
+    std::uint64_t wall_ns = 0;  // the run, as the program's clock saw it
 };
+
+// Connection-table units between a run's last packet and the check of its
+// entry's age.
+constexpr std::uint32_t kRefreshMargin = 100;
 
 class Checker {
 public:
@@ -355,6 +414,12 @@ public:
                       name + " conntrack_hits grew by");
             expect_eq(a.drops - b.drops, std::uint64_t{0}, name + " drops grew by");
         }
+    }
+
+    // xlb_ct_cpu: entries written and inserts skipped over budget.
+    void expect_inserts(std::uint64_t inserts, std::uint64_t skipped) {
+        expect_eq(s_.after.ct_inserts - s_.before.ct_inserts, inserts, "inserts grew by");
+        expect_eq(s_.after.ct_skipped - s_.before.ct_skipped, skipped, "skipped inserts grew by");
     }
 
     void expect_action(std::uint32_t action) {
@@ -501,13 +566,20 @@ private:
     }
 
     double measure(const Case& c, std::uint32_t repeat, bool floor) {
+        if (!floor) {
+            const bool spent = c.kind == Path::kNewFlowOverBudget;
+            balancer_.use_budget(spent ? kSpentBudget : kAmpleBudget);
+            if (spent) balancer_.empty_buckets();
+        }
         must(harness_.set_target(floor ? harness_.floor_fd() : balancer_.lb().prog_fd()));
         harness_.set_template(c.frame, c.vary_offset);
         Sample s;
         s.repeat = repeat;
         s.before = balancer_.counters();
         s.counter_before = harness_.vary_counter();
+        const std::uint64_t start_ns = coarse_ns();
         s.result = must(harness_.run(c.frame, repeat));
+        s.wall_ns = coarse_ns() - start_ns;
         s.counter_after = harness_.vary_counter();
         s.after = balancer_.counters();
         if (floor)
@@ -544,12 +616,18 @@ private:
                 check.expect_action(XDP_TX);
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, 0, n);
+                check.expect_inserts(0, 0);
                 auto entry = balancer_.conntrack_entry(last_key);
                 check.expect(entry.has_value(), "the flow's connection-table entry is gone");
                 if (entry) {
                     check.expect_eq(entry->backend_id, ring_backend, "connection-table backend");
                     check.expect_encapsulated(last_frame,
                                               balancer_.backend_address(entry->backend_id), true);
+                    // The hits keep the entry's age fresh: last_seen is at most
+                    // one refresh interval old (plus the time since the run).
+                    const std::uint32_t idle = ct_now() - entry->last_seen;
+                    check.expect(idle <= XLB_CT_REFRESH_UNITS + kRefreshMargin,
+                                 fmt::format("last_seen is {} units old after the run", idle));
                 }
                 break;
             }
@@ -557,6 +635,7 @@ private:
                 check.expect_action(XDP_TX);
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(n, 0);
                 check.expect_encapsulated(last_frame, balancer_.backend_address(ring_backend),
                                           false);
                 // Every run inserted its flow; none was evicted (the table is
@@ -573,10 +652,29 @@ private:
                 }
                 break;
             }
+            case Path::kNewFlowOverBudget: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_encapsulated(last_frame, balancer_.backend_address(ring_backend),
+                                          false);
+                // The bucket gains one entry per second of the run: all but
+                // those were skipped, the first flow certainly.
+                const std::uint64_t inserts = s.after.ct_inserts - s.before.ct_inserts;
+                const std::uint64_t skipped = s.after.ct_skipped - s.before.ct_skipped;
+                const std::uint64_t seconds = s.wall_ns / 1'000'000'000ULL + 1;
+                check.expect_eq(inserts + skipped, n, "inserts + skipped inserts");
+                check.expect(inserts <= seconds * kSpentBudget.rate,
+                             fmt::format("{} inserts in {} s", inserts, seconds));
+                check.expect(!balancer_.conntrack_entry(key_of_run(c, s.counter_before + 1)),
+                             "the sample's first flow was recorded over budget");
+                break;
+            }
             case Path::kNoConntrack: {
                 check.expect_action(XDP_TX);
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(0, 0);
                 check.expect_encapsulated(last_frame, balancer_.backend_address(ring_backend),
                                           true);
                 check.expect(!balancer_.conntrack_entry(last_key).has_value(),
@@ -587,6 +685,7 @@ private:
                 check.expect_action(XDP_PASS);
                 check.expect_outcomes(XLB_OUT_PASS_NOT_VIP);
                 check.expect_vip(std::nullopt, 0, 0);
+                check.expect_inserts(0, 0);
                 check.expect_frame(c.frame);
                 break;
         }
@@ -659,7 +758,7 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
         "floor (wrapper + xlb_bench_floor): median {} ns, min {}, max {} over {} samples\n\n",
         ns_text(median(floors)), ns_text(min_of(floors)), ns_text(max_of(floors)), floors.size());
 
-    constexpr auto kRow = "{:<16} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8}  {}\n";
+    constexpr auto kRow = "{:<24} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8}  {}\n";
     const std::string header = fmt::format(kRow, "case", "min", "median", "max", "floor", "net med",
                                            "net min", "target", "result");
     fmt::print("{}{}\n", header, std::string(header.size() - 1, '-'));
@@ -672,7 +771,7 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
                    ns_text(min_of(c.net_ns)), target, result);
     }
     fmt::print("\n");
-    for (const Case& c : bench.cases()) fmt::print("  {:<16} {}\n", c.name, c.path);
+    for (const Case& c : bench.cases()) fmt::print("  {:<24} {}\n", c.name, c.path);
     fmt::print(
         "\nns per packet: the kernel's mean over each sample's repetitions. min/median/max:\n"
         "the case (wrapper + xlb_lb); floor: median of the floor samples taken around it;\n"

@@ -14,10 +14,19 @@
 
 namespace xlb::bpf {
 
+// What a load does when the pinned connection table has another size than
+// the one asked for (LbMapSizes::conntrack_entries); see ConntrackLoad in
+// xlb/bpf/programs.h.
+enum class ConntrackResize {
+    kRefuse,   // keep the pinned table at its own size, entries intact
+    kReplace,  // a new table of the requested size; the entries are copied
+};
+
 struct LoadOptions {
     // bpffs directory for the maps, created (mode 0700) when missing. Empty:
     // no pinning; the maps live exactly as long as the program object.
     std::string pin_dir;
+    ConntrackResize conntrack_resize = ConntrackResize::kRefuse;
 };
 
 enum class PinAction {
@@ -28,8 +37,8 @@ enum class PinAction {
 const char* to_string(PinAction);
 
 struct MapPin {
-    std::string map;   // "xlb_conntrack"
-    std::string path;  // "/sys/fs/bpf/xlb/eth0/xlb_conntrack"
+    std::string map;   // "xlb_conntrack2"
+    std::string path;  // "/sys/fs/bpf/xlb/eth0/xlb_conntrack2"
     PinAction action = PinAction::kCreated;
     std::string reason;        // kReplaced: what differed, e.g. "max_entries 65536, want 131072"
     std::uint32_t map_id = 0;  // the kernel's id of the map now pinned
@@ -43,7 +52,7 @@ struct PinReport {
     std::vector<std::string> names(PinAction) const;
     const MapPin* find(const std::string& map) const;
     // One line for the log: "pins in DIR: reused xlb_vips, ...; replaced
-    // xlb_conntrack (max_entries 65536, want 131072); created ...".
+    // xlb_conntrack2 (max_entries 65536, want 131072); created ...".
     std::string summary() const;
 };
 

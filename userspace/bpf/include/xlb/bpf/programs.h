@@ -23,6 +23,30 @@ struct LbMapSizes {
     std::uint32_t conntrack_entries = XLB_CONNTRACK_DEFAULT;
 };
 
+// What a load did with the connection table (XLB_MAP_CONNTRACK). Without a
+// pin directory it is always a new table of the requested size.
+struct ConntrackLoad {
+    enum class Outcome {
+        kCreated,         // a new, empty table (nothing usable was pinned)
+        kReused,          // the pinned table, same size, entries intact
+        kKeptPinnedSize,  // kRefuse: the pinned table at its own size, not the requested one
+        kResized,         // kReplace: a new table of the requested size, entries copied
+        kMigratedV1,      // the layout-1 table's entries copied into a new table, then unpinned
+        kV1Unreadable,    // a layout-1 pin that could not be read: a new, empty table
+    };
+    Outcome outcome = Outcome::kCreated;
+    std::uint32_t capacity = 0;   // max_entries of the table now in use
+    std::uint32_t requested = 0;  // LbMapSizes::conntrack_entries
+    std::uint64_t copied = 0;     // entries carried over (kResized, kMigratedV1)
+    std::uint64_t dropped = 0;    // entries that did not fit or could not be read
+    std::string message;          // one line for the log
+
+    // Whether the log line deserves the warning level: the table is not what
+    // was asked for, or entries were lost.
+    bool warn() const;
+};
+const char* to_string(ConntrackLoad::Outcome);
+
 class LbProgram {
 public:
     // Opens the embedded object, sizes the maps and loads it into the kernel.
@@ -30,8 +54,9 @@ public:
     // map is pinned there after load (see xlb/bpf/pin.h); pins() tells which.
     static Result<LbProgram> load(const LbMapSizes& sizes = {}, const LoadOptions& options = {});
 
-    // Removes the balancer's map pins from dir, and dir when it is then empty
-    // (e.g. --detach-on-exit). A missing dir or pin is not an error. The maps
+    // Removes the balancer's map pins from dir (and a layout-1 connection
+    // table left there), then dir when it is empty (e.g. --detach-on-exit).
+    // A missing dir or pin is not an error. The maps
     // themselves live on while a program or descriptor still uses them.
     static Result<void> unpin(const std::string& dir);
 
@@ -42,12 +67,14 @@ public:
     int prog_fd() const;
     const LbMapSizes& sizes() const { return sizes_; }
     const PinReport& pins() const { return pins_; }
+    const ConntrackLoad& conntrack_load() const { return conntrack_load_; }
 
     ArrayMap<xlb_config> config() const;
     HashMap<xlb_vip_key, xlb_vip_value> vips() const;
     MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
     ArrayMap<xlb_backend> backends() const;
     HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
+    PerCpuArrayMap<xlb_ct_cpu> ct_cpu() const;  // the insert budget, one entry
     PerCpuArrayMap<std::uint64_t> outcomes() const;
     PerCpuArrayMap<xlb_vip_stats> vip_stats() const;
     PerCpuArrayMap<xlb_backend_stats> backend_stats() const;
@@ -56,11 +83,13 @@ private:
     struct SkeletonDeleter {
         void operator()(xlb_lb* skel) const;
     };
-    LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes, PinReport pins);
+    LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes, PinReport pins,
+              ConntrackLoad conntrack_load);
 
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel_;
     LbMapSizes sizes_;
     PinReport pins_;
+    ConntrackLoad conntrack_load_;
 };
 
 class DecapProgram {

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: Apache-2.0
+// The connection table under pressure (bpf/xlb_lb.bpf.c): what records an
+// entry (not a SYN; the first ACK; UDP's first packet), the per-CPU insert
+// budget (xlb_ct_cpu) and the age of entries (created, last_seen).
+//
+// BPF_PROG_TEST_RUN runs the program on the calling thread's CPU, so the
+// budget tests pin the thread to one CPU; counters are still summed over all
+// CPUs, and times are compared with CLOCK_MONOTONIC_COARSE, the program's
+// clock (bpf_ktime_get_coarse_ns).
+#include <arpa/inet.h>
+#include <sched.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "lb_fixture.h"
+#include "xlb/datapath/setup.h"
+
+namespace xlb::test {
+namespace {
+
+constexpr std::uint32_t kVipId = 3;
+constexpr std::uint64_t kSecond = 1'000'000'000ULL;
+
+std::uint64_t coarse_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * kSecond + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// The table's time unit, as the program computes it.
+std::uint32_t ct_now() { return static_cast<std::uint32_t>(coarse_ns() >> XLB_CT_TIME_SHIFT); }
+
+// Keeps the test thread on one CPU, so every run uses the same bucket.
+class PinnedToOneCpu {
+public:
+    PinnedToOneCpu() {
+        have_old_ = ::sched_getaffinity(0, sizeof old_, &old_) == 0;
+        cpu_ = ::sched_getcpu();
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu_, &one);
+        ok_ = ::sched_setaffinity(0, sizeof one, &one) == 0;
+    }
+    ~PinnedToOneCpu() {
+        if (have_old_) ::sched_setaffinity(0, sizeof old_, &old_);
+    }
+    bool ok() const { return ok_; }
+    int cpu() const { return cpu_; }
+
+private:
+    cpu_set_t old_{};
+    bool have_old_ = false;
+    bool ok_ = false;
+    int cpu_ = 0;
+};
+
+class ConntrackTest : public LbTest {
+protected:
+    void SetUp() override {
+        LbTest::SetUp();
+        for (std::uint32_t i = 0; i < 4; ++i) add_backend(10 + i, kBackendV4[i]);
+    }
+
+    std::vector<std::uint32_t> vip(std::uint8_t proto = kProtoTcp) {
+        add_vip(kVipV4, kVipPort, proto, kVipId);
+        return publish_maglev(kVipId, {{10}, {11}, {12}, {13}});
+    }
+
+    void set_budget(std::uint32_t rate, std::uint32_t burst) {
+        xlb_config cfg = default_config();
+        cfg.ct_insert_rate = rate;
+        cfg.ct_insert_burst = burst;
+        write_config(cfg);
+    }
+
+    // The frame must leave encapsulated, whole, to the backend the ring
+    // gives its flow; returns that backend.
+    std::uint32_t expect_balanced(const Bytes& frame, const Flow& flow,
+                                  const std::vector<std::uint32_t>& ring) {
+        const xlb_flow_key key = flow_key(flow);
+        const std::uint32_t backend = expected_backend(ring, key);
+        const Bytes expected = expected_encap(frame, backend_addr_[backend], key);
+        EXPECT_EQ(checksum_errors(expected), "") << "test bug: expected frame is invalid";
+        expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected);
+        return backend;
+    }
+
+    std::optional<xlb_ct_value> entry(const Flow& flow) {
+        auto e = lb().conntrack().get(flow_key(flow));
+        EXPECT_TRUE(e) << e.error().message();
+        return e ? *e : std::nullopt;
+    }
+
+    // Counters summed over the CPUs; last_skip_ns: the latest.
+    xlb_ct_cpu budget_state() {
+        auto per_cpu = lb().ct_cpu().get_per_cpu(0);
+        EXPECT_TRUE(per_cpu) << per_cpu.error().message();
+        xlb_ct_cpu sum{};
+        if (!per_cpu) return sum;
+        for (const xlb_ct_cpu& c : *per_cpu) {
+            sum.inserts += c.inserts;
+            sum.skipped += c.skipped;
+            sum.tokens += c.tokens;
+            sum.refill_ns = std::max(sum.refill_ns, c.refill_ns);
+            sum.last_skip_ns = std::max(sum.last_skip_ns, c.last_skip_ns);
+        }
+        return sum;
+    }
+
+    // Sets every CPU's bucket, as if its last refill had been at refill_ns.
+    void set_bucket(std::uint64_t tokens, std::uint64_t refill_ns) {
+        auto per_cpu = lb().ct_cpu().get_per_cpu(0);
+        ASSERT_TRUE(per_cpu) << per_cpu.error().message();
+        for (xlb_ct_cpu& c : *per_cpu) {
+            c.tokens = tokens;
+            c.refill_ns = refill_ns;
+        }
+        std::uint32_t key = 0;
+        ASSERT_EQ(bpf_map_update_elem(lb().ct_cpu().fd(), &key, per_cpu->data(), BPF_ANY), 0)
+            << std::strerror(errno);
+    }
+
+    static Bytes syn_frame(const Flow& flow) {
+        FrameOptions syn;
+        syn.tcp_flags = kTcpSyn;
+        syn.payload.clear();
+        return make_frame(flow, syn);
+    }
+};
+
+Flow tcp_flow(std::uint16_t sport) { return Flow{kClientV4, kVipV4, sport, kVipPort, kProtoTcp}; }
+
+TEST_F(ConntrackTest, ASynIsBalancedByTheRingAndRecordsNothing) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(41000);
+    expect_balanced(syn_frame(flow), flow, ring);
+    EXPECT_FALSE(entry(flow));
+    const xlb_ct_cpu budget = budget_state();
+    EXPECT_EQ(budget.inserts, 0u);
+    EXPECT_EQ(budget.skipped, 0u);
+    EXPECT_EQ(vip_stats(kVipId).new_flows, 1u);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 0u);
+}
+
+TEST_F(ConntrackTest, TheFirstAckRecordsTheFlowWithItsTimes) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(41001);
+    const std::uint32_t syn_backend = expect_balanced(syn_frame(flow), flow, ring);
+    const std::uint32_t before = ct_now();
+    const std::uint32_t backend = expect_balanced(make_frame(flow), flow, ring);
+    const std::uint32_t after = ct_now();
+    EXPECT_EQ(backend, syn_backend) << "the handshake's packets go to one backend";
+
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->backend_id, backend);
+    EXPECT_EQ(e->generation, 1u);
+    EXPECT_EQ(e->created, e->last_seen);
+    EXPECT_LE(e->created - before, after - before) << "created within the run";
+    EXPECT_EQ(budget_state().inserts, 1u);
+
+    // The next packet hits the entry.
+    expect_balanced(make_frame(flow), flow, ring);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 1u);
+    EXPECT_EQ(budget_state().inserts, 1u);
+}
+
+TEST_F(ConntrackTest, UdpRecordsOnTheFirstPacket) {
+    auto ring = vip(kProtoUdp);
+    const Flow flow{kClientV4, kVipV4, 41002, kVipPort, kProtoUdp};
+    const std::uint32_t backend = expect_balanced(make_frame(flow), flow, ring);
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->backend_id, backend);
+    EXPECT_EQ(e->generation, 1u);
+    EXPECT_EQ(budget_state().inserts, 1u);
+}
+
+TEST_F(ConntrackTest, OverBudgetANewFlowIsBalancedButNotRecorded) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    // Two entries per second, two at once: a new bucket holds two.
+    set_budget(2, 2);
+    auto ring = vip();
+    const Flow first = tcp_flow(42000), second = tcp_flow(42001), third = tcp_flow(42002);
+    expect_balanced(make_frame(first), first, ring);
+    expect_balanced(make_frame(second), second, ring);
+    const std::uint64_t before = coarse_ns();
+    expect_balanced(make_frame(third), third, ring);
+    const std::uint64_t after = coarse_ns();
+
+    EXPECT_TRUE(entry(first));
+    EXPECT_TRUE(entry(second));
+    EXPECT_FALSE(entry(third));
+    const xlb_ct_cpu budget = budget_state();
+    EXPECT_EQ(budget.inserts, 2u);
+    EXPECT_EQ(budget.skipped, 1u);
+    EXPECT_GE(budget.last_skip_ns, before);
+    EXPECT_LE(budget.last_skip_ns, after);
+    EXPECT_LT(budget.tokens, kSecond) << "less than one entry's worth left";
+    auto own = lb().ct_cpu().get_per_cpu(0);
+    ASSERT_TRUE(own);
+    EXPECT_EQ(own->at(static_cast<std::size_t>(pinned.cpu())).skipped, 1u)
+        << "the skip is counted on the CPU that ran the packet";
+
+    // The unrecorded flow keeps being balanced by the ring, and an
+    // established one still hits its entry.
+    expect_balanced(make_frame(third), third, ring);
+    EXPECT_EQ(budget_state().skipped, 2u);
+    expect_balanced(make_frame(first), first, ring);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 1u);
+    EXPECT_EQ(budget_state().skipped, 2u);
+}
+
+TEST_F(ConntrackTest, TheBudgetRefillsWithTime) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    set_budget(2, 2);
+    auto ring = vip();
+    // An empty bucket last refilled 0.6 s ago: 1.2 entries' worth by now.
+    set_bucket(0, coarse_ns() - 600'000'000ULL);
+    const Flow a = tcp_flow(43000), b = tcp_flow(43001);
+    expect_balanced(make_frame(a), a, ring);
+    expect_balanced(make_frame(b), b, ring);
+    EXPECT_TRUE(entry(a));
+    EXPECT_FALSE(entry(b));
+    xlb_ct_cpu budget = budget_state();
+    EXPECT_EQ(budget.inserts, 1u);
+    EXPECT_EQ(budget.skipped, 1u);
+
+    // Long idle: the bucket fills up to the burst, no further.
+    set_bucket(0, coarse_ns() - 30 * kSecond);
+    const Flow c = tcp_flow(43002), d = tcp_flow(43003), e = tcp_flow(43004);
+    for (const Flow& f : {c, d, e}) expect_balanced(make_frame(f), f, ring);
+    EXPECT_TRUE(entry(c));
+    EXPECT_TRUE(entry(d));
+    EXPECT_FALSE(entry(e));
+    budget = budget_state();
+    EXPECT_EQ(budget.inserts, 3u);
+    EXPECT_EQ(budget.skipped, 2u);
+}
+
+TEST_F(ConntrackTest, WithoutABudgetEveryInsertIsCounted) {
+    set_budget(0, 0);
+    auto ring = vip();
+    for (std::uint16_t sport = 44000; sport < 44020; ++sport) {
+        const Flow f = tcp_flow(sport);
+        expect_balanced(make_frame(f), f, ring);
+        EXPECT_TRUE(entry(f));
+    }
+    const xlb_ct_cpu budget = budget_state();
+    EXPECT_EQ(budget.inserts, 20u);
+    EXPECT_EQ(budget.skipped, 0u);
+    EXPECT_EQ(budget.last_skip_ns, 0u);
+}
+
+TEST_F(ConntrackTest, ReRecordingAStaleEntryGoesThroughTheBudget) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    set_budget(2, 2);
+    auto ring = vip();
+    const Flow flow = tcp_flow(45000);
+    const xlb_flow_key key = flow_key(flow);
+    // Recorded for generation 1 of its backend, which is now generation 2:
+    // stale, and the bucket is empty.
+    const std::uint32_t backend = expected_backend(ring, key);
+    const xlb_ct_value stale{backend, 1, 7, 8};
+    ASSERT_TRUE(lb().conntrack().put(key, stale));
+    add_backend(backend, backend_addr_[backend], 2);
+    set_bucket(0, coarse_ns());
+
+    expect_balanced(make_frame(flow), flow, ring);
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(std::memcmp(&*e, &stale, sizeof stale), 0) << "left as it was";
+    EXPECT_EQ(budget_state().skipped, 1u);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 0u);
+}
+
+TEST_F(ConntrackTest, ARecentlySeenEntryIsNotRewritten) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(46000);
+    const xlb_flow_key key = flow_key(flow);
+    const std::uint32_t backend = expected_backend(ring, key);
+    const std::uint32_t now = ct_now();
+    const xlb_ct_value recent{backend, 1, now - 5000, now - 10};
+    ASSERT_TRUE(lb().conntrack().put(key, recent));
+
+    expect_balanced(make_frame(flow), flow, ring);
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(std::memcmp(&*e, &recent, sizeof recent), 0)
+        << "last_seen " << e->last_seen << ", was " << recent.last_seen;
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 1u);
+}
+
+TEST_F(ConntrackTest, AnEntryNotSeenForASecondIsRefreshed) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(46001);
+    const xlb_flow_key key = flow_key(flow);
+    const std::uint32_t backend = expected_backend(ring, key);
+    const std::uint32_t now = ct_now();
+    // Times wrap: an entry from before the wrap refreshes just the same.
+    const xlb_ct_value old{backend, 1, now - 0x90000000U, now - XLB_CT_REFRESH_UNITS - 1};
+    ASSERT_TRUE(lb().conntrack().put(key, old));
+
+    const std::uint32_t before = ct_now();
+    expect_balanced(make_frame(flow), flow, ring);
+    const std::uint32_t after = ct_now();
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->backend_id, backend);
+    EXPECT_EQ(e->generation, 1u);
+    EXPECT_EQ(e->created, old.created) << "created never changes";
+    EXPECT_LE(e->last_seen - before, after - before) << "refreshed to the run's time";
+    EXPECT_EQ(budget_state().inserts, 0u) << "a refresh is not an insert";
+}
+
+}  // namespace
+}  // namespace xlb::test

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "conntrack_load.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <time.h>
+
+#include <algorithm>
+#include <iterator>
+#include <numeric>
+#include <vector>
+
+#include "pin_session.h"
+#include "xlb/names.h"
+
+namespace xlb::bpf {
+
+namespace {
+
+// Indexed by ConntrackLoad::Outcome, in its order.
+constexpr std::string_view kOutcomes[] = {"created", "reused",      "kept_pinned_size",
+                                          "resized", "migrated_v1", "v1_unreadable"};
+static_assert(std::size(kOutcomes) ==
+              static_cast<std::size_t>(ConntrackLoad::Outcome::kV1Unreadable) + 1);
+
+}  // namespace
+
+const char* to_string(ConntrackLoad::Outcome outcome) { return name_at(outcome, kOutcomes); }
+
+bool ConntrackLoad::warn() const {
+    return outcome == Outcome::kKeptPinnedSize || outcome == Outcome::kV1Unreadable || dropped > 0;
+}
+
+namespace detail {
+namespace {
+
+using Outcome = ConntrackLoad::Outcome;
+
+// Entries per batch call; a hash bucket holding more than this makes the
+// kernel answer ENOSPC, and the batch grows.
+constexpr std::uint32_t kBatch = 4096;
+
+// The program's clock for created/last_seen (bpf_ktime_get_coarse_ns() is
+// CLOCK_MONOTONIC_COARSE), in XLB_CT_TIME_SHIFT units, wrapping at 32 bits.
+std::uint32_t ct_now() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    const std::uint64_t ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+                             static_cast<std::uint64_t>(ts.tv_nsec);
+    return static_cast<std::uint32_t>(ns >> XLB_CT_TIME_SHIFT);
+}
+
+std::string entries(std::uint64_t n) {
+    return std::to_string(n) + (n == 1 ? " entry" : " entries");
+}
+
+// The pinned object at path, or an empty fd when nothing is pinned there.
+Result<UniqueFd> open_pin(const std::string& path, const std::string& what) {
+    int fd = bpf_obj_get(path.c_str());
+    if (fd >= 0) return UniqueFd(fd);
+    if (errno == ENOENT) return UniqueFd();
+    return fail_on(errno, "open pinned " + what, path);
+}
+
+Result<bpf_map_info> map_info(int fd, const std::string& what, const std::string& path) {
+    bpf_map_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return fail_on(errno, "read " + what, path);
+    return info;
+}
+
+// Why a pinned layout-1 table cannot be read as one; empty when it can.
+std::string v1_problem(int fd, const std::string& path) {
+    auto info = map_info(fd, "the layout-1 connection table", path);
+    if (!info) return "not a map: " + info.error().message();
+    const bool hash = info->type == BPF_MAP_TYPE_LRU_HASH || info->type == BPF_MAP_TYPE_HASH;
+    if (hash && info->key_size == sizeof(xlb_flow_key) &&
+        info->value_size == sizeof(xlb_ct_value_v1))
+        return {};
+    const char* type = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(info->type));
+    return std::string(type ? type : "unknown type") + ", key size " +
+           std::to_string(info->key_size) + ", value size " + std::to_string(info->value_size) +
+           "; want a hash of " + std::to_string(sizeof(xlb_flow_key)) + "-byte keys and " +
+           std::to_string(sizeof(xlb_ct_value_v1)) + "-byte values";
+}
+
+template <typename V>
+struct Entries {
+    std::vector<xlb_flow_key> keys;
+    std::vector<V> values;
+};
+
+// Every entry of a hash map whose values are V, in batches. Concurrent
+// updates (an attached program) may be missed or seen twice; a restart's copy
+// accepts that.
+template <typename V>
+Result<Entries<V>> read_all(int fd, const std::string& what, const std::string& object) {
+    Entries<V> out;
+    std::uint32_t batch_size = kBatch;
+    std::uint32_t token = 0;
+    bool first = true;
+    while (true) {
+        const std::size_t have = out.keys.size();
+        out.keys.resize(have + batch_size);
+        out.values.resize(have + batch_size);
+        __u32 count = batch_size;
+        LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        const int rc =
+            bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, out.keys.data() + have,
+                                 out.values.data() + have, &count, &opts);
+        const int err = rc != 0 ? errno : 0;
+        out.keys.resize(have + count);
+        out.values.resize(have + count);
+        if (err == ENOENT) break;  // the end; count holds the last batch
+        if (err == ENOSPC && count == 0) {
+            batch_size *= 2;  // one bucket holds more entries than a batch
+            continue;
+        }
+        if (err != 0) return fail_on(err, "read", object.empty() ? what : what + " " + object);
+        first = false;
+    }
+    return out;
+}
+
+Result<void> write_all(int fd, const std::vector<xlb_flow_key>& keys,
+                       const std::vector<xlb_ct_value>& values, const std::string& object) {
+    for (std::size_t done = 0; done < keys.size();) {
+        __u32 count = static_cast<__u32>(std::min<std::size_t>(kBatch, keys.size() - done));
+        LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+        if (bpf_map_update_batch(fd, keys.data() + done, values.data() + done, &count, &opts) != 0)
+            return fail_on(errno, "copy entries into", object);
+        done += count;
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* map,
+                                              ConntrackResize resize) {
+    ConntrackLoader loader;
+    ConntrackLoad& r = loader.result_;
+    r.requested = r.capacity = bpf_map__max_entries(map);
+    r.outcome = Outcome::kCreated;
+    r.message = "new connection table of " + std::to_string(r.capacity) + " entries";
+    if (dir.empty()) return loader;
+
+    const std::string v1_path = join(dir, XLB_MAP_CONNTRACK_V1);
+    auto v1 = open_pin(v1_path, "layout-1 connection table");
+    if (v1 && *v1) loader.v1_path_ = v1_path;
+    // Unopenable (not even ENOENT): still removed in finish(), it is ours.
+    if (!v1) loader.v1_path_ = v1_path;
+
+    const std::string v2_path = join(dir, XLB_MAP_CONNTRACK);
+    auto v2 = open_pin(v2_path, "connection table");
+    if (!v2) return std::unexpected(v2.error());
+    if (*v2) {
+        // A pinned layout-2 table supersedes a layout-1 one: the layout-1 pin
+        // is what an interrupted upgrade left after pinning the new table.
+        std::string other = incompatibility(map, v2->get(), /*max_entries=*/false);
+        if (!other.empty()) {
+            // PinSession::prepare replaces it and reports why.
+            r.message = "new connection table of " + std::to_string(r.capacity) +
+                        " entries: the pinned one is incompatible (" + other + ")";
+            return loader;
+        }
+        auto info = map_info(v2->get(), "the pinned connection table", v2_path);
+        if (!info) return std::unexpected(info.error());
+        const std::uint32_t pinned = info->max_entries;
+        if (pinned == r.requested) {
+            r.outcome = Outcome::kReused;
+            r.message =
+                "reused the pinned connection table of " + std::to_string(pinned) + " entries";
+        } else if (resize == ConntrackResize::kRefuse) {
+            if (int rc = bpf_map__set_max_entries(map, pinned); rc != 0)
+                return fail_on(rc,
+                               "size the connection table to the pinned one's " +
+                                   std::to_string(pinned) + " entries",
+                               v2_path);
+            r.outcome = Outcome::kKeptPinnedSize;
+            r.capacity = pinned;
+            r.message = "kept the pinned connection table of " + std::to_string(pinned) +
+                        " entries, not the " + std::to_string(r.requested) +
+                        " requested (replacing it copies its entries into a new table)";
+        } else {
+            r.outcome = Outcome::kResized;
+            loader.source_ = Source::kResize;
+            loader.source_fd_ = std::move(*v2);
+            loader.source_path_ = v2_path;
+            loader.old_capacity_ = pinned;
+            r.message = "resizing the connection table from " + std::to_string(pinned) + " to " +
+                        std::to_string(r.requested) + " entries";
+        }
+        return loader;
+    }
+
+    if (loader.v1_path_.empty()) return loader;
+    loader.source_ = Source::kV1;
+    loader.source_path_ = v1_path;
+    if (!v1) {
+        loader.v1_problem_ = v1.error().message();
+    } else {
+        loader.source_fd_ = std::move(*v1);
+        loader.v1_problem_ = v1_problem(loader.source_fd_.get(), v1_path);
+    }
+    r.outcome = loader.v1_problem_.empty() ? Outcome::kMigratedV1 : Outcome::kV1Unreadable;
+    return loader;
+}
+
+Result<void> ConntrackLoader::fill(int table_fd) {
+    ConntrackLoad& r = result_;
+    const std::string table = "connection table " XLB_MAP_CONNTRACK;
+    std::vector<xlb_flow_key> keys;
+    std::vector<xlb_ct_value> values;
+    const std::uint32_t now = ct_now();
+
+    if (source_ == Source::kNone) return {};
+    if (source_ == Source::kResize) {
+        auto old = read_all<xlb_ct_value>(source_fd_.get(), "the pinned " + table, source_path_);
+        if (!old) return std::unexpected(old.error());
+        keys = std::move(old->keys);
+        values = std::move(old->values);
+    } else if (v1_problem_.empty()) {
+        auto old = read_all<xlb_ct_value_v1>(source_fd_.get(), "the layout-1 connection table",
+                                             source_path_);
+        if (!old) {
+            v1_problem_ = old.error().message();
+        } else {
+            keys = std::move(old->keys);
+            values.reserve(old->values.size());
+            // Ages are unknown: as if every flow had just been seen.
+            for (const xlb_ct_value_v1& v : old->values)
+                values.push_back({v.backend_id, v.generation, now, now});
+        }
+    }
+    if (source_ == Source::kV1 && !v1_problem_.empty()) {
+        r.outcome = Outcome::kV1Unreadable;
+        r.message = "could not read the layout-1 connection table at " + source_path_ + " (" +
+                    v1_problem_ + "): starting with an empty table of " +
+                    std::to_string(r.capacity) + " entries; removed the old pin";
+        source_fd_.reset();
+        return {};
+    }
+
+    // Into a smaller table the most recently seen entries go, inserted oldest
+    // first so that the LRU table, should it evict while filling up, evicts
+    // the oldest.
+    std::vector<std::size_t> order(keys.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return now - values[a].last_seen > now - values[b].last_seen;
+    });
+    const std::size_t skip = order.size() > r.capacity ? order.size() - r.capacity : 0;
+    std::vector<xlb_flow_key> kept_keys;
+    std::vector<xlb_ct_value> kept_values;
+    kept_keys.reserve(order.size() - skip);
+    kept_values.reserve(order.size() - skip);
+    for (std::size_t i = skip; i < order.size(); ++i) {
+        kept_keys.push_back(keys[order[i]]);
+        kept_values.push_back(values[order[i]]);
+    }
+    const std::string new_table = "the new " + table;
+    if (auto ok = write_all(table_fd, kept_keys, kept_values, new_table); !ok) return ok;
+    // The LRU table may have evicted some while filling: count what is in.
+    auto in = read_all<xlb_ct_value>(table_fd, new_table, "");
+    if (!in) return std::unexpected(in.error());
+    r.copied = in->keys.size();
+    r.dropped = keys.size() > r.copied ? keys.size() - r.copied : 0;
+    source_fd_.reset();
+
+    const std::string dropped =
+        r.dropped > 0 ? ", dropped " + entries(r.dropped) + " that did not fit" : "";
+    if (source_ == Source::kResize) {
+        r.message = "resized the connection table from " + std::to_string(old_capacity_) + " to " +
+                    std::to_string(r.capacity) + " entries: copied " + entries(r.copied) + dropped;
+    } else {
+        r.message = "upgraded the connection table from layout 1 (" XLB_MAP_CONNTRACK_V1
+                    "): copied " +
+                    entries(r.copied) + " into a new table of " + std::to_string(r.capacity) +
+                    " entries" + dropped + "; removed the old pin";
+    }
+    return {};
+}
+
+Result<void> ConntrackLoader::finish() {
+    if (v1_path_.empty()) return {};
+    if (::unlink(v1_path_.c_str()) != 0 && errno != ENOENT)
+        return fail_on(errno, "unpin the layout-1 connection table", v1_path_);
+    if (source_ != Source::kV1) result_.message += "; removed a leftover layout-1 table";
+    v1_path_.clear();
+    return {};
+}
+
+}  // namespace detail
+}  // namespace xlb::bpf

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: what LbProgram::load does with pinned connection tables (see
+// ConntrackLoad in xlb/bpf/programs.h). Runs inside the PinSession, which
+// holds the pin directory's lock throughout:
+//
+//   auto ct = ConntrackLoader::plan(dir, map, options.conntrack_resize);
+//   session->prepare(obj);        // reuses the pinned table when plan() kept it
+//   __load(skel)
+//   ct->fill(bpf_map__fd(map));   // copies old entries into a new table
+//   session->commit();            // pins the new table over the old one
+//   ct->finish();                 // unpins the layout-1 table
+//
+// The copy happens before the commit so that a load that fails or dies half
+// way leaves the old pin, entries intact, for the next attempt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "xlb/bpf/error.h"
+#include "xlb/bpf/fd.h"
+#include "xlb/bpf/pin.h"
+#include "xlb/bpf/programs.h"
+
+struct bpf_map;
+
+namespace xlb::bpf::detail {
+
+class ConntrackLoader {
+public:
+    // Before PinSession::prepare: looks at the tables pinned in dir (empty:
+    // no pinning) and decides. With kRefuse and a pinned table differing only
+    // in size, sizes `map` to the pinned table so that prepare() reuses it.
+    static Result<ConntrackLoader> plan(const std::string& dir, bpf_map* map,
+                                        ConntrackResize resize);
+
+    // After load, before the commit: copies the entries of the old table (a
+    // resize or a layout-1 table) into the new one, `table_fd`.
+    Result<void> fill(int table_fd);
+
+    // After the commit: unpins a layout-1 table, migrated or not.
+    Result<void> finish();
+
+    const ConntrackLoad& result() const { return result_; }
+
+private:
+    enum class Source { kNone, kResize, kV1 };
+
+    std::string v1_path_;  // empty: no layout-1 pin to remove
+    Source source_ = Source::kNone;
+    UniqueFd source_fd_;
+    std::string source_path_;
+    std::uint32_t old_capacity_ = 0;  // kResize: the pinned table's size
+    std::string v1_problem_;          // why the layout-1 pin cannot be read
+    ConntrackLoad result_;
+};
+
+}  // namespace xlb::bpf::detail
