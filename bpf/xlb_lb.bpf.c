@@ -139,13 +139,17 @@ static __always_inline int xlb_ct_admit(const struct xlb_config *cfg, __u64 now_
  * Chooses the backend for a flow: the connection table first (unless the VIP
  * skips it or this is a TCP SYN, which always starts a new connection), then
  * the ring. record: write the ring's choice into the connection table, within
- * the insert budget. Returns 0 with id_out and be_out set, or -outcome.
+ * the insert budget. repoint (a SYN): an entry already there for the tuple is
+ * an earlier connection's; it is rewritten in place to the ring's choice, or
+ * the handshake's ACK would follow it to the old backend. Rewriting an
+ * existing entry inserts nothing, so it needs no budget.
+ * Returns 0 with id_out and be_out set, or -outcome.
  */
 static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 					    const struct xlb_flow_key *key,
 					    const struct xlb_config *cfg, int lookup_ct, int record,
-					    __u32 hash, struct xlb_vip_stats *vstats, __u32 *id_out,
-					    struct xlb_backend **be_out)
+					    int repoint, __u32 hash, struct xlb_vip_stats *vstats,
+					    __u32 *id_out, struct xlb_backend **be_out)
 {
 	struct xlb_ct_value *ct;
 	struct xlb_backend *be;
@@ -192,6 +196,17 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 		return -XLB_OUT_DROP_BAD_BACKEND;
 	if (vstats)
 		vstats->new_flows += 1;
+	if (repoint) {
+		ct = bpf_map_lookup_elem(&xlb_conntrack2, key);
+		if (ct) {
+			__u32 now = bpf_ktime_get_coarse_ns() >> XLB_CT_TIME_SHIFT;
+
+			ct->backend_id = *id_out;
+			ct->generation = be->generation;
+			ct->created = now;
+			ct->last_seen = now;
+		}
+	}
 	if (record) {
 		__u64 now_ns = bpf_ktime_get_coarse_ns();
 
@@ -352,8 +367,8 @@ int xlb_lb(struct xdp_md *ctx)
 		 * one the handshake's ACK gets, which records the flow (see
 		 * shared/design.md). An ICMP error must not create one either. */
 		err = xlb_pick_backend(vip, &pkt.key, cfg, use_ct && !pkt.tcp_syn,
-				       use_ct && !icmp_error && !pkt.tcp_syn, hash,
-				       icmp_error ? NULL : vstats, &backend_id, &be);
+				       use_ct && !icmp_error && !pkt.tcp_syn, use_ct && pkt.tcp_syn,
+				       hash, icmp_error ? NULL : vstats, &backend_id, &be);
 	}
 	if (err == 0)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash);

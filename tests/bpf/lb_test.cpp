@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <ostream>
 #include <random>
@@ -703,8 +702,9 @@ TEST_F(LbPacketTest, EstablishedFlowStaysOnItsBackendAcrossATableSwap) {
     expect_outcome(ack, XDP_TX, XLB_OUT_TX, expected_encap(ack, backend_addr_[first], key));
     EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 1u);
 
-    // a SYN with the same tuple is a new connection: it follows the new ring
-    // and neither reads nor writes the table (a SYN never records)
+    // a SYN with the same tuple is a new connection (the client reused the
+    // port): it follows the new ring, and the old entry is pointed there too,
+    // or the handshake's ACK would go to the old backend
     FrameOptions syn;
     syn.tcp_flags = kTcpSyn;
     Bytes syn_frame = make_frame(flow, syn);
@@ -713,8 +713,13 @@ TEST_F(LbPacketTest, EstablishedFlowStaysOnItsBackendAcrossATableSwap) {
                    expected_encap(syn_frame, backend_addr_[moved], key));
     auto after_syn = lb().conntrack().get(key);
     ASSERT_TRUE(after_syn && *after_syn);
-    EXPECT_EQ((*after_syn)->backend_id, first);
-    EXPECT_EQ(std::memcmp(&**after_syn, &**recorded, sizeof(xlb_ct_value)), 0);
+    EXPECT_EQ((*after_syn)->backend_id, moved);
+    EXPECT_EQ((*after_syn)->generation, 1u);
+    EXPECT_EQ((*after_syn)->created, (*after_syn)->last_seen);
+    Bytes handshake_ack = make_frame(flow);
+    expect_outcome(handshake_ack, XDP_TX, XLB_OUT_TX,
+                   expected_encap(handshake_ack, backend_addr_[moved], key));
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 2u);
 }
 
 TEST_F(LbPacketTest, FlowOfARemovedBackendMovesToALiveOne) {
