@@ -10,6 +10,10 @@
 //   SYN only        : SYNs never record, so the table is untouched: 0 resets, 0 moves.
 //   SYN, then ACK   : the ACKs record, within the budget only: 0 resets, 0 moves.
 //   ACK only        : reported (what a second chance has to close), not asserted.
+// A SYN flood records nothing whatever the budget; with a budget in the data
+// plane (the pinned xlb_config's ct_insert_rate, read after the flood) the other
+// two stay within it and skip inserts. An xlbd that does not know the config
+// key conntrack.insert_rate runs without it (unlimited), and the test says so.
 // And `xlbctl backend drain --wait` returning when the drained backend's last
 // stream closes (skipped while the agent has no /v1/conntrack/count).
 // Each test prints what it measured (MEASURED lines).
@@ -76,6 +80,20 @@ std::uint64_t le64(const json& bytes, std::size_t offset) {
     return v;
 }
 
+// The number of possible CPUs ("0-1", "0-3,8-11"): as many insert buckets.
+unsigned possible_cpus() {
+    std::ifstream in("/sys/devices/system/cpu/possible");
+    std::string text;
+    std::getline(in, text);
+    unsigned n = 0;
+    std::istringstream ranges(text);
+    for (std::string r; std::getline(ranges, r, ',');) {
+        const auto dash = r.find('-');
+        n += dash == std::string::npos ? 1 : std::stoul(r.substr(dash + 1)) - std::stoul(r) + 1;
+    }
+    return n ? n : 1;
+}
+
 struct CtCounters {
     std::uint64_t inserts = 0, skipped = 0;
 };
@@ -96,17 +114,18 @@ public:
         { std::ofstream(path) << sized << "conntrack: {insert_rate: " << kInsertRate << "}\n"; }
         try {
             agent_start();
-            budget_configured = true;
             return;
         } catch (const std::exception& e) {
             if (std::string(e.what()).find("conntrack") == std::string::npos) throw;
         }
         { std::ofstream(path) << sized; }
         agent_start();
-        std::printf("NOTE this xlbd does not know conntrack.insert_rate: the budget is unlimited\n");
+        std::printf(
+            "NOTE this xlbd does not know conntrack.insert_rate: the budget is unlimited\n");
     }
 
-    json api_json(const std::string& method, const std::string& path, const std::string& body = "") {
+    json api_json(const std::string& method, const std::string& path,
+                  const std::string& body = "") {
         Reply r = api(method, path, body);
         if (r.status < 200 || r.status >= 300)
             throw std::runtime_error(method + " " + path + ": " + std::to_string(r.status) + " " +
@@ -153,14 +172,30 @@ public:
         }
     }
 
+    // The insert budget the data plane has (xlb_config.ct_insert_rate of the
+    // pinned config map; 0 = unlimited), whatever the agent was told.
+    std::optional<std::uint32_t> data_plane_insert_rate() {
+        CmdResult r =
+            run("bpftool -j map dump pinned " + shell_quote(pin_dir() + "/eth0/xlb_config"));
+        if (r.rc != 0) return std::nullopt;
+        try {
+            const json v = json::parse(r.out).at(0).at("value");
+            if (v.is_object()) return v.at("ct_insert_rate").get<std::uint32_t>();
+            // ct_insert_rate is the low half of the 64 bits ct_insert_burst follows
+            return static_cast<std::uint32_t>(le64(v, offsetof(xlb_config, ct_insert_rate)) &
+                                              0xffffffffu);
+        } catch (const std::exception&) {
+            return std::nullopt;
+        }
+    }
+
     // The router's MAC on the client's link: the flood's Ethernet destination.
     std::string router_mac_towards_client() {
-        std::string mac = run("ip netns exec " + router_ns() + " cat /sys/class/net/cl0/address").out;
+        std::string mac =
+            run("ip netns exec " + router_ns() + " cat /sys/class/net/cl0/address").out;
         while (!mac.empty() && (mac.back() == '\n' || mac.back() == ' ')) mac.pop_back();
         return mac;
     }
-
-    bool budget_configured = false;
 };
 
 struct FloodReport {
@@ -198,7 +233,8 @@ protected:
         FloodReport out{r.rc, r.out, nullptr};
         std::istringstream lines(r.out);
         for (std::string line; std::getline(lines, line);)
-            if (!line.empty() && line.front() == '{') out.report = json::parse(line, nullptr, false);
+            if (!line.empty() && line.front() == '{')
+                out.report = json::parse(line, nullptr, false);
         return out;
     }
 
@@ -241,8 +277,8 @@ protected:
         const json stats0 = lab_.vip_stats(vip_key4());
         const auto ct0 = lab_.ct_counters();
         const auto t0 = Clock::now();
-        auto flooding = std::async(std::launch::async,
-                                   [&] { return flood(mode, rate, kFloodSeconds); });
+        auto flooding =
+            std::async(std::launch::async, [&] { return flood(mode, rate, kFloodSeconds); });
 
         // short connections, paced so that they measure the flood's effect
         // rather than compete with it for the two CPUs
@@ -269,6 +305,7 @@ protected:
         const auto after = streams.snapshot();
         const json stats1 = lab_.vip_stats(vip_key4());
         const auto ct1 = lab_.ct_counters();
+        const auto budget = lab_.data_plane_insert_rate();
         streams.stop();
 
         ASSERT_GE(added.status, 200) << added.body;
@@ -299,19 +336,33 @@ protected:
             fr.report["duration_s"].get<double>(), fr.report["rate"].get<double>(), rate,
             static_cast<unsigned long long>(fr.report["refused"].get<std::uint64_t>()),
             static_cast<unsigned long long>(seen), sent ? 100.0 * seen / sent : 0.0);
-        std::printf("MEASURED [%s] 20 streams, b4 added %lld s into the flood: %d reset, %d moved\n",
-                    mode.c_str(), static_cast<long long>(kAddBackendAfter.count()), resets, moves);
+        std::printf(
+            "MEASURED [%s] 20 streams, b4 added %lld s into the flood: %d reset, %d moved\n",
+            mode.c_str(), static_cast<long long>(kAddBackendAfter.count()), resets, moves);
         std::printf("MEASURED [%s] new connections during the flood: %d of %d succeeded (%.2f%%)\n",
-                    mode.c_str(), made - failed, made,
-                    made ? 100.0 * (made - failed) / made : 0.0);
+                    mode.c_str(), made - failed, made, made ? 100.0 * (made - failed) / made : 0.0);
         if (ct0 && ct1) {
+            const std::uint64_t inserts = ct1->inserts - ct0->inserts;
+            const std::uint64_t skipped = ct1->skipped - ct0->skipped;
+            if (mode == "syn") {
+                // SYNs record nothing: what was recorded is the short connections'
+                EXPECT_LE(inserts, static_cast<std::uint64_t>(made)) << "SYNs were recorded";
+            } else if (budget && *budget > 0) {
+                // every CPU's bucket: full at the start (one second's worth), then
+                // the rate from the first reading of the counters to the last
+                // (the flood, the second after it, slow API calls)
+                const double most = possible_cpus() * *budget * (kFloodSeconds + 5);
+                EXPECT_LE(static_cast<double>(inserts), most) << "the insert budget let more in";
+                EXPECT_GT(skipped, 0u) << "a flood over the budget skipped no insert";
+            }
             std::printf(
                 "MEASURED [%s] connection-table inserts during the flood: %llu, skipped over the "
                 "budget: %llu (budget %s)\n",
-                mode.c_str(), static_cast<unsigned long long>(ct1->inserts - ct0->inserts),
-                static_cast<unsigned long long>(ct1->skipped - ct0->skipped),
-                lab_.budget_configured ? (std::to_string(kInsertRate) + "/s per CPU").c_str()
-                                       : "unlimited");
+                mode.c_str(), static_cast<unsigned long long>(inserts),
+                static_cast<unsigned long long>(skipped),
+                !budget   ? "unknown"
+                : *budget ? (std::to_string(*budget) + "/s per CPU").c_str()
+                          : "unlimited");
         } else {
             std::printf("MEASURED [%s] skipped inserts: unknown (no status, no bpftool)\n",
                         mode.c_str());
@@ -364,10 +415,10 @@ TEST_F(Conntrack, DrainWaitReturnsWhenTheLastStreamCloses) {
 
     const auto t0 = Clock::now();
     auto drain = std::async(std::launch::async, [&] {
-        CmdResult r = run(std::string(XLBCTL_PATH) + " --socket " +
-                          shell_quote(lab_.state_dir() + "/xlbd.sock") + " backend drain " +
-                          vip_key4() + " " + address +
-                          " --wait --timeout 30s --active-within 3s 2>&1");
+        CmdResult r =
+            run(std::string(XLBCTL_PATH) + " --socket " +
+                shell_quote(lab_.state_dir() + "/xlbd.sock") + " backend drain " + vip_key4() +
+                " " + address + " --wait --timeout 30s --active-within 3s 2>&1");
         return std::pair{r, Clock::now()};
     });
     // the drained backend's streams go on for a while: --wait must not return
@@ -384,9 +435,10 @@ TEST_F(Conntrack, DrainWaitReturnsWhenTheLastStreamCloses) {
                 std::chrono::duration<double>(closed_at - t0).count());
     auto [result, returned_at] = drain.get();
     const double after_close = std::chrono::duration<double>(returned_at - closed_at).count();
-    std::printf("%s\nMEASURED drain --wait --active-within 3s returned %.1f s after the last "
-                "stream closed (exit %d)\n",
-                result.out.c_str(), after_close, result.rc);
+    std::printf(
+        "%s\nMEASURED drain --wait --active-within 3s returned %.1f s after the last "
+        "stream closed (exit %d)\n",
+        result.out.c_str(), after_close, result.rc);
     EXPECT_EQ(result.rc, 0) << result.out;
     // 3 s idle, entries' last_seen refreshed about once a second, xlbctl's polling
     EXPECT_GE(after_close, 1.0);

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -97,16 +98,17 @@ struct Prefix {
         do {
             host = rng.next();
             if (random_bits < 64) host &= (std::uint64_t{1} << random_bits) - 1;
-        } while (host_bits <= 64 &&
-                 (host == 0 || host == (random_bits == 64 ? ~std::uint64_t{0}
-                                                          : (std::uint64_t{1} << random_bits) - 1)));
+        } while (
+            host_bits <= 64 &&
+            (host == 0 || host == (random_bits == 64 ? ~std::uint64_t{0}
+                                                     : (std::uint64_t{1} << random_bits) - 1)));
         const unsigned bytes = bits / 8;
         for (unsigned i = 0; i < random_bits; i += 8) {
             const unsigned byte = bytes - 1 - i / 8;
             const unsigned take = random_bits - i >= 8 ? 8 : random_bits - i;
             const std::uint8_t mask = static_cast<std::uint8_t>((1u << take) - 1);
-            a.bytes[byte] = static_cast<std::uint8_t>((a.bytes[byte] & ~mask) |
-                                                      ((host >> i) & mask));
+            a.bytes[byte] =
+                static_cast<std::uint8_t>((a.bytes[byte] & ~mask) | ((host >> i) & mask));
         }
         return a;
     }
@@ -123,6 +125,7 @@ struct Options {
     double duration = 10;
     std::uint64_t seed = 0;
     unsigned batch = 64;
+    unsigned threads = 1;
 };
 
 struct Totals {
@@ -173,7 +176,9 @@ Totals flood(const Options& o) {
     flow.dport = o.port;
     flow.proto = xlb::test::kProtoTcp;
 
-    Random rng{o.seed ? o.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count())};
+    Random rng{o.seed ? o.seed
+                      : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+                            std::hash<std::thread::id>{}(std::this_thread::get_id())};
     const unsigned batch = o.batch == 0 ? 1 : o.batch;
     std::vector<Bytes> frames;
     std::vector<iovec> iov(batch);
@@ -261,12 +266,44 @@ Totals flood(const Options& o) {
 
 }  // namespace
 
+// Each sender shares the rate and has its own socket and random sequence:
+// the kernel forwards a frame in its sender's context, so a second sender
+// brings a second CPU to the lab.
+Totals flood_parallel(const Options& o) {
+    const unsigned n = o.threads == 0 ? 1 : o.threads;
+    std::vector<Totals> totals(n);
+    std::vector<std::string> errors(n);
+    std::vector<std::thread> senders;
+    for (unsigned i = 0; i < n; ++i) {
+        senders.emplace_back([&, i] {
+            Options mine = o;
+            mine.rate = o.rate / n;
+            if (o.seed) mine.seed = o.seed + i;
+            try {
+                totals[i] = flood(mine);
+            } catch (const std::exception& e) {
+                errors[i] = e.what();
+                g_stop = 1;
+            }
+        });
+    }
+    for (auto& t : senders) t.join();
+    Totals sum;
+    for (unsigned i = 0; i < n; ++i) {
+        if (!errors[i].empty()) throw std::runtime_error(errors[i]);
+        sum.packets += totals[i].packets;
+        sum.flows += totals[i].flows;
+        sum.refused += totals[i].refused;
+        sum.seconds = std::max(sum.seconds, totals[i].seconds);
+    }
+    return sum;
+}
+
 int main(int argc, char** argv) {
     Options o;
     CLI::App app{"xlb-flood: a spoofed TCP flood towards a VIP, for the lab's tests"};
     app.add_option("--interface", o.interface, "interface to send on (default eth0)");
-    app.add_option("--dst-mac", o.dst_mac, "Ethernet destination: the next hop's MAC")
-        ->required();
+    app.add_option("--dst-mac", o.dst_mac, "Ethernet destination: the next hop's MAC")->required();
     app.add_option("--vip", o.vip, "destination address")->required();
     app.add_option("--port", o.port, "destination port (default 80)");
     app.add_option("--mode", o.mode, "syn, syn-ack or ack")
@@ -277,6 +314,7 @@ int main(int argc, char** argv) {
     app.add_option("--duration", o.duration, "seconds (default 10)");
     app.add_option("--seed", o.seed, "random seed (0: from the clock)");
     app.add_option("--batch", o.batch, "frames per sendmmsg (default 64)");
+    app.add_option("--threads", o.threads, "senders, each with its share of the rate (default 1)");
     CLI11_PARSE(app, argc, argv);
 
     struct sigaction sa {};
@@ -284,7 +322,7 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     try {
-        const Totals t = flood(o);
+        const Totals t = flood_parallel(o);
         fmt::print(
             "{{\"mode\":\"{}\",\"target_rate\":{:.0f},\"duration_s\":{:.3f},\"packets\":{},"
             "\"flows\":{},\"refused\":{},\"rate\":{:.0f}}}\n",
