@@ -254,6 +254,8 @@ protected:
             "MEASURED [%s] probe: xlb-flood sent %.0f/s as fast as it could, the LB counted "
             "%.0f/s: flooding at %.0f/s\n",
             mode.c_str(), probe.report["rate"].get<double>(), counted, rate);
+        // xlb-flood reads --rate 0 as "as fast as possible"
+        if (rate < 1000) throw std::runtime_error("the lab took under 1,111 flood packets/s");
         std::this_thread::sleep_for(1s);  // the probe's last packets
         return rate;
     }
