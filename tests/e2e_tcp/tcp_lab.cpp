@@ -261,6 +261,21 @@ std::vector<Streams::Conn> Streams::snapshot() {
     return conns_;
 }
 
+int Streams::close_on(const std::string& backend) {
+    std::lock_guard lock(mu_);
+    int closed = 0;
+    for (Conn& c : conns_) {
+        if (!c.error.empty() || c.backend != backend) continue;
+        // shutdown, not close: the loop may be using the fd right now, and a
+        // closed fd number could be reused under it
+        ::shutdown(c.fd, SHUT_RDWR);
+        c.closed = true;
+        c.error = "closed by the test";
+        ++closed;
+    }
+    return closed;
+}
+
 void Streams::loop() {
     std::uint64_t seq = 0;
     std::vector<std::string> bufs(conns_.size());
@@ -291,6 +306,7 @@ void Streams::loop() {
             }
             std::lock_guard lock(mu_);
             Conn& c = conns_[i];
+            if (c.closed) continue;
             if (!ok) {
                 c.error = error + " (after " + std::to_string(c.echoes) + " echoes)";
                 continue;

@@ -83,13 +83,17 @@ public:
         std::string backend;  // from the first echo
         std::uint64_t echoes = 0;
         double worst_ms = 0;
-        std::string error;  // empty while healthy
+        std::string error;    // empty while healthy
+        bool closed = false;  // by close_on(), not by the peer
     };
     Streams(const std::string& ns, const std::string& vip, int count);
     ~Streams();
     // Worst round trip since the last reset_worst().
     void reset_worst();
     std::vector<Conn> snapshot();
+    // Closes (FIN) the healthy connections on `backend`, as a client that is
+    // done would; their error says so. The number closed.
+    int close_on(const std::string& backend);
     void stop();
 
 private:
