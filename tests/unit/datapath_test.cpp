@@ -105,6 +105,11 @@ TEST(DatapathSetup, ConfigFromSettings) {
     EXPECT_EQ(std::vector<std::uint8_t>(c.next_hop_mac, c.next_hop_mac + 6),
               std::vector<std::uint8_t>(mac.begin(), mac.end()));
     EXPECT_EQ(c.mtu, 9000);
+    EXPECT_EQ(c.ct_insert_rate, 0u);  // no budget given: unlimited
+    EXPECT_EQ(c.ct_insert_burst, 0u);
+    const xlb_config limited = make_config(s, mac, {.rate = 300, .burst = 50});
+    EXPECT_EQ(limited.ct_insert_rate, 300u);
+    EXPECT_EQ(limited.ct_insert_burst, 50u);
 
     config::Settings bare;  // no sources: 0 with a full prefix; ICMP off
     bare.icmp_too_big = false;
@@ -113,6 +118,37 @@ TEST(DatapathSetup, ConfigFromSettings) {
     EXPECT_EQ(b.src_v4, 0u);
     EXPECT_EQ(b.src_v4_prefix_len, 32);
     EXPECT_EQ(b.src_v6_prefix_len, 128);
+}
+
+TEST(DatapathSetup, InsertBudgetIsDerivedFromTheTable) {
+    // 2% of the table per second over all CPUs, one second's worth of burst.
+    CtBudget b = ct_insert_budget(0, 0, 1'000'000, 4);
+    EXPECT_EQ(b.rate, 5000u);
+    EXPECT_EQ(b.burst, 5000u);
+    b = ct_insert_budget(0, 0, 65536, 3);  // 1310 / 3, rounded down
+    EXPECT_EQ(b.rate, 436u);
+    EXPECT_EQ(b.burst, 436u);
+    // A small table on many CPUs still admits one entry per second per CPU.
+    b = ct_insert_budget(0, 0, 100, 64);
+    EXPECT_EQ(b.rate, 1u);
+    EXPECT_EQ(b.burst, 1u);
+    b = ct_insert_budget(0, 0, 1, 0);  // no CPU count: as one CPU
+    EXPECT_EQ(b.rate, 1u);
+    // No overflow for the largest tables.
+    b = ct_insert_budget(0, 0, 0xffffffffU, 1);
+    EXPECT_EQ(b.rate, 85899345u);
+}
+
+TEST(DatapathSetup, InsertBudgetSettingsWin) {
+    CtBudget b = ct_insert_budget(1000, 0, 1'000'000, 4);  // burst: the rate
+    EXPECT_EQ(b.rate, 1000u);
+    EXPECT_EQ(b.burst, 1000u);
+    b = ct_insert_budget(1000, 10, 1'000'000, 4);
+    EXPECT_EQ(b.rate, 1000u);
+    EXPECT_EQ(b.burst, 10u);
+    b = ct_insert_budget(0, 7, 1'000'000, 4);  // derived rate, set burst
+    EXPECT_EQ(b.rate, 5000u);
+    EXPECT_EQ(b.burst, 7u);
 }
 
 TEST(DatapathSetup, VipKeyValueAndFlags) {

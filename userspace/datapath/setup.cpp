@@ -13,7 +13,22 @@
 
 namespace xlb::datapath {
 
-xlb_config make_config(const config::Settings& s, const net::MacAddress& next_hop) {
+CtBudget ct_insert_budget(std::uint32_t rate_setting, std::uint32_t burst_setting,
+                          std::uint32_t capacity, std::uint32_t possible_cpus) {
+    CtBudget budget;
+    budget.rate = rate_setting;
+    if (budget.rate == 0) {
+        // 64-bit: capacity * 2 overflows 32 bits for tables over 2^31 entries.
+        const std::uint64_t all_cpus = std::uint64_t{capacity} * 2 / 100;
+        budget.rate = static_cast<std::uint32_t>(
+            std::max<std::uint64_t>(all_cpus / std::max<std::uint32_t>(possible_cpus, 1), 1));
+    }
+    budget.burst = burst_setting != 0 ? burst_setting : budget.rate;
+    return budget;
+}
+
+xlb_config make_config(const config::Settings& s, const net::MacAddress& next_hop,
+                       CtBudget budget) {
     xlb_config cfg{};
     cfg.magic = XLB_CONFIG_MAGIC;
     cfg.version = XLB_CONFIG_VERSION;
@@ -31,6 +46,8 @@ xlb_config make_config(const config::Settings& s, const net::MacAddress& next_ho
     cfg.src_v6_prefix_len = s.encap_source.ipv6 ? s.encap_source.ipv6_prefix_len : 128;
     std::memcpy(cfg.next_hop_mac, next_hop.data(), next_hop.size());
     cfg.mtu = s.mtu;
+    cfg.ct_insert_rate = budget.rate;
+    cfg.ct_insert_burst = budget.burst;
     return cfg;
 }
 

@@ -28,10 +28,29 @@ namespace xlb::datapath {
 // Defined next to config::BackendSpec, whose identity() is this.
 using config::maglev_identity;
 
+// The connection table's insert budget per CPU (xlb_config.ct_insert_rate
+// and ct_insert_burst): entries per second and bucket depth; rate 0 means
+// unlimited.
+struct CtBudget {
+    std::uint32_t rate = 0;
+    std::uint32_t burst = 0;
+};
+
+// The budget from the settings (conntrack.insert_rate / insert_burst, 0 =
+// derived) for a table of `capacity` entries on `possible_cpus` CPUs. The
+// derived rate lets all CPUs together fill 2% of the table per second, so a
+// flood of new flows needs nearly a minute to push established ones out
+// (LRU), while a legitimate ramp of that size is rare; at least 1 per CPU.
+// The derived burst is one second's worth.
+CtBudget ct_insert_budget(std::uint32_t rate_setting, std::uint32_t burst_setting,
+                          std::uint32_t capacity, std::uint32_t possible_cpus);
+
 // The data plane's global configuration (map XLB_MAP_CONFIG, key 0) from the
-// settings and the next hop's MAC. No encapsulation source for a family: the
-// address 0 with a full-length prefix.
-xlb_config make_config(const config::Settings& settings, const net::MacAddress& next_hop);
+// settings, the next hop's MAC and the connection table's insert budget
+// (default: unlimited). No encapsulation source for a family: the address 0
+// with a full-length prefix.
+xlb_config make_config(const config::Settings& settings, const net::MacAddress& next_hop,
+                       CtBudget budget = {});
 
 // A VIP's key in XLB_MAP_VIPS: address, port (network order; 0: every
 // port), IP protocol number, family.
