@@ -105,6 +105,21 @@ ArrayMap<xlb_backend> LbProgram::backends() const {
 HashMap<xlb_flow_key, xlb_ct_value> LbProgram::conntrack() const {
     return {bpf_map__fd(skel_->maps.xlb_conntrack2), XLB_MAP_CONNTRACK};
 }
+PerCpuArrayMap<xlb_ct_cpu> LbProgram::ct_cpu() const {
+    return {bpf_map__fd(skel_->maps.xlb_ct_cpu), XLB_MAP_CT_CPU};
+}
+// TEMPORARY STUB (replaced by ct-bpf): the table as the pins report it.
+ConntrackLoad LbProgram::conntrack_load() const {
+    ConntrackLoad load;
+    load.capacity = sizes_.conntrack_entries;
+    load.requested = sizes_.conntrack_entries;
+    const MapPin* pin = pins_.find(XLB_MAP_CONNTRACK);
+    load.outcome = pin && pin->action == PinAction::kReused ? ConntrackLoad::Outcome::kReused
+                                                            : ConntrackLoad::Outcome::kCreated;
+    load.message = std::string("connection table ") + XLB_MAP_CONNTRACK + ": " +
+                   std::to_string(load.capacity) + " entries";
+    return load;
+}
 PerCpuArrayMap<std::uint64_t> LbProgram::outcomes() const {
     return {bpf_map__fd(skel_->maps.xlb_stats), XLB_MAP_STATS};
 }

@@ -14,10 +14,18 @@
 
 namespace xlb::bpf {
 
+// TEMPORARY STUB (replaced by ct-bpf): what a load does when the pinned
+// connection table's size differs from the one asked for.
+enum class ConntrackResize {
+    kRefuse,   // keep the pinned table at its own size, entries intact
+    kReplace,  // a new table of the requested size; the entries are copied
+};
+
 struct LoadOptions {
     // bpffs directory for the maps, created (mode 0700) when missing. Empty:
     // no pinning; the maps live exactly as long as the program object.
     std::string pin_dir;
+    ConntrackResize conntrack_resize = ConntrackResize::kRefuse;
 };
 
 enum class PinAction {

@@ -23,6 +23,29 @@ struct LbMapSizes {
     std::uint32_t conntrack_entries = XLB_CONNTRACK_DEFAULT;
 };
 
+// TEMPORARY STUB (replaced by ct-bpf): what a load did with the connection
+// table (XLB_MAP_CONNTRACK).
+struct ConntrackLoad {
+    enum class Outcome {
+        kCreated,
+        kReused,
+        kKeptPinnedSize,
+        kResized,
+        kMigratedV1,
+        kV1Unreadable,
+    };
+    Outcome outcome = Outcome::kCreated;
+    std::uint32_t capacity = 0;
+    std::uint32_t requested = 0;
+    std::uint64_t copied = 0;
+    std::uint64_t dropped = 0;
+    std::string message;
+    bool warn() const {
+        return outcome == Outcome::kKeptPinnedSize || outcome == Outcome::kV1Unreadable ||
+               dropped > 0;
+    }
+};
+
 class LbProgram {
 public:
     // Opens the embedded object, sizes the maps and loads it into the kernel.
@@ -42,12 +65,15 @@ public:
     int prog_fd() const;
     const LbMapSizes& sizes() const { return sizes_; }
     const PinReport& pins() const { return pins_; }
+    // TEMPORARY STUB (replaced by ct-bpf).
+    ConntrackLoad conntrack_load() const;
 
     ArrayMap<xlb_config> config() const;
     HashMap<xlb_vip_key, xlb_vip_value> vips() const;
     MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
     ArrayMap<xlb_backend> backends() const;
     HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
+    PerCpuArrayMap<xlb_ct_cpu> ct_cpu() const;  // the insert budget, one entry
     PerCpuArrayMap<std::uint64_t> outcomes() const;
     PerCpuArrayMap<xlb_vip_stats> vip_stats() const;
     PerCpuArrayMap<xlb_backend_stats> backend_stats() const;
