@@ -34,8 +34,9 @@ public:
              std::uint32_t backend_id, std::uint32_t generation, conntrack::Units created,
              conntrack::Units last_seen) {
         std::lock_guard lock(mu_);
-        entries_.push_back(conntrack::Entry{datapath::flow_key(client, destination, protocol),
-                                            xlb_ct_value{backend_id, generation, created, last_seen}});
+        entries_.push_back(
+            conntrack::Entry{datapath::flow_key(client, destination, protocol),
+                             xlb_ct_value{backend_id, generation, created, last_seen}});
     }
     void set_backend(std::uint32_t id, const net::IpAddress& address, std::uint32_t generation) {
         std::lock_guard lock(mu_);
@@ -73,9 +74,9 @@ public:
         ++erase_calls_;
         std::uint64_t n = 0;
         for (const auto& k : keys) {
-            auto it = std::find_if(entries_.begin(), entries_.end(), [&](const conntrack::Entry& e) {
-                return std::memcmp(&e.key, &k, sizeof(k)) == 0;
-            });
+            auto it = std::find_if(
+                entries_.begin(), entries_.end(),
+                [&](const conntrack::Entry& e) { return std::memcmp(&e.key, &k, sizeof(k)) == 0; });
             if (it != entries_.end()) {
                 entries_.erase(it);
                 ++n;

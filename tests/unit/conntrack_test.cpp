@@ -3,12 +3,11 @@
 // the wildcard, validity by generation, idle and age across the 32-bit wrap),
 // filters, counts, lists, flushes, expiry by each VIP's idle timeout, and the
 // flood flags.
-#include "xlb/conntrack/table.h"
-
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
 #include "fake_conntrack.h"
+#include "xlb/conntrack/table.h"
 
 namespace xlb::conntrack {
 namespace {
@@ -45,10 +44,9 @@ struct Fixture : ::testing::Test {
         table.set_backend(2, ip("203.0.113.12"), 3);
         table.set_backend(3, ip("203.0.113.11"), 1);
         table.set_backend(9, ip("203.0.113.19"), 0);
-        std::vector<VipInfo> vips{
-            vip_info(vip("198.51.100.10", 80, config::Protocol::kTcp, 10min)),
-            vip_info(vip("198.51.100.10", 0, config::Protocol::kTcp)),
-            vip_info(vip("198.51.100.53", 53, config::Protocol::kUdp))};
+        std::vector<VipInfo> vips{vip_info(vip("198.51.100.10", 80, config::Protocol::kTcp, 10min)),
+                                  vip_info(vip("198.51.100.10", 0, config::Protocol::kTcp)),
+                                  vip_info(vip("198.51.100.53", 53, config::Protocol::kUdp))};
         context = Context(std::move(vips), *table.backends());
     }
 };

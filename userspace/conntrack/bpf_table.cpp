@@ -16,7 +16,8 @@ namespace {
 Result<std::uint32_t> max_entries(int fd, const std::string& name) {
     bpf_map_info info{};
     __u32 length = sizeof(info);
-    if (bpf_obj_get_info_by_fd(fd, &info, &length) != 0) return fail_on(errno, "read the size of", name);
+    if (bpf_obj_get_info_by_fd(fd, &info, &length) != 0)
+        return fail_on(errno, "read the size of", name);
     return info.max_entries;
 }
 
@@ -77,7 +78,8 @@ Result<void> BpfTable::scan(const std::function<void(std::span<const Entry>)>& b
         conntrack_.fd(), conntrack_.name(), batch_size_,
         [&](std::span<const xlb_flow_key> keys, std::span<const xlb_ct_value> values) {
             entries.clear();
-            for (std::size_t i = 0; i < keys.size(); ++i) entries.push_back(Entry{keys[i], values[i]});
+            for (std::size_t i = 0; i < keys.size(); ++i)
+                entries.push_back(Entry{keys[i], values[i]});
             if (!entries.empty()) batch(entries);
         });
 }

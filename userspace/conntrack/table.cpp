@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/conntrack/table.h"
 
-#include <algorithm>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -58,9 +58,9 @@ Context::Context(std::vector<VipInfo> vips, Backends backends)
     for (std::size_t i = 0; i < vips_.size(); ++i) {
         const config::VipKey& k = vips_[i].vip;
         by_key_.emplace(vips_[i].key, i);
-        by_match_.emplace(
-            match_bytes(datapath::vip_key(k.address, k.port, static_cast<std::uint8_t>(k.protocol))),
-            i);
+        by_match_.emplace(match_bytes(datapath::vip_key(k.address, k.port,
+                                                        static_cast<std::uint8_t>(k.protocol))),
+                          i);
     }
 }
 
@@ -149,18 +149,17 @@ bool Filter::matches(const Entry& entry, const View& view) const {
     if (stale_only && view.valid) return false;
     if (active_within && view.idle_ms > static_cast<std::uint64_t>(active_within->count()))
         return false;
-    if (client &&
-        !client->contains(net::IpAddress::from_words(entry.key.src, entry.key.family)))
+    if (client && !client->contains(net::IpAddress::from_words(entry.key.src, entry.key.family)))
         return false;
     return true;
 }
 
 bool expired(const Entry& entry, const View& view) {
     const config::Duration timeout =
-        view.vip ? view.vip->idle_timeout
-                 : config::default_idle_timeout(entry.key.proto == IPPROTO_UDP
-                                                    ? config::Protocol::kUdp
-                                                    : config::Protocol::kTcp);
+        view.vip
+            ? view.vip->idle_timeout
+            : config::default_idle_timeout(entry.key.proto == IPPROTO_UDP ? config::Protocol::kUdp
+                                                                          : config::Protocol::kTcp);
     return view.idle_ms > static_cast<std::uint64_t>(timeout.count());
 }
 

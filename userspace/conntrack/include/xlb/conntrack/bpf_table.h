@@ -31,8 +31,9 @@ public:
     Result<Backends> backends() const override;
 
 private:
-    BpfTable(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack, bpf::ArrayMap<xlb_backend> backends,
-             std::uint32_t capacity, std::uint32_t backend_slots, std::size_t batch_size)
+    BpfTable(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
+             bpf::ArrayMap<xlb_backend> backends, std::uint32_t capacity,
+             std::uint32_t backend_slots, std::size_t batch_size)
         : conntrack_(std::move(conntrack)),
           backends_(std::move(backends)),
           capacity_(capacity),

@@ -50,8 +50,8 @@ VipInfo vip_info(const config::VipSpec& spec);
 // A backend id as xlb_backends holds it now.
 struct BackendInfo {
     net::IpAddress address;
-    std::string text;                // address.to_string(): how the API names a backend
-    std::uint32_t generation = 0;    // 0: released (no entry can be valid)
+    std::string text;              // address.to_string(): how the API names a backend
+    std::uint32_t generation = 0;  // 0: released (no entry can be valid)
 };
 using Backends = std::unordered_map<std::uint32_t, BackendInfo>;
 // From xlb_backends entries by id (family 0: a released id).
@@ -231,8 +231,8 @@ inline constexpr std::uint64_t kFloodWindowNs = 1'000'000'000;
 
 struct FloodChange {
     unsigned cpu = 0;
-    bool started = false;        // false: ended
-    std::uint64_t skipped = 0;   // inserts skipped since the flood started
+    bool started = false;       // false: ended
+    std::uint64_t skipped = 0;  // inserts skipped since the flood started
 };
 
 class FloodTracker {
