@@ -25,7 +25,9 @@ ConntrackSweeper::ConntrackSweeper(Inputs inputs, std::chrono::milliseconds inte
 
 ConntrackSweeper::~ConntrackSweeper() { stop(); }
 
-void ConntrackSweeper::start() { thread_ = std::thread([this] { main(); }); }
+void ConntrackSweeper::start() {
+    thread_ = std::thread([this] { main(); });
+}
 
 void ConntrackSweeper::stop() {
     {

@@ -41,8 +41,8 @@ json conntrack_count_json(const conntrack::CountReport& r,
                 {"scanned", r.counts.scanned},
                 {"matched", r.counts.matched},
                 {"scan_ms", tenths(r.scan_ms)},
-                {"active_within", active_within ? json(config::format_duration(*active_within))
-                                                : json(nullptr)},
+                {"active_within",
+                 active_within ? json(config::format_duration(*active_within)) : json(nullptr)},
                 {"vips", std::move(vips)},
                 {"no_vip", r.counts.no_vip}};
 }
@@ -61,8 +61,8 @@ json conntrack_list_json(const conntrack::ListReport& r) {
                            {"idle_ms", row.idle_ms},
                            {"age_ms", row.age_ms}});
     }
-    return json{{"capacity", r.capacity},   {"scanned", r.scanned},
-                {"matched", r.matched},     {"truncated", r.truncated},
+    return json{{"capacity", r.capacity},       {"scanned", r.scanned},
+                {"matched", r.matched},         {"truncated", r.truncated},
                 {"scan_ms", tenths(r.scan_ms)}, {"entries", std::move(entries)}};
 }
 
@@ -84,8 +84,7 @@ json conntrack_status_json(const conntrack::Status& s) {
         {"skipped_inserts", s.skipped()},
         {"expired", s.expired},
         {"flooded_cpus", s.flooded_cpus()},
-        {"last_sweep_ms",
-         s.last_sweep_ms ? json(tenths(*s.last_sweep_ms)) : json(nullptr)},
+        {"last_sweep_ms", s.last_sweep_ms ? json(tenths(*s.last_sweep_ms)) : json(nullptr)},
     };
 }
 

@@ -12,12 +12,12 @@
 namespace xlb::conntrack {
 
 struct Status {
-    std::uint32_t capacity = 0;            // max_entries of the table in use
-    std::uint32_t requested_capacity = 0;  // maps.conntrack_entries
+    std::uint32_t capacity = 0;             // max_entries of the table in use
+    std::uint32_t requested_capacity = 0;   // maps.conntrack_entries
     std::uint32_t insert_rate_per_cpu = 0;  // the budget in xlb_config (0: unlimited)
     std::uint32_t insert_burst = 0;
-    std::uint64_t entries = 0;  // after the last sweep
-    std::uint64_t inserts = 0;  // all CPUs, since the table's counters were made
+    std::uint64_t entries = 0;                   // after the last sweep
+    std::uint64_t inserts = 0;                   // all CPUs, since the table's counters were made
     std::vector<std::uint64_t> skipped_per_cpu;  // inserts over budget, by CPU
     std::vector<bool> flooded_per_cpu;
     std::uint64_t expired = 0;  // deleted by sweeps since the agent started
