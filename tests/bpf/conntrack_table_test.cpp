@@ -51,8 +51,9 @@ protected:
                                    static_cast<std::uint16_t>(10000 + n)};
         const xlb_flow_key key = datapath::flow_key(client, {ip(vip), port}, proto);
         const Units now = table_->now();
-        const auto idle_units = static_cast<Units>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count() >> XLB_CT_TIME_SHIFT);
+        const auto idle_units =
+            static_cast<Units>(std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count() >>
+                               XLB_CT_TIME_SHIFT);
         ASSERT_TRUE(lb_->conntrack().put(
             key, xlb_ct_value{backend, generation, now - idle_units - 10, now - idle_units}));
     }
