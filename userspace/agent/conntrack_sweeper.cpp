@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "xlb/conntrack/bpf_table.h"
 
 namespace xlb::agent {
@@ -100,19 +102,22 @@ void ConntrackSweeper::sweep_once() {
 
 void ConntrackSweeper::main() {
     using Clock = std::chrono::steady_clock;
-    auto next_sweep = Clock::now();
+    std::optional<Clock::time_point> last_sweep;
     std::unique_lock lock(mu_);
     while (!stopping_) {
         lock.unlock();
         check_floods();
-        if (Clock::now() >= next_sweep) {
+        // From the interval now in force, so a reload's shorter one counts at once.
+        auto due = [&] {
+            return last_sweep ? *last_sweep + std::chrono::milliseconds(interval_ms_.load())
+                              : Clock::now();
+        };
+        if (Clock::now() >= due()) {
+            last_sweep = Clock::now();
             sweep_once();
-            next_sweep = Clock::now() + std::chrono::milliseconds(interval_ms_.load());
         }
         lock.lock();
-        const auto wake =
-            std::min(Clock::now() + kFloodCheck,
-                     std::max(next_sweep, Clock::now() + std::chrono::milliseconds(10)));
+        const auto wake = std::min(Clock::now() + kFloodCheck, due());
         cv_.wait_until(lock, wake, [&] { return stopping_; });
     }
 }
