@@ -27,6 +27,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fake_conntrack.h"
 #include "url_encode.h"
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/lookup.h"
@@ -191,7 +192,7 @@ protected:
     }
 
     Services services() {
-        return Services{
+        Services s{
             *loop,
             *store,
             dp,
@@ -202,6 +203,9 @@ protected:
                 if (attached) return std::nullopt;
                 return "XDP program not attached";
             }};
+        s.conntrack = conntrack;
+        s.conntrack_status = ct_status;
+        return s;
     }
 
     Reply get(const std::string& path) { return to_reply(client->Get(path.c_str())); }
@@ -261,6 +265,8 @@ protected:
     std::unique_ptr<control::ControlLoop> loop;
     std::unique_ptr<ApiServer> server;
     std::unique_ptr<httplib::Client> client;
+    std::shared_ptr<test::FakeConntrack> conntrack = std::make_shared<test::FakeConntrack>(4096, 2);
+    std::shared_ptr<conntrack::StatusBoard> ct_status = std::make_shared<conntrack::StatusBoard>();
 };
 
 // ---- reading ---------------------------------------------------------------
@@ -1423,6 +1429,178 @@ TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << "the first keeps serving";
     first.stop();
+}
+
+}  // namespace
+}  // namespace xlb::api
+
+namespace xlb::api {
+namespace {
+
+// ---- the connection table ---------------------------------------------------
+
+class ConntrackApiTest : public ApiTest {
+protected:
+    void SetUp() override {
+        ApiTest::SetUp();
+        auto ep = [](const char* t) { return *net::Endpoint::parse(t); };
+        auto at = [](std::uint64_t ms) { return test::FakeConntrack::units(ms); };
+        conntrack->set_backend(1, ip("203.0.113.11"), 1);
+        conntrack->set_backend(2, ip("203.0.113.12"), 2);
+        conntrack->set_now_ms(100'000);
+        // web: two on .11 (one idle 50 s), one stale on .12; one of no VIP.
+        conntrack->add(ep("192.0.2.1:40000"), ep("198.51.100.10:80"), 6, 1, 1, at(40'000),
+                       at(99'000));
+        conntrack->add(ep("192.0.2.2:40000"), ep("198.51.100.10:80"), 6, 1, 1, at(40'000),
+                       at(50'000));
+        conntrack->add(ep("192.0.2.3:40000"), ep("198.51.100.10:80"), 6, 2, 1, at(40'000),
+                       at(99'000));
+        conntrack->add(ep("192.0.2.9:40000"), ep("198.51.100.99:80"), 6, 1, 1, at(40'000),
+                       at(99'000));
+    }
+};
+
+TEST_F(ConntrackApiTest, CountPerVipAndBackend) {
+    Reply r = get("/v1/conntrack/count");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["capacity"], 4096);
+    EXPECT_EQ(r.body["scanned"], 4);
+    EXPECT_EQ(r.body["matched"], 4);
+    EXPECT_TRUE(r.body["scan_ms"].is_number());
+    EXPECT_TRUE(r.body["active_within"].is_null());
+    EXPECT_EQ(r.body["no_vip"], 1);
+    EXPECT_EQ(r.body["vips"], json::parse(R"([{"vip": "198.51.100.10:80/tcp", "entries": 3,
+        "stale": 1, "backends": [{"backend": "203.0.113.11", "entries": 2},
+                                 {"backend": "203.0.113.12", "entries": 1}]}])"));
+
+    r = get("/v1/conntrack/count?" + vq("198.51.100.10:80") + "&backend=203.0.113.11" +
+            "&active_within=10s");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["matched"], 1) << "the entry idle 50 s is not active";
+    EXPECT_EQ(r.body["active_within"], "10s");
+    ASSERT_EQ(r.body["vips"].size(), 1u);
+    EXPECT_EQ(r.body["vips"][0]["backends"][0]["entries"], 1);
+}
+
+TEST_F(ConntrackApiTest, CountRejectsBadParameters) {
+    expect_error(get("/v1/conntrack/count?" + vq("198.51.100.99:80")), 404,
+                 "no VIP 198.51.100.99:80/tcp");
+    expect_error(get("/v1/conntrack/count?vip=nonsense"), 400, "vip:");
+    expect_error(get("/v1/conntrack/count?backend=203.0.113"), 400, "backend:");
+    expect_error(get("/v1/conntrack/count?active_within=10"), 400, "active_within:");
+    expect_error(get("/v1/conntrack/count?active_within=0s"), 400, "positive duration");
+    expect_error(get("/v1/conntrack/count?backnd=203.0.113.11"), 400,
+                 "unknown query parameter \"backnd\"");
+    expect_error(get("/v1/conntrack/count?client=192.0.2.0/24"), 400, "unknown query parameter");
+}
+
+TEST_F(ConntrackApiTest, ListShowsEntries) {
+    Reply r = get("/v1/conntrack?client=" + url_encode("192.0.2.0/30") + "&limit=2");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["scanned"], 4);
+    EXPECT_EQ(r.body["matched"], 3);
+    EXPECT_EQ(r.body["truncated"], true);
+    ASSERT_EQ(r.body["entries"].size(), 2u);
+    const json& e = r.body["entries"][0];
+    EXPECT_EQ(e["client"], "192.0.2.1:40000");
+    EXPECT_EQ(e["destination"], "198.51.100.10:80");
+    EXPECT_EQ(e["protocol"], "tcp");
+    EXPECT_EQ(e["vip"], kWeb);
+    EXPECT_EQ(e["backend"], "203.0.113.11");
+    EXPECT_EQ(e["backend_id"], 1);
+    EXPECT_EQ(e["generation"], 1);
+    EXPECT_EQ(e["state"], "valid");
+    EXPECT_NEAR(e["idle_ms"].get<double>(), 1000, 2);
+    EXPECT_NEAR(e["age_ms"].get<double>(), 60000, 2);
+    EXPECT_EQ(e.size(), 10u) << e.dump();
+
+    r = get("/v1/conntrack?backend=203.0.113.12");
+    ASSERT_EQ(r.status, 200) << r.text;
+    ASSERT_EQ(r.body["entries"].size(), 1u);
+    EXPECT_EQ(r.body["entries"][0]["state"], "stale");
+    EXPECT_EQ(r.body["truncated"], false);
+
+    r = get("/v1/conntrack?client=192.0.2.9");
+    ASSERT_EQ(r.status, 200) << r.text;
+    ASSERT_EQ(r.body["entries"].size(), 1u);
+    EXPECT_TRUE(r.body["entries"][0]["vip"].is_null());
+
+    expect_error(get("/v1/conntrack?limit=0"), 400,
+                 "limit: found \"0\", expected an integer 1-100000");
+    expect_error(get("/v1/conntrack?limit=100001"), 400, "limit");
+    expect_error(get("/v1/conntrack?limit=ten"), 400, "limit");
+    expect_error(get("/v1/conntrack?client=192.0.2.0/40"), 400, "client:");
+    expect_error(get("/v1/conntrack?active_within=1s"), 400, "unknown query parameter");
+}
+
+TEST_F(ConntrackApiTest, FlushNeedsASelector) {
+    expect_error(post("/v1/conntrack/flush", "{}"), 400, "nothing selected");
+    expect_error(post("/v1/conntrack/flush", R"({"stale": false, "dry_run": true})"), 400,
+                 "nothing selected");
+    expect_error(post("/v1/conntrack/flush", R"({"vips": "198.51.100.10:80"})"), 400,
+                 "unknown key \"vips\"");
+    expect_error(post("/v1/conntrack/flush", R"({"stale": "yes"})"), 400,
+                 "stale: found \"yes\", expected true or false");
+    expect_error(post("/v1/conntrack/flush", R"({"backend": 5})"), 400, "backend: found 5");
+    expect_error(post("/v1/conntrack/flush", R"({"vip": "198.51.100.99:80"})"), 404, "no VIP");
+    expect_error(post("/v1/conntrack/flush", ""), 400, "missing request body");
+    EXPECT_EQ(conntrack->size(), 4u);
+}
+
+TEST_F(ConntrackApiTest, FlushDryRunThenForReal) {
+    Reply r = post("/v1/conntrack/flush", R"({"stale": true, "dry_run": true})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["matched"], 1);
+    EXPECT_EQ(r.body["deleted"], 0);
+    EXPECT_EQ(r.body["dry_run"], true);
+    EXPECT_TRUE(r.body["scan_ms"].is_number());
+    EXPECT_EQ(r.body.size(), 4u) << r.text;
+    EXPECT_EQ(conntrack->size(), 4u);
+
+    r = post("/v1/conntrack/flush", R"({"backend": "203.0.113.11"})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["matched"], 3) << "both web entries and the VIP-less one";
+    EXPECT_EQ(r.body["deleted"], 3);
+    EXPECT_EQ(r.body["dry_run"], false);
+    EXPECT_EQ(conntrack->size(), 1u);
+
+    r = post("/v1/conntrack/flush", R"({"vip": "198.51.100.10:80", "stale": true})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["deleted"], 1);
+    EXPECT_EQ(get("/v1/conntrack/count").body["scanned"], 0);
+}
+
+TEST_F(ConntrackApiTest, StatusAndMetricsShowTheSweepersWord) {
+    ct_status->update([](conntrack::Status& s) {
+        s.capacity = 4096;
+        s.requested_capacity = 8192;
+        s.entries = 4;
+        s.insert_rate_per_cpu = 40;
+        s.insert_burst = 40;
+        s.inserts = 100;
+        s.skipped_per_cpu = {0, 7};
+        s.flooded_per_cpu = {false, true};
+        s.expired = 3;
+        s.last_sweep_ms = 12.54;
+    });
+    Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["conntrack"], json::parse(R"({"capacity": 4096, "requested_capacity": 8192,
+        "entries": 4, "insert_rate_per_cpu": 40, "insert_burst": 40, "inserts": 100,
+        "skipped_inserts": 7, "expired": 3, "flooded_cpus": [1], "last_sweep_ms": 12.5})"));
+
+    MetricsServer metrics(services(), "127.0.0.1:0");
+    ASSERT_TRUE(metrics.start());
+    httplib::Client c("127.0.0.1", metrics.port());
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    for (const char* line :
+         {"xlb_conntrack_entries 4\n", "xlb_conntrack_capacity 4096\n",
+          "xlb_conntrack_inserts_total 100\n", "xlb_conntrack_insert_skipped_total{cpu=\"1\"} 7\n",
+          "xlb_conntrack_flooded{cpu=\"0\"} 0\n", "xlb_conntrack_flooded{cpu=\"1\"} 1\n",
+          "xlb_conntrack_expired_total 3\n", "xlb_conntrack_sweep_seconds 0.01254\n"})
+        EXPECT_NE(m->body.find(line), std::string::npos) << line;
+    metrics.stop();
 }
 
 }  // namespace

@@ -10,11 +10,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "fake_conntrack.h"
+#include "xlb/agent/conntrack_sweeper.h"
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
 #include "xlb/agent/reload.h"
 #include "xlb/bpf/fd.h"
+#include "xlb/conntrack/bpf_table.h"
 
 namespace xlb::agent {
 namespace {
@@ -187,6 +191,88 @@ TEST(Reload, DisruptiveChangesAreTheOnesThatRemapFlows) {
     EXPECT_NE(d[1].find("198.51.100.10:80/tcp: ring_size 65537 -> 131071"), std::string::npos)
         << d[1];
     EXPECT_NE(d[2].find("198.51.100.11:80/tcp: hash"), std::string::npos) << d[2];
+}
+
+TEST(Reload, ConntrackBudgetAndSweepApplyAtOnceResizeWaits) {
+    config::Settings running, next;
+    next.conntrack.insert_rate = 500;
+    next.conntrack.insert_burst = 1000;
+    next.conntrack.sweep_interval = std::chrono::seconds(30);
+    next.conntrack.resize = config::ConntrackResize::kReplace;
+    EXPECT_EQ(reloadable_changes(running, next),
+              (std::vector<std::string>{"conntrack.insert_rate", "conntrack.insert_burst",
+                                        "conntrack.sweep_interval"}));
+    EXPECT_EQ(restart_only_changes(running, next), (std::vector<std::string>{"conntrack.resize"}));
+    const config::Settings applied = reloadable_settings(running, next);
+    EXPECT_EQ(applied.conntrack.insert_rate, 500u);
+    EXPECT_EQ(applied.conntrack.insert_burst, 1000u);
+    EXPECT_EQ(applied.conntrack.sweep_interval, std::chrono::seconds(30));
+    EXPECT_EQ(applied.conntrack.resize, config::ConntrackResize::kRefuse);
+}
+
+TEST(ConntrackSweeper, SweepsCountsAndTracksFloods) {
+    test::FakeConntrack table(1024, 2);
+    table.set_backend(1, *net::IpAddress::parse("203.0.113.11"), 1);
+    table.set_now_ms(100'000);
+    const auto at = [](std::uint64_t ms) { return test::FakeConntrack::units(ms); };
+    const net::Endpoint vip{*net::IpAddress::parse("198.51.100.53"), 53};
+    table.add(*net::Endpoint::parse("192.0.2.1:1000"), vip, IPPROTO_UDP, 1, 1, at(0), at(99'000));
+    table.add(*net::Endpoint::parse("192.0.2.2:1000"), vip, IPPROTO_UDP, 1, 1, at(0), at(60'000));
+    config::VipSpec dns;
+    dns.address = vip.address;
+    dns.port = 53;
+    dns.protocol = config::Protocol::kUdp;
+    std::vector<xlb_ct_cpu> cpus(2);
+    auto status = std::make_shared<conntrack::StatusBoard>();
+    ConntrackSweeper sweeper(
+        ConntrackSweeper::Inputs{table, [&]() -> Result<std::vector<xlb_ct_cpu>> { return cpus; },
+                                 [&]() -> Result<std::vector<conntrack::VipInfo>> {
+                                     return std::vector<conntrack::VipInfo>{
+                                         conntrack::vip_info(dns)};
+                                 },
+                                 status},
+        std::chrono::seconds(10));
+    sweeper.sweep_once();
+    conntrack::Status s = status->get();
+    EXPECT_EQ(s.entries, 1u) << "the entry idle 40 s is past udp's 30 s";
+    EXPECT_EQ(s.expired, 1u);
+    EXPECT_EQ(s.sweeps, 1u);
+    EXPECT_EQ(s.capacity, 1024u);
+    ASSERT_TRUE(s.last_sweep_ms);
+    EXPECT_EQ(table.size(), 1u);
+
+    cpus[1].inserts = 40;
+    cpus[1].skipped = 9;
+    cpus[1].last_skip_ns = conntrack::monotonic_coarse_ns();
+    sweeper.check_floods();
+    s = status->get();
+    EXPECT_EQ(s.inserts, 40u);
+    EXPECT_EQ(s.skipped(), 9u);
+    EXPECT_EQ(s.flooded_cpus(), std::vector<unsigned>{1});
+    cpus[1].last_skip_ns = 1;  // long ago
+    sweeper.check_floods();
+    EXPECT_TRUE(status->get().flooded_cpus().empty());
+    EXPECT_EQ(describe_flood({3, true, 120}),
+              "connection-table flood started on CPU 3 (120 inserts skipped)");
+    EXPECT_EQ(describe_flood({3, false, 5000}),
+              "connection-table flood ended on CPU 3 (5000 inserts skipped)");
+}
+
+TEST(ConntrackSweeper, ThreadStartsAndStopsPromptly) {
+    test::FakeConntrack table;
+    auto status = std::make_shared<conntrack::StatusBoard>();
+    ConntrackSweeper sweeper(
+        ConntrackSweeper::Inputs{
+            table, []() -> Result<std::vector<xlb_ct_cpu>> { return std::vector<xlb_ct_cpu>(1); },
+            []() -> Result<std::vector<conntrack::VipInfo>> { return {}; }, status},
+        std::chrono::seconds(3600));
+    sweeper.start();
+    for (int i = 0; i < 200 && status->get().sweeps == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(status->get().sweeps, 1u) << "the first sweep runs at once";
+    const auto before = std::chrono::steady_clock::now();
+    sweeper.stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(500));
 }
 
 }  // namespace

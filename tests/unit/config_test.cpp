@@ -1328,6 +1328,116 @@ TEST(Model, MegabyteVipKeyAndDurationGiveShortErrors) {
         << duration.error().substr(0, 400);
 }
 
+// --- The connection table (conntrack section, conntrack_idle_timeout) -------
+
+const std::string kSettingsOnly = "interface: eth0\nnext_hop: {address: 192.0.2.1}\n";  // 1-2
+
+TEST(ConntrackConfig, DefaultsAreTheDocumentedOnes) {
+    const Config c = parse_ok(kHead + kVip);
+    const ConntrackSettings& ct = c.settings.conntrack;
+    EXPECT_EQ(ct.insert_rate, 0u);
+    EXPECT_EQ(ct.insert_burst, 0u);
+    EXPECT_EQ(ct.resize, ConntrackResize::kRefuse);
+    EXPECT_EQ(ct.sweep_interval, std::chrono::seconds(10));
+    EXPECT_FALSE(c.vips[0].conntrack_idle_timeout);
+    EXPECT_EQ(idle_timeout(c.vips[0]), std::chrono::hours(1));
+    VipSpec udp = c.vips[0];
+    udp.protocol = Protocol::kUdp;
+    EXPECT_EQ(idle_timeout(udp), std::chrono::seconds(30));
+    udp.conntrack_idle_timeout = std::chrono::minutes(2);
+    EXPECT_EQ(idle_timeout(udp), std::chrono::minutes(2));
+}
+
+TEST(ConntrackConfig, ReadAndWrittenBack) {
+    const Config c = parse_ok(kSettingsOnly +
+                              "conntrack:\n"
+                              "  insert_rate: 5000\n"
+                              "  insert_burst: 20000\n"
+                              "  resize: replace\n"
+                              "  sweep_interval: 30s\n"
+                              "encap_source: {ipv4: 203.0.113.1}\n"
+                              "vips:\n" +
+                              kVip + "    conntrack_idle_timeout: 10m\n");
+    const ConntrackSettings want{5000, 20000, ConntrackResize::kReplace, std::chrono::seconds(30)};
+    EXPECT_EQ(c.settings.conntrack, want);
+    ASSERT_TRUE(c.vips[0].conntrack_idle_timeout);
+    EXPECT_EQ(*c.vips[0].conntrack_idle_timeout, std::chrono::minutes(10));
+    const std::string written = to_yaml(c);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, c) << written;
+    const json settings = settings_to_json(c.settings);
+    EXPECT_EQ(settings["conntrack"],
+              json::parse(R"({"insert_rate": 5000, "insert_burst": 20000, "resize": "replace",
+                              "sweep_interval": "30s"})"));
+    const json vip = c.vips[0];
+    EXPECT_EQ(vip["conntrack_idle_timeout"], "10m");
+    auto back = vip_from_json(vip);
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, c.vips[0]);
+}
+
+TEST(ConntrackConfig, IdleTimeoutWrittenOnlyWhenSet) {
+    // So the config digest of a state file written before the field existed
+    // does not change (a changed digest drops the API's runtime changes).
+    const Config c = parse_ok(kHead + kVip);
+    const json vip = c.vips[0];
+    EXPECT_FALSE(vip.contains("conntrack_idle_timeout")) << vip.dump();
+    EXPECT_EQ(to_yaml(c).find("conntrack_idle_timeout"), std::string::npos);
+}
+
+TEST(ConntrackConfig, JsonErrorsNameTheField) {
+    auto v = vip_from_json(
+        json::parse(R"({"address": "198.51.100.10", "port": 80, "conntrack_idle_timeout": 60})"));
+    ASSERT_FALSE(v.has_value());
+    EXPECT_NE(v.error().find("conntrack_idle_timeout: found 60"), std::string::npos) << v.error();
+    auto semantic = vip_from_json(json::parse(
+        R"({"address": "198.51.100.10", "port": 80, "conntrack_idle_timeout": "500ms"})"));
+    ASSERT_TRUE(semantic.has_value()) << semantic.error();
+    const auto issues = validate_vip(*semantic, Settings{});
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_NE(issues[0].find("conntrack_idle_timeout: found 500ms, expected at least 1s"),
+              std::string::npos)
+        << issues[0];
+}
+
+std::vector<ErrorCase> conntrack_cases() {
+    return {
+        E("ConntrackUnknownKey", kSettingsOnly + "conntrack: {insert_rates: 5}\n", 3, 13,
+          {"conntrack.insert_rates: unknown key", "did you mean \"insert_rate\""}),
+        E("ConntrackNotAMapping", kSettingsOnly + "conntrack: on\n", 3, 12,
+          {"conntrack: found \"on\"", "expected a mapping", "insert_rate"}),
+        E("ConntrackNegativeRate", kSettingsOnly + "conntrack: {insert_rate: -1}\n", 3, 26,
+          {"conntrack.insert_rate", "found \"-1\"", "entries per second per CPU"}),
+        E("ConntrackBurstTooBig", kSettingsOnly + "conntrack: {insert_burst: 4294967296}\n", 3, 27,
+          {"conntrack.insert_burst", "found \"4294967296\""}),
+        E("ConntrackUnknownResize", kSettingsOnly + "conntrack: {resize: always}\n", 3, 21,
+          {"conntrack.resize", "found \"always\"", "refuse or replace"}),
+        E("SweepWithoutUnit", kSettingsOnly + "conntrack: {sweep_interval: 10}\n", 3, 29,
+          {"conntrack.sweep_interval", "units are required"}),
+        E("SweepTooShort", kSettingsOnly + "conntrack: {sweep_interval: 500ms}\n", 3, 29,
+          {"conntrack.sweep_interval: found 500ms", "expected 1s to 1h"}),
+        E("SweepTooLong", kSettingsOnly + "conntrack:\n  sweep_interval: 2h\n", 4, 19,
+          {"conntrack.sweep_interval: found 2h", "expected 1s to 1h"}),
+        E("IdleTimeoutTooShort", kHead + kVip + "    conntrack_idle_timeout: 999ms\n", 9, 29,
+          {"vips[0].conntrack_idle_timeout: found 999ms", "at least 1s", "52 days"}),
+        E("IdleTimeoutTooLong", kHead + kVip + "    conntrack_idle_timeout: 720h\n", 9, 29,
+          {"vips[0].conntrack_idle_timeout: found 720h", "below 30 days"}),
+        E("IdleTimeoutNotADuration", kHead + kVip + "    conntrack_idle_timeout: forever\n", 9, 29,
+          {"vips[0].conntrack_idle_timeout", "found \"forever\"", "a duration"}),
+        E("IdleTimeoutWithoutConntrack",
+          kHead + kVip + "    conntrack: false\n    conntrack_idle_timeout: 1m\n", 10, 29,
+          {"vips[0].conntrack_idle_timeout: set while conntrack is false"}),
+    };
+}
+INSTANTIATE_TEST_SUITE_P(Conntrack, ConfigErrorTable, ::testing::ValuesIn(conntrack_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(ConntrackConfig, LongestIdleTimeoutIsAccepted) {
+    const Config c = parse_ok(kHead + kVip + "    conntrack_idle_timeout: 719h\n");
+    EXPECT_EQ(*c.vips[0].conntrack_idle_timeout, std::chrono::hours(719));
+}
+
 }  // namespace
 }  // namespace xlb::config
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "xlb/agent/announce_link.h"
+#include "xlb/agent/conntrack_sweeper.h"
 #include "xlb/agent/health_link.h"
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
@@ -25,6 +26,7 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
 #include "xlb/config/config.h"
+#include "xlb/conntrack/bpf_table.h"
 #include "xlb/control/data_plane.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
@@ -91,6 +93,7 @@ private:
     Step start_services();
     Step go_live();
     void run_control();
+    void start_sweeper();
     void undo_start();
 
     api::ReloadReport reload(const std::string& source, bool allow_disruptive);
@@ -135,6 +138,10 @@ private:
     std::optional<health::ProbeEngine> engine_;
     std::optional<api::StateStore> state_;
     std::optional<api::BpfDataPlaneView> view_;
+    // The connection table: scanned by the API's threads and the sweeper.
+    std::shared_ptr<const conntrack::Table> ct_table_;
+    std::shared_ptr<conntrack::StatusBoard> ct_status_ = std::make_shared<conntrack::StatusBoard>();
+    std::optional<ConntrackSweeper> sweeper_;
     api::PublishMetrics publish_metrics_;
     std::optional<bpf::XdpAttachment> xdp_;
     // via_vip probes: the tc egress encapsulator, attached on first need
@@ -203,9 +210,19 @@ Result<api::HostState> Agent::set_drained(bool drained) {
 }
 
 std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddress& mac) {
-    auto ok = lb_->config().put(0, datapath::make_config(config_.settings, mac));
+    const config::ConntrackSettings& ct = config_.settings.conntrack;
+    // Derived from the table actually in use, which a refused resize keeps
+    // at the pinned size.
+    const datapath::CtBudget budget =
+        datapath::ct_insert_budget(ct.insert_rate, ct.insert_burst, lb_->conntrack_load().capacity,
+                                   static_cast<std::uint32_t>(bpf::possible_cpu_count()));
+    auto ok = lb_->config().put(0, datapath::make_config(config_.settings, mac, budget));
     if (!ok) return std::unexpected(ok.error().message());
     mac_ = mac;
+    ct_status_->update([&](conntrack::Status& s) {
+        s.insert_rate_per_cpu = budget.rate;
+        s.insert_burst = budget.burst;
+    });
     return {};
 }
 
@@ -417,12 +434,29 @@ Agent::Step Agent::open_data_plane() {
     had_state_file_ = state->has_value();
 
     pin_dir_ = s.pin_dir + "/" + s.interface;
+    bpf::LoadOptions load_options;
+    load_options.pin_dir = pin_dir_;
+    load_options.conntrack_resize = s.conntrack.resize == config::ConntrackResize::kReplace
+                                        ? bpf::ConntrackResize::kReplace
+                                        : bpf::ConntrackResize::kRefuse;
     auto lb = bpf::LbProgram::load({s.maps.max_vips, s.maps.max_backends, s.maps.conntrack_entries},
-                                   {pin_dir_});
+                                   load_options);
     if (!lb) return std::unexpected(std::move(lb.error()));
     lb_.emplace(std::move(*lb));
     first_start_ = lb_->pins().names(bpf::PinAction::kReused).empty();
     spdlog::info("maps in {}: {}", pin_dir_, lb_->pins().summary());
+    const auto& ct_load = lb_->conntrack_load();
+    if (ct_load.warn())
+        spdlog::warn("{}", ct_load.message);
+    else
+        spdlog::info("{}", ct_load.message);
+    auto ct_table = conntrack::BpfTable::open(lb_->conntrack(), lb_->backends());
+    if (!ct_table) return std::unexpected(std::move(ct_table.error()));
+    ct_table_ = std::make_shared<const conntrack::BpfTable>(std::move(*ct_table));
+    ct_status_->update([&](conntrack::Status& st) {
+        st.capacity = ct_load.capacity;
+        st.requested_capacity = s.maps.conntrack_entries;
+    });
 
     // Desired state: the file, or the state file when it was written for it.
     api::StartupDecision decision = api::decide_startup_vips(config_.vips, *state);
@@ -540,6 +574,8 @@ Agent::Step Agent::start_services() {
         if (!announce_) return std::nullopt;
         return api::BgpInfo{bgp_, announce_->status()};
     };
+    services.conntrack = ct_table_;
+    services.conntrack_status = ct_status_;
     api::ApiServer::Options api_options;
     api_options.socket_path = s.api_socket;
     api_options.group = s.api_group;
@@ -597,6 +633,32 @@ Agent::Step Agent::go_live() {
     return {};
 }
 
+void Agent::start_sweeper() {
+    auto ct_cpu = lb_->ct_cpu();
+    sweeper_.emplace(
+        ConntrackSweeper::Inputs{
+            *ct_table_,
+            [ct_cpu]() -> Result<std::vector<xlb_ct_cpu>> { return ct_cpu.get_per_cpu(0); },
+            [this]() -> Result<std::vector<conntrack::VipInfo>> {
+                auto future =
+                    loop_->call<std::vector<conntrack::VipInfo>>([](control::Reconciler& r) {
+                        std::vector<conntrack::VipInfo> out;
+                        for (const auto& v : r.vips()) out.push_back(conntrack::vip_info(v));
+                        return out;
+                    });
+                if (future.wait_for(std::chrono::seconds(15)) != std::future_status::ready)
+                    return xlb::fail("the control thread did not answer within 15 s");
+                try {
+                    return future.get();
+                } catch (const std::future_error&) {
+                    return xlb::fail("the agent is stopping");
+                }
+            },
+            ct_status_},
+        config_.settings.conntrack.sweep_interval);
+    sweeper_->start();
+}
+
 void Agent::run_control() {
     loop_->start();
     watch_next_hop();
@@ -612,6 +674,7 @@ void Agent::run_control() {
         submit_announcements(r);
     });
     const config::Settings& s = config_.settings;
+    start_sweeper();
     spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket,
                  s.metrics_listen);
     notify("READY=1\nSTATUS=forwarding on " + s.interface);
@@ -633,6 +696,7 @@ void Agent::run_control() {
 // agent's data plane as it found it (nothing was written before go_live,
 // whose restart path writes only after its attach succeeded).
 void Agent::undo_start() {
+    sweeper_.reset();
     if (engine_) engine_->stop();
     if (api_) api_->stop();
     if (metrics_) metrics_->stop();
@@ -758,6 +822,7 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
                  .get();
     if (report.outcome != Outcome::kApplied) return report;
     config_.vips = new_file;
+    if (sweeper_) sweeper_->set_interval(config_.settings.conntrack.sweep_interval);
     if (hop_changed) watch_next_hop();
     return report;
 }
@@ -773,6 +838,8 @@ void Agent::stop() {
     if (announce_) announce_->stop();
     if (api_) api_->stop();
     if (metrics_) metrics_->stop();
+    // before the loop: its VIPs come from the control thread
+    sweeper_.reset();
     watcher_.reset();
     if (loop_) loop_->stop();
     // nothing publishes any more: the next start can then prove its tables' epochs

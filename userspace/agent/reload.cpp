@@ -30,7 +30,21 @@ constexpr SettingRow row(const char* name, bool reloadable) {
         [](config::Settings& to, const config::Settings& from) { to.*Member = from.*Member; }};
 }
 
+// A field of a settings section, for sections whose fields differ in
+// whether a reload applies them.
+template <auto Section, auto Field>
+constexpr SettingRow field_row(const char* name, bool reloadable) {
+    return {name, reloadable,
+            [](const config::Settings& a, const config::Settings& b) {
+                return (a.*Section).*Field != (b.*Section).*Field;
+            },
+            [](config::Settings& to, const config::Settings& from) {
+                (to.*Section).*Field = (from.*Section).*Field;
+            }};
+}
+
 using S = config::Settings;
+using Ct = config::ConntrackSettings;
 constexpr std::array kSettingRows = {
     row<&S::interface>("interface", false),
     row<&S::xdp_mode>("xdp_mode", false),
@@ -48,6 +62,13 @@ constexpr std::array kSettingRows = {
     // The announcer is made at start; a restart keeps every route (the
     // routes file and BIRD outlive the agent), so it costs no traffic.
     row<&S::bgp>("bgp", false),
+    // The budget is a field of xlb_config, rewritten at once; the sweeper
+    // picks up its new interval at its next wait.
+    field_row<&S::conntrack, &Ct::insert_rate>("conntrack.insert_rate", true),
+    field_row<&S::conntrack, &Ct::insert_burst>("conntrack.insert_burst", true),
+    field_row<&S::conntrack, &Ct::sweep_interval>("conntrack.sweep_interval", true),
+    // Decided when the maps are loaded.
+    field_row<&S::conntrack, &Ct::resize>("conntrack.resize", false),
 };
 
 std::vector<std::string> changes(const S& a, const S& b, bool reloadable) {

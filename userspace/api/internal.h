@@ -73,6 +73,15 @@ json vip_detail_json(const control::VipStatus& vip, const Counters& counters,
 json table_json(const control::VipStatus& vip);
 json vip_stats_json(const control::VipStatus& vip, const Counters& counters);
 
+// The connection table (GET /v1/conntrack/count, GET /v1/conntrack, POST
+// /v1/conntrack/flush, the "conntrack" object of GET /v1/status):
+// docs/api.md.
+json conntrack_count_json(const conntrack::CountReport& report,
+                          const std::optional<config::Duration>& active_within);
+json conntrack_list_json(const conntrack::ListReport& report);
+json conntrack_flush_json(const conntrack::FlushReport& report);
+json conntrack_status_json(const conntrack::Status& status);
+
 // Responses.
 void send_json(httplib::Response& res, int status, const json& body);
 void send_error(httplib::Response& res, int status, const std::string& message);

@@ -327,6 +327,40 @@ std::string render_metrics(const MetricsInput& in) {
                      d.announced ? 1 : 0);
     }
 
+    if (in.conntrack) {
+        const conntrack::Status& c = *in.conntrack;
+        w.family("xlb_conntrack_entries", "gauge",
+                 "Entries in the connection table after the last sweep.");
+        w.sample("xlb_conntrack_entries", {}, c.entries);
+        w.family("xlb_conntrack_capacity", "gauge",
+                 "Size (max_entries) of the connection table in use.");
+        w.sample("xlb_conntrack_capacity", {}, c.capacity);
+        w.family("xlb_conntrack_inserts_total", "counter",
+                 "Entries the data path recorded, all CPUs.");
+        w.sample("xlb_conntrack_inserts_total", {}, c.inserts);
+        w.family("xlb_conntrack_insert_skipped_total", "counter",
+                 "New flows not recorded because the CPU's insert budget was spent (still "
+                 "balanced by the Maglev table), by CPU.");
+        for (std::size_t i = 0; i < c.skipped_per_cpu.size(); ++i)
+            w.sample("xlb_conntrack_insert_skipped_total", {{"cpu", std::to_string(i)}},
+                     c.skipped_per_cpu[i]);
+        w.family("xlb_conntrack_flooded", "gauge",
+                 "1 while the CPU skipped an insert within the last second (under flood).");
+        for (std::size_t i = 0; i < c.flooded_per_cpu.size(); ++i)
+            w.sample("xlb_conntrack_flooded", {{"cpu", std::to_string(i)}},
+                     c.flooded_per_cpu[i] ? 1 : 0);
+        w.family("xlb_conntrack_expired_total", "counter",
+                 "Entries deleted by the agent's sweeps for idling past their VIP's "
+                 "conntrack_idle_timeout.");
+        w.sample("xlb_conntrack_expired_total", {}, c.expired);
+        if (c.last_sweep_ms) {
+            w.family("xlb_conntrack_sweep_seconds", "gauge",
+                     "Duration of the last sweep (scan, count and deletes) of the connection "
+                     "table.");
+            w.sample("xlb_conntrack_sweep_seconds", {}, number(*c.last_sweep_ms / 1000.0));
+        }
+    }
+
     w.family("xlb_publishes_total", "counter", "Table publishes (one per VIP table made live).");
     w.sample("xlb_publishes_total", {}, in.publishes.publishes);
     w.histogram(
@@ -424,6 +458,7 @@ Result<void> MetricsServer::start() {
         in.hash_seed = s.settings->get().hash_seed;
         if (s.host.state) in.host = s.host.state();
         if (s.host.bgp) in.bgp = s.host.bgp();
+        if (s.conntrack_status) in.conntrack = s.conntrack_status->get();
         res.status = 200;
         res.set_content(render_metrics(in), "text/plain; version=0.0.4; charset=utf-8");
     });

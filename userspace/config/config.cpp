@@ -320,6 +320,13 @@ std::string to_yaml(const Config& config) {
     e << YAML::Key << "protocol" << YAML::Value << s.bgp.protocol;
     e << YAML::Key << "route" << YAML::Value << std::string(announce::to_string(s.bgp.route));
     e << YAML::EndMap;
+    e << YAML::Key << "conntrack" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "insert_rate" << YAML::Value << s.conntrack.insert_rate;
+    e << YAML::Key << "insert_burst" << YAML::Value << s.conntrack.insert_burst;
+    e << YAML::Key << "resize" << YAML::Value << to_string(s.conntrack.resize);
+    e << YAML::Key << "sweep_interval" << YAML::Value
+      << format_duration(s.conntrack.sweep_interval);
+    e << YAML::EndMap;
 
     auto optional_text = [&](const char* key, const std::string& value) {
         if (!value.empty()) e << YAML::Key << key << YAML::Value << value;
@@ -340,6 +347,10 @@ std::string to_yaml(const Config& config) {
           << YAML::Value << number_text(v.slow_start.floor) << YAML::EndMap;
         e << YAML::Key << "on_unhealthy" << YAML::Value << to_string(v.on_unhealthy);
         e << YAML::Key << "announce" << YAML::Value << std::string(announce::to_string(v.announce));
+        if (v.conntrack_idle_timeout) {
+            e << YAML::Key << "conntrack_idle_timeout" << YAML::Value
+              << format_duration(*v.conntrack_idle_timeout);
+        }
         const HealthCheck& h = v.health_check;
         e << YAML::Key << "health_check" << YAML::Value << YAML::BeginMap;
         e << YAML::Key << "type" << YAML::Value << to_string(h.type);

@@ -327,10 +327,20 @@ inline constexpr std::string_view kFailureAccrualKeys[] = {
 inline constexpr std::string_view kRateLimitBiasKeys[] = {"factor", "penalty", "max_retry_after"};
 inline constexpr std::string_view kFlappingKeys[] = {"changes", "window", "hold"};
 inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key"};
-inline constexpr std::string_view kVipKeys[] = {
-    "address",      "port",      "protocol",        "name",       "hash",
-    "conntrack",    "ring_size", "panic_threshold", "slow_start", "on_unhealthy",
-    "health_check", "announce",  "backends"};
+inline constexpr std::string_view kVipKeys[] = {"address",
+                                                "port",
+                                                "protocol",
+                                                "name",
+                                                "hash",
+                                                "conntrack",
+                                                "ring_size",
+                                                "panic_threshold",
+                                                "slow_start",
+                                                "on_unhealthy",
+                                                "health_check",
+                                                "announce",
+                                                "conntrack_idle_timeout",
+                                                "backends"};
 
 template <class V>
 SlowStart decode_slow_start(const V& v, const std::string& path, Sink& s) {
@@ -547,6 +557,8 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
         return read_enum<announce::Policy>(x, p, s, announce::parse_policy,
                                            "when_serving, always or never");
     });
+    field(*f, path, "conntrack_idle_timeout", out.conntrack_idle_timeout,
+          [&](const V& x, const std::string& p) { return read_duration(x, p, s); });
     if (const V* x = f->get("backends")) {
         out.backends = decode_backends(*x, join(path, "backends"), s);
     }
@@ -554,13 +566,16 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
 }
 
 inline constexpr std::string_view kRootKeys[] = {
-    "interface", "xdp_mode", "next_hop", "encap_source", "hash_seed", "mtu", "icmp_too_big",
-    "maps",      "api",      "metrics",  "state_file",   "pin_dir",   "bgp", "vips"};
+    "interface",  "xdp_mode",     "next_hop", "encap_source", "hash_seed",
+    "mtu",        "icmp_too_big", "maps",     "api",          "metrics",
+    "state_file", "pin_dir",      "bgp",      "conntrack",    "vips"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
 inline constexpr std::string_view kMapsKeys[] = {"max_vips", "max_backends", "conntrack_entries"};
 inline constexpr std::string_view kApiKeys[] = {"socket", "group"};
 inline constexpr std::string_view kMetricsKeys[] = {"listen"};
+inline constexpr std::string_view kConntrackKeys[] = {"insert_rate", "insert_burst", "resize",
+                                                      "sweep_interval"};
 inline constexpr std::string_view kBgpKeys[] = {"enabled", "control_socket", "routes_file",
                                                 "protocol", "route"};
 
@@ -667,6 +682,30 @@ Decoded decode_config(const V& root, Sink& s) {
                 return read_enum<announce::RouteForm>(y, p, s, announce::parse_route_form,
                                                       "blackhole or via_lo");
             });
+        }
+    }
+    if (const V* x = f->get("conntrack")) {
+        const std::string p = "conntrack";
+        if (auto c = read_fields(
+                *x, p, s, kConntrackKeys,
+                "the connection table: insert_rate, insert_burst, resize, sweep_interval")) {
+            auto per_cpu = [&](const V& y, const std::string& q) {
+                return read_uint(y, q, s, 0xffffffffULL,
+                                 "an integer >= 0 (entries per second per CPU; 0 = derived from "
+                                 "maps.conntrack_entries)");
+            };
+            field(*c, p, "insert_rate", st.conntrack.insert_rate, per_cpu);
+            field(*c, p, "insert_burst", st.conntrack.insert_burst,
+                  [&](const V& y, const std::string& q) {
+                      return read_uint(y, q, s, 0xffffffffULL,
+                                       "an integer >= 0 (entries at once per CPU; 0 = the rate)");
+                  });
+            field(*c, p, "resize", st.conntrack.resize, [&](const V& y, const std::string& q) {
+                return read_enum<ConntrackResize>(y, q, s, parse_conntrack_resize,
+                                                  "refuse or replace");
+            });
+            field(*c, p, "sweep_interval", st.conntrack.sweep_interval,
+                  [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
         }
     }
 

@@ -159,6 +159,9 @@ void to_json(json& j, const VipSpec& v) {
     // added it (a changed digest drops the API's runtime changes).
     if (v.announce != announce::Policy::kWhenServing)
         j["announce"] = announce::to_string(v.announce);
+    // Likewise: only when set.
+    if (v.conntrack_idle_timeout)
+        j["conntrack_idle_timeout"] = format_duration(*v.conntrack_idle_timeout);
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {
@@ -236,6 +239,11 @@ json settings_to_json(const Settings& s) {
           {"routes_file", s.bgp.routes_file},
           {"protocol", s.bgp.protocol},
           {"route", announce::to_string(s.bgp.route)}}},
+        {"conntrack",
+         {{"insert_rate", s.conntrack.insert_rate},
+          {"insert_burst", s.conntrack.insert_burst},
+          {"resize", to_string(s.conntrack.resize)},
+          {"sweep_interval", format_duration(s.conntrack.sweep_interval)}}},
     };
 }
 

@@ -39,6 +39,8 @@ constexpr std::pair<std::string_view, HealthCheckType> kCheckTypes[] = {
     {"udp", HealthCheckType::kUdp}};
 constexpr std::pair<std::string_view, UnhealthyPolicy> kPolicies[] = {
     {"reschedule", UnhealthyPolicy::kReschedule}, {"keep", UnhealthyPolicy::kKeep}};
+constexpr std::pair<std::string_view, ConntrackResize> kResizes[] = {
+    {"refuse", ConntrackResize::kRefuse}, {"replace", ConntrackResize::kReplace}};
 
 template <class Enum, std::size_t N>
 const char* name_of(Enum value, const std::pair<std::string_view, Enum> (&names)[N]) {
@@ -56,6 +58,7 @@ const char* to_string(HashMode v) { return name_of(v, kHashModes); }
 const char* to_string(AdminState v) { return name_of(v, kAdminStates); }
 const char* to_string(HealthCheckType v) { return name_of(v, kCheckTypes); }
 const char* to_string(UnhealthyPolicy v) { return name_of(v, kPolicies); }
+const char* to_string(ConntrackResize v) { return name_of(v, kResizes); }
 
 std::optional<XdpMode> parse_xdp_mode(std::string_view t) { return lookup(t, kXdpModes); }
 std::optional<Protocol> parse_protocol(std::string_view t) { return lookup(t, kProtocols); }
@@ -66,6 +69,18 @@ std::optional<HealthCheckType> parse_health_check_type(std::string_view t) {
 }
 std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view t) {
     return lookup(t, kPolicies);
+}
+
+std::optional<ConntrackResize> parse_conntrack_resize(std::string_view t) {
+    return lookup(t, kResizes);
+}
+
+Duration default_idle_timeout(Protocol protocol) {
+    return protocol == Protocol::kUdp ? kDefaultUdpIdleTimeout : kDefaultTcpIdleTimeout;
+}
+
+Duration idle_timeout(const VipSpec& vip) {
+    return vip.conntrack_idle_timeout.value_or(default_idle_timeout(vip.protocol));
 }
 
 std::string VipKey::to_string() const {

@@ -31,6 +31,12 @@ constexpr std::uint32_t kMaxBackendsLimit = 262144;
 constexpr std::uint32_t kMaxConntrackLimit = 134'217'728;  // 2^27 entries, ~10 GiB
 constexpr Duration kMinInterval{10};
 constexpr Duration kMaxDurationSetting{3'600'000};  // 1h
+// Entry times are 32-bit counts of 2^20 ns and wrap after about 52 days; an
+// idle time is only meaningful well inside that.
+constexpr Duration kMinIdleTimeout{1'000};
+constexpr Duration kMaxIdleTimeout{30LL * 24 * 3'600'000};  // 30 days, exclusive
+constexpr Duration kMinSweepInterval{1'000};
+constexpr Duration kMaxSweepInterval{3'600'000};
 constexpr std::size_t kMaxNameLength = 64;
 constexpr std::size_t kMaxHashKeyLength = 255;
 constexpr std::size_t kIfNameMax = 15;  // IFNAMSIZ - 1
@@ -427,6 +433,18 @@ void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out
                 "found " + number(vip.slow_start.floor) +
                     ", expected a number 0-1 (share of the weight to start from)");
     }
+    if (const auto& idle = vip.conntrack_idle_timeout) {
+        if (!vip.conntrack) {
+            out.add("conntrack_idle_timeout",
+                    "set while conntrack is false, expected conntrack: true to use it (or leave "
+                    "it out)",
+                    {"conntrack"});
+        } else if (*idle < kMinIdleTimeout || *idle >= kMaxIdleTimeout) {
+            out.add("conntrack_idle_timeout",
+                    "found " + dur(*idle) + ", expected at least " + dur(kMinIdleTimeout) +
+                        " and below 30 days (entry times wrap after 52 days)");
+        }
+    }
     check_health(vip.health_check, vip, out);
     check_backends(vip, settings, out);
 }
@@ -553,6 +571,12 @@ void check_settings(const Settings& s, const Out& out) {
     if (auto ok = announce::validate(announce::RenderOptions{.protocol = s.bgp.protocol}); !ok)
         out.add("bgp.protocol",
                 "found " + shown_value(s.bgp.protocol) + ": " + ok.error().message());
+    const Duration sweep = s.conntrack.sweep_interval;
+    if (sweep < kMinSweepInterval || sweep > kMaxSweepInterval) {
+        out.add("conntrack.sweep_interval", "found " + dur(sweep) + ", expected " +
+                                                dur(kMinSweepInterval) + " to " +
+                                                dur(kMaxSweepInterval));
+    }
 }
 
 }  // namespace

@@ -80,9 +80,10 @@ struct MetricsInput {
     std::optional<ProbeEngineInfo> probe_engine;
     // Reloads by outcome, in kReloadOutcomes order; nullopt: no reloads shown.
     std::optional<std::array<std::uint64_t, std::size(kReloadOutcomes)>> reloads;
-    std::uint32_t hash_seed = 0;    // for xlb_vip_table_info's inputs_checksum
-    std::optional<HostState> host;  // nullopt: no host control
-    std::optional<BgpInfo> bgp;     // nullopt: BGP announcements off
+    std::uint32_t hash_seed = 0;                 // for xlb_vip_table_info's inputs_checksum
+    std::optional<HostState> host;               // nullopt: no host control
+    std::optional<BgpInfo> bgp;                  // nullopt: BGP announcements off
+    std::optional<conntrack::Status> conntrack;  // nullopt: no connection-table series
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE per family, label

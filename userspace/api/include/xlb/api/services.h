@@ -21,6 +21,8 @@
 
 #include "xlb/announce/announcer.h"
 #include "xlb/config/model.h"
+#include "xlb/conntrack/status.h"
+#include "xlb/conntrack/table.h"
 #include "xlb/control/loop.h"
 #include "xlb/health/backend_health.h"
 #include "xlb/health/engine.h"
@@ -216,6 +218,11 @@ struct Services {
     ReloadFn reload;                               // empty: POST /v1/reload answers 501
     std::shared_ptr<const ReloadHistory> reloads;  // null: no reload shown
     HostControl host;                              // empty: /v1/host answers 501
+    // The connection table, scanned on the API's threads (null: the
+    // /v1/conntrack endpoints answer 501), and the sweeper's last word on it
+    // (null: status shows "conntrack": null, no metrics).
+    std::shared_ptr<const conntrack::Table> conntrack;
+    std::shared_ptr<const conntrack::StatusBoard> conntrack_status;
 };
 
 // /livez: the control and worker threads of the loop have iterated within

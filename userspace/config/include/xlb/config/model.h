@@ -28,6 +28,7 @@ enum class HashMode { kFiveTuple, kSourceIp };               // "5tuple" | "sour
 enum class AdminState { kActive, kDrain, kDisabled };        // "active" | "drain" | "disabled"
 enum class HealthCheckType { kNone, kTcp, kHttp, kUdp };     // "none" | "tcp" | "http" | "udp"
 enum class UnhealthyPolicy { kReschedule, kKeep };           // "reschedule" | "keep"
+enum class ConntrackResize { kRefuse, kReplace };            // "refuse" | "replace"
 
 // Largest configurable backend weight. Effective weights are scaled from it,
 // so the bound keeps every Maglev weight sum inside 32 bits.
@@ -158,6 +159,9 @@ struct VipSpec {
     UnhealthyPolicy on_unhealthy = UnhealthyPolicy::kReschedule;
     // Whether this host announces the VIP's address over BGP (bgp.enabled).
     announce::Policy announce = announce::Policy::kWhenServing;
+    // How long an idle connection-table entry of this VIP is kept before the
+    // agent expires it; nullopt: the protocol's default (idle_timeout()).
+    std::optional<Duration> conntrack_idle_timeout;
     std::vector<BackendSpec> backends;
     bool operator==(const VipSpec&) const = default;
 
@@ -208,6 +212,27 @@ struct BgpSettings {
     bool operator==(const BgpSettings&) const = default;
 };
 
+// The connection table under pressure (docs/config.md, conntrack).
+struct ConntrackSettings {
+    // New entries per second per CPU; 0: derived from the table size
+    // (datapath::ct_insert_budget), so a flood replaces at most a small share
+    // of the table per second.
+    std::uint32_t insert_rate = 0;
+    std::uint32_t insert_burst = 0;  // 0: one second's worth (the rate)
+    // When maps.conntrack_entries differs from the pinned table's size.
+    ConntrackResize resize = ConntrackResize::kRefuse;
+    Duration sweep_interval{10'000};  // expiry of idle entries and the count
+    bool operator==(const ConntrackSettings&) const = default;
+};
+
+// Defaults of VipSpec::conntrack_idle_timeout: long for TCP (a quiet SSH
+// session must keep its backend), short for UDP (no close tells us it ended).
+inline constexpr Duration kDefaultTcpIdleTimeout{3'600'000};
+inline constexpr Duration kDefaultUdpIdleTimeout{30'000};
+Duration default_idle_timeout(Protocol protocol);
+// The VIP's conntrack_idle_timeout, or its protocol's default.
+Duration idle_timeout(const VipSpec& vip);
+
 struct Settings {
     std::string interface;
     XdpMode xdp_mode = XdpMode::kAuto;
@@ -224,6 +249,7 @@ struct Settings {
     std::string state_file = "/var/lib/xlb/state.json";
     std::string pin_dir = "/sys/fs/bpf/xlb";
     BgpSettings bgp;
+    ConntrackSettings conntrack;
     bool operator==(const Settings&) const = default;
 };
 
@@ -244,6 +270,7 @@ const char* to_string(HashMode);
 const char* to_string(AdminState);
 const char* to_string(HealthCheckType);
 const char* to_string(UnhealthyPolicy);
+const char* to_string(ConntrackResize);
 
 // The inverses: exact names as above; nullopt for anything else.
 std::optional<XdpMode> parse_xdp_mode(std::string_view);
@@ -252,6 +279,7 @@ std::optional<HashMode> parse_hash_mode(std::string_view);
 std::optional<AdminState> parse_admin_state(std::string_view);
 std::optional<HealthCheckType> parse_health_check_type(std::string_view);
 std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view);
+std::optional<ConntrackResize> parse_conntrack_resize(std::string_view);
 
 // "10.0.0.10:80/tcp", "[2001:db8::1]:443/udp", or "10.0.0.10:80" (tcp). The
 // error says what was wrong and shows the expected form.

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/conntrack/bpf_table.h"
+
+#include <bpf/bpf.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace xlb::conntrack {
+
+namespace {
+
+Result<std::uint32_t> max_entries(int fd, const std::string& name) {
+    bpf_map_info info{};
+    __u32 length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &length) != 0)
+        return fail_on(errno, "read the size of", name);
+    return info.max_entries;
+}
+
+// Runs batched lookups over the whole map, `chunk` entries at a time; `use`
+// gets each batch's keys and values. A bucket holding more than `chunk`
+// entries (ENOSPC) doubles the buffers and tries the batch again.
+template <class K, class V, class Use>
+Result<void> lookup_all(int fd, const std::string& name, std::size_t chunk, Use use) {
+    std::vector<K> keys(chunk);
+    std::vector<V> values(chunk);
+    // The batch token: a bucket index for hash maps, an index for arrays.
+    alignas(8) unsigned char in[sizeof(K) < 8 ? 8 : sizeof(K)] = {};
+    alignas(8) unsigned char out[sizeof(in)] = {};
+    bool first = true;
+    for (;;) {
+        __u32 count = static_cast<__u32>(keys.size());
+        int rc = bpf_map_lookup_batch(fd, first ? nullptr : in, out, keys.data(), values.data(),
+                                      &count, nullptr);
+        const int err = rc == 0 ? 0 : errno;
+        if (rc != 0 && err == ENOSPC && count == 0) {
+            keys.resize(keys.size() * 2);
+            values.resize(values.size() * 2);
+            continue;
+        }
+        if (rc != 0 && err != ENOENT) return fail_on(err, "read (batched lookup)", name);
+        use(std::span<const K>(keys.data(), count), std::span<const V>(values.data(), count));
+        if (rc != 0) return {};  // ENOENT: the last batch
+        std::memcpy(in, out, sizeof(in));
+        first = false;
+    }
+}
+
+}  // namespace
+
+std::uint64_t monotonic_coarse_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+Result<BpfTable> BpfTable::open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
+                                bpf::ArrayMap<xlb_backend> backends, std::size_t batch_size) {
+    auto capacity = max_entries(conntrack.fd(), conntrack.name());
+    if (!capacity) return std::unexpected(capacity.error());
+    auto slots = max_entries(backends.fd(), backends.name());
+    if (!slots) return std::unexpected(slots.error());
+    return BpfTable(std::move(conntrack), std::move(backends), *capacity, *slots,
+                    batch_size == 0 ? kBatchSize : batch_size);
+}
+
+Units BpfTable::now() const { return units_from_ns(monotonic_coarse_ns()); }
+
+Result<void> BpfTable::scan(const std::function<void(std::span<const Entry>)>& batch) const {
+    std::vector<Entry> entries;
+    entries.reserve(batch_size_);
+    return lookup_all<xlb_flow_key, xlb_ct_value>(
+        conntrack_.fd(), conntrack_.name(), batch_size_,
+        [&](std::span<const xlb_flow_key> keys, std::span<const xlb_ct_value> values) {
+            entries.clear();
+            for (std::size_t i = 0; i < keys.size(); ++i)
+                entries.push_back(Entry{keys[i], values[i]});
+            if (!entries.empty()) batch(entries);
+        });
+}
+
+Result<std::uint64_t> BpfTable::erase(std::span<const xlb_flow_key> keys) const {
+    std::uint64_t deleted = 0;
+    std::size_t at = 0;
+    while (at < keys.size()) {
+        const std::size_t n = std::min(batch_size_, keys.size() - at);
+        __u32 count = static_cast<__u32>(n);
+        int rc = bpf_map_delete_batch(conntrack_.fd(), keys.data() + at, &count, nullptr);
+        const int err = rc == 0 ? 0 : errno;
+        deleted += count;
+        if (rc == 0) {
+            at += n;
+            continue;
+        }
+        // The kernel stops at a key that is gone (evicted, expired by the
+        // data path's own reuse, deleted by a flush meanwhile): skip it.
+        if (err != ENOENT) return fail_on(err, "delete entries (batched) from", conntrack_.name());
+        at += count + 1;
+    }
+    return deleted;
+}
+
+Result<Backends> BpfTable::backends() const {
+    std::vector<std::pair<std::uint32_t, xlb_backend>> entries;
+    entries.reserve(backend_slots_);
+    auto read = lookup_all<std::uint32_t, xlb_backend>(
+        backends_.fd(), backends_.name(), batch_size_,
+        [&](std::span<const std::uint32_t> keys, std::span<const xlb_backend> values) {
+            for (std::size_t i = 0; i < keys.size(); ++i) entries.emplace_back(keys[i], values[i]);
+        });
+    if (!read) return std::unexpected(read.error());
+    return backends_from_map(entries);
+}
+
+}  // namespace xlb::conntrack

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The connection table of a loaded (or pinned) balancer: batched lookups and
+// deletes on XLB_MAP_CONNTRACK, backends from XLB_MAP_BACKENDS, the clock of
+// the entry times. Every call is a few syscalls per batch; safe from several
+// threads at once (the kernel serialises nothing across batches, so a scan is
+// not a snapshot).
+#pragma once
+
+#include <cstddef>
+
+#include "xlb/bpf/maps.h"
+#include "xlb/conntrack/table.h"
+
+namespace xlb::conntrack {
+
+// Entries per batched syscall: 4096 entries are 224 KiB of keys and values,
+// and a 1M-entry table takes 256 calls.
+inline constexpr std::size_t kBatchSize = 4096;
+
+class BpfTable : public Table {
+public:
+    // Reads max_entries of the map once.
+    static Result<BpfTable> open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
+                                 bpf::ArrayMap<xlb_backend> backends,
+                                 std::size_t batch_size = kBatchSize);
+
+    std::uint32_t capacity() const override { return capacity_; }
+    Units now() const override;
+    Result<void> scan(const std::function<void(std::span<const Entry>)>& batch) const override;
+    Result<std::uint64_t> erase(std::span<const xlb_flow_key> keys) const override;
+    Result<Backends> backends() const override;
+
+private:
+    BpfTable(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
+             bpf::ArrayMap<xlb_backend> backends, std::uint32_t capacity,
+             std::uint32_t backend_slots, std::size_t batch_size)
+        : conntrack_(std::move(conntrack)),
+          backends_(std::move(backends)),
+          capacity_(capacity),
+          backend_slots_(backend_slots),
+          batch_size_(batch_size) {}
+
+    bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack_;
+    bpf::ArrayMap<xlb_backend> backends_;
+    std::uint32_t capacity_ = 0;
+    std::uint32_t backend_slots_ = 0;
+    std::size_t batch_size_ = kBatchSize;
+};
+
+// CLOCK_MONOTONIC_COARSE in ns: the clock of bpf_ktime_get_coarse_ns(), of
+// entry times and of xlb_ct_cpu.last_skip_ns.
+std::uint64_t monotonic_coarse_ns();
+
+}  // namespace xlb::conntrack
