@@ -91,8 +91,10 @@ TEST(XlbctlParse, Timeout) {
 
 TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(parse_error({}),
-               "expected a verb after 'xlbctl': status, host, vip, backend, stats, "
+               "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, stats, "
                "table, lookup or reload");
+    EXPECT_HAS(parse_error({"conntrack"}),
+               "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
     EXPECT_HAS(parse_error({"backend"}),
                "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable or "
@@ -402,6 +404,86 @@ INSTANTIATE_TEST_SUITE_P(
                    {"expected a port 1-65535"}}),
     [](const auto& info) { return info.param.name; });
 
+INSTANTIATE_TEST_SUITE_P(
+    Conntrack, XlbctlUsageErrors,
+    ::testing::Values(
+        UsageError{"FlushWithoutSelector",
+                   {"conntrack", "flush"},
+                   {"conntrack flush: expected at least one selector, --vip V, --backend ADDR, "
+                    "--client CIDR or --stale",
+                    "e.g. xlbctl conntrack flush --stale --dry-run"}},
+        UsageError{"FlushDryRunAloneIsNoSelector",
+                   {"conntrack", "flush", "--dry-run"},
+                   {"expected at least one selector"}},
+        UsageError{"VipNotAKey", {"conntrack", "count", "--vip", "web"}, {"--vip: "}},
+        UsageError{"BackendWithPort",
+                   {"conntrack", "list", "--backend", "203.0.113.11:80"},
+                   {"--backend: found '203.0.113.11:80', an address with a port"}},
+        UsageError{"IPv4BackendOfIPv6Vip",
+                   {"conntrack", "count", "--vip", "[2001:db8::10]:443", "--backend", "10.0.1.1"},
+                   {"--backend: found IPv4 address 10.0.1.1 for the IPv6 VIP "
+                    "[2001:db8::10]:443/tcp (its backends are IPv6), e.g. --backend "
+                    "2001:db8:b::11"}},
+        UsageError{"ClientHostBits",
+                   {"conntrack", "flush", "--client", "192.0.2.7/24"},
+                   {"--client: '192.0.2.7/24' has host bits set", "192.0.2.0/24"}},
+        UsageError{
+            "ClientNotAPrefix",
+            {"conntrack", "list", "--client", "clients"},
+            {"--client: 'clients' is not an address or prefix (expected e.g. 192.0.2.0/24)"}},
+        UsageError{"ClientOfTheOtherFamily",
+                   {"conntrack", "list", "--vip", "[2001:db8::10]:443", "--client", "192.0.2.0/24"},
+                   {"--client: found IPv4 prefix 192.0.2.0/24 for the IPv6 VIP",
+                    "e.g. --client 2001:db8:c::/48"}},
+        UsageError{
+            "LimitZero",
+            {"conntrack", "list", "--limit", "0"},
+            {"--limit: found '0', expected a number of entries 1-100000, e.g. --limit 1000"}},
+        UsageError{"LimitTooLarge", {"conntrack", "list", "--limit", "100001"}, {"1-100000"}},
+        UsageError{"ActiveWithinWithoutUnit",
+                   {"conntrack", "count", "--active-within", "30"},
+                   {"--active-within: '30' has no unit", "e.g. --active-within 30s"}},
+        UsageError{"ActiveWithinZero",
+                   {"conntrack", "count", "--active-within", "0s"},
+                   {"--active-within: found '0s', expected a duration above zero"}},
+        UsageError{"ListTakesNoStale", {"conntrack", "list", "--stale"}, {"--stale"}},
+        UsageError{"CountTakesNoClient",
+                   {"conntrack", "count", "--client", "192.0.2.0/24"},
+                   {"--client"}}),
+    [](const auto& info) { return info.param.name; });
+
+INSTANTIATE_TEST_SUITE_P(
+    DrainWait, XlbctlUsageErrors,
+    ::testing::Values(
+        UsageError{
+            "ActiveWithinWithoutWait",
+            {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--active-within", "30s"},
+            {"--active-within 30s without --wait", "--wait --active-within 30s"}},
+        UsageError{"WaitOnADryRun",
+                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--dry-run"},
+                   {"--wait with --dry-run"}},
+        UsageError{
+            "WaitTimeoutNotADuration",
+            {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--timeout", "soon"},
+            {"--timeout: found 'soon', expected a duration of 1s to 24h (or seconds "
+             "alone), e.g. --timeout 10m"}},
+        UsageError{
+            "WaitTimeoutTooLong",
+            {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--timeout", "25h"},
+            {"--timeout: found '25h'"}},
+        UsageError{"WaitTimeoutTooShort",
+                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--timeout",
+                    "500ms"},
+                   {"--timeout: found '500ms'"}},
+        UsageError{"ActiveWithinNotADuration",
+                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                    "--active-within", "a while"},
+                   {"--active-within: 'a while' is not a duration"}},
+        UsageError{"WaitOnlyOnDrain",
+                   {"backend", "enable", "198.51.100.10:80", "203.0.113.11", "--wait"},
+                   {"--wait"}}),
+    [](const auto& info) { return info.param.name; });
+
 TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
     const std::vector<Args> verbs = {
         {},
@@ -421,6 +503,10 @@ TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
         {"stats"},
         {"table"},
         {"lookup"},
+        {"conntrack"},
+        {"conntrack", "count"},
+        {"conntrack", "list"},
+        {"conntrack", "flush"},
     };
     for (Args args : verbs) {
         std::string name = "xlbctl";
@@ -433,11 +519,68 @@ TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
         EXPECT_TRUE(e.error.empty()) << name;
         EXPECT_HAS(e.out, "Usage: " + name);
         EXPECT_HAS(e.out, "Examples:\n  xlbctl");
-        if (args.size() > 1 && args[0] != "vip" && args[0] != "backend") {
+        if (args.size() > 1 && args[0] != "vip" && args[0] != "backend" && args[0] != "conntrack") {
             EXPECT_HAS(e.out, "--json");
             EXPECT_HAS(e.out, "--socket");
         }
     }
+}
+
+TEST(XlbctlParse, Conntrack) {
+    Command count = parse_ok({"conntrack", "count", "--vip", "198.51.100.10:80", "--backend",
+                              "203.0.113.11", "--active-within", "30s", "--json"});
+    EXPECT_EQ(count.verb, Verb::kConntrackCount);
+    EXPECT_EQ(count.vip, "198.51.100.10:80/tcp");
+    EXPECT_EQ(count.ct_backend, net::IpAddress::parse("203.0.113.11").value());
+    EXPECT_EQ(count.active_within, std::chrono::seconds(30));
+    EXPECT_TRUE(count.json);
+    Command all = parse_ok({"conntrack", "count"});
+    EXPECT_FALSE(all.vip_key);
+    EXPECT_FALSE(all.ct_backend);
+    EXPECT_FALSE(all.active_within);
+    EXPECT_TRUE(
+        parse_ok({"conntrack", "list", "--vip", "198.51.100.10:80", "--backend", "2001:db8:b::11"})
+            .ct_backend)
+        << "an IPv4 VIP may have IPv6 backends";
+
+    Command list = parse_ok({"conntrack", "list", "--client", "192.0.2.0/24", "--limit", "1000",
+                             "--backend", "10.0.1.1"});
+    EXPECT_EQ(list.verb, Verb::kConntrackList);
+    ASSERT_TRUE(list.ct_client);
+    EXPECT_EQ(list.ct_client->to_string(), "192.0.2.0/24");
+    EXPECT_EQ(list.limit, 1000u);
+    EXPECT_EQ(parse_ok({"conntrack", "list", "--client", "2001:db8:c::7"}).ct_client->to_string(),
+              "2001:db8:c::7/128");
+    EXPECT_FALSE(parse_ok({"conntrack", "list"}).limit) << "the agent's default";
+
+    Command flush = parse_ok({"conntrack", "flush", "--stale", "--dry-run"});
+    EXPECT_EQ(flush.verb, Verb::kConntrackFlush);
+    EXPECT_TRUE(flush.ct_stale);
+    EXPECT_TRUE(flush.dry_run);
+    EXPECT_FALSE(parse_ok({"conntrack", "flush", "--backend", "203.0.113.11"}).dry_run);
+}
+
+TEST(XlbctlParse, DrainWait) {
+    Command plain = parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11"});
+    EXPECT_FALSE(plain.wait);
+    Command wait = parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait"});
+    EXPECT_TRUE(wait.wait);
+    EXPECT_EQ(wait.wait_timeout, std::chrono::minutes(5));
+    EXPECT_EQ(wait.active_within, std::chrono::seconds(10));
+    EXPECT_EQ(wait.timeout, std::chrono::seconds(30)) << "each request keeps the default";
+    Command custom = parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                               "--timeout", "30m", "--active-within", "1m"});
+    EXPECT_EQ(custom.wait_timeout, std::chrono::minutes(30));
+    EXPECT_EQ(custom.active_within, std::chrono::minutes(1));
+    EXPECT_EQ(parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                        "--timeout", "90"})
+                  .wait_timeout,
+              std::chrono::seconds(90))
+        << "seconds alone, like --timeout elsewhere";
+    EXPECT_EQ(parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--timeout", "2"})
+                  .timeout,
+              std::chrono::seconds(2))
+        << "without --wait, --timeout is the request's";
 }
 
 TEST(XlbctlParse, Version) {
@@ -485,6 +628,46 @@ TEST(XlbctlRequest, PerVerb) {
         "/v1/lookup?vip=198.51.100.20%3A0%2Fudp&src=192.0.2.7%3A5&dport=53");
     EXPECT_EQ(req({"lookup", "198.51.100.10:53", "--proto", "udp", "--src", "192.0.2.7:5"}).method,
               "GET");
+}
+
+TEST(XlbctlRequest, Conntrack) {
+    auto req = [](const Args& args) { return build_request(parse_ok(args)); };
+    EXPECT_EQ(req({"conntrack", "count"}), (HttpRequest{"GET", "/v1/conntrack/count", ""}));
+    EXPECT_EQ(req({"conntrack", "count", "--vip", "198.51.100.10:80", "--backend", "203.0.113.11",
+                   "--active-within", "90s"}),
+              (HttpRequest{"GET",
+                           "/v1/conntrack/count?vip=198.51.100.10%3A80%2Ftcp&backend=203.0.113.11"
+                           "&active_within=90s",
+                           ""}));
+    EXPECT_EQ(req({"conntrack", "count", "--active-within", "60000ms"}).target,
+              "/v1/conntrack/count?active_within=1m");
+    EXPECT_EQ(req({"conntrack", "list"}), (HttpRequest{"GET", "/v1/conntrack", ""}));
+    EXPECT_EQ(req({"conntrack", "list", "--client", "2001:DB8:c::/48", "--limit", "5"}).target,
+              "/v1/conntrack?client=2001%3Adb8%3Ac%3A%3A%2F48&limit=5");
+    EXPECT_EQ(req({"conntrack", "flush", "--stale"}),
+              (HttpRequest{"POST", "/v1/conntrack/flush", R"({"stale":true})"}));
+    const HttpRequest flush =
+        req({"conntrack", "flush", "--vip", "198.51.100.10:80/tcp", "--backend", "203.0.113.11",
+             "--client", "192.0.2.7", "--dry-run"});
+    EXPECT_EQ(nlohmann::json::parse(flush.body), nlohmann::json::parse(R"({
+        "vip": "198.51.100.10:80/tcp", "backend": "203.0.113.11", "client": "192.0.2.7/32",
+        "dry_run": true})"));
+}
+
+TEST(XlbctlRequest, DrainWaitCountsTheBackend) {
+    const Command c = parse_ok({"backend", "drain", "[2001:db8::10]:443", "2001:db8:b::11",
+                                "--wait", "--active-within", "30s"});
+    EXPECT_EQ(build_request(c).body, R"({"state":"drain"})");
+    EXPECT_EQ(drain_count_request(c),
+              (HttpRequest{"GET",
+                           "/v1/conntrack/count?vip=%5B2001%3Adb8%3A%3A10%5D%3A443%2Ftcp&backend="
+                           "2001%3Adb8%3Ab%3A%3A11&active_within=30s",
+                           ""}));
+    EXPECT_EQ(drain_count_request(
+                  parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait"}))
+                  .target,
+              "/v1/conntrack/count?vip=198.51.100.10%3A80%2Ftcp&backend=203.0.113.11"
+              "&active_within=10s");
 }
 
 // --dry-run: the same request, asking for the prediction; only the backend

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "xlb/xlbctl/drain.h"
 #include "xlb/xlbctl/format.h"
 
 namespace xlb::xlbctl {
@@ -527,6 +528,157 @@ TEST(XlbctlRender, WatchCounterReset) {
     const json s = watch_sample(stats_reply(5000, 5000, 5000), stats_reply(10, 10, 10), 1.0, "t");
     EXPECT_DOUBLE_EQ(s["vips"][0]["packets_per_s"].get<double>(), 0.0);
     EXPECT_DOUBLE_EQ(s["outcomes_per_s"]["tx"].get<double>(), 0.0);
+}
+
+json conntrack_status() {
+    return json{{"capacity", 4096},
+                {"requested_capacity", 4096},
+                {"entries", 1234},
+                {"insert_rate_per_cpu", 81},
+                {"insert_burst", 81},
+                {"inserts", 50000},
+                {"skipped_inserts", 0},
+                {"expired", 12},
+                {"flooded_cpus", json::array()},
+                {"last_sweep_ms", 12.5}};
+}
+
+TEST(XlbctlRender, StatusConntrackLine) {
+    EXPECT_EQ(render_human(cmd(Verb::kStatus), status_reply(), kPlain).find("conntrack:"),
+              std::string::npos)
+        << "an agent without \"conntrack\": no line";
+    json r = status_reply();
+    r["conntrack"] = conntrack_status();
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kPlain),
+               "\nconntrack: 1234 of 4096 entries (30.13%), insert budget 81/s per CPU (burst 81), "
+               "0 skipped inserts\n");
+    r["conntrack"]["skipped_inserts"] = 1;
+    r["conntrack"]["flooded_cpus"] = {0, 3};
+    r["conntrack"]["insert_rate_per_cpu"] = 0;
+    r["conntrack"]["requested_capacity"] = 8192;
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kPlain),
+               "conntrack: 1234 of 4096 entries (30.13%) (maps.conntrack_entries is 8192: kept "
+               "the pinned size; conntrack.resize: replace resizes), insert budget unlimited, 1 "
+               "skipped insert; under flood on CPU 0, 3\n");
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour), "\x1b[31munder flood on CPU 0, 3");
+    r["conntrack"]["entries"] = 4000;
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour),
+               "\x1b[33m4000 of 4096 entries (97.66%)");
+}
+
+json count_reply() {
+    return json::parse(R"({"capacity": 4096, "scanned": 1234, "matched": 20, "scan_ms": 3.25,
+        "active_within": "30s",
+        "vips": [{"vip": "198.51.100.10:80/tcp", "entries": 20, "stale": 2,
+                  "backends": [{"backend": "203.0.113.11", "entries": 10},
+                               {"backend": "203.0.113.12", "entries": 8},
+                               {"backend": null, "entries": 2}]}],
+        "no_vip": 0})");
+}
+
+TEST(XlbctlRender, ConntrackCount) {
+    json r = count_reply();
+    std::string out = render_human(cmd(Verb::kConntrackCount), r, kPlain);
+    EXPECT_EQ(out,
+              "VIP                   BACKEND       ENTRIES  STALE\n"
+              "198.51.100.10:80/tcp  (all)              20      2\n"
+              "                      203.0.113.11       10      -\n"
+              "                      203.0.113.12        8      -\n"
+              "                      unknown             2      -\n"
+              "20 entries matched (active within 30s); table: 1234 of 4096 entries (30.13%), "
+              "scanned in 3.25 ms\n");
+    r["no_vip"] = 7;
+    r["active_within"] = nullptr;
+    out = render_human(cmd(Verb::kConntrackCount), r, kPlain);
+    EXPECT_HAS(out, "(no VIP)                                  7      -\n");
+    EXPECT_HAS(out, "20 entries matched; table:");
+    r["vips"] = json::array();
+    r["no_vip"] = 0;
+    r["matched"] = 1;
+    EXPECT_EQ(render_human(cmd(Verb::kConntrackCount), r, kPlain),
+              "no entries match\n1 entry matched; table: 1234 of 4096 entries (30.13%), scanned "
+              "in 3.25 ms\n");
+}
+
+json list_reply(bool truncated) {
+    json r = json::parse(R"({"capacity": 4096, "scanned": 1234, "matched": 2, "truncated": false,
+        "scan_ms": 4,
+        "entries": [
+          {"client": "192.0.2.1:40000", "destination": "198.51.100.10:80", "protocol": "tcp",
+           "vip": "198.51.100.10:80/tcp", "backend": "203.0.113.11", "backend_id": 3,
+           "generation": 1, "state": "valid", "idle_ms": 400, "age_ms": 125000},
+          {"client": "[2001:db8:c::7]:5353", "destination": "[2001:db8::99]:53",
+           "protocol": "udp", "vip": null, "backend": null, "backend_id": 9, "generation": 4,
+           "state": "stale", "idle_ms": 45000, "age_ms": 3725000}]})");
+    if (truncated) {
+        r["truncated"] = true;
+        r["matched"] = 5000;
+    }
+    return r;
+}
+
+TEST(XlbctlRender, ConntrackList) {
+    std::string out = render_human(cmd(Verb::kConntrackList), list_reply(false), kPlain);
+    EXPECT_EQ(out,
+              "CLIENT                VIP                             BACKEND         STATE  IDLE  "
+              "     AGE\n"
+              "192.0.2.1:40000       198.51.100.10:80/tcp            203.0.113.11    valid  0.4s  "
+              "   2m 5s\n"
+              "[2001:db8:c::7]:5353  [2001:db8::99]:53/udp (no VIP)  id 9 (unknown)  stale   45s  "
+              "1h 2m 5s\n"
+              "2 entries matched\n"
+              "table: 1234 of 4096 entries (30.13%), scanned in 4 ms\n");
+    expect_aligned(out, {"CLIENT", "VIP", "BACKEND", "STATE", "IDLE", "AGE"});
+    EXPECT_HAS(render_human(cmd(Verb::kConntrackList), list_reply(true), kPlain),
+               "showing 2 of 5000 matching entries (truncated: --limit N shows more)\n");
+    json r = list_reply(true);
+    r["matched"] = 2;
+    EXPECT_HAS(render_human(cmd(Verb::kConntrackList), r, kPlain),
+               "showing the first 2 entries; more entries match");
+    EXPECT_HAS(render_human(cmd(Verb::kConntrackList), list_reply(false), kColour),
+               "\x1b[33mstale\x1b[0m");
+    r["entries"] = json::array();
+    r["truncated"] = false;
+    r["matched"] = 0;
+    EXPECT_HAS(render_human(cmd(Verb::kConntrackList), r, kPlain),
+               "no entries match\n0 entries matched\n");
+}
+
+TEST(XlbctlRender, ConntrackFlush) {
+    json r{{"matched", 12}, {"deleted", 0}, {"dry_run", true}, {"scan_ms", 2.5}};
+    EXPECT_EQ(render_human(cmd(Verb::kConntrackFlush), r, kPlain),
+              "would delete 12 entries (scanned in 2.5 ms); dry run: nothing deleted\n");
+    r = {{"matched", 12}, {"deleted", 12}, {"dry_run", false}, {"scan_ms", 2.5}};
+    EXPECT_EQ(render_human(cmd(Verb::kConntrackFlush), r, kPlain),
+              "deleted 12 entries (scanned in 2.5 ms)\n");
+    r["deleted"] = 1;
+    EXPECT_EQ(render_human(cmd(Verb::kConntrackFlush), r, kPlain),
+              "deleted 1 entry of 12 matched (the others ended or changed meanwhile) (scanned in "
+              "2.5 ms)\n");
+}
+
+TEST(XlbctlRender, DrainCounts) {
+    const auto v4 = *net::IpAddress::parse("203.0.113.11");
+    EXPECT_EQ(backend_entries(count_reply(), "198.51.100.10:80/tcp", v4), 10u);
+    EXPECT_EQ(backend_entries(count_reply(), "198.51.100.20:80/tcp", v4), 0u) << "another VIP";
+    EXPECT_EQ(backend_entries(json{{"vips", json::array()}}, "198.51.100.10:80/tcp", v4), 0u)
+        << "no entry matched: none listed";
+    const json v6 = json::parse(R"({"vips": [{"vip": "[2001:db8::10]:443/tcp", "entries": 3,
+        "stale": 0, "backends": [{"backend": "2001:0db8:b::11", "entries": 3}]}]})");
+    EXPECT_EQ(
+        backend_entries(v6, "[2001:db8::10]:443/tcp", *net::IpAddress::parse("2001:db8:b::11")), 3u)
+        << "addresses compared, not spellings";
+    EXPECT_THROW(backend_entries(json::object(), "x", v4), json::exception);
+}
+
+TEST(XlbctlFormat, ElapsedMilliseconds) {
+    EXPECT_EQ(format_elapsed_ms(0), "0.0s");
+    EXPECT_EQ(format_elapsed_ms(1234), "1.2s");
+    EXPECT_EQ(format_elapsed_ms(9'999), "9.9s");
+    EXPECT_EQ(format_elapsed_ms(10'000), "10s");
+    EXPECT_EQ(format_elapsed_ms(59'999), "59s");
+    EXPECT_EQ(format_elapsed_ms(60'000), "1m 0s");
+    EXPECT_EQ(format_elapsed_ms(3'725'000), "1h 2m 5s");
 }
 
 TEST(XlbctlRender, MissingFieldsThrow) {

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "xlb/xlbctl/drain.h"
 #include "xlb/xlbctl/render.h"
 
 namespace xlb::xlbctl {
@@ -376,6 +377,243 @@ TEST(XlbctlRun, WatchStopsOnAgentFailure) {
         TransportError{TransportError::Stage::kConnect, ECONNREFUSED, "Connection refused"}));
     EXPECT_EQ(h.run({"stats", "--watch", "1"}), 2);
     EXPECT_HAS(h.err.str(), "cannot connect to xlbd");
+}
+
+// --- backend drain --wait ---------------------------------------------------
+
+// wait_until_drained on a fake clock: fetch i returns counts[i] (an error
+// string once they run out, or at "fail_at").
+struct DrainScript {
+    std::vector<std::uint64_t> counts;
+    std::size_t fetched = 0;
+    std::chrono::steady_clock::time_point clock{};
+    std::vector<std::chrono::milliseconds> sleeps;
+    std::vector<std::pair<std::uint64_t, std::chrono::milliseconds>> reported;
+    int interrupt_after_sleeps = -1;
+
+    DrainWaitResult run(std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds interval = std::chrono::seconds(1)) {
+        DrainWaitIo io;
+        io.fetch = [this]() -> std::expected<std::uint64_t, std::string> {
+            if (fetched >= counts.size()) return std::unexpected(std::string("agent gone"));
+            // each fetch takes 100 ms
+            clock += std::chrono::milliseconds(100);
+            return counts[fetched++];
+        };
+        io.report = [this](std::uint64_t n, std::chrono::milliseconds at) {
+            reported.emplace_back(n, at);
+        };
+        io.sleep = [this](std::chrono::milliseconds d) {
+            sleeps.push_back(d);
+            clock += d;
+        };
+        io.now = [this] { return clock; };
+        io.interrupted = [this] {
+            return interrupt_after_sleeps >= 0 &&
+                   sleeps.size() >= static_cast<std::size_t>(interrupt_after_sleeps);
+        };
+        return wait_until_drained(io, timeout, interval);
+    }
+};
+
+using Outcome = DrainWaitResult::Outcome;
+using ms = std::chrono::milliseconds;
+
+TEST(XlbctlDrainWait, ReportsEachChangeUntilZero) {
+    DrainScript d{{12, 12, 7, 7, 7, 1, 0}};
+    const DrainWaitResult r = d.run(std::chrono::minutes(5));
+    EXPECT_EQ(r.outcome, Outcome::kDrained);
+    EXPECT_EQ(r.remaining, 0u);
+    EXPECT_EQ(d.fetched, 7u);
+    ASSERT_EQ(d.reported.size(), 4u) << "12, 7, 1, 0: one line per change";
+    EXPECT_EQ(d.reported[0], std::make_pair(std::uint64_t{12}, ms(100)));
+    EXPECT_EQ(d.reported[1], std::make_pair(std::uint64_t{7}, ms(2300)));
+    EXPECT_EQ(d.reported[3].first, 0u);
+    EXPECT_EQ(d.sleeps, std::vector<ms>(6, ms(1000))) << "every second";
+    EXPECT_EQ(r.waited, ms(6700));
+}
+
+TEST(XlbctlDrainWait, ZeroAtOnceFetchesOnce) {
+    DrainScript d{{0}};
+    const DrainWaitResult r = d.run(std::chrono::minutes(5));
+    EXPECT_EQ(r.outcome, Outcome::kDrained);
+    EXPECT_EQ(d.fetched, 1u);
+    EXPECT_TRUE(d.sleeps.empty());
+    ASSERT_EQ(d.reported.size(), 1u);
+    EXPECT_EQ(d.reported[0].first, 0u);
+}
+
+TEST(XlbctlDrainWait, TimesOutWithTheLastCountAfterAFetchAtTheDeadline) {
+    DrainScript d{std::vector<std::uint64_t>(100, 3)};
+    const DrainWaitResult r = d.run(ms(2500));
+    EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+    EXPECT_EQ(r.remaining, 3u);
+    ASSERT_EQ(d.reported.size(), 1u) << "no change, one line";
+    // fetch (0.1) sleep 1 fetch (1.2) sleep 1 fetch (2.3) sleep 0.2 (what is left) fetch (2.6)
+    EXPECT_EQ(d.sleeps, (std::vector<ms>{ms(1000), ms(1000), ms(200)}));
+    EXPECT_EQ(d.fetched, 4u);
+    EXPECT_EQ(r.waited, ms(2600));
+}
+
+TEST(XlbctlDrainWait, ZeroAtTheDeadlineIsDrained) {
+    DrainScript d{{5, 5, 0}};
+    EXPECT_EQ(d.run(ms(1500)).outcome, Outcome::kDrained);
+}
+
+TEST(XlbctlDrainWait, AFailedFetchEndsTheWait) {
+    DrainScript d{{4, 2}};
+    const DrainWaitResult r = d.run(std::chrono::minutes(5));
+    EXPECT_EQ(r.outcome, Outcome::kFailed);
+    EXPECT_EQ(r.error, "agent gone");
+    EXPECT_EQ(r.remaining, 2u);
+}
+
+TEST(XlbctlDrainWait, CtrlCEndsTheWait) {
+    DrainScript d{std::vector<std::uint64_t>(100, 3)};
+    d.interrupt_after_sleeps = 2;
+    const DrainWaitResult r = d.run(std::chrono::minutes(5));
+    EXPECT_EQ(r.outcome, Outcome::kInterrupted);
+    EXPECT_EQ(d.fetched, 2u);
+}
+
+json count_of(std::uint64_t n) {
+    return json{
+        {"capacity", 4096},
+        {"scanned", 100},
+        {"matched", n},
+        {"scan_ms", 1.5},
+        {"active_within", "10s"},
+        {"vips",
+         n == 0 ? json::array()
+                : json::array({{{"vip", "198.51.100.10:80/tcp"},
+                                {"entries", n},
+                                {"stale", 0},
+                                {"backends", {{{"backend", "203.0.113.14"}, {"entries", n}}}}}})},
+        {"no_vip", 0}};
+}
+
+TEST(XlbctlRun, DrainWaitShowsTheFallingCount) {
+    Harness h;
+    h.replies.push_back(ok(vip_object()));
+    for (std::uint64_t n : {12u, 12u, 3u, 0u}) h.replies.push_back(ok(count_of(n)));
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 0);
+    ASSERT_EQ(h.sent.size(), 5u);
+    EXPECT_EQ(h.sent[0].method, "PATCH");
+    EXPECT_EQ(h.sent[1], (HttpRequest{"GET",
+                                      "/v1/conntrack/count?vip=198.51.100.10%3A80%2Ftcp&backend="
+                                      "203.0.113.14&active_within=10s",
+                                      ""}));
+    EXPECT_EQ(h.out.str(),
+              "backend 203.0.113.14 of 198.51.100.10:80/tcp is draining: no new flows, "
+              "established flows stay; epoch 2\n"
+              "waiting up to 5m for 203.0.113.14's active connections (entries seen within 10s) "
+              "to reach 0\n"
+              "203.0.113.14: 12 active connections\n"
+              "203.0.113.14: 3 active connections\n"
+              "203.0.113.14: 0 active connections\n");
+    EXPECT_EQ(h.err.str(), "");
+    EXPECT_EQ(h.sleeps, std::vector<std::chrono::milliseconds>(3, std::chrono::seconds(1)));
+    EXPECT_TRUE(h.watch_started) << "Ctrl-C handled";
+}
+
+TEST(XlbctlRun, DrainWaitTimesOutExitOne) {
+    Harness h;
+    h.replies.push_back(ok(vip_object()));
+    for (int i = 0; i < 5; ++i) h.replies.push_back(ok(count_of(1)));
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait", "--timeout",
+                     "3s", "--active-within", "1m"}),
+              1);
+    EXPECT_HAS(h.sent[1].target, "&active_within=1m");
+    EXPECT_EQ(h.sent.size(), 5u) << "the drain, then a count at 0, 1, 2 and 3 s";
+    EXPECT_HAS(h.out.str(), "203.0.113.14: 1 active connection\n");
+    EXPECT_EQ(h.err.str(),
+              "xlbctl: backend drain --wait: 203.0.113.14 of 198.51.100.10:80/tcp still has 1 "
+              "active connection after 3s (--timeout); it stays draining (xlbctl conntrack list "
+              "--vip 198.51.100.10:80/tcp --backend 203.0.113.14 shows them)\n");
+}
+
+TEST(XlbctlRun, DrainWaitJsonLines) {
+    Harness h;
+    h.replies.push_back(ok(vip_object()));
+    for (std::uint64_t n : {2u, 0u}) h.replies.push_back(ok(count_of(n)));
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait", "--json"}),
+              0);
+    std::istringstream in(h.out.str());
+    json drained;
+    in >> drained;
+    EXPECT_EQ(drained, vip_object()) << "the drain's reply first";
+    std::string line;
+    std::getline(in, line);
+    std::vector<json> lines;
+    while (std::getline(in, line)) lines.push_back(json::parse(line));
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[0], (json{{"vip", "198.51.100.10:80/tcp"},
+                              {"backend", "203.0.113.14"},
+                              {"active_connections", 2},
+                              {"active_within", "10s"},
+                              {"elapsed_s", 0.0}}));
+    EXPECT_EQ(lines[1]["active_connections"], 0);
+    EXPECT_DOUBLE_EQ(lines[1]["elapsed_s"].get<double>(), 1.0);
+}
+
+TEST(XlbctlRun, DrainWaitFailures) {
+    {
+        // The drain itself refused: no wait.
+        Harness h;
+        h.replies.push_back(HttpResponse{404, R"({"error": "no backend 203.0.113.14"})"});
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 1);
+        EXPECT_EQ(h.sent.size(), 1u);
+    }
+    {
+        // The agent goes away while waiting: exit 2, its message.
+        Harness h;
+        h.replies.push_back(ok(vip_object()));
+        h.replies.push_back(ok(count_of(4)));
+        h.replies.push_back(std::unexpected(
+            TransportError{TransportError::Stage::kConnect, ECONNREFUSED, "Connection refused"}));
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 2);
+        EXPECT_HAS(h.err.str(), "cannot connect to xlbd");
+    }
+    {
+        // An agent without GET /v1/conntrack/count.
+        Harness h;
+        h.replies.push_back(ok(vip_object()));
+        h.replies.push_back(HttpResponse{404, R"({"error": "no such endpoint"})"});
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 1);
+        EXPECT_HAS(h.err.str(), "xlbd: no such endpoint");
+    }
+    {
+        // A VIP without a connection table: nothing to count.
+        Harness h;
+        json vip = vip_object();
+        vip["spec"] = {{"conntrack", false}};
+        h.replies.push_back(ok(vip));
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 1);
+        EXPECT_EQ(h.sent.size(), 1u);
+        EXPECT_HAS(h.err.str(), "has no connection table (conntrack: false)");
+    }
+    {
+        Harness h;
+        h.interrupt_after_sleeps = 1;
+        h.replies.push_back(ok(vip_object()));
+        for (int i = 0; i < 3; ++i) h.replies.push_back(ok(count_of(2)));
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 1);
+        EXPECT_HAS(h.err.str(),
+                   "interrupted: 203.0.113.14 of 198.51.100.10:80/tcp still has 2 "
+                   "active connections; it stays draining");
+    }
+}
+
+TEST(XlbctlRun, ConntrackFlushJsonIsTheReply) {
+    Harness h;
+    const json reply{{"matched", 3}, {"deleted", 3}, {"dry_run", false}, {"scan_ms", 1.0}};
+    h.replies.push_back(ok(reply));
+    EXPECT_EQ(h.run({"conntrack", "flush", "--stale", "--json"}), 0);
+    EXPECT_EQ(json::parse(h.out.str()), reply);
+    Harness none;
+    EXPECT_EQ(none.run({"conntrack", "flush"}), 1);
+    EXPECT_TRUE(none.sent.empty());
+    EXPECT_HAS(none.err.str(), "xlbctl: conntrack flush: expected at least one selector");
 }
 
 // --- the transport ---------------------------------------------------------

@@ -96,6 +96,49 @@ std::string Endpoint::to_string() const {
     return "[" + address.to_string() + "]:" + std::to_string(port);
 }
 
+namespace {
+
+// The address with every bit past `length` cleared.
+IpAddress masked(IpAddress address, unsigned length) {
+    const unsigned bits = address.is_v4() ? 32 : 128;
+    for (unsigned bit = length; bit < bits; ++bit)
+        address.bytes[bit / 8] &= static_cast<std::uint8_t>(~(0x80u >> (bit % 8)));
+    return address;
+}
+
+}  // namespace
+
+std::expected<Prefix, std::string> Prefix::parse(std::string_view text) {
+    const std::string shown = "'" + std::string(text) + "'";
+    const auto slash = text.find('/');
+    auto address = IpAddress::parse(text.substr(0, slash));
+    const bool v6 = text.substr(0, slash).find(':') != std::string_view::npos;
+    const std::string example = v6 ? "2001:db8:c::/48" : "192.0.2.0/24";
+    if (!address)
+        return std::unexpected(shown + " is not an address or prefix (expected e.g. " + example +
+                               ")");
+    const unsigned max = address->is_v4() ? 32 : 128;
+    if (slash == std::string_view::npos) return Prefix{*address, static_cast<std::uint8_t>(max)};
+    const std::string_view digits = text.substr(slash + 1);
+    unsigned length = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), length);
+    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || length > max)
+        return std::unexpected(shown + ": found prefix length '" + std::string(digits) +
+                               "', expected 0-" + std::to_string(max) + " (e.g. " + example + ")");
+    const IpAddress network = masked(*address, length);
+    if (network != *address)
+        return std::unexpected(shown + " has host bits set: expected the network address, " +
+                               network.to_string() + "/" + std::to_string(length) + ", or " +
+                               address->to_string() + " alone for that one address");
+    return Prefix{network, static_cast<std::uint8_t>(length)};
+}
+
+std::string Prefix::to_string() const { return address.to_string() + "/" + std::to_string(length); }
+
+bool Prefix::contains(const IpAddress& other) const {
+    return other.family == address.family && masked(other, length) == address;
+}
+
 std::expected<MacAddress, std::string> parse_mac(std::string_view text) {
     MacAddress mac{};
     unsigned v[6];

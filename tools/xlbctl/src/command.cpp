@@ -30,12 +30,12 @@ namespace {
 // Indexed by Verb, in its order. (xlbctl does not link userspace/error, where
 // the name-table helper lives; a Verb is never parsed back from its name.)
 constexpr const char* kVerbNames[] = {
-    "status",          "vip list",    "vip add",     "vip del",       "backend list",
-    "backend add",     "backend del", "backend set", "backend drain", "backend enable",
-    "backend disable", "stats",       "table",       "lookup",        "reload",
-    "host drain",      "host resume",
+    "status",          "vip list",    "vip add",         "vip del",        "backend list",
+    "backend add",     "backend del", "backend set",     "backend drain",  "backend enable",
+    "backend disable", "stats",       "table",           "lookup",         "reload",
+    "host drain",      "host resume", "conntrack count", "conntrack list", "conntrack flush",
 };
-static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kHostResume) + 1,
+static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kConntrackFlush) + 1,
               "a name for every Verb");
 
 }  // namespace
@@ -74,6 +74,10 @@ struct Raw {
     bool watch_given = false, count_given = false;
     std::string src, proto, dport;
     std::vector<std::string> peers;
+    // conntrack selectors; backend drain --wait.
+    std::string ct_backend, client, limit, active_within;
+    bool stale = false;
+    bool wait = false;
 };
 
 // Documentation-range examples in the VIP's family.
@@ -81,6 +85,7 @@ struct Examples {
     std::string vip = "198.51.100.10:80/tcp";
     std::string backend = "203.0.113.11";
     std::string src = "192.0.2.7:40000";
+    std::string client = "192.0.2.0/24";
 };
 Examples examples_for(const std::optional<config::VipKey>& key) {
     Examples e;
@@ -88,6 +93,7 @@ Examples examples_for(const std::optional<config::VipKey>& key) {
         e.vip = "[2001:db8::10]:443/tcp";
         e.backend = "2001:db8:b::11";
         e.src = "[2001:db8:c::7]:40000";
+        e.client = "2001:db8:c::/48";
     }
     return e;
 }
@@ -287,6 +293,68 @@ Checked<double> check_seconds(const std::string& option, const std::string& text
     return *value;
 }
 
+// A duration as the configuration writes it ("30s", "5m"), above zero.
+Checked<config::Duration> check_duration(const std::string& option, const std::string& text,
+                                         const std::string& example) {
+    auto d = config::parse_duration(text);
+    if (!d) return std::unexpected(option + ": " + d.error() + ", e.g. " + example);
+    if (d->count() == 0)
+        return std::unexpected(option + ": found " + in_quotes(text) +
+                               ", expected a duration above zero, e.g. " + example);
+    return *d;
+}
+
+// drain --wait --timeout: a duration ("5m") or, like --timeout elsewhere,
+// seconds alone ("300").
+constexpr std::chrono::hours kMaxDrainWait{24};
+Checked<std::chrono::milliseconds> check_wait_timeout(const std::string& text) {
+    const std::string expected =
+        ", expected a duration of 1s to 24h (or seconds alone), e.g. --timeout 10m";
+    std::chrono::milliseconds wait{};
+    if (auto seconds = parse_number(text)) {
+        if (*seconds < 0 || *seconds > 86400)
+            return std::unexpected("--timeout: found " + in_quotes(text) + expected);
+        wait = std::chrono::milliseconds(static_cast<long>(std::llround(*seconds * 1000)));
+    } else if (auto d = config::parse_duration(text)) {
+        wait = *d;
+    } else {
+        return std::unexpected("--timeout: found " + in_quotes(text) + expected);
+    }
+    if (wait < std::chrono::seconds(1) || wait > kMaxDrainWait)
+        return std::unexpected("--timeout: found " + in_quotes(text) + expected);
+    return wait;
+}
+
+// The conntrack selectors: a backend address, a client prefix. With a VIP,
+// one that no entry of the VIP can match is a mistake on the line: a client
+// of the other family, an IPv4 backend of an IPv6 VIP.
+Checked<void> check_selectors(const Raw& raw, Command& c, const Examples& ex) {
+    const std::string family_of_vip =
+        c.vip_key ? "IPv" + std::to_string(c.vip_key->address.family) : "";
+    if (!raw.ct_backend.empty()) {
+        auto address = check_address(raw.ct_backend, "--backend", ex);
+        if (!address) return std::unexpected(address.error());
+        // An IPv4 VIP may have IPv6 backends (IPv4-in-IPv6), not the reverse.
+        if (c.vip_key && !c.vip_key->address.is_v4() && address->is_v4())
+            return std::unexpected("--backend: found IPv4 address " + address->to_string() +
+                                   " for the IPv6 VIP " + c.vip_key->to_string() +
+                                   " (its backends are IPv6), e.g. --backend " + ex.backend);
+        c.ct_backend = *address;
+    }
+    if (!raw.client.empty()) {
+        auto prefix = net::Prefix::parse(raw.client);
+        if (!prefix) return std::unexpected("--client: " + prefix.error());
+        if (c.vip_key && prefix->address.family != c.vip_key->address.family)
+            return std::unexpected("--client: found IPv" + std::to_string(prefix->address.family) +
+                                   " prefix " + prefix->to_string() + " for the " + family_of_vip +
+                                   " VIP " + c.vip_key->to_string() + ", expected an " +
+                                   family_of_vip + " address or prefix, e.g. --client " +
+                                   ex.client);
+        c.ct_client = *prefix;
+    }
+    return {};
+}
+
 // ---------------------------------------------------------------------------
 // The command tree.
 
@@ -359,7 +427,8 @@ void build(Cli& cli) {
         "  xlbctl status\n"
         "  xlbctl vip add 198.51.100.10:80/tcp --hash 5tuple --ring-size 65537\n"
         "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.14 --weight 50\n"
-        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait\n"
+        "  xlbctl conntrack count --vip 198.51.100.10:80/tcp\n"
         "  xlbctl stats --watch\n"
         "  xlbctl lookup 198.51.100.10:80/tcp --src 192.0.2.7:40000\n"
         "  xlbctl reload\n"
@@ -506,10 +575,32 @@ void build(Cli& cli) {
         ->type_name("W")
         ->required();
 
-    backend_leaf(cli, backend, "drain",
-                 "Drain a backend: no new flows; established flows stay (through\n"
-                 "the connection table) until they end.",
-                 Verb::kBackendDrain, "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n");
+    CLI::App* b_drain = backend_leaf(
+        cli, backend, "drain",
+        "Drain a backend: no new flows; established flows stay (through\n"
+        "the connection table) until they end. With --wait, then shows its active\n"
+        "connections (entries seen within --active-within) falling, one line per\n"
+        "change, and exits 0 when none are left, or 1 when --timeout passes first.",
+        Verb::kBackendDrain,
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait\n"
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait --timeout 30m "
+        "--active-within 1m\n"
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait && "
+        "xlbctl backend del 198.51.100.10:80/tcp 203.0.113.11\n");
+    b_drain->add_flag("--wait", raw.wait,
+                      "then wait until the backend has no active connection (asked every "
+                      "second)");
+    b_drain
+        ->add_option("--active-within", raw.active_within,
+                     "with --wait: a connection is active when its entry saw a packet within DUR "
+                     "(default 10s)")
+        ->type_name("DUR");
+    b_drain->get_option("--timeout")
+        ->description(
+            "give up on the agent after SECS (default 30); with --wait: give up waiting after "
+            "DUR, e.g. 10m (default 5m)")
+        ->type_name("SECS|DUR");
 
     backend_leaf(cli, backend, "enable", "Make a drained or disabled backend active again.",
                  Verb::kBackendEnable,
@@ -520,6 +611,90 @@ void build(Cli& cli) {
                  "its established flows move to other backends.",
                  Verb::kBackendDisable,
                  "  xlbctl backend disable 198.51.100.10:80/tcp 203.0.113.11\n");
+
+    CLI::App* ct =
+        app.add_subcommand("conntrack",
+                           "Count, list or flush the connection table's entries (per VIP, backend, "
+                           "client).");
+    ct->require_subcommand(1);
+    add_common(ct, raw);
+    ct->footer(
+        "Examples:\n"
+        "  xlbctl conntrack count\n"
+        "  xlbctl conntrack count --vip 198.51.100.10:80/tcp --active-within 30s\n"
+        "  xlbctl conntrack list --backend 203.0.113.11 --limit 20\n"
+        "  xlbctl conntrack flush --stale --dry-run\n");
+    auto add_vip_selector = [&](CLI::App* app_) {
+        app_->add_option("--vip", raw.vip, "only this VIP's entries (ADDRESS:PORT[/tcp|/udp])")
+            ->type_name("VIP");
+    };
+    auto add_backend_selector = [&](CLI::App* app_) {
+        app_->add_option("--backend", raw.ct_backend,
+                         "only entries pointing at this backend address (of any VIP, unless "
+                         "--vip)")
+            ->type_name("ADDR");
+    };
+    auto add_client_selector = [&](CLI::App* app_) {
+        app_->add_option("--client", raw.client,
+                         "only entries of clients in this prefix, or of this one address")
+            ->type_name("CIDR");
+    };
+
+    CLI::App* ct_count =
+        leaf(cli, ct, "count",
+             "Count the table's entries per VIP and per backend (stale: the entry's backend\n"
+             "generation is no longer live; such a flow is rebalanced on its next packet),\n"
+             "with the table's capacity, how full it is, and how long the scan took.",
+             Verb::kConntrackCount,
+             "  xlbctl conntrack count\n"
+             "  xlbctl conntrack count --vip 198.51.100.10:80/tcp\n"
+             "  xlbctl conntrack count --backend 203.0.113.11 --active-within 30s\n"
+             "  xlbctl conntrack count --json\n");
+    add_vip_selector(ct_count);
+    add_backend_selector(ct_count);
+    ct_count
+        ->add_option("--active-within", raw.active_within,
+                     "count only entries that saw a packet within DUR, e.g. 30s")
+        ->type_name("DUR");
+
+    CLI::App* ct_list =
+        leaf(cli, ct, "list",
+             "List entries: client, VIP, backend, state (valid, or stale: its backend\n"
+             "generation is no longer live), idle time (since the entry last saw a\n"
+             "packet, to about a second) and age. Says when more entries matched than\n"
+             "--limit shows.",
+             Verb::kConntrackList,
+             "  xlbctl conntrack list\n"
+             "  xlbctl conntrack list --vip 198.51.100.10:80/tcp --backend 203.0.113.11\n"
+             "  xlbctl conntrack list --client 192.0.2.0/24 --limit 1000\n"
+             "  xlbctl conntrack list --client 2001:db8:c::7 --json\n");
+    add_vip_selector(ct_list);
+    add_backend_selector(ct_list);
+    add_client_selector(ct_list);
+    ct_list
+        ->add_option("--limit", raw.limit,
+                     "show at most N entries, 1-" + std::to_string(kMaxListLimit) + " (default " +
+                         std::to_string(kDefaultListLimit) + ")")
+        ->type_name("N");
+
+    CLI::App* ct_flush =
+        leaf(cli, ct, "flush",
+             "Delete the entries that match every selector given (at least one: --vip,\n"
+             "--backend, --client or --stale). Their flows are then balanced by the\n"
+             "table again: a flow whose backend is no longer its table owner moves (TCP\n"
+             "connections to it are reset). Try --dry-run first.",
+             Verb::kConntrackFlush,
+             "  xlbctl conntrack flush --stale\n"
+             "  xlbctl conntrack flush --backend 203.0.113.11 --dry-run\n"
+             "  xlbctl conntrack flush --vip 198.51.100.10:80/tcp --client 192.0.2.0/24\n");
+    add_vip_selector(ct_flush);
+    add_backend_selector(ct_flush);
+    add_client_selector(ct_flush);
+    ct_flush->add_flag("--stale", raw.stale,
+                       "entries whose backend generation is no longer live (a removed or "
+                       "re-added backend)");
+    ct_flush->add_flag("--dry-run", raw.dry_run,
+                       "delete nothing: say how many entries would be deleted");
 
     CLI::App* stats = leaf(cli, &app, "stats",
                            "Packet counters: per VIP packets, bytes, new flows, connection-table\n"
@@ -630,7 +805,13 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                                " (the limit of a Unix socket address), e.g. --socket " +
                                kDefaultSocket);
     }
-    if (!raw.timeout.empty()) {
+    // backend drain --wait: --timeout bounds the wait (each request keeps the default).
+    const bool wait = verb == Verb::kBackendDrain && raw.wait;
+    if (wait && !raw.timeout.empty()) {
+        auto t = check_wait_timeout(raw.timeout);
+        if (!t) return std::unexpected(t.error());
+        c.wait_timeout = *t;
+    } else if (!raw.timeout.empty()) {
         auto t = check_seconds("--timeout", raw.timeout, kMinTimeout, kMaxTimeout, "--timeout 10");
         if (!t) return std::unexpected(t.error());
         c.timeout = std::chrono::milliseconds(static_cast<long>(std::llround(*t * 1000)));
@@ -646,7 +827,9 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
 
     if (!vip_text.empty()) {
         auto key = check_vip_key(vip_text);
-        if (!key) return std::unexpected(key.error());
+        const bool option = verb == Verb::kConntrackCount || verb == Verb::kConntrackList ||
+                            verb == Verb::kConntrackFlush;
+        if (!key) return std::unexpected(option ? "--vip: " + key.error().substr(5) : key.error());
         c.vip_key = *key;
     }
     const Examples ex = examples_for(c.vip_key);
@@ -677,6 +860,54 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
             b.hash_key = c.hash_key;
             if (auto ok = check_backend(*c.vip_key, b, example); !ok)
                 return std::unexpected(ok.error());
+            if (verb == Verb::kBackendDrain && !raw.wait && !raw.active_within.empty())
+                return std::unexpected("--active-within " + raw.active_within +
+                                       " without --wait: it says which connections --wait "
+                                       "waits for, e.g. " +
+                                       example + " --wait --active-within 30s");
+            if (wait) {
+                if (c.dry_run)
+                    return std::unexpected(
+                        "--wait with --dry-run: a dry run drains nothing, so there is nothing "
+                        "to wait for (drop one of them)");
+                c.wait = true;
+                c.active_within = kDefaultActiveWithin;
+                if (!raw.active_within.empty()) {
+                    auto d =
+                        check_duration("--active-within", raw.active_within, "--active-within 30s");
+                    if (!d) return std::unexpected(d.error());
+                    c.active_within = *d;
+                }
+            }
+            break;
+        }
+        case Verb::kConntrackCount:
+        case Verb::kConntrackList:
+        case Verb::kConntrackFlush: {
+            if (auto ok = check_selectors(raw, c, ex); !ok) return std::unexpected(ok.error());
+            if (!raw.active_within.empty()) {
+                auto d =
+                    check_duration("--active-within", raw.active_within, "--active-within 30s");
+                if (!d) return std::unexpected(d.error());
+                c.active_within = *d;
+            }
+            if (!raw.limit.empty()) {
+                auto n = parse_unsigned(raw.limit);
+                if (!n || *n < 1 || *n > kMaxListLimit)
+                    return std::unexpected("--limit: found " + in_quotes(raw.limit) +
+                                           ", expected a number of entries 1-" +
+                                           std::to_string(kMaxListLimit) + ", e.g. --limit 1000");
+                c.limit = static_cast<std::uint32_t>(*n);
+            }
+            c.ct_stale = raw.stale;
+            c.dry_run = raw.dry_run;
+            if (verb == Verb::kConntrackFlush && !c.vip_key && !c.ct_backend && !c.ct_client &&
+                !c.ct_stale)
+                return std::unexpected(
+                    "conntrack flush: expected at least one selector, --vip V, --backend ADDR, "
+                    "--client CIDR or --stale (deleting the whole table moves every flow whose "
+                    "backend is not its table owner), e.g. xlbctl conntrack flush --stale "
+                    "--dry-run");
             break;
         }
         case Verb::kVipAdd: {

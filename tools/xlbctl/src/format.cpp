@@ -97,6 +97,13 @@ std::string format_uptime(std::uint64_t s) {
     return fmt::format("{}s", sec);
 }
 
+std::string format_elapsed_ms(std::uint64_t ms) {
+    // Tenths below ten seconds: idle times are what tell a live flow (0.4s)
+    // from one that ended (45s).
+    if (ms < 10'000) return fmt::format("{:.1f}s", static_cast<double>(ms / 100) / 10);
+    return format_uptime(ms / 1000);
+}
+
 std::string format_number(double value) {
     if (!std::isfinite(value)) return "-";
     std::string text = fmt::format("{:.2f}", value);

@@ -127,6 +127,44 @@ Cell announcement_cell(const json& vip) {
             reason == "policy_never" ? Colour::kDim : Colour::kYellow};
 }
 
+std::string entries_text(std::uint64_t n) {
+    return fmt::format("{} entr{}", n, n == 1 ? "y" : "ies");
+}
+
+// "1234 of 4096 entries (30.13%)"
+std::string occupancy_text(std::uint64_t entries, std::uint64_t capacity) {
+    std::string out = fmt::format("{} of {} entries", entries, capacity);
+    if (capacity > 0) out += " (" + format_percent(static_cast<double>(entries) / capacity) + ")";
+    return out;
+}
+
+// status's connection-table line (docs/api.md, "conntrack" of GET /v1/status).
+std::string conntrack_line(const json& ct, const Style& style) {
+    const std::uint64_t capacity = u64(ct, "capacity"), entries = u64(ct, "entries");
+    const bool nearly_full = capacity > 0 && entries * 10 >= capacity * 9;
+    std::string out = "conntrack: " + paint(occupancy_text(entries, capacity),
+                                            nearly_full ? Colour::kYellow : Colour::kNone, style);
+    const std::uint64_t requested = ct.value("requested_capacity", capacity);
+    if (requested != capacity)
+        out += paint(fmt::format(" (maps.conntrack_entries is {}: kept the pinned size; "
+                                 "conntrack.resize: replace resizes)",
+                                 requested),
+                     Colour::kYellow, style);
+    const std::uint64_t rate = u64(ct, "insert_rate_per_cpu");
+    out += rate == 0 ? std::string(", insert budget unlimited")
+                     : fmt::format(", insert budget {}/s per CPU (burst {})", rate,
+                                   u64(ct, "insert_burst"));
+    const std::uint64_t skipped = u64(ct, "skipped_inserts");
+    out += ", " + paint(fmt::format("{} skipped insert{}", skipped, skipped == 1 ? "" : "s"),
+                        skipped > 0 ? Colour::kYellow : Colour::kNone, style);
+    std::string cpus;
+    if (const auto f = ct.find("flooded_cpus"); f != ct.end() && f->is_array())
+        for (const json& cpu : *f)
+            cpus += (cpus.empty() ? "" : ", ") + std::to_string(cpu.get<std::uint64_t>());
+    if (!cpus.empty()) out += "; " + paint("under flood on CPU " + cpus, Colour::kRed, style);
+    return out + "\n";
+}
+
 std::string render_status(const json& r, const Style& style) {
     const bool ready = flag(r, "ready");
     std::string out =
@@ -148,6 +186,9 @@ std::string render_status(const json& r, const Style& style) {
     const json* bgp = nullptr;
     if (auto it = r.find("bgp"); it != r.end() && it->is_object()) bgp = &*it;
     if (bgp) out += bgp_line(*bgp, style);
+    // Agents before the connection table's ages have no "conntrack".
+    if (const auto ct = r.find("conntrack"); ct != r.end() && ct->is_object())
+        out += conntrack_line(*ct, style);
     const bool announcing = bgp && bgp->value("enabled", false);
     const json& vips = r.at("vips");
     if (vips.empty()) {
@@ -471,6 +512,88 @@ std::string list_or_none(const json& items) {
     return out.empty() ? "none" : out;
 }
 
+// "table: 1234 of 4096 entries (30.13%), scanned in 3.2 ms"
+std::string scan_line(const json& r) {
+    return "table: " + occupancy_text(u64(r, "scanned"), u64(r, "capacity")) + ", scanned in " +
+           format_number(number(r, "scan_ms")) + " ms\n";
+}
+
+std::string render_conntrack_count(const json& r, const Style& style) {
+    std::string out;
+    Table t({{"VIP"}, {"BACKEND"}, {"ENTRIES", Align::kRight}, {"STALE", Align::kRight}});
+    for (const json& v : r.at("vips")) {
+        const std::uint64_t stale = u64(v, "stale");
+        t.add({str(v, "vip"), Cell{"(all)", Colour::kDim}, std::to_string(u64(v, "entries")),
+               Cell{std::to_string(stale), stale > 0 ? Colour::kYellow : Colour::kNone}});
+        for (const json& b : v.at("backends"))
+            t.add({"", b.at("backend").is_string() ? str(b, "backend") : "unknown",
+                   std::to_string(u64(b, "entries")), "-"});
+    }
+    const std::uint64_t no_vip = r.value("no_vip", std::uint64_t{0});
+    if (no_vip > 0) t.add({Cell{"(no VIP)", Colour::kYellow}, "", std::to_string(no_vip), "-"});
+    out += t.empty() ? std::string("no entries match\n") : t.render(style);
+    const json& within = r.at("active_within");
+    out += fmt::format(
+        "{} matched{}; ", entries_text(u64(r, "matched")),
+        within.is_string() ? " (active within " + within.get<std::string>() + ")" : std::string());
+    return out + scan_line(r);
+}
+
+std::string render_conntrack_list(const json& r, const Style& style) {
+    const json& entries = r.at("entries");
+    std::string out;
+    if (entries.empty()) {
+        out += "no entries match\n";
+    } else {
+        Table t({{"CLIENT"},
+                 {"VIP"},
+                 {"BACKEND"},
+                 {"STATE"},
+                 {"IDLE", Align::kRight},
+                 {"AGE", Align::kRight}});
+        for (const json& e : entries) {
+            const std::string state = str(e, "state");
+            Cell vip = e.at("vip").is_string()
+                           ? Cell{str(e, "vip")}
+                           : Cell{str(e, "destination") + "/" + str(e, "protocol") + " (no VIP)",
+                                  Colour::kYellow};
+            Cell backend =
+                e.at("backend").is_string()
+                    ? Cell{str(e, "backend")}
+                    : Cell{fmt::format("id {} (unknown)", u64(e, "backend_id")), Colour::kYellow};
+            t.add({str(e, "client"), vip, backend,
+                   Cell{state, state == "valid" ? Colour::kNone : Colour::kYellow},
+                   format_elapsed_ms(u64(e, "idle_ms")), format_elapsed_ms(u64(e, "age_ms"))});
+        }
+        out += t.render(style);
+    }
+    const std::uint64_t matched = u64(r, "matched"), shown = entries.size();
+    if (flag(r, "truncated"))
+        out += paint(matched > shown
+                         ? fmt::format("showing {} of {} matching entries (truncated: --limit N "
+                                       "shows more)",
+                                       shown, matched)
+                         : fmt::format("showing the first {}; more entries match (truncated: "
+                                       "--limit N shows more)",
+                                       entries_text(shown)),
+                     Colour::kYellow, style) +
+               "\n";
+    else
+        out += entries_text(matched) + " matched\n";
+    return out + scan_line(r);
+}
+
+std::string render_conntrack_flush(const json& r) {
+    const std::uint64_t matched = u64(r, "matched"), deleted = u64(r, "deleted");
+    const std::string scan = " (scanned in " + format_number(number(r, "scan_ms")) + " ms)";
+    if (flag(r, "dry_run"))
+        return "would delete " + entries_text(matched) + scan + "; dry run: nothing deleted\n";
+    std::string out = "deleted " + entries_text(deleted);
+    if (deleted < matched)
+        out += fmt::format(" of {} matched (the others ended or changed meanwhile)", matched);
+    return out + scan + "\n";
+}
+
 std::string render_reload(const json& r, const Style& style) {
     const std::string result = str(r, "result");
     std::string out;
@@ -522,6 +645,9 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kReload: return render_reload(r, style);
         case Verb::kHostDrain:
         case Verb::kHostResume: return render_host(r, style);
+        case Verb::kConntrackCount: return render_conntrack_count(r, style);
+        case Verb::kConntrackList: return render_conntrack_list(r, style);
+        case Verb::kConntrackFlush: return render_conntrack_flush(r);
     }
     return r.dump(2) + "\n";
 }

@@ -37,11 +37,35 @@ std::string backend_query(const Command& c) {
 // A dry run asks for the prediction instead of the change (docs/api.md).
 std::string dry_run(const Command& c) { return c.dry_run ? "&dry_run=1" : ""; }
 
+// The conntrack selectors given, as a query ("" when none).
+std::string selector_query(const Command& c) {
+    std::string q;
+    auto add = [&](const char* name, const std::string& value) {
+        q += (q.empty() ? "?" : "&") + std::string(name) + "=" + url_encode(value);
+    };
+    if (c.vip_key) add("vip", c.vip);
+    if (c.ct_backend) add("backend", c.ct_backend->to_string());
+    if (c.ct_client) add("client", c.ct_client->to_string());
+    if (c.active_within) add("active_within", config::format_duration(*c.active_within));
+    if (c.limit) add("limit", std::to_string(*c.limit));
+    return q;
+}
+
 HttpRequest patch(const Command& c, const nlohmann::json& body) {
     return {"PATCH", "/v1/backends?" + backend_query(c) + dry_run(c), body.dump()};
 }
 
 }  // namespace
+
+HttpRequest drain_count_request(const Command& c) {
+    Command count = c;
+    count.verb = Verb::kConntrackCount;
+    count.ct_backend = c.backend;
+    count.active_within = c.active_within.value_or(kDefaultActiveWithin);
+    count.limit.reset();
+    count.ct_client.reset();
+    return build_request(count);
+}
 
 HttpRequest build_request(const Command& c) {
     using nlohmann::json;
@@ -96,6 +120,17 @@ HttpRequest build_request(const Command& c) {
             return {"POST", "/v1/reload", json{{"allow_disruptive", c.allow_disruptive}}.dump()};
         case Verb::kHostDrain: return {"POST", "/v1/host/drain", ""};
         case Verb::kHostResume: return {"POST", "/v1/host/resume", ""};
+        case Verb::kConntrackCount: return {"GET", "/v1/conntrack/count" + selector_query(c), ""};
+        case Verb::kConntrackList: return {"GET", "/v1/conntrack" + selector_query(c), ""};
+        case Verb::kConntrackFlush: {
+            json body = json::object();
+            if (c.vip_key) body["vip"] = c.vip;
+            if (c.ct_backend) body["backend"] = c.ct_backend->to_string();
+            if (c.ct_client) body["client"] = c.ct_client->to_string();
+            if (c.ct_stale) body["stale"] = true;
+            if (c.dry_run) body["dry_run"] = true;
+            return {"POST", "/v1/conntrack/flush", body.dump()};
+        }
     }
     return {"GET", "/v1/status", ""};
 }

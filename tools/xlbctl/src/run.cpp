@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "xlb/xlbctl/drain.h"
 #include "xlb/xlbctl/render.h"
 #include "xlb/xlbctl/request.h"
 
@@ -219,6 +220,88 @@ int compare_with_peers(const Command& c, Transport& transport, Io& io, const Sty
     }
 }
 
+std::string connections(std::uint64_t n) {
+    return fmt::format("{} active connection{}", n, n == 1 ? "" : "s");
+}
+
+// backend drain --wait, after the drain was accepted: the backend's active
+// connections, one line per change, until none are left (exit 0) or the
+// wait's --timeout passes (exit 1).
+int wait_for_drain(const Command& c, const json& drained, Transport& transport, Io& io,
+                   const Reporter& report) {
+    const std::string backend = c.backend.to_string();
+    // A VIP without a connection table has no entries to count: waiting
+    // would report "0" at once although flows may still reach the backend.
+    if (const auto spec = drained.find("spec");
+        spec != drained.end() && spec->is_object() && !spec->value("conntrack", true))
+        return report.fail(Failure{
+            kExitFailed,
+            fmt::format("backend drain --wait: VIP {} has no connection table (conntrack: false), "
+                        "so its connections cannot be counted; watch the backend's packets "
+                        "instead (xlbctl backend list {})",
+                        c.vip, c.vip)});
+    const auto within = c.active_within.value_or(kDefaultActiveWithin);
+    if (!c.json)
+        *io.out << fmt::format(
+            "waiting up to {} for {}'s active connections (entries seen within {}) to reach 0\n",
+            config::format_duration(c.wait_timeout), backend, config::format_duration(within));
+    io.out->flush();
+    if (io.on_watch_start) io.on_watch_start();
+
+    const HttpRequest request = drain_count_request(c);
+    std::optional<Failure> failure;
+    DrainWaitIo wait;
+    wait.fetch = [&]() -> std::expected<std::uint64_t, std::string> {
+        auto reply = exchange(transport, request, c);
+        if (!reply) {
+            failure = reply.error();
+            return std::unexpected(failure->message);
+        }
+        try {
+            return backend_entries(reply->body, c.vip, c.backend);
+        } catch (const json::exception& e) {
+            failure = malformed(c, e);
+            return std::unexpected(failure->message);
+        }
+    };
+    wait.report = [&](std::uint64_t n, std::chrono::milliseconds elapsed) {
+        if (c.json)
+            *io.out << json{{"vip", c.vip},
+                            {"backend", backend},
+                            {"active_connections", n},
+                            {"active_within", config::format_duration(within)},
+                            {"elapsed_s", static_cast<double>(elapsed.count()) / 1000}}
+                           .dump()
+                    << "\n";
+        else
+            *io.out << backend << ": " << connections(n) << "\n";
+        io.out->flush();
+    };
+    wait.sleep = io.sleep;
+    wait.now = io.now;
+    wait.interrupted = io.interrupted;
+    const DrainWaitResult r = wait_until_drained(wait, c.wait_timeout, kDrainPollInterval);
+    using Outcome = DrainWaitResult::Outcome;
+    switch (r.outcome) {
+        case Outcome::kDrained: return kExitOk;
+        case Outcome::kFailed: return report.fail(*failure);
+        case Outcome::kTimedOut:
+            return report.fail(Failure{
+                kExitFailed,
+                fmt::format("backend drain --wait: {} of {} still has {} after {} (--timeout); "
+                            "it stays draining (xlbctl conntrack list --vip {} --backend {} shows "
+                            "them)",
+                            backend, c.vip, connections(r.remaining),
+                            config::format_duration(c.wait_timeout), c.vip, backend)});
+        case Outcome::kInterrupted:
+            return report.fail(
+                Failure{kExitFailed, fmt::format("interrupted: {} of {} still has {}; it stays "
+                                                 "draining",
+                                                 backend, c.vip, connections(r.remaining))});
+    }
+    return kExitFailed;
+}
+
 std::atomic<bool> g_interrupted{false};
 
 void on_signal(int) { g_interrupted = true; }
@@ -252,6 +335,7 @@ int run(const std::vector<std::string>& args, Io& io) {
         return report.fail(malformed(c, e));
     }
     io.out->flush();
+    if (c.wait) return wait_for_drain(c, reply->body, *transport, io, report);
     return kExitOk;
 }
 

@@ -24,6 +24,13 @@ inline constexpr const char* kDefaultSocket = "/run/xlb/xlbd.sock";
 inline constexpr const char* kSocketEnv = "XLB_SOCKET";
 inline constexpr double kDefaultWatchSeconds = 2.0;
 inline constexpr double kDefaultTimeoutSeconds = 30.0;
+// backend drain --wait: how long to wait, what counts as active, how often to ask.
+inline constexpr std::chrono::minutes kDefaultDrainWait{5};
+inline constexpr std::chrono::seconds kDefaultActiveWithin{10};
+inline constexpr std::chrono::seconds kDrainPollInterval{1};
+// conntrack list --limit: the API's default and maximum.
+inline constexpr std::uint32_t kDefaultListLimit = 100;
+inline constexpr std::uint32_t kMaxListLimit = 100000;
 
 // Exit codes (docs/xlbctl.md).
 inline constexpr int kExitOk = 0;           // done
@@ -48,6 +55,9 @@ enum class Verb {
     kReload,
     kHostDrain,
     kHostResume,
+    kConntrackCount,
+    kConntrackList,
+    kConntrackFlush,
 };
 
 // "status", "vip add", "backend drain", ...
@@ -88,6 +98,19 @@ struct Command {
     net::Endpoint src;
     std::optional<std::uint16_t> dport;
     std::optional<config::Protocol> proto;
+
+    // conntrack count|list|flush: selectors (an entry must match every one
+    // given) and the VIP above (vip, vip_key) when --vip is given.
+    std::optional<net::IpAddress> ct_backend;
+    std::optional<net::Prefix> ct_client;
+    bool ct_stale = false;                          // flush --stale
+    std::optional<config::Duration> active_within;  // count; drain --wait (default 10s)
+    std::optional<std::uint32_t> limit;             // list
+
+    // backend drain --wait: poll the backend's active connections until none
+    // are left or wait_timeout passes.
+    bool wait = false;
+    std::chrono::milliseconds wait_timeout{kDefaultDrainWait};
 
     // reload: confirm changes that move established flows.
     bool allow_disruptive = false;

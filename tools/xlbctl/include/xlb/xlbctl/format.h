@@ -34,6 +34,9 @@ std::string format_percent(double share);
 std::string format_signed_percent(double share);
 // 45s, 2m 5s, 1h 2m 5s, 3d 4h 5m.
 std::string format_uptime(std::uint64_t seconds);
+// 0.4s, 9.9s, 45s, 2m 5s, 1h 2m 5s: idle times and ages from milliseconds
+// (truncated, never rounded up).
+std::string format_elapsed_ms(std::uint64_t milliseconds);
 // Up to two decimals without trailing zeros: 100, 12.5, 0.33.
 std::string format_number(double value);
 

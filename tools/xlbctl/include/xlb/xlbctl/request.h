@@ -22,4 +22,8 @@ std::string url_encode(std::string_view text);
 
 HttpRequest build_request(const Command& command);
 
+// backend drain --wait: the count of the drained backend's active connections,
+// GET /v1/conntrack/count?vip=V&backend=B&active_within=D.
+HttpRequest drain_count_request(const Command& command);
+
 }  // namespace xlb::xlbctl

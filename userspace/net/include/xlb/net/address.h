@@ -62,6 +62,23 @@ struct Endpoint {
     auto operator<=>(const Endpoint&) const = default;
 };
 
+// An address prefix (CIDR), e.g. a client selector: "192.0.2.0/24",
+// "2001:db8:c::/48", or an address alone (/32, /128). Host bits must be zero:
+// "192.0.2.7/24" is refused with the prefix it probably meant, since taking it
+// as 192.0.2.0/24 silently widens a selector that may delete entries.
+struct Prefix {
+    IpAddress address;        // the network address, host bits zero
+    std::uint8_t length = 0;  // 0-32 (IPv4) or 0-128 (IPv6)
+
+    static std::expected<Prefix, std::string> parse(std::string_view text);
+    // "192.0.2.0/24"; always with the length, also for /32 and /128.
+    std::string to_string() const;
+    // False for an address of the other family.
+    bool contains(const IpAddress& address) const;
+
+    auto operator<=>(const Prefix&) const = default;
+};
+
 using MacAddress = std::array<std::uint8_t, 6>;
 // "02:00:00:00:00:01"
 std::expected<MacAddress, std::string> parse_mac(std::string_view text);
