@@ -98,7 +98,7 @@ TEST_F(ConntrackTableTest, CountListFlushAndExpireKnownEntries) {
     EXPECT_EQ(count(*table_, context_, active)->counts.matched, 30u);
 
     Filter clients;
-    clients.client = *Cidr::parse("192.0.0.0/28");
+    clients.client = *net::Prefix::parse("192.0.0.0/28");
     auto listed = list(*table_, context_, clients, 10);
     ASSERT_TRUE(listed.has_value()) << listed.error();
     EXPECT_EQ(listed->matched, 16u);

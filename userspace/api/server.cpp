@@ -601,12 +601,9 @@ private:
             if (!address) return HttpError{400, "backend: " + address.error()};
             f.backend = *address;
         } else if (name == "client") {
-            auto cidr = conntrack::Cidr::parse(text);
-            if (!cidr)
-                return HttpError{400, "client: found " + config::shown_value(text) + " (" +
-                                          cidr.error() +
-                                          "), expected an address or a prefix, e.g. 192.0.2.0/24"};
-            f.client = *cidr;
+            auto prefix = net::Prefix::parse(text);
+            if (!prefix) return HttpError{400, "client: " + prefix.error()};
+            f.client = *prefix;
         } else if (name == "active_within") {
             auto d = config::parse_duration(text);
             if (!d) return HttpError{400, "active_within: " + d.error()};

@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 
 #include "xlb/datapath/setup.h"
@@ -102,38 +101,6 @@ View judge(const Context& context, const Entry& entry, Units now) {
     v.age_ms = elapsed_ms(now, entry.value.created);
     return v;
 }
-
-std::expected<Cidr, std::string> Cidr::parse(std::string_view text) {
-    std::string_view addr = text;
-    std::optional<std::string_view> len;
-    if (auto slash = text.find('/'); slash != std::string_view::npos) {
-        addr = text.substr(0, slash);
-        len = text.substr(slash + 1);
-    }
-    auto a = net::IpAddress::parse(addr);
-    if (!a) return std::unexpected(a.error());
-    const unsigned max = a->is_v4() ? 32 : 128;
-    unsigned n = max;
-    if (len) {
-        auto [end, ec] = std::from_chars(len->data(), len->data() + len->size(), n);
-        if (len->empty() || ec != std::errc{} || end != len->data() + len->size() || n > max) {
-            return std::unexpected("prefix length " + std::string(*len) + " is not 0-" +
-                                   std::to_string(max));
-        }
-    }
-    return Cidr{*a, static_cast<std::uint8_t>(n)};
-}
-
-bool Cidr::contains(const net::IpAddress& a) const {
-    if (a.family != address.family) return false;
-    const unsigned full = length / 8, rest = length % 8;
-    if (std::memcmp(a.bytes.data(), address.bytes.data(), full) != 0) return false;
-    if (rest == 0) return true;
-    const std::uint8_t mask = static_cast<std::uint8_t>(0xff << (8 - rest));
-    return (a.bytes[full] & mask) == (address.bytes[full] & mask);
-}
-
-std::string Cidr::to_string() const { return address.to_string() + "/" + std::to_string(length); }
 
 net::Endpoint client_of(const xlb_flow_key& key) {
     return net::Endpoint{net::IpAddress::from_words(key.src, key.family), be16toh(key.sport)};

@@ -90,20 +90,11 @@ struct View {
 };
 View judge(const Context& context, const Entry& entry, Units now);
 
-struct Cidr {
-    net::IpAddress address;
-    std::uint8_t length = 32;
-    // "192.0.2.0/24", "2001:db8::/32", or an address (a full-length prefix).
-    static std::expected<Cidr, std::string> parse(std::string_view text);
-    bool contains(const net::IpAddress& address) const;
-    std::string to_string() const;
-};
-
 // Which entries an operation takes. Every set field must match.
 struct Filter {
     std::optional<std::string> vip;  // a VipSpec::key()
     std::optional<net::IpAddress> backend;
-    std::optional<Cidr> client;
+    std::optional<net::Prefix> client;
     bool stale_only = false;
     // Only entries with a packet within this long (drain --wait).
     std::optional<config::Duration> active_within;
