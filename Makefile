@@ -61,6 +61,7 @@ bench: deps
 	@$(BUILD_DIR)/tools/bench/xdp/xlb-bench-xdp --out $(BUILD_DIR)/bench/xdp.json
 	@$(BUILD_DIR)/tools/bench/publish/xlb-bench-publish --out $(BUILD_DIR)/bench/publish.json
 	@$(BUILD_DIR)/tools/bench/health/xlb-bench-health --out $(BUILD_DIR)/bench/health.json
+	@$(BUILD_DIR)/tools/bench/conntrack/xlb-bench-conntrack --out $(BUILD_DIR)/bench/conntrack.json
 
 demo: deps
 	@$(MAKE) --no-print-directory build

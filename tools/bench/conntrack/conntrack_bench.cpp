@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlb-bench-conntrack: how long the operator's views of a full connection
+// table take (issue 16: `xlbctl conntrack count` must be cheap enough to call
+// every few seconds on a 1M-entry table).
+//
+// Set-up. The balancer's maps are loaded unpinned (nothing attached, nothing
+// pinned: the bench touches no running xlbd) with a table of --entries, and
+// the table is filled to its size with batched updates. Keys are what the
+// program records: IPv4 TCP flows from clients spread over the whole address
+// space to 4 VIPs on port 443. Values name backends that exist in
+// xlb_backends (4 x 100), so that the entries are judged as the agent judges
+// them: about 95% valid, 4% of an older generation and 1% of a released id
+// (stale); idle times 0-60 s (30%), 1-30 min (60%) and 65 min-2 h (10%, past
+// the TCP default timeout of 1 h: what a sweep expires).
+//
+// Cases, each timed --samples times, in rounds (one sample of each per round):
+//   raw_read   bpf_map_lookup_batch over the whole table into buffers of the
+//              library's batch size, nothing else: the floor every scan pays;
+//   scan       BpfTable::scan with an empty callback: the library's read;
+//   count...   conntrack::count(), the function GET /v1/conntrack/count calls,
+//              with the Context built as the API builds it per request
+//              (xlb_backends read through the table); without a filter and
+//              with vip + backend + active_within;
+//   list       conntrack::list(), --client prefix, limit 100 (GET /v1/conntrack);
+//   flush      conntrack::flush() with a backend selector, dry run;
+//   sweep      conntrack::sweep(), what the agent's sweeper runs: deletes the
+//              10% past their timeout. The bench puts them back afterwards,
+//              untimed (and new entries in place of the few the LRU evicts
+//              meanwhile), so that every round starts from a full table.
+// The VIP list the API takes from the control thread is built once, outside
+// the timing (a hand-off between threads, not the table's cost).
+//
+// Memory. Global operator new is replaced by a counting one: each case
+// reports the most heap its call held above what was in use before it (the
+// keys a flush or sweep keeps to delete, the batch buffers, the counters).
+// The process's peak RSS includes the bench's own copy of the entries.
+//
+// Checks. Every raw read must find the table full; the first unfiltered count
+// must see every entry, every VIP and the stale entries the bench wrote; every
+// sweep must delete exactly the expired entries, every flush dry run delete
+// none. A failed check ends the run with exit status 1.
+#include <bpf/bpf.h>
+#include <fmt/format.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/bpf/programs.h"
+#include "xlb/conntrack/bpf_table.h"
+#include "xlb/conntrack/table.h"
+#include "xlb/datapath/setup.h"
+#include "xlb/net/address.h"
+
+// ---------------------------------------------------------------------------
+// Heap accounting: the library's scans allocate through std::vector and
+// std::map, so counting operator new gives the memory a call holds without
+// depending on when glibc returns pages to the kernel (RSS would not show a
+// buffer that reuses pages freed by the previous case).
+
+namespace {
+std::atomic<std::size_t> g_heap_live{0};
+std::atomic<std::size_t> g_heap_peak{0};
+
+void* counted_alloc(std::size_t n) {
+    void* p = std::malloc(n == 0 ? 1 : n);
+    if (!p) throw std::bad_alloc();
+    const std::size_t live =
+        g_heap_live.fetch_add(malloc_usable_size(p), std::memory_order_relaxed) +
+        malloc_usable_size(p);
+    std::size_t peak = g_heap_peak.load(std::memory_order_relaxed);
+    while (live > peak && !g_heap_peak.compare_exchange_weak(peak, live)) {
+    }
+    return p;
+}
+
+void counted_free(void* p) noexcept {
+    if (!p) return;
+    g_heap_live.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
+    std::free(p);
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n); }
+void* operator new[](std::size_t n) { return counted_alloc(n); }
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+
+namespace {
+
+namespace bpf = xlb::bpf;
+namespace ct = xlb::conntrack;
+using xlb::net::IpAddress;
+
+struct Failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T must(xlb::Result<T> result, const std::string& what) {
+    if (!result) throw Failure(what + ": " + result.error().message());
+    if constexpr (!std::is_void_v<T>) return std::move(*result);
+}
+
+constexpr std::uint32_t kVips = 4;
+constexpr std::uint32_t kBackendsPerVip = 100;
+constexpr std::uint32_t kGeneration = 3;
+// Ids past the live ones: released backends whose entries are still around.
+constexpr std::uint32_t kFirstReleasedId = 1 + kVips * kBackendsPerVip;
+constexpr std::uint16_t kVipPort = 443;
+// Longer than a run lasts, so that the entries idle under a minute at the fill
+// (30%) match in every sample, and shorter than most idle times.
+constexpr auto kActiveWithin = std::chrono::minutes(10);
+constexpr std::size_t kListLimit = 100;
+
+IpAddress vip_address(std::uint32_t v) { return IpAddress::v4(198, 51, 100, 10 + v); }
+// Backend `b` of VIP `v`: id 1 + v * 100 + b in xlb_backends.
+IpAddress backend_address(std::uint32_t v, std::uint32_t b) {
+    return IpAddress::v4(10, 1, static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(b + 1));
+}
+std::uint32_t backend_id(std::uint32_t v, std::uint32_t b) { return 1 + v * kBackendsPerVip + b; }
+
+std::vector<xlb::config::VipSpec> make_vips() {
+    std::vector<xlb::config::VipSpec> vips;
+    for (std::uint32_t v = 0; v < kVips; ++v) {
+        xlb::config::VipSpec spec;
+        spec.address = vip_address(v);
+        spec.port = kVipPort;
+        for (std::uint32_t b = 0; b < kBackendsPerVip; ++b) {
+            xlb::config::BackendSpec backend;
+            backend.address = backend_address(v, b);
+            spec.backends.push_back(backend);
+        }
+        vips.push_back(std::move(spec));
+    }
+    return vips;
+}
+
+ct::Units units_ago(ct::Units now, std::chrono::milliseconds ago) {
+    return now - static_cast<ct::Units>(static_cast<std::uint64_t>(ago.count()) * 1'000'000 >>
+                                        XLB_CT_TIME_SHIFT);
+}
+
+// A bijection on 32 bits (an odd multiplier, then xor-shift): every entry
+// gets its own client address, spread over the whole space like real
+// sources, so no key repeats and no update replaces another.
+std::uint32_t spread(std::uint32_t i) {
+    std::uint32_t x = i * 0x9E3779B1U;
+    return x ^ (x >> 16);
+}
+
+struct Entries {
+    std::vector<xlb_flow_key> keys;
+    std::vector<xlb_ct_value> values;
+};
+
+// Entries [first, first + n) of the bench's sequence.
+Entries make_entries(std::uint32_t first, std::uint32_t n, ct::Units now) {
+    std::mt19937_64 rng(first);
+    Entries out;
+    out.keys.reserve(n);
+    out.values.reserve(n);
+    for (std::uint32_t i = first; i < first + n; ++i) {
+        const std::uint32_t v = i % kVips;
+        const std::uint32_t client = spread(i);
+        const auto sport = static_cast<std::uint16_t>(1024 + rng() % 64512);
+        const IpAddress src = IpAddress::v4(
+            static_cast<std::uint8_t>(client >> 24), static_cast<std::uint8_t>(client >> 16),
+            static_cast<std::uint8_t>(client >> 8), static_cast<std::uint8_t>(client));
+        out.keys.push_back(xlb::datapath::flow_key(xlb::net::Endpoint{src, sport},
+                                                   xlb::net::Endpoint{vip_address(v), kVipPort},
+                                                   IPPROTO_TCP));
+        xlb_ct_value value{};
+        const auto kind = rng() % 100;
+        if (kind < 4) {  // recorded before its backend was replaced
+            value.backend_id = backend_id(v, static_cast<std::uint32_t>(rng() % kBackendsPerVip));
+            value.generation = kGeneration - 1;
+        } else if (kind == 4) {  // its backend was removed
+            value.backend_id = kFirstReleasedId + v;
+            value.generation = kGeneration;
+        } else {
+            value.backend_id = backend_id(v, static_cast<std::uint32_t>(rng() % kBackendsPerVip));
+            value.generation = kGeneration;
+        }
+        const auto age = rng() % 100;
+        std::chrono::milliseconds idle;
+        if (age < 30)
+            idle = std::chrono::milliseconds(rng() % 60'000);
+        else if (age < 90)
+            idle = std::chrono::milliseconds(60'000 + rng() % (29 * 60'000));
+        else
+            idle = std::chrono::milliseconds(65 * 60'000 + rng() % (55 * 60'000));
+        value.last_seen = units_ago(now, idle);
+        value.created =
+            units_ago(value.last_seen, std::chrono::milliseconds(rng() % (3600 * 1000)));
+        out.values.push_back(value);
+    }
+    return out;
+}
+
+void write_entries(int fd, const std::vector<xlb_flow_key>& keys,
+                   const std::vector<xlb_ct_value>& values) {
+    for (std::size_t done = 0; done < keys.size();) {
+        auto count = static_cast<__u32>(std::min<std::size_t>(ct::kBatchSize, keys.size() - done));
+        // Only keys that are not in the table: an LRU update of a present key
+        // takes a fresh node and so evicts some other entry. (Batched updates
+        // take no BPF_NOEXIST to enforce it.)
+        LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+        if (bpf_map_update_batch(fd, keys.data() + done, values.data() + done, &count, &opts) != 0)
+            throw Failure(fmt::format("fill the connection table (batch at {}): {}", done,
+                                      std::strerror(errno)));
+        done += count;
+    }
+}
+
+// The baseline: the kernel's batched read, nothing done with the entries.
+std::uint64_t raw_read(int fd) {
+    std::vector<xlb_flow_key> keys(ct::kBatchSize);
+    std::vector<xlb_ct_value> values(ct::kBatchSize);
+    __u32 in = 0, out = 0;
+    bool first = true;
+    std::uint64_t total = 0;
+    for (;;) {
+        auto count = static_cast<__u32>(keys.size());
+        const int rc = bpf_map_lookup_batch(fd, first ? nullptr : &in, &out, keys.data(),
+                                            values.data(), &count, nullptr);
+        const int err = rc == 0 ? 0 : errno;
+        if (rc != 0 && err == ENOSPC && count == 0) {
+            keys.resize(keys.size() * 2);
+            values.resize(values.size() * 2);
+            continue;
+        }
+        if (rc != 0 && err != ENOENT)
+            throw Failure(fmt::format("batched read: {}", std::strerror(err)));
+        total += count;
+        if (rc != 0) return total;
+        in = out;
+        first = false;
+    }
+}
+
+// The whole table, for the checks (untimed).
+Entries read_all(int fd) {
+    Entries out;
+    std::vector<xlb_flow_key> keys(ct::kBatchSize);
+    std::vector<xlb_ct_value> values(ct::kBatchSize);
+    __u32 in = 0, next = 0;
+    bool first = true;
+    for (;;) {
+        auto count = static_cast<__u32>(keys.size());
+        const int rc = bpf_map_lookup_batch(fd, first ? nullptr : &in, &next, keys.data(),
+                                            values.data(), &count, nullptr);
+        const int err = rc == 0 ? 0 : errno;
+        if (rc != 0 && err == ENOSPC && count == 0) {
+            keys.resize(keys.size() * 2);
+            values.resize(values.size() * 2);
+            continue;
+        }
+        if (rc != 0 && err != ENOENT)
+            throw Failure(fmt::format("batched read: {}", std::strerror(err)));
+        out.keys.insert(out.keys.end(), keys.begin(), keys.begin() + count);
+        out.values.insert(out.values.end(), values.begin(), values.begin() + count);
+        if (rc != 0) return out;
+        in = next;
+        first = false;
+    }
+}
+
+// What each API request (and each sweep) builds before its scan.
+ct::Context api_context(const ct::Table& table, const std::vector<ct::VipInfo>& vips) {
+    return ct::Context(vips, must(table.backends(), "read xlb_backends"));
+}
+
+struct Case {
+    std::string name;
+    std::string what;
+    std::vector<double> ms;
+    std::uint64_t scanned = 0;  // entries read per call
+    std::uint64_t matched = 0;  // of the last sample
+    std::size_t heap_peak_bytes = 0;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+// Times one call and the heap it held above what was in use before it.
+struct Sample {
+    double ms = 0;
+    std::size_t heap_bytes = 0;
+};
+template <typename F>
+Sample timed(F&& call) {
+    const std::size_t before = g_heap_live.load();
+    g_heap_peak.store(before);
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    const auto end = std::chrono::steady_clock::now();
+    return Sample{std::chrono::duration<double, std::milli>(end - start).count(),
+                  g_heap_peak.load() - before};
+}
+
+std::uint64_t proc_status_kib(const char* field) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    const std::string prefix = std::string(field) + ":";
+    while (std::getline(in, line))
+        if (line.rfind(prefix, 0) == 0)
+            return std::strtoull(line.c_str() + prefix.size(), nullptr, 10);
+    return 0;
+}
+
+int pin_to_cpu(int wanted) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        throw Failure(fmt::format("read the CPU affinity: {}", std::strerror(errno)));
+    int cpu = wanted;
+    if (cpu < 0) {
+        for (int i = CPU_SETSIZE - 1; i >= 0 && cpu < 0; --i)
+            if (CPU_ISSET(i, &allowed)) cpu = i;
+    } else if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
+        throw Failure(fmt::format("CPU {} is not available to this process", cpu));
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0)
+        throw Failure(fmt::format("pin to CPU {}: {}", cpu, std::strerror(errno)));
+    return cpu;
+}
+
+std::string kernel_release() {
+    utsname u{};
+    return uname(&u) == 0 ? u.release : "unknown";
+}
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
+
+struct Options {
+    std::uint32_t entries = 1U << 20;
+    unsigned samples = 11;
+    int cpu = -1;
+    std::string out;
+};
+
+int run(int argc, char** argv) {
+    Options opt;
+    CLI::App app{"xlb-bench-conntrack: count, list, flush and sweep of a full connection table"};
+    app.add_option("--entries", opt.entries, "connection-table size, filled completely")
+        ->check(CLI::Range(4096u, 1u << 26))
+        ->capture_default_str();
+    app.add_option("--samples", opt.samples, "samples per case (median, min, max)")
+        ->check(CLI::Range(1u, 1000u))
+        ->capture_default_str();
+    app.add_option("--cpu", opt.cpu, "CPU to pin to (default: the highest allowed)");
+    app.add_option("--out", opt.out, "where to write the JSON results (default: none)");
+    CLI11_PARSE(app, argc, argv);
+    if (opt.samples < 5) fmt::print(stderr, "note: fewer than 5 samples: figures are indicative\n");
+
+    // One CPU: the LRU hands out free nodes per CPU, and a fill spread over
+    // CPUs leaves nodes parked on the others (evictions before the table is
+    // full); the scans are single-threaded in the agent too.
+    const int cpu = pin_to_cpu(opt.cpu);
+
+    bpf::LbMapSizes sizes;
+    sizes.conntrack_entries = opt.entries;
+    auto lb = must(bpf::LbProgram::load(sizes), "load the balancer's maps");
+    const auto conntrack = lb.conntrack();
+    const auto backends_map = lb.backends();
+
+    for (std::uint32_t v = 0; v < kVips; ++v) {
+        for (std::uint32_t b = 0; b < kBackendsPerVip; ++b)
+            must(backends_map.put(backend_id(v, b),
+                                  xlb::datapath::backend_entry(backend_address(v, b), kGeneration)),
+                 "write xlb_backends");
+        must(backends_map.put(kFirstReleasedId + v,
+                              xlb::datapath::released_backend_entry(kGeneration + 1)),
+             "write xlb_backends");
+    }
+    const auto table = must(ct::BpfTable::open(conntrack, backends_map), "open the table");
+
+    const std::vector<xlb::config::VipSpec> specs = make_vips();
+    std::vector<ct::VipInfo> vips;
+    for (const auto& spec : specs) vips.push_back(ct::vip_info(spec));
+
+    const auto fill_start = std::chrono::steady_clock::now();
+    {
+        const Entries entries = make_entries(0, opt.entries, table.now());
+        write_entries(conntrack.fd(), entries.keys, entries.values);
+    }
+    const double fill_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fill_start)
+            .count();
+    std::uint32_t next_fresh = opt.entries;
+
+    // What the table holds (what the checks expect) and the entries the next
+    // sweep deletes, to put back after it.
+    std::uint64_t held = 0;
+    std::uint64_t stale = 0;
+    Entries expired;
+    auto take_stock = [&] {
+        const Entries now_in = read_all(conntrack.fd());
+        const ct::Context context = api_context(table, vips);
+        const ct::Units now = table.now();
+        held = now_in.keys.size();
+        stale = 0;
+        expired = {};
+        for (std::size_t i = 0; i < now_in.keys.size(); ++i) {
+            const ct::Entry e{now_in.keys[i], now_in.values[i]};
+            const ct::View view = ct::judge(context, e, now);
+            stale += !view.valid;
+            if (ct::expired(e, view)) {
+                expired.keys.push_back(e.key);
+                expired.values.push_back(e.value);
+            }
+        }
+    };
+    take_stock();
+    if (held != opt.entries)
+        throw Failure(
+            fmt::format("the table holds {} of the {} entries written", held, opt.entries));
+
+    // Putting the swept entries back evicts a few others (the LRU's last
+    // refill of a CPU's free list evicts to make up a full 128 nodes): new
+    // entries take the nodes it freed, so that every round sees a full table.
+    std::uint64_t topped_up = 0;
+    std::uint64_t least_held = held;
+    double refill_ms_total = 0;
+    auto refill = [&] {
+        const auto start = std::chrono::steady_clock::now();
+        write_entries(conntrack.fd(), expired.keys, expired.values);
+        refill_ms_total +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        for (int attempt = 0; attempt < 4; ++attempt) {
+            take_stock();
+            if (held >= opt.entries) break;
+            const auto missing = static_cast<std::uint32_t>(opt.entries - held);
+            const Entries fresh = make_entries(next_fresh, missing, table.now());
+            next_fresh += missing;
+            topped_up += missing;
+            write_entries(conntrack.fd(), fresh.keys, fresh.values);
+        }
+        least_held = std::min(least_held, held);
+    };
+
+    ct::Filter narrow;
+    narrow.vip = specs[0].key();
+    narrow.backend = backend_address(0, 0);
+    narrow.active_within = std::chrono::duration_cast<xlb::config::Duration>(kActiveWithin);
+    ct::Filter by_client;
+    // The /12 of the first client: about 1 entry in 4096 (256 of 1M, past the limit).
+    const std::uint32_t first_client = spread(0);
+    by_client.client = xlb::net::Prefix{
+        IpAddress::v4(static_cast<std::uint8_t>(first_client >> 24),
+                      static_cast<std::uint8_t>((first_client >> 16) & 0xF0), 0, 0),
+        12};
+    ct::Filter by_backend;
+    by_backend.backend = backend_address(1, 7);
+
+    std::vector<Case> cases = {
+        {"raw_read", "baseline: bpf_map_lookup_batch, whole table, batch 4096", {}, 0, 0, 0},
+        {"scan", "BpfTable::scan, empty callback", {}, 0, 0, 0},
+        {"count", "count, no filter (GET /v1/conntrack/count)", {}, 0, 0, 0},
+        {"count_filtered", "count --vip --backend --active-within 10m", {}, 0, 0, 0},
+        {"list", "list --client /12 --limit 100", {}, 0, 0, 0},
+        {"flush_dry_run", "flush --backend --dry-run", {}, 0, 0, 0},
+        {"sweep", "sweep: expire ~10%, count the rest (the sweeper)", {}, 0, 0, 0},
+    };
+    auto record = [](Case& c, const Sample& s) {
+        c.ms.push_back(s.ms);
+        c.heap_peak_bytes = std::max(c.heap_peak_bytes, s.heap_bytes);
+    };
+
+    for (unsigned round = 0; round < opt.samples; ++round) {
+        std::uint64_t n = 0;
+        record(cases[0], timed([&] { n = raw_read(conntrack.fd()); }));
+        if (n != held)
+            throw Failure(
+                fmt::format("round {}: the table holds {} entries, not {}", round, n, held));
+        cases[0].scanned = cases[0].matched = n;
+
+        n = 0;
+        record(cases[1], timed([&] {
+                   must(table.scan([&](std::span<const ct::Entry> batch) { n += batch.size(); }),
+                        "scan");
+               }));
+        cases[1].scanned = cases[1].matched = n;
+
+        ct::CountReport all;
+        record(cases[2], timed([&] {
+                   const ct::Context context = api_context(table, vips);
+                   all = must(ct::count(table, context, ct::Filter{}), "count");
+               }));
+        cases[2].scanned = all.counts.scanned;
+        cases[2].matched = all.counts.matched;
+        if (round == 0) {
+            std::uint64_t stale_seen = 0;
+            for (const auto& v : all.counts.vips) stale_seen += v.stale;
+            if (all.counts.scanned != held || all.counts.matched != held ||
+                all.counts.no_vip != 0 || all.counts.vips.size() != kVips || stale_seen != stale)
+                throw Failure(fmt::format(
+                    "count saw {} entries, {} matched, {} of no VIP, {} VIPs, {} stale; "
+                    "expected {}, {}, 0, {}, {}",
+                    all.counts.scanned, all.counts.matched, all.counts.no_vip,
+                    all.counts.vips.size(), stale_seen, held, held, kVips, stale));
+        }
+
+        ct::CountReport some;
+        record(cases[3], timed([&] {
+                   const ct::Context context = api_context(table, vips);
+                   some = must(ct::count(table, context, narrow), "count (filtered)");
+               }));
+        cases[3].scanned = some.counts.scanned;
+        cases[3].matched = some.counts.matched;
+
+        ct::ListReport listed;
+        record(cases[4], timed([&] {
+                   const ct::Context context = api_context(table, vips);
+                   listed = must(ct::list(table, context, by_client, kListLimit), "list");
+               }));
+        cases[4].scanned = listed.scanned;
+        cases[4].matched = listed.matched;
+
+        ct::FlushReport flushed;
+        record(cases[5], timed([&] {
+                   const ct::Context context = api_context(table, vips);
+                   flushed = must(ct::flush(table, context, by_backend, true), "flush --dry-run");
+               }));
+        if (flushed.deleted != 0)
+            throw Failure(fmt::format("a dry run deleted {} entries", flushed.deleted));
+        cases[5].scanned = held;
+        cases[5].matched = flushed.matched;
+
+        ct::SweepReport swept;
+        record(cases[6], timed([&] {
+                   const ct::Context context = api_context(table, vips);
+                   swept = must(ct::sweep(table, context), "sweep");
+               }));
+        if (swept.expired != expired.keys.size())
+            throw Failure(fmt::format("round {}: the sweep deleted {} entries, expected {}", round,
+                                      swept.expired, expired.keys.size()));
+        cases[6].scanned = swept.counts.scanned;
+        cases[6].matched = swept.expired;
+
+        refill();
+    }
+
+    // ---- the table for people
+    const double baseline = median(cases[0].ms);
+    fmt::print(
+        "\nxlb-bench-conntrack: {}-entry table, full, {} VIPs x {} backends, {} samples, "
+        "batch {}, pinned to CPU {}\n",
+        opt.entries, kVips, kBackendsPerVip, opt.samples, ct::kBatchSize, cpu);
+    fmt::print("kernel {}, {}\n", kernel_release(), cpu_model());
+    fmt::print("fill: {:.0f} ms ({:.2f} M entries/s, batched updates); {} stale, {} expired\n\n",
+               fill_ms, static_cast<double>(held) / fill_ms / 1000.0, stale, expired.keys.size());
+    constexpr auto kRow = "{:<15} {:>9} {:>9} {:>9} {:>8} {:>11} {:>9} {:>9}  {}\n";
+    const std::string header = fmt::format(kRow, "case", "median ms", "min ms", "max ms", "x base",
+                                           "M entries/s", "matched", "heap MiB", "what");
+    fmt::print("{}{}\n", header, std::string(header.size() - 1, '-'));
+    for (const Case& c : cases) {
+        const double med = median(c.ms);
+        fmt::print(kRow, c.name, fmt::format("{:.1f}", med), fmt::format("{:.1f}", min_of(c.ms)),
+                   fmt::format("{:.1f}", max_of(c.ms)), fmt::format("{:.2f}", med / baseline),
+                   fmt::format("{:.2f}", static_cast<double>(c.scanned) / med / 1000.0), c.matched,
+                   fmt::format("{:.2f}", static_cast<double>(c.heap_peak_bytes) / (1 << 20)),
+                   c.what);
+    }
+    const double rss_mib = static_cast<double>(proc_status_kib("VmRSS")) / 1024.0;
+    const double hwm_mib = static_cast<double>(proc_status_kib("VmHWM")) / 1024.0;
+    fmt::print(
+        "\nms: wall time of one call, the API's Context (xlb_backends read) included; x base:\n"
+        "median / raw_read's median; M entries/s: entries read per call / median; heap MiB:\n"
+        "most heap held by one call above what it started with. Process RSS {:.0f} MiB, peak\n"
+        "{:.0f} MiB (the bench's own copy of the entries included). Refill after each sweep\n"
+        "(untimed): {:.1f} ms on average; {} new entries replaced the ones it evicted.\n",
+        rss_mib, hwm_mib, refill_ms_total / opt.samples, topped_up);
+    if (least_held < opt.entries)
+        fmt::print(
+            "Note: some rounds ran with {} entries only (the refill could not top the table "
+            "up).\n",
+            least_held);
+
+    if (opt.out.empty()) return 0;
+    using json = nlohmann::ordered_json;
+    json jcases = json::array();
+    for (const Case& c : cases) {
+        const double med = median(c.ms);
+        jcases.push_back({
+            {"name", c.name},
+            {"what", c.what},
+            {"ms_median", med},
+            {"ms_min", min_of(c.ms)},
+            {"ms_max", max_of(c.ms)},
+            {"vs_baseline", med / baseline},
+            {"entries_scanned", c.scanned},
+            {"entries_per_s", static_cast<double>(c.scanned) / med * 1000.0},
+            {"matched", c.matched},
+            {"heap_peak_bytes", c.heap_peak_bytes},
+            {"samples_ms", c.ms},
+        });
+    }
+    const json doc = {
+        {"entries", opt.entries},
+        {"least_entries_held", least_held},
+        {"topped_up", topped_up},
+        {"vips", kVips},
+        {"backends_per_vip", kBackendsPerVip},
+        {"stale", stale},
+        {"expired_per_sweep", expired.keys.size()},
+        {"batch_size", ct::kBatchSize},
+        {"samples", opt.samples},
+        {"baseline", "raw_read"},
+        {"cases", std::move(jcases)},
+        {"fill_ms", fill_ms},
+        {"refill_ms_mean", refill_ms_total / opt.samples},
+        {"rss_mib", rss_mib},
+        {"peak_rss_mib", hwm_mib},
+        {"cpu", cpu},
+        {"kernel", kernel_release()},
+        {"cpu_model", cpu_model()},
+    };
+    const std::filesystem::path path(opt.out);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    const std::filesystem::path tmp = path.string() + ".tmp";
+    {
+        std::ofstream out(tmp);
+        out << doc.dump(2) << '\n';
+        if (!out) throw Failure("write " + tmp.string());
+    }
+    std::filesystem::rename(tmp, path);
+    fmt::print("JSON: {}\n", path.string());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "xlb-bench-conntrack: {}\n", e.what());
+        return 1;
+    }
+}
