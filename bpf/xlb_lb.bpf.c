@@ -62,6 +62,9 @@ struct {
 	__type(value, struct xlb_ct_cpu);
 } xlb_ct_cpu SEC(".maps");
 
+/* Entry times (abi.h): written by the agent every XLB_CT_CLOCK_TICK_MS. */
+volatile __u32 xlb_ct_clock;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
@@ -103,17 +106,20 @@ static __always_inline int xlb_backend_live(const struct xlb_backend *be, __u32 
  * worth of tokens from this CPU's bucket. Returns 0 when the bucket is empty;
  * the caller then balances the packet without recording it.
  */
-static __always_inline int xlb_ct_admit(const struct xlb_config *cfg, __u64 now_ns)
+static __always_inline int xlb_ct_admit(const struct xlb_config *cfg)
 {
 	const __u64 one = 1000000000ULL;
 	struct xlb_ct_cpu *cpu;
 	__u32 zero = 0;
-	__u64 elapsed, cap;
+	__u64 elapsed, cap, now_ns;
 
 	cpu = bpf_map_lookup_elem(&xlb_ct_cpu, &zero);
 	if (!cpu)
 		return 1;
 	if (cfg->ct_insert_rate != 0) {
+		/* The bucket needs finer time than xlb_ct_clock's ticks; the
+		 * insert path can afford the helper. */
+		now_ns = bpf_ktime_get_coarse_ns();
 		/* Capped so that elapsed * rate fits 64 bits; a full bucket
 		 * needs no more than a second's worth anyway when burst <= rate. */
 		elapsed = now_ns - cpu->refill_ns;
@@ -165,7 +171,7 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 
 			be = bpf_map_lookup_elem(&xlb_backends, &id);
 			if (be && xlb_backend_live(be, ct->generation)) {
-				__u32 now = bpf_ktime_get_coarse_ns() >> XLB_CT_TIME_SHIFT;
+				__u32 now = xlb_ct_clock;
 
 				if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
 					ct->last_seen = now;
@@ -199,7 +205,7 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	if (repoint) {
 		ct = bpf_map_lookup_elem(&xlb_conntrack2, key);
 		if (ct) {
-			__u32 now = bpf_ktime_get_coarse_ns() >> XLB_CT_TIME_SHIFT;
+			__u32 now = xlb_ct_clock;
 
 			ct->backend_id = *id_out;
 			ct->generation = be->generation;
@@ -208,10 +214,8 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 		}
 	}
 	if (record) {
-		__u64 now_ns = bpf_ktime_get_coarse_ns();
-
-		if (xlb_ct_admit(cfg, now_ns)) {
-			__u32 now = now_ns >> XLB_CT_TIME_SHIFT;
+		if (xlb_ct_admit(cfg)) {
+			__u32 now = xlb_ct_clock;
 			struct xlb_ct_value val = {
 				.backend_id = *id_out,
 				.generation = be->generation,

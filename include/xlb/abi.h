@@ -107,12 +107,18 @@ struct xlb_backend {
 XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
 
 /*
- * Connection-table times: CLOCK_MONOTONIC_COARSE (bpf_ktime_get_coarse_ns)
- * shifted right by XLB_CT_TIME_SHIFT, i.e. units of 2^20 ns (about 1.05 ms),
- * truncated to 32 bits: they wrap every 52 days, so idle times are computed
- * modulo 2^32 units and the agent expires entries long before that.
+ * Connection-table times: CLOCK_MONOTONIC_COARSE shifted right by
+ * XLB_CT_TIME_SHIFT, i.e. units of 2^20 ns (about 1.05 ms), truncated to 32
+ * bits: they wrap every 52 days, so idle times are computed modulo 2^32 units
+ * and the agent expires entries long before that.
+ *
+ * The program does not read the clock per packet (bpf_ktime_get_coarse_ns
+ * costs about 15 ns, most of an established flow's budget): the agent writes
+ * the time into xlb_lb's global `xlb_ct_clock` every XLB_CT_CLOCK_TICK_MS.
+ * While no agent runs, the clock stands still and entries are not refreshed.
  */
 #define XLB_CT_TIME_SHIFT 20
+#define XLB_CT_CLOCK_TICK_MS 250
 /* last_seen is rewritten only once it is this many units old (about 1.07 s),
  * so a busy flow does not dirty its entry's cache line on every packet. */
 #define XLB_CT_REFRESH_UNITS 1024U

@@ -122,7 +122,7 @@ TEST_F(ConntrackTableTest, CountListFlushAndExpireKnownEntries) {
     EXPECT_EQ(done->deleted, 8u);
     EXPECT_EQ(count(*table_, context_, Filter{})->counts.scanned, 66u);
 
-    auto swept = sweep(*table_, context_);
+    auto swept = sweep(*table_, context_, 86'400'000);  // clock ticking for a day
     ASSERT_TRUE(swept.has_value()) << swept.error();
     EXPECT_EQ(swept->expired, 14u) << "10 web entries idle 2 min, 4 dns entries idle 40 s";
     EXPECT_EQ(swept->entries, 52u);

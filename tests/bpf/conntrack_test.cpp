@@ -6,7 +6,8 @@
 // BPF_PROG_TEST_RUN runs the program on the calling thread's CPU, so the
 // budget tests pin the thread to one CPU; counters are still summed over all
 // CPUs, and times are compared with CLOCK_MONOTONIC_COARSE, the program's
-// clock (bpf_ktime_get_coarse_ns).
+// clock (bpf_ktime_get_coarse_ns) for the budget, and the entry-time clock
+// the test ticks as the agent does (xlb_ct_clock) for entries.
 #include <arpa/inet.h>
 #include <sched.h>
 #include <time.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 
 #include "lb_fixture.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/datapath/setup.h"
 
 namespace xlb::test {
@@ -22,14 +24,8 @@ namespace {
 constexpr std::uint32_t kVipId = 3;
 constexpr std::uint64_t kSecond = 1'000'000'000ULL;
 
-std::uint64_t coarse_ns() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * kSecond + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-// The table's time unit, as the program computes it.
-std::uint32_t ct_now() { return static_cast<std::uint32_t>(coarse_ns() >> XLB_CT_TIME_SHIFT); }
+using bpf::monotonic_coarse_ns;
+std::uint64_t coarse_ns() { return monotonic_coarse_ns(); }
 
 // Keeps the test thread on one CPU, so every run uses the same bucket.
 class PinnedToOneCpu {
@@ -65,6 +61,14 @@ protected:
     std::vector<std::uint32_t> vip(std::uint8_t proto = kProtoTcp) {
         add_vip(kVipV4, kVipPort, proto, kVipId);
         return publish_maglev(kVipId, {{10}, {11}, {12}, {13}});
+    }
+
+    // Ticks the program's entry-time clock, as the agent's CtClockTicker
+    // does, and returns the time it set.
+    std::uint32_t ct_now() {
+        const std::uint32_t now = bpf::ct_clock_now();
+        lb().set_ct_clock(now);
+        return now;
     }
 
     void set_budget(std::uint32_t rate, std::uint32_t burst) {
@@ -276,6 +280,27 @@ TEST_F(ConntrackTest, ReRecordingAStaleEntryGoesThroughTheBudget) {
     EXPECT_EQ(std::memcmp(&*e, &stale, sizeof stale), 0) << "left as it was";
     EXPECT_EQ(budget_state().skipped, 1u);
     EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 0u);
+}
+
+TEST_F(ConntrackTest, EntryTimesComeFromTheClockTheAgentTicks) {
+    // Not the kernel's clock: the program reads xlb_ct_clock, which stands
+    // still between ticks (and while no agent runs).
+    auto ring = vip();
+    lb().set_ct_clock(123456);
+    const Flow flow = tcp_flow(45900);
+    expect_balanced(make_frame(flow), flow, ring);
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->created, 123456u);
+    EXPECT_EQ(e->last_seen, 123456u);
+    // Refreshed only once the clock has moved a refresh interval.
+    lb().set_ct_clock(123456 + XLB_CT_REFRESH_UNITS - 1);
+    expect_balanced(make_frame(flow), flow, ring);
+    EXPECT_EQ(entry(flow)->last_seen, 123456u);
+    lb().set_ct_clock(123456 + XLB_CT_REFRESH_UNITS);
+    expect_balanced(make_frame(flow), flow, ring);
+    EXPECT_EQ(entry(flow)->last_seen, 123456u + XLB_CT_REFRESH_UNITS);
+    EXPECT_EQ(entry(flow)->created, 123456u);
 }
 
 TEST_F(ConntrackTest, ARecentlySeenEntryIsNotRewritten) {

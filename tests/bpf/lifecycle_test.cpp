@@ -35,6 +35,7 @@
 
 #include "netns.h"
 #include "xlb/abi.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/fd.h"
 #include "xlb/bpf/pin.h"
 #include "xlb/bpf/programs.h"
@@ -594,14 +595,8 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
 
 // --- the connection table across loads ---------------------------------------
 
-// The program's clock for the table's times, as the agent reads it.
-std::uint32_t ct_now() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    const std::uint64_t ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-                             static_cast<std::uint64_t>(ts.tv_nsec);
-    return static_cast<std::uint32_t>(ns >> XLB_CT_TIME_SHIFT);
-}
+// The table's times, as the agent reads them.
+std::uint32_t ct_now() { return bpf::ct_clock_now(); }
 
 xlb_flow_key flow_n(std::uint32_t n) {
     xlb_flow_key k = flow();

@@ -17,6 +17,7 @@
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
 #include "xlb/agent/reload.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/fd.h"
 #include "xlb/conntrack/bpf_table.h"
 
@@ -230,7 +231,9 @@ TEST(ConntrackSweeper, SweepsCountsAndTracksFloods) {
                                      return std::vector<conntrack::VipInfo>{
                                          conntrack::vip_info(dns)};
                                  },
-                                 status},
+                                 status,
+                                 // the agent has ticked the program's clock for a day
+                                 std::chrono::steady_clock::now() - std::chrono::hours(24)},
         std::chrono::seconds(10));
     sweeper.sweep_once();
     conntrack::Status s = status->get();
@@ -243,7 +246,7 @@ TEST(ConntrackSweeper, SweepsCountsAndTracksFloods) {
 
     cpus[1].inserts = 40;
     cpus[1].skipped = 9;
-    cpus[1].last_skip_ns = conntrack::monotonic_coarse_ns();
+    cpus[1].last_skip_ns = bpf::monotonic_coarse_ns();
     sweeper.check_floods();
     s = status->get();
     EXPECT_EQ(s.inserts, 40u);

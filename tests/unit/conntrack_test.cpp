@@ -30,6 +30,8 @@ config::VipSpec vip(const char* address, std::uint16_t port, config::Protocol pr
 
 constexpr std::uint8_t kTcp = IPPROTO_TCP;
 constexpr std::uint8_t kUdp = IPPROTO_UDP;
+// The program's clock has been ticking for a day: only idle times decide.
+constexpr std::uint64_t kClockRunning = 86'400'000;
 
 // VIPs: web 198.51.100.10:80/tcp (idle 10m), any 198.51.100.10:0/tcp
 // (wildcard, default 1h), dns 198.51.100.53:53/udp (default 30s).
@@ -209,7 +211,7 @@ TEST_F(Fixture, FlushNeedsASelectorAndHonoursDryRun) {
 
 TEST_F(Fixture, SweepExpiresByEachVipsIdleTimeout) {
     fill(table);
-    auto r = sweep(table, context);
+    auto r = sweep(table, context, kClockRunning);
     ASSERT_TRUE(r.has_value()) << r.error();
     // web's 10 min: the 192.0.2.3 entry (idle 1000 s) goes; dns's 30 s: the
     // entry idle 31 s goes; the wildcard's 1 h and the VIP-less TCP entry stay.
@@ -219,10 +221,27 @@ TEST_F(Fixture, SweepExpiresByEachVipsIdleTimeout) {
     EXPECT_EQ(r->counts.no_vip, 1u);
     // An hour later everything TCP is idle over an hour, the UDP one too.
     table.set_now_ms(1'000'000 + 3'601'000);
-    r = sweep(table, context);
+    r = sweep(table, context, kClockRunning);
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->expired, 6u);
     EXPECT_EQ(table.size(), 0u);
+}
+
+TEST_F(Fixture, SweepWaitsUntilTheClockHasRunThroughTheTimeout) {
+    // Just after an agent start the entries' idle times may be the time no
+    // agent ticked the clock: nothing goes until the clock has run for the
+    // VIP's timeout (dns: 30 s, web: 10 min).
+    fill(table);
+    auto r = sweep(table, context, 29'000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->expired, 0u);
+    EXPECT_EQ(table.size(), 8u);
+    r = sweep(table, context, 31'000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->expired, 1u) << "the dns entry idle 31 s";
+    r = sweep(table, context, 601'000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->expired, 1u) << "the web entry idle 1000 s";
 }
 
 TEST_F(Fixture, SweepAcrossTheClockWrap) {
@@ -232,7 +251,7 @@ TEST_F(Fixture, SweepAcrossTheClockWrap) {
               100 - FakeConntrack::units(5'000));
     table.add(ep("192.0.2.2:1000"), ep("198.51.100.53:53"), kUdp, 3, 1, 0xffffff00u,
               100 - FakeConntrack::units(31'000));
-    auto r = sweep(table, context);
+    auto r = sweep(table, context, kClockRunning);
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->expired, 1u);
     EXPECT_EQ(table.size(), 1u);

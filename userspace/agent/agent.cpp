@@ -22,6 +22,7 @@
 #include "xlb/api/server.h"
 #include "xlb/api/services.h"
 #include "xlb/api/state_store.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/probe.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
@@ -142,6 +143,9 @@ private:
     std::shared_ptr<const conntrack::Table> ct_table_;
     std::shared_ptr<conntrack::StatusBoard> ct_status_ = std::make_shared<conntrack::StatusBoard>();
     std::optional<ConntrackSweeper> sweeper_;
+    // Keeps the program's entry-time clock current; reset before lb_.
+    std::optional<bpf::CtClockTicker> ct_clock_;
+    std::chrono::steady_clock::time_point ct_clock_started_;
     api::PublishMetrics publish_metrics_;
     std::optional<bpf::XdpAttachment> xdp_;
     // via_vip probes: the tc egress encapsulator, attached on first need
@@ -443,6 +447,10 @@ Agent::Step Agent::open_data_plane() {
                                    load_options);
     if (!lb) return std::unexpected(std::move(lb.error()));
     lb_.emplace(std::move(*lb));
+    // Before anything can attach the program: entries get real times from
+    // the first packet on.
+    ct_clock_.emplace([this](std::uint32_t units) { lb_->set_ct_clock(units); });
+    ct_clock_started_ = std::chrono::steady_clock::now();
     first_start_ = lb_->pins().names(bpf::PinAction::kReused).empty();
     spdlog::info("maps in {}: {}", pin_dir_, lb_->pins().summary());
     const auto& ct_load = lb_->conntrack_load();
@@ -654,7 +662,7 @@ void Agent::start_sweeper() {
                     return xlb::fail("the agent is stopping");
                 }
             },
-            ct_status_},
+            ct_status_, ct_clock_started_},
         config_.settings.conntrack.sweep_interval);
     sweeper_->start();
 }
@@ -697,6 +705,7 @@ void Agent::run_control() {
 // whose restart path writes only after its attach succeeded).
 void Agent::undo_start() {
     sweeper_.reset();
+    ct_clock_.reset();
     if (engine_) engine_->stop();
     if (api_) api_->stop();
     if (metrics_) metrics_->stop();
@@ -840,6 +849,9 @@ void Agent::stop() {
     if (metrics_) metrics_->stop();
     // before the loop: its VIPs come from the control thread
     sweeper_.reset();
+    // The program keeps forwarding with its clock standing still until the
+    // next agent ticks it (abi.h).
+    ct_clock_.reset();
     watcher_.reset();
     if (loop_) loop_->stop();
     // nothing publishes any more: the next start can then prove its tables' epochs

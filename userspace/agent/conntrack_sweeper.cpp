@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/conntrack/bpf_table.h"
 
 namespace xlb::agent {
@@ -51,7 +52,7 @@ void ConntrackSweeper::check_floods() {
         spdlog::warn("connection table: {}", cpus.error().message());
         return;
     }
-    for (const auto& change : floods_.update(*cpus, conntrack::monotonic_coarse_ns())) {
+    for (const auto& change : floods_.update(*cpus, bpf::monotonic_coarse_ns())) {
         if (change.started)
             spdlog::warn("{}", describe_flood(change));
         else
@@ -83,7 +84,10 @@ void ConntrackSweeper::sweep_once() {
         return;
     }
     const conntrack::Context context(std::move(*vips), std::move(*backends));
-    auto report = conntrack::sweep(in_.table, context);
+    const auto clock_running = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - in_.clock_started);
+    auto report =
+        conntrack::sweep(in_.table, context, static_cast<std::uint64_t>(clock_running.count()));
     if (!report) {
         spdlog::warn("connection-table sweep: {}", report.error().message());
         return;

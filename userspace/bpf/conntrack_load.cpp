@@ -3,7 +3,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <time.h>
 
 #include <algorithm>
 #include <iterator>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "pin_session.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/names.h"
 
 namespace xlb::bpf {
@@ -39,16 +39,6 @@ using Outcome = ConntrackLoad::Outcome;
 // Entries per batch call; a hash bucket holding more than this makes the
 // kernel answer ENOSPC, and the batch grows.
 constexpr std::uint32_t kBatch = 4096;
-
-// The program's clock for created/last_seen (bpf_ktime_get_coarse_ns() is
-// CLOCK_MONOTONIC_COARSE), in XLB_CT_TIME_SHIFT units, wrapping at 32 bits.
-std::uint32_t ct_now() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    const std::uint64_t ns = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-                             static_cast<std::uint64_t>(ts.tv_nsec);
-    return static_cast<std::uint32_t>(ns >> XLB_CT_TIME_SHIFT);
-}
 
 std::string entries(std::uint64_t n) {
     return std::to_string(n) + (n == 1 ? " entry" : " entries");
@@ -212,7 +202,7 @@ Result<void> ConntrackLoader::fill(int table_fd) {
     const std::string table = "connection table " XLB_MAP_CONNTRACK;
     std::vector<xlb_flow_key> keys;
     std::vector<xlb_ct_value> values;
-    const std::uint32_t now = ct_now();
+    const std::uint32_t now = ct_clock_now();
 
     if (source_ == Source::kNone) return {};
     if (source_ == Source::kResize) {

@@ -133,6 +133,11 @@ HashMap<xlb_flow_key, xlb_ct_value> LbProgram::conntrack() const {
 PerCpuArrayMap<xlb_ct_cpu> LbProgram::ct_cpu() const {
     return {bpf_map__fd(skel_->maps.xlb_ct_cpu), XLB_MAP_CT_CPU};
 }
+void LbProgram::set_ct_clock(std::uint32_t units) const {
+    // One aligned 32-bit store into the mmap()ed .bss: the program reads
+    // either the old time or the new one.
+    __atomic_store_n(&skel_->bss->xlb_ct_clock, units, __ATOMIC_RELAXED);
+}
 PerCpuArrayMap<std::uint64_t> LbProgram::outcomes() const {
     return {bpf_map__fd(skel_->maps.xlb_stats), XLB_MAP_STATS};
 }

@@ -2,12 +2,13 @@
 #include "xlb/conntrack/bpf_table.h"
 
 #include <bpf/bpf.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include "xlb/bpf/ct_clock.h"
 
 namespace xlb::conntrack {
 
@@ -52,13 +53,6 @@ Result<void> lookup_all(int fd, const std::string& name, std::size_t chunk, Use 
 
 }  // namespace
 
-std::uint64_t monotonic_coarse_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 Result<BpfTable> BpfTable::open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
                                 bpf::ArrayMap<xlb_backend> backends, std::size_t batch_size) {
     auto capacity = max_entries(conntrack.fd(), conntrack.name());
@@ -69,7 +63,7 @@ Result<BpfTable> BpfTable::open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntra
                     batch_size == 0 ? kBatchSize : batch_size);
 }
 
-Units BpfTable::now() const { return units_from_ns(monotonic_coarse_ns()); }
+Units BpfTable::now() const { return bpf::ct_clock_now(); }
 
 Result<void> BpfTable::scan(const std::function<void(std::span<const Entry>)>& batch) const {
     std::vector<Entry> entries;

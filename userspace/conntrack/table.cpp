@@ -15,8 +15,8 @@ namespace {
 // 2^20 ns in ms, as a rational: exact for any u32 count of units.
 constexpr std::uint64_t kNsPerUnit = 1ULL << XLB_CT_TIME_SHIFT;
 
-std::string match_bytes(const xlb_vip_key& key) {
-    return std::string(reinterpret_cast<const char*>(&key), sizeof(key));
+std::string_view match_bytes(const xlb_vip_key& key) {
+    return std::string_view(reinterpret_cast<const char*>(&key), sizeof(key));
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -57,9 +57,9 @@ Context::Context(std::vector<VipInfo> vips, Backends backends)
     for (std::size_t i = 0; i < vips_.size(); ++i) {
         const config::VipKey& k = vips_[i].vip;
         by_key_.emplace(vips_[i].key, i);
-        by_match_.emplace(match_bytes(datapath::vip_key(k.address, k.port,
-                                                        static_cast<std::uint8_t>(k.protocol))),
-                          i);
+        const xlb_vip_key match =
+            datapath::vip_key(k.address, k.port, static_cast<std::uint8_t>(k.protocol));
+        by_match_.emplace(std::string(match_bytes(match)), i);
     }
 }
 
@@ -121,13 +121,14 @@ bool Filter::matches(const Entry& entry, const View& view) const {
     return true;
 }
 
-bool expired(const Entry& entry, const View& view) {
+bool expired(const Entry& entry, const View& view, std::uint64_t clock_running_ms) {
     const config::Duration timeout =
         view.vip
             ? view.vip->idle_timeout
             : config::default_idle_timeout(entry.key.proto == IPPROTO_UDP ? config::Protocol::kUdp
                                                                           : config::Protocol::kTcp);
-    return view.idle_ms > static_cast<std::uint64_t>(timeout.count());
+    const auto limit = static_cast<std::uint64_t>(timeout.count());
+    return view.idle_ms > limit && clock_running_ms > limit;
 }
 
 void Counter::add(const View& view) {
@@ -216,7 +217,8 @@ Result<FlushReport> flush(const Table& table, const Context& context, const Filt
     return out;
 }
 
-Result<SweepReport> sweep(const Table& table, const Context& context) {
+Result<SweepReport> sweep(const Table& table, const Context& context,
+                          std::uint64_t clock_running_ms) {
     const auto start = std::chrono::steady_clock::now();
     const Units now = table.now();
     Counter counter;
@@ -225,7 +227,7 @@ Result<SweepReport> sweep(const Table& table, const Context& context) {
         counter.scanned(batch.size());
         for (const Entry& e : batch) {
             const View v = judge(context, e, now);
-            if (expired(e, v)) {
+            if (expired(e, v, clock_running_ms)) {
                 doomed.push_back(e.key);
             } else {
                 counter.add(v);

@@ -53,6 +53,7 @@
 #include "harness.h"
 #include "testbed.h"
 #include "xlb/abi.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
@@ -113,15 +114,11 @@ struct Counters {
     std::uint64_t ct_inserts = 0, ct_skipped = 0;  // xlb_ct_cpu, summed
 };
 
-// The program's clocks: CLOCK_MONOTONIC_COARSE in ns, and in connection-table
-// units (created, last_seen).
-std::uint64_t coarse_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-std::uint32_t ct_now() { return static_cast<std::uint32_t>(coarse_ns() >> XLB_CT_TIME_SHIFT); }
+// The program's clocks: CLOCK_MONOTONIC_COARSE in ns (the insert budget), and
+// the entry-time clock in connection-table units (created, last_seen).
+using bpf::monotonic_coarse_ns;
+std::uint64_t coarse_ns() { return monotonic_coarse_ns(); }
+std::uint32_t ct_now() { return bpf::ct_clock_now(); }
 
 class Balancer {
 public:
@@ -129,6 +126,8 @@ public:
         : lb_(must(bpf::LbProgram::load(bpf::LbMapSizes{
               .max_vips = 8, .max_backends = 256, .conntrack_entries = conntrack_entries}))) {
         configure();
+        // As xlbd does: the program's entry-time clock ticks from a thread.
+        clock_.emplace([this](std::uint32_t units) { lb_.set_ct_clock(units); });
     }
 
     const bpf::LbProgram& lb() const { return lb_; }
@@ -252,6 +251,7 @@ private:
     }
 
     bpf::LbProgram lb_;
+    std::optional<bpf::CtClockTicker> clock_;  // after lb_: stops first
     std::vector<IpAddress> backend_addr_;
     std::vector<std::uint32_t> ring_v4_, ring_v6_;
     xlb::datapath::CtBudget budget_;
@@ -365,8 +365,10 @@ struct Sample {
 };
 
 // Connection-table units between a run's last packet and the check of its
-// entry's age.
-constexpr std::uint32_t kRefreshMargin = 100;
+// entry's age: the ticker's interval (the program's clock lags the real one
+// by up to that) and some slack.
+constexpr std::uint32_t kRefreshMargin =
+    static_cast<std::uint32_t>((XLB_CT_CLOCK_TICK_MS * 1'000'000ULL) >> XLB_CT_TIME_SHIFT) + 100;
 
 class Checker {
 public:

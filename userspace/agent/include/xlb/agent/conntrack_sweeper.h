@@ -32,6 +32,9 @@ public:
         // The VIPs the entries are judged against (from the control thread).
         std::function<Result<std::vector<conntrack::VipInfo>>()> vips;
         std::shared_ptr<conntrack::StatusBoard> status;
+        // When this agent started ticking the program's clock (ct_clock.h):
+        // nothing expires before the clock has run through its timeout.
+        std::chrono::steady_clock::time_point clock_started = std::chrono::steady_clock::now();
     };
 
     ConntrackSweeper(Inputs inputs, std::chrono::milliseconds interval);

@@ -47,8 +47,4 @@ private:
     std::size_t batch_size_ = kBatchSize;
 };
 
-// CLOCK_MONOTONIC_COARSE in ns: the clock of bpf_ktime_get_coarse_ns(), of
-// entry times and of xlb_ct_cpu.last_skip_ns.
-std::uint64_t monotonic_coarse_ns();
-
 }  // namespace xlb::conntrack

@@ -75,8 +75,15 @@ public:
 private:
     std::vector<VipInfo> vips_;
     std::map<std::string, std::size_t, std::less<>> by_key_;
-    // xlb_vip_key bytes -> index in vips_.
-    std::unordered_map<std::string, std::size_t> by_match_;
+    // xlb_vip_key bytes -> index in vips_. Looked up once or twice per entry
+    // of every scan, by a view of the key: no allocation per entry.
+    struct BytesHash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view bytes) const {
+            return std::hash<std::string_view>{}(bytes);
+        }
+    };
+    std::unordered_map<std::string, std::size_t, BytesHash, std::equal_to<>> by_match_;
     Backends backends_;
 };
 
@@ -105,8 +112,12 @@ struct Filter {
 };
 
 // Whether the sweep deletes the entry: idle longer than its VIP's timeout,
-// or, matching no VIP (it was deleted), than its protocol's default.
-bool expired(const Entry& entry, const View& view);
+// or, matching no VIP (it was deleted), than its protocol's default; and the
+// program's clock has been ticking for longer than that timeout too
+// (`clock_running_ms`): while no agent ticks it the clock stands still and
+// busy entries look idle, so only a timeout the clock has run through since
+// proves a flow idle.
+bool expired(const Entry& entry, const View& view, std::uint64_t clock_running_ms);
 
 struct BackendCount {
     std::string backend;  // BackendInfo::text
@@ -212,7 +223,8 @@ struct SweepReport {
     Counts counts;
     double sweep_ms = 0;
 };
-Result<SweepReport> sweep(const Table& table, const Context& context);
+Result<SweepReport> sweep(const Table& table, const Context& context,
+                          std::uint64_t clock_running_ms);
 
 // ---------------------------------------------------------------------------
 // Floods: the per-CPU insert budget's state (xlb_ct_cpu), read by the agent.
