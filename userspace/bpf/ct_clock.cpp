@@ -24,8 +24,7 @@ CtClockTicker::CtClockTicker(std::function<void(std::uint32_t)> write,
     write_(ct_clock_now());
     thread_ = std::thread([this] {
         std::unique_lock lock(mu_);
-        while (!cv_.wait_for(lock, interval_, [this] { return stopping_; }))
-            write_(ct_clock_now());
+        while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) write_(ct_clock_now());
     });
 }
 

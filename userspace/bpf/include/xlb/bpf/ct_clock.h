@@ -25,9 +25,9 @@ class CtClockTicker {
 public:
     // `write` stores a time (ct_clock_now()) into the program; called once
     // here, then every `interval` from the thread.
-    explicit CtClockTicker(std::function<void(std::uint32_t)> write,
-                           std::chrono::milliseconds interval =
-                               std::chrono::milliseconds(XLB_CT_CLOCK_TICK_MS));
+    explicit CtClockTicker(
+        std::function<void(std::uint32_t)> write,
+        std::chrono::milliseconds interval = std::chrono::milliseconds(XLB_CT_CLOCK_TICK_MS));
     ~CtClockTicker();
     CtClockTicker(const CtClockTicker&) = delete;
     CtClockTicker& operator=(const CtClockTicker&) = delete;
