@@ -45,7 +45,6 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/resource.h>
-#include <sys/utsname.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -65,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "host.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/conntrack/bpf_table.h"
@@ -111,6 +111,9 @@ void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
 namespace {
 
 namespace bpf = xlb::bpf;
+using xlb::bench::cpu_model;
+using xlb::bench::kernel_release;
+using xlb::bench::pin_to_cpu;
 namespace ct = xlb::conntrack;
 using xlb::net::IpAddress;
 
@@ -336,43 +339,6 @@ std::uint64_t proc_status_kib(const char* field) {
         if (line.rfind(prefix, 0) == 0)
             return std::strtoull(line.c_str() + prefix.size(), nullptr, 10);
     return 0;
-}
-
-int pin_to_cpu(int wanted) {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-        throw Failure(fmt::format("read the CPU affinity: {}", std::strerror(errno)));
-    int cpu = wanted;
-    if (cpu < 0) {
-        for (int i = CPU_SETSIZE - 1; i >= 0 && cpu < 0; --i)
-            if (CPU_ISSET(i, &allowed)) cpu = i;
-    } else if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
-        throw Failure(fmt::format("CPU {} is not available to this process", cpu));
-    }
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) != 0)
-        throw Failure(fmt::format("pin to CPU {}: {}", cpu, std::strerror(errno)));
-    return cpu;
-}
-
-std::string kernel_release() {
-    utsname u{};
-    return uname(&u) == 0 ? u.release : "unknown";
-}
-
-std::string cpu_model() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("model name", 0) == 0) {
-            auto colon = line.find(':');
-            if (colon != std::string::npos) return line.substr(colon + 2);
-        }
-    }
-    return "unknown";
 }
 
 struct Options {

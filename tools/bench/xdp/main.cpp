@@ -32,7 +32,6 @@
 #include <linux/bpf.h>
 #include <sched.h>
 #include <sys/resource.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +50,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "host.h"
 #include "testbed.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/ct_clock.h"
@@ -64,6 +64,9 @@
 namespace {
 
 namespace bpf = xlb::bpf;
+using xlb::bench::cpu_model;
+using xlb::bench::kernel_release;
+using xlb::bench::pin_to_cpu;
 namespace test = xlb::test;
 using test::Bytes;
 using xlb::bench::Harness;
@@ -705,44 +708,6 @@ private:
 
 // ---------------------------------------------------------------------------
 // Environment and reporting.
-
-int pin_to_cpu(int wanted) {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-        throw Failure(fmt::format("read the CPU affinity: {}", std::strerror(errno)));
-    int cpu = wanted;
-    if (cpu < 0) {
-        // The highest allowed CPU: CPU 0 usually takes more of the interrupts.
-        for (int i = CPU_SETSIZE - 1; i >= 0 && cpu < 0; --i)
-            if (CPU_ISSET(i, &allowed)) cpu = i;
-    } else if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
-        throw Failure(fmt::format("CPU {} is not available to this process", cpu));
-    }
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) != 0)
-        throw Failure(fmt::format("pin to CPU {}: {}", cpu, std::strerror(errno)));
-    return cpu;
-}
-
-std::string kernel_release() {
-    utsname u{};
-    return uname(&u) == 0 ? u.release : "unknown";
-}
-
-std::string cpu_model() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("model name", 0) == 0) {
-            auto colon = line.find(':');
-            if (colon != std::string::npos) return line.substr(colon + 2);
-        }
-    }
-    return "unknown";
-}
 
 std::string ns_text(double ns) { return fmt::format("{:.1f}", ns); }
 

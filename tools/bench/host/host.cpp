@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "host.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/utsname.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace xlb::bench {
+
+int pin_to_cpu(int wanted) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        throw std::runtime_error(fmt::format("read the CPU affinity: {}", std::strerror(errno)));
+    int cpu = wanted;
+    if (cpu < 0) {
+        for (int i = CPU_SETSIZE - 1; i >= 0 && cpu < 0; --i)
+            if (CPU_ISSET(i, &allowed)) cpu = i;
+    } else if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
+        throw std::runtime_error(fmt::format("CPU {} is not available to this process", cpu));
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0)
+        throw std::runtime_error(fmt::format("pin to CPU {}: {}", cpu, std::strerror(errno)));
+    return cpu;
+}
+
+std::string kernel_release() {
+    utsname u{};
+    return uname(&u) == 0 ? u.release : "unknown";
+}
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
+
+}  // namespace xlb::bench

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the benchmarks need of the machine they run on: one CPU to run on,
+// and the kernel and CPU model to print beside their figures.
+#pragma once
+
+#include <string>
+
+namespace xlb::bench {
+
+// Pins the process to `wanted`, or with -1 to the highest CPU it may use
+// (CPU 0 usually takes more of the interrupts); returns the CPU. Throws
+// std::runtime_error when it cannot.
+int pin_to_cpu(int wanted);
+// uname's release, or "unknown".
+std::string kernel_release();
+// /proc/cpuinfo's first "model name", or "unknown".
+std::string cpu_model();
+
+}  // namespace xlb::bench
