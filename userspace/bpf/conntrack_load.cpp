@@ -86,29 +86,13 @@ struct Entries {
 template <typename V>
 Result<Entries<V>> read_all(int fd, const std::string& what, const std::string& object) {
     Entries<V> out;
-    std::uint32_t batch_size = kBatch;
-    std::uint32_t token = 0;
-    bool first = true;
-    while (true) {
-        const std::size_t have = out.keys.size();
-        out.keys.resize(have + batch_size);
-        out.values.resize(have + batch_size);
-        __u32 count = batch_size;
-        LIBBPF_OPTS(bpf_map_batch_opts, opts);
-        const int rc =
-            bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, out.keys.data() + have,
-                                 out.values.data() + have, &count, &opts);
-        const int err = rc != 0 ? errno : 0;
-        out.keys.resize(have + count);
-        out.values.resize(have + count);
-        if (err == ENOENT) break;  // the end; count holds the last batch
-        if (err == ENOSPC && count == 0) {
-            batch_size *= 2;  // one bucket holds more entries than a batch
-            continue;
-        }
-        if (err != 0) return fail_on(err, "read", object.empty() ? what : what + " " + object);
-        first = false;
-    }
+    auto read = lookup_batches<xlb_flow_key, V>(
+        fd, object.empty() ? what : what + " " + object, kBatch,
+        [&](std::span<const xlb_flow_key> keys, std::span<const V> values) {
+            out.keys.insert(out.keys.end(), keys.begin(), keys.end());
+            out.values.insert(out.values.end(), values.begin(), values.end());
+        });
+    if (!read) return std::unexpected(read.error());
     return out;
 }
 

@@ -22,35 +22,6 @@ Result<std::uint32_t> max_entries(int fd, const std::string& name) {
     return info.max_entries;
 }
 
-// Runs batched lookups over the whole map, `chunk` entries at a time; `use`
-// gets each batch's keys and values. A bucket holding more than `chunk`
-// entries (ENOSPC) doubles the buffers and tries the batch again.
-template <class K, class V, class Use>
-Result<void> lookup_all(int fd, const std::string& name, std::size_t chunk, Use use) {
-    std::vector<K> keys(chunk);
-    std::vector<V> values(chunk);
-    // The batch token: a bucket index for hash maps, an index for arrays.
-    alignas(8) unsigned char in[sizeof(K) < 8 ? 8 : sizeof(K)] = {};
-    alignas(8) unsigned char out[sizeof(in)] = {};
-    bool first = true;
-    for (;;) {
-        __u32 count = static_cast<__u32>(keys.size());
-        int rc = bpf_map_lookup_batch(fd, first ? nullptr : in, out, keys.data(), values.data(),
-                                      &count, nullptr);
-        const int err = rc == 0 ? 0 : errno;
-        if (rc != 0 && err == ENOSPC && count == 0) {
-            keys.resize(keys.size() * 2);
-            values.resize(values.size() * 2);
-            continue;
-        }
-        if (rc != 0 && err != ENOENT) return fail_on(err, "read (batched lookup)", name);
-        use(std::span<const K>(keys.data(), count), std::span<const V>(values.data(), count));
-        if (rc != 0) return {};  // ENOENT: the last batch
-        std::memcpy(in, out, sizeof(in));
-        first = false;
-    }
-}
-
 }  // namespace
 
 Result<BpfTable> BpfTable::open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
@@ -68,7 +39,7 @@ Units BpfTable::now() const { return bpf::ct_clock_now(); }
 Result<void> BpfTable::scan(const std::function<void(std::span<const Entry>)>& batch) const {
     std::vector<Entry> entries;
     entries.reserve(batch_size_);
-    return lookup_all<xlb_flow_key, xlb_ct_value>(
+    return bpf::lookup_batches<xlb_flow_key, xlb_ct_value>(
         conntrack_.fd(), conntrack_.name(), batch_size_,
         [&](std::span<const xlb_flow_key> keys, std::span<const xlb_ct_value> values) {
             entries.clear();
@@ -102,7 +73,7 @@ Result<std::uint64_t> BpfTable::erase(std::span<const xlb_flow_key> keys) const 
 Result<Backends> BpfTable::backends() const {
     std::vector<std::pair<std::uint32_t, xlb_backend>> entries;
     entries.reserve(backend_slots_);
-    auto read = lookup_all<std::uint32_t, xlb_backend>(
+    auto read = bpf::lookup_batches<std::uint32_t, xlb_backend>(
         backends_.fd(), backends_.name(), batch_size_,
         [&](std::span<const std::uint32_t> keys, std::span<const xlb_backend> values) {
             for (std::size_t i = 0; i < keys.size(); ++i) entries.emplace_back(keys[i], values[i]);

@@ -242,55 +242,27 @@ void write_entries(int fd, const std::vector<xlb_flow_key>& keys,
 
 // The baseline: the kernel's batched read, nothing done with the entries.
 std::uint64_t raw_read(int fd) {
-    std::vector<xlb_flow_key> keys(ct::kBatchSize);
-    std::vector<xlb_ct_value> values(ct::kBatchSize);
-    __u32 in = 0, out = 0;
-    bool first = true;
     std::uint64_t total = 0;
-    for (;;) {
-        auto count = static_cast<__u32>(keys.size());
-        const int rc = bpf_map_lookup_batch(fd, first ? nullptr : &in, &out, keys.data(),
-                                            values.data(), &count, nullptr);
-        const int err = rc == 0 ? 0 : errno;
-        if (rc != 0 && err == ENOSPC && count == 0) {
-            keys.resize(keys.size() * 2);
-            values.resize(values.size() * 2);
-            continue;
-        }
-        if (rc != 0 && err != ENOENT)
-            throw Failure(fmt::format("batched read: {}", std::strerror(err)));
-        total += count;
-        if (rc != 0) return total;
-        in = out;
-        first = false;
-    }
+    must(bpf::lookup_batches<xlb_flow_key, xlb_ct_value>(
+             fd, XLB_MAP_CONNTRACK, ct::kBatchSize,
+             [&](std::span<const xlb_flow_key> keys, std::span<const xlb_ct_value>) {
+                 total += keys.size();
+             }),
+         "batched read");
+    return total;
 }
 
 // The whole table, for the checks (untimed).
 Entries read_all(int fd) {
     Entries out;
-    std::vector<xlb_flow_key> keys(ct::kBatchSize);
-    std::vector<xlb_ct_value> values(ct::kBatchSize);
-    __u32 in = 0, next = 0;
-    bool first = true;
-    for (;;) {
-        auto count = static_cast<__u32>(keys.size());
-        const int rc = bpf_map_lookup_batch(fd, first ? nullptr : &in, &next, keys.data(),
-                                            values.data(), &count, nullptr);
-        const int err = rc == 0 ? 0 : errno;
-        if (rc != 0 && err == ENOSPC && count == 0) {
-            keys.resize(keys.size() * 2);
-            values.resize(values.size() * 2);
-            continue;
-        }
-        if (rc != 0 && err != ENOENT)
-            throw Failure(fmt::format("batched read: {}", std::strerror(err)));
-        out.keys.insert(out.keys.end(), keys.begin(), keys.begin() + count);
-        out.values.insert(out.values.end(), values.begin(), values.begin() + count);
-        if (rc != 0) return out;
-        in = next;
-        first = false;
-    }
+    must(bpf::lookup_batches<xlb_flow_key, xlb_ct_value>(
+             fd, XLB_MAP_CONNTRACK, ct::kBatchSize,
+             [&](std::span<const xlb_flow_key> keys, std::span<const xlb_ct_value> values) {
+                 out.keys.insert(out.keys.end(), keys.begin(), keys.end());
+                 out.values.insert(out.values.end(), values.begin(), values.end());
+             }),
+         "batched read");
+    return out;
 }
 
 // What each API request (and each sweep) builds before its scan.

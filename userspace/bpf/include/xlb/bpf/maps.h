@@ -5,8 +5,10 @@
 
 #include <bpf/bpf.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -31,6 +33,35 @@ protected:
     int fd_ = -1;
     std::string name_;
 };
+
+// Reads a whole hash or array map with batched lookups, `chunk` entries at a time;
+// `use(std::span<const K>, std::span<const V>)` gets each batch. A bucket
+// holding more than `chunk` entries (ENOSPC) doubles the buffers and tries
+// the batch again. A snapshot only as far as the kernel's batches are.
+template <typename K, typename V, typename Use>
+Result<void> lookup_batches(int fd, const std::string& name, std::size_t chunk, Use use) {
+    std::vector<K> keys(chunk);
+    std::vector<V> values(chunk);
+    // The batch token: a bucket index for hash maps, an index for arrays.
+    std::uint32_t in = 0, out = 0;
+    bool first = true;
+    for (;;) {
+        __u32 count = static_cast<__u32>(keys.size());
+        const int rc = bpf_map_lookup_batch(fd, first ? nullptr : &in, &out, keys.data(),
+                                            values.data(), &count, nullptr);
+        const int err = rc == 0 ? 0 : errno;
+        if (rc != 0 && err == ENOSPC && count == 0) {
+            keys.resize(keys.size() * 2);
+            values.resize(values.size() * 2);
+            continue;
+        }
+        if (rc != 0 && err != ENOENT) return fail_on(err, "read (batched lookup)", name);
+        use(std::span<const K>(keys.data(), count), std::span<const V>(values.data(), count));
+        if (rc != 0) return {};  // ENOENT: the last batch
+        in = out;
+        first = false;
+    }
+}
 
 // Hash and LRU-hash maps.
 template <typename K, typename V>
