@@ -232,20 +232,51 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 
 static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 				     const struct xlb_backend *be, const struct xlb_config *cfg,
-				     __u32 hash)
+				     __u32 hash, __u64 frame_len)
 {
+	__u64 packet_len = sizeof(struct ethhdr) + pkt->ip_len;
+
 	if (be->family == XLB_FAMILY_V4 && pkt->key.family != XLB_FAMILY_V4)
 		return -XLB_OUT_DROP_FAMILY;
 	if (pkt->ip_len + xlb_encap_overhead(be) > cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
+	/* Ethernet padding after the IP packet would ride inside the outer
+	 * packet, past its length: cut it off first. */
+	if (frame_len > packet_len && bpf_xdp_adjust_tail(ctx, -(int)(frame_len - packet_len)))
+		return -XLB_OUT_DROP_HEADROOM;
 	return xlb_push_encap(ctx, pkt, be, cfg, hash);
+}
+
+/* The quoted IPv4 header's checksum holds: ihl (5..15) words at `quoted`,
+ * already checked to lie inside the packet. */
+static __always_inline int xlb_quoted_ipv4_valid(const struct xlb_cursor *cur,
+						 const struct iphdr *quoted)
+{
+	const __u16 *word = (const __u16 *)quoted;
+	__u32 words = quoted->ihl * 2, sum = 0;
+
+	for (__u32 i = 0; i < 30; i++) {
+		if (i >= words)
+			break;
+		/* Keeps clang from turning the bound into an index compare the
+		 * verifier cannot follow. */
+		asm volatile("" : "+r"(word));
+		if (!xlb_in_ip_packet(cur, word, sizeof(*word)))
+			return 0;
+		sum += *word;
+		word++;
+	}
+	return xlb_csum_fold(sum) == 0;
 }
 
 /*
  * An ICMP "fragmentation needed" / ICMPv6 "packet too big" addressed to a VIP
  * quotes a packet the backend sent to the client (source = VIP). Reverse the
  * quoted tuple to find the client's flow and send the error to the backend
- * that owns it, so its path-MTU discovery works. Fills pkt->key with the
+ * that owns it, so its path-MTU discovery works. Only an error sent to the
+ * VIP it quotes qualifies (one to this host's own address is the kernel's),
+ * and for IPv4 only one whose quoted header has a valid checksum: anything
+ * else could make us forward junk to a backend. Fills pkt->key with the
  * client's flow and returns its VIP, or NULL when the packet is not such an
  * error; *err is -outcome when the ICMP header itself is cut short.
  */
@@ -261,27 +292,28 @@ xlb_match_icmp_error(struct xlb_cursor *cur, struct xlb_packet *pkt, int proto, 
 		struct icmphdr *icmp = cur->pos;
 		struct iphdr *inner;
 
-		if ((void *)(icmp + 1) > cur->end) {
+		if (!xlb_in_ip_packet(cur, icmp, sizeof(*icmp))) {
 			*err = -XLB_OUT_DROP_MALFORMED_L4;
 			return NULL;
 		}
 		if (icmp->type != ICMP_DEST_UNREACH || icmp->code != ICMP_FRAG_NEEDED)
 			return NULL;
 		inner = (void *)(icmp + 1);
-		if ((void *)(inner + 1) > cur->end || inner->ihl < 5)
+		if (!xlb_in_ip_packet(cur, inner, sizeof(*inner)) || inner->ihl < 5)
 			return NULL;
 		ports = (void *)inner + inner->ihl * 4;
-		if ((void *)(ports + 2) > cur->end)
+		if (!xlb_in_ip_packet(cur, ports, 4))
+			return NULL;
+		/* the quoted packet went VIP -> client; the flow is client -> VIP */
+		if (inner->saddr != key->dst[0] || !xlb_quoted_ipv4_valid(cur, inner))
 			return NULL;
 		inner_proto = inner->protocol;
-		/* the quoted packet went VIP -> client; the flow is client -> VIP */
 		key->src[0] = inner->daddr;
-		key->dst[0] = inner->saddr;
 	} else if (proto == IPPROTO_ICMPV6 && key->family == XLB_FAMILY_V6) {
 		struct icmp6hdr *icmp6 = cur->pos;
 		struct ipv6hdr *inner;
 
-		if ((void *)(icmp6 + 1) > cur->end) {
+		if (!xlb_in_ip_packet(cur, icmp6, sizeof(*icmp6))) {
 			*err = -XLB_OUT_DROP_MALFORMED_L4;
 			return NULL;
 		}
@@ -289,11 +321,15 @@ xlb_match_icmp_error(struct xlb_cursor *cur, struct xlb_packet *pkt, int proto, 
 			return NULL;
 		inner = (void *)(icmp6 + 1);
 		ports = (void *)(inner + 1);
-		if ((void *)(ports + 2) > cur->end)
+		if (!xlb_in_ip_packet(cur, ports, 4))
+			return NULL;
+		if (inner->saddr.in6_u.u6_addr32[0] != key->dst[0] ||
+		    inner->saddr.in6_u.u6_addr32[1] != key->dst[1] ||
+		    inner->saddr.in6_u.u6_addr32[2] != key->dst[2] ||
+		    inner->saddr.in6_u.u6_addr32[3] != key->dst[3])
 			return NULL;
 		inner_proto = inner->nexthdr;
 		__builtin_memcpy(key->src, &inner->daddr, 16);
-		__builtin_memcpy(key->dst, &inner->saddr, 16);
 	} else {
 		return NULL;
 	}
@@ -310,7 +346,7 @@ int xlb_lb(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct xlb_cursor cur = { .pos = data, .end = data_end };
+	struct xlb_cursor cur = { .pos = data, .end = data_end, .ip_end = data_end };
 	struct xlb_packet pkt = {};
 	struct xlb_vip_value *vip;
 	struct xlb_vip_stats *vstats;
@@ -375,7 +411,7 @@ int xlb_lb(struct xdp_md *ctx)
 				       hash, icmp_error ? NULL : vstats, &backend_id, &be);
 	}
 	if (err == 0)
-		err = xlb_encap(ctx, &pkt, be, cfg, hash);
+		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len);
 	if (err == -XLB_OUT_DROP_TOO_BIG && (cfg->flags & XLB_CFG_F_ICMP_TOO_BIG) && !icmp_error) {
 		/* the largest packet that still fits once encapsulated */
 		__u32 room = cfg->mtu - xlb_encap_overhead(be);

@@ -50,7 +50,7 @@ static __always_inline int xlb_probe_parse(struct __sk_buff *skb, struct xlb_pac
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
-	struct xlb_cursor cur = { .pos = data, .end = data_end };
+	struct xlb_cursor cur = { .pos = data, .end = data_end, .ip_end = data_end };
 	struct ethhdr *eth = data;
 	int proto;
 

@@ -15,8 +15,11 @@
  *  - Any fragment (IPv4 MF or offset, IPv6 fragment header) is passed:
  *    only the first would carry ports, and splitting a datagram's fragments
  *    over two backends is worse than not balancing it.
- *  - Ethernet padding after the IP packet is tolerated; lengths come from
- *    the IP header.
+ *  - Lengths come from the IP header. Ethernet padding after the IP packet
+ *    is tolerated but never read as part of it: a TCP/UDP/ICMP or IPv6
+ *    extension header that would end past the IP packet's own length is
+ *    malformed even when the frame goes on (cur->ip_end below), and the
+ *    balancer trims the padding before it encapsulates.
  */
 #ifndef XLB_BPF_PARSE_H
 #define XLB_BPF_PARSE_H
@@ -56,10 +59,20 @@ struct xlb_packet {
 	__u8 pad;
 };
 
+/* end: the frame's end, which every read is checked against (the verifier's
+ * bound). ip_end: where the IP packet ends by its own length, never past end;
+ * headers must also end before it. */
 struct xlb_cursor {
 	void *pos;
 	void *end;
+	void *ip_end;
 };
+
+/* A header of `len` bytes at `at` lies inside the IP packet (and the frame). */
+static __always_inline int xlb_in_ip_packet(const struct xlb_cursor *cur, const void *at, __u32 len)
+{
+	return at + len <= cur->end && at + len <= cur->ip_end;
+}
 
 /* Returns the IPv4 protocol, or -outcome. */
 static __always_inline int xlb_parse_ipv4(struct xlb_cursor *cur, struct xlb_packet *pkt)
@@ -83,6 +96,7 @@ static __always_inline int xlb_parse_ipv4(struct xlb_cursor *cur, struct xlb_pac
 	pkt->key.src[0] = iph->saddr;
 	pkt->key.dst[0] = iph->daddr;
 	pkt->ip_len = tot_len;
+	cur->ip_end = (void *)iph + tot_len;
 	pkt->tos = iph->tos;
 	pkt->df = !!(iph->frag_off & bpf_htons(IP_DF));
 	cur->pos = (void *)iph + hlen;
@@ -102,6 +116,7 @@ static __always_inline int xlb_parse_ipv6(struct xlb_cursor *cur, struct xlb_pac
 	pkt->ip_len = sizeof(*ip6h) + bpf_ntohs(ip6h->payload_len);
 	if ((void *)ip6h + pkt->ip_len > cur->end)
 		return -XLB_OUT_DROP_MALFORMED_IPV6;
+	cur->ip_end = (void *)ip6h + pkt->ip_len;
 
 	pkt->key.family = XLB_FAMILY_V6;
 	__builtin_memcpy(pkt->key.src, &ip6h->saddr, 16);
@@ -121,7 +136,7 @@ static __always_inline int xlb_parse_ipv6(struct xlb_cursor *cur, struct xlb_pac
 		case XLB_NEXTHDR_ROUTING:
 		case XLB_NEXTHDR_DEST:
 		case XLB_NEXTHDR_AH:
-			if ((void *)(opt + 1) > cur->end)
+			if (!xlb_in_ip_packet(cur, opt, sizeof(*opt)))
 				return -XLB_OUT_DROP_MALFORMED_IPV6;
 			if (nexthdr == XLB_NEXTHDR_AH)
 				len = ((__u32)opt->hdrlen + 2) * 4;
@@ -129,7 +144,7 @@ static __always_inline int xlb_parse_ipv6(struct xlb_cursor *cur, struct xlb_pac
 				len = ((__u32)opt->hdrlen + 1) * 8;
 			nexthdr = opt->nexthdr;
 			cur->pos += len;
-			if (cur->pos > cur->end)
+			if (cur->pos > cur->end || cur->pos > cur->ip_end)
 				return -XLB_OUT_DROP_MALFORMED_IPV6;
 			break;
 		case XLB_NEXTHDR_FRAGMENT:
@@ -153,9 +168,9 @@ static __always_inline int xlb_parse_l4(struct xlb_cursor *cur, struct xlb_packe
 	if (proto == IPPROTO_TCP) {
 		struct tcphdr *th = cur->pos;
 
-		if ((void *)(th + 1) > cur->end)
+		if (!xlb_in_ip_packet(cur, th, sizeof(*th)))
 			return -XLB_OUT_DROP_MALFORMED_L4;
-		if (th->doff < 5 || cur->pos + th->doff * 4 > cur->end)
+		if (th->doff < 5 || !xlb_in_ip_packet(cur, th, th->doff * 4))
 			return -XLB_OUT_DROP_MALFORMED_L4;
 		pkt->key.sport = th->source;
 		pkt->key.dport = th->dest;
@@ -165,7 +180,7 @@ static __always_inline int xlb_parse_l4(struct xlb_cursor *cur, struct xlb_packe
 	if (proto == IPPROTO_UDP) {
 		struct udphdr *uh = cur->pos;
 
-		if ((void *)(uh + 1) > cur->end)
+		if (!xlb_in_ip_packet(cur, uh, sizeof(*uh)))
 			return -XLB_OUT_DROP_MALFORMED_L4;
 		pkt->key.sport = uh->source;
 		pkt->key.dport = uh->dest;

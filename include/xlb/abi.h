@@ -205,7 +205,7 @@ enum xlb_outcome {
 	XLB_OUT_DROP_TOO_BIG = 14, /* too big after encapsulation */
 	XLB_OUT_DROP_FAMILY = 15, /* IPv6 VIP with an IPv4 backend: unsupported */
 	XLB_OUT_DROP_BAD_BACKEND = 16, /* ring names an unused backend id */
-	XLB_OUT_DROP_HEADROOM = 17, /* bpf_xdp_adjust_head failed */
+	XLB_OUT_DROP_HEADROOM = 17, /* bpf_xdp_adjust_head (or the padding trim) failed */
 	XLB_OUT__MAX = 18,
 };
 

@@ -145,11 +145,9 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
                       ? inner[1]
                       : static_cast<std::uint8_t>((inner[0] << 4) | (inner[1] >> 4));
     }
-    Bytes out = encapsulate(inner, enc);
-    // Ethernet padding after the IP packet stays where it was.
-    std::size_t padding = input.size() - 14 - inner.size();
-    out.insert(out.end(), input.end() - static_cast<std::ptrdiff_t>(padding), input.end());
-    return out;
+    // Ethernet padding after the IP packet is not carried: the outer packet
+    // is the inner one plus the outer header.
+    return encapsulate(inner, enc);
 }
 
 void LbTest::expect_outcome(const Bytes& input, std::uint32_t action, xlb_outcome outcome,

@@ -258,8 +258,26 @@ void add_forwarding_cases(std::vector<PacketCase>& cases) {
         FrameOptions opt;
         opt.payload = {};
         opt.pad_to = 60;  // minimum Ethernet frame: 6 bytes of padding after a bare ACK
-        PacketCase c = forward("EthernetPaddingAfterTheIpPacketIsKept", v4_seed(), v4_flow(), opt);
-        c.also = [](const Bytes& in, const Bytes&) { EXPECT_EQ(in.size(), 60u); };
+        PacketCase c =
+            forward("EthernetPaddingAfterTheIpPacketIsCutOff", v4_seed(), v4_flow(), opt);
+        c.also = [](const Bytes& in, const Bytes& out) {
+            EXPECT_EQ(in.size(), 60u);
+            EXPECT_EQ(out.size(), 54u + 20u) << "inner packet (40) + outer header + Ethernet";
+        };
+        cases.push_back(std::move(c));
+    }
+    {
+        // Padding after an IPv6 packet inside an IPv6 outer header, whose
+        // payload length must be the inner packet's length alone.
+        FrameOptions opt;
+        opt.payload = {};
+        opt.pad_to = 120;
+        PacketCase c =
+            forward("EthernetPaddingAfterAnIpv6PacketIsCutOff", v6_seed(), v6_flow(), opt);
+        c.also = [](const Bytes& in, const Bytes& out) {
+            EXPECT_EQ(in.size(), 120u);
+            EXPECT_EQ(out.size(), 14u + 40u + 60u);
+        };
         cases.push_back(std::move(c));
     }
 
@@ -368,6 +386,19 @@ void add_ipv6_extension_cases(std::vector<PacketCase>& cases) {
     bad[14 + 40 + 1] = 200;
     cases.push_back(drop("Ipv6ExtensionHeaderPastThePacketIsDropped", v6_seed(), bad,
                          XLB_OUT_DROP_MALFORMED_IPV6));
+
+    // The payload length ends inside the extension headers (8 + 8 bytes of
+    // hop-by-hop and routing, then 16 of destination options); the frame
+    // goes on with the rest as if it were padding. The bytes past the
+    // packet's own length are not the packet's.
+    for (std::uint16_t payload : {std::uint16_t(4), std::uint16_t(12), std::uint16_t(24)}) {
+        Bytes short_payload = make_frame(flow, opt);
+        short_payload[14 + 4] = static_cast<std::uint8_t>(payload >> 8);
+        short_payload[14 + 5] = static_cast<std::uint8_t>(payload);
+        cases.push_back(drop(
+            "Ipv6PayloadLengthEndingInsideExtensionHeader" + std::to_string(payload) + "IsDropped",
+            v6_seed(), short_payload, XLB_OUT_DROP_MALFORMED_IPV6));
+    }
 }
 
 void add_malformed_cases(std::vector<PacketCase>& cases) {
@@ -405,7 +436,27 @@ void add_malformed_cases(std::vector<PacketCase>& cases) {
             cases.push_back(
                 drop(flow_name(flow) + "With" + std::to_string(keep) + "BytesOfL4IsMalformed",
                      four_vips_seed(), cut, XLB_OUT_DROP_MALFORMED_L4));
+            // The same packet followed by the rest of the header as Ethernet
+            // padding: the header still ends past the IP packet.
+            Bytes padded = cut;
+            padded.insert(padded.end(), full.begin() + static_cast<std::ptrdiff_t>(cut.size()),
+                          full.end());
+            padded.resize(std::max<std::size_t>(padded.size(), 60), 0);
+            cases.push_back(drop(flow_name(flow) + "With" + std::to_string(keep) +
+                                     "BytesOfL4AndTheRestInPaddingIsMalformed",
+                                 four_vips_seed(), padded, XLB_OUT_DROP_MALFORMED_L4));
         }
+    }
+    {
+        // TCP options (data offset 8 words) that end past the IP packet,
+        // though inside the frame.
+        FrameOptions opt;
+        opt.payload.assign(12, 0x01);  // read as options when doff says so
+        Bytes frame = make_frame(v4_flow(), opt);
+        frame[14 + 20 + 12] = 8 << 4;
+        set_ipv4_total_length(frame, 20 + 28);
+        cases.push_back(drop("TcpOptionsEndingPastTheIpPacketAreMalformed", four_vips_seed(), frame,
+                             XLB_OUT_DROP_MALFORMED_L4));
     }
     {
         Bytes bad = make_frame(v4_flow());
@@ -556,6 +607,54 @@ void add_icmp_error_cases(std::vector<PacketCase>& cases) {
     set_ipv4_total_length(truncated, 24);  // header + 4 bytes of ICMP
     cases.push_back(
         drop("IcmpHeaderCutShortIsMalformed", v4_seed(), truncated, XLB_OUT_DROP_MALFORMED_L4));
+    Bytes short_length = icmp;
+    set_ipv4_total_length(short_length, 24);  // the rest of the frame is padding
+    cases.push_back(drop("IcmpHeaderEndingPastTheIpPacketIsMalformed", v4_seed(), short_length,
+                         XLB_OUT_DROP_MALFORMED_L4));
+
+    // Only errors addressed to the VIP they quote go to a backend: one sent
+    // to this host's own address is the kernel's.
+    cases.push_back(
+        pass("IcmpFragNeededToTheHostsOwnAddressPasses", v4_seed(),
+             make_icmp_too_big_frame(kRouterV4, make_ip_packet(reply), 1280, {}, kEncapSrcV4),
+             XLB_OUT_PASS_NOT_VIP));
+    {
+        Flow reply6{kVipV6, kClientV6, kVipPort, 49100, kProtoTcp};
+        cases.push_back(
+            pass("IcmpV6PacketTooBigToTheHostsOwnAddressPasses", v6_seed(),
+                 make_icmp_too_big_frame(kRouterV6, make_ip_packet(reply6), 1280, {}, kEncapSrcV6),
+                 XLB_OUT_PASS_NOT_VIP));
+    }
+    // A quoted IPv4 header with a bad checksum is not a packet the backend
+    // sent; the error is the kernel's to judge.
+    {
+        Bytes quoted = make_ip_packet(reply);
+        quoted[10] ^= 0x5a;
+        Bytes frame = make_icmp_too_big_frame(kRouterV4, quoted, 1280);
+        cases.push_back(
+            pass("IcmpQuotingABadIpv4ChecksumPasses", v4_seed(), frame, XLB_OUT_PASS_NOT_VIP));
+    }
+    {
+        // The same with IPv4 options in the quoted header: the checksum
+        // covers them (ihl words), and a valid one is forwarded.
+        FrameOptions with_options;
+        with_options.ipv4_options = {0x01, 0x01, 0x01, 0x00};
+        PacketCase c{
+            .name = "IcmpQuotingAHeaderWithOptionsGoesToTheFlowsBackend",
+            .seed = v4_seed(),
+            .input = make_icmp_too_big_frame(kRouterV4, make_ip_packet(reply, with_options), 1280),
+            .action = XDP_TX,
+            .outcome = XLB_OUT_TX_ICMP_ERROR,
+            .output = Output::kEncap,
+            .flow = v4_flow(49000),
+            .vips = {{kVipId, 1, 0, 0, 0}}};
+        cases.push_back(std::move(c));
+        Bytes quoted = make_ip_packet(reply, with_options);
+        quoted[21] ^= 0x01;  // an option byte: the checksum no longer holds
+        cases.push_back(pass("IcmpQuotingABadChecksumOverOptionsPasses", v4_seed(),
+                             make_icmp_too_big_frame(kRouterV4, quoted, 1280),
+                             XLB_OUT_PASS_NOT_VIP));
+    }
 }
 
 std::vector<PacketCase> packet_cases() {

@@ -168,11 +168,11 @@ Bytes make_frame(const Flow& flow, const FrameOptions& opt) {
 }
 
 Bytes make_icmp_too_big_frame(const IpAddress& router, const Bytes& quoted, std::uint32_t mtu,
-                              const FrameOptions& opt) {
+                              const FrameOptions& opt, const std::optional<IpAddress>& to) {
     IpAddress dst;
     Bytes icmp;
     if (router.is_v4()) {
-        dst = IpAddress::v4(quoted[12], quoted[13], quoted[14], quoted[15]);
+        dst = to ? *to : IpAddress::v4(quoted[12], quoted[13], quoted[14], quoted[15]);
         std::size_t ihl = (quoted[0] & 0x0f) * 4u;
         icmp = {3, 4, 0, 0, 0, 0};
         put16(icmp, static_cast<std::uint16_t>(mtu));
@@ -184,6 +184,7 @@ Bytes make_icmp_too_big_frame(const IpAddress& router, const Bytes& quoted, std:
     }
     dst.family = 6;
     std::copy(quoted.begin() + 8, quoted.begin() + 24, dst.bytes.begin());
+    if (to) dst = *to;
     icmp = {2, 0, 0, 0};
     put32(icmp, mtu);
     append(icmp, quoted.data(), std::min<std::size_t>(quoted.size(), 1232));

@@ -68,9 +68,10 @@ Bytes ethernet(const MacAddress& dst, const MacAddress& src, std::uint16_t ether
                const Bytes& payload);
 
 // ICMP "fragmentation needed" (IPv4) or ICMPv6 "packet too big" from `router`
-// to the quoted packet's source, quoting the first bytes of `quoted`.
+// to the quoted packet's source (or to `to`), quoting the first bytes of `quoted`.
 Bytes make_icmp_too_big_frame(const IpAddress& router, const Bytes& quoted_ip_packet,
-                              std::uint32_t mtu, const FrameOptions& opt = {});
+                              std::uint32_t mtu, const FrameOptions& opt = {},
+                              const std::optional<IpAddress>& to = std::nullopt);
 
 struct Encapsulation {
     IpAddress outer_src, outer_dst;
