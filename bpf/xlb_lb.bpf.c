@@ -53,7 +53,16 @@ struct {
 	__uint(max_entries, XLB_CONNTRACK_DEFAULT);
 	__type(key, struct xlb_flow_key);
 	__type(value, struct xlb_ct_value);
-} xlb_conntrack2 SEC(".maps");
+} xlb_conntrack3 SEC(".maps");
+
+/* abi.h, XLB_MAP_VIP_BUCKETS: 0 = no VIP address in the bucket, else its
+ * epoch; the extra last slot is the agent's epoch counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XLB_VIP_BUCKETS + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xlb_vip_buckets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -141,46 +150,58 @@ static __always_inline int xlb_ct_admit(const struct xlb_config *cfg)
 	return 1;
 }
 
+/* Brings an entry's record of its VIP up to date (see struct xlb_ct_value). */
+static __always_inline void xlb_ct_note_vip(struct xlb_ct_value *ct, __u32 vip_id, __u32 epoch,
+					    __u32 hash)
+{
+	if (ct->vip_id != vip_id || ct->vip_epoch != epoch || ct->hash != hash) {
+		ct->vip_id = vip_id;
+		ct->vip_epoch = epoch;
+		ct->hash = hash;
+	}
+}
+
 /*
- * Chooses the backend for a flow: the connection table first (unless the VIP
- * skips it or this is a TCP SYN, which always starts a new connection), then
- * the ring. record: write the ring's choice into the connection table, within
- * the insert budget. repoint (a SYN): an entry already there for the tuple is
- * an earlier connection's; it is rewritten in place to the ring's choice, or
- * the handshake's ACK would follow it to the old backend. Rewriting an
- * existing entry inserts nothing, so it needs no budget.
+ * Chooses the backend for a flow on the full path: the connection-table
+ * entry `ct` when there is one with a live backend (the caller looked it up,
+ * or passes NULL when the VIP skips the table or this is a TCP SYN, which
+ * always starts a new connection), else the ring. record: write the ring's
+ * choice into the connection table, within the insert budget. repoint (a
+ * SYN): an entry already there for the tuple is an earlier connection's; it
+ * is rewritten in place to the ring's choice, or the handshake's ACK would
+ * follow it to the old backend. Rewriting an existing entry inserts nothing,
+ * so it needs no budget. epoch: the VIP bucket's, read before the VIP was
+ * matched; entries written here carry it.
  * Returns 0 with id_out and be_out set, or -outcome.
  */
 static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 					    const struct xlb_flow_key *key,
-					    const struct xlb_config *cfg, int lookup_ct, int record,
-					    int repoint, __u32 hash, struct xlb_vip_stats *vstats,
-					    __u32 *id_out, struct xlb_backend **be_out)
+					    const struct xlb_config *cfg, struct xlb_ct_value *ct,
+					    int record, int repoint, __u32 hash, __u32 epoch,
+					    struct xlb_vip_stats *vstats, __u32 *id_out,
+					    struct xlb_backend **be_out)
 {
-	struct xlb_ct_value *ct;
 	struct xlb_backend *be;
 	__u32 vip_id = vip->vip_id;
 	__u32 slot_key = XLB_RING_SIZE_SLOT;
 	__u32 *ring_size, *slot;
 	void *ring;
 
-	if (lookup_ct) {
-		ct = bpf_map_lookup_elem(&xlb_conntrack2, key);
-		if (ct) {
-			__u32 id = ct->backend_id;
+	if (ct) {
+		__u32 id = ct->backend_id;
 
-			be = bpf_map_lookup_elem(&xlb_backends, &id);
-			if (be && xlb_backend_live(be, ct->generation)) {
-				__u32 now = xlb_ct_clock;
+		be = bpf_map_lookup_elem(&xlb_backends, &id);
+		if (be && xlb_backend_live(be, ct->generation)) {
+			__u32 now = xlb_ct_clock;
 
-				if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
-					ct->last_seen = now;
-				if (vstats)
-					vstats->conntrack_hits += 1;
-				*id_out = id;
-				*be_out = be;
-				return 0;
-			}
+			if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
+				ct->last_seen = now;
+			xlb_ct_note_vip(ct, vip_id, epoch, hash);
+			if (vstats)
+				vstats->conntrack_hits += 1;
+			*id_out = id;
+			*be_out = be;
+			return 0;
 		}
 	}
 
@@ -203,7 +224,7 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	if (vstats)
 		vstats->new_flows += 1;
 	if (repoint) {
-		ct = bpf_map_lookup_elem(&xlb_conntrack2, key);
+		ct = bpf_map_lookup_elem(&xlb_conntrack3, key);
 		if (ct) {
 			__u32 now = xlb_ct_clock;
 
@@ -211,6 +232,7 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 			ct->generation = be->generation;
 			ct->created = now;
 			ct->last_seen = now;
+			xlb_ct_note_vip(ct, vip_id, epoch, hash);
 		}
 	}
 	if (record) {
@@ -221,9 +243,12 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 				.generation = be->generation,
 				.created = now,
 				.last_seen = now,
+				.vip_id = vip_id,
+				.vip_epoch = epoch,
+				.hash = hash,
 			};
 
-			bpf_map_update_elem(&xlb_conntrack2, key, &val, BPF_ANY);
+			bpf_map_update_elem(&xlb_conntrack3, key, &val, BPF_ANY);
 		}
 	}
 	*be_out = be;
@@ -352,11 +377,12 @@ int xlb_lb(struct xdp_md *ctx)
 	struct xlb_vip_stats *vstats;
 	struct xlb_backend_stats *bstats;
 	struct xlb_backend *be = NULL;
+	struct xlb_ct_value *ct = NULL;
 	struct xlb_config *cfg;
 	struct ethhdr *eth = data;
-	__u32 zero = 0, backend_id = 0, vip_id, hash;
+	__u32 zero = 0, backend_id = 0, vip_id, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
-	int proto, err, icmp_error = 0;
+	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0;
 
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
@@ -373,13 +399,7 @@ int xlb_lb(struct xdp_md *ctx)
 		return xlb_outcome(XLB_OUT_PASS_NOT_IP, XDP_PASS);
 	if (proto < 0)
 		goto out_err_proto;
-
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
-		vip = xlb_match_icmp_error(&cur, &pkt, proto, &err);
-		if (err < 0) {
-			proto = err;
-			goto out_err_proto;
-		}
 		icmp_error = 1;
 	} else {
 		err = xlb_parse_l4(&cur, &pkt, proto);
@@ -387,28 +407,83 @@ int xlb_lb(struct xdp_md *ctx)
 			proto = err;
 			goto out_err_proto;
 		}
-		vip = xlb_match_vip(pkt.key.dst, pkt.key.dport, pkt.key.proto, pkt.key.family);
 	}
-	if (!vip)
+
+	/* No VIP address in the destination's bucket: not ours, after one
+	 * array read. (An ICMP error we forward is addressed to the VIP too.) */
+	bucket = xlb_vip_bucket(pkt.key.dst);
+	epoch = bpf_map_lookup_elem(&xlb_vip_buckets, &bucket);
+	if (!epoch || *epoch == 0)
 		return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
 
-	vip_id = vip->vip_id;
-	vstats = bpf_map_lookup_elem(&xlb_vip_stats, &vip_id);
-	if (vstats) {
-		vstats->packets += 1;
-		vstats->bytes += frame_len;
+	/* An established TCP flow: its entry, while the bucket's epoch is the
+	 * one it recorded, says everything needed (VIP, backend, hash). */
+	if (!icmp_error && pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn) {
+		ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
+		ct_looked_up = 1;
+		if (ct && ct->vip_epoch == *epoch) {
+			backend_id = ct->backend_id;
+			be = bpf_map_lookup_elem(&xlb_backends, &backend_id);
+			if (be && xlb_backend_live(be, ct->generation)) {
+				__u32 now = xlb_ct_clock;
+
+				if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
+					ct->last_seen = now;
+				vip_id = ct->vip_id;
+				hash = ct->hash;
+				hit = 1;
+				err = 0;
+			}
+		}
 	}
 
-	hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
-	{
-		int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
+	if (hit) {
+		vstats = bpf_map_lookup_elem(&xlb_vip_stats, &vip_id);
+		if (vstats) {
+			vstats->packets += 1;
+			vstats->bytes += frame_len;
+			vstats->conntrack_hits += 1;
+		}
+	} else {
+		__u32 seen_epoch = *epoch;
 
-		/* A SYN never creates an entry: the ring's answer for it is the
-		 * one the handshake's ACK gets, which records the flow (see
-		 * shared/design.md). An ICMP error must not create one either. */
-		err = xlb_pick_backend(vip, &pkt.key, cfg, use_ct && !pkt.tcp_syn,
-				       use_ct && !icmp_error && !pkt.tcp_syn, use_ct && pkt.tcp_syn,
-				       hash, icmp_error ? NULL : vstats, &backend_id, &be);
+		if (icmp_error) {
+			vip = xlb_match_icmp_error(&cur, &pkt, proto, &err);
+			if (err < 0) {
+				proto = err;
+				goto out_err_proto;
+			}
+		} else {
+			vip = xlb_match_vip(pkt.key.dst, pkt.key.dport, pkt.key.proto,
+					    pkt.key.family);
+		}
+		if (!vip)
+			return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
+
+		vip_id = vip->vip_id;
+		vstats = bpf_map_lookup_elem(&xlb_vip_stats, &vip_id);
+		if (vstats) {
+			vstats->packets += 1;
+			vstats->bytes += frame_len;
+		}
+
+		hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
+		{
+			int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
+
+			/* A SYN never creates an entry: the ring's answer for it
+			 * is the one the handshake's ACK gets, which records the
+			 * flow (see shared/design.md). An ICMP error must not
+			 * create one either. */
+			if (!use_ct || pkt.tcp_syn)
+				ct = NULL;
+			else if (!ct_looked_up)
+				ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
+			err = xlb_pick_backend(vip, &pkt.key, cfg, ct,
+					       use_ct && !icmp_error && !pkt.tcp_syn,
+					       use_ct && pkt.tcp_syn, hash, seen_epoch,
+					       icmp_error ? NULL : vstats, &backend_id, &be);
+		}
 	}
 	if (err == 0)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len);

@@ -24,7 +24,14 @@ __u8 frame_template[XLB_BENCH_FRAME_LEN] __attribute__((aligned(8)));
 /* Offset of a 32-bit field given a new value every run (a source address,
  * so each run is a new flow); 0 = none. */
 __u32 vary_offset;
-__u32 vary_counter;
+/* The running value of the varied field, one per CPU (masked with
+ * XLB_BENCH_MAX_CPUS - 1) at vary_counters[cpu * XLB_BENCH_COUNTER_STRIDE],
+ * each on its own cache line: benchmarks that run on every CPU at once must
+ * share neither a counter nor a line. The benchmark gives each CPU its own
+ * range of values. */
+#define XLB_BENCH_MAX_CPUS 64
+#define XLB_BENCH_COUNTER_STRIDE 16
+__u32 vary_counters[XLB_BENCH_MAX_CPUS * XLB_BENCH_COUNTER_STRIDE] __attribute__((aligned(64)));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -62,8 +69,12 @@ int xlb_bench_wrapper(struct xdp_md *ctx)
 		field = data + (offset & (XLB_BENCH_FRAME_LEN - 1));
 		if ((void *)(field + 1) > data_end)
 			return XDP_ABORTED;
-		vary_counter += 1;
-		*field = bpf_htonl(vary_counter);
+		__u32 *counter =
+			&vary_counters[(bpf_get_smp_processor_id() & (XLB_BENCH_MAX_CPUS - 1)) *
+				       XLB_BENCH_COUNTER_STRIDE];
+
+		*counter += 1;
+		*field = bpf_htonl(*counter);
 	}
 	bpf_tail_call(ctx, &xlb_bench_target, 0);
 	return XDP_ABORTED;

@@ -50,8 +50,10 @@
 #define XLB_MAP_VIPS "xlb_vips"
 #define XLB_MAP_RINGS "xlb_rings"
 #define XLB_MAP_BACKENDS "xlb_backends"
-#define XLB_MAP_CONNTRACK "xlb_conntrack2" /* layout 2: struct xlb_ct_value */
+#define XLB_MAP_CONNTRACK "xlb_conntrack3" /* layout 3: struct xlb_ct_value */
+#define XLB_MAP_CONNTRACK_V2 "xlb_conntrack2" /* layout 2: struct xlb_ct_value_v2 */
 #define XLB_MAP_CONNTRACK_V1 "xlb_conntrack" /* layout 1: struct xlb_ct_value_v1 */
+#define XLB_MAP_VIP_BUCKETS "xlb_vip_buckets"
 #define XLB_MAP_CT_CPU "xlb_ct_cpu"
 #define XLB_MAP_CONFIG "xlb_config"
 #define XLB_MAP_STATS "xlb_stats"
@@ -81,6 +83,20 @@ struct xlb_vip_key {
 	__u8 family;
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_vip_key) == 20, "xlb_vip_key layout");
+
+/*
+ * VIP address buckets (XLB_MAP_VIP_BUCKETS, an array of __u32): the
+ * balancer's first look at a packet. Bucket xlb_vip_bucket(dst) (flow_hash.h)
+ * is 0 when no VIP address falls in it: the packet is not for a VIP and
+ * leaves after this one array read. Otherwise it holds the bucket's epoch,
+ * which the agent renews (from the counter in slot XLB_VIP_EPOCH_SLOT, never
+ * reusing a value) after every change to a VIP whose address falls in the
+ * bucket. A connection-table entry records the epoch its packet saw before
+ * matching the VIP; while the bucket still holds that epoch, the VIPs at the
+ * flow's address are as they were, and a hit can skip the VIP lookup.
+ */
+#define XLB_VIP_BUCKETS 16384
+#define XLB_VIP_EPOCH_SLOT XLB_VIP_BUCKETS /* the last epoch handed out */
 
 /* Per-VIP flags. */
 #define XLB_VIP_F_NO_CONNTRACK (1U << 0) /* skip the connection table (e.g. UDP) */
@@ -123,16 +139,36 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
  * so a busy flow does not dirty its entry's cache line on every packet. */
 #define XLB_CT_REFRESH_UNITS 1024U
 
+/*
+ * Layout 3. The last three fields let an established TCP flow's packet be
+ * forwarded from the entry alone (bpf/xlb_lb.bpf.c): its VIP (for the
+ * counters), the flow hash (for the outer header) and the VIP bucket's epoch
+ * when they were recorded (see XLB_MAP_VIP_BUCKETS). vip_epoch 0 never
+ * matches: such an entry (copied from an older layout) takes the full path
+ * once, which fills them in.
+ */
 struct xlb_ct_value {
 	__u32 backend_id;
 	__u32 generation; /* the backend's generation when recorded */
 	__u32 created; /* XLB_CT_TIME_SHIFT units */
 	__u32 last_seen; /* XLB_CT_TIME_SHIFT units, refreshed per XLB_CT_REFRESH_UNITS */
+	__u32 vip_id;
+	__u32 vip_epoch;
+	__u32 hash; /* xlb_vip_flow_hash of the flow */
+	__u32 pad;
 };
-XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 16, "xlb_ct_value layout");
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 32, "xlb_ct_value layout");
 
-/* The value of the layout-1 table (XLB_MAP_CONNTRACK_V1): an agent upgraded
- * over it copies its entries into the new table, then unpins it. */
+/* The values of older layouts (XLB_MAP_CONNTRACK_V2, _V1): an agent upgraded
+ * over such a table copies its entries into the new table, then unpins it. */
+struct xlb_ct_value_v2 {
+	__u32 backend_id;
+	__u32 generation;
+	__u32 created;
+	__u32 last_seen;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value_v2) == 16, "xlb_ct_value_v2 layout");
+
 struct xlb_ct_value_v1 {
 	__u32 backend_id;
 	__u32 generation;

@@ -90,6 +90,17 @@ XLB_HASH_INLINE __u32 xlb_vip_flow_hash(const struct xlb_flow_key *key, __u32 vi
 	return xlb_flow_hash(key, seed);
 }
 
+/* The VIP bucket (abi.h, XLB_MAP_VIP_BUCKETS) of a destination address:
+ * cheap rather than secret, the bucket only says where to look. An IPv4
+ * address lives in word 0, the others zero. */
+XLB_HASH_INLINE __u32 xlb_vip_bucket(const __be32 *addr)
+{
+	__u32 x = addr[0] ^ addr[1] ^ addr[2] ^ addr[3];
+
+	return (x * 0x9e3779b1U) >> 18;
+}
+XLB_STATIC_ASSERT(XLB_VIP_BUCKETS == 1U << (32 - 18), "xlb_vip_bucket covers the buckets");
+
 /* The ring slot (1..ring_size) a flow hash selects; ring_size must be > 0. */
 XLB_HASH_INLINE __u32 xlb_ring_slot(__u32 hash, __u32 ring_size)
 {

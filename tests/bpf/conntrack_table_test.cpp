@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // xlb::conntrack over the real map: entries written into a loaded balancer's
-// xlb_conntrack2 with known backends, generations and times (the clock the
+// xlb_conntrack3 with known backends, generations and times (the clock the
 // data path stamps them with), then counted, listed, flushed and expired
 // through batched lookups and deletes, in batches small enough that every
 // operation spans several syscalls.

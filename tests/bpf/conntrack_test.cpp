@@ -312,12 +312,25 @@ TEST_F(ConntrackTest, ARecentlySeenEntryIsNotRewritten) {
     const xlb_ct_value recent{backend, 1, now - 5000, now - 10};
     ASSERT_TRUE(lb().conntrack().put(key, recent));
 
+    // The first packet takes the full path (the entry records no VIP epoch
+    // yet), which fills in the VIP fields and leaves the times alone.
     expect_balanced(make_frame(flow), flow, ring);
     auto e = entry(flow);
     ASSERT_TRUE(e);
-    EXPECT_EQ(std::memcmp(&*e, &recent, sizeof recent), 0)
-        << "last_seen " << e->last_seen << ", was " << recent.last_seen;
-    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 1u);
+    EXPECT_EQ(e->backend_id, recent.backend_id);
+    EXPECT_EQ(e->generation, recent.generation);
+    EXPECT_EQ(e->created, recent.created);
+    EXPECT_EQ(e->last_seen, recent.last_seen) << "refreshed though seen 10 units ago";
+    EXPECT_EQ(e->vip_id, kVipId);
+    EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
+    EXPECT_EQ(e->hash, xlb_flow_hash(&key, kHashSeed));
+    // The next packet, from the entry alone, writes nothing at all.
+    const xlb_ct_value filled = *e;
+    expect_balanced(make_frame(flow), flow, ring);
+    e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(std::memcmp(&*e, &filled, sizeof filled), 0);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 2u);
 }
 
 TEST_F(ConntrackTest, AnEntryNotSeenForASecondIsRefreshed) {
@@ -340,6 +353,168 @@ TEST_F(ConntrackTest, AnEntryNotSeenForASecondIsRefreshed) {
     EXPECT_EQ(e->created, old.created) << "created never changes";
     EXPECT_LE(e->last_seen - before, after - before) << "refreshed to the run's time";
     EXPECT_EQ(budget_state().inserts, 0u) << "a refresh is not an insert";
+}
+
+// ---------------------------------------------------------------------------
+// The established-flow path: a TCP packet that is not a SYN is looked up in
+// the connection table first and, while its VIP bucket holds the epoch the
+// entry recorded, forwarded from the entry alone (no VIP lookup, no hash).
+
+// An entry sending `flow` to `backend`, which the ring would not choose.
+xlb_ct_value entry_to(std::uint32_t backend) { return {backend, 1, 0, 0}; }
+
+std::uint32_t other_than(std::uint32_t backend) { return backend == 10 ? 11 : 10; }
+
+TEST_F(ConntrackTest, AnEstablishedFlowIsForwardedFromItsEntryAlone) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(47000);
+    const xlb_flow_key key = flow_key(flow);
+    const std::uint32_t pinned = other_than(expected_backend(ring, key));
+    ASSERT_TRUE(lb().conntrack().put(key, entry_to(pinned)));
+    const Bytes frame = make_frame(flow);
+    const Bytes expected = expected_encap(frame, backend_addr_[pinned], key);
+    // Full path (no epoch yet), then the entry alone, both to the entry's backend.
+    for (int i = 0; i < 3; ++i) expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 3u);
+    EXPECT_EQ(vip_stats(kVipId).packets, 3u);
+    EXPECT_EQ(vip_stats(kVipId).new_flows, 0u);
+    EXPECT_EQ(backend_stats(pinned).packets, 3u);
+
+    // The outer header's source comes from the hash the entry carries: with
+    // a /24 outer source prefix, the entry's hash picks the host bits.
+    xlb_config cfg = default_config();
+    cfg.src_v4_prefix_len = 24;
+    write_config(cfg);
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[pinned], key));
+}
+
+TEST_F(ConntrackTest, AnIpv6EstablishedFlowIsForwardedFromItsEntry) {
+    for (std::uint32_t i = 0; i < 4; ++i) add_backend(20 + i, kBackendV6[i]);
+    add_vip(kVipV6, kVipPort, kProtoTcp, kVipId);
+    auto ring = publish_maglev(kVipId, {{20}, {21}, {22}, {23}});
+    const Flow flow{kClientV6, kVipV6, 47001, kVipPort, kProtoTcp};
+    const xlb_flow_key key = flow_key(flow);
+    const std::uint32_t pinned = expected_backend(ring, key) == 20 ? 21 : 20;
+    ASSERT_TRUE(lb().conntrack().put(key, entry_to(pinned)));
+    const Bytes frame = make_frame(flow);
+    const Bytes expected = expected_encap(frame, backend_addr_[pinned], key);
+    for (int i = 0; i < 2; ++i) expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected);
+    auto e = lb().conntrack().get(key);
+    ASSERT_TRUE(e && *e);
+    EXPECT_EQ((*e)->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 2u);
+}
+
+TEST_F(ConntrackTest, AfterItsVipIsDeletedAnEstablishedFlowGoesToTheKernel) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(47002);
+    const Bytes frame = make_frame(flow);
+    expect_balanced(frame, flow, ring);  // records
+    expect_balanced(frame, flow, ring);  // from the entry
+    ASSERT_TRUE(entry(flow));
+    ASSERT_TRUE(lb().erase_vip(datapath::vip_key(kVipV4, kVipPort, kProtoTcp)));
+    expect_outcome(frame, XDP_PASS, XLB_OUT_PASS_NOT_VIP, frame);
+
+    // Another VIP address sharing the deleted one's bucket keeps the bucket
+    // in use (renewed epoch): the flow still leaves by the full path.
+    const std::uint32_t bucket = xlb_vip_bucket(flow_key(flow).dst);
+    std::optional<net::IpAddress> neighbour;
+    for (std::uint32_t n = 1; n < 4'000'000 && !neighbour; ++n) {
+        const std::uint32_t candidate = htonl(0x0a000000U + n);
+        const __be32 addr[4] = {candidate, 0, 0, 0};
+        if (xlb_vip_bucket(addr) == bucket) neighbour = net::IpAddress::from_words(addr, 4);
+    }
+    ASSERT_TRUE(neighbour) << "no IPv4 address in the VIP's bucket among 4M";
+    add_vip(*neighbour, kVipPort, kProtoTcp, kVipId + 1);
+    publish_maglev(kVipId + 1, {{12}});
+    EXPECT_NE(*lb().vip_buckets().get(bucket), 0u);
+    expect_outcome(frame, XDP_PASS, XLB_OUT_PASS_NOT_VIP, frame);
+    // ... and the neighbour is balanced as usual.
+    const Flow to_neighbour{kClientV4, *neighbour, 47003, kVipPort, kProtoTcp};
+    expect_balanced(make_frame(to_neighbour), to_neighbour,
+                    std::vector<std::uint32_t>(ring.size(), 12));
+}
+
+TEST_F(ConntrackTest, AnAddressSharingAVipsBucketIsNotAVip) {
+    vip();
+    const std::uint32_t bucket = xlb_vip_bucket(flow_key(tcp_flow(1)).dst);
+    std::optional<net::IpAddress> same_bucket;
+    for (std::uint32_t n = 1; n < 4'000'000 && !same_bucket; ++n) {
+        const __be32 addr[4] = {htonl(0x0b000000U + n), 0, 0, 0};  // from 11.0.0.0
+        if (xlb_vip_bucket(addr) == bucket) same_bucket = net::IpAddress::from_words(addr, 4);
+    }
+    ASSERT_TRUE(same_bucket);
+    ASSERT_NE(*same_bucket, kVipV4);
+    for (std::uint8_t flags : {kTcpSyn, kTcpAck}) {
+        FrameOptions opt;
+        opt.tcp_flags = flags;
+        const Bytes frame =
+            make_frame(Flow{kClientV4, *same_bucket, 47004, kVipPort, kProtoTcp}, opt);
+        expect_outcome(frame, XDP_PASS, XLB_OUT_PASS_NOT_VIP, frame);
+    }
+    EXPECT_EQ(vip_stats(kVipId).packets, 0u);
+}
+
+TEST_F(ConntrackTest, AVipAddedBackUnderAnotherIdTakesOverItsFlows) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(47005);
+    const xlb_flow_key key = flow_key(flow);
+    const Bytes frame = make_frame(flow);
+    const std::uint32_t backend = expect_balanced(frame, flow, ring);
+    expect_balanced(frame, flow, ring);
+    const std::uint32_t old_epoch = entry(flow)->vip_epoch;
+
+    const xlb_vip_key vk = datapath::vip_key(kVipV4, kVipPort, kProtoTcp);
+    ASSERT_TRUE(lb().erase_vip(vk));
+    add_vip(kVipV4, kVipPort, kProtoTcp, kVipId + 2);
+    publish_maglev(kVipId + 2, {{10}, {11}, {12}, {13}});
+    // The entry still names a live backend: the flow stays there, counted
+    // under the VIP's new id, and the entry now records the new VIP.
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[backend], key));
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->vip_id, kVipId + 2);
+    EXPECT_NE(e->vip_epoch, old_epoch);
+    EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[backend], key));
+    EXPECT_EQ(vip_stats(kVipId + 2).packets, 2u);
+    EXPECT_EQ(vip_stats(kVipId + 2).conntrack_hits, 2u);
+}
+
+TEST_F(ConntrackTest, AVipTurnedStatelessNoLongerFollowsItsEntries) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(47006);
+    const xlb_flow_key key = flow_key(flow);
+    const std::uint32_t ring_choice = expected_backend(ring, key);
+    const std::uint32_t pinned = other_than(ring_choice);
+    ASSERT_TRUE(lb().conntrack().put(key, entry_to(pinned)));
+    const Bytes frame = make_frame(flow);
+    for (int i = 0; i < 2; ++i)
+        expect_outcome(frame, XDP_TX, XLB_OUT_TX,
+                       expected_encap(frame, backend_addr_[pinned], key));
+    add_vip(kVipV4, kVipPort, kProtoTcp, kVipId, XLB_VIP_F_NO_CONNTRACK);
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX,
+                   expected_encap(frame, backend_addr_[ring_choice], key));
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 2u);
+    EXPECT_EQ(vip_stats(kVipId).new_flows, 1u);
+}
+
+TEST_F(ConntrackTest, AnEntryWhoseBackendWentAwayIsRepointedByTheRing) {
+    auto ring = vip();
+    const Flow flow = tcp_flow(47007);
+    const xlb_flow_key key = flow_key(flow);
+    const Bytes frame = make_frame(flow);
+    const std::uint32_t ring_choice = expected_backend(ring, key);
+    const std::uint32_t pinned = other_than(ring_choice);
+    ASSERT_TRUE(lb().conntrack().put(key, entry_to(pinned)));
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[pinned], key));
+    // The backend id is reused by another backend (a new generation).
+    add_backend(pinned, backend_addr_[pinned], 2);
+    expect_balanced(frame, flow, ring);
+    auto e = entry(flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->backend_id, ring_choice);
+    EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
 }
 
 }  // namespace

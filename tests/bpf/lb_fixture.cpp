@@ -25,7 +25,7 @@ void LbTest::TearDownTestSuite() {}
 void LbTest::SetUp() {
     ASSERT_TRUE(program_) << "the balancer program did not load";
     auto& p = lb();
-    ASSERT_TRUE(p.vips().clear());
+    ASSERT_TRUE(p.clear_vips());
     ASSERT_TRUE(p.conntrack().clear());
     ASSERT_TRUE(p.ct_cpu().zero(0));
     for (std::uint32_t v = 0; v < kSizes.max_vips; ++v) {
@@ -51,7 +51,7 @@ void LbTest::write_config(const xlb_config& cfg) {
 
 void LbTest::add_vip(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto,
                      std::uint32_t vip_id, std::uint32_t flags) {
-    auto ok = lb().vips().put(datapath::vip_key(addr, port, proto), xlb_vip_value{vip_id, flags});
+    auto ok = lb().put_vip(datapath::vip_key(addr, port, proto), xlb_vip_value{vip_id, flags});
     ASSERT_TRUE(ok) << ok.error().message();
 }
 

@@ -41,6 +41,7 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/xdp.h"
+#include "xlb/flow_hash.h"
 
 extern char** environ;
 
@@ -507,10 +508,10 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
         LbProgram lb = load({.pin_dir = dir});
         const PinReport& pins = lb.pins();
         EXPECT_EQ(pins.dir, dir);
-        EXPECT_EQ(pins.maps.size(), 9u);
-        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 9u) << pins.summary();
+        EXPECT_EQ(pins.maps.size(), 10u);
+        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 10u) << pins.summary();
         EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kCreated);
-        ASSERT_TRUE(lb.vips().put(vip_key(), {3, 0}));
+        ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
         ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
         ASSERT_TRUE(lb.backends().put(7, xlb_backend{{htonl(0x0a000007)}, XLB_FAMILY_V4, 0, 0, 2}));
         const std::vector<std::uint32_t> ring = {7, 7, 7, 7, 7};
@@ -526,7 +527,7 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
     EXPECT_EQ(st.st_mode & 0777, 0700u);
 
     LbProgram lb = load({.pin_dir = dir});
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 9u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 10u) << lb.pins().summary();
     EXPECT_EQ(lb_map_ids(lb), ids);
     EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
     EXPECT_EQ(lb.conntrack_load().capacity, kSizes.conntrack_entries);
@@ -545,7 +546,45 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
     ASSERT_TRUE(LbProgram::unpin(dir));
     EXPECT_FALSE(fs::exists(dir));
     // The maps outlive their pins while the program holds them.
-    EXPECT_TRUE(lb.vips().put(vip_key(), {4, 0}));
+    EXPECT_TRUE(lb.put_vip(vip_key(), {4, 0}));
+}
+
+// An upgrade finds VIPs pinned but no VIP buckets beside them (an agent
+// before them), or buckets out of step with the VIPs (a crash between the two
+// writes): the load makes them match before the program sees a packet.
+TEST_F(LifecycleTest, VipBucketsAreBroughtInStepWithThePinnedVips) {
+    const std::string dir = pin_dir();
+    const xlb_vip_key key = vip_key();
+    const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+    xlb_vip_key other = key;
+    other.addr[0] ^= htonl(0x00ff0000);  // another address, another bucket
+    ASSERT_NE(xlb_vip_bucket(other.addr), bucket);
+    std::uint32_t first_epoch = 0;
+    {
+        LbProgram lb = load({.pin_dir = dir});
+        ASSERT_TRUE(lb.put_vip(key, {3, 0}));
+        first_epoch = *lb.vip_buckets().get(bucket);
+        EXPECT_NE(first_epoch, 0u);
+        // A stale bucket: an address whose VIP is gone.
+        ASSERT_TRUE(lb.vip_buckets().put(xlb_vip_bucket(other.addr), 77));
+    }
+    {
+        // Reloaded as is: the VIP's bucket keeps its epoch, the stale one empties.
+        LbProgram lb = load({.pin_dir = dir});
+        EXPECT_EQ(*lb.vip_buckets().get(bucket), first_epoch);
+        EXPECT_EQ(*lb.vip_buckets().get(xlb_vip_bucket(other.addr)), 0u);
+    }
+    ASSERT_EQ(::unlink((dir + "/" XLB_MAP_VIP_BUCKETS).c_str()), 0);
+    LbProgram lb = load({.pin_dir = dir});
+    EXPECT_EQ(lb.pins().find(XLB_MAP_VIP_BUCKETS)->action, PinAction::kCreated);
+    const std::uint32_t epoch = *lb.vip_buckets().get(bucket);
+    EXPECT_NE(epoch, 0u) << "the pinned VIP's bucket must say so";
+    EXPECT_EQ(*lb.vip_buckets().get(XLB_VIP_EPOCH_SLOT), epoch);
+    // Removing the VIP empties its bucket; adding it back hands out a new epoch.
+    ASSERT_TRUE(lb.erase_vip(key));
+    EXPECT_EQ(*lb.vip_buckets().get(bucket), 0u);
+    ASSERT_TRUE(lb.put_vip(key, {3, 0}));
+    EXPECT_EQ(*lb.vip_buckets().get(bucket), epoch + 1);
 }
 
 TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
@@ -554,7 +593,7 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     {
         LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
         ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2, 100, 200}));
-        ASSERT_TRUE(lb.vips().put(vip_key(), {3, 0}));
+        ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
         old_ct = map_id(lb.conntrack().fd());
         old_vips = map_id(lb.vips().fd());
     }
@@ -562,7 +601,7 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
         load({.pin_dir = dir, .conntrack_resize = ConntrackResize::kReplace}, {16, 64, 2048});
     const PinReport& pins = lb.pins();
     EXPECT_EQ(pins.names(PinAction::kReplaced), std::vector<std::string>{XLB_MAP_CONNTRACK});
-    EXPECT_EQ(pins.names(PinAction::kReused).size(), 8u);
+    EXPECT_EQ(pins.names(PinAction::kReused).size(), 9u);
     const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
     ASSERT_NE(ct, nullptr);
     EXPECT_EQ(ct->reason, "max_entries 1024, want 2048");
@@ -570,7 +609,7 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     EXPECT_NE(ct->map_id, old_ct);
     EXPECT_EQ(pinned_map_id(ct->path), map_id(lb.conntrack().fd()));
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK "~new"));
-    EXPECT_NE(pins.summary().find("replaced xlb_conntrack2 (max_entries 1024, want 2048)"),
+    EXPECT_NE(pins.summary().find("replaced xlb_conntrack3 (max_entries 1024, want 2048)"),
               std::string::npos)
         << pins.summary();
     // The new table holds the old one's entries, times included; everything
@@ -626,6 +665,22 @@ UniqueFd pin_v1_table(const std::string& dir, std::uint32_t entries) {
     return fd;
 }
 
+// A table as an agent of layout 2 pinned it: LRU hash, 16-byte values.
+UniqueFd pin_v2_table(const std::string& dir, std::uint32_t entries) {
+    fs::create_directories(dir);
+    UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, XLB_MAP_CONNTRACK_V2, sizeof(xlb_flow_key),
+                               sizeof(xlb_ct_value_v2), 1024, nullptr));
+    EXPECT_TRUE(fd) << std::strerror(errno);
+    for (std::uint32_t i = 0; i < entries; ++i) {
+        const xlb_flow_key key = flow_n(i);
+        const xlb_ct_value_v2 value{i % 7, 1 + i % 3, 1000 + i, 2000 + i};
+        EXPECT_EQ(bpf_map_update_elem(fd.get(), &key, &value, BPF_ANY), 0) << std::strerror(errno);
+    }
+    EXPECT_EQ(bpf_obj_pin(fd.get(), (dir + "/" XLB_MAP_CONNTRACK_V2).c_str()), 0)
+        << std::strerror(errno);
+    return fd;
+}
+
 TEST_F(LifecycleTest, WithoutPinsTheConnectionTableIsNew) {
     LbProgram lb = load();
     const ConntrackLoad& ct = lb.conntrack_load();
@@ -657,7 +712,7 @@ TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
               "kept the pinned connection table of 1024 entries, not the 4096 requested "
               "(replacing it copies its entries into a new table)");
     EXPECT_EQ(map_id(lb.conntrack().fd()), old_ct);
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 9u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 10u) << lb.pins().summary();
     bpf_map_info info{};
     __u32 len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(lb.conntrack().fd(), &info, &len), 0);
@@ -727,7 +782,7 @@ TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMo
     EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
     EXPECT_EQ(ct.message,
               "new connection table of 1024 entries: the pinned one is incompatible (value size "
-              "8, want 16)");
+              "8, want 32)");
     const MapPin* pin = lb.pins().find(XLB_MAP_CONNTRACK);
     ASSERT_NE(pin, nullptr);
     EXPECT_EQ(pin->action, PinAction::kReplaced);
@@ -741,7 +796,8 @@ TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
     LbProgram lb = load({.pin_dir = dir});
     const std::uint32_t after = ct_now();
     const ConntrackLoad& ct = lb.conntrack_load();
-    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kMigratedV1);
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kMigrated);
+    EXPECT_EQ(ct.old_layout, 1);
     EXPECT_EQ(ct.copied, 50u);
     EXPECT_EQ(ct.dropped, 0u);
     EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
@@ -761,9 +817,39 @@ TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
         EXPECT_EQ((*e)->created, (*e)->last_seen);
         EXPECT_LE((*e)->last_seen - before, after - before);
     }
-    // The next load finds the layout-2 table and reuses it.
+    // The next load finds the layout-3 table and reuses it.
     LbProgram again = load({.pin_dir = dir});
     EXPECT_EQ(again.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
+}
+
+TEST_F(LifecycleTest, ALayoutTwoTableIsMigratedWithItsTimesAndUnpinned) {
+    const std::string dir = pin_dir();
+    pin_v2_table(dir, 40);
+    pin_v1_table(dir, 5);  // an older leftover beside it: removed, not copied
+    LbProgram lb = load({.pin_dir = dir});
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kMigrated);
+    EXPECT_EQ(ct.old_layout, 2);
+    EXPECT_EQ(ct.copied, 40u);
+    EXPECT_EQ(ct.dropped, 0u);
+    EXPECT_EQ(ct.message,
+              "upgraded the connection table from layout 2 (xlb_conntrack2): copied 40 entries "
+              "into a new table of 1024 entries; removed the old pin; removed a leftover table "
+              "of an older layout");
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V2));
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
+    EXPECT_EQ(table_size(lb), 40u);
+    for (std::uint32_t i = 0; i < 40; ++i) {
+        auto e = lb.conntrack().get(flow_n(i));
+        ASSERT_TRUE(e && *e) << i;
+        EXPECT_EQ((*e)->backend_id, i % 7);
+        EXPECT_EQ((*e)->generation, 1 + i % 3);
+        EXPECT_EQ((*e)->created, 1000 + i);
+        EXPECT_EQ((*e)->last_seen, 2000 + i);
+        // No VIP epoch (0 never matches): the flow's next packet takes the
+        // full path, which fills the VIP fields in.
+        EXPECT_EQ((*e)->vip_epoch, 0u);
+    }
 }
 
 TEST_F(LifecycleTest, AnUnreadableLayoutOneTableMeansAnEmptyTable) {
@@ -775,7 +861,7 @@ TEST_F(LifecycleTest, AnUnreadableLayoutOneTableMeansAnEmptyTable) {
     ASSERT_EQ(bpf_obj_pin(garbage.get(), (dir + "/" XLB_MAP_CONNTRACK_V1).c_str()), 0);
     LbProgram lb = load({.pin_dir = dir});
     const ConntrackLoad& ct = lb.conntrack_load();
-    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kV1Unreadable);
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kOldUnreadable);
     EXPECT_TRUE(ct.warn());
     EXPECT_EQ(ct.copied, 0u);
     EXPECT_EQ(ct.message, "could not read the layout-1 connection table at " + dir +
@@ -794,8 +880,8 @@ TEST_F(LifecycleTest, ALeftoverLayoutOneTableIsRemoved) {
     LbProgram lb = load({.pin_dir = dir});
     EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
     EXPECT_EQ(lb.conntrack_load().message,
-              "reused the pinned connection table of 1024 entries; removed a leftover layout-1 "
-              "table");
+              "reused the pinned connection table of 1024 entries; removed a leftover table of "
+              "an older layout");
     EXPECT_EQ(table_size(lb), 0u);
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
 
@@ -837,7 +923,7 @@ TEST_F(LifecycleTest, IncompatibleRingTemplateAndKeyLayoutAreDetected) {
     ASSERT_NE(v, nullptr);
     EXPECT_EQ(v->action, PinAction::kReplaced);
     EXPECT_EQ(v->reason, "key size 8, want 20");
-    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 7u);
+    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 8u);
     EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_RINGS), map_id(lb.rings().fd()));
     // The replacement takes rings of the current layout.
     const std::vector<std::uint32_t> ring = {1, 2, 3};

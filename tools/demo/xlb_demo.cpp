@@ -455,8 +455,8 @@ private:
                        config_.hash_seed, test::kEncapSrcV4.to_string(),
                        net::mac_to_string(test::kNextHopMac), config_.mtu));
 
-        must(lb().vips().put(datapath::vip_key(test::kVipV4, kVipPort, test::kProtoTcp),
-                             xlb_vip_value{kVipId, 0}),
+        must(lb().put_vip(datapath::vip_key(test::kVipV4, kVipPort, test::kProtoTcp),
+                          xlb_vip_value{kVipId, 0}),
              "add the VIP");
         ok(fmt::format("VIP {}:{}/tcp added as VIP id {} (connection tracking on, 5-tuple hash)",
                        test::kVipV4.to_string(), kVipPort, kVipId));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iterator>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "pin_session.h"
@@ -18,17 +19,17 @@ namespace xlb::bpf {
 namespace {
 
 // Indexed by ConntrackLoad::Outcome, in its order.
-constexpr std::string_view kOutcomes[] = {"created", "reused",      "kept_pinned_size",
-                                          "resized", "migrated_v1", "v1_unreadable"};
+constexpr std::string_view kOutcomes[] = {"created", "reused",   "kept_pinned_size",
+                                          "resized", "migrated", "old_unreadable"};
 static_assert(std::size(kOutcomes) ==
-              static_cast<std::size_t>(ConntrackLoad::Outcome::kV1Unreadable) + 1);
+              static_cast<std::size_t>(ConntrackLoad::Outcome::kOldUnreadable) + 1);
 
 }  // namespace
 
 const char* to_string(ConntrackLoad::Outcome outcome) { return name_at(outcome, kOutcomes); }
 
 bool ConntrackLoad::warn() const {
-    return outcome == Outcome::kKeptPinnedSize || outcome == Outcome::kV1Unreadable || dropped > 0;
+    return outcome == Outcome::kKeptPinnedSize || outcome == Outcome::kOldUnreadable || dropped > 0;
 }
 
 namespace detail {
@@ -59,19 +60,37 @@ Result<bpf_map_info> map_info(int fd, const std::string& what, const std::string
     return info;
 }
 
-// Why a pinned layout-1 table cannot be read as one; empty when it can.
-std::string v1_problem(int fd, const std::string& path) {
-    auto info = map_info(fd, "the layout-1 connection table", path);
+// The connection-table layouts an agent upgrades from, newest first.
+struct OldLayout {
+    int layout;
+    const char* name;
+    std::uint32_t value_size;
+};
+constexpr OldLayout kOldLayouts[] = {
+    {2, XLB_MAP_CONNTRACK_V2, sizeof(xlb_ct_value_v2)},
+    {1, XLB_MAP_CONNTRACK_V1, sizeof(xlb_ct_value_v1)},
+};
+
+const OldLayout& old_layout(int layout) {
+    for (const OldLayout& l : kOldLayouts)
+        if (l.layout == layout) return l;
+    return kOldLayouts[0];
+}
+
+std::string layout_name(int layout) { return "layout-" + std::to_string(layout); }
+
+// Why a pinned table of an older layout cannot be read as one; empty when it can.
+std::string old_layout_problem(int fd, const std::string& path, const OldLayout& layout) {
+    auto info = map_info(fd, "the " + layout_name(layout.layout) + " connection table", path);
     if (!info) return "not a map: " + info.error().message();
     const bool hash = info->type == BPF_MAP_TYPE_LRU_HASH || info->type == BPF_MAP_TYPE_HASH;
-    if (hash && info->key_size == sizeof(xlb_flow_key) &&
-        info->value_size == sizeof(xlb_ct_value_v1))
+    if (hash && info->key_size == sizeof(xlb_flow_key) && info->value_size == layout.value_size)
         return {};
     const char* type = libbpf_bpf_map_type_str(static_cast<bpf_map_type>(info->type));
     return std::string(type ? type : "unknown type") + ", key size " +
            std::to_string(info->key_size) + ", value size " + std::to_string(info->value_size) +
            "; want a hash of " + std::to_string(sizeof(xlb_flow_key)) + "-byte keys and " +
-           std::to_string(sizeof(xlb_ct_value_v1)) + "-byte values";
+           std::to_string(layout.value_size) + "-byte values";
 }
 
 template <typename V>
@@ -119,26 +138,36 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
     r.message = "new connection table of " + std::to_string(r.capacity) + " entries";
     if (dir.empty()) return loader;
 
-    const std::string v1_path = join(dir, XLB_MAP_CONNTRACK_V1);
-    auto v1 = open_pin(v1_path, "layout-1 connection table");
-    if (v1 && *v1) loader.v1_path_ = v1_path;
-    // Unopenable (not even ENOENT): still removed in finish(), it is ours.
-    if (!v1) loader.v1_path_ = v1_path;
+    // Pins of older layouts, newest first: the newest is migrated, all are
+    // removed. An unopenable one (not even ENOENT) is still ours to remove.
+    std::optional<Result<UniqueFd>> newest_old;
+    for (const OldLayout& layout : kOldLayouts) {
+        const std::string path = join(dir, layout.name);
+        auto old = open_pin(path, layout_name(layout.layout) + " connection table");
+        if (old && !*old) continue;
+        loader.old_paths_.push_back(path);
+        if (!newest_old) {
+            loader.source_layout_ = layout.layout;
+            loader.source_path_ = path;
+            newest_old.emplace(std::move(old));
+        }
+    }
 
-    const std::string v2_path = join(dir, XLB_MAP_CONNTRACK);
-    auto v2 = open_pin(v2_path, "connection table");
-    if (!v2) return std::unexpected(v2.error());
-    if (*v2) {
-        // A pinned layout-2 table supersedes a layout-1 one: the layout-1 pin
-        // is what an interrupted upgrade left after pinning the new table.
-        std::string other = incompatibility(map, v2->get(), /*max_entries=*/false);
+    const std::string current_path = join(dir, XLB_MAP_CONNTRACK);
+    auto current = open_pin(current_path, "connection table");
+    if (!current) return std::unexpected(current.error());
+    if (*current) {
+        // A pinned table of the current layout supersedes older ones: their
+        // pins are what an interrupted upgrade left after pinning the new table.
+        loader.source_layout_ = 0;
+        std::string other = incompatibility(map, current->get(), /*max_entries=*/false);
         if (!other.empty()) {
             // PinSession::prepare replaces it and reports why.
             r.message = "new connection table of " + std::to_string(r.capacity) +
                         " entries: the pinned one is incompatible (" + other + ")";
             return loader;
         }
-        auto info = map_info(v2->get(), "the pinned connection table", v2_path);
+        auto info = map_info(current->get(), "the pinned connection table", current_path);
         if (!info) return std::unexpected(info.error());
         const std::uint32_t pinned = info->max_entries;
         if (pinned == r.requested) {
@@ -150,7 +179,7 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
                 return fail_on(rc,
                                "size the connection table to the pinned one's " +
                                    std::to_string(pinned) + " entries",
-                               v2_path);
+                               current_path);
             r.outcome = Outcome::kKeptPinnedSize;
             r.capacity = pinned;
             r.message = "kept the pinned connection table of " + std::to_string(pinned) +
@@ -159,8 +188,8 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
         } else {
             r.outcome = Outcome::kResized;
             loader.source_ = Source::kResize;
-            loader.source_fd_ = std::move(*v2);
-            loader.source_path_ = v2_path;
+            loader.source_fd_ = std::move(*current);
+            loader.source_path_ = current_path;
             loader.old_capacity_ = pinned;
             r.message = "resizing the connection table from " + std::to_string(pinned) + " to " +
                         std::to_string(r.requested) + " entries";
@@ -168,16 +197,17 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
         return loader;
     }
 
-    if (loader.v1_path_.empty()) return loader;
-    loader.source_ = Source::kV1;
-    loader.source_path_ = v1_path;
-    if (!v1) {
-        loader.v1_problem_ = v1.error().message();
+    if (!newest_old) return loader;
+    loader.source_ = Source::kOldLayout;
+    r.old_layout = loader.source_layout_;
+    if (!*newest_old) {
+        loader.old_problem_ = newest_old->error().message();
     } else {
-        loader.source_fd_ = std::move(*v1);
-        loader.v1_problem_ = v1_problem(loader.source_fd_.get(), v1_path);
+        loader.source_fd_ = std::move(**newest_old);
+        loader.old_problem_ = old_layout_problem(loader.source_fd_.get(), loader.source_path_,
+                                                 old_layout(loader.source_layout_));
     }
-    r.outcome = loader.v1_problem_.empty() ? Outcome::kMigratedV1 : Outcome::kV1Unreadable;
+    r.outcome = loader.old_problem_.empty() ? Outcome::kMigrated : Outcome::kOldUnreadable;
     return loader;
 }
 
@@ -194,23 +224,41 @@ Result<void> ConntrackLoader::fill(int table_fd) {
         if (!old) return std::unexpected(old.error());
         keys = std::move(old->keys);
         values = std::move(old->values);
-    } else if (v1_problem_.empty()) {
+    } else if (old_problem_.empty() && source_layout_ == 2) {
+        auto old = read_all<xlb_ct_value_v2>(source_fd_.get(), "the layout-2 connection table",
+                                             source_path_);
+        if (!old) {
+            old_problem_ = old.error().message();
+        } else {
+            keys = std::move(old->keys);
+            values.reserve(old->values.size());
+            // No VIP epoch: each flow's next packet takes the full path once.
+            for (const xlb_ct_value_v2& v : old->values)
+                values.push_back({.backend_id = v.backend_id,
+                                  .generation = v.generation,
+                                  .created = v.created,
+                                  .last_seen = v.last_seen});
+        }
+    } else if (old_problem_.empty()) {
         auto old = read_all<xlb_ct_value_v1>(source_fd_.get(), "the layout-1 connection table",
                                              source_path_);
         if (!old) {
-            v1_problem_ = old.error().message();
+            old_problem_ = old.error().message();
         } else {
             keys = std::move(old->keys);
             values.reserve(old->values.size());
             // Ages are unknown: as if every flow had just been seen.
             for (const xlb_ct_value_v1& v : old->values)
-                values.push_back({v.backend_id, v.generation, now, now});
+                values.push_back({.backend_id = v.backend_id,
+                                  .generation = v.generation,
+                                  .created = now,
+                                  .last_seen = now});
         }
     }
-    if (source_ == Source::kV1 && !v1_problem_.empty()) {
-        r.outcome = Outcome::kV1Unreadable;
-        r.message = "could not read the layout-1 connection table at " + source_path_ + " (" +
-                    v1_problem_ + "): starting with an empty table of " +
+    if (source_ == Source::kOldLayout && !old_problem_.empty()) {
+        r.outcome = Outcome::kOldUnreadable;
+        r.message = "could not read the " + layout_name(source_layout_) + " connection table at " +
+                    source_path_ + " (" + old_problem_ + "): starting with an empty table of " +
                     std::to_string(r.capacity) + " entries; removed the old pin";
         source_fd_.reset();
         return {};
@@ -248,20 +296,23 @@ Result<void> ConntrackLoader::fill(int table_fd) {
         r.message = "resized the connection table from " + std::to_string(old_capacity_) + " to " +
                     std::to_string(r.capacity) + " entries: copied " + entries(r.copied) + dropped;
     } else {
-        r.message = "upgraded the connection table from layout 1 (" XLB_MAP_CONNTRACK_V1
-                    "): copied " +
-                    entries(r.copied) + " into a new table of " + std::to_string(r.capacity) +
-                    " entries" + dropped + "; removed the old pin";
+        r.message = "upgraded the connection table from layout " + std::to_string(source_layout_) +
+                    " (" + old_layout(source_layout_).name + "): copied " + entries(r.copied) +
+                    " into a new table of " + std::to_string(r.capacity) + " entries" + dropped +
+                    "; removed the old pin";
     }
     return {};
 }
 
 Result<void> ConntrackLoader::finish() {
-    if (v1_path_.empty()) return {};
-    if (::unlink(v1_path_.c_str()) != 0 && errno != ENOENT)
-        return fail_on(errno, "unpin the layout-1 connection table", v1_path_);
-    if (source_ != Source::kV1) result_.message += "; removed a leftover layout-1 table";
-    v1_path_.clear();
+    bool leftover = false;
+    for (const std::string& path : old_paths_) {
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+            return fail_on(errno, "unpin an older connection table", path);
+        leftover = leftover || source_ != Source::kOldLayout || path != source_path_;
+    }
+    if (leftover) result_.message += "; removed a leftover table of an older layout";
+    old_paths_.clear();
     return {};
 }
 

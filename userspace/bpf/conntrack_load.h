@@ -8,7 +8,7 @@
 //   __load(skel)
 //   ct->fill(bpf_map__fd(map));   // copies old entries into a new table
 //   session->commit();            // pins the new table over the old one
-//   ct->finish();                 // unpins the layout-1 table
+//   ct->finish();                 // unpins tables of older layouts
 //
 // The copy happens before the commit so that a load that fails or dies half
 // way leaves the old pin, entries intact, for the next attempt.
@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "xlb/bpf/error.h"
 #include "xlb/bpf/fd.h"
@@ -35,23 +36,24 @@ public:
                                         ConntrackResize resize);
 
     // After load, before the commit: copies the entries of the old table (a
-    // resize or a layout-1 table) into the new one, `table_fd`.
+    // resize or an older layout) into the new one, `table_fd`.
     Result<void> fill(int table_fd);
 
-    // After the commit: unpins a layout-1 table, migrated or not.
+    // After the commit: unpins the tables of older layouts, migrated or not.
     Result<void> finish();
 
     const ConntrackLoad& result() const { return result_; }
 
 private:
-    enum class Source { kNone, kResize, kV1 };
+    enum class Source { kNone, kResize, kOldLayout };
 
-    std::string v1_path_;  // empty: no layout-1 pin to remove
+    std::vector<std::string> old_paths_;  // pins of older layouts to remove
     Source source_ = Source::kNone;
+    int source_layout_ = 0;  // kOldLayout: 1 or 2
     UniqueFd source_fd_;
     std::string source_path_;
     std::uint32_t old_capacity_ = 0;  // kResize: the pinned table's size
-    std::string v1_problem_;          // why the layout-1 pin cannot be read
+    std::string old_problem_;         // why the older layout's pin cannot be read
     ConntrackLoad result_;
 };
 

@@ -2,11 +2,14 @@
 #include "xlb/bpf/programs.h"
 
 #include <bpf/libbpf.h>
+#include <sys/random.h>
 
 #include <optional>
+#include <vector>
 
 #include "conntrack_load.h"
 #include "pin_session.h"
+#include "xlb/flow_hash.h"
 #include "xlb_decap.skel.h"
 #include "xlb_lb.skel.h"
 
@@ -57,6 +60,63 @@ std::string load_failure_hint(int code, const std::optional<detail::PinSession>&
     return hint;
 }
 
+// The next VIP bucket epoch: from the counter in XLB_VIP_EPOCH_SLOT, never 0.
+Result<std::uint32_t> next_vip_epoch(const ArrayMap<std::uint32_t>& buckets) {
+    auto last = buckets.get(XLB_VIP_EPOCH_SLOT);
+    if (!last) return std::unexpected(last.error());
+    std::uint32_t next = *last + 1;
+    if (next == 0) next = 1;
+    if (auto ok = buckets.put(XLB_VIP_EPOCH_SLOT, next); !ok) return std::unexpected(ok.error());
+    return next;
+}
+
+// Every bucket's value (and the epoch counter last), in one batched read.
+Result<std::vector<std::uint32_t>> read_vip_buckets(const ArrayMap<std::uint32_t>& buckets) {
+    std::vector<std::uint32_t> out(XLB_VIP_BUCKETS + 1, 0);
+    auto read = lookup_batches<std::uint32_t, std::uint32_t>(
+        buckets.fd(), buckets.name(), out.size(),
+        [&](std::span<const std::uint32_t> index, std::span<const std::uint32_t> value) {
+            for (std::size_t i = 0; i < index.size(); ++i)
+                if (index[i] < out.size()) out[index[i]] = value[i];
+        });
+    if (!read) return std::unexpected(read.error());
+    return out;
+}
+
+// Makes the VIP buckets match the VIP map: after a load that found VIPs
+// pinned (an upgrade adds the buckets next to them) or buckets left by a
+// crash between the two writes. A bucket map new to this load starts its
+// epochs at a random point, so no pinned connection-table entry can carry
+// one of them.
+Result<void> sync_vip_buckets(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
+                              const ArrayMap<std::uint32_t>& buckets) {
+    auto last = buckets.get(XLB_VIP_EPOCH_SLOT);
+    if (!last) return std::unexpected(last.error());
+    if (*last == 0) {
+        std::uint32_t seed = 0;
+        if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+            return fail_on(errno, "seed the VIP bucket epochs", XLB_MAP_VIP_BUCKETS);
+        if (auto ok = buckets.put(XLB_VIP_EPOCH_SLOT, seed == 0 ? 1 : seed); !ok) return ok;
+    }
+    auto keys = vips.keys();
+    if (!keys) return std::unexpected(keys.error());
+    std::vector<bool> wanted(XLB_VIP_BUCKETS, false);
+    for (const xlb_vip_key& key : *keys) wanted[xlb_vip_bucket(key.addr)] = true;
+    auto current = read_vip_buckets(buckets);
+    if (!current) return std::unexpected(current.error());
+    for (std::uint32_t b = 0; b < XLB_VIP_BUCKETS; ++b) {
+        if (wanted[b] == ((*current)[b] != 0)) continue;
+        std::uint32_t value = 0;
+        if (wanted[b]) {
+            auto next = next_vip_epoch(buckets);
+            if (!next) return std::unexpected(next.error());
+            value = *next;
+        }
+        if (auto ok = buckets.put(b, value); !ok) return ok;
+    }
+    return {};
+}
+
 Result<void> resize(bpf_map* map, std::uint32_t entries) {
     if (int rc = bpf_map__set_max_entries(map, entries); rc != 0)
         return fail(rc, std::string("size map ") + bpf_map__name(map) + " to " +
@@ -89,29 +149,32 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_stats, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats, sizes.max_backends},
-          std::pair{maps.xlb_conntrack2, sizes.conntrack_entries}}) {
+          std::pair{maps.xlb_conntrack3, sizes.conntrack_entries}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
     }
     auto session = open_pins(options);
     if (!session) return std::unexpected(session.error());
     auto conntrack = detail::ConntrackLoader::plan(*session ? (*session)->dir() : std::string(),
-                                                   maps.xlb_conntrack2, options.conntrack_resize);
+                                                   maps.xlb_conntrack3, options.conntrack_resize);
     if (!conntrack) return std::unexpected(conntrack.error());
     if (auto ok = prepare_pins(*session, skel->obj); !ok) return std::unexpected(ok.error());
     if (int rc = xlb_lb__load(skel.get()); rc != 0)
         return fail(rc, "load the xlb_lb BPF program", load_failure_hint(-rc, *session));
-    if (auto ok = conntrack->fill(bpf_map__fd(maps.xlb_conntrack2)); !ok)
+    if (auto ok = conntrack->fill(bpf_map__fd(maps.xlb_conntrack3)); !ok)
         return std::unexpected(ok.error());
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
-    return LbProgram(std::move(skel), sizes, std::move(*pins), conntrack->result());
+    LbProgram program(std::move(skel), sizes, std::move(*pins), conntrack->result());
+    if (auto ok = sync_vip_buckets(program.vips(), program.vip_buckets()); !ok)
+        return std::unexpected(ok.error());
+    return program;
 }
 
 Result<void> LbProgram::unpin(const std::string& dir) {
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
     if (!skel) return fail(errno, "open the xlb_lb BPF object");
-    const std::string older[] = {XLB_MAP_CONNTRACK_V1};
+    const std::string older[] = {XLB_MAP_CONNTRACK_V2, XLB_MAP_CONNTRACK_V1};
     return detail::unpin_object_maps(skel->obj, dir, older);
 }
 
@@ -123,12 +186,54 @@ ArrayMap<xlb_config> LbProgram::config() const {
 HashMap<xlb_vip_key, xlb_vip_value> LbProgram::vips() const {
     return {bpf_map__fd(skel_->maps.xlb_vips), XLB_MAP_VIPS};
 }
+ArrayMap<std::uint32_t> LbProgram::vip_buckets() const {
+    return {bpf_map__fd(skel_->maps.xlb_vip_buckets), XLB_MAP_VIP_BUCKETS};
+}
+
+// The order matters to a packet racing the change: the VIP map first, then
+// the bucket, so that a packet that saw the new epoch also sees the new VIPs
+// (the program reads the bucket before matching the VIP).
+Result<void> LbProgram::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) const {
+    if (auto ok = vips().put(key, value); !ok) return ok;
+    auto epoch = next_vip_epoch(vip_buckets());
+    if (!epoch) return std::unexpected(epoch.error());
+    return vip_buckets().put(xlb_vip_bucket(key.addr), *epoch);
+}
+
+Result<bool> LbProgram::erase_vip(const xlb_vip_key& key) const {
+    auto erased = vips().erase(key);
+    if (!erased || !*erased) return erased;
+    auto keys = vips().keys();
+    if (!keys) return std::unexpected(keys.error());
+    const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+    std::uint32_t value = 0;
+    for (const xlb_vip_key& other : *keys) {
+        if (xlb_vip_bucket(other.addr) != bucket) continue;
+        auto epoch = next_vip_epoch(vip_buckets());
+        if (!epoch) return std::unexpected(epoch.error());
+        value = *epoch;
+        break;
+    }
+    if (auto ok = vip_buckets().put(bucket, value); !ok) return std::unexpected(ok.error());
+    return true;
+}
+
+Result<void> LbProgram::clear_vips() const {
+    if (auto ok = vips().clear(); !ok) return ok;
+    auto current = read_vip_buckets(vip_buckets());
+    if (!current) return std::unexpected(current.error());
+    for (std::uint32_t b = 0; b < XLB_VIP_BUCKETS; ++b)
+        if ((*current)[b] != 0)
+            if (auto ok = vip_buckets().put(b, 0); !ok) return ok;
+    return {};
+}
+
 MapView LbProgram::rings() const { return {bpf_map__fd(skel_->maps.xlb_rings), XLB_MAP_RINGS}; }
 ArrayMap<xlb_backend> LbProgram::backends() const {
     return {bpf_map__fd(skel_->maps.xlb_backends), XLB_MAP_BACKENDS};
 }
 HashMap<xlb_flow_key, xlb_ct_value> LbProgram::conntrack() const {
-    return {bpf_map__fd(skel_->maps.xlb_conntrack2), XLB_MAP_CONNTRACK};
+    return {bpf_map__fd(skel_->maps.xlb_conntrack3), XLB_MAP_CONNTRACK};
 }
 PerCpuArrayMap<xlb_ct_cpu> LbProgram::ct_cpu() const {
     return {bpf_map__fd(skel_->maps.xlb_ct_cpu), XLB_MAP_CT_CPU};

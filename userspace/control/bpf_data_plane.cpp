@@ -6,11 +6,11 @@
 namespace xlb::control {
 
 bpf::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) {
-    return program_.vips().put(key, value);
+    return program_.put_vip(key, value);
 }
 
 bpf::Result<void> BpfDataPlane::remove_vip(const xlb_vip_key& key) {
-    auto erased = program_.vips().erase(key);
+    auto erased = program_.erase_vip(key);
     if (!erased) return std::unexpected(erased.error());
     return {};
 }

@@ -2,6 +2,7 @@
 #include "host.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/utsname.h>
 
@@ -11,6 +12,25 @@
 #include <stdexcept>
 
 namespace xlb::bench {
+
+std::vector<int> allowed_cpus() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        throw std::runtime_error(fmt::format("read the CPU affinity: {}", std::strerror(errno)));
+    std::vector<int> cpus;
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+        if (CPU_ISSET(i, &allowed)) cpus.push_back(i);
+    return cpus;
+}
+
+void pin_thread_to_cpu(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(one), &one); rc != 0)
+        throw std::runtime_error(fmt::format("pin a thread to CPU {}: {}", cpu, std::strerror(rc)));
+}
 
 int pin_to_cpu(int wanted) {
     cpu_set_t allowed;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace xlb::bench {
 
@@ -11,6 +12,10 @@ namespace xlb::bench {
 // (CPU 0 usually takes more of the interrupts); returns the CPU. Throws
 // std::runtime_error when it cannot.
 int pin_to_cpu(int wanted);
+// The CPUs this thread may run on now (call before pin_to_cpu narrows it).
+std::vector<int> allowed_cpus();
+// Pins the calling thread alone to `cpu`. Throws std::runtime_error.
+void pin_thread_to_cpu(int cpu);
 // uname's release, or "unknown".
 std::string kernel_release();
 // /proc/cpuinfo's first "model name", or "unknown".

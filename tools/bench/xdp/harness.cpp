@@ -47,7 +47,27 @@ void Harness::set_template(std::span<const std::uint8_t> frame, std::uint32_t va
     skel_->bss->vary_offset = vary_offset;
 }
 
-std::uint32_t Harness::vary_counter() const { return skel_->bss->vary_counter; }
+namespace {
+// XLB_BENCH_COUNTER_STRIDE in bpf/bench/xlb_bench.bpf.c: one counter per cache line.
+constexpr int kCounterStride = 16;
+constexpr int kMaxCpus = static_cast<int>(sizeof(xlb_bench::xlb_bench__bss::vary_counters) /
+                                          sizeof(std::uint32_t) / kCounterStride);
+static_assert(kMaxCpus == 64, "XLB_BENCH_MAX_CPUS");
+
+std::uint32_t* counter_of(xlb_bench* skel, int cpu) {
+    return &skel->bss->vary_counters[(cpu % kMaxCpus) * kCounterStride];
+}
+}  // namespace
+
+int Harness::max_cpus() { return kMaxCpus; }
+
+std::uint32_t Harness::vary_counter(int cpu) const {
+    return __atomic_load_n(counter_of(skel_.get(), cpu), __ATOMIC_RELAXED);
+}
+
+void Harness::set_vary_counter(int cpu, std::uint32_t value) const {
+    __atomic_store_n(counter_of(skel_.get(), cpu), value, __ATOMIC_RELAXED);
+}
 
 bpf::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame,
                                              std::uint32_t repeat) const {

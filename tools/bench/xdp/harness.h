@@ -35,9 +35,12 @@ public:
     // The frame restored before every repetition, and the offset of the 32-bit
     // field given a new value (the running counter) on every repetition; 0 = none.
     void set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset) const;
-    // The last value the wrapper wrote at vary_offset (counts every repetition
-    // that had one).
-    std::uint32_t vary_counter() const;
+    // The last value the wrapper wrote at vary_offset on `cpu` (counts every
+    // repetition there that had one), and where that count goes on from.
+    std::uint32_t vary_counter(int cpu) const;
+    void set_vary_counter(int cpu, std::uint32_t value) const;
+    // CPUs the wrapper keeps apart counters for (XLB_BENCH_MAX_CPUS).
+    static int max_cpus();
     // Runs the wrapper `repeat` times on `frame` (kFrameLen bytes).
     bpf::Result<bpf::TestRunResult> run(std::span<const std::uint8_t> frame,
                                         std::uint32_t repeat) const;

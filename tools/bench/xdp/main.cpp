@@ -43,10 +43,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -64,8 +66,10 @@
 namespace {
 
 namespace bpf = xlb::bpf;
+using xlb::bench::allowed_cpus;
 using xlb::bench::cpu_model;
 using xlb::bench::kernel_release;
+using xlb::bench::pin_thread_to_cpu;
 using xlb::bench::pin_to_cpu;
 namespace test = xlb::test;
 using test::Bytes;
@@ -180,6 +184,17 @@ public:
         return must(lb_.conntrack().get(key));
     }
 
+    // Entries in the connection table, counted with batched lookups.
+    std::uint64_t conntrack_count() const {
+        std::uint64_t count = 0;
+        must(bpf::lookup_batches<xlb_flow_key, xlb_ct_value>(
+            lb_.conntrack().fd(), XLB_MAP_CONNTRACK, 65536,
+            [&](std::span<const xlb_flow_key> keys, std::span<const xlb_ct_value>) {
+                count += keys.size();
+            }));
+        return count;
+    }
+
     // Empties the connection table with batched lookup-and-delete (a per-key
     // delete of millions of entries would take longer than the benchmark).
     std::uint64_t clear_conntrack() const {
@@ -249,8 +264,7 @@ private:
 
     void add_vip(const IpAddress& addr, std::uint16_t port, std::uint8_t proto,
                  std::uint32_t vip_id, std::uint32_t flags) {
-        must(lb_.vips().put(xlb::datapath::vip_key(addr, port, proto),
-                            xlb_vip_value{vip_id, flags}));
+        must(lb_.put_vip(xlb::datapath::vip_key(addr, port, proto), xlb_vip_value{vip_id, flags}));
     }
 
     bpf::LbProgram lb_;
@@ -263,7 +277,21 @@ private:
 // ---------------------------------------------------------------------------
 // Cases.
 
-enum class Path { kEstablished, kNewFlow, kNewFlowOverBudget, kNoConntrack, kNotVip };
+enum class Path {
+    kEstablished,
+    kSyn,
+    kNewFlow,
+    kNewFlowFull,
+    kNewFlowAllCpus,
+    kNewFlowOverBudget,
+    kNoConntrack,
+    kNotVip,
+};
+
+// Cases that insert a new flow on every repetition.
+bool inserts_every_run(Path p) {
+    return p == Path::kNewFlow || p == Path::kNewFlowFull || p == Path::kNewFlowAllCpus;
+}
 
 struct Case {
     std::string name;
@@ -274,20 +302,25 @@ struct Case {
     std::uint32_t vip_flags = 0;
     std::uint32_t vary_offset = 0;
     std::optional<double> target_net_ns;
+    // A target relative to another case of the same run: at most
+    // target_factor times its net median (new_flow_v4_all_cpus).
+    std::string target_relative_to;
+    double target_factor = 0;
     Bytes frame;
 
     std::vector<double> ns, floor_ns, net_ns;
-    // new_flow_v4: entries in the connection table when each sample began.
+    // new_flow_v4 / _full / _all_cpus: entries in the connection table
+    // when each sample began.
     std::vector<std::uint64_t> table_entries;
 };
 
-// Exactly kFrameLen bytes: TCP ACK (never a SYN) or UDP, the payload filling
-// the rest, valid lengths and checksums.
-Bytes bench_frame(const test::Flow& flow) {
+// Exactly kFrameLen bytes: TCP (an ACK unless the case is syn_v4) or UDP,
+// the payload filling the rest, valid lengths and checksums.
+Bytes bench_frame(const test::Flow& flow, std::uint8_t tcp_flags) {
     test::FrameOptions opt;
     opt.eth_src = test::kClientSideMac;
     opt.eth_dst = test::kLbMac;
-    opt.tcp_flags = test::kTcpAck;
+    opt.tcp_flags = tcp_flags;
     opt.payload.clear();
     const std::size_t headers = test::make_frame(flow, opt).size();
     if (headers > kFrameLen) throw Failure("headers exceed the bench frame");
@@ -310,14 +343,36 @@ std::vector<Case> make_cases() {
                      .path = "TCP ACK, conntrack hit, IPv6-in-IPv6",
                      .kind = Path::kEstablished,
                      .flow = Flow{test::kClientV6, test::kVipV6, 40000, test::kVipPort},
-                     .vip_id = kVipTcp6});
+                     .vip_id = kVipTcp6,
+                     .target_net_ns = 85});
+    cases.push_back({.name = "syn_v4",
+                     .path = "TCP SYN, same flow each run: Maglev, no insert",
+                     .kind = Path::kSyn,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40004, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .target_net_ns = 180});
     cases.push_back({.name = "new_flow_v4",
                      .path = "TCP ACK, new source each run: miss, Maglev, insert",
                      .kind = Path::kNewFlow,
                      .flow = Flow{test::kClientV4, test::kVipV4, 40001, test::kVipPort},
                      .vip_id = kVipTcp4,
                      .vary_offset = kIpv4SrcOffset,
-                     .target_net_ns = 450});
+                     .target_net_ns = 480});
+    cases.push_back({.name = "new_flow_full_v4",
+                     .path = "TCP ACK, new source each run, table full: miss, Maglev, evict",
+                     .kind = Path::kNewFlowFull,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40003, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .vary_offset = kIpv4SrcOffset,
+                     .target_net_ns = 900});
+    cases.push_back({.name = "new_flow_v4_all_cpus",
+                     .path = "new_flow_v4 on every CPU at once (ns per CPU)",
+                     .kind = Path::kNewFlowAllCpus,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40005, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .vary_offset = kIpv4SrcOffset,
+                     .target_relative_to = "new_flow_v4",
+                     .target_factor = 1.3});
     cases.push_back({.name = "new_flow_over_budget_v4",
                      .path = "TCP ACK, new source each run, insert budget spent: miss, Maglev",
                      .kind = Path::kNewFlowOverBudget,
@@ -330,13 +385,14 @@ std::vector<Case> make_cases() {
                      .flow = Flow{test::kClientV4, test::kVipV4, 40000, kDnsPort, test::kProtoUdp},
                      .vip_id = kVipUdp4NoCt,
                      .vip_flags = XLB_VIP_F_NO_CONNTRACK,
-                     .target_net_ns = 90});
+                     .target_net_ns = 70});
     cases.push_back({.name = "not_vip",
                      .path = "TCP to the LB's own address: pass",
                      .kind = Path::kNotVip,
                      .flow = Flow{test::kClientV4, test::kEncapSrcV4, 40000, 22},
-                     .target_net_ns = 25});
-    for (Case& c : cases) c.frame = bench_frame(c.flow);
+                     .target_net_ns = 30});
+    for (Case& c : cases)
+        c.frame = bench_frame(c.flow, c.kind == Path::kSyn ? test::kTcpSyn : test::kTcpAck);
     return cases;
 }
 
@@ -360,10 +416,16 @@ Bytes frame_of_run(const Case& c, std::uint32_t counter) {
 // One sample and the checks that it took the path it names.
 
 struct Sample {
-    bpf::TestRunResult result;
+    bpf::TestRunResult result;  // the run on the pinned CPU
     Counters before, after;
+    // The varied field's counter on the pinned CPU, and on every CPU that
+    // ran (new_flow_v4_all_cpus: all of them, in the order of `cpus`).
     std::uint32_t counter_before = 0, counter_after = 0;
-    std::uint32_t repeat = 0;
+    std::vector<int> cpus;
+    std::vector<std::uint32_t> counters_before, counters_after;
+    std::vector<bpf::TestRunResult> results;  // per CPU, in the order of `cpus`
+    std::uint32_t repeat = 0;                 // repetitions per CPU
+    std::uint64_t runs() const { return std::uint64_t{repeat} * cpus.size(); }
     std::uint64_t wall_ns = 0;  // the run, as the program's clock saw it
 };
 
@@ -398,7 +460,7 @@ public:
         for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) {
             const std::uint64_t delta = s_.after.outcomes[o] - s_.before.outcomes[o];
             const std::uint64_t want =
-                outcome && o == static_cast<std::uint32_t>(*outcome) ? s_.repeat : 0;
+                outcome && o == static_cast<std::uint32_t>(*outcome) ? s_.runs() : 0;
             expect_eq(delta, want, fmt::format("outcome counter {} grew by", o));
         }
     }
@@ -410,10 +472,8 @@ public:
             const xlb_vip_stats& a = s_.after.vips[v];
             const bool mine = vip && *vip == v;
             const std::string name = fmt::format("VIP {}", v);
-            expect_eq(a.packets - b.packets, mine ? std::uint64_t{s_.repeat} : 0,
-                      name + " packets grew by");
-            expect_eq(a.bytes - b.bytes, mine ? std::uint64_t{s_.repeat} * kFrameLen : 0,
-                      name + " bytes grew by");
+            expect_eq(a.packets - b.packets, mine ? s_.runs() : 0, name + " packets grew by");
+            expect_eq(a.bytes - b.bytes, mine ? s_.runs() * kFrameLen : 0, name + " bytes grew by");
             expect_eq(a.new_flows - b.new_flows, mine ? new_flows : 0, name + " new_flows grew by");
             expect_eq(a.conntrack_hits - b.conntrack_hits, mine ? hits : 0,
                       name + " conntrack_hits grew by");
@@ -485,7 +545,9 @@ struct Options {
     std::uint32_t samples = 11;
     std::uint32_t repeat = 1'000'000;
     int cpu = -1;
-    std::uint32_t conntrack_entries = 1U << 24;
+    // A production size (issue 17: at least 1M entries), small enough that
+    // new_flow_full_v4 fills its own table in seconds.
+    std::uint32_t conntrack_entries = 1U << 22;
     std::vector<std::string> only;  // case names; empty = all
 };
 
@@ -498,11 +560,25 @@ double median(std::vector<double> v) {
 
 class Bench {
 public:
-    Bench(const Options& opt, std::vector<Case> cases)
+    Bench(const Options& opt, std::vector<Case> cases, int cpu, std::vector<int> cpus)
         : opt_(opt),
           balancer_(opt.conntrack_entries),
           harness_(must(Harness::load())),
-          cases_(std::move(cases)) {}
+          cases_(std::move(cases)),
+          cpu_(cpu),
+          cpus_(std::move(cpus)) {
+        if (std::any_of(cases_.begin(), cases_.end(),
+                        [](const Case& c) { return c.kind == Path::kNewFlowFull; }))
+            full_.emplace(opt.conntrack_entries);
+        // Each CPU's counter gets its own range of values (source
+        // addresses): flows made on two CPUs never collide.
+        const int top = *std::max_element(cpus_.begin(), cpus_.end());
+        if (top >= Harness::max_cpus())
+            throw Failure(fmt::format("CPU {} is beyond the {} CPUs the bench wrapper counts for",
+                                      top, Harness::max_cpus()));
+        const std::uint64_t range = (std::uint64_t{1} << 32) / static_cast<std::uint64_t>(top + 1);
+        for (int c : cpus_) harness_.set_vary_counter(c, static_cast<std::uint32_t>(range * c));
+    }
 
     // Puts the established flows into the connection table (one packet each,
     // straight through the balancer) and checks where they went.
@@ -523,8 +599,42 @@ public:
         }
     }
 
+    // new_flow_full_v4's table: distinct flows until inserting more no longer
+    // grows it (every insert evicts), as a host under steady load is.
+    void fill_full_table() {
+        if (!full_) return;
+        const Case& c = *std::find_if(cases_.begin(), cases_.end(),
+                                      [](const Case& k) { return k.kind == Path::kNewFlowFull; });
+        must(harness_.set_target(full_->lb().prog_fd()));
+        harness_.set_template(c.frame, c.vary_offset);
+        const std::uint32_t chunk = 1'000'000;
+        std::uint64_t inserted = 0, count = 0;
+        while (true) {
+            must(harness_.run(c.frame, chunk));
+            inserted += chunk;
+            const std::uint64_t now = full_->conntrack_count();
+            // Full: another chunk of inserts left it (nearly) where it was.
+            if (inserted > opt_.conntrack_entries && now <= count + chunk / 100) {
+                count = now;
+                break;
+            }
+            count = now;
+            if (inserted > 4ULL * opt_.conntrack_entries)
+                throw Failure(
+                    fmt::format("the full-table case's table still grows after {} "
+                                "inserts ({} entries)",
+                                inserted, now));
+        }
+        full_entries_ = count;
+        fmt::print(stderr,
+                   "filled the full-table case's connection table: {} entries after {} "
+                   "inserts\n",
+                   count, inserted);
+    }
+
     void run() {
         warm_established();
+        fill_full_table();
         // One unrecorded round at a tenth of the repeat count: faults in the
         // maps, wakes the CPU up, and checks every path before measuring.
         const std::uint32_t warm_repeat = std::max<std::uint32_t>(1, opt_.repeat / 10);
@@ -539,13 +649,33 @@ public:
     const std::vector<double>& floors() const { return floors_; }
     std::uint64_t conntrack_clears() const { return ct_clears_; }
     std::uint32_t ring_size() const { return balancer_.ring_size(); }
+    std::uint64_t full_table_entries() const { return full_entries_; }
+    const std::vector<int>& cpus() const { return cpus_; }
+    // "per_cpu" when the table keeps an LRU list per CPU (BPF_F_NO_COMMON_LRU).
+    std::string conntrack_lru() const {
+        bpf_map_info info{};
+        __u32 len = sizeof info;
+        if (bpf_obj_get_info_by_fd(balancer_.lb().conntrack().fd(), &info, &len) != 0)
+            throw Failure(
+                fmt::format("read the connection table's flags: {}", std::strerror(errno)));
+        return info.map_flags & BPF_F_NO_COMMON_LRU ? "per_cpu" : "common";
+    }
 
 private:
+    Balancer& balancer_for(const Case& c) {
+        return c.kind == Path::kNewFlowFull ? *full_ : balancer_;
+    }
+    std::vector<int> cpus_for(const Case& c) const {
+        return c.kind == Path::kNewFlowAllCpus ? cpus_ : std::vector<int>{cpu_};
+    }
+
     // Floor, case, floor; the case's net figure is relative to the mean of
     // the two floors around it.
     void measure_pair(Case& c, std::uint32_t repeat, bool record) {
-        if (c.kind == Path::kNewFlow) make_room(repeat);
-        const std::uint64_t entries = ct_inserted_;
+        if (c.kind == Path::kNewFlow || c.kind == Path::kNewFlowAllCpus)
+            make_room(repeat * static_cast<std::uint32_t>(cpus_for(c).size()));
+        const std::uint64_t entries =
+            c.kind == Path::kNewFlowFull ? full_->conntrack_count() : ct_inserted_;
         const double floor_before = measure(c, repeat, true);
         const double ns = measure(c, repeat, false);
         const double floor_after = measure(c, repeat, true);
@@ -554,45 +684,82 @@ private:
         c.ns.push_back(ns);
         c.floor_ns.push_back(floor);
         c.net_ns.push_back(ns - floor);
-        if (c.kind == Path::kNewFlow) c.table_entries.push_back(entries);
+        if (inserts_every_run(c.kind)) c.table_entries.push_back(entries);
         floors_.push_back(floor_before);
         floors_.push_back(floor_after);
     }
 
-    // new_flow_v4 inserts `repeat` entries per sample and must find the table
-    // not full: empty it when the next sample would not fit.
-    void make_room(std::uint32_t repeat) {
+    // new_flow_v4 inserts `inserts` entries per sample and must find the
+    // table not full: empty it when the next sample would not fit.
+    void make_room(std::uint32_t inserts) {
         const std::uint64_t slack = kLruSlack + kLruSlackPerCpu * bpf::possible_cpu_count();
-        if (ct_inserted_ + repeat + slack <= opt_.conntrack_entries) return;
+        if (ct_inserted_ + inserts + slack <= opt_.conntrack_entries) return;
         balancer_.clear_conntrack();
         ct_inserted_ = 0;
         ct_clears_ += 1;
         warm_established();
     }
 
+    // Runs the wrapper on every CPU of `cpus` at once, one thread each,
+    // started together.
+    std::vector<bpf::TestRunResult> run_on(const std::vector<int>& cpus, const Case& c,
+                                           std::uint32_t repeat) {
+        if (cpus.size() == 1) return {must(harness_.run(c.frame, repeat))};
+        std::vector<bpf::TestRunResult> results(cpus.size());
+        std::vector<std::string> errors(cpus.size());
+        std::latch start(static_cast<std::ptrdiff_t>(cpus.size()));
+        std::vector<std::thread> threads;
+        for (std::size_t i = 0; i < cpus.size(); ++i) {
+            threads.emplace_back([&, i] {
+                try {
+                    pin_thread_to_cpu(cpus[i]);
+                    start.arrive_and_wait();
+                    results[i] = must(harness_.run(c.frame, repeat));
+                } catch (const std::exception& e) {
+                    errors[i] = e.what();
+                }
+            });
+        }
+        for (std::thread& t : threads) t.join();
+        for (std::size_t i = 0; i < cpus.size(); ++i)
+            if (!errors[i].empty()) throw Failure(fmt::format("CPU {}: {}", cpus[i], errors[i]));
+        return results;
+    }
+
     double measure(const Case& c, std::uint32_t repeat, bool floor) {
+        Balancer& balancer = balancer_for(c);
         if (!floor) {
             const bool spent = c.kind == Path::kNewFlowOverBudget;
-            balancer_.use_budget(spent ? kSpentBudget : kAmpleBudget);
-            if (spent) balancer_.empty_buckets();
+            balancer.use_budget(spent ? kSpentBudget : kAmpleBudget);
+            if (spent) balancer.empty_buckets();
         }
-        must(harness_.set_target(floor ? harness_.floor_fd() : balancer_.lb().prog_fd()));
+        must(harness_.set_target(floor ? harness_.floor_fd() : balancer.lb().prog_fd()));
         harness_.set_template(c.frame, c.vary_offset);
         Sample s;
         s.repeat = repeat;
-        s.before = balancer_.counters();
-        s.counter_before = harness_.vary_counter();
+        s.cpus = cpus_for(c);
+        s.before = balancer.counters();
+        for (int cpu : s.cpus) s.counters_before.push_back(harness_.vary_counter(cpu));
         const std::uint64_t start_ns = coarse_ns();
-        s.result = must(harness_.run(c.frame, repeat));
+        s.results = run_on(s.cpus, c, repeat);
         s.wall_ns = coarse_ns() - start_ns;
-        s.counter_after = harness_.vary_counter();
-        s.after = balancer_.counters();
+        for (int cpu : s.cpus) s.counters_after.push_back(harness_.vary_counter(cpu));
+        s.after = balancer.counters();
+        const std::size_t mine = static_cast<std::size_t>(
+            std::find(s.cpus.begin(), s.cpus.end(), cpu_) - s.cpus.begin());
+        if (mine >= s.cpus.size()) throw Failure("the pinned CPU did not run the case");
+        s.result = s.results[mine];
+        s.counter_before = s.counters_before[mine];
+        s.counter_after = s.counters_after[mine];
         if (floor)
             check_floor(c, s);
         else
             check_case(c, s);
-        if (c.kind == Path::kNewFlow && !floor) ct_inserted_ += repeat;
-        return s.result.duration_ns;
+        if (!floor && (c.kind == Path::kNewFlow || c.kind == Path::kNewFlowAllCpus))
+            ct_inserted_ += s.runs();
+        double total = 0;
+        for (const bpf::TestRunResult& r : s.results) total += r.duration_ns;
+        return total / static_cast<double>(s.results.size());
     }
 
     void check_floor(const Case& c, const Sample& s) {
@@ -600,68 +767,119 @@ private:
         check.expect_action(XDP_TX);
         check.expect_outcomes(std::nullopt);
         check.expect_vip(std::nullopt, 0, 0);
-        check.expect_eq(s.counter_after - s.counter_before, c.vary_offset ? s.repeat : 0u,
-                        "repetitions with a rewritten field");
+        for (std::size_t i = 0; i < s.cpus.size(); ++i)
+            check.expect_eq(s.counters_after[i] - s.counters_before[i],
+                            c.vary_offset ? s.repeat : 0u,
+                            fmt::format("repetitions with a rewritten field on CPU {}", s.cpus[i]));
         Bytes expected = frame_of_run(c, s.counter_after);
         std::swap_ranges(expected.begin(), expected.begin() + 6, expected.begin() + 6);
         check.expect_frame(expected);
         check.finish();
     }
 
+    // Every repetition on every CPU inserted its flow: the first and the
+    // last flow of each CPU are in `balancer`'s table with the ring's backend.
+    void expect_recorded(Checker& check, const Case& c, const Sample& s, const Balancer& balancer) {
+        for (std::size_t i = 0; i < s.cpus.size(); ++i) {
+            for (std::uint32_t counter : {s.counters_before[i] + 1, s.counters_after[i]}) {
+                const xlb_flow_key key = key_of_run(c, counter);
+                auto entry = balancer.conntrack_entry(key);
+                check.expect(entry.has_value(),
+                             fmt::format("flow #{} of CPU {} has no connection-table entry",
+                                         counter, s.cpus[i]));
+                if (entry)
+                    check.expect_eq(entry->backend_id,
+                                    balancer.ring_choice(c.vip_id, key, c.vip_flags),
+                                    fmt::format("flow #{}'s backend", counter));
+            }
+        }
+    }
+
     void check_case(const Case& c, const Sample& s) {
         Checker check(s, c.name);
-        const std::uint64_t n = s.repeat;
-        check.expect_eq(s.counter_after - s.counter_before, c.vary_offset ? s.repeat : 0u,
-                        "repetitions with a rewritten field");
+        const std::uint64_t n = s.runs();
+        for (std::size_t i = 0; i < s.cpus.size(); ++i)
+            check.expect_eq(s.counters_after[i] - s.counters_before[i],
+                            c.vary_offset ? s.repeat : 0u,
+                            fmt::format("repetitions with a rewritten field on CPU {}", s.cpus[i]));
+        for (const bpf::TestRunResult& r : s.results)
+            check.expect_eq(r.action, s.result.action, "XDP action on every CPU");
+        const Balancer& balancer = balancer_for(c);
         const xlb_flow_key last_key = key_of_run(c, s.counter_after);
         const Bytes last_frame = frame_of_run(c, s.counter_after);
-        const std::uint32_t ring_backend = balancer_.ring_choice(c.vip_id, last_key, c.vip_flags);
+        const std::uint32_t ring_backend = balancer.ring_choice(c.vip_id, last_key, c.vip_flags);
         switch (c.kind) {
             case Path::kEstablished: {
                 check.expect_action(XDP_TX);
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, 0, n);
                 check.expect_inserts(0, 0);
-                auto entry = balancer_.conntrack_entry(last_key);
+                auto entry = balancer.conntrack_entry(last_key);
                 check.expect(entry.has_value(), "the flow's connection-table entry is gone");
                 if (entry) {
                     check.expect_eq(entry->backend_id, ring_backend, "connection-table backend");
                     check.expect_encapsulated(last_frame,
-                                              balancer_.backend_address(entry->backend_id), true);
+                                              balancer.backend_address(entry->backend_id), true);
                     // The hits keep the entry's age fresh: last_seen is at most
                     // one refresh interval old (plus the time since the run).
                     const std::uint32_t idle = ct_now() - entry->last_seen;
                     check.expect(idle <= XLB_CT_REFRESH_UNITS + kRefreshMargin,
                                  fmt::format("last_seen is {} units old after the run", idle));
+                    // ... and it carries what the hit needs: the VIP and the
+                    // bucket's current epoch (else every hit took the full path).
+                    check.expect_eq(entry->vip_id, c.vip_id, "the entry's VIP");
+                    const __u32 epoch =
+                        must(balancer.lb().vip_buckets().get(xlb_vip_bucket(last_key.dst)));
+                    check.expect_eq(entry->vip_epoch, epoch, "the entry's VIP epoch");
                 }
                 break;
             }
-            case Path::kNewFlow: {
+            case Path::kSyn: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(0, 0);
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend), true);
+                check.expect(!balancer.conntrack_entry(last_key).has_value(),
+                             "a SYN left a connection-table entry");
+                break;
+            }
+            case Path::kNewFlow:
+            case Path::kNewFlowAllCpus: {
                 check.expect_action(XDP_TX);
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, n, 0);
                 check.expect_inserts(n, 0);
-                check.expect_encapsulated(last_frame, balancer_.backend_address(ring_backend),
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend),
                                           false);
-                // Every run inserted its flow; none was evicted (the table is
-                // not full): the first and the last flow of the sample are there.
-                for (std::uint32_t counter : {s.counter_before + 1, s.counter_after}) {
-                    const xlb_flow_key key = key_of_run(c, counter);
-                    auto entry = balancer_.conntrack_entry(key);
-                    check.expect(entry.has_value(),
-                                 fmt::format("flow #{} has no connection-table entry", counter));
-                    if (entry)
-                        check.expect_eq(entry->backend_id,
-                                        balancer_.ring_choice(c.vip_id, key, c.vip_flags),
-                                        fmt::format("flow #{}'s backend", counter));
-                }
+                // None was evicted (the table is not full).
+                expect_recorded(check, c, s, balancer);
+                break;
+            }
+            case Path::kNewFlowFull: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(n, 0);
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend),
+                                          false);
+                // The sample's flows are the newest: the LRU evicted older ones.
+                expect_recorded(check, c, s, balancer);
+                // And the table stayed full: every insert evicted one.
+                const std::uint64_t count = full_->conntrack_count();
+                check.expect(
+                    count <= full_entries_ + kLruSlack + n / 100,
+                    fmt::format("the full table grew from {} to {} entries", full_entries_, count));
+                check.expect(count + kLruSlack + n / 100 >= full_entries_,
+                             fmt::format("the full table shrank from {} to {} entries",
+                                         full_entries_, count));
                 break;
             }
             case Path::kNewFlowOverBudget: {
                 check.expect_action(XDP_TX);
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, n, 0);
-                check.expect_encapsulated(last_frame, balancer_.backend_address(ring_backend),
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend),
                                           false);
                 // The bucket gains one entry per second of the run: all but
                 // those were skipped, the first flow certainly.
@@ -671,7 +889,7 @@ private:
                 check.expect_eq(inserts + skipped, n, "inserts + skipped inserts");
                 check.expect(inserts <= seconds * kSpentBudget.rate,
                              fmt::format("{} inserts in {} s", inserts, seconds));
-                check.expect(!balancer_.conntrack_entry(key_of_run(c, s.counter_before + 1)),
+                check.expect(!balancer.conntrack_entry(key_of_run(c, s.counter_before + 1)),
                              "the sample's first flow was recorded over budget");
                 break;
             }
@@ -680,9 +898,8 @@ private:
                 check.expect_outcomes(XLB_OUT_TX);
                 check.expect_vip(c.vip_id, n, 0);
                 check.expect_inserts(0, 0);
-                check.expect_encapsulated(last_frame, balancer_.backend_address(ring_backend),
-                                          true);
-                check.expect(!balancer_.conntrack_entry(last_key).has_value(),
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend), true);
+                check.expect(!balancer.conntrack_entry(last_key).has_value(),
                              "a VIP without conntrack left a connection-table entry");
                 break;
             }
@@ -699,11 +916,15 @@ private:
 
     Options opt_;
     Balancer balancer_;
+    std::optional<Balancer> full_;  // new_flow_full_v4's table, kept full
     Harness harness_;
     std::vector<Case> cases_;
+    int cpu_;
+    std::vector<int> cpus_;
     std::vector<double> floors_;
     std::uint64_t ct_inserted_ = 0;
     std::uint64_t ct_clears_ = 0;
+    std::uint64_t full_entries_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -714,6 +935,25 @@ std::string ns_text(double ns) { return fmt::format("{:.1f}", ns); }
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
+// A case's target in ns: its own, or target_factor times the net median of
+// the case it is relative to (when that case ran).
+std::optional<double> target_of(const Case& c, const std::vector<Case>& all) {
+    if (c.target_net_ns) return c.target_net_ns;
+    if (c.target_relative_to.empty()) return std::nullopt;
+    for (const Case& other : all)
+        if (other.name == c.target_relative_to && !other.net_ns.empty())
+            return c.target_factor * median(other.net_ns);
+    return std::nullopt;
+}
+
+std::string target_text(const Case& c, const std::vector<Case>& all) {
+    const std::optional<double> target = target_of(c, all);
+    if (!c.target_relative_to.empty())
+        return target ? fmt::format("<= {:.0f} ({}x)", *target, c.target_factor)
+                      : fmt::format("{}x {}", c.target_factor, c.target_relative_to);
+    return target ? fmt::format("<= {:.0f}", *target) : "-";
+}
+
 void print_table(const Options& opt, const Bench& bench, int cpu) {
     const auto& floors = bench.floors();
     fmt::print("\nxlb-bench-xdp: {} samples x {} repetitions per case, pinned to CPU {}\n",
@@ -721,18 +961,23 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
     fmt::print("kernel {}, {}\n", kernel_release(), cpu_model());
     fmt::print("Maglev M = {}, {} backends per family; connection table {} entries\n",
                bench.ring_size(), kBackendsPerFamily, opt.conntrack_entries);
+    if (bench.full_table_entries() > 0)
+        fmt::print("new_flow_full_v4's table: full at {} entries (every insert evicts)\n",
+                   bench.full_table_entries());
+    fmt::print("new_flow_v4_all_cpus ran on CPUs {}\n", fmt::join(bench.cpus(), ","));
     fmt::print(
         "floor (wrapper + xlb_bench_floor): median {} ns, min {}, max {} over {} samples\n\n",
         ns_text(median(floors)), ns_text(min_of(floors)), ns_text(max_of(floors)), floors.size());
 
-    constexpr auto kRow = "{:<24} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8}  {}\n";
+    constexpr auto kRow = "{:<24} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>14}  {}\n";
     const std::string header = fmt::format(kRow, "case", "min", "median", "max", "floor", "net med",
                                            "net min", "target", "result");
     fmt::print("{}{}\n", header, std::string(header.size() - 1, '-'));
     for (const Case& c : bench.cases()) {
         const double net = median(c.net_ns);
-        std::string target = c.target_net_ns ? fmt::format("<= {:.0f}", *c.target_net_ns) : "-";
-        std::string result = !c.target_net_ns ? "-" : net <= *c.target_net_ns ? "met" : "MISSED";
+        const std::optional<double> goal = target_of(c, bench.cases());
+        std::string target = target_text(c, bench.cases());
+        std::string result = !goal ? "-" : net <= *goal ? "met" : "MISSED";
         fmt::print(kRow, c.name, ns_text(min_of(c.ns)), ns_text(median(c.ns)),
                    ns_text(max_of(c.ns)), ns_text(median(c.floor_ns)), ns_text(net),
                    ns_text(min_of(c.net_ns)), target, result);
@@ -774,10 +1019,15 @@ void write_json(const Options& opt, const Bench& bench, int cpu) {
             {"samples_ns", c.ns},
             {"samples_floor_ns", c.floor_ns},
         };
-        if (c.kind == Path::kNewFlow) entry["samples_table_entries"] = c.table_entries;
-        if (c.target_net_ns) {
-            entry["target_net_ns"] = *c.target_net_ns;
-            entry["target_met"] = net <= *c.target_net_ns;
+        if (inserts_every_run(c.kind)) entry["samples_table_entries"] = c.table_entries;
+        if (c.kind == Path::kNewFlowAllCpus) entry["cpus"] = bench.cpus();
+        if (!c.target_relative_to.empty()) {
+            entry["target_relative_to"] = c.target_relative_to;
+            entry["target_factor"] = c.target_factor;
+        }
+        if (const std::optional<double> goal = target_of(c, bench.cases())) {
+            entry["target_net_ns"] = *goal;
+            entry["target_met"] = net <= *goal;
         } else {
             entry["target_net_ns"] = nullptr;
             entry["target_met"] = nullptr;
@@ -797,6 +1047,8 @@ void write_json(const Options& opt, const Bench& bench, int cpu) {
         {"ring_size", bench.ring_size()},
         {"backends_per_family", kBackendsPerFamily},
         {"conntrack_entries", opt.conntrack_entries},
+        {"full_table_entries", bench.full_table_entries()},
+        {"conntrack_lru", bench.conntrack_lru()},
     };
 
     const std::filesystem::path path(opt.out);
@@ -850,11 +1102,12 @@ int run(int argc, char** argv) {
             return std::find(opt.only.begin(), opt.only.end(), c.name) == opt.only.end();
         });
 
+    std::vector<int> cpus = allowed_cpus();
     const int cpu = pin_to_cpu(opt.cpu);
     // Best effort: fewer preemptions by other work on this CPU.
     (void)setpriority(PRIO_PROCESS, 0, -10);
 
-    Bench bench(opt, std::move(cases));
+    Bench bench(opt, std::move(cases), cpu, std::move(cpus));
     bench.run();
     print_table(opt, bench, cpu);
     write_json(opt, bench, cpu);

@@ -37,8 +37,8 @@ enum class PinAction {
 const char* to_string(PinAction);
 
 struct MapPin {
-    std::string map;   // "xlb_conntrack2"
-    std::string path;  // "/sys/fs/bpf/xlb/eth0/xlb_conntrack2"
+    std::string map;   // "xlb_conntrack3"
+    std::string path;  // "/sys/fs/bpf/xlb/eth0/xlb_conntrack3"
     PinAction action = PinAction::kCreated;
     std::string reason;        // kReplaced: what differed, e.g. "max_entries 65536, want 131072"
     std::uint32_t map_id = 0;  // the kernel's id of the map now pinned
@@ -52,7 +52,7 @@ struct PinReport {
     std::vector<std::string> names(PinAction) const;
     const MapPin* find(const std::string& map) const;
     // One line for the log: "pins in DIR: reused xlb_vips, ...; replaced
-    // xlb_conntrack2 (max_entries 65536, want 131072); created ...".
+    // xlb_conntrack3 (max_entries 65536, want 131072); created ...".
     std::string summary() const;
 };
 

@@ -31,13 +31,14 @@ struct ConntrackLoad {
         kReused,          // the pinned table, same size, entries intact
         kKeptPinnedSize,  // kRefuse: the pinned table at its own size, not the requested one
         kResized,         // kReplace: a new table of the requested size, entries copied
-        kMigratedV1,      // the layout-1 table's entries copied into a new table, then unpinned
-        kV1Unreadable,    // a layout-1 pin that could not be read: a new, empty table
+        kMigrated,        // an older layout's entries copied into a new table, then unpinned
+        kOldUnreadable,   // an older layout's pin that could not be read: a new, empty table
     };
     Outcome outcome = Outcome::kCreated;
     std::uint32_t capacity = 0;   // max_entries of the table now in use
     std::uint32_t requested = 0;  // LbMapSizes::conntrack_entries
-    std::uint64_t copied = 0;     // entries carried over (kResized, kMigratedV1)
+    int old_layout = 0;           // kMigrated, kOldUnreadable: 1 or 2
+    std::uint64_t copied = 0;     // entries carried over (kResized, kMigrated)
     std::uint64_t dropped = 0;    // entries that did not fit or could not be read
     std::string message;          // one line for the log
 
@@ -54,8 +55,8 @@ public:
     // map is pinned there after load (see xlb/bpf/pin.h); pins() tells which.
     static Result<LbProgram> load(const LbMapSizes& sizes = {}, const LoadOptions& options = {});
 
-    // Removes the balancer's map pins from dir (and a layout-1 connection
-    // table left there), then dir when it is empty (e.g. --detach-on-exit).
+    // Removes the balancer's map pins from dir (and connection tables of
+    // older layouts left there), then dir when it is empty (e.g. --detach-on-exit).
     // A missing dir or pin is not an error. The maps
     // themselves live on while a program or descriptor still uses them.
     static Result<void> unpin(const std::string& dir);
@@ -70,7 +71,18 @@ public:
     const ConntrackLoad& conntrack_load() const { return conntrack_load_; }
 
     ArrayMap<xlb_config> config() const;
+    // Read-only use: change VIPs with put_vip / erase_vip / clear_vips, which
+    // keep the VIP buckets (abi.h, XLB_MAP_VIP_BUCKETS) in step.
     HashMap<xlb_vip_key, xlb_vip_value> vips() const;
+    ArrayMap<std::uint32_t> vip_buckets() const;
+    // Adds or changes a VIP, then renews its address bucket's epoch, so that
+    // connection-table entries recorded under the old VIPs there take the
+    // full path once.
+    Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) const;
+    // Removes a VIP (true) or finds none (false); its bucket is emptied when
+    // no other VIP address falls in it, else renewed.
+    Result<bool> erase_vip(const xlb_vip_key& key) const;
+    Result<void> clear_vips() const;
     MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
     ArrayMap<xlb_backend> backends() const;
     HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
