@@ -224,35 +224,37 @@ Result<void> ConntrackLoader::fill(int table_fd) {
         if (!old) return std::unexpected(old.error());
         keys = std::move(old->keys);
         values = std::move(old->values);
-    } else if (old_problem_.empty() && source_layout_ == 2) {
-        auto old = read_all<xlb_ct_value_v2>(source_fd_.get(), "the layout-2 connection table",
-                                             source_path_);
-        if (!old) {
-            old_problem_ = old.error().message();
-        } else {
-            keys = std::move(old->keys);
-            values.reserve(old->values.size());
-            // No VIP epoch: each flow's next packet takes the full path once.
-            for (const xlb_ct_value_v2& v : old->values)
-                values.push_back({.backend_id = v.backend_id,
-                                  .generation = v.generation,
-                                  .created = v.created,
-                                  .last_seen = v.last_seen});
-        }
     } else if (old_problem_.empty()) {
-        auto old = read_all<xlb_ct_value_v1>(source_fd_.get(), "the layout-1 connection table",
-                                             source_path_);
-        if (!old) {
-            old_problem_ = old.error().message();
-        } else {
+        // An older layout's values, converted; a read that fails makes the
+        // table unreadable (below).
+        auto copy = [&]<typename V>(auto convert) {
+            auto old = read_all<V>(source_fd_.get(),
+                                   "the " + layout_name(source_layout_) + " connection table",
+                                   source_path_);
+            if (!old) {
+                old_problem_ = old.error().message();
+                return;
+            }
             keys = std::move(old->keys);
             values.reserve(old->values.size());
+            for (const V& v : old->values) values.push_back(convert(v));
+        };
+        if (source_layout_ == 2) {
+            // No VIP epoch: each flow's next packet takes the full path once.
+            copy.operator()<xlb_ct_value_v2>([](const xlb_ct_value_v2& v) {
+                return xlb_ct_value{.backend_id = v.backend_id,
+                                    .generation = v.generation,
+                                    .created = v.created,
+                                    .last_seen = v.last_seen};
+            });
+        } else {
             // Ages are unknown: as if every flow had just been seen.
-            for (const xlb_ct_value_v1& v : old->values)
-                values.push_back({.backend_id = v.backend_id,
-                                  .generation = v.generation,
-                                  .created = now,
-                                  .last_seen = now});
+            copy.operator()<xlb_ct_value_v1>([now](const xlb_ct_value_v1& v) {
+                return xlb_ct_value{.backend_id = v.backend_id,
+                                    .generation = v.generation,
+                                    .created = now,
+                                    .last_seen = now};
+            });
         }
     }
     if (source_ == Source::kOldLayout && !old_problem_.empty()) {
