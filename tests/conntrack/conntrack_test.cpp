@@ -5,7 +5,7 @@
 // streams through the VIP; then, from the client namespace, tools/xlb-flood
 // sends spoofed packets (random sources in 192.0.2.128/25, a part of the
 // client's subnet that no host owns: the backends' answers die at the router,
-// unanswered ARP) for 30 s at the lab's maximum sustainable rate, while short
+// unanswered ARP) for 30 s at 75% of the lab's maximum sustainable rate, while short
 // legitimate connections go on and a fourth backend is added 10 s in.
 //   SYN only        : SYNs never record, so the table is untouched: 0 resets, 0 moves.
 //   SYN, then ACK   : the ACKs record, within the budget only: 0 resets, 0 moves.
@@ -52,11 +52,15 @@ constexpr auto kAddBackendAfter = 10s;
 // LB still counts about every flood packet. It depends on the machine and on
 // what else runs on it, so each test measures it first: a short flood as fast
 // as xlb-flood can send (the kernel forwards in the sender's context, so the
-// sender slows down with the lab) and 90% of the rate the LB counted. At that
-// rate the LB counted 98-100% of the packets in the runs of issue 16.
+// sender slows down with the lab) and 75% of the rate the LB counted. At 90%
+// the two CPUs had too little left for the legitimate connections' own
+// packets (the client, router and backends share them with the flood): now
+// and then one of about a hundred timed out, or too few were made, with or
+// without issue 17's data path. 75% still floods thousands of times over
+// the insert budget.
 // XLB_FLOOD_RATE=N skips the probe and floods at N packets/s.
 constexpr double kProbeSeconds = 2;
-constexpr double kRateMargin = 0.9;
+constexpr double kRateMargin = 0.75;
 const char* const kSpoofedSources = "192.0.2.128/25";
 
 std::string shell_quote(const std::string& s) {
