@@ -150,6 +150,21 @@ static __always_inline int xlb_ct_admit(const struct xlb_config *cfg)
 	return 1;
 }
 
+/* The backend an entry names when it is still the one recorded (same
+ * generation), the entry's age refreshed; NULL when it went away. */
+static __always_inline struct xlb_backend *xlb_ct_backend(struct xlb_ct_value *ct)
+{
+	__u32 id = ct->backend_id, now;
+	struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, &id);
+
+	if (!xlb_backend_live(be, ct->generation))
+		return NULL;
+	now = xlb_ct_clock;
+	if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
+		ct->last_seen = now;
+	return be;
+}
+
 /* Brings an entry's record of its VIP up to date (see struct xlb_ct_value). */
 static __always_inline void xlb_ct_note_vip(struct xlb_ct_value *ct, __u32 vip_id, __u32 epoch,
 					    __u32 hash)
@@ -188,18 +203,12 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	void *ring;
 
 	if (ct) {
-		__u32 id = ct->backend_id;
-
-		be = bpf_map_lookup_elem(&xlb_backends, &id);
-		if (be && xlb_backend_live(be, ct->generation)) {
-			__u32 now = xlb_ct_clock;
-
-			if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
-				ct->last_seen = now;
+		be = xlb_ct_backend(ct);
+		if (be) {
 			xlb_ct_note_vip(ct, vip_id, epoch, hash);
 			if (vstats)
 				vstats->conntrack_hits += 1;
-			*id_out = id;
+			*id_out = ct->backend_id;
 			*be_out = be;
 			return 0;
 		}
@@ -303,24 +312,21 @@ static __always_inline int xlb_quoted_ipv4_valid(const struct xlb_cursor *cur,
  * and for IPv4 only one whose quoted header has a valid checksum: anything
  * else could make us forward junk to a backend. Fills pkt->key with the
  * client's flow and returns its VIP, or NULL when the packet is not such an
- * error; *err is -outcome when the ICMP header itself is cut short.
+ * error. The caller has checked that the ICMP header lies in the packet.
  */
-static __always_inline struct xlb_vip_value *
-xlb_match_icmp_error(struct xlb_cursor *cur, struct xlb_packet *pkt, int proto, int *err)
+static __always_inline struct xlb_vip_value *xlb_match_icmp_error(const struct xlb_cursor *cur,
+								  struct xlb_packet *pkt, int proto)
 {
 	struct xlb_flow_key *key = &pkt->key;
 	__u8 inner_proto;
 	__be16 *ports;
 
-	*err = 0;
 	if (proto == IPPROTO_ICMP && key->family == XLB_FAMILY_V4) {
 		struct icmphdr *icmp = cur->pos;
 		struct iphdr *inner;
 
-		if (!xlb_in_ip_packet(cur, icmp, sizeof(*icmp))) {
-			*err = -XLB_OUT_DROP_MALFORMED_L4;
+		if (!xlb_in_ip_packet(cur, icmp, sizeof(*icmp)))
 			return NULL;
-		}
 		if (icmp->type != ICMP_DEST_UNREACH || icmp->code != ICMP_FRAG_NEEDED)
 			return NULL;
 		inner = (void *)(icmp + 1);
@@ -338,10 +344,8 @@ xlb_match_icmp_error(struct xlb_cursor *cur, struct xlb_packet *pkt, int proto, 
 		struct icmp6hdr *icmp6 = cur->pos;
 		struct ipv6hdr *inner;
 
-		if (!xlb_in_ip_packet(cur, icmp6, sizeof(*icmp6))) {
-			*err = -XLB_OUT_DROP_MALFORMED_L4;
+		if (!xlb_in_ip_packet(cur, icmp6, sizeof(*icmp6)))
 			return NULL;
-		}
 		if (icmp6->icmp6_type != ICMPV6_PKT_TOOBIG)
 			return NULL;
 		inner = (void *)(icmp6 + 1);
@@ -400,6 +404,12 @@ int xlb_lb(struct xdp_md *ctx)
 	if (proto < 0)
 		goto out_err_proto;
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+		/* As for TCP and UDP: a header cut short is malformed whoever the
+		 * packet is for (both ICMP headers are 8 bytes). */
+		if (!xlb_in_ip_packet(&cur, cur.pos, sizeof(struct icmphdr))) {
+			proto = -XLB_OUT_DROP_MALFORMED_L4;
+			goto out_err_proto;
+		}
 		icmp_error = 1;
 	} else {
 		err = xlb_parse_l4(&cur, &pkt, proto);
@@ -422,13 +432,9 @@ int xlb_lb(struct xdp_md *ctx)
 		ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
 		ct_looked_up = 1;
 		if (ct && ct->vip_epoch == *epoch) {
-			backend_id = ct->backend_id;
-			be = bpf_map_lookup_elem(&xlb_backends, &backend_id);
-			if (be && xlb_backend_live(be, ct->generation)) {
-				__u32 now = xlb_ct_clock;
-
-				if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
-					ct->last_seen = now;
+			be = xlb_ct_backend(ct);
+			if (be) {
+				backend_id = ct->backend_id;
 				vip_id = ct->vip_id;
 				hash = ct->hash;
 				hit = 1;
@@ -448,11 +454,7 @@ int xlb_lb(struct xdp_md *ctx)
 		__u32 seen_epoch = *epoch;
 
 		if (icmp_error) {
-			vip = xlb_match_icmp_error(&cur, &pkt, proto, &err);
-			if (err < 0) {
-				proto = err;
-				goto out_err_proto;
-			}
+			vip = xlb_match_icmp_error(&cur, &pkt, proto);
 		} else {
 			vip = xlb_match_vip(pkt.key.dst, pkt.key.dport, pkt.key.proto,
 					    pkt.key.family);

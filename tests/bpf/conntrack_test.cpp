@@ -24,9 +24,6 @@ namespace {
 constexpr std::uint32_t kVipId = 3;
 constexpr std::uint64_t kSecond = 1'000'000'000ULL;
 
-using bpf::monotonic_coarse_ns;
-std::uint64_t coarse_ns() { return monotonic_coarse_ns(); }
-
 // Keeps the test thread on one CPU, so every run uses the same bucket.
 class PinnedToOneCpu {
 public:
@@ -190,9 +187,9 @@ TEST_F(ConntrackTest, OverBudgetANewFlowIsBalancedButNotRecorded) {
     const Flow first = tcp_flow(42000), second = tcp_flow(42001), third = tcp_flow(42002);
     expect_balanced(make_frame(first), first, ring);
     expect_balanced(make_frame(second), second, ring);
-    const std::uint64_t before = coarse_ns();
+    const std::uint64_t before = bpf::monotonic_coarse_ns();
     expect_balanced(make_frame(third), third, ring);
-    const std::uint64_t after = coarse_ns();
+    const std::uint64_t after = bpf::monotonic_coarse_ns();
 
     EXPECT_TRUE(entry(first));
     EXPECT_TRUE(entry(second));
@@ -223,7 +220,7 @@ TEST_F(ConntrackTest, TheBudgetRefillsWithTime) {
     set_budget(2, 2);
     auto ring = vip();
     // An empty bucket last refilled 0.6 s ago: 1.2 entries' worth by now.
-    set_bucket(0, coarse_ns() - 600'000'000ULL);
+    set_bucket(0, bpf::monotonic_coarse_ns() - 600'000'000ULL);
     const Flow a = tcp_flow(43000), b = tcp_flow(43001);
     expect_balanced(make_frame(a), a, ring);
     expect_balanced(make_frame(b), b, ring);
@@ -234,7 +231,7 @@ TEST_F(ConntrackTest, TheBudgetRefillsWithTime) {
     EXPECT_EQ(budget.skipped, 1u);
 
     // Long idle: the bucket fills up to the burst, no further.
-    set_bucket(0, coarse_ns() - 30 * kSecond);
+    set_bucket(0, bpf::monotonic_coarse_ns() - 30 * kSecond);
     const Flow c = tcp_flow(43002), d = tcp_flow(43003), e = tcp_flow(43004);
     for (const Flow& f : {c, d, e}) expect_balanced(make_frame(f), f, ring);
     EXPECT_TRUE(entry(c));
@@ -272,7 +269,7 @@ TEST_F(ConntrackTest, ReRecordingAStaleEntryGoesThroughTheBudget) {
     const xlb_ct_value stale{backend, 1, 7, 8};
     ASSERT_TRUE(lb().conntrack().put(key, stale));
     add_backend(backend, backend_addr_[backend], 2);
-    set_bucket(0, coarse_ns());
+    set_bucket(0, bpf::monotonic_coarse_ns());
 
     expect_balanced(make_frame(flow), flow, ring);
     auto e = entry(flow);
@@ -365,6 +362,15 @@ xlb_ct_value entry_to(std::uint32_t backend) { return {backend, 1, 0, 0}; }
 
 std::uint32_t other_than(std::uint32_t backend) { return backend == 10 ? 11 : 10; }
 
+// The first IPv4 address after `from` (host order) whose VIP bucket is `bucket`.
+std::optional<net::IpAddress> ipv4_in_bucket(std::uint32_t bucket, std::uint32_t from) {
+    for (std::uint32_t n = 1; n < 4'000'000; ++n) {
+        const __be32 addr[4] = {htonl(from + n), 0, 0, 0};
+        if (xlb_vip_bucket(addr) == bucket) return net::IpAddress::from_words(addr, 4);
+    }
+    return std::nullopt;
+}
+
 TEST_F(ConntrackTest, AnEstablishedFlowIsForwardedFromItsEntryAlone) {
     auto ring = vip();
     const Flow flow = tcp_flow(47000);
@@ -418,12 +424,7 @@ TEST_F(ConntrackTest, AfterItsVipIsDeletedAnEstablishedFlowGoesToTheKernel) {
     // Another VIP address sharing the deleted one's bucket keeps the bucket
     // in use (renewed epoch): the flow still leaves by the full path.
     const std::uint32_t bucket = xlb_vip_bucket(flow_key(flow).dst);
-    std::optional<net::IpAddress> neighbour;
-    for (std::uint32_t n = 1; n < 4'000'000 && !neighbour; ++n) {
-        const std::uint32_t candidate = htonl(0x0a000000U + n);
-        const __be32 addr[4] = {candidate, 0, 0, 0};
-        if (xlb_vip_bucket(addr) == bucket) neighbour = net::IpAddress::from_words(addr, 4);
-    }
+    const std::optional<net::IpAddress> neighbour = ipv4_in_bucket(bucket, 0x0a000000U);
     ASSERT_TRUE(neighbour) << "no IPv4 address in the VIP's bucket among 4M";
     add_vip(*neighbour, kVipPort, kProtoTcp, kVipId + 1);
     publish_maglev(kVipId + 1, {{12}});
@@ -438,11 +439,7 @@ TEST_F(ConntrackTest, AfterItsVipIsDeletedAnEstablishedFlowGoesToTheKernel) {
 TEST_F(ConntrackTest, AnAddressSharingAVipsBucketIsNotAVip) {
     vip();
     const std::uint32_t bucket = xlb_vip_bucket(flow_key(tcp_flow(1)).dst);
-    std::optional<net::IpAddress> same_bucket;
-    for (std::uint32_t n = 1; n < 4'000'000 && !same_bucket; ++n) {
-        const __be32 addr[4] = {htonl(0x0b000000U + n), 0, 0, 0};  // from 11.0.0.0
-        if (xlb_vip_bucket(addr) == bucket) same_bucket = net::IpAddress::from_words(addr, 4);
-    }
+    const std::optional<net::IpAddress> same_bucket = ipv4_in_bucket(bucket, 0x0b000000U);
     ASSERT_TRUE(same_bucket);
     ASSERT_NE(*same_bucket, kVipV4);
     for (std::uint8_t flags : {kTcpSyn, kTcpAck}) {

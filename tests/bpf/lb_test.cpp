@@ -607,6 +607,16 @@ void add_icmp_error_cases(std::vector<PacketCase>& cases) {
     set_ipv4_total_length(truncated, 24);  // header + 4 bytes of ICMP
     cases.push_back(
         drop("IcmpHeaderCutShortIsMalformed", v4_seed(), truncated, XLB_OUT_DROP_MALFORMED_L4));
+    // Whoever it is for: an ICMP header cut short to an address that is no
+    // VIP's is as malformed as a TCP or UDP one.
+    {
+        Bytes to_other = make_icmp_too_big_frame(kRouterV4, make_ip_packet(reply), 1280, {},
+                                                 ip("198.51.100.99"));
+        Bytes cut(to_other.begin(), to_other.begin() + 14 + 20 + 4);
+        set_ipv4_total_length(cut, 24);
+        cases.push_back(drop("IcmpHeaderCutShortToAnotherAddressIsMalformed", v4_seed(), cut,
+                             XLB_OUT_DROP_MALFORMED_L4));
+    }
     Bytes short_length = icmp;
     set_ipv4_total_length(short_length, 24);  // the rest of the frame is padding
     cases.push_back(drop("IcmpHeaderEndingPastTheIpPacketIsMalformed", v4_seed(), short_length,

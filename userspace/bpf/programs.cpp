@@ -83,10 +83,14 @@ Result<std::vector<std::uint32_t>> read_vip_buckets(const ArrayMap<std::uint32_t
     return out;
 }
 
-// Makes the VIP buckets match the VIP map: after a load that found VIPs
-// pinned (an upgrade adds the buckets next to them) or buckets left by a
-// crash between the two writes. A bucket map new to this load starts its
-// epochs at a random point, so no pinned connection-table entry can carry
+// Makes the VIP buckets match the VIP map at load: a bucket with a VIP
+// address gets a new epoch, the others 0. An upgrade finds VIPs pinned
+// without buckets; a crash between a VIP change and its bucket's renewal
+// leaves an epoch that entries recorded under the old VIPs still carry. A
+// new epoch for every used bucket covers both, at the price of each
+// established flow taking the full path once (an agent start re-applies
+// every VIP, which renews them anyway). A bucket map new to this load starts
+// its epochs at a random point, so no pinned connection-table entry can carry
 // one of them.
 Result<void> sync_vip_buckets(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
                               const ArrayMap<std::uint32_t>& buckets) {
@@ -105,7 +109,7 @@ Result<void> sync_vip_buckets(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
     auto current = read_vip_buckets(buckets);
     if (!current) return std::unexpected(current.error());
     for (std::uint32_t b = 0; b < XLB_VIP_BUCKETS; ++b) {
-        if (wanted[b] == ((*current)[b] != 0)) continue;
+        if (!wanted[b] && (*current)[b] == 0) continue;
         std::uint32_t value = 0;
         if (wanted[b]) {
             auto next = next_vip_epoch(buckets);

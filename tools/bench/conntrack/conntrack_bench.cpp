@@ -54,7 +54,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <new>
@@ -70,6 +69,7 @@
 #include "xlb/conntrack/bpf_table.h"
 #include "xlb/conntrack/table.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/files/files.h"
 #include "xlb/net/address.h"
 
 // ---------------------------------------------------------------------------
@@ -598,16 +598,9 @@ int run(int argc, char** argv) {
         {"kernel", kernel_release()},
         {"cpu_model", cpu_model()},
     };
-    const std::filesystem::path path(opt.out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    const std::filesystem::path tmp = path.string() + ".tmp";
-    {
-        std::ofstream out(tmp);
-        out << doc.dump(2) << '\n';
-        if (!out) throw Failure("write " + tmp.string());
-    }
-    std::filesystem::rename(tmp, path);
-    fmt::print("JSON: {}\n", path.string());
+    if (auto ok = xlb::files::write_file_atomic(opt.out, doc.dump(2) + "\n"); !ok)
+        throw Failure(ok.error().message());
+    fmt::print("JSON: {}\n", opt.out);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -33,22 +34,13 @@ void pin_thread_to_cpu(int cpu) {
 }
 
 int pin_to_cpu(int wanted) {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-        throw std::runtime_error(fmt::format("read the CPU affinity: {}", std::strerror(errno)));
-    int cpu = wanted;
-    if (cpu < 0) {
-        for (int i = CPU_SETSIZE - 1; i >= 0 && cpu < 0; --i)
-            if (CPU_ISSET(i, &allowed)) cpu = i;
-    } else if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
+    const std::vector<int> cpus = allowed_cpus();
+    if (cpus.empty()) throw std::runtime_error("this process may run on no CPU");
+    const int cpu = wanted < 0 ? cpus.back() : wanted;
+    if (std::find(cpus.begin(), cpus.end(), cpu) == cpus.end())
         throw std::runtime_error(fmt::format("CPU {} is not available to this process", cpu));
-    }
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) != 0)
-        throw std::runtime_error(fmt::format("pin to CPU {}: {}", cpu, std::strerror(errno)));
+    // The calling thread; threads it starts later inherit the pinning.
+    pin_thread_to_cpu(cpu);
     return cpu;
 }
 

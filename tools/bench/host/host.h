@@ -8,7 +8,8 @@
 
 namespace xlb::bench {
 
-// Pins the process to `wanted`, or with -1 to the highest CPU it may use
+// Pins the calling thread (and the threads it starts afterwards) to
+// `wanted`, or with -1 to the highest CPU it may use
 // (CPU 0 usually takes more of the interrupts); returns the CPU. Throws
 // std::runtime_error when it cannot.
 int pin_to_cpu(int wanted);

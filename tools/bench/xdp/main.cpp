@@ -41,8 +41,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <latch>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -60,6 +58,7 @@
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/files/files.h"
 #include "xlb/flow_hash.h"
 #include "xlb/net/address.h"
 
@@ -121,12 +120,6 @@ struct Counters {
     std::uint64_t ct_inserts = 0, ct_skipped = 0;  // xlb_ct_cpu, summed
 };
 
-// The program's clocks: CLOCK_MONOTONIC_COARSE in ns (the insert budget), and
-// the entry-time clock in connection-table units (created, last_seen).
-using bpf::monotonic_coarse_ns;
-std::uint64_t coarse_ns() { return monotonic_coarse_ns(); }
-std::uint32_t ct_now() { return bpf::ct_clock_now(); }
-
 class Balancer {
 public:
     explicit Balancer(std::uint32_t conntrack_entries)
@@ -172,7 +165,7 @@ public:
         std::vector<xlb_ct_cpu> per_cpu = must(lb_.ct_cpu().get_per_cpu(0));
         for (xlb_ct_cpu& cpu : per_cpu) {
             cpu.tokens = 0;
-            cpu.refill_ns = coarse_ns();
+            cpu.refill_ns = bpf::monotonic_coarse_ns();
         }
         const std::uint32_t key = 0;
         if (bpf_map_update_elem(lb_.ct_cpu().fd(), &key, per_cpu.data(), BPF_ANY) != 0)
@@ -740,9 +733,9 @@ private:
         s.cpus = cpus_for(c);
         s.before = balancer.counters();
         for (int cpu : s.cpus) s.counters_before.push_back(harness_.vary_counter(cpu));
-        const std::uint64_t start_ns = coarse_ns();
+        const std::uint64_t start_ns = bpf::monotonic_coarse_ns();
         s.results = run_on(s.cpus, c, repeat);
-        s.wall_ns = coarse_ns() - start_ns;
+        s.wall_ns = bpf::monotonic_coarse_ns() - start_ns;
         for (int cpu : s.cpus) s.counters_after.push_back(harness_.vary_counter(cpu));
         s.after = balancer.counters();
         const std::size_t mine = static_cast<std::size_t>(
@@ -822,7 +815,7 @@ private:
                                               balancer.backend_address(entry->backend_id), true);
                     // The hits keep the entry's age fresh: last_seen is at most
                     // one refresh interval old (plus the time since the run).
-                    const std::uint32_t idle = ct_now() - entry->last_seen;
+                    const std::uint32_t idle = bpf::ct_clock_now() - entry->last_seen;
                     check.expect(idle <= XLB_CT_REFRESH_UNITS + kRefreshMargin,
                                  fmt::format("last_seen is {} units old after the run", idle));
                     // ... and it carries what the hit needs: the VIP and the
@@ -1051,16 +1044,9 @@ void write_json(const Options& opt, const Bench& bench, int cpu) {
         {"conntrack_lru", bench.conntrack_lru()},
     };
 
-    const std::filesystem::path path(opt.out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    const std::filesystem::path tmp = path.string() + ".tmp";
-    {
-        std::ofstream out(tmp);
-        out << doc.dump(2) << '\n';
-        if (!out) throw Failure("write " + tmp.string());
-    }
-    std::filesystem::rename(tmp, path);
-    fmt::print("JSON: {}\n", path.string());
+    if (auto ok = xlb::files::write_file_atomic(opt.out, doc.dump(2) + "\n"); !ok)
+        throw Failure(ok.error().message());
+    fmt::print("JSON: {}\n", opt.out);
 }
 
 int run(int argc, char** argv) {

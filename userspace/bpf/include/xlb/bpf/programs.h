@@ -86,10 +86,10 @@ public:
     MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
     ArrayMap<xlb_backend> backends() const;
     HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
-    PerCpuArrayMap<xlb_ct_cpu> ct_cpu() const;
+    PerCpuArrayMap<xlb_ct_cpu> ct_cpu() const;  // the insert budget, one entry
     // Sets the program's entry-time clock (abi.h, `xlb_ct_clock`), in
     // XLB_CT_TIME_SHIFT units; CtClockTicker (ct_clock.h) keeps it current.
-    void set_ct_clock(std::uint32_t units) const;  // the insert budget, one entry
+    void set_ct_clock(std::uint32_t units) const;
     PerCpuArrayMap<std::uint64_t> outcomes() const;
     PerCpuArrayMap<xlb_vip_stats> vip_stats() const;
     PerCpuArrayMap<xlb_backend_stats> backend_stats() const;
