@@ -73,6 +73,16 @@ struct {
 
 /* Entry times (abi.h): written by the agent every XLB_CT_CLOCK_TICK_MS. */
 volatile __u32 xlb_ct_clock;
+/* The clock when the agent last deleted connection-table entries: cached
+ * copies checked before then are not used (abi.h, XLB_MAP_FLOW_CACHE). */
+volatile __u32 xlb_ct_erased;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_FLOW_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xlb_flow_cache_entry);
+} xlb_flow_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -160,9 +170,73 @@ static __always_inline struct xlb_backend *xlb_ct_backend(struct xlb_ct_value *c
 	if (!xlb_backend_live(be, ct->generation))
 		return NULL;
 	now = xlb_ct_clock;
-	if (now - ct->last_seen >= XLB_CT_REFRESH_UNITS)
+	if (now - ct->last_seen >= XLB_CT_LOOKUP_UNITS)
 		ct->last_seen = now;
 	return be;
+}
+
+static __always_inline int xlb_same_flow(const struct xlb_flow_key *a, const struct xlb_flow_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+/* The cached copy of the flow's entry in `fc` (its slot on this CPU), when
+ * it may stand in for the table (abi.h, XLB_MAP_FLOW_CACHE); NULL otherwise. */
+static __always_inline struct xlb_backend *
+xlb_flow_cache_backend(const struct xlb_flow_cache_entry *fc, const struct xlb_flow_key *key,
+		       __u32 epoch)
+{
+	__u32 now = xlb_ct_clock, id;
+	struct xlb_backend *be;
+
+	if (!xlb_same_flow(&fc->key, key) || fc->vip_epoch != epoch ||
+	    now - fc->checked >= XLB_CT_LOOKUP_UNITS || (__s32)(fc->checked - xlb_ct_erased) <= 0)
+		return NULL;
+	id = fc->backend_id;
+	be = bpf_map_lookup_elem(&xlb_backends, &id);
+	return xlb_backend_live(be, fc->generation) ? be : NULL;
+}
+
+static __always_inline void xlb_flow_cache_fill(struct xlb_flow_cache_entry *fc,
+						const struct xlb_flow_key *key,
+						const struct xlb_ct_value *ct, __u32 checked)
+{
+	__builtin_memcpy(&fc->key, key, sizeof(*key));
+	fc->backend_id = ct->backend_id;
+	fc->generation = ct->generation;
+	fc->vip_id = ct->vip_id;
+	fc->vip_epoch = ct->vip_epoch;
+	fc->hash = ct->hash;
+	fc->checked = checked;
+}
+
+struct xlb_flow_cache_drop {
+	struct xlb_flow_key key;
+	__u32 slot;
+};
+
+static long xlb_flow_cache_drop_on_cpu(__u64 cpu, void *data)
+{
+	struct xlb_flow_cache_drop *drop = data;
+	struct xlb_flow_cache_entry *fc;
+
+	fc = bpf_map_lookup_percpu_elem(&xlb_flow_cache, &drop->slot, (__u32)cpu);
+	if (!fc)
+		return 1; /* past the last CPU */
+	if (xlb_same_flow(&fc->key, &drop->key))
+		fc->vip_epoch = 0;
+	return 0;
+}
+
+/* Forgets the cached copies of a flow's entry on every CPU. */
+static __always_inline void xlb_flow_cache_drop_everywhere(const struct xlb_flow_key *key)
+{
+	struct xlb_flow_cache_drop drop = { .slot = xlb_flow_cache_slot(key) };
+
+	__builtin_memcpy(&drop.key, key, sizeof(*key));
+	bpf_loop(XLB_FLOW_CACHE_MAX_CPUS, xlb_flow_cache_drop_on_cpu, &drop, 0);
 }
 
 /* Brings an entry's record of its VIP up to date (see struct xlb_ct_value). */
@@ -242,6 +316,8 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 			ct->created = now;
 			ct->last_seen = now;
 			xlb_ct_note_vip(ct, vip_id, epoch, hash);
+			/* Other CPUs may hold the earlier connection's copy. */
+			xlb_flow_cache_drop_everywhere(key);
 		}
 	}
 	if (record) {
@@ -427,18 +503,41 @@ int xlb_lb(struct xdp_md *ctx)
 		return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
 
 	/* An established TCP flow: its entry, while the bucket's epoch is the
-	 * one it recorded, says everything needed (VIP, backend, hash). */
-	if (!icmp_error && pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn) {
-		ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
-		ct_looked_up = 1;
-		if (ct && ct->vip_epoch == *epoch) {
-			be = xlb_ct_backend(ct);
-			if (be) {
-				backend_id = ct->backend_id;
-				vip_id = ct->vip_id;
-				hash = ct->hash;
-				hit = 1;
-				err = 0;
+	 * one it recorded, says everything needed (VIP, backend, hash); this
+	 * CPU's copy of the entry says it without a table lookup. */
+	if (!icmp_error && pkt.key.proto == IPPROTO_TCP) {
+		__u32 slot = xlb_flow_cache_slot(&pkt.key);
+		struct xlb_flow_cache_entry *fc = bpf_map_lookup_elem(&xlb_flow_cache, &slot);
+
+		if (pkt.tcp_syn) {
+			/* A new connection: an earlier one's copy must not
+			 * outlive this SYN's choice. */
+			if (fc && xlb_same_flow(&fc->key, &pkt.key))
+				fc->vip_epoch = 0;
+		} else if (fc && (be = xlb_flow_cache_backend(fc, &pkt.key, *epoch))) {
+			backend_id = fc->backend_id;
+			vip_id = fc->vip_id;
+			hash = fc->hash;
+			hit = 1;
+			err = 0;
+		} else {
+			/* Read before the lookup: an entry deleted after it was
+			 * found is never cached as checked after the delete. */
+			__u32 now = xlb_ct_clock;
+
+			ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
+			ct_looked_up = 1;
+			if (ct && ct->vip_epoch == *epoch) {
+				be = xlb_ct_backend(ct);
+				if (be) {
+					backend_id = ct->backend_id;
+					vip_id = ct->vip_id;
+					hash = ct->hash;
+					hit = 1;
+					err = 0;
+					if (fc)
+						xlb_flow_cache_fill(fc, &pkt.key, ct, now);
+				}
 			}
 		}
 	}

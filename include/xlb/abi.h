@@ -59,6 +59,8 @@
 #define XLB_MAP_STATS "xlb_stats"
 #define XLB_MAP_VIP_STATS "xlb_vip_stats"
 #define XLB_MAP_BACKEND_STATS "xlb_backend_stats"
+/* Per loaded program, never pinned (a new program starts with it empty). */
+#define XLB_MAP_FLOW_CACHE "xlb_flow_cache"
 
 /*
  * A 5-tuple. Used as the connection-table key and as the input of the flow
@@ -135,9 +137,49 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
  */
 #define XLB_CT_TIME_SHIFT 20
 #define XLB_CT_CLOCK_TICK_MS 250
-/* last_seen is rewritten only once it is this many units old (about 1.07 s),
- * so a busy flow does not dirty its entry's cache line on every packet. */
+/* A busy flow's entry has a last_seen less than XLB_CT_REFRESH_UNITS (about
+ * 1.07 s) behind its latest packet, yet is not rewritten on every packet
+ * (which would dirty its cache line): a lookup rewrites last_seen once it is
+ * XLB_CT_LOOKUP_UNITS old, and the data path looks the entry up at least
+ * that often (a cached copy is used no longer: XLB_MAP_FLOW_CACHE). */
 #define XLB_CT_REFRESH_UNITS 1024U
+#define XLB_CT_LOOKUP_UNITS (XLB_CT_REFRESH_UNITS / 2)
+
+/*
+ * The established-flow cache (XLB_MAP_FLOW_CACHE): a small direct-mapped
+ * per-CPU copy of the connection-table entries this CPU has just used, read
+ * without a helper call (a table lookup is four kernel calls, most of an
+ * established packet's cost). Slot xlb_flow_cache_slot(key) (flow_hash.h).
+ * A copy is used only while all of these hold, otherwise the packet looks up
+ * the table as before and refreshes the copy:
+ *  - same key; the VIP bucket's epoch is vip_epoch (no VIP change since);
+ *  - the backend is live with the recorded generation;
+ *  - checked, the time the table was last looked up for it, is less than
+ *    XLB_CT_LOOKUP_UNITS old (so the entry's last_seen and its place in the
+ *    LRU are still refreshed twice a second) and later than `xlb_ct_erased`,
+ *    the clock when the agent last deleted entries (a flush or a sweep takes
+ *    effect at once).
+ * A SYN clears its slot on its own CPU; a SYN that repoints an existing entry
+ * clears the copies of every CPU. What is left: a reused 4-tuple whose SYN
+ * and next packets arrive on different CPUs, within a second of the old
+ * connection's last packet, after the old entry was evicted. RSS keeps a
+ * flow's packets on one CPU, so that does not happen on a real NIC.
+ */
+#define XLB_FLOW_CACHE_BITS 13
+#define XLB_FLOW_CACHE_SLOTS (1U << XLB_FLOW_CACHE_BITS)
+/* Bound of the walk over every CPU's copy (the kernel's largest NR_CPUS). */
+#define XLB_FLOW_CACHE_MAX_CPUS 8192
+
+struct xlb_flow_cache_entry {
+	struct xlb_flow_key key;
+	__u32 backend_id;
+	__u32 generation;
+	__u32 vip_id;
+	__u32 vip_epoch; /* 0: empty (never a used bucket's epoch) */
+	__u32 hash;
+	__u32 checked; /* XLB_CT_TIME_SHIFT units */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_flow_cache_entry) == 64, "one cache line per slot");
 
 /*
  * Layout 3. The last three fields let an established TCP flow's packet be
@@ -151,7 +193,7 @@ struct xlb_ct_value {
 	__u32 backend_id;
 	__u32 generation; /* the backend's generation when recorded */
 	__u32 created; /* XLB_CT_TIME_SHIFT units */
-	__u32 last_seen; /* XLB_CT_TIME_SHIFT units, refreshed per XLB_CT_REFRESH_UNITS */
+	__u32 last_seen; /* XLB_CT_TIME_SHIFT units, see XLB_CT_REFRESH_UNITS */
 	__u32 vip_id;
 	__u32 vip_epoch;
 	__u32 hash; /* xlb_vip_flow_hash of the flow */

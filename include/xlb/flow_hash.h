@@ -101,6 +101,16 @@ XLB_HASH_INLINE __u32 xlb_vip_bucket(const __be32 *addr)
 }
 XLB_STATIC_ASSERT(XLB_VIP_BUCKETS == 1U << (32 - 18), "xlb_vip_bucket covers the buckets");
 
+/* The established-flow cache's slot of a flow (abi.h, XLB_FLOW_CACHE_BITS):
+ * cheap rather than secret: colliding flows only miss the cache. */
+XLB_HASH_INLINE __u32 xlb_flow_cache_slot(const struct xlb_flow_key *key)
+{
+	__u32 x = key->src[0] ^ key->src[1] ^ key->src[2] ^ key->src[3];
+
+	x ^= ((__u32)key->sport << 16) | key->dport;
+	return (x * 0x9e3779b1U) >> (32 - XLB_FLOW_CACHE_BITS);
+}
+
 /* The ring slot (1..ring_size) a flow hash selects; ring_size must be > 0. */
 XLB_HASH_INLINE __u32 xlb_ring_slot(__u32 hash, __u32 ring_size)
 {

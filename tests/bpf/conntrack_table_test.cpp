@@ -27,7 +27,8 @@ protected:
         ASSERT_TRUE(lb_->backends().put(1, datapath::backend_entry(ip("203.0.113.11"), 1)));
         ASSERT_TRUE(lb_->backends().put(2, datapath::backend_entry(ip("203.0.113.12"), 2)));
         ASSERT_TRUE(lb_->backends().put(3, datapath::released_backend_entry(5)));
-        auto table = BpfTable::open(lb_->conntrack(), lb_->backends(), 7);
+        auto table = BpfTable::open(
+            lb_->conntrack(), lb_->backends(), [this] { ++erased_; }, 7);
         ASSERT_TRUE(table.has_value()) << table.error();
         table_.emplace(std::move(*table));
         config::VipSpec web;
@@ -61,6 +62,7 @@ protected:
     std::optional<bpf::LbProgram> lb_;
     std::optional<BpfTable> table_;
     Context context_;
+    int erased_ = 0;  // calls of the table's ErasedHook
 };
 
 TEST_F(ConntrackTableTest, CountListFlushAndExpireKnownEntries) {
@@ -117,15 +119,20 @@ TEST_F(ConntrackTableTest, CountListFlushAndExpireKnownEntries) {
     ASSERT_TRUE(dry.has_value()) << dry.error();
     EXPECT_EQ(dry->matched, 8u);
     EXPECT_EQ(dry->deleted, 0u);
+    EXPECT_EQ(erased_, 0) << "a dry run deletes nothing";
     auto done = flush(*table_, context_, stale, false);
     ASSERT_TRUE(done.has_value()) << done.error();
     EXPECT_EQ(done->deleted, 8u);
+    EXPECT_EQ(erased_, 1) << "the data path must stop using copies of what was deleted";
     EXPECT_EQ(count(*table_, context_, Filter{})->counts.scanned, 66u);
 
     auto swept = sweep(*table_, context_, 86'400'000);  // clock ticking for a day
     ASSERT_TRUE(swept.has_value()) << swept.error();
     EXPECT_EQ(swept->expired, 14u) << "10 web entries idle 2 min, 4 dns entries idle 40 s";
     EXPECT_EQ(swept->entries, 52u);
+    EXPECT_EQ(erased_, 2);
+    ASSERT_TRUE(sweep(*table_, context_, 86'400'000));
+    EXPECT_EQ(erased_, 2) << "a sweep that deletes nothing";
     EXPECT_EQ(count(*table_, context_, Filter{})->counts.scanned, 52u);
 }
 
@@ -142,11 +149,14 @@ TEST_F(ConntrackTableTest, EraseSkipsKeysAlreadyGone) {
     auto deleted = table_->erase(keys);
     ASSERT_TRUE(deleted.has_value()) << deleted.error();
     EXPECT_EQ(*deleted, 17u);
+    EXPECT_EQ(erased_, 1);
+    ASSERT_TRUE(table_->erase(keys));
+    EXPECT_EQ(erased_, 1) << "nothing left to delete";
     EXPECT_EQ(count(*table_, context_, Filter{})->counts.scanned, 0u);
 }
 
 TEST_F(ConntrackTableTest, ScanOfAFullTable) {
-    auto big = BpfTable::open(lb_->conntrack(), lb_->backends());
+    auto big = BpfTable::open(lb_->conntrack(), lb_->backends(), {});
     ASSERT_TRUE(big.has_value());
     for (std::uint32_t n = 0; n < 4096; ++n) put(n, "198.51.100.10", 80, IPPROTO_TCP, 1, 1, 0ms);
     auto r = count(*big, context_, Filter{});

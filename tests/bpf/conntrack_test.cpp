@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The connection table under pressure (bpf/xlb_lb.bpf.c): what records an
 // entry (not a SYN; the first ACK; UDP's first packet), the per-CPU insert
-// budget (xlb_ct_cpu) and the age of entries (created, last_seen).
+// budget (xlb_ct_cpu), the age of entries (created, last_seen), the
+// established-flow path and its per-CPU flow cache.
 //
 // BPF_PROG_TEST_RUN runs the program on the calling thread's CPU, so the
 // budget tests pin the thread to one CPU; counters are still summed over all
@@ -281,23 +282,39 @@ TEST_F(ConntrackTest, ReRecordingAStaleEntryGoesThroughTheBudget) {
 
 TEST_F(ConntrackTest, EntryTimesComeFromTheClockTheAgentTicks) {
     // Not the kernel's clock: the program reads xlb_ct_clock, which stands
-    // still between ticks (and while no agent runs).
+    // still between ticks (and while no agent runs). One CPU, so that every
+    // packet finds the copy the one before left in the flow cache.
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
     auto ring = vip();
-    lb().set_ct_clock(123456);
+    const std::uint32_t t0 = ct_clock_ + 100;
+    lb().set_ct_clock(t0);
     const Flow flow = tcp_flow(45900);
     expect_balanced(make_frame(flow), flow, ring);
     auto e = entry(flow);
     ASSERT_TRUE(e);
-    EXPECT_EQ(e->created, 123456u);
-    EXPECT_EQ(e->last_seen, 123456u);
-    // Refreshed only once the clock has moved a refresh interval.
-    lb().set_ct_clock(123456 + XLB_CT_REFRESH_UNITS - 1);
+    EXPECT_EQ(e->created, t0);
+    EXPECT_EQ(e->last_seen, t0);
+    // A lookup rewrites last_seen only once it is XLB_CT_LOOKUP_UNITS old
+    // (this one also leaves a copy in the cache, checked at t1) ...
+    const std::uint32_t t1 = t0 + XLB_CT_LOOKUP_UNITS - 1;
+    lb().set_ct_clock(t1);
     expect_balanced(make_frame(flow), flow, ring);
-    EXPECT_EQ(entry(flow)->last_seen, 123456u);
-    lb().set_ct_clock(123456 + XLB_CT_REFRESH_UNITS);
+    EXPECT_EQ(entry(flow)->last_seen, t0);
+    // ... the copy stands in for the table while it is younger than that,
+    // so the entry is not even looked up ...
+    lb().set_ct_clock(t1 + XLB_CT_LOOKUP_UNITS - 1);
     expect_balanced(make_frame(flow), flow, ring);
-    EXPECT_EQ(entry(flow)->last_seen, 123456u + XLB_CT_REFRESH_UNITS);
-    EXPECT_EQ(entry(flow)->created, 123456u);
+    EXPECT_EQ(entry(flow)->last_seen, t0);
+    // ... and then the table is looked up again, and the entry refreshed: a
+    // busy flow's last_seen is never XLB_CT_REFRESH_UNITS behind.
+    const std::uint32_t t2 = t1 + XLB_CT_LOOKUP_UNITS;
+    ASSERT_LT(t2 - t0, XLB_CT_REFRESH_UNITS);
+    lb().set_ct_clock(t2);
+    expect_balanced(make_frame(flow), flow, ring);
+    EXPECT_EQ(entry(flow)->last_seen, t2);
+    EXPECT_EQ(entry(flow)->created, t0);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 3u);
 }
 
 TEST_F(ConntrackTest, ARecentlySeenEntryIsNotRewritten) {
@@ -512,6 +529,139 @@ TEST_F(ConntrackTest, AnEntryWhoseBackendWentAwayIsRepointedByTheRing) {
     ASSERT_TRUE(e);
     EXPECT_EQ(e->backend_id, ring_choice);
     EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
+}
+
+// ---------------------------------------------------------------------------
+// The flow cache (abi.h, XLB_MAP_FLOW_CACHE): each CPU's copies of the
+// entries it used. Every test here makes the copy send the flow somewhere the
+// table no longer does, so a copy used when it must not be shows.
+
+class FlowCacheTest : public ConntrackTest {
+protected:
+    // A flow recorded to a backend the ring would not choose, its copy
+    // cached on this CPU (the second packet leaves it).
+    struct Cached {
+        Flow flow;
+        xlb_flow_key key;
+        Bytes frame;
+        std::uint32_t ring_choice;
+        std::uint32_t pinned;
+    };
+    Cached cached_flow(const std::vector<std::uint32_t>& ring, std::uint16_t sport) {
+        Cached c{tcp_flow(sport), {}, {}, 0, 0};
+        c.key = flow_key(c.flow);
+        c.frame = make_frame(c.flow);
+        c.ring_choice = expected_backend(ring, c.key);
+        c.pinned = other_than(c.ring_choice);
+        EXPECT_TRUE(lb().conntrack().put(c.key, entry_to(c.pinned)));
+        for (int i = 0; i < 2; ++i) expect_to(c, c.pinned);
+        return c;
+    }
+
+    void expect_to(const Cached& c, std::uint32_t backend) {
+        expect_outcome(c.frame, XDP_TX, XLB_OUT_TX,
+                       expected_encap(c.frame, backend_addr_[backend], c.key));
+    }
+
+    // Runs the rest of the test on `cpu` (from the CPUs this process may use).
+    static bool move_to(int cpu) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        return ::sched_setaffinity(0, sizeof one, &one) == 0 && ::sched_getcpu() == cpu;
+    }
+};
+
+TEST_F(FlowCacheTest, ACopyStandsInForItsEntry) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    auto ring = vip();
+    const Cached c = cached_flow(ring, 48000);
+    // The entry deleted behind the agent's back (as the LRU evicts it): the
+    // copy still sends the flow where the entry did, so the copy is used.
+    ASSERT_TRUE(lb().conntrack().erase(c.key));
+    expect_to(c, c.pinned);
+    EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 3u);
+    EXPECT_FALSE(entry(c.flow)) << "a copy never writes the table";
+    // Half a refresh interval later the table is looked up again: gone, so
+    // the ring decides and records the flow anew.
+    lb().set_ct_clock(ct_clock_ + XLB_CT_LOOKUP_UNITS);
+    expect_to(c, c.ring_choice);
+    auto e = entry(c.flow);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->backend_id, c.ring_choice);
+}
+
+TEST_F(FlowCacheTest, DeletesByTheAgentRetireEveryCopyAtOnce) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    auto ring = vip();
+    const Cached c = cached_flow(ring, 48001);
+    ASSERT_TRUE(lb().conntrack().erase(c.key));
+    lb().note_conntrack_erased();
+    expect_to(c, c.ring_choice);
+    EXPECT_EQ(vip_stats(kVipId).new_flows, 1u);
+    // Copies taken at the time of the stamp are not used either: their
+    // lookup may have found the entry just before it went.
+    const Cached again = cached_flow(ring, 48002);
+    ASSERT_TRUE(lb().conntrack().erase(again.key));
+    expect_to(again, again.ring_choice);
+    // A later copy is.
+    lb().set_ct_clock(ct_clock_ + 1);
+    const Cached later = cached_flow(ring, 48003);
+    ASSERT_TRUE(lb().conntrack().erase(later.key));
+    expect_to(later, later.pinned);
+}
+
+TEST_F(FlowCacheTest, ChangesTheEntryChecksAlsoRetireTheCopy) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    auto ring = vip();
+    // The backend's id reused (a new generation): the ring decides.
+    const Cached gone = cached_flow(ring, 48004);
+    add_backend(gone.pinned, backend_addr_[gone.pinned], 2);
+    expect_to(gone, gone.ring_choice);
+    add_backend(gone.pinned, backend_addr_[gone.pinned], 1);
+    // The VIP changed (a new epoch): the full path matches it again and
+    // follows the entry, which is still there.
+    const Cached changed = cached_flow(ring, 48005);
+    ASSERT_TRUE(lb().conntrack().put(changed.key, entry_to(changed.ring_choice)));
+    add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
+    expect_to(changed, changed.ring_choice);
+}
+
+TEST_F(FlowCacheTest, ASynRetiresItsFlowsCopy) {
+    PinnedToOneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    auto ring = vip();
+    // The old connection's entry evicted, its copy still here: the reused
+    // 4-tuple's SYN goes by the ring, and so must the packets after it.
+    const Cached c = cached_flow(ring, 48006);
+    ASSERT_TRUE(lb().conntrack().erase(c.key));
+    expect_balanced(syn_frame(c.flow), c.flow, ring);
+    expect_to(c, c.ring_choice);
+    EXPECT_EQ(entry(c.flow)->backend_id, c.ring_choice);
+}
+
+TEST_F(FlowCacheTest, ASynThatRepointsAnEntryRetiresTheCopiesOfEveryCpu) {
+    cpu_set_t allowed;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs two CPUs";
+    std::vector<int> cpus;
+    for (int i = 0; i < CPU_SETSIZE && cpus.size() < 2; ++i)
+        if (CPU_ISSET(i, &allowed)) cpus.push_back(i);
+    PinnedToOneCpu restore;  // puts the old affinity back at the end
+    auto ring = vip();
+    ASSERT_TRUE(move_to(cpus[0]));
+    const Cached c = cached_flow(ring, 48007);
+    // The SYN of a new connection on the same 4-tuple, on the other CPU:
+    // the entry is repointed to the ring's choice ...
+    ASSERT_TRUE(move_to(cpus[1]));
+    expect_balanced(syn_frame(c.flow), c.flow, ring);
+    EXPECT_EQ(entry(c.flow)->backend_id, c.ring_choice);
+    // ... and the first CPU's copy of the old one is gone.
+    ASSERT_TRUE(move_to(cpus[0]));
+    expect_to(c, c.ring_choice);
 }
 
 }  // namespace

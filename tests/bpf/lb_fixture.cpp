@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/datapath/setup.h"
 
 namespace xlb::test {
@@ -27,6 +28,15 @@ void LbTest::SetUp() {
     auto& p = lb();
     ASSERT_TRUE(p.clear_vips());
     ASSERT_TRUE(p.conntrack().clear());
+    // A running clock, later than any earlier test's, and the deletes
+    // stamped on it: no copy the flow cache kept from an earlier test is
+    // used, and this test's copies are (their time is after the stamp).
+    static std::uint32_t clock = 0;
+    clock = std::max(bpf::ct_clock_now(), clock + 2 * XLB_CT_REFRESH_UNITS);
+    p.set_ct_clock(clock);
+    p.note_conntrack_erased();
+    ct_clock_ = clock + 1;
+    p.set_ct_clock(ct_clock_);
     ASSERT_TRUE(p.ct_cpu().zero(0));
     for (std::uint32_t v = 0; v < kSizes.max_vips; ++v) {
         ASSERT_TRUE(bpf::unpublish_ring(p.rings().fd(), v));

@@ -73,6 +73,9 @@ protected:
 
     xlb_config config_{};
     std::vector<net::IpAddress> backend_addr_;  // by backend id
+    // The entry-time clock SetUp set (xlb_ct_clock): after the last stamp of
+    // deleted entries, so the flow cache's copies taken from now are used.
+    std::uint32_t ct_clock_ = 0;
 
 private:
     static std::optional<bpf::LbProgram> program_;

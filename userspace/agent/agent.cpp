@@ -458,7 +458,8 @@ Agent::Step Agent::open_data_plane() {
         spdlog::warn("{}", ct_load.message);
     else
         spdlog::info("{}", ct_load.message);
-    auto ct_table = conntrack::BpfTable::open(lb_->conntrack(), lb_->backends());
+    auto ct_table = conntrack::BpfTable::open(lb_->conntrack(), lb_->backends(),
+                                              [lb = &*lb_] { lb->note_conntrack_erased(); });
     if (!ct_table) return std::unexpected(std::move(ct_table.error()));
     ct_table_ = std::make_shared<const conntrack::BpfTable>(std::move(*ct_table));
     ct_status_->update([&](conntrack::Status& st) {

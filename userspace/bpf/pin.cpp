@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <string_view>
 #include <thread>
 
 #include "pin_session.h"
+#include "xlb/abi.h"
 #include "xlb/names.h"
 
 namespace xlb::bpf {
@@ -68,6 +70,13 @@ namespace fs = std::filesystem;
 // How long open() waits for another process that is loading into the same
 // directory (a load takes well under a second).
 constexpr auto kLockWait = std::chrono::seconds(5);
+
+// Maps that belong to one loaded program and are never pinned: .rodata/.bss,
+// and the established-flow cache, whose copies are only valid against the
+// program's own clock (abi.h, XLB_MAP_FLOW_CACHE).
+bool per_program(const bpf_map* map) {
+    return bpf_map__is_internal(map) || std::string_view(bpf_map__name(map)) == XLB_MAP_FLOW_CACHE;
+}
 
 std::string hex(std::uint32_t v) {
     char buf[16];
@@ -225,7 +234,7 @@ Result<void> PinSession::prepare(bpf_object* obj) {
     plans_.clear();
     bpf_map* map = nullptr;
     bpf_object__for_each_map(map, obj) {
-        if (bpf_map__is_internal(map)) continue;  // .rodata/.bss: part of the program
+        if (per_program(map)) continue;
         Plan plan;
         plan.map = map;
         plan.pin.map = bpf_map__name(map);  // before reuse_fd renames it to the kernel's name
@@ -296,7 +305,7 @@ Result<void> unpin_object_maps(bpf_object* obj, const std::string& dir,
     std::vector<std::string> names(extra.begin(), extra.end());
     bpf_map* map = nullptr;
     bpf_object__for_each_map(map, obj) {
-        if (!bpf_map__is_internal(map)) names.push_back(bpf_map__name(map));
+        if (!per_program(map)) names.push_back(bpf_map__name(map));
     }
     for (const std::string& name : names) {
         for (const std::string& path : {join(dir, name), join(dir, staging_name(name))}) {

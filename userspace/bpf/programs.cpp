@@ -247,6 +247,12 @@ void LbProgram::set_ct_clock(std::uint32_t units) const {
     // either the old time or the new one.
     __atomic_store_n(&skel_->bss->xlb_ct_clock, units, __ATOMIC_RELAXED);
 }
+void LbProgram::note_conntrack_erased() const {
+    // The program's clock now, read after the deletes: every copy it took
+    // of a deleted entry was checked at this time or before.
+    const std::uint32_t now = __atomic_load_n(&skel_->bss->xlb_ct_clock, __ATOMIC_RELAXED);
+    __atomic_store_n(&skel_->bss->xlb_ct_erased, now, __ATOMIC_RELAXED);
+}
 PerCpuArrayMap<std::uint64_t> LbProgram::outcomes() const {
     return {bpf_map__fd(skel_->maps.xlb_stats), XLB_MAP_STATS};
 }

@@ -25,12 +25,13 @@ Result<std::uint32_t> max_entries(int fd, const std::string& name) {
 }  // namespace
 
 Result<BpfTable> BpfTable::open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
-                                bpf::ArrayMap<xlb_backend> backends, std::size_t batch_size) {
+                                bpf::ArrayMap<xlb_backend> backends, ErasedHook erased,
+                                std::size_t batch_size) {
     auto capacity = max_entries(conntrack.fd(), conntrack.name());
     if (!capacity) return std::unexpected(capacity.error());
     auto slots = max_entries(backends.fd(), backends.name());
     if (!slots) return std::unexpected(slots.error());
-    return BpfTable(std::move(conntrack), std::move(backends), *capacity, *slots,
+    return BpfTable(std::move(conntrack), std::move(backends), std::move(erased), *capacity, *slots,
                     batch_size == 0 ? kBatchSize : batch_size);
 }
 
@@ -52,6 +53,14 @@ Result<void> BpfTable::scan(const std::function<void(std::span<const Entry>)>& b
 Result<std::uint64_t> BpfTable::erase(std::span<const xlb_flow_key> keys) const {
     std::uint64_t deleted = 0;
     std::size_t at = 0;
+    // Also after a failure part-way: what was deleted stays deleted.
+    struct Notify {
+        const ErasedHook& hook;
+        const std::uint64_t& deleted;
+        ~Notify() {
+            if (deleted != 0 && hook) hook();
+        }
+    } notify{erased_, deleted};
     while (at < keys.size()) {
         const std::size_t n = std::min(batch_size_, keys.size() - at);
         __u32 count = static_cast<__u32>(n);

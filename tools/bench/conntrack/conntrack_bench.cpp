@@ -354,7 +354,7 @@ int run(int argc, char** argv) {
                               xlb::datapath::released_backend_entry(kGeneration + 1)),
              "write xlb_backends");
     }
-    const auto table = must(ct::BpfTable::open(conntrack, backends_map), "open the table");
+    const auto table = must(ct::BpfTable::open(conntrack, backends_map, {}), "open the table");
 
     const std::vector<xlb::config::VipSpec> specs = make_vips();
     std::vector<ct::VipInfo> vips;

@@ -90,6 +90,10 @@ public:
     // Sets the program's entry-time clock (abi.h, `xlb_ct_clock`), in
     // XLB_CT_TIME_SHIFT units; CtClockTicker (ct_clock.h) keeps it current.
     void set_ct_clock(std::uint32_t units) const;
+    // After entries were deleted from the connection table: the data path's
+    // cached copies of entries (abi.h, XLB_MAP_FLOW_CACHE) taken until now
+    // are no longer used.
+    void note_conntrack_erased() const;
     PerCpuArrayMap<std::uint64_t> outcomes() const;
     PerCpuArrayMap<xlb_vip_stats> vip_stats() const;
     PerCpuArrayMap<xlb_backend_stats> backend_stats() const;

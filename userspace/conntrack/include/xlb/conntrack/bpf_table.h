@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "xlb/bpf/maps.h"
 #include "xlb/conntrack/table.h"
@@ -17,11 +18,15 @@ namespace xlb::conntrack {
 // and a 1M-entry table takes 256 calls.
 inline constexpr std::size_t kBatchSize = 4096;
 
+// Called after a delete that removed entries, so that the data path stops
+// using its cached copies of them (bpf::LbProgram::note_conntrack_erased).
+using ErasedHook = std::function<void()>;
+
 class BpfTable : public Table {
 public:
     // Reads max_entries of the map once.
     static Result<BpfTable> open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
-                                 bpf::ArrayMap<xlb_backend> backends,
+                                 bpf::ArrayMap<xlb_backend> backends, ErasedHook erased,
                                  std::size_t batch_size = kBatchSize);
 
     std::uint32_t capacity() const override { return capacity_; }
@@ -32,16 +37,18 @@ public:
 
 private:
     BpfTable(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
-             bpf::ArrayMap<xlb_backend> backends, std::uint32_t capacity,
+             bpf::ArrayMap<xlb_backend> backends, ErasedHook erased, std::uint32_t capacity,
              std::uint32_t backend_slots, std::size_t batch_size)
         : conntrack_(std::move(conntrack)),
           backends_(std::move(backends)),
+          erased_(std::move(erased)),
           capacity_(capacity),
           backend_slots_(backend_slots),
           batch_size_(batch_size) {}
 
     bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack_;
     bpf::ArrayMap<xlb_backend> backends_;
+    ErasedHook erased_;
     std::uint32_t capacity_ = 0;
     std::uint32_t backend_slots_ = 0;
     std::size_t batch_size_ = kBatchSize;
