@@ -64,6 +64,15 @@ struct {
 	__type(value, __u32);
 } xlb_vip_buckets SEC(".maps");
 
+/* abi.h, XLB_MAP_VIP_CANDIDATES: the VIPs of each bucket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XLB_VIP_BUCKETS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xlb_vip_candidates);
+} xlb_vip_cands SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -98,21 +107,78 @@ struct {
 	__type(value, struct xlb_backend_stats);
 } xlb_backend_stats SEC(".maps");
 
-static __always_inline struct xlb_vip_value *xlb_match_vip(const __be32 *addr, __be16 port,
-							   __u8 proto, __u8 family)
+/*
+ * The VIP for {addr, port, proto} from its bucket's block of candidates
+ * (abi.h, XLB_MAP_VIP_CANDIDATES): 1 with *out set, 0 when there is none, -1
+ * when the block cannot say (spilled, or being rewritten).
+ */
+static __always_inline int xlb_match_vip_candidates(__u32 bucket, const __be32 *addr, __be16 port,
+						    __u8 proto, __u8 family,
+						    struct xlb_vip_value *out)
+{
+	struct xlb_vip_candidates *block = bpf_map_lookup_elem(&xlb_vip_cands, &bucket);
+	__u32 seq, count;
+	int found = 0;
+
+	if (!block)
+		return -1;
+	seq = *(volatile __u32 *)&block->seq;
+	if (seq & 1)
+		return -1;
+	asm volatile("" ::: "memory");
+	count = block->count;
+	if (count > XLB_VIP_CANDIDATES)
+		return -1;
+	for (__u32 i = 0; i < XLB_VIP_CANDIDATES; i++) {
+		const struct xlb_vip_candidate *c = &block->vip[i];
+
+		if (i >= count)
+			break;
+		if (c->family != family || c->proto != proto || c->addr[0] != addr[0] ||
+		    c->addr[1] != addr[1] || c->addr[2] != addr[2] || c->addr[3] != addr[3])
+			continue;
+		if (c->port == port) {
+			out->vip_id = c->vip_id;
+			out->flags = c->flags;
+			found = 2;
+			break;
+		}
+		if (c->port == 0 && !found) {
+			out->vip_id = c->vip_id;
+			out->flags = c->flags;
+			found = 1;
+		}
+	}
+	asm volatile("" ::: "memory");
+	if (*(volatile __u32 *)&block->seq != seq)
+		return -1;
+	return found != 0;
+}
+
+/* Exact {address, port, protocol} first, then the port wildcard. Returns 1
+ * with *out set, or 0: no VIP. bucket: xlb_vip_bucket(addr). */
+static __always_inline int xlb_match_vip(__u32 bucket, const __be32 *addr, __be16 port, __u8 proto,
+					 __u8 family, struct xlb_vip_value *out)
 {
 	struct xlb_vip_key vk = {};
 	struct xlb_vip_value *vip;
+	int found = xlb_match_vip_candidates(bucket, addr, port, proto, family, out);
 
+	if (found >= 0)
+		return found;
 	__builtin_memcpy(vk.addr, addr, 16);
 	vk.port = port;
 	vk.proto = proto;
 	vk.family = family;
 	vip = bpf_map_lookup_elem(&xlb_vips, &vk);
-	if (vip)
-		return vip;
-	vk.port = 0;
-	return bpf_map_lookup_elem(&xlb_vips, &vk);
+	if (!vip) {
+		vk.port = 0;
+		vip = bpf_map_lookup_elem(&xlb_vips, &vk);
+	}
+	if (!vip)
+		return 0;
+	*out = *vip;
+	return 1;
 }
 
 static __always_inline int xlb_backend_live(const struct xlb_backend *be, __u32 generation)
@@ -387,11 +453,13 @@ static __always_inline int xlb_quoted_ipv4_valid(const struct xlb_cursor *cur,
  * VIP it quotes qualifies (one to this host's own address is the kernel's),
  * and for IPv4 only one whose quoted header has a valid checksum: anything
  * else could make us forward junk to a backend. Fills pkt->key with the
- * client's flow and returns its VIP, or NULL when the packet is not such an
- * error. The caller has checked that the ICMP header lies in the packet.
+ * client's flow and returns 1 with its VIP in *vip, or 0 when the packet is
+ * not such an error. bucket: the VIP bucket of the destination (the quoted
+ * source). The caller has checked that the ICMP header lies in the packet.
  */
-static __always_inline struct xlb_vip_value *xlb_match_icmp_error(const struct xlb_cursor *cur,
-								  struct xlb_packet *pkt, int proto)
+static __always_inline int xlb_match_icmp_error(const struct xlb_cursor *cur,
+						struct xlb_packet *pkt, int proto, __u32 bucket,
+						struct xlb_vip_value *vip)
 {
 	struct xlb_flow_key *key = &pkt->key;
 	__u8 inner_proto;
@@ -402,18 +470,18 @@ static __always_inline struct xlb_vip_value *xlb_match_icmp_error(const struct x
 		struct iphdr *inner;
 
 		if (!xlb_in_ip_packet(cur, icmp, sizeof(*icmp)))
-			return NULL;
+			return 0;
 		if (icmp->type != ICMP_DEST_UNREACH || icmp->code != ICMP_FRAG_NEEDED)
-			return NULL;
+			return 0;
 		inner = (void *)(icmp + 1);
 		if (!xlb_in_ip_packet(cur, inner, sizeof(*inner)) || inner->ihl < 5)
-			return NULL;
+			return 0;
 		ports = (void *)inner + inner->ihl * 4;
 		if (!xlb_in_ip_packet(cur, ports, 4))
-			return NULL;
+			return 0;
 		/* the quoted packet went VIP -> client; the flow is client -> VIP */
 		if (inner->saddr != key->dst[0] || !xlb_quoted_ipv4_valid(cur, inner))
-			return NULL;
+			return 0;
 		inner_proto = inner->protocol;
 		key->src[0] = inner->daddr;
 	} else if (proto == IPPROTO_ICMPV6 && key->family == XLB_FAMILY_V6) {
@@ -421,29 +489,29 @@ static __always_inline struct xlb_vip_value *xlb_match_icmp_error(const struct x
 		struct ipv6hdr *inner;
 
 		if (!xlb_in_ip_packet(cur, icmp6, sizeof(*icmp6)))
-			return NULL;
+			return 0;
 		if (icmp6->icmp6_type != ICMPV6_PKT_TOOBIG)
-			return NULL;
+			return 0;
 		inner = (void *)(icmp6 + 1);
 		ports = (void *)(inner + 1);
 		if (!xlb_in_ip_packet(cur, ports, 4))
-			return NULL;
+			return 0;
 		if (inner->saddr.in6_u.u6_addr32[0] != key->dst[0] ||
 		    inner->saddr.in6_u.u6_addr32[1] != key->dst[1] ||
 		    inner->saddr.in6_u.u6_addr32[2] != key->dst[2] ||
 		    inner->saddr.in6_u.u6_addr32[3] != key->dst[3])
-			return NULL;
+			return 0;
 		inner_proto = inner->nexthdr;
 		__builtin_memcpy(key->src, &inner->daddr, 16);
 	} else {
-		return NULL;
+		return 0;
 	}
 	if (inner_proto != IPPROTO_TCP && inner_proto != IPPROTO_UDP)
-		return NULL;
+		return 0;
 	key->proto = inner_proto;
 	key->sport = ports[1];
 	key->dport = ports[0];
-	return xlb_match_vip(key->dst, key->dport, key->proto, key->family);
+	return xlb_match_vip(bucket, key->dst, key->dport, key->proto, key->family, vip);
 }
 
 SEC("xdp")
@@ -453,7 +521,7 @@ int xlb_lb(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct xlb_cursor cur = { .pos = data, .end = data_end, .ip_end = data_end };
 	struct xlb_packet pkt = {};
-	struct xlb_vip_value *vip;
+	struct xlb_vip_value *vip, vip_match;
 	struct xlb_vip_stats *vstats;
 	struct xlb_backend_stats *bstats;
 	struct xlb_backend *be = NULL;
@@ -462,7 +530,7 @@ int xlb_lb(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	__u32 zero = 0, backend_id = 0, vip_id, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
-	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0;
+	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0, matched;
 
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
@@ -552,14 +620,14 @@ int xlb_lb(struct xdp_md *ctx)
 	} else {
 		__u32 seen_epoch = *epoch;
 
-		if (icmp_error) {
-			vip = xlb_match_icmp_error(&cur, &pkt, proto);
-		} else {
-			vip = xlb_match_vip(pkt.key.dst, pkt.key.dport, pkt.key.proto,
-					    pkt.key.family);
-		}
-		if (!vip)
+		if (icmp_error)
+			matched = xlb_match_icmp_error(&cur, &pkt, proto, bucket, &vip_match);
+		else
+			matched = xlb_match_vip(bucket, pkt.key.dst, pkt.key.dport, pkt.key.proto,
+						pkt.key.family, &vip_match);
+		if (!matched)
 			return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
+		vip = &vip_match;
 
 		vip_id = vip->vip_id;
 		vstats = bpf_map_lookup_elem(&xlb_vip_stats, &vip_id);

@@ -54,6 +54,7 @@
 #define XLB_MAP_CONNTRACK_V2 "xlb_conntrack2" /* layout 2: struct xlb_ct_value_v2 */
 #define XLB_MAP_CONNTRACK_V1 "xlb_conntrack" /* layout 1: struct xlb_ct_value_v1 */
 #define XLB_MAP_VIP_BUCKETS "xlb_vip_buckets"
+#define XLB_MAP_VIP_CANDIDATES "xlb_vip_cands"
 #define XLB_MAP_CT_CPU "xlb_ct_cpu"
 #define XLB_MAP_CONFIG "xlb_config"
 #define XLB_MAP_STATS "xlb_stats"
@@ -99,6 +100,40 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_vip_key) == 20, "xlb_vip_key layout");
  */
 #define XLB_VIP_BUCKETS 16384
 #define XLB_VIP_EPOCH_SLOT XLB_VIP_BUCKETS /* the last epoch handed out */
+
+/*
+ * The VIPs of each bucket, so that matching one needs no hash-map lookup
+ * (XLB_MAP_VIP_CANDIDATES: an mmap()able array of XLB_VIP_BUCKETS blocks,
+ * indexed like the buckets). XLB_MAP_VIPS stays the truth: a block lists every
+ * VIP whose address falls in its bucket, or holds XLB_VIP_CANDIDATES_SPILL in
+ * count when they do not fit, and the program then looks up XLB_MAP_VIPS as
+ * before. The agent rewrites a block in place, through the mapping, and keeps
+ * seq odd meanwhile; a packet that finds seq odd, or changed by the time it
+ * has read the block, looks up XLB_MAP_VIPS too. (The agent's stores and the
+ * program's loads keep their order: x86-64 orders stores with stores and
+ * loads with loads; both sides stop the compiler from reordering them.)
+ * Order of a change: XLB_MAP_VIPS, then the block, then the bucket's epoch.
+ */
+#define XLB_VIP_CANDIDATES 4
+#define XLB_VIP_CANDIDATES_SPILL 0xffffffffU
+
+struct xlb_vip_candidate {
+	__be32 addr[4];
+	__be16 port; /* 0: the port wildcard */
+	__u8 proto;
+	__u8 family;
+	__u32 vip_id;
+	__u32 flags; /* XLB_VIP_F_* */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_candidate) == 28, "xlb_vip_candidate layout");
+
+struct xlb_vip_candidates {
+	__u32 seq; /* odd while the agent rewrites the block */
+	__u32 count; /* entries of vip in use, or XLB_VIP_CANDIDATES_SPILL */
+	__u32 pad[2];
+	struct xlb_vip_candidate vip[XLB_VIP_CANDIDATES];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_candidates) == 128, "two cache lines a block");
 
 /* Per-VIP flags. */
 #define XLB_VIP_F_NO_CONNTRACK (1U << 0) /* skip the connection table (e.g. UDP) */

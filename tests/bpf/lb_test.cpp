@@ -17,6 +17,7 @@
 #include <string>
 
 #include "lb_fixture.h"
+#include "xlb/datapath/setup.h"
 
 namespace xlb::test {
 namespace {
@@ -865,6 +866,92 @@ TEST_F(LbPacketTest, NoConntrackVipNeverRecordsFlows) {
     ASSERT_TRUE(recorded);
     EXPECT_FALSE(*recorded);
     EXPECT_EQ(vip_stats(kVipId).new_flows, 2u);
+}
+
+// ---------------------------------------------------------------------------
+// VIP candidates (abi.h, XLB_MAP_VIP_CANDIDATES): a bucket's block lists its
+// VIPs; the hash map answers when the block cannot.
+
+TEST_F(LbPacketTest, ABucketsBlockListsItsVips) {
+    auto ring = v4_vip();
+    add_vip(kVipV4, 0, kProtoUdp, kVipId + 1, XLB_VIP_F_NO_CONNTRACK);
+    const std::uint32_t bucket = xlb_vip_bucket(flow_key(v4_flow()).dst);
+    auto block = lb().vip_candidates().get(bucket);
+    ASSERT_TRUE(block) << block.error().message();
+    EXPECT_EQ(block->seq % 2, 0u);
+    ASSERT_EQ(block->count, 2u);
+    const bool tcp_first = block->vip[0].vip_id == kVipId;
+    const xlb_vip_candidate& tcp = block->vip[tcp_first ? 0 : 1];
+    const xlb_vip_candidate& udp = block->vip[tcp_first ? 1 : 0];
+    EXPECT_EQ(tcp.vip_id, kVipId);
+    EXPECT_EQ(tcp.port, htons(kVipPort));
+    EXPECT_EQ(tcp.proto, kProtoTcp);
+    EXPECT_EQ(tcp.family, XLB_FAMILY_V4);
+    EXPECT_EQ(tcp.flags, 0u);
+    EXPECT_EQ(udp.vip_id, kVipId + 1);
+    EXPECT_EQ(udp.port, 0);
+    EXPECT_EQ(udp.proto, kProtoUdp);
+    EXPECT_EQ(udp.flags, XLB_VIP_F_NO_CONNTRACK);
+    ASSERT_TRUE(lb().erase_vip(datapath::vip_key(kVipV4, 0, kProtoUdp)));
+    EXPECT_EQ(lb().vip_candidates().get(bucket)->count, 1u);
+    const Flow flow = v4_flow(47100);
+    expect_forwarded(make_frame(flow), flow, ring);
+}
+
+TEST_F(LbPacketTest, MoreVipsThanABlockHoldsAreStillMatched) {
+    constexpr std::uint32_t kVips = XLB_VIP_CANDIDATES + 2;
+    for (std::uint32_t i = 0; i < kVips; ++i)
+        add_vip(kVipV4, static_cast<std::uint16_t>(kVipPort + i), kProtoTcp, kVipId + i);
+    const std::uint32_t bucket = xlb_vip_bucket(flow_key(v4_flow()).dst);
+    EXPECT_EQ(lb().vip_candidates().get(bucket)->count, XLB_VIP_CANDIDATES_SPILL);
+    for (std::uint32_t i = 0; i < kVips; ++i) {
+        auto ring = publish_maglev(kVipId + i, {{10 + i % 4}});
+        const Flow flow{kClientV4, kVipV4, 47200, static_cast<std::uint16_t>(kVipPort + i),
+                        kProtoTcp};
+        expect_forwarded(make_frame(flow), flow, ring);
+        EXPECT_EQ(vip_stats(kVipId + i).packets, 1u) << "VIP " << i;
+    }
+    // Back under the limit: listed again.
+    ASSERT_TRUE(lb().erase_vip(datapath::vip_key(kVipV4, kVipPort, kProtoTcp)));
+    ASSERT_TRUE(lb().erase_vip(datapath::vip_key(kVipV4, kVipPort + 1, kProtoTcp)));
+    EXPECT_EQ(lb().vip_candidates().get(bucket)->count, XLB_VIP_CANDIDATES);
+}
+
+TEST_F(LbPacketTest, ABlockBeingRewrittenIsNotTrusted) {
+    // New flows every time: each takes the full path and matches the VIP.
+    auto ring = v4_vip();
+    Flow flow = v4_flow(47300);
+    const std::uint32_t bucket = xlb_vip_bucket(flow_key(flow).dst);
+    auto block = lb().vip_candidates().get(bucket);
+    ASSERT_TRUE(block && block->count == 1);
+    // A block naming another VIP id: followed while its seq is even (the
+    // packet is counted there) ...
+    publish_maglev(kVipId + 1, {{10}, {11}, {12}, {13}});
+    xlb_vip_candidates wrong = *block;
+    wrong.vip[0].vip_id = kVipId + 1;
+    ASSERT_TRUE(lb().vip_candidates().put(bucket, wrong));
+    expect_forwarded(make_frame(flow), flow, ring);
+    EXPECT_EQ(vip_stats(kVipId + 1).packets, 1u);
+    // ... and not while it is odd: the hash map has the truth.
+    wrong.seq += 1;
+    ASSERT_TRUE(lb().vip_candidates().put(bucket, wrong));
+    flow = v4_flow(47301);
+    expect_forwarded(make_frame(flow), flow, ring);
+    EXPECT_EQ(vip_stats(kVipId).packets, 1u);
+    EXPECT_EQ(vip_stats(kVipId + 1).packets, 1u);
+    // A block with no room says nothing either.
+    wrong.seq += 1;
+    wrong.count = XLB_VIP_CANDIDATES_SPILL;
+    ASSERT_TRUE(lb().vip_candidates().put(bucket, wrong));
+    flow = v4_flow(47302);
+    expect_forwarded(make_frame(flow), flow, ring);
+    EXPECT_EQ(vip_stats(kVipId).packets, 2u);
+    // The next change rewrites the block whole.
+    add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
+    block = lb().vip_candidates().get(bucket);
+    EXPECT_EQ(block->seq % 2, 0u);
+    EXPECT_EQ(block->count, 1u);
+    EXPECT_EQ(block->vip[0].vip_id, kVipId);
 }
 
 TEST_F(LbPacketTest, CountersCountPacketsAndBytes) {

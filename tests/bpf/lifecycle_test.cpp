@@ -508,8 +508,10 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
         LbProgram lb = load({.pin_dir = dir});
         const PinReport& pins = lb.pins();
         EXPECT_EQ(pins.dir, dir);
-        EXPECT_EQ(pins.maps.size(), 10u);
-        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 10u) << pins.summary();
+        EXPECT_EQ(pins.maps.size(), 11u);
+        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 11u) << pins.summary();
+        EXPECT_FALSE(pins.find(XLB_MAP_FLOW_CACHE)) << "the flow cache belongs to the program";
+        EXPECT_FALSE(std::filesystem::exists(dir + "/" XLB_MAP_FLOW_CACHE));
         EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kCreated);
         ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
         ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2}));
@@ -527,7 +529,7 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
     EXPECT_EQ(st.st_mode & 0777, 0700u);
 
     LbProgram lb = load({.pin_dir = dir});
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 10u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 11u) << lb.pins().summary();
     EXPECT_EQ(lb_map_ids(lb), ids);
     EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
     EXPECT_EQ(lb.conntrack_load().capacity, kSizes.conntrack_entries);
@@ -592,6 +594,46 @@ TEST_F(LifecycleTest, VipBucketsAreBroughtInStepWithThePinnedVips) {
     EXPECT_EQ(*lb.vip_buckets().get(bucket), epoch + 1);
 }
 
+TEST_F(LifecycleTest, VipCandidatesAreBroughtInStepWithThePinnedVips) {
+    const std::string dir = pin_dir();
+    const xlb_vip_key key = vip_key();
+    const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+    xlb_vip_key other = key;
+    other.addr[0] ^= htonl(0x00ff0000);
+    const std::uint32_t other_bucket = xlb_vip_bucket(other.addr);
+    ASSERT_NE(other_bucket, bucket);
+    {
+        LbProgram lb = load({.pin_dir = dir});
+        ASSERT_TRUE(lb.put_vip(key, {3, 0}));
+        // A crash mid-rewrite (odd seq, wrong id) and a stale block.
+        xlb_vip_candidates torn = *lb.vip_candidates().get(bucket);
+        torn.seq |= 1;
+        torn.vip[0].vip_id = 9;
+        ASSERT_TRUE(lb.vip_candidates().put(bucket, torn));
+        xlb_vip_candidates stale = torn;
+        stale.seq = 2;
+        ASSERT_TRUE(lb.vip_candidates().put(other_bucket, stale));
+    }
+    auto expect_in_step = [&](const LbProgram& lb) {
+        const xlb_vip_candidates block = *lb.vip_candidates().get(bucket);
+        EXPECT_EQ(block.seq % 2, 0u);
+        ASSERT_EQ(block.count, 1u);
+        EXPECT_EQ(block.vip[0].vip_id, 3u);
+        EXPECT_EQ(std::memcmp(block.vip[0].addr, key.addr, sizeof key.addr), 0);
+        EXPECT_EQ(lb.vip_candidates().get(other_bucket)->count, 0u);
+    };
+    {
+        LbProgram lb = load({.pin_dir = dir});
+        EXPECT_EQ(lb.pins().find(XLB_MAP_VIP_CANDIDATES)->action, PinAction::kReused);
+        expect_in_step(lb);
+    }
+    // An upgrade from before the candidates: made from the pinned VIPs.
+    ASSERT_EQ(::unlink((dir + "/" XLB_MAP_VIP_CANDIDATES).c_str()), 0);
+    LbProgram lb = load({.pin_dir = dir});
+    EXPECT_EQ(lb.pins().find(XLB_MAP_VIP_CANDIDATES)->action, PinAction::kCreated);
+    expect_in_step(lb);
+}
+
 TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     const std::string dir = pin_dir();
     std::uint32_t old_ct = 0, old_vips = 0;
@@ -606,7 +648,7 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
         load({.pin_dir = dir, .conntrack_resize = ConntrackResize::kReplace}, {16, 64, 2048});
     const PinReport& pins = lb.pins();
     EXPECT_EQ(pins.names(PinAction::kReplaced), std::vector<std::string>{XLB_MAP_CONNTRACK});
-    EXPECT_EQ(pins.names(PinAction::kReused).size(), 9u);
+    EXPECT_EQ(pins.names(PinAction::kReused).size(), 10u);
     const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
     ASSERT_NE(ct, nullptr);
     EXPECT_EQ(ct->reason, "max_entries 1024, want 2048");
@@ -717,7 +759,7 @@ TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
               "kept the pinned connection table of 1024 entries, not the 4096 requested "
               "(replacing it copies its entries into a new table)");
     EXPECT_EQ(map_id(lb.conntrack().fd()), old_ct);
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 10u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 11u) << lb.pins().summary();
     bpf_map_info info{};
     __u32 len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(lb.conntrack().fd(), &info, &len), 0);
@@ -928,7 +970,7 @@ TEST_F(LifecycleTest, IncompatibleRingTemplateAndKeyLayoutAreDetected) {
     ASSERT_NE(v, nullptr);
     EXPECT_EQ(v->action, PinAction::kReplaced);
     EXPECT_EQ(v->reason, "key size 8, want 20");
-    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 8u);
+    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 9u);
     EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_RINGS), map_id(lb.rings().fd()));
     // The replacement takes rings of the current layout.
     const std::vector<std::uint32_t> ring = {1, 2, 3};

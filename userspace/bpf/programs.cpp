@@ -2,8 +2,12 @@
 #include "xlb/bpf/programs.h"
 
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
+#include <algorithm>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -83,8 +87,77 @@ Result<std::vector<std::uint32_t>> read_vip_buckets(const ArrayMap<std::uint32_t
     return out;
 }
 
-// Makes the VIP buckets match the VIP map at load: a bucket with a VIP
-// address gets a new epoch, the others 0. An upgrade finds VIPs pinned
+// The VIPs whose address falls in each bucket, with their values, ordered by
+// key so that a block's contents depend on the VIPs alone.
+using VipsByBucket = std::map<std::uint32_t, std::vector<std::pair<xlb_vip_key, xlb_vip_value>>>;
+
+Result<VipsByBucket> vips_by_bucket(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
+                                    std::optional<std::uint32_t> only_bucket = std::nullopt) {
+    auto keys = vips.keys();
+    if (!keys) return std::unexpected(keys.error());
+    VipsByBucket out;
+    for (const xlb_vip_key& key : *keys) {
+        const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+        if (only_bucket && bucket != *only_bucket) continue;
+        auto value = vips.get(key);
+        if (!value) return std::unexpected(value.error());
+        if (*value) out[bucket].emplace_back(key, **value);  // else deleted meanwhile
+    }
+    for (auto& [bucket, entries] : out)
+        std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+            return std::memcmp(&a.first, &b.first, sizeof a.first) < 0;
+        });
+    return out;
+}
+
+// A bucket's block as it should be for `entries` (seq left 0).
+xlb_vip_candidates candidates_block(
+    std::span<const std::pair<xlb_vip_key, xlb_vip_value>> entries) {
+    xlb_vip_candidates block{};
+    if (entries.size() > XLB_VIP_CANDIDATES) {
+        block.count = XLB_VIP_CANDIDATES_SPILL;
+        return block;
+    }
+    block.count = static_cast<std::uint32_t>(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const auto& [key, value] = entries[i];
+        xlb_vip_candidate& c = block.vip[i];
+        std::memcpy(c.addr, key.addr, sizeof c.addr);
+        c.port = key.port;
+        c.proto = key.proto;
+        c.family = key.family;
+        c.vip_id = value.vip_id;
+        c.flags = value.flags;
+    }
+    return block;
+}
+
+// Rewrites a block in place under its seq (abi.h, XLB_MAP_VIP_CANDIDATES):
+// odd while the contents change, even and higher after. A block left odd by
+// a crash is made even again.
+void write_candidates(xlb_vip_candidates& live, const xlb_vip_candidates& wanted) {
+    const std::uint32_t busy = __atomic_load_n(&live.seq, __ATOMIC_RELAXED) | 1U;
+    __atomic_store_n(&live.seq, busy, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    // Word by word, as the program reads them.
+    auto* to = reinterpret_cast<std::uint32_t*>(&live);
+    const auto* from = reinterpret_cast<const std::uint32_t*>(&wanted);
+    for (std::size_t w = 1; w < sizeof wanted / sizeof(std::uint32_t); ++w)
+        __atomic_store_n(&to[w], from[w], __ATOMIC_RELAXED);
+    __atomic_store_n(&live.seq, busy + 1, __ATOMIC_RELEASE);
+}
+
+// The block's contents, seq aside.
+bool same_candidates(const xlb_vip_candidates& a, const xlb_vip_candidates& b) {
+    return std::memcmp(reinterpret_cast<const char*>(&a) + sizeof a.seq,
+                       reinterpret_cast<const char*>(&b) + sizeof b.seq,
+                       sizeof a - sizeof a.seq) == 0;
+}
+
+// Makes the VIP buckets match the VIP map at load: every block lists its
+// bucket's VIPs (a map new to this load, from an older agent, starts empty;
+// a crash may have left one half written), a bucket with a VIP address gets
+// a new epoch, the others 0. An upgrade finds VIPs pinned
 // without buckets; a crash between a VIP change and its bucket's renewal
 // leaves an epoch that entries recorded under the old VIPs still carry. A
 // new epoch for every used bucket covers both, at the price of each
@@ -93,7 +166,8 @@ Result<std::vector<std::uint32_t>> read_vip_buckets(const ArrayMap<std::uint32_t
 // its epochs at a random point, so no pinned connection-table entry can carry
 // one of them.
 Result<void> sync_vip_buckets(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
-                              const ArrayMap<std::uint32_t>& buckets) {
+                              const ArrayMap<std::uint32_t>& buckets,
+                              std::span<xlb_vip_candidates> blocks) {
     auto last = buckets.get(XLB_VIP_EPOCH_SLOT);
     if (!last) return std::unexpected(last.error());
     if (*last == 0) {
@@ -102,10 +176,18 @@ Result<void> sync_vip_buckets(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
             return fail_on(errno, "seed the VIP bucket epochs", XLB_MAP_VIP_BUCKETS);
         if (auto ok = buckets.put(XLB_VIP_EPOCH_SLOT, seed == 0 ? 1 : seed); !ok) return ok;
     }
-    auto keys = vips.keys();
-    if (!keys) return std::unexpected(keys.error());
+    auto by_bucket = vips_by_bucket(vips);
+    if (!by_bucket) return std::unexpected(by_bucket.error());
     std::vector<bool> wanted(XLB_VIP_BUCKETS, false);
-    for (const xlb_vip_key& key : *keys) wanted[xlb_vip_bucket(key.addr)] = true;
+    for (std::uint32_t b = 0; b < XLB_VIP_BUCKETS; ++b) {
+        auto it = by_bucket->find(b);
+        wanted[b] = it != by_bucket->end();
+        const xlb_vip_candidates block =
+            candidates_block(wanted[b] ? std::span(it->second)
+                                       : std::span<const std::pair<xlb_vip_key, xlb_vip_value>>());
+        if ((blocks[b].seq & 1U) != 0 || !same_candidates(blocks[b], block))
+            write_candidates(blocks[b], block);
+    }
     auto current = read_vip_buckets(buckets);
     if (!current) return std::unexpected(current.error());
     for (std::uint32_t b = 0; b < XLB_VIP_BUCKETS; ++b) {
@@ -131,13 +213,18 @@ Result<void> resize(bpf_map* map, std::uint32_t entries) {
 }  // namespace
 
 void LbProgram::SkeletonDeleter::operator()(xlb_lb* skel) const { xlb_lb__destroy(skel); }
+void LbProgram::Unmap::operator()(xlb_vip_candidates* blocks) const {
+    munmap(blocks, XLB_VIP_BUCKETS * sizeof(xlb_vip_candidates));
+}
 
 LbProgram::LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes,
-                     PinReport pins, ConntrackLoad conntrack_load)
+                     PinReport pins, ConntrackLoad conntrack_load,
+                     std::unique_ptr<xlb_vip_candidates, Unmap> candidates)
     : skel_(std::move(skel)),
       sizes_(sizes),
       pins_(std::move(pins)),
-      conntrack_load_(std::move(conntrack_load)) {}
+      conntrack_load_(std::move(conntrack_load)),
+      candidates_(std::move(candidates)) {}
 LbProgram::LbProgram(LbProgram&&) noexcept = default;
 LbProgram& LbProgram::operator=(LbProgram&&) noexcept = default;
 LbProgram::~LbProgram() = default;
@@ -169,8 +256,15 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
-    LbProgram program(std::move(skel), sizes, std::move(*pins), conntrack->result());
-    if (auto ok = sync_vip_buckets(program.vips(), program.vip_buckets()); !ok)
+    // Array values are laid out at 8-byte strides: a block is exactly 128.
+    static_assert(sizeof(xlb_vip_candidates) % 8 == 0);
+    void* mapped = mmap(nullptr, XLB_VIP_BUCKETS * sizeof(xlb_vip_candidates),
+                        PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(maps.xlb_vip_cands), 0);
+    if (mapped == MAP_FAILED) return fail(errno, "map into memory", XLB_MAP_VIP_CANDIDATES);
+    std::unique_ptr<xlb_vip_candidates, Unmap> candidates(static_cast<xlb_vip_candidates*>(mapped));
+    LbProgram program(std::move(skel), sizes, std::move(*pins), conntrack->result(),
+                      std::move(candidates));
+    if (auto ok = sync_vip_buckets(program.vips(), program.vip_buckets(), program.blocks()); !ok)
         return std::unexpected(ok.error());
     return program;
 }
@@ -194,29 +288,50 @@ ArrayMap<std::uint32_t> LbProgram::vip_buckets() const {
     return {bpf_map__fd(skel_->maps.xlb_vip_buckets), XLB_MAP_VIP_BUCKETS};
 }
 
+ArrayMap<xlb_vip_candidates> LbProgram::vip_candidates() const {
+    return {bpf_map__fd(skel_->maps.xlb_vip_cands), XLB_MAP_VIP_CANDIDATES};
+}
+
+std::span<xlb_vip_candidates> LbProgram::blocks() const {
+    return {candidates_.get(), XLB_VIP_BUCKETS};
+}
+
+Result<bool> LbProgram::refresh_candidates(std::uint32_t bucket) const {
+    auto by_bucket = vips_by_bucket(vips(), bucket);
+    if (!by_bucket) return std::unexpected(by_bucket.error());
+    auto it = by_bucket->find(bucket);
+    const bool any = it != by_bucket->end();
+    write_candidates(
+        blocks()[bucket],
+        candidates_block(any ? std::span(it->second)
+                             : std::span<const std::pair<xlb_vip_key, xlb_vip_value>>()));
+    return any;
+}
+
 // The order matters to a packet racing the change: the VIP map first, then
-// the bucket, so that a packet that saw the new epoch also sees the new VIPs
-// (the program reads the bucket before matching the VIP).
+// the bucket's candidates, then its epoch, so that a packet that saw the new
+// epoch also sees the new VIPs (the program reads the epoch before matching
+// the VIP).
 Result<void> LbProgram::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) const {
     if (auto ok = vips().put(key, value); !ok) return ok;
+    const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+    if (auto ok = refresh_candidates(bucket); !ok) return std::unexpected(ok.error());
     auto epoch = next_vip_epoch(vip_buckets());
     if (!epoch) return std::unexpected(epoch.error());
-    return vip_buckets().put(xlb_vip_bucket(key.addr), *epoch);
+    return vip_buckets().put(bucket, *epoch);
 }
 
 Result<bool> LbProgram::erase_vip(const xlb_vip_key& key) const {
     auto erased = vips().erase(key);
     if (!erased || !*erased) return erased;
-    auto keys = vips().keys();
-    if (!keys) return std::unexpected(keys.error());
     const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+    auto any_left = refresh_candidates(bucket);
+    if (!any_left) return std::unexpected(any_left.error());
     std::uint32_t value = 0;
-    for (const xlb_vip_key& other : *keys) {
-        if (xlb_vip_bucket(other.addr) != bucket) continue;
+    if (*any_left) {
         auto epoch = next_vip_epoch(vip_buckets());
         if (!epoch) return std::unexpected(epoch.error());
         value = *epoch;
-        break;
     }
     if (auto ok = vip_buckets().put(bucket, value); !ok) return std::unexpected(ok.error());
     return true;
@@ -224,6 +339,9 @@ Result<bool> LbProgram::erase_vip(const xlb_vip_key& key) const {
 
 Result<void> LbProgram::clear_vips() const {
     if (auto ok = vips().clear(); !ok) return ok;
+    const xlb_vip_candidates empty{};
+    for (xlb_vip_candidates& block : blocks())
+        if ((block.seq & 1U) != 0 || !same_candidates(block, empty)) write_candidates(block, empty);
     auto current = read_vip_buckets(vip_buckets());
     if (!current) return std::unexpected(current.error());
     for (std::uint32_t b = 0; b < XLB_VIP_BUCKETS; ++b)

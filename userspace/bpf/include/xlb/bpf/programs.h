@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "xlb/abi.h"
@@ -75,9 +76,14 @@ public:
     // keep the VIP buckets (abi.h, XLB_MAP_VIP_BUCKETS) in step.
     HashMap<xlb_vip_key, xlb_vip_value> vips() const;
     ArrayMap<std::uint32_t> vip_buckets() const;
-    // Adds or changes a VIP, then renews its address bucket's epoch, so that
-    // connection-table entries recorded under the old VIPs there take the
-    // full path once.
+    // The buckets' VIP candidates (abi.h, XLB_MAP_VIP_CANDIDATES), which the
+    // same calls keep in step (through a mapping of the map, under each
+    // block's seq). Read-only use too, but for tests.
+    ArrayMap<xlb_vip_candidates> vip_candidates() const;
+    // Adds or changes a VIP, rewrites its bucket's candidates, then renews
+    // the bucket's epoch, so that connection-table entries recorded under the
+    // old VIPs there take the full path once. One caller at a time: a
+    // block's seq allows one writer.
     Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) const;
     // Removes a VIP (true) or finds none (false); its bucket is emptied when
     // no other VIP address falls in it, else renewed.
@@ -102,13 +108,22 @@ private:
     struct SkeletonDeleter {
         void operator()(xlb_lb* skel) const;
     };
+    struct Unmap {
+        void operator()(xlb_vip_candidates* blocks) const;
+    };
     LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes, PinReport pins,
-              ConntrackLoad conntrack_load);
+              ConntrackLoad conntrack_load, std::unique_ptr<xlb_vip_candidates, Unmap> candidates);
+
+    std::span<xlb_vip_candidates> blocks() const;
+    // Rewrites the bucket's candidates from the VIP map; returns whether any
+    // VIP address falls in it.
+    Result<bool> refresh_candidates(std::uint32_t bucket) const;
 
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel_;
     LbMapSizes sizes_;
     PinReport pins_;
     ConntrackLoad conntrack_load_;
+    std::unique_ptr<xlb_vip_candidates, Unmap> candidates_;  // XLB_VIP_BUCKETS blocks
 };
 
 class DecapProgram {
