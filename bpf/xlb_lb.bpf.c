@@ -603,7 +603,9 @@ int xlb_lb(struct xdp_md *ctx)
 					hash = ct->hash;
 					hit = 1;
 					err = 0;
-					if (fc)
+					/* A copy taken in the tick of the agent's
+					 * last delete would not be used: skip it. */
+					if (fc && (__s32)(now - xlb_ct_erased) > 0)
 						xlb_flow_cache_fill(fc, &pkt.key, ct, now);
 				}
 			}
