@@ -601,7 +601,7 @@ TEST_F(FlowCacheTest, DeletesByTheAgentRetireEveryCopyAtOnce) {
     lb().note_conntrack_erased();
     expect_to(c, c.ring_choice);
     EXPECT_EQ(vip_stats(kVipId).new_flows, 1u);
-    // Copies taken at the time of the stamp are not used either: their
+    // Nor is a copy from the tick of the stamp (none is even written): its
     // lookup may have found the entry just before it went.
     const Cached again = cached_flow(ring, 48002);
     ASSERT_TRUE(lb().conntrack().erase(again.key));
