@@ -2,16 +2,19 @@
 /*
  * xlb_decap: runs on a backend's interface. An IPv4-in-IPv4, IPv4-in-IPv6 or
  * IPv6-in-IPv6 packet addressed to one of this backend's addresses (the
- * xlb_decap_addrs map) loses its outer header and goes to the stack as the
- * client's original packet, where the VIP is bound on loopback. Everything
- * else passes untouched. This stands in for the kernel's ipip/ip6_tunnel
- * modules, which hosts (and our CI machines) may not have.
+ * xlb_decap_addrs map), bare or inside UDP to the GUE port with a GUE data
+ * header (abi.h, struct xlb_guehdr), loses its outer headers and goes to the
+ * stack as the client's original packet, where the VIP is bound on loopback.
+ * Everything else passes untouched (GUE control messages and versions other
+ * than 0 too: they are the kernel's, if it has a GUE receiver). This stands in for the kernel's
+ * ipip/ip6_tunnel modules, which hosts (and our CI machines) may not have.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -33,6 +36,10 @@ struct {
 } xlb_decap_addrs SEC(".maps");
 
 XLB_OUTCOME_COUNTERS(xlb_decap_stats, XLB_DECAP_OUT__MAX);
+
+/* The UDP port GUE arrives on (host order); 0: GUE is not decapsulated.
+ * Written by the loader before attaching (DecapProgram::set_gue_port). */
+volatile __u16 xlb_gue_port = XLB_GUE_PORT_DEFAULT;
 
 static __always_inline int xlb_decap_outcome(enum xlb_decap_outcome outcome, int action)
 {
@@ -70,6 +77,37 @@ static __always_inline int xlb_strip(struct xdp_md *ctx, __u32 outer_len, __u16 
 	return xlb_decap_outcome(XLB_DECAP_OUT_DECAPSULATED, XDP_PASS);
 }
 
+/*
+ * A GUE data packet: `udp` is the outer UDP header, already in the packet.
+ * Returns the bytes of UDP + GUE + extensions and sets *inner_proto (an
+ * EtherType), or 0 when this is not GUE we strip. Requires the inner IP
+ * header to be there too.
+ */
+static __always_inline __u32 xlb_gue_len(struct udphdr *udp, void *data_end, __u16 *inner_proto)
+{
+	struct xlb_guehdr *gue = (void *)(udp + 1);
+	__u32 len;
+
+	if (xlb_gue_port == 0 || udp->dest != bpf_htons(xlb_gue_port))
+		return 0;
+	if ((void *)(gue + 1) > data_end)
+		return 0;
+	if (XLB_GUE_VERSION(gue->ver_c_hlen) != 0 || XLB_GUE_CONTROL(gue->ver_c_hlen))
+		return 0;
+	if (gue->proto == IPPROTO_IPIP)
+		*inner_proto = ETH_P_IP;
+	else if (gue->proto == IPPROTO_IPV6)
+		*inner_proto = ETH_P_IPV6;
+	else
+		return 0;
+	len = sizeof(*udp) + sizeof(*gue) + XLB_GUE_HLEN(gue->ver_c_hlen) * 4;
+	if ((void *)udp + len +
+		    (*inner_proto == ETH_P_IP ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) >
+	    data_end)
+		return 0;
+	return len;
+}
+
 SEC("xdp")
 int xlb_decap(struct xdp_md *ctx)
 {
@@ -84,15 +122,29 @@ int xlb_decap(struct xdp_md *ctx)
 		struct iphdr *iph = (void *)(eth + 1);
 		__u32 hlen;
 
+		__u16 inner_proto = ETH_P_IP;
+		__u32 tunnel_len = 0;
+
 		if ((void *)(iph + 1) > data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
-		if (iph->protocol != IPPROTO_IPIP || !xlb_is_local(&iph->daddr, XLB_FAMILY_V4))
+		if ((iph->protocol != IPPROTO_IPIP && iph->protocol != IPPROTO_UDP) ||
+		    !xlb_is_local(&iph->daddr, XLB_FAMILY_V4))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
 		if (iph->version != 4 || iph->ihl < 5)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
 		if (iph->frag_off & bpf_htons(XLB_IP_MF_OFFSET))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_FRAGMENT, XDP_PASS);
 		hlen = iph->ihl * 4;
+		if (iph->protocol == IPPROTO_UDP) {
+			struct udphdr *udp = (void *)iph + hlen;
+
+			if ((void *)(udp + 1) > data_end)
+				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+			tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
+			if (tunnel_len == 0)
+				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+			return xlb_strip(ctx, hlen + tunnel_len, inner_proto);
+		}
 		/* the inner header must be there before we commit to stripping */
 		if ((void *)iph + hlen + sizeof(struct iphdr) > data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
@@ -109,10 +161,21 @@ int xlb_decap(struct xdp_md *ctx)
 			inner_proto = ETH_P_IPV6;
 		else if (ip6h->nexthdr == IPPROTO_IPIP)
 			inner_proto = ETH_P_IP;
-		else
+		else if (ip6h->nexthdr != IPPROTO_UDP)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
 		if (!xlb_is_local(&ip6h->daddr, XLB_FAMILY_V6))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+		if (ip6h->nexthdr == IPPROTO_UDP) {
+			struct udphdr *udp = (void *)(ip6h + 1);
+			__u32 tunnel_len;
+
+			if ((void *)(udp + 1) > data_end)
+				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+			tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
+			if (tunnel_len == 0)
+				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+			return xlb_strip(ctx, sizeof(*ip6h) + tunnel_len, inner_proto);
+		}
 		if ((void *)(ip6h + 1) + (inner_proto == ETH_P_IP ? sizeof(struct iphdr)
 								  : sizeof(struct ipv6hdr)) >
 		    data_end)

@@ -414,7 +414,7 @@ static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet
 
 	if (be->family == XLB_FAMILY_V4 && pkt->key.family != XLB_FAMILY_V4)
 		return -XLB_OUT_DROP_FAMILY;
-	if (pkt->ip_len + xlb_encap_overhead(be) > cfg->mtu)
+	if (pkt->ip_len + xlb_encap_overhead(be, cfg) > cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
 	/* Ethernet padding after the IP packet would ride inside the outer
 	 * packet, past its length: cut it off first. */
@@ -660,7 +660,7 @@ int xlb_lb(struct xdp_md *ctx)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len);
 	if (err == -XLB_OUT_DROP_TOO_BIG && (cfg->flags & XLB_CFG_F_ICMP_TOO_BIG) && !icmp_error) {
 		/* the largest packet that still fits once encapsulated */
-		__u32 room = cfg->mtu - xlb_encap_overhead(be);
+		__u32 room = cfg->mtu - xlb_encap_overhead(be, cfg);
 
 		if (pkt.key.family == XLB_FAMILY_V4)
 			err = xlb_icmp_too_big_v4(ctx, room);

@@ -103,7 +103,7 @@ int xlb_probe(struct __sk_buff *skb)
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_MALFORMED, TC_ACT_SHOT);
 	if (be->family == XLB_FAMILY_V4 && pkt.key.family != XLB_FAMILY_V4)
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_FAMILY, TC_ACT_SHOT);
-	overhead = xlb_encap_overhead(be);
+	overhead = xlb_encap_overhead(be, cfg);
 	/* A GSO packet is cut to the MTU after us; judge only single packets. */
 	if (!skb->gso_size && pkt.ip_len + overhead > cfg->mtu)
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_TOO_BIG, TC_ACT_SHOT);
@@ -113,6 +113,11 @@ int xlb_probe(struct __sk_buff *skb)
 	hash = xlb_flow_hash(&pkt.key, cfg->hash_seed);
 	flags = be->family == XLB_FAMILY_V4 ? BPF_F_ADJ_ROOM_ENCAP_L3_IPV4
 					    : BPF_F_ADJ_ROOM_ENCAP_L3_IPV6;
+	/* With GUE the kernel must know where the inner packet starts (after
+	 * UDP and the GUE header) to segment a GSO probe. */
+	if (xlb_gue(cfg))
+		flags |= BPF_F_ADJ_ROOM_ENCAP_L4_UDP |
+			 BPF_F_ADJ_ROOM_ENCAP_L2(sizeof(struct xlb_guehdr));
 	if (bpf_skb_adjust_room(skb, overhead, BPF_ADJ_ROOM_MAC, flags))
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_ADJUST, TC_ACT_SHOT);
 
@@ -122,17 +127,21 @@ int xlb_probe(struct __sk_buff *skb)
 	if (be->family == XLB_FAMILY_V4) {
 		struct iphdr *outer = data + sizeof(*eth);
 
-		if ((void *)(outer + 1) > data_end)
+		if ((void *)(outer + 1) + XLB_GUE_OVERHEAD > data_end)
 			return xlb_probe_outcome(XLB_PROBE_OUT_DROP_ADJUST, TC_ACT_SHOT);
 		eth->h_proto = bpf_htons(ETH_P_IP);
 		xlb_fill_outer_v4(outer, &pkt, be, cfg, hash);
+		if (xlb_gue(cfg))
+			xlb_fill_gue((void *)(outer + 1), &pkt, cfg, hash);
 	} else {
 		struct ipv6hdr *outer = data + sizeof(*eth);
 
-		if ((void *)(outer + 1) > data_end)
+		if ((void *)(outer + 1) + XLB_GUE_OVERHEAD > data_end)
 			return xlb_probe_outcome(XLB_PROBE_OUT_DROP_ADJUST, TC_ACT_SHOT);
 		eth->h_proto = bpf_htons(ETH_P_IPV6);
 		xlb_fill_outer_v6(outer, &pkt, be, cfg, hash);
+		if (xlb_gue(cfg))
+			xlb_fill_gue((void *)(outer + 1), &pkt, cfg, hash);
 	}
 	/* Our own MAC stays the source; the next hop is the configured one. */
 	__builtin_memcpy(eth->h_dest, cfg->next_hop_mac, ETH_ALEN);

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * IP-in-IP encapsulation towards a backend: IPv4-in-IPv4, IPv4-in-IPv6 and
- * IPv6-in-IPv6. The inner IP packet is never touched. The outer Ethernet
- * header goes from this host (the frame's old destination MAC) to the
- * configured next hop.
+ * Encapsulation towards a backend: IP-in-IP (IPv4-in-IPv4, IPv4-in-IPv6 and
+ * IPv6-in-IPv6) or, with XLB_CFG_F_GUE, the same three inside UDP and a GUE
+ * header (abi.h, struct xlb_guehdr). The inner IP packet is never touched.
+ * The outer Ethernet header goes from this host (the frame's old destination
+ * MAC) to the configured next hop.
+ *
+ * The outer UDP checksum is 0: allowed over IPv4, and over IPv6 for tunnels
+ * (RFC 6935/6936), which is what GUE is; the inner packet keeps its own
+ * checksums end to end. Computing it would mean summing the whole packet.
  *
  * xlb_fill_outer_v4/v6 write the outer IP header alone; the XDP balancer
  * (xlb_push_encap below) and the tc probe encapsulator (xlb_probe.bpf.c,
@@ -23,6 +28,7 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include "xlb/abi.h"
@@ -72,6 +78,39 @@ static __always_inline void xlb_write_eth(struct ethhdr *eth, const struct ethhd
  * encapsulator (xlb_probe): the caller has made room and bounds-checked
  * outer; nothing else is read or written. pkt describes the inner packet.
  */
+static __always_inline int xlb_gue(const struct xlb_config *cfg)
+{
+	return (cfg->flags & XLB_CFG_F_GUE) != 0;
+}
+
+/* The IP protocol that carries the inner packet: 4 / 41, or UDP with GUE. */
+static __always_inline __u8 xlb_ip_in_ip_proto(const struct xlb_packet *pkt)
+{
+	return pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
+}
+
+/* The UDP and GUE headers at `udp` (bounds-checked by the caller for
+ * XLB_GUE_OVERHEAD bytes), in front of the inner packet. */
+static __always_inline void xlb_fill_gue(struct udphdr *udp, const struct xlb_packet *pkt,
+					 const struct xlb_config *cfg, __u32 hash)
+{
+	struct xlb_guehdr *gue = (void *)(udp + 1);
+
+	udp->source = bpf_htons(XLB_GUE_SPORT_BASE | (hash >> 18));
+	udp->dest = bpf_htons(cfg->gue_port);
+	udp->len = bpf_htons(pkt->ip_len + XLB_GUE_OVERHEAD);
+	udp->check = 0;
+	gue->ver_c_hlen = 0;
+	gue->proto = xlb_ip_in_ip_proto(pkt);
+	gue->flags = 0;
+}
+
+/* Outer header bytes after the outer IP header: 0, or UDP + GUE. */
+static __always_inline __u32 xlb_tunnel_len(const struct xlb_config *cfg)
+{
+	return xlb_gue(cfg) ? XLB_GUE_OVERHEAD : 0;
+}
+
 static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct xlb_packet *pkt,
 					      const struct xlb_backend *be,
 					      const struct xlb_config *cfg, __u32 hash)
@@ -79,11 +118,11 @@ static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct 
 	outer->version = 4;
 	outer->ihl = 5;
 	outer->tos = pkt->tos;
-	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer));
+	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer) + xlb_tunnel_len(cfg));
 	outer->id = 0;
 	outer->frag_off = pkt->df ? bpf_htons(IP_DF) : 0;
 	outer->ttl = XLB_ENCAP_TTL;
-	outer->protocol = IPPROTO_IPIP;
+	outer->protocol = xlb_gue(cfg) ? IPPROTO_UDP : IPPROTO_IPIP;
 	outer->saddr = xlb_derive_src32(
 		cfg->src_v4, 32 - (cfg->src_v4_prefix_len > 32 ? 32 : cfg->src_v4_prefix_len),
 		hash);
@@ -95,7 +134,7 @@ static __always_inline void xlb_fill_outer_v6(struct ipv6hdr *outer, const struc
 					      const struct xlb_backend *be,
 					      const struct xlb_config *cfg, __u32 hash)
 {
-	__u32 payload_len = pkt->ip_len;
+	__u32 payload_len = pkt->ip_len + xlb_tunnel_len(cfg);
 	__u32 host_bits;
 	__u32 flow_label = hash & 0xfffff;
 
@@ -105,7 +144,7 @@ static __always_inline void xlb_fill_outer_v6(struct ipv6hdr *outer, const struc
 	outer->flow_lbl[1] = (flow_label >> 8) & 0xff;
 	outer->flow_lbl[2] = flow_label & 0xff;
 	outer->payload_len = bpf_htons(payload_len);
-	outer->nexthdr = pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
+	outer->nexthdr = xlb_gue(cfg) ? IPPROTO_UDP : xlb_ip_in_ip_proto(pkt);
 	outer->hop_limit = XLB_ENCAP_TTL;
 	__builtin_memcpy(&outer->saddr, cfg->src_v6, 16);
 	host_bits = 128 - (cfg->src_v6_prefix_len > 128 ? 128 : cfg->src_v6_prefix_len);
@@ -115,14 +154,16 @@ static __always_inline void xlb_fill_outer_v6(struct ipv6hdr *outer, const struc
 	__builtin_memcpy(&outer->daddr, be->addr, 16);
 }
 
-/* Bytes the outer header adds for this backend. */
-static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be)
+/* Bytes the outer headers add for this backend. */
+static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be,
+						const struct xlb_config *cfg)
 {
-	return be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+	return (be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) +
+	       xlb_tunnel_len(cfg);
 }
 
 /*
- * Makes room for an outer IP header of outer_len bytes in front of the frame's
+ * Makes room for outer headers of outer_len bytes in front of the frame's
  * IP packet and writes the outer Ethernet header (ethertype proto). Returns
  * where the outer IP header goes, bounds-checked for outer_len bytes, or NULL
  * when the headroom is missing. outer_len is a constant at every call.
@@ -155,14 +196,28 @@ static __always_inline int xlb_push_encap(struct xdp_md *ctx, const struct xlb_p
 {
 	void *outer;
 
-	if (be->family == XLB_FAMILY_V4) {
+	/* Four branches so that every length pushed is a constant. */
+	if (be->family == XLB_FAMILY_V4 && !xlb_gue(cfg)) {
 		outer = xlb_push_outer(ctx, cfg, sizeof(struct iphdr), ETH_P_IP);
 		if (outer)
 			xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
-	} else {
+	} else if (be->family == XLB_FAMILY_V4) {
+		outer = xlb_push_outer(ctx, cfg, sizeof(struct iphdr) + XLB_GUE_OVERHEAD, ETH_P_IP);
+		if (outer) {
+			xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
+			xlb_fill_gue(outer + sizeof(struct iphdr), pkt, cfg, hash);
+		}
+	} else if (!xlb_gue(cfg)) {
 		outer = xlb_push_outer(ctx, cfg, sizeof(struct ipv6hdr), ETH_P_IPV6);
 		if (outer)
 			xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
+	} else {
+		outer = xlb_push_outer(ctx, cfg, sizeof(struct ipv6hdr) + XLB_GUE_OVERHEAD,
+				       ETH_P_IPV6);
+		if (outer) {
+			xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
+			xlb_fill_gue(outer + sizeof(struct ipv6hdr), pkt, cfg, hash);
+		}
 	}
 	return outer ? 0 : -XLB_OUT_DROP_HEADROOM;
 }

@@ -277,6 +277,30 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_cpu) == 40, "xlb_ct_cpu layout");
 #define XLB_CONFIG_VERSION 2
 /* Answer "too big after encapsulation" with ICMP frag-needed / packet-too-big. */
 #define XLB_CFG_F_ICMP_TOO_BIG (1U << 0)
+/* Encapsulate in GUE (UDP to xlb_config.gue_port) instead of IP-in-IP. */
+#define XLB_CFG_F_GUE (1U << 1)
+
+/*
+ * Generic UDP Encapsulation (draft-ietf-intarea-gue), variant 0, as xlb
+ * sends it: outer IP, a UDP header to the GUE port (source port from the flow
+ * hash, XLB_GUE_SPORT_BASE and up, so a backend's NIC spreads flows over its
+ * receive queues), then this 4-byte header and the client's IP packet. The
+ * first byte holds Ver (2 bits, 0), C (1 bit, 0 = data) and Hlen (5 bits,
+ * extension words after the header); proto is the inner packet's IP
+ * protocol (4 or 41). xlb_decap skips Hlen words of extensions.
+ */
+struct xlb_guehdr {
+	__u8 ver_c_hlen;
+	__u8 proto;
+	__be16 flags;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_guehdr) == 4, "xlb_guehdr layout");
+#define XLB_GUE_PORT_DEFAULT 6080
+#define XLB_GUE_SPORT_BASE 0xc000 /* 49152: 14 bits of the flow hash on top */
+#define XLB_GUE_OVERHEAD (8 + 4) /* UDP + GUE headers */
+#define XLB_GUE_VERSION(first_byte) ((first_byte) >> 6)
+#define XLB_GUE_CONTROL(first_byte) (((first_byte) >> 5) & 1)
+#define XLB_GUE_HLEN(first_byte) ((first_byte)&0x1f)
 
 struct xlb_config {
 	__u32 magic; /* XLB_CONFIG_MAGIC; anything else: the program passes all */
@@ -292,7 +316,7 @@ struct xlb_config {
 	__u8 src_v6_prefix_len; /* 128 = fixed address */
 	__u8 next_hop_mac[6]; /* outer Ethernet destination */
 	__u16 mtu; /* largest outer IP packet the link carries */
-	__u16 pad;
+	__u16 gue_port; /* host order; the outer UDP destination with XLB_CFG_F_GUE */
 	/* Connection-table insert budget per CPU (struct xlb_ct_cpu): entries
 	 * per second and bucket depth; rate 0 = unlimited. */
 	__u32 ct_insert_rate;
@@ -354,7 +378,7 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_decap_addr) == 20, "xlb_decap_addr layout");
 
 enum xlb_decap_outcome {
 	XLB_DECAP_OUT_DECAPSULATED = 0,
-	XLB_DECAP_OUT_PASS_NOT_ENCAP = 1, /* not IPIP/IP6IP6 or not for us */
+	XLB_DECAP_OUT_PASS_NOT_ENCAP = 1, /* not IPIP/IP6IP6/GUE data, or not for us */
 	XLB_DECAP_OUT_PASS_MALFORMED = 2, /* let the kernel judge it */
 	XLB_DECAP_OUT_PASS_FRAGMENT = 3, /* outer fragment: the kernel reassembles */
 	XLB_DECAP_OUT_DROP_HEADROOM = 4,

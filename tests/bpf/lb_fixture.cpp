@@ -155,6 +155,10 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
                       ? inner[1]
                       : static_cast<std::uint8_t>((inner[0] << 4) | (inner[1] >> 4));
     }
+    if (config_.flags & XLB_CFG_F_GUE) {
+        enc.gue_port = config_.gue_port;
+        enc.gue_sport = static_cast<std::uint16_t>(0xc000 | (hash >> 18));
+    }
     // Ethernet padding after the IP packet is not carried: the outer packet
     // is the inner one plus the outer header.
     return encapsulate(inner, enc);

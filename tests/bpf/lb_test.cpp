@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "lb_fixture.h"
 #include "xlb/datapath/setup.h"
@@ -70,7 +71,8 @@ protected:
         Bytes expected = expected_encap(input, backend_addr_[backend], key, vip_flags);
         EXPECT_EQ(checksum_errors(expected), "") << "test bug: expected frame is invalid";
         const auto inner_at =
-            static_cast<std::ptrdiff_t>(14 + (backend_addr_[backend].is_v4() ? 20 : 40));
+            static_cast<std::ptrdiff_t>(14 + (backend_addr_[backend].is_v4() ? 20 : 40) +
+                                        (config_.flags & XLB_CFG_F_GUE ? 12 : 0));
         const Bytes inner = ip_packet_of(input);
         EXPECT_EQ(Bytes(expected.begin() + inner_at,
                         expected.begin() + inner_at + static_cast<std::ptrdiff_t>(inner.size())),
@@ -578,6 +580,121 @@ void add_too_big_cases(std::vector<PacketCase>& cases) {
                          make_frame(v4_flow(), big), XLB_OUT_DROP_TOO_BIG, {{kVipId, 1, 1, 0, 1}}));
 }
 
+// With XLB_CFG_F_GUE every forwarded packet carries UDP (to the configured
+// port, from a port the flow hash picks) and a GUE header naming the inner
+// protocol between the outer IP header and the client's packet.
+Seed with_gue(Seed inner, std::uint16_t port = XLB_GUE_PORT_DEFAULT,
+              std::uint32_t extra_flags = 0) {
+    return [=](LbPacketTest& t) {
+        xlb_config cfg = t.default_config();
+        cfg.flags |= XLB_CFG_F_GUE | extra_flags;
+        cfg.gue_port = port;
+        t.write_config(cfg);
+        return inner(t);
+    };
+}
+
+void add_gue_cases(std::vector<PacketCase>& cases) {
+    // What the expected frames are built from must itself be GUE: the
+    // outer protocol, the port, the GUE header's version and protocol.
+    auto gue_at = [](std::size_t outer_ip, std::uint16_t port, std::uint8_t inner_proto) {
+        return [=](const Bytes&, const Bytes& out) {
+            ASSERT_GT(out.size(), 14 + outer_ip + 12);
+            EXPECT_EQ(out[14 + (outer_ip == 20 ? 9 : 6)], kProtoUdp);
+            const std::size_t udp = 14 + outer_ip;
+            EXPECT_EQ(out[udp + 2] << 8 | out[udp + 3], port);
+            EXPECT_GE(out[udp] << 8 | out[udp + 1], 0xc000) << "source port from the hash";
+            EXPECT_EQ(out[udp + 4] << 8 | out[udp + 5], out.size() - 14 - outer_ip)
+                << "UDP length: the rest of the packet";
+            EXPECT_EQ(out[udp + 8], 0) << "GUE version 0, data, no extensions";
+            EXPECT_EQ(out[udp + 9], inner_proto);
+        };
+    };
+    {
+        PacketCase c = forward("GueIpv4InIpv4", with_gue(v4_seed()), v4_flow(45000));
+        c.also = gue_at(20, XLB_GUE_PORT_DEFAULT, kProtoIpip);
+        cases.push_back(std::move(c));
+    }
+    {
+        PacketCase c = forward("GueIpv6InIpv6", with_gue(v6_seed()), v6_flow(45001));
+        c.also = gue_at(40, XLB_GUE_PORT_DEFAULT, kProtoIpv6);
+        cases.push_back(std::move(c));
+    }
+    {
+        PacketCase c = forward("GueIpv4InIpv6", with_gue([](LbPacketTest& t) {
+                                   t.add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
+                                   return Seeded{t.publish_maglev(kVipId, {{20}, {21}})};
+                               }),
+                               v4_flow(45002));
+        c.also = gue_at(40, XLB_GUE_PORT_DEFAULT, kProtoIpip);
+        cases.push_back(std::move(c));
+    }
+    {
+        PacketCase c = forward("GueUsesTheConfiguredPort", with_gue(v4_seed(kProtoUdp), 7777),
+                               v4_flow(5353, kProtoUdp));
+        c.also = gue_at(20, 7777, kProtoIpip);
+        cases.push_back(std::move(c));
+    }
+
+    // The MTU counts the 12 bytes of UDP and GUE too.
+    Seed v4_and_v6 = with_gue([](LbPacketTest& t) {
+        auto ring = t.v4_vip();
+        t.v6_vip(kProtoTcp, kVipId + 1);
+        return Seeded{ring};
+    });
+    FrameOptions fits;
+    fits.payload.assign(kLinkMtu - 20 - 20 - 20 - 12, 'g');
+    cases.push_back(
+        forward("GueIpv4FittingTheMtuExactlyIsEncapsulated", v4_and_v6, v4_flow(), fits));
+    FrameOptions over = fits;
+    over.payload.push_back('g');
+    cases.push_back(drop("GueIpv4OneByteOverTheMtuIsDropped", v4_and_v6,
+                         make_frame(v4_flow(), over), XLB_OUT_DROP_TOO_BIG,
+                         {{kVipId, 1, 1, 0, 1}}));
+    FrameOptions over6;
+    over6.payload.assign(kLinkMtu - 40 - 20 - 40 - 12 + 1, 'h');
+    cases.push_back(drop("GueIpv6OneByteOverTheMtuIsDropped", v4_and_v6,
+                         make_frame(v6_flow(), over6), XLB_OUT_DROP_TOO_BIG,
+                         {{kVipId + 1, 1, 1, 0, 1}}));
+
+    // ICMP too-big names the MTU left after the outer IP header, UDP and GUE.
+    FrameOptions reply_opt;
+    reply_opt.eth_src = kLbMac;
+    reply_opt.eth_dst = kClientSideMac;
+    reply_opt.ttl = 64;
+    reply_opt.ipv4_id = 0;
+    reply_opt.ipv4_frag = 0x4000;
+    reply_opt.ipv6_flow_label = 0;
+    Seed answering = with_gue(
+        [](LbPacketTest& t) {
+            auto ring = t.v4_vip();
+            t.add_vip(kVipV6, kVipPort, kProtoTcp, kVipId + 1);
+            t.publish_maglev(kVipId + 1, {{20}, {21}});
+            return Seeded{ring};
+        },
+        XLB_GUE_PORT_DEFAULT, XLB_CFG_F_ICMP_TOO_BIG);
+    FrameOptions big;
+    big.payload.assign(kLinkMtu - 40, 'x');
+    for (const auto& [name, flow, vip, quoted, outer, vip_id] :
+         {std::tuple{"GueIpv4TooBigIsAnsweredWithTheRoomLeft", v4_flow(), kVipV4, 28u, 20u + 12u,
+                     kVipId},
+          std::tuple{"GueIpv6TooBigIsAnsweredWithTheRoomLeft", v6_flow(), kVipV6, 48u, 40u + 12u,
+                     kVipId + 1}}) {
+        const Bytes frame = make_frame(flow, big);
+        const Bytes ip = ip_packet_of(frame);
+        cases.push_back(
+            {.name = name,
+             .seed = answering,
+             .input = frame,
+             .action = XDP_TX,
+             .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
+             .output = Output::kFrame,
+             .expected = make_icmp_too_big_frame(vip, Bytes(ip.begin(), ip.begin() + quoted),
+                                                 kLinkMtu - outer, reply_opt),
+             .vips = {{vip_id, 1, 1, 0, 1}}});
+    }
+}
+
 void add_icmp_error_cases(std::vector<PacketCase>& cases) {
     {
         // no connection-table entry: the ring decides, as for the flow's packets
@@ -677,6 +794,7 @@ std::vector<PacketCase> packet_cases() {
     add_vip_drop_cases(cases);
     add_too_big_cases(cases);
     add_icmp_error_cases(cases);
+    add_gue_cases(cases);
     return cases;
 }
 

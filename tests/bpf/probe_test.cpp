@@ -133,6 +133,10 @@ protected:
         } else {
             enc.outer_src = net::IpAddress::from_words(config_.src_v6, XLB_FAMILY_V6);
         }
+        if (config_.flags & XLB_CFG_F_GUE) {
+            enc.gue_port = config_.gue_port;
+            enc.gue_sport = static_cast<std::uint16_t>(0xc000 | (hash >> 18));
+        }
         return encapsulate(ip_packet_of(input), enc);
     }
 
@@ -179,6 +183,55 @@ TEST_F(ProbeEncapTest, Ipv6BackendsGetIpv6OuterHeaders) {
     const Bytes in4 = make_frame(v4, syn());
     expect_probe(in4, *bpf::probe_mark(9), TC_ACT_OK, XLB_PROBE_OUT_ENCAPSULATED,
                  expected_probe_encap(in4, v4, kBackendV6[0], 0, false));
+}
+
+// A probe through the data path is encapsulated the way client traffic is:
+// with GUE on, in UDP and GUE, and the backend's decapsulator takes it.
+TEST_F(ProbeEncapTest, WithGueProbesAreEncapsulatedInGueAndDecapsulate) {
+    xlb_config cfg = default_config();
+    cfg.flags |= XLB_CFG_F_GUE;
+    cfg.gue_port = 6090;
+    write_config(cfg);
+    auto decap = bpf::DecapProgram::load();
+    ASSERT_TRUE(decap) << decap.error().message();
+    decap->set_gue_port(6090);
+    add_backend(5, kBackendV4[2]);
+    add_backend(9, kBackendV6[2]);
+    for (const net::IpAddress& a : {kBackendV4[2], kBackendV6[2]}) {
+        xlb_decap_addr key{};
+        a.to_words(key.addr);
+        key.family = a.family;
+        ASSERT_TRUE(decap->local_addresses().put(key, 1));
+    }
+    const Flow v4{kProberV4, kVipV4, 41010, kVipPort, kProtoTcp};
+    const Flow v6{kProberV6, kVipV6, 41011, kVipPort, kProtoTcp};
+    struct Case {
+        const char* name;
+        Flow flow;
+        std::uint32_t backend_id;
+        net::IpAddress backend;
+        std::size_t outer_ip;
+    };
+    for (const Case& c : {Case{"ipv4-in-ipv4", v4, 5, kBackendV4[2], 20},
+                          Case{"ipv4-in-ipv6", v4, 9, kBackendV6[2], 40},
+                          Case{"ipv6-in-ipv6", v6, 9, kBackendV6[2], 40}}) {
+        SCOPED_TRACE(c.name);
+        const Bytes input = make_frame(c.flow, syn());
+        const Bytes expected = expected_probe_encap(input, c.flow, c.backend, 0, true);
+        ASSERT_GT(expected.size(), 14 + c.outer_ip + 4);
+        EXPECT_EQ(expected[14 + c.outer_ip + 2] << 8 | expected[14 + c.outer_ip + 3], 6090)
+            << "test bug: the expected frame is not GUE";
+        expect_probe(input, *bpf::probe_mark(c.backend_id), TC_ACT_OK, XLB_PROBE_OUT_ENCAPSULATED,
+                     expected);
+        auto probe_out = bpf::test_run_tc(probe_->prog_fd(), input, *bpf::probe_mark(c.backend_id));
+        ASSERT_TRUE(probe_out) << probe_out.error().message();
+        auto backend_in = bpf::test_run_xdp(decap->prog_fd(), probe_out->frame);
+        ASSERT_TRUE(backend_in) << backend_in.error().message();
+        EXPECT_EQ(backend_in->action, XDP_PASS);
+        expect_same_frame(backend_in->frame,
+                          ethernet(kNextHopMac, kLbMac, c.flow.src.is_v4() ? 0x0800 : 0x86dd,
+                                   make_ip_packet(c.flow, syn())));
+    }
 }
 
 TEST_F(ProbeEncapTest, UnmarkedPacketsPassUntouched) {

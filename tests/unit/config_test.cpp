@@ -197,6 +197,8 @@ TEST(ConfigParse, MinimalFileGetsDocumentedDefaults) {
     EXPECT_EQ(s.hash_seed, 0u);
     EXPECT_EQ(s.mtu, 1500);
     EXPECT_TRUE(s.icmp_too_big);
+    EXPECT_EQ(s.encap, Encap::kIpip);
+    EXPECT_EQ(s.gue_port, 6080);
     EXPECT_EQ(s.maps, MapSizes{});
     EXPECT_EQ(s.api_socket, "/run/xlb/xlbd.sock");
     EXPECT_EQ(s.api_group, "") << "the agent's own group";
@@ -401,6 +403,12 @@ std::vector<ErrorCase> structure_cases() {
         E("UnknownXdpMode", "interface: eth0\nnext_hop: {address: 192.0.2.1}\nxdp_mode: driver\n",
           3, 11, {"xdp_mode", "native, generic or auto"}),
         E("UnknownHashMode", kHead + kVip + "    hash: sip\n", 9, 11, {"5tuple or source"}),
+        E("UnknownEncap", "interface: eth0\nnext_hop: {address: 192.0.2.1}\nencap: vxlan\n", 3, 8,
+          {"encap", "found \"vxlan\"", "ipip or gue"}),
+        E("GuePortOutOfRange", "interface: eth0\nnext_hop: {address: 192.0.2.1}\ngue_port: 70000\n",
+          3, 11, {"gue_port", "found \"70000\"", "a UDP port 1-65535"}),
+        E("GuePortZero", "interface: eth0\nnext_hop: {address: 192.0.2.1}\ngue_port: 0\n", 3, 11,
+          {"gue_port", "found 0", "a UDP port 1-65535"}),
         E("UnknownBackendState", kHead + kVip + "      - {address: 203.0.113.12, state: off}\n", 9,
           40, {"backends[1].state", "found \"off\"", "active, drain or disabled"}),
         E("UnknownUnhealthyPolicy", kHead + kVip + "    on_unhealthy: drop\n", 9, 19,
@@ -819,6 +827,32 @@ TEST(ConfigErrors, MtuTooSmallForIPv6Vip) {
         "  - {address: 198.51.100.10, port: 80}\n"
         "  - {address: \"2001:db8::10\", port: 80}\n";
     EXPECT_TRUE(OneError(yaml, 6, 15, {"vips[1].address", "IPv6 VIP with mtu 1300", ">= 1320"}));
+}
+
+TEST(ConfigErrors, GueNeedsTwelveMoreBytesOfMtuForIPv6Vips) {
+    const std::string head =
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "encap: gue\n"
+        "mtu: ";
+    const std::string vips =
+        "\nvips:\n"
+        "  - {address: \"2001:db8::10\", port: 80}\n";
+    EXPECT_TRUE(OneError(head + "1331" + vips, 6, 15,
+                         {"vips[0].address", "IPv6 VIP with mtu 1331", ">= 1332", "GUE"}));
+    const Config ok = parse_ok(head + "1332" + vips);
+    EXPECT_EQ(ok.settings.encap, Encap::kGue);
+    EXPECT_EQ(ok.settings.gue_port, 6080);
+}
+
+TEST(ConfigParse, GueWithItsPort) {
+    const Config c = parse_ok(
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\nencap: gue\n"
+        "gue_port: 5555\n");
+    EXPECT_EQ(c.settings.encap, Encap::kGue);
+    EXPECT_EQ(c.settings.gue_port, 5555);
+    const Config ipip = parse_ok("interface: eth0\nnext_hop: {address: 192.0.2.1}\nencap: ipip\n");
+    EXPECT_EQ(ipip.settings.encap, Encap::kIpip);
 }
 
 // --- Collecting errors ------------------------------------------------------------

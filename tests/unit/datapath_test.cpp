@@ -107,6 +107,11 @@ TEST(DatapathSetup, ConfigFromSettings) {
     EXPECT_EQ(c.mtu, 9000);
     EXPECT_EQ(c.ct_insert_rate, 0u);  // no budget given: unlimited
     EXPECT_EQ(c.ct_insert_burst, 0u);
+    s.encap = config::Encap::kGue;
+    s.gue_port = 7000;
+    const xlb_config gue = make_config(s, mac);
+    EXPECT_EQ(gue.flags, static_cast<std::uint32_t>(XLB_CFG_F_ICMP_TOO_BIG | XLB_CFG_F_GUE));
+    EXPECT_EQ(gue.gue_port, 7000) << "host order";
     const xlb_config limited = make_config(s, mac, {.rate = 300, .burst = 50});
     EXPECT_EQ(limited.ct_insert_rate, 300u);
     EXPECT_EQ(limited.ct_insert_burst, 50u);
@@ -115,6 +120,7 @@ TEST(DatapathSetup, ConfigFromSettings) {
     bare.icmp_too_big = false;
     const xlb_config b = make_config(bare, mac);
     EXPECT_EQ(b.flags, 0u);
+    EXPECT_EQ(b.gue_port, 6080) << "the default port, unused without XLB_CFG_F_GUE";
     EXPECT_EQ(b.src_v4, 0u);
     EXPECT_EQ(b.src_v4_prefix_len, 32);
     EXPECT_EQ(b.src_v6_prefix_len, 128);

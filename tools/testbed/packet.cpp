@@ -197,24 +197,45 @@ Bytes make_icmp_too_big_frame(const IpAddress& router, const Bytes& quoted, std:
 
 Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc) {
     const bool inner_v4 = (inner_ip.at(0) >> 4) == 4;
-    Bytes outer;
+    const std::uint8_t ip_in_ip = inner_v4 ? kProtoIpip : kProtoIpv6;
+    Bytes payload;
+    std::uint8_t proto = ip_in_ip;
+    if (enc.gue_port) {
+        if (enc.gue_extension.size() % 4 != 0 || enc.gue_extension.size() > 31 * 4)
+            throw std::invalid_argument("GUE extensions are whole words, at most 31");
+        const std::size_t udp_len = 8 + 4 + enc.gue_extension.size() + inner_ip.size();
+        payload = {static_cast<std::uint8_t>(enc.gue_sport >> 8),
+                   static_cast<std::uint8_t>(enc.gue_sport),
+                   static_cast<std::uint8_t>(*enc.gue_port >> 8),
+                   static_cast<std::uint8_t>(*enc.gue_port),
+                   static_cast<std::uint8_t>(udp_len >> 8),
+                   static_cast<std::uint8_t>(udp_len),
+                   0,
+                   0,
+                   static_cast<std::uint8_t>(enc.gue_extension.size() / 4),
+                   ip_in_ip,
+                   0,
+                   0};
+        append(payload, enc.gue_extension.data(), enc.gue_extension.size());
+        proto = kProtoUdp;
+    }
+    append(payload, inner_ip.data(), inner_ip.size());
     if (enc.outer_dst.is_v4()) {
         FrameOptions o;
         o.tos = enc.tos;
         o.ttl = 64;
         o.ipv4_id = 0;
         o.ipv4_frag = enc.df ? 0x4000 : 0;
-        outer = ipv4_header(enc.outer_src, enc.outer_dst, kProtoIpip, inner_ip.size(), o);
-        outer.insert(outer.end(), inner_ip.begin(), inner_ip.end());
+        Bytes outer = ipv4_header(enc.outer_src, enc.outer_dst, proto, payload.size(), o);
+        outer.insert(outer.end(), payload.begin(), payload.end());
         return ethernet(enc.eth_dst, enc.eth_src, 0x0800, outer);
     }
     FrameOptions o;
     o.tos = enc.tos;
     o.ttl = 64;
     o.ipv6_flow_label = enc.flow_label;
-    return ethernet(
-        enc.eth_dst, enc.eth_src, 0x86dd,
-        ipv6_packet(enc.outer_src, enc.outer_dst, inner_v4 ? kProtoIpip : kProtoIpv6, inner_ip, o));
+    return ethernet(enc.eth_dst, enc.eth_src, 0x86dd,
+                    ipv6_packet(enc.outer_src, enc.outer_dst, proto, payload, o));
 }
 
 namespace {

@@ -79,8 +79,15 @@ struct Encapsulation {
     std::uint8_t tos = 0;
     bool df = false;               // IPv4 outer only
     std::uint32_t flow_label = 0;  // IPv6 outer only
+    // GUE (abi.h, struct xlb_guehdr): UDP from gue_sport to *gue_port, checksum 0,
+    // a 4-byte GUE header naming the inner protocol, then `gue_extension`
+    // (whole 32-bit words, counted in the header's Hlen).
+    std::optional<std::uint16_t> gue_port;
+    std::uint16_t gue_sport = 0;
+    Bytes gue_extension;
 };
-// The frame an IPIP / IP6IP6 / IPv4-in-IPv6 encapsulation of `inner_ip` must be.
+// The frame an IPIP / IP6IP6 / IPv4-in-IPv6 encapsulation of `inner_ip`, or
+// the same inside UDP and GUE, must be.
 Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc);
 
 // "eth 02:..>02:.. type 0x0800 | ipv4 ... | tcp ..." one field per line.

@@ -50,9 +50,10 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
     CLI::App app{
-        "xlb-decap: strips the outer IP header that xlb's balancer adds (IPv4-in-IPv4,\n"
-        "IPv4-in-IPv6, IPv6-in-IPv6) from packets addressed to this backend, in XDP,\n"
-        "so that the client's packet reaches the VIP configured on loopback.\n\n"
+        "xlb-decap: strips the outer headers that xlb's balancer adds (IPv4-in-IPv4,\n"
+        "IPv4-in-IPv6, IPv6-in-IPv6, bare or inside UDP and GUE) from packets\n"
+        "addressed to this backend, in XDP, so that the client's packet reaches the\n"
+        "VIP configured on loopback.\n\n"
         "It runs in the foreground: the program stays attached while xlb-decap runs\n"
         "and is detached when it gets SIGTERM or SIGINT (nothing is pinned, nothing\n"
         "outlives it). --detach removes a decapsulator left attached by a process\n"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
     bool detach_only = false;
     bool quiet = false;
     bool keep = false;
+    std::uint16_t gue_port = XLB_GUE_PORT_DEFAULT;
     app.add_option("-i,--interface", ifname,
                    "interface to attach to (receives the encapsulated packets)")
         ->required();
@@ -75,6 +77,10 @@ int main(int argc, char** argv) {
                    "an address of this backend that the balancer sends to (outer destination); "
                    "repeat for each (IPv4 and/or IPv6)");
     app.add_option("-m,--xdp-mode", mode_text, "native, generic or auto")->capture_default_str();
+    app.add_option("--gue-port", gue_port,
+                   "UDP port of GUE-encapsulated packets (the balancer's gue_port); 0: "
+                   "IP-in-IP only")
+        ->capture_default_str();
     app.add_flag("--replace", replace,
                  "replace a program already attached to the interface (by default only an "
                  "earlier xlb_decap is replaced)");
@@ -119,6 +125,7 @@ int main(int argc, char** argv) {
 
     auto prog = xlb::bpf::DecapProgram::load();
     if (!prog) return fail(fmt::format("load xlb_decap: {}", prog.error().message()));
+    prog->set_gue_port(gue_port);
     for (std::size_t i = 0; i < keys.size(); ++i) {
         if (auto put = prog->local_addresses().put(keys[i], 1); !put)
             return fail(fmt::format("map xlb_decap_addrs: add {}: {}", addresses[i],

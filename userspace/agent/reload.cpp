@@ -53,6 +53,10 @@ constexpr std::array kSettingRows = {
     row<&S::hash_seed>("hash_seed", true),
     row<&S::mtu>("mtu", true),
     row<&S::icmp_too_big>("icmp_too_big", true),
+    // Fields of xlb_config: the next packet is encapsulated the new way
+    // (backends running xlb-decap take both).
+    row<&S::encap>("encap", true),
+    row<&S::gue_port>("gue_port", true),
     row<&S::maps>("maps", false),
     row<&S::api_socket>("api.socket", false),
     row<&S::api_group>("api.group", false),

@@ -415,5 +415,12 @@ HashMap<xlb_decap_addr, std::uint8_t> DecapProgram::local_addresses() const {
 PerCpuArrayMap<std::uint64_t> DecapProgram::outcomes() const {
     return {bpf_map__fd(skel_->maps.xlb_decap_stats), XLB_MAP_DECAP_STATS};
 }
+void DecapProgram::set_gue_port(std::uint16_t port) {
+    // One aligned 16-bit store into the mmap()ed .data the program reads.
+    __atomic_store_n(&skel_->data->xlb_gue_port, port, __ATOMIC_RELAXED);
+}
+std::uint16_t DecapProgram::gue_port() const {
+    return __atomic_load_n(&skel_->data->xlb_gue_port, __ATOMIC_RELAXED);
+}
 
 }  // namespace xlb::bpf

@@ -300,6 +300,8 @@ std::string to_yaml(const Config& config) {
     e << YAML::Key << "hash_seed" << YAML::Value << seed;
     e << YAML::Key << "mtu" << YAML::Value << s.mtu;
     e << YAML::Key << "icmp_too_big" << YAML::Value << s.icmp_too_big;
+    e << YAML::Key << "encap" << YAML::Value << to_string(s.encap);
+    e << YAML::Key << "gue_port" << YAML::Value << s.gue_port;
     e << YAML::Key << "maps" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_vips" << YAML::Value << s.maps.max_vips;
     e << YAML::Key << "max_backends" << YAML::Value << s.maps.max_backends;

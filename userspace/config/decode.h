@@ -566,9 +566,9 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
 }
 
 inline constexpr std::string_view kRootKeys[] = {
-    "interface",  "xdp_mode",     "next_hop", "encap_source", "hash_seed",
-    "mtu",        "icmp_too_big", "maps",     "api",          "metrics",
-    "state_file", "pin_dir",      "bgp",      "conntrack",    "vips"};
+    "interface",    "xdp_mode", "next_hop", "encap_source", "hash_seed", "mtu",
+    "icmp_too_big", "encap",    "gue_port", "maps",         "api",       "metrics",
+    "state_file",   "pin_dir",  "bgp",      "conntrack",    "vips"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
 inline constexpr std::string_view kMapsKeys[] = {"max_vips", "max_backends", "conntrack_entries"};
@@ -644,6 +644,12 @@ Decoded decode_config(const V& root, Sink& s) {
     });
     field(*f, top, "icmp_too_big", st.icmp_too_big,
           [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    field(*f, top, "encap", st.encap, [&](const V& x, const std::string& p) {
+        return read_enum<Encap>(x, p, s, parse_encap, "ipip or gue");
+    });
+    field(*f, top, "gue_port", st.gue_port, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 65535, "a UDP port 1-65535");
+    });
     if (const V* x = f->get("maps")) {
         const std::string p = "maps";
         if (auto m = read_fields(*x, p, s, kMapsKeys,

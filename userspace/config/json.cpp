@@ -225,6 +225,8 @@ json settings_to_json(const Settings& s) {
         {"hash_seed", seed},
         {"mtu", s.mtu},
         {"icmp_too_big", s.icmp_too_big},
+        {"encap", to_string(s.encap)},
+        {"gue_port", s.gue_port},
         {"maps",
          {{"max_vips", s.maps.max_vips},
           {"max_backends", s.maps.max_backends},

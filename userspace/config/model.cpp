@@ -24,6 +24,8 @@ std::optional<Enum> lookup(std::string_view text,
 
 constexpr std::pair<std::string_view, XdpMode> kXdpModes[] = {
     {"native", XdpMode::kNative}, {"generic", XdpMode::kGeneric}, {"auto", XdpMode::kAuto}};
+constexpr std::pair<std::string_view, Encap> kEncaps[] = {{"ipip", Encap::kIpip},
+                                                          {"gue", Encap::kGue}};
 constexpr std::pair<std::string_view, Protocol> kProtocols[] = {{"tcp", Protocol::kTcp},
                                                                 {"udp", Protocol::kUdp}};
 constexpr std::pair<std::string_view, HashMode> kHashModes[] = {{"5tuple", HashMode::kFiveTuple},
@@ -53,6 +55,7 @@ const char* name_of(Enum value, const std::pair<std::string_view, Enum> (&names)
 }  // namespace
 
 const char* to_string(XdpMode v) { return name_of(v, kXdpModes); }
+const char* to_string(Encap v) { return name_of(v, kEncaps); }
 const char* to_string(Protocol v) { return name_of(v, kProtocols); }
 const char* to_string(HashMode v) { return name_of(v, kHashModes); }
 const char* to_string(AdminState v) { return name_of(v, kAdminStates); }
@@ -61,6 +64,7 @@ const char* to_string(UnhealthyPolicy v) { return name_of(v, kPolicies); }
 const char* to_string(ConntrackResize v) { return name_of(v, kResizes); }
 
 std::optional<XdpMode> parse_xdp_mode(std::string_view t) { return lookup(t, kXdpModes); }
+std::optional<Encap> parse_encap(std::string_view t) { return lookup(t, kEncaps); }
 std::optional<Protocol> parse_protocol(std::string_view t) { return lookup(t, kProtocols); }
 std::optional<HashMode> parse_hash_mode(std::string_view t) { return lookup(t, kHashModes); }
 std::optional<AdminState> parse_admin_state(std::string_view t) { return lookup(t, kAdminStates); }

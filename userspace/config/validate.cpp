@@ -25,6 +25,7 @@ using detail::join;
 constexpr std::uint16_t kMinMtu = 576;          // IPv4's minimum reassembly size
 constexpr std::uint16_t kMaxMtu = 9000;         // jumbo frames
 constexpr std::uint16_t kMinMtuV6 = 1280 + 40;  // IPv6 minimum after an IPv6 outer header
+constexpr std::uint16_t kGueOverhead = 8 + 4;   // UDP + GUE headers (abi.h)
 constexpr std::uint32_t kMaxVipsLimit = 65536;
 // Keeps every VIP's weight sum (at most max_backends * kMaxWeight) in 32 bits.
 constexpr std::uint32_t kMaxBackendsLimit = 262144;
@@ -388,15 +389,22 @@ void check_backends(const VipSpec& vip, const Settings* settings, const Out& out
     }
 }
 
+std::uint16_t min_mtu_v6(const Settings& s) {
+    return s.encap == Encap::kGue ? kMinMtuV6 + kGueOverhead : kMinMtuV6;
+}
+
 void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out) {
     if (!is_unicast(vip.address)) {
         out.add("address", "found " + vip.address.to_string() + ", expected a unicast address");
     } else if (settings && !vip.address.is_v4() && settings->mtu >= kMinMtu &&
-               settings->mtu < kMinMtuV6) {
+               settings->mtu < min_mtu_v6(*settings)) {
         out.add("address",
                 "found an IPv6 VIP with mtu " + std::to_string(settings->mtu) +
-                    ", expected mtu >= " + std::to_string(kMinMtuV6) +
-                    " (IPv6's minimum 1280 plus the 40-byte outer header)",
+                    ", expected mtu >= " + std::to_string(min_mtu_v6(*settings)) +
+                    (settings->encap == Encap::kGue
+                         ? " (IPv6's minimum 1280 plus the 40-byte outer header and 12 bytes "
+                           "of UDP and GUE)"
+                         : " (IPv6's minimum 1280 plus the 40-byte outer header)"),
                 {}, {"mtu"});
     }
     if (!vip.name.empty()) {
@@ -515,6 +523,7 @@ void check_settings(const Settings& s, const Out& out) {
         out.add("mtu", "found " + std::to_string(s.mtu) + ", expected an integer " +
                            std::to_string(kMinMtu) + "-" + std::to_string(kMaxMtu));
     }
+    if (s.gue_port == 0) out.add("gue_port", "found 0, expected a UDP port 1-65535");
     auto size = [&](const char* key, std::uint32_t value, std::uint32_t max) {
         if (value < 1 || value > max) {
             out.add(key, "found " + std::to_string(value) + ", expected an integer 1-" +

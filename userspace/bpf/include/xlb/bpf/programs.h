@@ -140,6 +140,10 @@ public:
     const PinReport& pins() const { return pins_; }
     HashMap<xlb_decap_addr, std::uint8_t> local_addresses() const;
     PerCpuArrayMap<std::uint64_t> outcomes() const;
+    // The UDP port GUE packets arrive on (default XLB_GUE_PORT_DEFAULT);
+    // 0: only IP-in-IP is decapsulated. Takes effect with the next packet.
+    void set_gue_port(std::uint16_t port);
+    std::uint16_t gue_port() const;
 
 private:
     struct SkeletonDeleter {

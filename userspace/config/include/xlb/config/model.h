@@ -23,6 +23,7 @@ namespace xlb::config {
 using Duration = std::chrono::milliseconds;
 
 enum class XdpMode { kNative, kGeneric, kAuto };             // "native" | "generic" | "auto"
+enum class Encap { kIpip, kGue };                            // "ipip" | "gue"
 enum class Protocol : std::uint8_t { kTcp = 6, kUdp = 17 };  // "tcp" | "udp"
 enum class HashMode { kFiveTuple, kSourceIp };               // "5tuple" | "source"
 enum class AdminState { kActive, kDrain, kDisabled };        // "active" | "drain" | "disabled"
@@ -241,6 +242,9 @@ struct Settings {
     std::uint32_t hash_seed = 0;
     std::uint16_t mtu = 1500;
     bool icmp_too_big = true;
+    Encap encap = Encap::kIpip;
+    // The UDP destination port of GUE packets (encap: gue).
+    std::uint16_t gue_port = 6080;
     MapSizes maps;
     std::string api_socket = "/run/xlb/xlbd.sock";
     // Group of the API socket (name or number); empty: the agent's own.
@@ -265,6 +269,7 @@ struct Config {
 
 // Names as written in YAML and JSON.
 const char* to_string(XdpMode);
+const char* to_string(Encap);
 const char* to_string(Protocol);
 const char* to_string(HashMode);
 const char* to_string(AdminState);
@@ -274,6 +279,7 @@ const char* to_string(ConntrackResize);
 
 // The inverses: exact names as above; nullopt for anything else.
 std::optional<XdpMode> parse_xdp_mode(std::string_view);
+std::optional<Encap> parse_encap(std::string_view);
 std::optional<Protocol> parse_protocol(std::string_view);
 std::optional<HashMode> parse_hash_mode(std::string_view);
 std::optional<AdminState> parse_admin_state(std::string_view);
