@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "tcp_lab.h"
+#include "xlb/abi.h"
+#include "xlb/files/files.h"
 
 namespace xlb::e2e_tcp {
 namespace {
@@ -202,6 +205,56 @@ TEST_F(TcpE2e, Ipv6VipAndIpv4VipWithIpv6Backends) {
         EXPECT_GT(now[i].echoes, 10u) << "IPv6 stream " << i;
     }
     streams.stop();
+}
+
+// Switching the encapsulation to GUE by a reload: the streams started over
+// IP-in-IP keep going (the backends' xlb-decap takes both), the kernel
+// program's configuration says GUE, and new connections to every VIP (IPv4
+// and IPv6 outer headers) work through it.
+TEST_F(TcpE2e, SwitchingToGueByReloadKeepsStreamsAndCarriesNewConnections) {
+    Streams streams(lab_.client_ns(), kVip4, 10);
+    std::this_thread::sleep_for(500ms);
+    const auto before = streams.snapshot();
+
+    const std::string yaml_path = lab_.state_dir() + "/xlbd.yaml";
+    auto read = files::read_file(yaml_path);
+    ASSERT_TRUE(read && *read) << yaml_path;
+    std::string yaml = **read;
+    const auto mtu_at = yaml.find("\nmtu: ");
+    ASSERT_NE(mtu_at, std::string::npos) << yaml;
+    yaml.insert(mtu_at + 1, "encap: gue\n");
+    auto written = files::write_file_atomic(yaml_path, yaml);
+    ASSERT_TRUE(written) << written.error().message();
+    change("POST", "/v1/reload", "{}");
+
+    // What the XDP program reads: xlb_config's flags and gue_port, in the
+    // map pinned under pin_dir/INTERFACE (bpftool prints its bytes).
+    const auto pin_at = yaml.find("\npin_dir: ");
+    ASSERT_NE(pin_at, std::string::npos);
+    const auto pin_end = yaml.find('\n', pin_at + 1);
+    const std::string pin_dir = yaml.substr(pin_at + 10, pin_end - pin_at - 10);
+    CmdResult dump =
+        run("bpftool -j map lookup pinned " + pin_dir + "/eth0/xlb_config key 0 0 0 0 2>/dev/null");
+    ASSERT_EQ(dump.rc, 0) << dump.out;
+    const auto value = nlohmann::json::parse(dump.out).at("value");
+    ASSERT_EQ(value.size(), sizeof(xlb_config)) << dump.out;
+    xlb_config cfg{};
+    auto* bytes = reinterpret_cast<unsigned char*>(&cfg);
+    for (std::size_t i = 0; i < sizeof cfg; ++i)
+        bytes[i] = static_cast<unsigned char>(std::stoul(value[i].get<std::string>(), nullptr, 16));
+    EXPECT_EQ(cfg.flags & XLB_CFG_F_GUE, XLB_CFG_F_GUE) << dump.out;
+    EXPECT_EQ(cfg.gue_port, XLB_GUE_PORT_DEFAULT) << dump.out;
+
+    std::this_thread::sleep_for(1s);
+    expect_streams_intact(streams, "after switching to GUE", before);
+    streams.stop();
+    for (const char* vip : {kVip4, kVip6, kVipMixed}) {
+        auto counts = count_backends(lab_.client_ns(), vip, 200);
+        std::printf("GUE, %s: 200 connections: %s\n", vip, format_counts(counts).c_str());
+        EXPECT_EQ(counts["error"], 0) << vip;
+        EXPECT_EQ(counts.size(), counts.count("error") + 3u)
+            << vip << ": " << format_counts(counts);
+    }
 }
 
 }  // namespace
