@@ -6,8 +6,9 @@
  * header (abi.h, struct xlb_guehdr), loses its outer headers and goes to the
  * stack as the client's original packet, where the VIP is bound on loopback.
  * Everything else passes untouched (GUE control messages and versions other
- * than 0 too: they are the kernel's, if it has a GUE receiver). This stands in for the kernel's
- * ipip/ip6_tunnel modules, which hosts (and our CI machines) may not have.
+ * than 0 too: they are the kernel's, if it has a GUE receiver). This stands
+ * in for the kernel's ipip/ip6_tunnel/fou modules, which hosts (and our CI
+ * machines) may not have.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -122,9 +123,6 @@ int xlb_decap(struct xdp_md *ctx)
 		struct iphdr *iph = (void *)(eth + 1);
 		__u32 hlen;
 
-		__u16 inner_proto = ETH_P_IP;
-		__u32 tunnel_len = 0;
-
 		if ((void *)(iph + 1) > data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
 		if ((iph->protocol != IPPROTO_IPIP && iph->protocol != IPPROTO_UDP) ||
@@ -137,6 +135,8 @@ int xlb_decap(struct xdp_md *ctx)
 		hlen = iph->ihl * 4;
 		if (iph->protocol == IPPROTO_UDP) {
 			struct udphdr *udp = (void *)iph + hlen;
+			__u16 inner_proto;
+			__u32 tunnel_len;
 
 			if ((void *)(udp + 1) > data_end)
 				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);

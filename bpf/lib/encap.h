@@ -73,17 +73,13 @@ static __always_inline void xlb_write_eth(struct ethhdr *eth, const struct ethhd
 	eth->h_proto = bpf_htons(proto);
 }
 
-/*
- * The outer headers, shared by the XDP balancer (xlb_lb) and the tc probe
- * encapsulator (xlb_probe): the caller has made room and bounds-checked
- * outer; nothing else is read or written. pkt describes the inner packet.
- */
 static __always_inline int xlb_gue(const struct xlb_config *cfg)
 {
 	return (cfg->flags & XLB_CFG_F_GUE) != 0;
 }
 
-/* The IP protocol that carries the inner packet: 4 / 41, or UDP with GUE. */
+/* The inner packet as an IP payload: protocol 4 (IPv4) or 41 (IPv6), named
+ * by the outer header with IP-in-IP and by the GUE header with GUE. */
 static __always_inline __u8 xlb_ip_in_ip_proto(const struct xlb_packet *pkt)
 {
 	return pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
@@ -111,6 +107,11 @@ static __always_inline __u32 xlb_tunnel_len(const struct xlb_config *cfg)
 	return xlb_gue(cfg) ? XLB_GUE_OVERHEAD : 0;
 }
 
+/*
+ * The outer headers, shared by the XDP balancer (xlb_lb) and the tc probe
+ * encapsulator (xlb_probe): the caller has made room and bounds-checked
+ * outer; nothing else is read or written. pkt describes the inner packet.
+ */
 static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct xlb_packet *pkt,
 					      const struct xlb_backend *be,
 					      const struct xlb_config *cfg, __u32 hash)
