@@ -109,6 +109,22 @@ static __always_inline __u32 xlb_gue_len(struct udphdr *udp, void *data_end, __u
 	return len;
 }
 
+/* Strips ip_len bytes of outer IP header and the UDP/GUE headers at `udp`
+ * behind them, or passes the packet when it is not GUE we take. */
+static __always_inline int xlb_strip_gue(struct xdp_md *ctx, struct udphdr *udp, __u32 ip_len)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	__u16 inner_proto;
+	__u32 tunnel_len;
+
+	if ((void *)(udp + 1) > data_end)
+		return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+	tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
+	if (tunnel_len == 0)
+		return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+	return xlb_strip(ctx, ip_len + tunnel_len, inner_proto);
+}
+
 SEC("xdp")
 int xlb_decap(struct xdp_md *ctx)
 {
@@ -133,18 +149,8 @@ int xlb_decap(struct xdp_md *ctx)
 		if (iph->frag_off & bpf_htons(XLB_IP_MF_OFFSET))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_FRAGMENT, XDP_PASS);
 		hlen = iph->ihl * 4;
-		if (iph->protocol == IPPROTO_UDP) {
-			struct udphdr *udp = (void *)iph + hlen;
-			__u16 inner_proto;
-			__u32 tunnel_len;
-
-			if ((void *)(udp + 1) > data_end)
-				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
-			tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
-			if (tunnel_len == 0)
-				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
-			return xlb_strip(ctx, hlen + tunnel_len, inner_proto);
-		}
+		if (iph->protocol == IPPROTO_UDP)
+			return xlb_strip_gue(ctx, (void *)iph + hlen, hlen);
 		/* the inner header must be there before we commit to stripping */
 		if ((void *)iph + hlen + sizeof(struct iphdr) > data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
@@ -165,17 +171,8 @@ int xlb_decap(struct xdp_md *ctx)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
 		if (!xlb_is_local(&ip6h->daddr, XLB_FAMILY_V6))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
-		if (ip6h->nexthdr == IPPROTO_UDP) {
-			struct udphdr *udp = (void *)(ip6h + 1);
-			__u32 tunnel_len;
-
-			if ((void *)(udp + 1) > data_end)
-				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
-			tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
-			if (tunnel_len == 0)
-				return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
-			return xlb_strip(ctx, sizeof(*ip6h) + tunnel_len, inner_proto);
-		}
+		if (ip6h->nexthdr == IPPROTO_UDP)
+			return xlb_strip_gue(ctx, (void *)(ip6h + 1), sizeof(*ip6h));
 		if ((void *)(ip6h + 1) + (inner_proto == ETH_P_IP ? sizeof(struct iphdr)
 								  : sizeof(struct ipv6hdr)) >
 		    data_end)

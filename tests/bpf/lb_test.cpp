@@ -15,7 +15,6 @@
 #include <random>
 #include <set>
 #include <string>
-#include <tuple>
 
 #include "lb_fixture.h"
 #include "xlb/datapath/setup.h"
@@ -516,6 +515,31 @@ void add_vip_drop_cases(std::vector<PacketCase>& cases) {
                          frame, XLB_OUT_DROP_BAD_BACKEND, {{kVipId, 1, 0, 0, 1}}));
 }
 
+// With XLB_CFG_F_ICMP_TOO_BIG the client is told the size that fits: the
+// answer quotes the IP header and 8 bytes of `frame` (`quoted` bytes) and
+// names the MTU left once the outer headers (`outer` bytes) are added.
+PacketCase answered_too_big(std::string name, Seed seed, const Bytes& frame,
+                            const net::IpAddress& vip, std::size_t quoted, std::uint32_t outer,
+                            std::uint32_t vip_id) {
+    FrameOptions reply;  // what the reply's headers must hold
+    reply.eth_src = kLbMac;
+    reply.eth_dst = kClientSideMac;
+    reply.ttl = 64;
+    reply.ipv4_id = 0;
+    reply.ipv4_frag = 0x4000;
+    reply.ipv6_flow_label = 0;
+    const Bytes ip = ip_packet_of(frame);
+    return {.name = std::move(name),
+            .seed = std::move(seed),
+            .input = frame,
+            .action = XDP_TX,
+            .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
+            .output = Output::kFrame,
+            .expected = make_icmp_too_big_frame(vip, Bytes(ip.begin(), ip.begin() + quoted),
+                                                kLinkMtu - outer, reply),
+            .vips = {{vip_id, 1, 1, 0, 1}}};
+}
+
 void add_too_big_cases(std::vector<PacketCase>& cases) {
     Seed v4_and_v6 = [](LbPacketTest& t) {
         auto ring = t.v4_vip();
@@ -544,36 +568,12 @@ void add_too_big_cases(std::vector<PacketCase>& cases) {
         t.publish_maglev(kVipId + 1, {{20}, {21}});
         return Seeded{ring};
     };
-    FrameOptions reply_opt;  // what the reply's headers must hold
-    reply_opt.eth_src = kLbMac;
-    reply_opt.eth_dst = kClientSideMac;
-    reply_opt.ttl = 64;
-    reply_opt.ipv4_id = 0;
-    reply_opt.ipv4_frag = 0x4000;
-    reply_opt.ipv6_flow_label = 0;
     FrameOptions big;
     big.payload.assign(kLinkMtu - 40, 'x');
-
-    // The answer quotes the IP header and 8 bytes, and names the MTU left
-    // once the outer header (20 or 40 bytes) is added.
-    auto too_big = [&](std::string name, const Bytes& frame, const auto& vip, std::size_t quoted,
-                       std::uint32_t outer, std::uint32_t vip_id) {
-        const Bytes ip = ip_packet_of(frame);
-        cases.push_back(
-            {.name = std::move(name),
-             .seed = answering,
-             .input = frame,
-             .action = XDP_TX,
-             .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
-             .output = Output::kFrame,
-             .expected = make_icmp_too_big_frame(vip, Bytes(ip.begin(), ip.begin() + quoted),
-                                                 kLinkMtu - outer, reply_opt),
-             .vips = {{vip_id, 1, 1, 0, 1}}});
-    };
-    too_big("Ipv4TooBigIsAnsweredWithFragmentationNeeded", make_frame(v4_flow(), big), kVipV4, 28,
-            20, kVipId);
-    too_big("Ipv6TooBigIsAnsweredWithPacketTooBig", make_frame(v6_flow(), big), kVipV6, 48, 40,
-            kVipId + 1);
+    cases.push_back(answered_too_big("Ipv4TooBigIsAnsweredWithFragmentationNeeded", answering,
+                                     make_frame(v4_flow(), big), kVipV4, 28, 20, kVipId));
+    cases.push_back(answered_too_big("Ipv6TooBigIsAnsweredWithPacketTooBig", answering,
+                                     make_frame(v6_flow(), big), kVipV6, 48, 40, kVipId + 1));
     // IPv4 without DF did not ask for path-MTU discovery: dropped, not answered
     big.ipv4_frag = 0;
     cases.push_back(drop("Ipv4TooBigWithoutDfIsDroppedNotAnswered", answering,
@@ -658,13 +658,6 @@ void add_gue_cases(std::vector<PacketCase>& cases) {
                          {{kVipId + 1, 1, 1, 0, 1}}));
 
     // ICMP too-big names the MTU left after the outer IP header, UDP and GUE.
-    FrameOptions reply_opt;
-    reply_opt.eth_src = kLbMac;
-    reply_opt.eth_dst = kClientSideMac;
-    reply_opt.ttl = 64;
-    reply_opt.ipv4_id = 0;
-    reply_opt.ipv4_frag = 0x4000;
-    reply_opt.ipv6_flow_label = 0;
     Seed answering = with_gue(
         [](LbPacketTest& t) {
             auto ring = t.v4_vip();
@@ -675,24 +668,10 @@ void add_gue_cases(std::vector<PacketCase>& cases) {
         XLB_GUE_PORT_DEFAULT, XLB_CFG_F_ICMP_TOO_BIG);
     FrameOptions big;
     big.payload.assign(kLinkMtu - 40, 'x');
-    for (const auto& [name, flow, vip, quoted, outer, vip_id] :
-         {std::tuple{"GueIpv4TooBigIsAnsweredWithTheRoomLeft", v4_flow(), kVipV4, 28u, 20u + 12u,
-                     kVipId},
-          std::tuple{"GueIpv6TooBigIsAnsweredWithTheRoomLeft", v6_flow(), kVipV6, 48u, 40u + 12u,
-                     kVipId + 1}}) {
-        const Bytes frame = make_frame(flow, big);
-        const Bytes ip = ip_packet_of(frame);
-        cases.push_back(
-            {.name = name,
-             .seed = answering,
-             .input = frame,
-             .action = XDP_TX,
-             .outcome = XLB_OUT_TX_ICMP_TOO_BIG,
-             .output = Output::kFrame,
-             .expected = make_icmp_too_big_frame(vip, Bytes(ip.begin(), ip.begin() + quoted),
-                                                 kLinkMtu - outer, reply_opt),
-             .vips = {{vip_id, 1, 1, 0, 1}}});
-    }
+    cases.push_back(answered_too_big("GueIpv4TooBigIsAnsweredWithTheRoomLeft", answering,
+                                     make_frame(v4_flow(), big), kVipV4, 28, 20 + 12, kVipId));
+    cases.push_back(answered_too_big("GueIpv6TooBigIsAnsweredWithTheRoomLeft", answering,
+                                     make_frame(v6_flow(), big), kVipV6, 48, 40 + 12, kVipId + 1));
 }
 
 void add_icmp_error_cases(std::vector<PacketCase>& cases) {
