@@ -127,6 +127,8 @@ int xlb_probe(struct __sk_buff *skb)
 	if (be->family == XLB_FAMILY_V4) {
 		struct iphdr *outer = data + sizeof(*eth);
 
+		/* Room for UDP and GUE: with IP-in-IP the inner IP header
+		 * is there, so one check serves both. */
 		if ((void *)(outer + 1) + XLB_GUE_OVERHEAD > data_end)
 			return xlb_probe_outcome(XLB_PROBE_OUT_DROP_ADJUST, TC_ACT_SHOT);
 		eth->h_proto = bpf_htons(ETH_P_IP);

@@ -92,7 +92,7 @@ static __always_inline void xlb_fill_gue(struct udphdr *udp, const struct xlb_pa
 {
 	struct xlb_guehdr *gue = (void *)(udp + 1);
 
-	udp->source = bpf_htons(XLB_GUE_SPORT_BASE | (hash >> 18));
+	udp->source = bpf_htons(XLB_GUE_SPORT(hash));
 	udp->dest = bpf_htons(cfg->gue_port);
 	udp->len = bpf_htons(pkt->ip_len + XLB_GUE_OVERHEAD);
 	udp->check = 0;

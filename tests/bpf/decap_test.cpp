@@ -18,15 +18,8 @@ using DecapOutcomes = std::array<std::uint64_t, XLB_DECAP_OUT__MAX>;
 class DecapTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        auto loaded = bpf::DecapProgram::load();
-        ASSERT_TRUE(loaded) << loaded.error().message();
-        program_.emplace(std::move(*loaded));
-        for (const net::IpAddress& a : {kBackendV4[0], kBackendV6[0]}) {
-            xlb_decap_addr key{};
-            a.to_words(key.addr);
-            key.family = a.family;
-            ASSERT_TRUE(program_->local_addresses().put(key, 1));
-        }
+        program_ = decap_serving({kBackendV4[0], kBackendV6[0]});
+        ASSERT_TRUE(program_);
     }
     static void TearDownTestSuite() { program_.reset(); }
 
@@ -172,16 +165,10 @@ TEST_F(DecapTest, EverythingElsePassesUntouched) {
 class RoundTripTest : public LbTest {};
 
 TEST_F(RoundTripTest, BalancerOutputDecapsulatesToTheClientsPacket) {
-    auto decap = bpf::DecapProgram::load();
-    ASSERT_TRUE(decap) << decap.error().message();
+    auto decap = decap_serving({kBackendV4[2], kBackendV6[2]});
+    ASSERT_TRUE(decap);
     add_backend(1, kBackendV4[2]);
     add_backend(2, kBackendV6[2]);
-    for (const net::IpAddress& a : {kBackendV4[2], kBackendV6[2]}) {
-        xlb_decap_addr key{};
-        a.to_words(key.addr);
-        key.family = a.family;
-        ASSERT_TRUE(decap->local_addresses().put(key, 1));
-    }
     add_vip(kVipV4, kVipPort, kProtoTcp, 1);
     add_vip(kVipV6, kVipPort, kProtoTcp, 2);
     add_vip(kVipV4, kVipPort + 1, kProtoTcp, 3);

@@ -157,7 +157,7 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
     }
     if (config_.flags & XLB_CFG_F_GUE) {
         enc.gue_port = config_.gue_port;
-        enc.gue_sport = static_cast<std::uint16_t>(0xc000 | (hash >> 18));
+        enc.gue_sport = static_cast<std::uint16_t>(XLB_GUE_SPORT(hash));
     }
     // Ethernet padding after the IP packet is not carried: the outer packet
     // is the inner one plus the outer header.
@@ -174,6 +174,24 @@ void LbTest::expect_outcome(const Bytes& input, std::uint32_t action, xlb_outcom
         EXPECT_EQ(after[o] - before[o], o == static_cast<std::uint32_t>(outcome) ? 1u : 0u)
             << "outcome counter " << o << " for frame of " << input.size() << " bytes";
     if (expected_output) expect_same_frame(result.frame, *expected_output);
+}
+
+std::optional<bpf::DecapProgram> decap_serving(std::initializer_list<net::IpAddress> addresses) {
+    auto decap = bpf::DecapProgram::load();
+    if (!decap) {
+        ADD_FAILURE() << decap.error().message();
+        return std::nullopt;
+    }
+    for (const net::IpAddress& a : addresses) {
+        xlb_decap_addr key{};
+        a.to_words(key.addr);
+        key.family = a.family;
+        if (auto put = decap->local_addresses().put(key, 1); !put) {
+            ADD_FAILURE() << "add " << a.to_string() << ": " << put.error().message();
+            return std::nullopt;
+        }
+    }
+    return std::move(*decap);
 }
 
 void expect_same_frame(const Bytes& actual, const Bytes& expected) {

@@ -86,4 +86,8 @@ private:
 // Expects two frames to be identical, showing a decoded diff when not.
 void expect_same_frame(const Bytes& actual, const Bytes& expected);
 
+// A loaded xlb_decap that takes packets to `addresses`; nullopt (with a
+// test failure) when it cannot be loaded or given them.
+std::optional<bpf::DecapProgram> decap_serving(std::initializer_list<net::IpAddress> addresses);
+
 }  // namespace xlb::test

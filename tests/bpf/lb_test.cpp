@@ -603,7 +603,8 @@ void add_gue_cases(std::vector<PacketCase>& cases) {
             EXPECT_EQ(out[14 + (outer_ip == 20 ? 9 : 6)], kProtoUdp);
             const std::size_t udp = 14 + outer_ip;
             EXPECT_EQ(out[udp + 2] << 8 | out[udp + 3], port);
-            EXPECT_GE(out[udp] << 8 | out[udp + 1], 0xc000) << "source port from the hash";
+            EXPECT_GE(out[udp] << 8 | out[udp + 1], XLB_GUE_SPORT_BASE)
+                << "source port from the hash";
             EXPECT_EQ(out[udp + 4] << 8 | out[udp + 5], out.size() - 14 - outer_ip)
                 << "UDP length: the rest of the packet";
             EXPECT_EQ(out[udp + 8], 0) << "GUE version 0, data, no extensions";

@@ -135,7 +135,7 @@ protected:
         }
         if (config_.flags & XLB_CFG_F_GUE) {
             enc.gue_port = config_.gue_port;
-            enc.gue_sport = static_cast<std::uint16_t>(0xc000 | (hash >> 18));
+            enc.gue_sport = static_cast<std::uint16_t>(XLB_GUE_SPORT(hash));
         }
         return encapsulate(ip_packet_of(input), enc);
     }
@@ -192,17 +192,11 @@ TEST_F(ProbeEncapTest, WithGueProbesAreEncapsulatedInGueAndDecapsulate) {
     cfg.flags |= XLB_CFG_F_GUE;
     cfg.gue_port = 6090;
     write_config(cfg);
-    auto decap = bpf::DecapProgram::load();
-    ASSERT_TRUE(decap) << decap.error().message();
+    auto decap = decap_serving({kBackendV4[2], kBackendV6[2]});
+    ASSERT_TRUE(decap);
     decap->set_gue_port(6090);
     add_backend(5, kBackendV4[2]);
     add_backend(9, kBackendV6[2]);
-    for (const net::IpAddress& a : {kBackendV4[2], kBackendV6[2]}) {
-        xlb_decap_addr key{};
-        a.to_words(key.addr);
-        key.family = a.family;
-        ASSERT_TRUE(decap->local_addresses().put(key, 1));
-    }
     const Flow v4{kProberV4, kVipV4, 41010, kVipPort, kProtoTcp};
     const Flow v6{kProberV6, kVipV6, 41011, kVipPort, kProtoTcp};
     struct Case {
@@ -279,16 +273,10 @@ TEST_F(ProbeEncapTest, MarkedPacketsThatCannotReachTheirBackendAreDropped) {
 
 // What xlb_probe emits, the backend's decapsulator turns back into the probe.
 TEST_F(ProbeEncapTest, ProbeOutputDecapsulatesToTheProbe) {
-    auto decap = bpf::DecapProgram::load();
-    ASSERT_TRUE(decap) << decap.error().message();
+    auto decap = decap_serving({kBackendV4[2], kBackendV6[2]});
+    ASSERT_TRUE(decap);
     add_backend(5, kBackendV4[2]);
     add_backend(6, kBackendV6[2]);
-    for (const net::IpAddress& a : {kBackendV4[2], kBackendV6[2]}) {
-        xlb_decap_addr key{};
-        a.to_words(key.addr);
-        key.family = a.family;
-        ASSERT_TRUE(decap->local_addresses().put(key, 1));
-    }
     const Flow flow{kProberV4, kVipV4, 41008, kVipPort, kProtoTcp};
     const Bytes input = make_frame(flow, syn());
     for (std::uint32_t id : {5u, 6u}) {
@@ -423,16 +411,8 @@ TEST(ProbeNetnsTest, ProbeThroughTheVipNeedsTheBackendsDecapsulation) {
     auto probe = bpf::ProbeEncapProgram::load(*lb);
     ASSERT_TRUE(probe) << probe.error().message();
 
-    auto decap = bpf::DecapProgram::load();
-    ASSERT_TRUE(decap) << decap.error().message();
-    xlb_decap_addr local{};
-    ip(kBackendAddr).to_words(local.addr);
-    local.family = XLB_FAMILY_V4;
-    ASSERT_TRUE(decap->local_addresses().put(local, 1));
-    xlb_decap_addr local6{};
-    ip(kBackendAddr6).to_words(local6.addr);
-    local6.family = XLB_FAMILY_V6;
-    ASSERT_TRUE(decap->local_addresses().put(local6, 1));
+    auto decap = decap_serving({ip(kBackendAddr), ip(kBackendAddr6)});
+    ASSERT_TRUE(decap);
 
     OwnedInNetns<bpf::TcAttachment> tc(lb_ns.name());
     tc.emplace([&] {

@@ -120,7 +120,8 @@ TEST(DatapathSetup, ConfigFromSettings) {
     bare.icmp_too_big = false;
     const xlb_config b = make_config(bare, mac);
     EXPECT_EQ(b.flags, 0u);
-    EXPECT_EQ(b.gue_port, 6080) << "the default port, unused without XLB_CFG_F_GUE";
+    EXPECT_EQ(b.gue_port, XLB_GUE_PORT_DEFAULT)
+        << "the config's default is the decapsulator's; unused without XLB_CFG_F_GUE";
     EXPECT_EQ(b.src_v4, 0u);
     EXPECT_EQ(b.src_v4_prefix_len, 32);
     EXPECT_EQ(b.src_v6_prefix_len, 128);
