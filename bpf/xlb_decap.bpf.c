@@ -9,18 +9,25 @@
  * than 0 too: they are the kernel's, if it has a GUE receiver). This stands
  * in for the kernel's ipip/ip6_tunnel/fou modules, which hosts (and our CI
  * machines) may not have.
+ *
+ * Second chance (abi.h, struct xlb_gue_hint): a GUE packet whose private
+ * data names another backend is delivered only when this host's kernel knows
+ * its TCP flow; otherwise it goes back out, re-addressed to that backend,
+ * through the next hop the loader set (docs/second-chance.md).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "xlb/abi.h"
 #include "lib/counters.h"
+#include "lib/csum.h"
 
 #ifndef IPPROTO_IPV6
 #define IPPROTO_IPV6 41
@@ -38,9 +45,22 @@ struct {
 
 XLB_OUTCOME_COUNTERS(xlb_decap_stats, XLB_DECAP_OUT__MAX);
 
+/* Packets passed on, per hinted backend. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, XLB_DECAP_PASSED_MAX);
+	__type(key, struct xlb_decap_addr);
+	__type(value, __u64);
+} xlb_decap_pass SEC(".maps");
+
 /* The UDP port GUE arrives on (host order); 0: GUE is not decapsulated.
  * Written by the loader before attaching (DecapProgram::set_gue_port). */
 volatile __u16 xlb_gue_port = XLB_GUE_PORT_DEFAULT;
+
+/* Where packets passed on go: the MAC of this host's next hop (router),
+ * which forwards them to the hinted backend. All zero: none set; such
+ * packets are decapsulated here (DecapProgram::set_next_hop_mac). */
+volatile __u8 xlb_next_hop_mac[6];
 
 static __always_inline int xlb_decap_outcome(enum xlb_decap_outcome outcome, int action)
 {
@@ -56,8 +76,10 @@ static __always_inline int xlb_is_local(const void *addr, __u8 family)
 	return bpf_map_lookup_elem(&xlb_decap_addrs, &key) != NULL;
 }
 
-/* Removes outer_len bytes after the Ethernet header and sets its EtherType. */
-static __always_inline int xlb_strip(struct xdp_md *ctx, __u32 outer_len, __u16 inner_proto)
+/* Removes outer_len bytes after the Ethernet header and sets its EtherType;
+ * counts `done` when that worked. */
+static __always_inline int xlb_strip(struct xdp_md *ctx, __u32 outer_len, __u16 inner_proto,
+				     enum xlb_decap_outcome done)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -75,7 +97,7 @@ static __always_inline int xlb_strip(struct xdp_md *ctx, __u32 outer_len, __u16 
 		return xlb_decap_outcome(XLB_DECAP_OUT_DROP_HEADROOM, XDP_DROP);
 	__builtin_memcpy(eth, &saved, sizeof(saved));
 	eth->h_proto = bpf_htons(inner_proto);
-	return xlb_decap_outcome(XLB_DECAP_OUT_DECAPSULATED, XDP_PASS);
+	return xlb_decap_outcome(done, XDP_PASS);
 }
 
 /*
@@ -109,11 +131,163 @@ static __always_inline __u32 xlb_gue_len(struct udphdr *udp, void *data_end, __u
 	return len;
 }
 
-/* Strips ip_len bytes of outer IP header and the UDP/GUE headers at `udp`
- * behind them, or passes the packet when it is not GUE we take. */
-static __always_inline int xlb_strip_gue(struct xdp_md *ctx, struct udphdr *udp, __u32 ip_len)
+/*
+ * Whether this host's kernel knows the TCP flow of the inner packet at
+ * `inner` (an IP header of EtherType inner_proto): a socket for it (any
+ * state but listening, a request socket in SYN_RECV included) or, for an ACK
+ * that reaches a listener, a valid SYN cookie. A SYN starts a connection
+ * here, and what is not TCP, or cannot be read, is the kernel's to judge:
+ * both count as local.
+ */
+static __always_inline int xlb_flow_is_local(struct xdp_md *ctx, void *inner, void *data_end,
+					     __u16 inner_proto)
+{
+	struct bpf_sock_tuple tuple = {};
+	struct bpf_sock *sk;
+	struct tcphdr *th;
+	__u32 tuple_len;
+	int local;
+
+	if (inner_proto == ETH_P_IP) {
+		struct iphdr *iph = inner;
+
+		if ((void *)(iph + 1) > data_end || iph->protocol != IPPROTO_TCP || iph->ihl < 5)
+			return 1;
+		th = inner + iph->ihl * 4;
+		if ((void *)(th + 1) > data_end)
+			return 1;
+		tuple.ipv4.saddr = iph->saddr;
+		tuple.ipv4.daddr = iph->daddr;
+		tuple.ipv4.sport = th->source;
+		tuple.ipv4.dport = th->dest;
+		tuple_len = sizeof(tuple.ipv4);
+	} else {
+		struct ipv6hdr *ip6h = inner;
+
+		if ((void *)(ip6h + 1) > data_end || ip6h->nexthdr != IPPROTO_TCP)
+			return 1;
+		th = (void *)(ip6h + 1);
+		if ((void *)(th + 1) > data_end)
+			return 1;
+		__builtin_memcpy(tuple.ipv6.saddr, &ip6h->saddr, 16);
+		__builtin_memcpy(tuple.ipv6.daddr, &ip6h->daddr, 16);
+		tuple.ipv6.sport = th->source;
+		tuple.ipv6.dport = th->dest;
+		tuple_len = sizeof(tuple.ipv6);
+	}
+	if (th->syn)
+		return 1;
+	sk = bpf_skc_lookup_tcp(ctx, &tuple, tuple_len, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	if (sk->state != BPF_TCP_LISTEN)
+		local = 1;
+	else if (!th->ack || th->rst)
+		local = 0;
+	else if (inner_proto == ETH_P_IP)
+		local = bpf_tcp_check_syncookie(sk, inner, sizeof(struct iphdr), th, sizeof(*th)) ==
+			0;
+	else
+		local = bpf_tcp_check_syncookie(sk, inner, sizeof(struct ipv6hdr), th,
+						sizeof(*th)) == 0;
+	bpf_sk_release(sk);
+	return local;
+}
+
+/* The second-chance hint in the GUE header at `gue` when it asks this
+ * backend to pass the packet on (abi.h, struct xlb_gue_hint), else NULL.
+ * family: the outer header's, which the hinted backend shares. */
+static __always_inline struct xlb_gue_hint *xlb_pass_on_hint(struct xlb_guehdr *gue, void *data_end,
+							     __u8 family)
+{
+	struct xlb_gue_hint *hint = (void *)(gue + 1);
+
+	if (XLB_GUE_HLEN(gue->ver_c_hlen) * 4 != XLB_GUE_HINT_LEN(family))
+		return NULL;
+	if ((void *)hint + XLB_GUE_HINT_LEN(XLB_FAMILY_V4) > data_end)
+		return NULL;
+	if (hint->magic != XLB_GUE_HINT_MAGIC || hint->state != XLB_GUE_HINT_PASS_ON ||
+	    hint->family != family)
+		return NULL;
+	if (family == XLB_FAMILY_V6 && (void *)(hint + 1) > data_end)
+		return NULL;
+	return hint;
+}
+
+/* family: the hint's (the caller knows it; the verifier must too). */
+static __always_inline void xlb_count_passed(const struct xlb_gue_hint *hint, __u8 family)
+{
+	struct xlb_decap_addr key = {};
+	__u64 one = 1, *count;
+
+	key.addr[0] = hint->addr[0];
+	if (family == XLB_FAMILY_V6) {
+		key.addr[1] = hint->addr[1];
+		key.addr[2] = hint->addr[2];
+		key.addr[3] = hint->addr[3];
+	}
+	key.family = family;
+	count = bpf_map_lookup_elem(&xlb_decap_pass, &key);
+	if (count)
+		*count += 1;
+	else
+		bpf_map_update_elem(&xlb_decap_pass, &key, &one, BPF_NOEXIST);
+}
+
+/*
+ * Sends a packet on to the backend its hint names: the outer destination
+ * becomes the hinted address, the hint is marked passed (so that backend
+ * delivers it, whatever it knows), the hop limit drops by one, and the
+ * frame goes back out of this interface to the next hop. Returns -1 when
+ * the packet cannot be passed on (the caller delivers it instead).
+ */
+static __always_inline int xlb_pass_on(struct ethhdr *eth, void *outer, __u8 family,
+				       struct udphdr *udp, struct xlb_gue_hint *hint)
+{
+	const __u16 *hop = (const __u16 *)xlb_next_hop_mac;
+	__u16 *dst = (__u16 *)eth->h_dest, *src = (__u16 *)eth->h_source;
+	__u16 hop0 = hop[0], hop1 = hop[1], hop2 = hop[2];
+
+	if ((hop0 | hop1 | hop2) == 0)
+		return -1;
+	if (family == XLB_FAMILY_V4) {
+		struct iphdr *iph = outer;
+
+		if (iph->ihl != 5 || iph->ttl <= 1)
+			return -1;
+		iph->daddr = hint->addr[0];
+		iph->ttl -= 1;
+		xlb_ipv4_set_csum(iph);
+		udp->check = 0;
+	} else {
+		struct ipv6hdr *ip6h = outer;
+
+		/* a UDP checksum over the old destination cannot be kept */
+		if (udp->check != 0 || ip6h->hop_limit <= 1)
+			return -1;
+		__builtin_memcpy(&ip6h->daddr, hint->addr, 16);
+		ip6h->hop_limit -= 1;
+	}
+	hint->state = XLB_GUE_HINT_PASSED;
+	src[0] = dst[0];
+	src[1] = dst[1];
+	src[2] = dst[2];
+	dst[0] = hop0;
+	dst[1] = hop1;
+	dst[2] = hop2;
+	xlb_count_passed(hint, family);
+	return 0;
+}
+
+/* Strips ip_len bytes of outer IP header (at `outer`, of `family`) and the
+ * UDP/GUE headers at `udp` behind them, or passes the packet when it is not
+ * GUE we take; a packet with a second-chance hint for a flow this host does
+ * not know goes on to the hinted backend instead. */
+static __always_inline int xlb_strip_gue(struct xdp_md *ctx, struct ethhdr *eth, void *outer,
+					 __u8 family, struct udphdr *udp, __u32 ip_len)
 {
 	void *data_end = (void *)(long)ctx->data_end;
+	struct xlb_gue_hint *hint;
 	__u16 inner_proto;
 	__u32 tunnel_len;
 
@@ -122,7 +296,14 @@ static __always_inline int xlb_strip_gue(struct xdp_md *ctx, struct udphdr *udp,
 	tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
 	if (tunnel_len == 0)
 		return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
-	return xlb_strip(ctx, ip_len + tunnel_len, inner_proto);
+	hint = xlb_pass_on_hint((void *)(udp + 1), data_end, family);
+	if (hint && !xlb_flow_is_local(ctx, (void *)udp + tunnel_len, data_end, inner_proto)) {
+		if (xlb_pass_on(eth, outer, family, udp, hint) == 0)
+			return xlb_decap_outcome(XLB_DECAP_OUT_PASSED_ON, XDP_TX);
+		return xlb_strip(ctx, ip_len + tunnel_len, inner_proto,
+				 XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP);
+	}
+	return xlb_strip(ctx, ip_len + tunnel_len, inner_proto, XLB_DECAP_OUT_DECAPSULATED);
 }
 
 SEC("xdp")
@@ -150,11 +331,12 @@ int xlb_decap(struct xdp_md *ctx)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_FRAGMENT, XDP_PASS);
 		hlen = iph->ihl * 4;
 		if (iph->protocol == IPPROTO_UDP)
-			return xlb_strip_gue(ctx, (void *)iph + hlen, hlen);
+			return xlb_strip_gue(ctx, eth, iph, XLB_FAMILY_V4, (void *)iph + hlen,
+					     hlen);
 		/* the inner header must be there before we commit to stripping */
 		if ((void *)iph + hlen + sizeof(struct iphdr) > data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
-		return xlb_strip(ctx, hlen, ETH_P_IP);
+		return xlb_strip(ctx, hlen, ETH_P_IP, XLB_DECAP_OUT_DECAPSULATED);
 	}
 
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
@@ -172,12 +354,13 @@ int xlb_decap(struct xdp_md *ctx)
 		if (!xlb_is_local(&ip6h->daddr, XLB_FAMILY_V6))
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
 		if (ip6h->nexthdr == IPPROTO_UDP)
-			return xlb_strip_gue(ctx, (void *)(ip6h + 1), sizeof(*ip6h));
+			return xlb_strip_gue(ctx, eth, ip6h, XLB_FAMILY_V6, (void *)(ip6h + 1),
+					     sizeof(*ip6h));
 		if ((void *)(ip6h + 1) + (inner_proto == ETH_P_IP ? sizeof(struct iphdr)
 								  : sizeof(struct ipv6hdr)) >
 		    data_end)
 			return xlb_decap_outcome(XLB_DECAP_OUT_PASS_MALFORMED, XDP_PASS);
-		return xlb_strip(ctx, sizeof(*ip6h), inner_proto);
+		return xlb_strip(ctx, sizeof(*ip6h), inner_proto, XLB_DECAP_OUT_DECAPSULATED);
 	}
 
 	return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);

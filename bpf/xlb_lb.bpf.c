@@ -48,6 +48,15 @@ struct {
 	__array(values, struct xlb_ring);
 } xlb_rings SEC(".maps");
 
+/* Second chance (abi.h, struct xlb_gue_hint): each VIP's previous ring, for
+ * a while after its ring changed; the agent publishes it before the new one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, __u32);
+	__array(values, struct xlb_ring);
+} xlb_prev_rings SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, XLB_CONNTRACK_DEFAULT);
@@ -106,6 +115,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct xlb_backend_stats);
 } xlb_backend_stats SEC(".maps");
+
+/* Per VIP: packets sent with a second-chance hint. Apart from
+ * xlb_vip_stats so that its layout (and pin) stays as it was. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, __u32);
+	__type(value, __u64);
+} xlb_vip_hints SEC(".maps");
 
 /*
  * The VIP for {addr, port, proto} from its bucket's block of candidates
@@ -316,45 +334,13 @@ static __always_inline void xlb_ct_note_vip(struct xlb_ct_value *ct, __u32 vip_i
 	}
 }
 
-/*
- * Chooses the backend for a flow on the full path: the connection-table
- * entry `ct` when there is one with a live backend (the caller looked it up,
- * or passes NULL when the VIP skips the table or this is a TCP SYN, which
- * always starts a new connection), else the ring. record: write the ring's
- * choice into the connection table, within the insert budget. repoint (a
- * SYN): an entry already there for the tuple is an earlier connection's; it
- * is rewritten in place to the ring's choice, or the handshake's ACK would
- * follow it to the old backend. Rewriting an existing entry inserts nothing,
- * so it needs no budget. epoch: the VIP bucket's, read before the VIP was
- * matched; entries written here carry it.
- * Returns 0 with id_out and be_out set, or -outcome.
- */
-static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
-					    const struct xlb_flow_key *key,
-					    const struct xlb_config *cfg, struct xlb_ct_value *ct,
-					    int record, int repoint, __u32 hash, __u32 epoch,
-					    struct xlb_vip_stats *vstats, __u32 *id_out,
-					    struct xlb_backend **be_out)
+/* The backend id `rings` (xlb_rings or xlb_prev_rings) names for the flow
+ * hash: 0 with *id set, or -outcome. */
+static __always_inline int xlb_ring_pick(void *rings, __u32 vip_id, __u32 hash, __u32 *id)
 {
-	struct xlb_backend *be;
-	__u32 vip_id = vip->vip_id;
-	__u32 slot_key = XLB_RING_SIZE_SLOT;
-	__u32 *ring_size, *slot;
-	void *ring;
+	__u32 slot_key = XLB_RING_SIZE_SLOT, *ring_size, *slot;
+	void *ring = bpf_map_lookup_elem(rings, &vip_id);
 
-	if (ct) {
-		be = xlb_ct_backend(ct);
-		if (be) {
-			xlb_ct_note_vip(ct, vip_id, epoch, hash);
-			if (vstats)
-				vstats->conntrack_hits += 1;
-			*id_out = ct->backend_id;
-			*be_out = be;
-			return 0;
-		}
-	}
-
-	ring = bpf_map_lookup_elem(&xlb_rings, &vip_id);
 	if (!ring)
 		return -XLB_OUT_DROP_NO_TABLE;
 	ring_size = bpf_map_lookup_elem(ring, &slot_key);
@@ -366,12 +352,88 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	slot = bpf_map_lookup_elem(ring, &slot_key);
 	if (!slot)
 		return -XLB_OUT_DROP_NO_TABLE;
-	*id_out = *slot;
+	*id = *slot;
+	return 0;
+}
+
+/* The backend a second-chance hint may name for a packet sent to `be`
+ * (backend current_id): backend `id` when it is another backend, in use, not
+ * down, and of be's family (the hint only swaps the outer destination);
+ * NULL otherwise, and always without GUE, which carries the hint. */
+static __always_inline struct xlb_backend *xlb_hint_target(__u32 id, __u32 current_id,
+							   const struct xlb_backend *be,
+							   const struct xlb_config *cfg)
+{
+	struct xlb_backend *prev;
+
+	if (id == current_id || !xlb_gue(cfg))
+		return NULL;
+	prev = bpf_map_lookup_elem(&xlb_backends, &id);
+	if (!prev || prev->generation == 0 || (prev->flags & XLB_BACKEND_F_DOWN) ||
+	    prev->family != be->family)
+		return NULL;
+	return prev;
+}
+
+/* The hint an entry asks for (struct xlb_ct_value, second_chance), if any. */
+static __always_inline struct xlb_backend *xlb_ct_hint(const struct xlb_ct_value *ct,
+						       const struct xlb_backend *be,
+						       const struct xlb_config *cfg)
+{
+	if (ct->second_chance == 0)
+		return NULL;
+	return xlb_hint_target(ct->second_chance - 1, ct->backend_id, be, cfg);
+}
+
+/*
+ * Chooses the backend for a flow on the full path: the connection-table
+ * entry `ct` when there is one with a live backend (the caller looked it up,
+ * or passes NULL when the VIP skips the table or this is a TCP SYN, which
+ * always starts a new connection), else the ring. record: write the ring's
+ * choice into the connection table, within the insert budget. repoint (a
+ * SYN): an entry already there for the tuple is an earlier connection's; it
+ * is rewritten in place to the ring's choice, or the handshake's ACK would
+ * follow it to the old backend. Rewriting an existing entry inserts nothing,
+ * so it needs no budget. epoch: the VIP bucket's, read before the VIP was
+ * matched; entries written here carry it. second_chance (a TCP packet that
+ * is not a SYN, with XLB_CFG_F_SECOND_CHANCE): when the previous
+ * ring names another backend, that one goes in *hint_out and into the entry
+ * recorded (abi.h, struct xlb_gue_hint); an entry's own hint is used too.
+ * Returns 0 with id_out and be_out set, or -outcome.
+ */
+static __always_inline int
+xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key,
+		 const struct xlb_config *cfg, struct xlb_ct_value *ct, int record, int repoint,
+		 int second_chance, __u32 hash, __u32 epoch, struct xlb_vip_stats *vstats,
+		 __u32 *id_out, struct xlb_backend **be_out, struct xlb_backend **hint_out)
+{
+	struct xlb_backend *be, *hint = NULL;
+	__u32 vip_id = vip->vip_id, prev_id = 0;
+	int err;
+
+	if (ct) {
+		be = xlb_ct_backend(ct);
+		if (be) {
+			xlb_ct_note_vip(ct, vip_id, epoch, hash);
+			if (vstats)
+				vstats->conntrack_hits += 1;
+			*id_out = ct->backend_id;
+			*be_out = be;
+			*hint_out = xlb_ct_hint(ct, be, cfg);
+			return 0;
+		}
+	}
+
+	err = xlb_ring_pick(&xlb_rings, vip_id, hash, id_out);
+	if (err)
+		return err;
 	be = bpf_map_lookup_elem(&xlb_backends, id_out);
 	if (!be || be->generation == 0)
 		return -XLB_OUT_DROP_BAD_BACKEND;
 	if (vstats)
 		vstats->new_flows += 1;
+	if (second_chance && xlb_ring_pick(&xlb_prev_rings, vip_id, hash, &prev_id) == 0)
+		hint = xlb_hint_target(prev_id, *id_out, be, cfg);
 	if (repoint) {
 		ct = bpf_map_lookup_elem(&xlb_conntrack3, key);
 		if (ct) {
@@ -381,6 +443,7 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 			ct->generation = be->generation;
 			ct->created = now;
 			ct->last_seen = now;
+			ct->second_chance = 0;
 			xlb_ct_note_vip(ct, vip_id, epoch, hash);
 			/* Other CPUs may hold the earlier connection's copy. */
 			xlb_flow_cache_drop_everywhere(key);
@@ -397,30 +460,32 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 				.vip_id = vip_id,
 				.vip_epoch = epoch,
 				.hash = hash,
+				.second_chance = hint ? prev_id + 1 : 0,
 			};
 
 			bpf_map_update_elem(&xlb_conntrack3, key, &val, BPF_ANY);
 		}
 	}
 	*be_out = be;
+	*hint_out = hint;
 	return 0;
 }
 
 static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 				     const struct xlb_backend *be, const struct xlb_config *cfg,
-				     __u32 hash, __u64 frame_len)
+				     __u32 hash, __u64 frame_len, const struct xlb_backend *hint)
 {
 	__u64 packet_len = sizeof(struct ethhdr) + pkt->ip_len;
 
 	if (be->family == XLB_FAMILY_V4 && pkt->key.family != XLB_FAMILY_V4)
 		return -XLB_OUT_DROP_FAMILY;
-	if (pkt->ip_len + xlb_encap_overhead(be, cfg) > cfg->mtu)
+	if (pkt->ip_len + xlb_encap_overhead(be, cfg, hint) > cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
 	/* Ethernet padding after the IP packet would ride inside the outer
 	 * packet, past its length: cut it off first. */
 	if (frame_len > packet_len && bpf_xdp_adjust_tail(ctx, -(int)(frame_len - packet_len)))
 		return -XLB_OUT_DROP_HEADROOM;
-	return xlb_push_encap(ctx, pkt, be, cfg, hash);
+	return xlb_push_encap(ctx, pkt, be, cfg, hash, hint);
 }
 
 /* The quoted IPv4 header's checksum holds: ihl (5..15) words at `quoted`,
@@ -524,7 +589,7 @@ int xlb_lb(struct xdp_md *ctx)
 	struct xlb_vip_value *vip, vip_match;
 	struct xlb_vip_stats *vstats;
 	struct xlb_backend_stats *bstats;
-	struct xlb_backend *be = NULL;
+	struct xlb_backend *be = NULL, *hint = NULL;
 	struct xlb_ct_value *ct = NULL;
 	struct xlb_config *cfg;
 	struct ethhdr *eth = data;
@@ -604,8 +669,12 @@ int xlb_lb(struct xdp_md *ctx)
 					hit = 1;
 					err = 0;
 					/* A copy taken in the tick of the agent's
-					 * last delete would not be used: skip it. */
-					if (fc && (__s32)(now - xlb_ct_erased) > 0)
+					 * last delete would not be used: skip it.
+					 * A flow with a hint is never copied: the
+					 * cache's hits carry none. */
+					if (ct->second_chance)
+						hint = xlb_ct_hint(ct, be, cfg);
+					else if (fc && (__s32)(now - xlb_ct_erased) > 0)
 						xlb_flow_cache_fill(fc, &pkt.key, ct, now);
 				}
 			}
@@ -641,6 +710,9 @@ int xlb_lb(struct xdp_md *ctx)
 		hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
 		{
 			int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
+			int second_chance = use_ct && (cfg->flags & XLB_CFG_F_SECOND_CHANCE) &&
+					    pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn &&
+					    !icmp_error;
 
 			/* A SYN never creates an entry: the ring's answer for it
 			 * is the one the handshake's ACK gets, which records the
@@ -650,17 +722,17 @@ int xlb_lb(struct xdp_md *ctx)
 				ct = NULL;
 			else if (!ct_looked_up)
 				ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
-			err = xlb_pick_backend(vip, &pkt.key, cfg, ct,
-					       use_ct && !icmp_error && !pkt.tcp_syn,
-					       use_ct && pkt.tcp_syn, hash, seen_epoch,
-					       icmp_error ? NULL : vstats, &backend_id, &be);
+			err = xlb_pick_backend(
+				vip, &pkt.key, cfg, ct, use_ct && !icmp_error && !pkt.tcp_syn,
+				use_ct && pkt.tcp_syn, second_chance, hash, seen_epoch,
+				icmp_error ? NULL : vstats, &backend_id, &be, &hint);
 		}
 	}
 	if (err == 0)
-		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len);
+		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len, hint);
 	if (err == -XLB_OUT_DROP_TOO_BIG && (cfg->flags & XLB_CFG_F_ICMP_TOO_BIG) && !icmp_error) {
 		/* the largest packet that still fits once encapsulated */
-		__u32 room = cfg->mtu - xlb_encap_overhead(be, cfg);
+		__u32 room = cfg->mtu - xlb_encap_overhead(be, cfg, hint);
 
 		if (pkt.key.family == XLB_FAMILY_V4)
 			err = xlb_icmp_too_big_v4(ctx, room);
@@ -682,6 +754,12 @@ int xlb_lb(struct xdp_md *ctx)
 	if (bstats) {
 		bstats->packets += 1;
 		bstats->bytes += frame_len;
+	}
+	if (hint) {
+		__u64 *hinted = bpf_map_lookup_elem(&xlb_vip_hints, &vip_id);
+
+		if (hinted)
+			*hinted += 1;
 	}
 	return xlb_outcome(icmp_error ? XLB_OUT_TX_ICMP_ERROR : XLB_OUT_TX, XDP_TX);
 

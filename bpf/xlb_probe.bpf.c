@@ -103,7 +103,7 @@ int xlb_probe(struct __sk_buff *skb)
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_MALFORMED, TC_ACT_SHOT);
 	if (be->family == XLB_FAMILY_V4 && pkt.key.family != XLB_FAMILY_V4)
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_FAMILY, TC_ACT_SHOT);
-	overhead = xlb_encap_overhead(be, cfg);
+	overhead = xlb_encap_overhead(be, cfg, NULL);
 	/* A GSO packet is cut to the MTU after us; judge only single packets. */
 	if (!skb->gso_size && pkt.ip_len + overhead > cfg->mtu)
 		return xlb_probe_outcome(XLB_PROBE_OUT_DROP_TOO_BIG, TC_ACT_SHOT);
@@ -132,18 +132,18 @@ int xlb_probe(struct __sk_buff *skb)
 		if ((void *)(outer + 1) + XLB_GUE_OVERHEAD > data_end)
 			return xlb_probe_outcome(XLB_PROBE_OUT_DROP_ADJUST, TC_ACT_SHOT);
 		eth->h_proto = bpf_htons(ETH_P_IP);
-		xlb_fill_outer_v4(outer, &pkt, be, cfg, hash);
+		xlb_fill_outer_v4(outer, &pkt, be, cfg, hash, 0);
 		if (xlb_gue(cfg))
-			xlb_fill_gue((void *)(outer + 1), &pkt, cfg, hash);
+			xlb_fill_gue((void *)(outer + 1), &pkt, cfg, hash, NULL, 0);
 	} else {
 		struct ipv6hdr *outer = data + sizeof(*eth);
 
 		if ((void *)(outer + 1) + XLB_GUE_OVERHEAD > data_end)
 			return xlb_probe_outcome(XLB_PROBE_OUT_DROP_ADJUST, TC_ACT_SHOT);
 		eth->h_proto = bpf_htons(ETH_P_IPV6);
-		xlb_fill_outer_v6(outer, &pkt, be, cfg, hash);
+		xlb_fill_outer_v6(outer, &pkt, be, cfg, hash, 0);
 		if (xlb_gue(cfg))
-			xlb_fill_gue((void *)(outer + 1), &pkt, cfg, hash);
+			xlb_fill_gue((void *)(outer + 1), &pkt, cfg, hash, NULL, 0);
 	}
 	/* Our own MAC stays the source; the next hop is the configured one. */
 	__builtin_memcpy(eth->h_dest, cfg->next_hop_mac, ETH_ALEN);

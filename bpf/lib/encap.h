@@ -85,20 +85,33 @@ static __always_inline __u8 xlb_ip_in_ip_proto(const struct xlb_packet *pkt)
 	return pkt->key.family == XLB_FAMILY_V4 ? IPPROTO_IPIP : IPPROTO_IPV6;
 }
 
-/* The UDP and GUE headers at `udp` (bounds-checked by the caller for
- * XLB_GUE_OVERHEAD bytes), in front of the inner packet. */
+/* The UDP and GUE headers at `udp`, in front of the inner packet, and with
+ * hint_len > 0 (a constant: XLB_GUE_HINT_LEN of the hinted backend's family)
+ * a second-chance hint naming `hint` as GUE private data (abi.h, struct
+ * xlb_gue_hint). The caller has bounds-checked XLB_GUE_OVERHEAD + hint_len
+ * bytes. */
 static __always_inline void xlb_fill_gue(struct udphdr *udp, const struct xlb_packet *pkt,
-					 const struct xlb_config *cfg, __u32 hash)
+					 const struct xlb_config *cfg, __u32 hash,
+					 const struct xlb_backend *hint, __u32 hint_len)
 {
 	struct xlb_guehdr *gue = (void *)(udp + 1);
 
 	udp->source = bpf_htons(XLB_GUE_SPORT(hash));
 	udp->dest = bpf_htons(cfg->gue_port);
-	udp->len = bpf_htons(pkt->ip_len + XLB_GUE_OVERHEAD);
+	udp->len = bpf_htons(pkt->ip_len + XLB_GUE_OVERHEAD + hint_len);
 	udp->check = 0;
-	gue->ver_c_hlen = 0;
+	gue->ver_c_hlen = hint_len / 4;
 	gue->proto = xlb_ip_in_ip_proto(pkt);
 	gue->flags = 0;
+	if (hint_len > 0 && hint) {
+		struct xlb_gue_hint *h = (void *)(gue + 1);
+
+		h->magic = XLB_GUE_HINT_MAGIC;
+		h->state = XLB_GUE_HINT_PASS_ON;
+		h->family = hint->family;
+		h->pad = 0;
+		__builtin_memcpy(h->addr, hint->addr, hint_len - 4);
+	}
 }
 
 /* Outer header bytes after the outer IP header: 0, or UDP + GUE. */
@@ -110,16 +123,18 @@ static __always_inline __u32 xlb_tunnel_len(const struct xlb_config *cfg)
 /*
  * The outer headers, shared by the XDP balancer (xlb_lb) and the tc probe
  * encapsulator (xlb_probe): the caller has made room and bounds-checked
- * outer; nothing else is read or written. pkt describes the inner packet.
+ * outer; nothing else is read or written. pkt describes the inner packet;
+ * hint_len: the bytes of a second-chance hint behind the GUE header, or 0.
  */
 static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct xlb_packet *pkt,
 					      const struct xlb_backend *be,
-					      const struct xlb_config *cfg, __u32 hash)
+					      const struct xlb_config *cfg, __u32 hash,
+					      __u32 hint_len)
 {
 	outer->version = 4;
 	outer->ihl = 5;
 	outer->tos = pkt->tos;
-	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer) + xlb_tunnel_len(cfg));
+	outer->tot_len = bpf_htons(pkt->ip_len + sizeof(*outer) + xlb_tunnel_len(cfg) + hint_len);
 	outer->id = 0;
 	outer->frag_off = pkt->df ? bpf_htons(IP_DF) : 0;
 	outer->ttl = XLB_ENCAP_TTL;
@@ -133,9 +148,10 @@ static __always_inline void xlb_fill_outer_v4(struct iphdr *outer, const struct 
 
 static __always_inline void xlb_fill_outer_v6(struct ipv6hdr *outer, const struct xlb_packet *pkt,
 					      const struct xlb_backend *be,
-					      const struct xlb_config *cfg, __u32 hash)
+					      const struct xlb_config *cfg, __u32 hash,
+					      __u32 hint_len)
 {
-	__u32 payload_len = pkt->ip_len + xlb_tunnel_len(cfg);
+	__u32 payload_len = pkt->ip_len + xlb_tunnel_len(cfg) + hint_len;
 	__u32 host_bits;
 	__u32 flow_label = hash & 0xfffff;
 
@@ -155,12 +171,14 @@ static __always_inline void xlb_fill_outer_v6(struct ipv6hdr *outer, const struc
 	__builtin_memcpy(&outer->daddr, be->addr, 16);
 }
 
-/* Bytes the outer headers add for this backend. */
+/* Bytes the outer headers add for this backend, with a second-chance hint
+ * naming `hint` (or NULL: none). */
 static __always_inline __u32 xlb_encap_overhead(const struct xlb_backend *be,
-						const struct xlb_config *cfg)
+						const struct xlb_config *cfg,
+						const struct xlb_backend *hint)
 {
 	return (be->family == XLB_FAMILY_V4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) +
-	       xlb_tunnel_len(cfg);
+	       xlb_tunnel_len(cfg) + (hint ? XLB_GUE_HINT_LEN(hint->family) : 0);
 }
 
 /*
@@ -190,34 +208,50 @@ static __always_inline void *xlb_push_outer(struct xdp_md *ctx, const struct xlb
 }
 
 /* Returns 0 or -outcome. On success the frame is the encapsulated packet,
- * its outer header of the backend's family. */
+ * its outer header of the backend's family. hint: the backend a
+ * second-chance hint names (GUE only, of be's family), or NULL. */
 static __always_inline int xlb_push_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 					  const struct xlb_backend *be,
-					  const struct xlb_config *cfg, __u32 hash)
+					  const struct xlb_config *cfg, __u32 hash,
+					  const struct xlb_backend *hint)
 {
+	const __u32 v4 = sizeof(struct iphdr), v6 = sizeof(struct ipv6hdr);
+	const __u32 hint4 = XLB_GUE_HINT_LEN(XLB_FAMILY_V4),
+		    hint6 = XLB_GUE_HINT_LEN(XLB_FAMILY_V6);
 	void *outer;
 
-	/* Four branches so that every length pushed is a constant. */
+	/* One branch per shape, so that every length pushed is a constant. */
 	if (be->family == XLB_FAMILY_V4 && !xlb_gue(cfg)) {
-		outer = xlb_push_outer(ctx, cfg, sizeof(struct iphdr), ETH_P_IP);
+		outer = xlb_push_outer(ctx, cfg, v4, ETH_P_IP);
 		if (outer)
-			xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
-	} else if (be->family == XLB_FAMILY_V4) {
-		outer = xlb_push_outer(ctx, cfg, sizeof(struct iphdr) + XLB_GUE_OVERHEAD, ETH_P_IP);
+			xlb_fill_outer_v4(outer, pkt, be, cfg, hash, 0);
+	} else if (be->family == XLB_FAMILY_V4 && !hint) {
+		outer = xlb_push_outer(ctx, cfg, v4 + XLB_GUE_OVERHEAD, ETH_P_IP);
 		if (outer) {
-			xlb_fill_outer_v4(outer, pkt, be, cfg, hash);
-			xlb_fill_gue(outer + sizeof(struct iphdr), pkt, cfg, hash);
+			xlb_fill_outer_v4(outer, pkt, be, cfg, hash, 0);
+			xlb_fill_gue(outer + v4, pkt, cfg, hash, NULL, 0);
+		}
+	} else if (be->family == XLB_FAMILY_V4) {
+		outer = xlb_push_outer(ctx, cfg, v4 + XLB_GUE_OVERHEAD + hint4, ETH_P_IP);
+		if (outer) {
+			xlb_fill_outer_v4(outer, pkt, be, cfg, hash, hint4);
+			xlb_fill_gue(outer + v4, pkt, cfg, hash, hint, hint4);
 		}
 	} else if (!xlb_gue(cfg)) {
-		outer = xlb_push_outer(ctx, cfg, sizeof(struct ipv6hdr), ETH_P_IPV6);
+		outer = xlb_push_outer(ctx, cfg, v6, ETH_P_IPV6);
 		if (outer)
-			xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
-	} else {
-		outer = xlb_push_outer(ctx, cfg, sizeof(struct ipv6hdr) + XLB_GUE_OVERHEAD,
-				       ETH_P_IPV6);
+			xlb_fill_outer_v6(outer, pkt, be, cfg, hash, 0);
+	} else if (!hint) {
+		outer = xlb_push_outer(ctx, cfg, v6 + XLB_GUE_OVERHEAD, ETH_P_IPV6);
 		if (outer) {
-			xlb_fill_outer_v6(outer, pkt, be, cfg, hash);
-			xlb_fill_gue(outer + sizeof(struct ipv6hdr), pkt, cfg, hash);
+			xlb_fill_outer_v6(outer, pkt, be, cfg, hash, 0);
+			xlb_fill_gue(outer + v6, pkt, cfg, hash, NULL, 0);
+		}
+	} else {
+		outer = xlb_push_outer(ctx, cfg, v6 + XLB_GUE_OVERHEAD + hint6, ETH_P_IPV6);
+		if (outer) {
+			xlb_fill_outer_v6(outer, pkt, be, cfg, hash, hint6);
+			xlb_fill_gue(outer + v6, pkt, cfg, hash, hint, hint6);
 		}
 	}
 	return outer ? 0 : -XLB_OUT_DROP_HEADROOM;

@@ -49,6 +49,7 @@
 /* Pinned map names; changing a layout means a new name. */
 #define XLB_MAP_VIPS "xlb_vips"
 #define XLB_MAP_RINGS "xlb_rings"
+#define XLB_MAP_PREV_RINGS "xlb_prev_rings" /* second chance: see struct xlb_gue_hint */
 #define XLB_MAP_BACKENDS "xlb_backends"
 #define XLB_MAP_CONNTRACK "xlb_conntrack3" /* layout 3: struct xlb_ct_value */
 #define XLB_MAP_CONNTRACK_V2 "xlb_conntrack2" /* layout 2: struct xlb_ct_value_v2 */
@@ -60,6 +61,7 @@
 #define XLB_MAP_STATS "xlb_stats"
 #define XLB_MAP_VIP_STATS "xlb_vip_stats"
 #define XLB_MAP_BACKEND_STATS "xlb_backend_stats"
+#define XLB_MAP_VIP_HINTS "xlb_vip_hints" /* per VIP: packets sent with a second-chance hint */
 /* Per loaded program, never pinned (a new program starts with it empty). */
 #define XLB_MAP_FLOW_CACHE "xlb_flow_cache"
 
@@ -150,10 +152,14 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_vip_value) == 8, "xlb_vip_value layout");
  * slot is unused; an id is only reused with a new generation, so a
  * connection-table entry recorded for an older generation is stale.
  */
+/* The backend's flows do not stay on it (it is down): no second-chance hint
+ * names it. */
+#define XLB_BACKEND_F_DOWN (1U << 0)
+
 struct xlb_backend {
 	__be32 addr[4];
 	__u8 family;
-	__u8 flags;
+	__u8 flags; /* XLB_BACKEND_F_* */
 	__u16 pad;
 	__u32 generation;
 };
@@ -237,7 +243,11 @@ struct xlb_ct_value {
 	__u32 vip_id;
 	__u32 vip_epoch;
 	__u32 hash; /* xlb_vip_flow_hash of the flow */
-	__u32 pad;
+	/* 0, or 1 + the id of the backend the VIP's previous ring named when
+	 * the entry was made by a packet that found no entry: every packet of
+	 * the flow carries that backend as a second-chance hint (struct
+	 * xlb_gue_hint). Entries of older programs hold 0 here. */
+	__u32 second_chance;
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 32, "xlb_ct_value layout");
 
@@ -280,6 +290,11 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_cpu) == 40, "xlb_ct_cpu layout");
 #define XLB_CFG_F_ICMP_TOO_BIG (1U << 0)
 /* Encapsulate in GUE (UDP to xlb_config.gue_port) instead of IP-in-IP. */
 #define XLB_CFG_F_GUE (1U << 1)
+/* Second chance (struct xlb_gue_hint): a TCP packet, not a SYN, that finds
+ * no connection-table entry and whose backend the VIP's previous ring
+ * (XLB_MAP_PREV_RINGS) names differently carries the previous backend as a
+ * hint. Only with XLB_CFG_F_GUE, which carries it. */
+#define XLB_CFG_F_SECOND_CHANCE (1U << 2)
 
 /*
  * Generic UDP Encapsulation (draft-ietf-intarea-gue), variant 0, as xlb
@@ -304,6 +319,31 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_guehdr) == 4, "xlb_guehdr layout");
 #define XLB_GUE_VERSION(first_byte) ((first_byte) >> 6)
 #define XLB_GUE_CONTROL(first_byte) (((first_byte) >> 5) & 1)
 #define XLB_GUE_HLEN(first_byte) ((first_byte)&0x1f)
+
+/*
+ * Second chance (docs/second-chance.md). When a TCP packet that is not a SYN
+ * finds no connection-table entry and the VIP's current and previous rings
+ * name different backends for it, the balancer sends it to the current one
+ * with the previous one named in the GUE header's private data (Hlen words,
+ * no flag fields): this struct, 8 bytes with an IPv4 address (addr[0] only),
+ * 20 with an IPv6 one. xlb_decap on the current backend delivers the packet
+ * when its kernel knows the flow (a socket, a request socket, or a valid SYN
+ * cookie), else rewrites the outer destination to addr, marks the hint
+ * XLB_GUE_HINT_PASSED and sends it on; a backend never passes a packet on
+ * twice. The hinted backend always has the outer header's family.
+ */
+struct xlb_gue_hint {
+	__u8 magic; /* XLB_GUE_HINT_MAGIC */
+	__u8 state; /* XLB_GUE_HINT_PASS_ON or XLB_GUE_HINT_PASSED */
+	__u8 family; /* XLB_FAMILY_V4 or XLB_FAMILY_V6: of addr */
+	__u8 pad;
+	__be32 addr[4];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_gue_hint) == 20, "xlb_gue_hint layout");
+#define XLB_GUE_HINT_MAGIC 0x78 /* 'x' */
+#define XLB_GUE_HINT_PASS_ON 1
+#define XLB_GUE_HINT_PASSED 2
+#define XLB_GUE_HINT_LEN(family) ((family) == XLB_FAMILY_V4 ? 8 : 20)
 
 struct xlb_config {
 	__u32 magic; /* XLB_CONFIG_MAGIC; anything else: the program passes all */
@@ -385,9 +425,17 @@ enum xlb_decap_outcome {
 	XLB_DECAP_OUT_PASS_MALFORMED = 2, /* let the kernel judge it */
 	XLB_DECAP_OUT_PASS_FRAGMENT = 3, /* outer fragment: the kernel reassembles */
 	XLB_DECAP_OUT_DROP_HEADROOM = 4,
-	XLB_DECAP_OUT__MAX = 5,
+	/* a second-chance hint for a flow this host does not know: sent on */
+	XLB_DECAP_OUT_PASSED_ON = 5,
+	/* the same, but no next hop is set to send it on: decapsulated */
+	XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP = 6,
+	XLB_DECAP_OUT__MAX = 7,
 };
 #define XLB_MAP_DECAP_STATS "xlb_decap_stats"
+/* Packets passed on, per hinted backend address (an LRU per-CPU hash of
+ * struct xlb_decap_addr -> __u64). */
+#define XLB_MAP_DECAP_PASSED "xlb_decap_pass"
+#define XLB_DECAP_PASSED_MAX 1024
 
 /*
  * Probes through the data path (health checks with via_vip). The agent's

@@ -75,6 +75,7 @@ public:
         rings.erase(vip_id);
         return {};
     }
+    bpf::Result<void> remove_previous_ring(std::uint32_t) override { return {}; }
 
     // DataPlaneView (API threads)
     bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override {

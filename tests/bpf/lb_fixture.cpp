@@ -40,7 +40,9 @@ void LbTest::SetUp() {
     ASSERT_TRUE(p.ct_cpu().zero(0));
     for (std::uint32_t v = 0; v < kSizes.max_vips; ++v) {
         ASSERT_TRUE(bpf::unpublish_ring(p.rings().fd(), v));
+        ASSERT_TRUE(bpf::unpublish_ring(p.prev_rings().fd(), v));
         ASSERT_TRUE(p.vip_stats().zero(v));
+        ASSERT_TRUE(p.vip_hints().zero(v));
     }
     for (std::uint32_t b = 0; b < kSizes.max_backends; ++b) {
         ASSERT_TRUE(p.backends().put(b, xlb_backend{}));
@@ -122,7 +124,8 @@ std::uint32_t LbTest::expected_backend(const std::vector<std::uint32_t>& ring,
 }
 
 Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
-                             const xlb_flow_key& key, std::uint32_t vip_flags) const {
+                             const xlb_flow_key& key, std::uint32_t vip_flags,
+                             const std::optional<net::IpAddress>& hint) const {
     const std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, config_.hash_seed);
     Bytes inner = ip_packet_of(input);
     Encapsulation enc;
@@ -158,6 +161,7 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
     if (config_.flags & XLB_CFG_F_GUE) {
         enc.gue_port = config_.gue_port;
         enc.gue_sport = static_cast<std::uint16_t>(XLB_GUE_SPORT(hash));
+        if (hint) enc.gue_extension = second_chance_hint(*hint);
     }
     // Ethernet padding after the IP packet is not carried: the outer packet
     // is the inner one plus the outer header.

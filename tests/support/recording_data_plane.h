@@ -25,12 +25,24 @@ public:
     bpf::Result<control::PublishTiming> publish(
         const std::vector<control::RingUpdate>& updates) override {
         publishes += updates.size();
-        for (const control::RingUpdate& r : updates) rings[r.vip_id] = r.backend_ids;
+        for (const control::RingUpdate& r : updates) {
+            auto live = rings.find(r.vip_id);
+            if (r.keep_previous && live != rings.end())
+                previous_rings[r.vip_id] = live->second;
+            else
+                previous_rings.erase(r.vip_id);
+            rings[r.vip_id] = r.backend_ids;
+        }
         const auto now = std::chrono::steady_clock::now();
         return control::PublishTiming{now, now};
     }
     bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
         rings.erase(vip_id);
+        previous_rings.erase(vip_id);
+        return {};
+    }
+    bpf::Result<void> remove_previous_ring(std::uint32_t vip_id) override {
+        previous_rings.erase(vip_id);
         return {};
     }
     // With reports_live_rings, what a restarted agent finds in pinned maps: the
@@ -46,7 +58,8 @@ public:
     bool reports_live_rings = false;
     std::map<std::uint32_t, xlb_backend> backends;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
-    std::size_t publishes = 0;  // rings published
+    std::map<std::uint32_t, std::vector<std::uint32_t>> previous_rings;  // second chance
+    std::size_t publishes = 0;                                           // rings published
 };
 
 }  // namespace xlb::test

@@ -54,6 +54,10 @@ public:
                 if (!backends.contains(id) || backends[id].generation == 0)
                     ring_names_missing_backend = true;
             log.push_back("ring " + std::to_string(r.vip_id));
+            if (r.keep_previous && rings.contains(r.vip_id))
+                previous_rings[r.vip_id] = rings[r.vip_id];
+            else
+                previous_rings.erase(r.vip_id);
             rings[r.vip_id] = r.backend_ids;
         }
         auto now = Clock::now();
@@ -62,6 +66,11 @@ public:
     bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
         log.push_back("ring- " + std::to_string(vip_id));
         rings.erase(vip_id);
+        previous_rings.erase(vip_id);
+        return {};
+    }
+    bpf::Result<void> remove_previous_ring(std::uint32_t vip_id) override {
+        if (previous_rings.erase(vip_id) > 0) log.push_back("previous- " + std::to_string(vip_id));
         return {};
     }
 
@@ -92,6 +101,7 @@ public:
     std::map<std::uint16_t, xlb_vip_value> vips;  // by port: tests use distinct ports
     std::map<std::uint32_t, xlb_backend> backends;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> previous_rings;
     int publishes = 0;
     std::atomic<int> publish_attempts{0};
     std::atomic<bool> fail_publish{false};

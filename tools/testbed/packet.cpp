@@ -195,6 +195,13 @@ Bytes make_icmp_too_big_frame(const IpAddress& router, const Bytes& quoted, std:
                     ipv6_packet(router, dst, kProtoIcmpv6, icmp, opt));
 }
 
+Bytes second_chance_hint(const IpAddress& backend, std::uint8_t state) {
+    Bytes hint = {0x78, state, static_cast<std::uint8_t>(backend.is_v4() ? 4 : 6), 0};
+    const std::size_t len = backend.is_v4() ? 4 : 16;
+    hint.insert(hint.end(), backend.bytes.begin(), backend.bytes.begin() + len);
+    return hint;
+}
+
 Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc) {
     const bool inner_v4 = (inner_ip.at(0) >> 4) == 4;
     const std::uint8_t ip_in_ip = inner_v4 ? kProtoIpip : kProtoIpv6;

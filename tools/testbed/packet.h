@@ -86,6 +86,11 @@ struct Encapsulation {
     std::uint16_t gue_sport = 0;
     Bytes gue_extension;
 };
+// The GUE private data of a second-chance hint naming `backend` (abi.h,
+// struct xlb_gue_hint, written out byte by byte): 8 bytes for an IPv4
+// address, 20 for an IPv6 one. state: 1 pass on, 2 passed.
+Bytes second_chance_hint(const IpAddress& backend, std::uint8_t state = 1);
+
 // The frame an IPIP / IP6IP6 / IPv4-in-IPv6 encapsulation of `inner_ip`, or
 // the same inside UDP and GUE, must be.
 Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc);

@@ -2,7 +2,8 @@
 // xlb-decap: the backend side of xlb. Loads the decapsulator (xlb_decap.bpf.c),
 // tells it this backend's own addresses (the outer destinations the balancer
 // uses), attaches it to an interface in XDP and stays in the foreground until
-// SIGTERM or SIGINT, when it detaches. Run it under a supervisor (systemd,
+// SIGTERM or SIGINT, when it detaches (SIGUSR1 prints the counters). Run it
+// under a supervisor (systemd,
 // the lab script) like any daemon; nothing is pinned, so nothing is left
 // behind when it exits, however it exits.
 #include <fmt/core.h>
@@ -12,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,11 +21,14 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
 #include "xlb/net/address.h"
+#include "xlb/netlink/neighbor.h"
 
 namespace {
 
 volatile sig_atomic_t g_stop = 0;
+volatile sig_atomic_t g_report = 0;
 void on_signal(int) { g_stop = 1; }
+void on_report(int) { g_report = 1; }
 
 std::uint64_t total(const xlb::bpf::DecapProgram& prog, std::uint32_t outcome) {
     auto per_cpu = prog.outcomes().get_per_cpu(outcome);
@@ -38,6 +43,17 @@ void print_counters(const xlb::bpf::DecapProgram& prog) {
         total(prog, XLB_DECAP_OUT_DECAPSULATED), total(prog, XLB_DECAP_OUT_PASS_NOT_ENCAP),
         total(prog, XLB_DECAP_OUT_PASS_MALFORMED), total(prog, XLB_DECAP_OUT_PASS_FRAGMENT),
         total(prog, XLB_DECAP_OUT_DROP_HEADROOM));
+    fmt::print("xlb-decap: second chance: passed on {}, decapsulated for want of a next hop {}\n",
+               total(prog, XLB_DECAP_OUT_PASSED_ON),
+               total(prog, XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP));
+    if (auto passed = prog.passed_on(); !passed) {
+        fmt::print("xlb-decap: passed on, by backend: {}\n", passed.error().message());
+    } else {
+        for (const auto& [addr, count] : *passed) {
+            fmt::print("xlb-decap: passed on to {}: {}\n",
+                       xlb::net::IpAddress::from_words(addr.addr, addr.family).to_string(), count);
+        }
+    }
     std::fflush(stdout);
 }
 
@@ -70,6 +86,7 @@ int main(int argc, char** argv) {
     bool quiet = false;
     bool keep = false;
     std::uint16_t gue_port = XLB_GUE_PORT_DEFAULT;
+    std::string next_hop_text;
     app.add_option("-i,--interface", ifname,
                    "interface to attach to (receives the encapsulated packets)")
         ->required();
@@ -81,6 +98,10 @@ int main(int argc, char** argv) {
                    "UDP port of GUE-encapsulated packets (the balancer's gue_port); 0: "
                    "IP-in-IP only")
         ->capture_default_str();
+    app.add_option("--next-hop", next_hop_text,
+                   "second chance: the router (IP address, resolved now on --interface, or MAC) "
+                   "that packets whose hint names another backend are sent back through when "
+                   "this host does not know their flow; without it they are decapsulated here");
     app.add_flag("--replace", replace,
                  "replace a program already attached to the interface (by default only an "
                  "earlier xlb_decap is replaced)");
@@ -93,6 +114,7 @@ int main(int argc, char** argv) {
     app.footer(
         "Examples:\n"
         "  xlb-decap --interface eth0 --address 203.0.113.11 --address 2001:db8:b::11\n"
+        "  xlb-decap --interface eth0 --address 203.0.113.11 --next-hop 203.0.113.1\n"
         "  xlb-decap --interface eth0 --detach\n"
         "Exit status: 0 after SIGTERM/SIGINT (or a successful --detach), 1 on error.");
     CLI11_PARSE(app, argc, argv);
@@ -123,9 +145,26 @@ int main(int argc, char** argv) {
         keys.push_back(key);
     }
 
+    std::optional<xlb::net::MacAddress> next_hop_mac;
+    if (!next_hop_text.empty()) {
+        if (auto mac = xlb::net::parse_mac(next_hop_text)) {
+            next_hop_mac = *mac;
+        } else if (auto hop = xlb::net::IpAddress::parse(next_hop_text)) {
+            auto resolver = xlb::netlink::NeighborResolver::open(ifname);
+            if (!resolver) return fail(fmt::format("--next-hop: {}", resolver.error().message()));
+            auto resolved = resolver->resolve(*hop);
+            if (!resolved) return fail(fmt::format("--next-hop: {}", resolved.error().message()));
+            next_hop_mac = *resolved;
+        } else {
+            return fail(fmt::format("--next-hop: found \"{}\", expected an IP address or a MAC",
+                                    next_hop_text));
+        }
+    }
+
     auto prog = xlb::bpf::DecapProgram::load();
     if (!prog) return fail(fmt::format("load xlb_decap: {}", prog.error().message()));
     prog->set_gue_port(gue_port);
+    prog->set_next_hop_mac(next_hop_mac);
     for (std::size_t i = 0; i < keys.size(); ++i) {
         if (auto put = prog->local_addresses().put(keys[i], 1); !put)
             return fail(fmt::format("map xlb_decap_addrs: add {}: {}", addresses[i],
@@ -137,12 +176,17 @@ int main(int argc, char** argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
+    struct sigaction report {};
+    report.sa_handler = on_report;
+    sigemptyset(&report.sa_mask);
+    sigaction(SIGUSR1, &report, nullptr);
     // Blocked until sigsuspend, so that a signal cannot slip in between the
     // check of g_stop and the wait.
     sigset_t block, waitmask;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, &waitmask);
 
     auto attachment =
@@ -152,8 +196,10 @@ int main(int argc, char** argv) {
             fmt::format("attach xlb_decap to {}: {}", ifname, attachment.error().message()));
     std::string joined;
     for (const std::string& a : addresses) joined += (joined.empty() ? "" : ", ") + a;
-    fmt::print("xlb-decap: {}; decapsulating for {}\n", attachment->summary(),
-               joined.empty() ? "no address (pass-through)" : joined);
+    fmt::print("xlb-decap: {}; decapsulating for {}{}\n", attachment->summary(),
+               joined.empty() ? "no address (pass-through)" : joined,
+               next_hop_mac ? "; passing on through " + xlb::net::mac_to_string(*next_hop_mac)
+                            : std::string());
     std::fflush(stdout);
     if (keep) {
         attachment->keep();
@@ -162,7 +208,13 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    while (!g_stop) sigsuspend(&waitmask);
+    while (!g_stop) {
+        sigsuspend(&waitmask);
+        if (g_report && !g_stop) {
+            g_report = 0;
+            print_counters(*prog);
+        }
+    }
 
     auto detached = attachment->detach();
     if (!quiet) print_counters(*prog);

@@ -67,6 +67,13 @@ std::string vip_list(const std::vector<std::string>& keys) {
 }
 
 // The next hop's MAC: fixed in the file, or resolved from the neighbour table.
+// The reconciler's second-chance window: what the data path does with it
+// (datapath::make_config sets the flag only with GUE, as validation demands).
+std::optional<control::Clock::duration> second_chance_window(const config::Settings& s) {
+    if (!s.second_chance.enabled || s.encap != config::Encap::kGue) return std::nullopt;
+    return s.second_chance.window;
+}
+
 std::expected<net::MacAddress, std::string> next_hop_mac(const config::Settings& s) {
     if (s.next_hop.mac) return *s.next_hop.mac;
     auto resolver = netlink::NeighborResolver::open(s.interface);
@@ -474,7 +481,8 @@ Agent::Step Agent::open_data_plane() {
 
     data_plane_.emplace(*lb_);
     reconciler_.emplace(*data_plane_,
-                        control::Reconciler::Options{s.maps.max_vips, s.maps.max_backends});
+                        control::Reconciler::Options{s.maps.max_vips, s.maps.max_backends,
+                                                     second_chance_window(s)});
     // Generations already in the (pinned) backends map: a reused id must
     // never repeat one a recorded flow may hold.
     for (std::uint32_t id = 0; id < s.maps.max_backends; ++id)
@@ -819,6 +827,7 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
                          config_.settings = applied;
                          if (auto ok = write_datapath_config(mac); !ok)
                              out.warnings.push_back(ok.error());
+                         r.set_second_chance(second_chance_window(applied));
                          // lookups hash with the seed the data path now uses
                          if (api_settings_) api_settings_->set(applied);
                      }

@@ -57,6 +57,9 @@ constexpr std::array kSettingRows = {
     // (backends running xlb-decap take both).
     row<&S::encap>("encap", true),
     row<&S::gue_port>("gue_port", true),
+    // A flag of xlb_config and the reconciler's window: from the next
+    // packet and the next table (turned off, previous rings go at once).
+    row<&S::second_chance>("second_chance", true),
     row<&S::maps>("maps", false),
     row<&S::api_socket>("api.socket", false),
     row<&S::api_group>("api.group", false),

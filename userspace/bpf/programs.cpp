@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/bpf/programs.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -238,6 +239,8 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     for (auto [map, entries] :
          {std::pair{maps.xlb_vips, sizes.max_vips}, std::pair{maps.xlb_rings, sizes.max_vips},
           std::pair{maps.xlb_vip_stats, sizes.max_vips},
+          std::pair{maps.xlb_prev_rings, sizes.max_vips},
+          std::pair{maps.xlb_vip_hints, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats, sizes.max_backends},
           std::pair{maps.xlb_conntrack3, sizes.conntrack_entries}}) {
@@ -351,6 +354,12 @@ Result<void> LbProgram::clear_vips() const {
 }
 
 MapView LbProgram::rings() const { return {bpf_map__fd(skel_->maps.xlb_rings), XLB_MAP_RINGS}; }
+MapView LbProgram::prev_rings() const {
+    return {bpf_map__fd(skel_->maps.xlb_prev_rings), XLB_MAP_PREV_RINGS};
+}
+PerCpuArrayMap<std::uint64_t> LbProgram::vip_hints() const {
+    return {bpf_map__fd(skel_->maps.xlb_vip_hints), XLB_MAP_VIP_HINTS};
+}
 ArrayMap<xlb_backend> LbProgram::backends() const {
     return {bpf_map__fd(skel_->maps.xlb_backends), XLB_MAP_BACKENDS};
 }
@@ -421,6 +430,32 @@ void DecapProgram::set_gue_port(std::uint16_t port) {
 }
 std::uint16_t DecapProgram::gue_port() const {
     return __atomic_load_n(&skel_->data->xlb_gue_port, __ATOMIC_RELAXED);
+}
+void DecapProgram::set_next_hop_mac(const std::optional<std::array<std::uint8_t, 6>>& mac) {
+    // Set before the program is attached (xlb-decap, the tests); a change
+    // while packets flow could pair two halves of different MACs for one
+    // packet, which a supervisor restart avoids.
+    const std::array<std::uint8_t, 6> bytes = mac.value_or(std::array<std::uint8_t, 6>{});
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        __atomic_store_n(&skel_->bss->xlb_next_hop_mac[i], bytes[i], __ATOMIC_RELAXED);
+}
+Result<std::vector<std::pair<xlb_decap_addr, std::uint64_t>>> DecapProgram::passed_on() const {
+    const int fd = bpf_map__fd(skel_->maps.xlb_decap_pass);
+    HashMap<xlb_decap_addr, std::uint64_t> map{fd, XLB_MAP_DECAP_PASSED};
+    auto keys = map.keys();
+    if (!keys) return std::unexpected(keys.error());
+    std::vector<std::pair<xlb_decap_addr, std::uint64_t>> out;
+    std::vector<std::uint64_t> per_cpu(possible_cpu_count());
+    for (const xlb_decap_addr& key : *keys) {
+        if (bpf_map_lookup_elem(fd, &key, per_cpu.data()) != 0) {
+            if (errno == ENOENT) continue;  // evicted meanwhile
+            return fail_on(errno, "read", XLB_MAP_DECAP_PASSED);
+        }
+        std::uint64_t total = 0;
+        for (std::uint64_t n : per_cpu) total += n;
+        out.emplace_back(key, total);
+    }
+    return out;
 }
 
 }  // namespace xlb::bpf

@@ -128,6 +128,25 @@ Result<void> unpublish_ring(int outer_map_fd, std::uint32_t vip_id) {
     return {};
 }
 
+Result<void> keep_as_previous(int outer_map_fd, int previous_map_fd, std::uint32_t vip_id) {
+    std::uint32_t inner_id = 0;
+    if (bpf_map_lookup_elem(outer_map_fd, &vip_id, &inner_id) != 0) {
+        if (errno != ENOENT) return fail(errno, "find ring of " + vip_name(vip_id));
+        return unpublish_ring(previous_map_fd, vip_id);
+    }
+    int fd = bpf_map_get_fd_by_id(inner_id);
+    if (fd < 0) {
+        // replaced and freed since the lookup: whatever replaced it is live
+        if (errno == ENOENT) return keep_as_previous(outer_map_fd, previous_map_fd, vip_id);
+        return fail(errno, "open ring map id " + std::to_string(inner_id));
+    }
+    UniqueFd map(fd);
+    std::uint32_t value = static_cast<std::uint32_t>(map.get());
+    if (bpf_map_update_elem(previous_map_fd, &vip_id, &value, BPF_ANY) != 0)
+        return fail(errno, "keep the previous ring of " + vip_name(vip_id));
+    return {};
+}
+
 Result<std::vector<std::uint32_t>> read_ring(int outer_map_fd, std::uint32_t vip_id) {
     std::uint32_t inner_id = 0;
     if (bpf_map_lookup_elem(outer_map_fd, &vip_id, &inner_id) != 0)

@@ -302,6 +302,10 @@ std::string to_yaml(const Config& config) {
     e << YAML::Key << "icmp_too_big" << YAML::Value << s.icmp_too_big;
     e << YAML::Key << "encap" << YAML::Value << to_string(s.encap);
     e << YAML::Key << "gue_port" << YAML::Value << s.gue_port;
+    e << YAML::Key << "second_chance" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "enabled" << YAML::Value << s.second_chance.enabled;
+    e << YAML::Key << "window" << YAML::Value << format_duration(s.second_chance.window);
+    e << YAML::EndMap;
     e << YAML::Key << "maps" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_vips" << YAML::Value << s.maps.max_vips;
     e << YAML::Key << "max_backends" << YAML::Value << s.maps.max_backends;

@@ -566,9 +566,10 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
 }
 
 inline constexpr std::string_view kRootKeys[] = {
-    "interface",    "xdp_mode", "next_hop", "encap_source", "hash_seed", "mtu",
-    "icmp_too_big", "encap",    "gue_port", "maps",         "api",       "metrics",
-    "state_file",   "pin_dir",  "bgp",      "conntrack",    "vips"};
+    "interface",    "xdp_mode",   "next_hop", "encap_source",  "hash_seed", "mtu",
+    "icmp_too_big", "encap",      "gue_port", "second_chance", "maps",      "api",
+    "metrics",      "state_file", "pin_dir",  "bgp",           "conntrack", "vips"};
+inline constexpr std::string_view kSecondChanceKeys[] = {"enabled", "window"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
 inline constexpr std::string_view kMapsKeys[] = {"max_vips", "max_backends", "conntrack_entries"};
@@ -650,6 +651,15 @@ Decoded decode_config(const V& root, Sink& s) {
     field(*f, top, "gue_port", st.gue_port, [&](const V& x, const std::string& p) {
         return read_uint(x, p, s, 65535, "a UDP port 1-65535");
     });
+    if (const V* x = f->get("second_chance")) {
+        const std::string p = "second_chance";
+        if (auto sc = read_fields(*x, p, s, kSecondChanceKeys, "second chance: enabled, window")) {
+            field(*sc, p, "enabled", st.second_chance.enabled,
+                  [&](const V& y, const std::string& q) { return read_bool(y, q, s); });
+            field(*sc, p, "window", st.second_chance.window,
+                  [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
+        }
+    }
     if (const V* x = f->get("maps")) {
         const std::string p = "maps";
         if (auto m = read_fields(*x, p, s, kMapsKeys,

@@ -26,6 +26,7 @@ constexpr std::uint16_t kMinMtu = 576;          // IPv4's minimum reassembly siz
 constexpr std::uint16_t kMaxMtu = 9000;         // jumbo frames
 constexpr std::uint16_t kMinMtuV6 = 1280 + 40;  // IPv6 minimum after an IPv6 outer header
 constexpr std::uint16_t kGueOverhead = 8 + 4;   // UDP + GUE headers (abi.h)
+constexpr std::uint16_t kHintV6 = 20;           // a second-chance hint with an IPv6 address
 constexpr std::uint32_t kMaxVipsLimit = 65536;
 // Keeps every VIP's weight sum (at most max_backends * kMaxWeight) in 32 bits.
 constexpr std::uint32_t kMaxBackendsLimit = 262144;
@@ -390,7 +391,8 @@ void check_backends(const VipSpec& vip, const Settings* settings, const Out& out
 }
 
 std::uint16_t min_mtu_v6(const Settings& s) {
-    return s.encap == Encap::kGue ? kMinMtuV6 + kGueOverhead : kMinMtuV6;
+    if (s.encap != Encap::kGue) return kMinMtuV6;
+    return kMinMtuV6 + kGueOverhead + (s.second_chance.enabled ? kHintV6 : 0);
 }
 
 void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out) {
@@ -401,10 +403,13 @@ void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out
         out.add("address",
                 "found an IPv6 VIP with mtu " + std::to_string(settings->mtu) +
                     ", expected mtu >= " + std::to_string(min_mtu_v6(*settings)) +
-                    (settings->encap == Encap::kGue
-                         ? " (IPv6's minimum 1280 plus the 40-byte outer header and 12 bytes "
-                           "of UDP and GUE)"
-                         : " (IPv6's minimum 1280 plus the 40-byte outer header)"),
+                    (settings->encap != Encap::kGue
+                         ? " (IPv6's minimum 1280 plus the 40-byte outer header)"
+                     : settings->second_chance.enabled
+                         ? " (IPv6's minimum 1280 plus the 40-byte outer header, 12 bytes of UDP "
+                           "and GUE and a 20-byte second-chance hint)"
+                         : " (IPv6's minimum 1280 plus the 40-byte outer header and 12 bytes "
+                           "of UDP and GUE)"),
                 {}, {"mtu"});
     }
     if (!vip.name.empty()) {
@@ -524,6 +529,17 @@ void check_settings(const Settings& s, const Out& out) {
                            std::to_string(kMinMtu) + "-" + std::to_string(kMaxMtu));
     }
     if (s.gue_port == 0) out.add("gue_port", "found 0, expected a UDP port 1-65535");
+    if (s.second_chance.enabled && s.encap != Encap::kGue) {
+        out.add("second_chance.enabled",
+                "found true with encap: ipip, expected encap: gue (the hint that names the "
+                "previous backend travels in the GUE header)",
+                {}, {"encap"});
+    }
+    if (s.second_chance.enabled && s.second_chance.window.count() <= 0) {
+        out.add("second_chance.window",
+                "found 0, expected a positive duration (how long a VIP keeps its previous ring, "
+                "e.g. 10m)");
+    }
     auto size = [&](const char* key, std::uint32_t value, std::uint32_t max) {
         if (value < 1 || value > max) {
             out.add(key, "found " + std::to_string(value) + ", expected an integer 1-" +

@@ -30,6 +30,15 @@ bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& 
         if (!p) return std::unexpected(p.error());
         prepared.push_back(std::move(*p));
     }
+    // Second chance: each ring live now becomes its VIP's previous ring
+    // before the new one replaces it, so that no packet finds a new ring
+    // next to a stale previous one; the others lose theirs.
+    for (const RingUpdate& r : rings) {
+        auto ok = r.keep_previous ? bpf::keep_as_previous(program_.rings().fd(),
+                                                          program_.prev_rings().fd(), r.vip_id)
+                                  : bpf::unpublish_ring(program_.prev_rings().fd(), r.vip_id);
+        if (!ok) return std::unexpected(ok.error());
+    }
     PublishTiming timing;
     timing.issued = std::chrono::steady_clock::now();
     auto ok = bpf::publish_rings(program_.rings().fd(), prepared);
@@ -51,7 +60,12 @@ void BpfDataPlane::make_spare_rings(const std::vector<RingUpdate>& published) {
 }
 
 bpf::Result<void> BpfDataPlane::remove_ring(std::uint32_t vip_id) {
-    return bpf::unpublish_ring(program_.rings().fd(), vip_id);
+    if (auto ok = bpf::unpublish_ring(program_.rings().fd(), vip_id); !ok) return ok;
+    return remove_previous_ring(vip_id);
+}
+
+bpf::Result<void> BpfDataPlane::remove_previous_ring(std::uint32_t vip_id) {
+    return bpf::unpublish_ring(program_.prev_rings().fd(), vip_id);
 }
 
 bpf::Result<std::optional<std::vector<std::uint32_t>>> BpfDataPlane::live_ring(

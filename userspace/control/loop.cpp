@@ -49,6 +49,7 @@ void ControlLoop::control_main() {
     std::vector<std::function<void()>> waiting;    // completions of tasks not yet planned
     std::vector<std::function<void()>> in_flight;  // completions waiting for a build
     bool building = false;
+    std::optional<Clock::time_point> previous_rings_due;  // second chance: the next window's end
     auto complete = [](std::vector<std::function<void()>>& list) {
         for (auto& done : list)
             if (done) done();
@@ -63,6 +64,7 @@ void ControlLoop::control_main() {
             auto wake_at = Clock::now() + options_.idle_tick;
             if (auto retry = reconciler_.next_retry(); retry && !building)
                 wake_at = std::min(wake_at, *retry);
+            if (previous_rings_due) wake_at = std::min(wake_at, *previous_rings_due);
             std::unique_lock lock(mu_);
             cv_.wait_until(lock, wake_at,
                            [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
@@ -100,6 +102,7 @@ void ControlLoop::control_main() {
                 worker_cv_.notify_one();
             }
         }
+        previous_rings_due = reconciler_.expire_previous_rings(Clock::now());
         if (!building) complete(waiting);
     }
     complete(waiting);

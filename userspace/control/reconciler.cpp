@@ -512,7 +512,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
                 continue;
             }
         }
-        rings.push_back({*vip_id, std::move(r.ring)});
+        rings.push_back({*vip_id, std::move(r.ring), options_.second_chance_window.has_value()});
         accepted.push_back(&r);
     }
     std::vector<PublishRecord> records;
@@ -555,6 +555,8 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
 
     for (BuildResult* r : accepted) {
         VipState& v = vips_.at(r->vip_key);
+        v.previous_until = options_.second_chance_window ? now + *options_.second_chance_window
+                                                         : Clock::time_point::max();
         v.epoch = next_epoch(v);
         install_table(v, *r);
         records.push_back({r->vip_key, v.epoch, v.checksum,
@@ -567,6 +569,40 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     reserve_epochs(kEpochReserve / 2);
     if (!first_error) return std::unexpected(first_error.error());
     return records;
+}
+
+void Reconciler::set_second_chance(std::optional<Clock::duration> window) {
+    options_.second_chance_window = window;
+    // Off: every previous ring goes now. On, or a new window: rings kept
+    // under the old window keep their end (at most one window late).
+    if (!window)
+        for (auto& [key, v] : vips_)
+            if (v.previous_until != Clock::time_point::max())
+                v.previous_until = Clock::time_point::min();
+}
+
+std::optional<Clock::time_point> Reconciler::expire_previous_rings(Clock::time_point now) {
+    std::optional<Clock::time_point> next;
+    for (auto& [key, v] : vips_) {
+        if (!v.previous_until)
+            v.previous_until = options_.second_chance_window ? now + *options_.second_chance_window
+                                                             : Clock::time_point::min();
+        if (*v.previous_until == Clock::time_point::max()) continue;
+        if (*v.previous_until > now) {
+            next = next ? std::min(*next, *v.previous_until) : *v.previous_until;
+            continue;
+        }
+        auto vip_id = registry_.find_vip(key);
+        if (vip_id) {
+            // a failure is tried again at the next call
+            if (auto ok = data_plane_.remove_previous_ring(*vip_id); !ok) {
+                apply_failures_.push_back({key, ok.error(), {}});
+                continue;
+            }
+        }
+        v.previous_until = Clock::time_point::max();
+    }
+    return next;
 }
 
 bpf::Result<std::vector<PublishRecord>> Reconciler::reconcile(Clock::time_point now) {

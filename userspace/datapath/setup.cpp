@@ -35,6 +35,8 @@ xlb_config make_config(const config::Settings& s, const net::MacAddress& next_ho
     cfg.hash_seed = s.hash_seed;
     if (s.icmp_too_big) cfg.flags |= XLB_CFG_F_ICMP_TOO_BIG;
     if (s.encap == config::Encap::kGue) cfg.flags |= XLB_CFG_F_GUE;
+    if (s.encap == config::Encap::kGue && s.second_chance.enabled)
+        cfg.flags |= XLB_CFG_F_SECOND_CHANCE;
     cfg.gue_port = s.gue_port;
     if (s.encap_source.ipv4) {
         __be32 words[4];

@@ -3,10 +3,14 @@
 // every map. Tests, benchmarks and the agent use these and nothing lower.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "xlb/abi.h"
 #include "xlb/bpf/error.h"
@@ -90,6 +94,9 @@ public:
     Result<bool> erase_vip(const xlb_vip_key& key) const;
     Result<void> clear_vips() const;
     MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
+    // Each VIP's previous ring, kept for second chance (abi.h, struct
+    // xlb_gue_hint); same layout as rings().
+    MapView prev_rings() const;
     ArrayMap<xlb_backend> backends() const;
     HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
     PerCpuArrayMap<xlb_ct_cpu> ct_cpu() const;  // the insert budget, one entry
@@ -103,6 +110,8 @@ public:
     PerCpuArrayMap<std::uint64_t> outcomes() const;
     PerCpuArrayMap<xlb_vip_stats> vip_stats() const;
     PerCpuArrayMap<xlb_backend_stats> backend_stats() const;
+    // Per VIP id: packets sent with a second-chance hint.
+    PerCpuArrayMap<std::uint64_t> vip_hints() const;
 
 private:
     struct SkeletonDeleter {
@@ -144,6 +153,13 @@ public:
     // 0: only IP-in-IP is decapsulated. Takes effect with the next packet.
     void set_gue_port(std::uint16_t port);
     std::uint16_t gue_port() const;
+    // Second chance: the MAC of this host's next hop, where packets whose
+    // hint names another backend and whose flow this host does not know are
+    // sent on (abi.h, struct xlb_gue_hint). nullopt (the default): none;
+    // such packets are decapsulated here. Takes effect with the next packet.
+    void set_next_hop_mac(const std::optional<std::array<std::uint8_t, 6>>& mac);
+    // Packets passed on so far, per hinted backend address (summed over CPUs).
+    Result<std::vector<std::pair<xlb_decap_addr, std::uint64_t>>> passed_on() const;
 
 private:
     struct SkeletonDeleter {

@@ -68,6 +68,11 @@ Result<void> publish_ring(int outer_map_fd, std::uint32_t vip_id,
 // Removes a VIP's ring: its packets then count as "no table".
 Result<void> unpublish_ring(int outer_map_fd, std::uint32_t vip_id);
 
+// Second chance: makes the ring live for a VIP in one outer map (xlb_rings)
+// its entry in another (xlb_prev_rings); the same inner map, no copy. No ring
+// live: the VIP's entry there goes.
+Result<void> keep_as_previous(int outer_map_fd, int previous_map_fd, std::uint32_t vip_id);
+
 // Reads a live ring back (slots 1..M), e.g. to verify or to show it.
 Result<std::vector<std::uint32_t>> read_ring(int outer_map_fd, std::uint32_t vip_id);
 

@@ -234,6 +234,17 @@ Duration default_idle_timeout(Protocol protocol);
 // The VIP's conntrack_idle_timeout, or its protocol's default.
 Duration idle_timeout(const VipSpec& vip);
 
+// Second chance (docs/second-chance.md): after each change of a VIP's ring,
+// its previous ring stays live for `window`, and a TCP packet that finds no
+// connection-table entry and whose backend the two rings disagree on is sent
+// with a hint naming the previous one, which the backends' xlb-decap follows
+// when the flow is not theirs. Needs encap: gue (the hint is GUE data).
+struct SecondChance {
+    bool enabled = false;
+    Duration window{600'000};
+    bool operator==(const SecondChance&) const = default;
+};
+
 struct Settings {
     std::string interface;
     XdpMode xdp_mode = XdpMode::kAuto;
@@ -245,6 +256,7 @@ struct Settings {
     Encap encap = Encap::kIpip;
     // The UDP destination port of GUE packets (encap: gue).
     std::uint16_t gue_port = 6080;
+    SecondChance second_chance;
     MapSizes maps;
     std::string api_socket = "/run/xlb/xlbd.sock";
     // Group of the API socket (name or number); empty: the agent's own.

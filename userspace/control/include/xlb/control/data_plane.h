@@ -22,6 +22,9 @@ namespace xlb::control {
 struct RingUpdate {
     std::uint32_t vip_id = 0;
     std::vector<std::uint32_t> backend_ids;  // one per slot; empty: the explicit empty ring
+    // Second chance: the ring live until now becomes the VIP's previous ring
+    // (before the new one goes live); false: the VIP keeps no previous ring.
+    bool keep_previous = false;
 };
 
 // When the outer-map update was issued (the rings are live from then) and when
@@ -40,7 +43,10 @@ public:
     // Every ring complete in a fresh map first, then one outer-map update.
     // Returns when the new rings are live and no packet still uses the old.
     virtual bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) = 0;
+    // Removes the VIP's ring and its previous ring.
     virtual bpf::Result<void> remove_ring(std::uint32_t vip_id) = 0;
+    // Ends a VIP's second-chance window: its previous ring goes (none: no-op).
+    virtual bpf::Result<void> remove_previous_ring(std::uint32_t vip_id) = 0;
     // The ring live now for a VIP id (nullopt: none or unknown), so a
     // restarted agent can adopt an identical table instead of publishing it
     // again (and bumping its epoch).
@@ -58,6 +64,7 @@ public:
     bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) override;
     bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) override;
     bpf::Result<void> remove_ring(std::uint32_t vip_id) override;
+    bpf::Result<void> remove_previous_ring(std::uint32_t vip_id) override;
     bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override;
 
 private:

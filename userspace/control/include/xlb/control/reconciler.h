@@ -154,11 +154,23 @@ public:
     struct Options {
         std::uint32_t max_vips = XLB_MAX_VIPS_DEFAULT;
         std::uint32_t max_backends = XLB_MAX_BACKENDS_DEFAULT;
+        // Second chance (docs/second-chance.md): how long a VIP keeps its
+        // previous ring after each new one; nullopt: off (no previous rings).
+        std::optional<Clock::duration> second_chance_window;
     };
 
     Reconciler(DataPlane& data_plane, Options options);
 
     IdRegistry& registry() { return registry_; }
+
+    // Second chance on (the window) or off (nullopt), e.g. after a reload:
+    // from the next publish; turned off, every previous ring goes at the
+    // next expire_previous_rings().
+    void set_second_chance(std::optional<Clock::duration> window);
+    // Removes the previous rings whose window has ended. A previous ring this
+    // process did not publish (found pinned after a restart) gets a whole
+    // window from the first call. The earliest end still to come, if any.
+    std::optional<Clock::time_point> expire_previous_rings(Clock::time_point now);
 
     // Replaces the whole desired VIP set (start, SIGHUP). Only VIPs whose
     // spec changed are re-planned; the others keep their epoch.
@@ -295,6 +307,9 @@ private:
         std::uint64_t failed_version = 0;
         Clock::time_point retry_at{};
         std::uint64_t panic_entries = 0;
+        // When the previous ring (second chance) goes: nullopt: not known
+        // yet (set by the first expire_previous_rings); max(): there is none.
+        std::optional<Clock::time_point> previous_until;
     };
 
     std::vector<ObservedBackend> observed_for(const VipState& v) const;
