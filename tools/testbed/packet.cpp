@@ -230,7 +230,7 @@ Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc) {
     if (enc.outer_dst.is_v4()) {
         FrameOptions o;
         o.tos = enc.tos;
-        o.ttl = 64;
+        o.ttl = enc.ttl;
         o.ipv4_id = 0;
         o.ipv4_frag = enc.df ? 0x4000 : 0;
         Bytes outer = ipv4_header(enc.outer_src, enc.outer_dst, proto, payload.size(), o);
@@ -239,7 +239,7 @@ Bytes encapsulate(const Bytes& inner_ip, const Encapsulation& enc) {
     }
     FrameOptions o;
     o.tos = enc.tos;
-    o.ttl = 64;
+    o.ttl = enc.ttl;
     o.ipv6_flow_label = enc.flow_label;
     return ethernet(enc.eth_dst, enc.eth_src, 0x86dd,
                     ipv6_packet(enc.outer_src, enc.outer_dst, proto, payload, o));

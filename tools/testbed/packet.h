@@ -77,6 +77,7 @@ struct Encapsulation {
     IpAddress outer_src, outer_dst;
     MacAddress eth_src, eth_dst;
     std::uint8_t tos = 0;
+    std::uint8_t ttl = 64;         // XLB_ENCAP_TTL; one less once passed on by a backend
     bool df = false;               // IPv4 outer only
     std::uint32_t flow_label = 0;  // IPv6 outer only
     // GUE (abi.h, struct xlb_guehdr): UDP from gue_sport to *gue_port, checksum 0,
