@@ -66,6 +66,10 @@
 #   --health       give the VIPs an HTTP health check (GET /healthz, 500ms)
 #   --via-vip      with --health: probe through the VIPs (via_vip: true)
 #   --panic-threshold X   the VIPs' panic_threshold (default: the agent's, 0.5)
+#   --second-chance  encap: gue with second_chance on; the backends' xlb-decap
+#                  passes packets of flows they do not know on through the
+#                  router (--next-hop), which needs a pass-through XDP
+#                  program on their ports and their checksums done in software
 #   --agent        (up) also start xlbd (on every LB host)
 # Environment: XLBD, XLB_DECAP override the binaries' paths.
 #
@@ -89,6 +93,7 @@ build_dir="${repo_root}/build"
 health=0
 via_vip=0
 panic_threshold=""
+second_chance=0
 start_agent=0
 client=1
 owner=""
@@ -129,6 +134,7 @@ while [ $# -gt 0 ]; do
     --health) health=1; shift ;;
     --via-vip) via_vip=1; shift ;;
     --panic-threshold) panic_threshold="${2:?--panic-threshold needs a value}"; shift 2 ;;
+    --second-chance) second_chance=1; shift ;;
     --agent) start_agent=1; shift ;;
     --no-client) client=0; shift ;;
     --owner) owner="${2:?--owner needs a value}"; shift 2 ;;
@@ -350,6 +356,10 @@ write_config() {  # write_config K: LB host K's xlbd.yaml
     echo "encap_source: {ipv4: $(lb_v4 "${k}"), ipv6: \"$(lb_v6 "${k}")\"}"
     echo "hash_seed: 0x5eed1234"
     echo "mtu: 1600"
+    if [ "${second_chance}" -eq 1 ]; then
+      echo "encap: gue"
+      echo "second_chance: {enabled: true, window: 10m}"
+    fi
     echo "maps: {max_vips: 16, max_backends: 64, conntrack_entries: 65536}"
     echo "api: {socket: ${dir}/xlbd.sock}"
     echo "metrics: {listen: \"127.0.0.1:9464\"}"
@@ -652,11 +662,23 @@ lab_up() {
 
   # backends' decapsulator and HTTP server
   write_httpd
+  local -a pass_on=()
+  if [ "${second_chance}" -eq 1 ]; then
+    pass_on=(--next-hop "${router_mac}")
+    for ((i = 1; i <= nbackends; i++)); do
+      # XDP_TX from the backend's veth needs a program on its peer; frames
+      # through a veth with XDP lose partial checksums (measured.md)
+      nsx "${ns_router}" "${decap_bin}" --interface "p-b$i" --keep --quiet \
+        >"${state_dir}/router-xdp.log" 2>&1 ||
+        die "could not attach the pass-through XDP program to p-b$i: $(cat "${state_dir}/router-xdp.log")"
+      nsx "$(backend_ns "$i")" ethtool -K eth0 tx off tso off gso off >/dev/null 2>&1 || true
+    done
+  fi
   for ((i = 1; i <= nbackends; i++)); do
     b="$(backend_ns "$i")"
     # ip netns exec execs the command: $! is the program's own pid
     ip netns exec "${b}" "${decap_bin}" --interface eth0 --address "$(backend_v4 "$i")" \
-      --address "$(backend_v6 "$i")" >"${state_dir}/decap-b$i.log" 2>&1 &
+      --address "$(backend_v6 "$i")" "${pass_on[@]}" >"${state_dir}/decap-b$i.log" 2>&1 &
     echo $! >"${state_dir}/decap-b$i.pid"
     start_httpd "$i"
   done

@@ -171,7 +171,8 @@ protected:
         ASSERT_EQ(checksum_errors(input), "") << "test bug: input frame is invalid";
         ASSERT_EQ(checksum_errors(expected), "") << "test bug: expected frame is invalid";
         const DecapOutcomes before = counts();
-        auto out = in_netns(ns_->name(), [&] { return bpf::test_run_xdp(program_->prog_fd(), input); });
+        auto out =
+            in_netns(ns_->name(), [&] { return bpf::test_run_xdp(program_->prog_fd(), input); });
         ASSERT_TRUE(out) << out.error().message();
         EXPECT_EQ(out->action, action);
         expect_same_frame(out->frame, expected);
@@ -217,8 +218,8 @@ TEST_F(DecapSecondChanceTest, AKnownFlowIsDeliveredAnUnknownOneGoesToTheHintedBa
         expect(hinted(known, v6), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED, delivered(known));
 
         const std::uint64_t before = passed_to(v6 ? kBackendV6[1] : kBackendV4[1]);
-        const Bytes unknown =
-            ack_of({client, vip, static_cast<std::uint16_t>(c.client_port ^ 1), kVipPort, kProtoTcp});
+        const Bytes unknown = ack_of(
+            {client, vip, static_cast<std::uint16_t>(c.client_port ^ 1), kVipPort, kProtoTcp});
         expect(hinted(unknown, v6), XDP_TX, XLB_DECAP_OUT_PASSED_ON, passed_on(unknown, v6));
         EXPECT_EQ(passed_to(v6 ? kBackendV6[1] : kBackendV4[1]) - before, 1u);
 
