@@ -99,6 +99,11 @@ public:
         auto it = backend_counters.find(id);
         return it == backend_counters.end() ? xlb_backend_stats{} : it->second;
     }
+    bpf::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override {
+        std::lock_guard lock(mu);
+        auto it = hint_counters.find(vip_id);
+        return it == hint_counters.end() ? 0 : it->second;
+    }
 
     std::atomic<bool> fail_publish{false};
     mutable std::mutex mu;
@@ -106,6 +111,7 @@ public:
     OutcomeCounts outcome_counts{};
     std::map<std::uint32_t, xlb_vip_stats> vip_counters;
     std::map<std::uint32_t, xlb_backend_stats> backend_counters;
+    std::map<std::uint32_t, std::uint64_t> hint_counters;
 };
 
 config::VipSpec web_vip() {
@@ -462,6 +468,7 @@ TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
         dp.outcome_counts[XLB_OUT_TX] = 1000;
         dp.outcome_counts[XLB_OUT_DROP_NO_BACKEND] = 7;
         dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
+        dp.hint_counters[vip_id] = 17;
     }
     Reply r = get("/v1/stats");
     ASSERT_EQ(r.status, 200) << r.text;
@@ -477,7 +484,8 @@ TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
                                        {"bytes", 90000},
                                        {"new_flows", 40},
                                        {"conntrack_hits", 960},
-                                       {"drops", 10}}));
+                                       {"drops", 10},
+                                       {"second_chance_hints", 17}}));
     EXPECT_EQ(get("/v1/stats?" + vq(kWeb)).body["vips"].size(), 1u);
     expect_error(get("/v1/stats?" + vq("198.51.100.99:80")), 404, "no VIP");
 }
@@ -938,6 +946,7 @@ TEST_F(ApiTest, MetricsExposition) {
         std::lock_guard lock(dp.mu);
         dp.outcome_counts[XLB_OUT_TX] = 1000;
         dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
+        dp.hint_counters[vip_id] = 17;
         dp.backend_counters[backend_id] = {333, 44444};
     }
     ASSERT_EQ(
@@ -991,7 +1000,7 @@ TEST_F(ApiTest, MetricsExposition) {
     for (const char* f :
          {"xlb_packets_total", "xlb_bytes_total", "xlb_new_flows_total", "xlb_conntrack_hits_total",
           "xlb_vip_drops_total", "xlb_backend_packets_total", "xlb_backend_bytes_total",
-          "xlb_outcomes_total", "xlb_publishes_total"})
+          "xlb_outcomes_total", "xlb_publishes_total", "xlb_second_chance_hints_total"})
         EXPECT_EQ(types[f], "counter") << f;
     for (const char* f : {"xlb_backend_healthy", "xlb_backend_effective_weight", "xlb_vip_panic",
                           "xlb_table_epoch"})
@@ -1006,6 +1015,7 @@ TEST_F(ApiTest, MetricsExposition) {
     EXPECT_EQ(values["xlb_new_flows_total" + v], "40");
     EXPECT_EQ(values["xlb_conntrack_hits_total" + v], "960");
     EXPECT_EQ(values["xlb_vip_drops_total" + v], "10");
+    EXPECT_EQ(values["xlb_second_chance_hints_total" + v], "17");
     EXPECT_EQ(values["xlb_backend_packets_total" + b11], "333");
     EXPECT_EQ(values["xlb_backend_bytes_total" + b11], "44444");
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"tx\"}"], "1000");

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -94,12 +95,24 @@ protected:
             "%d reset, %d moved, %d intact (streams per backend: %s)\n",
             mode, result.streams, result.reset, result.moved,
             result.streams - result.reset - result.moved, format_counts(per_backend).c_str());
-        if (HasFailure() || second_chance) {
-            CmdResult stats =
-                run("curl -s --unix-socket " + lab.state_dir() + "/xlbd.sock http://x/v1/stats");
-            std::printf("---- /v1/stats (second chance %s) ----\n%s\n", mode,
-                        stats.out.substr(0, 3000).c_str());
+        // The balancer counted the hints it sent.
+        Lab::Reply stats = lab.api("GET", "/v1/stats?vip=" + vip_key4());
+        std::uint64_t hints = 0;
+        try {
+            hints = nlohmann::json::parse(stats.body)
+                        .at("vips")
+                        .at(0)
+                        .at("second_chance_hints")
+                        .get<std::uint64_t>();
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << e.what() << ": " << stats.body;
         }
+        std::printf("second chance %s: %llu packets sent with a hint\n", mode,
+                    static_cast<unsigned long long>(hints));
+        if (second_chance)
+            EXPECT_GT(hints, 0u);
+        else
+            EXPECT_EQ(hints, 0u);
         return result;
     }
 };

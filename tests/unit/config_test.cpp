@@ -199,6 +199,8 @@ TEST(ConfigParse, MinimalFileGetsDocumentedDefaults) {
     EXPECT_TRUE(s.icmp_too_big);
     EXPECT_EQ(s.encap, Encap::kIpip);
     EXPECT_EQ(s.gue_port, 6080);
+    EXPECT_FALSE(s.second_chance.enabled);
+    EXPECT_EQ(s.second_chance.window, std::chrono::minutes(10));
     EXPECT_EQ(s.maps, MapSizes{});
     EXPECT_EQ(s.api_socket, "/run/xlb/xlbd.sock");
     EXPECT_EQ(s.api_group, "") << "the agent's own group";
@@ -843,6 +845,32 @@ TEST(ConfigErrors, GueNeedsTwelveMoreBytesOfMtuForIPv6Vips) {
     const Config ok = parse_ok(head + "1332" + vips);
     EXPECT_EQ(ok.settings.encap, Encap::kGue);
     EXPECT_EQ(ok.settings.gue_port, 6080);
+}
+
+TEST(ConfigErrors, SecondChanceNeedsGueAndAWindow) {
+    const std::string head = "interface: eth0\nnext_hop: {address: 192.0.2.1}\n";
+    EXPECT_TRUE(OneError(head + "second_chance: {enabled: true}\n", 3, 26,
+                         {"second_chance.enabled", "encap: ipip", "expected encap: gue"}));
+    EXPECT_TRUE(OneError(head + "encap: gue\nsecond_chance: {enabled: true, window: 0s}\n", 4, 40,
+                         {"second_chance.window", "found 0", "positive duration"}));
+    EXPECT_TRUE(OneError(head + "second_chance: {enabled: yes please}\n", 3, 26,
+                         {"second_chance.enabled"}));
+    EXPECT_TRUE(OneError(head + "second_chance: {on: true}\n", 3, 17, {"unknown key", "on"}));
+    // off, the window and encap do not matter
+    const Config off = parse_ok(head + "second_chance: {enabled: false, window: 0s}\n");
+    EXPECT_FALSE(off.settings.second_chance.enabled);
+}
+
+TEST(ConfigErrors, SecondChanceNeedsTwentyMoreBytesOfMtuForIPv6Vips) {
+    const std::string head =
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\nencap: gue\n"
+        "second_chance: {enabled: true, window: 30m}\nmtu: ";
+    const std::string vips = "\nvips:\n  - {address: \"2001:db8::10\", port: 80}\n";
+    EXPECT_TRUE(OneError(head + "1351" + vips, 7, 15,
+                         {"vips[0].address", "mtu 1351", ">= 1352", "second-chance hint"}));
+    const Config ok = parse_ok(head + "1352" + vips);
+    EXPECT_TRUE(ok.settings.second_chance.enabled);
+    EXPECT_EQ(ok.settings.second_chance.window, std::chrono::minutes(30));
 }
 
 TEST(ConfigParse, GueWithItsPort) {

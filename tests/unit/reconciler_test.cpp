@@ -491,6 +491,93 @@ TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
     EXPECT_EQ(dp.backends[sick].generation, gen + 1);
 }
 
+// Second chance: a down backend is marked so in its entry (no hint may name
+// it), and unmarked when it is back.
+TEST_F(ReconcilerTest, ADownBackendsEntrySaysSoUntilItIsBack) {
+    VipSpec v = web_vip(3);
+    v.health_check.type = config::HealthCheckType::kTcp;
+    rec.set_vips({v});
+    for (const auto& b : v.backends) rec.set_observed(v.key(), b.address, {Health::kHealthy, 1.0});
+    reconcile();
+    const std::uint32_t sick = id_of(v, 0);
+    EXPECT_EQ(dp.backends[sick].flags, 0u);
+    rec.set_observed(v.key(), v.backends[0].address, {Health::kUnhealthy, 1.0});
+    reconcile();
+    EXPECT_EQ(dp.backends[sick].flags, XLB_BACKEND_F_DOWN);
+    EXPECT_EQ(dp.backends[id_of(v, 1)].flags, 0u);
+    rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
+    reconcile();
+    EXPECT_EQ(dp.backends[sick].flags, 0u);
+}
+
+TEST(ReconcilerSecondChance, EachNewRingKeepsTheOneBeforeForTheWindow) {
+    FakeDataPlane dp;
+    Reconciler rec{dp, {16, 64, std::chrono::minutes(10)}};
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(rec.reconcile(t0));
+    const std::uint32_t id = *rec.registry().find_vip(v.key());
+    EXPECT_FALSE(dp.previous_rings.contains(id)) << "nothing came before the first ring";
+    const auto first = dp.rings[id];
+
+    v.backends.push_back(web_vip(4).backends[3]);
+    rec.set_vips({v});
+    const auto t1 = t0 + std::chrono::seconds(5);
+    ASSERT_TRUE(rec.reconcile(t1));
+    ASSERT_TRUE(dp.previous_rings.contains(id));
+    EXPECT_EQ(dp.previous_rings[id], first);
+    EXPECT_NE(dp.rings[id], first);
+
+    auto due = rec.expire_previous_rings(t1 + std::chrono::minutes(9));
+    EXPECT_TRUE(dp.previous_rings.contains(id));
+    ASSERT_TRUE(due);
+    EXPECT_EQ(*due, t1 + std::chrono::minutes(10));
+    due = rec.expire_previous_rings(t1 + std::chrono::minutes(10));
+    EXPECT_FALSE(dp.previous_rings.contains(id)) << "the window ended";
+    EXPECT_FALSE(due) << "nothing left to expire";
+
+    // turned off: no previous ring from the next publish on, and the one
+    // kept goes at the next expiry pass
+    v.backends.pop_back();
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(t1 + std::chrono::minutes(11)));
+    ASSERT_TRUE(dp.previous_rings.contains(id));
+    rec.set_second_chance(std::nullopt);
+    rec.expire_previous_rings(t1 + std::chrono::minutes(11));
+    EXPECT_FALSE(dp.previous_rings.contains(id));
+    v.backends.push_back(web_vip(4).backends[3]);
+    rec.set_vips({v});
+    ASSERT_TRUE(rec.reconcile(t1 + std::chrono::minutes(12)));
+    EXPECT_FALSE(dp.previous_rings.contains(id));
+}
+
+// After a restart the reconciler does not know when a pinned previous ring
+// was kept: it gives it one whole window from its first look.
+TEST(ReconcilerSecondChance, APreviousRingFoundAtStartGetsOneWindow) {
+    FakeDataPlane dp;
+    Reconciler rec{dp, {16, 64, std::chrono::minutes(10)}};
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(rec.reconcile(t0));
+    const std::uint32_t id = *rec.registry().find_vip(v.key());
+    dp.previous_rings[id] = {1, 2, 3};  // left by the process before
+
+    Reconciler restarted{dp, {16, 64, std::chrono::minutes(10)}};
+    restarted.set_vips({v});
+    auto due = restarted.expire_previous_rings(t0);
+    ASSERT_TRUE(due);
+    EXPECT_EQ(*due, t0 + std::chrono::minutes(10));
+    EXPECT_TRUE(dp.previous_rings.contains(id));
+    ASSERT_TRUE(restarted.reconcile(t0));  // takes its ids
+    ASSERT_EQ(*restarted.registry().find_vip(v.key()), id);
+    restarted.expire_previous_rings(t0 + std::chrono::minutes(9));
+    EXPECT_TRUE(dp.previous_rings.contains(id));
+    restarted.expire_previous_rings(t0 + std::chrono::minutes(10));
+    EXPECT_FALSE(dp.previous_rings.contains(id));
+}
+
 TEST_F(ReconcilerTest, KeepPolicyAndDrainLeaveGenerationsAlone) {
     VipSpec v = web_vip(3);
     v.health_check.type = config::HealthCheckType::kTcp;

@@ -502,7 +502,8 @@ TEST_F(XlbctlAgent, StatsAndWatch) {
                   0u);
 
     std::string out = ok({"stats"});
-    EXPECT_HAS(out, "VIP                   NAME  PACKETS     BYTES  NEW FLOWS  CT HITS  DROPS\n");
+    EXPECT_HAS(
+        out, "VIP                   NAME  PACKETS     BYTES  NEW FLOWS  CT HITS  DROPS  HINTED\n");
     EXPECT_HAS(out, "198.51.100.10:80/tcp  web        50  ");
     EXPECT_HAS(out, "OUTCOME (every packet the program saw)  PACKETS\n");
     EXPECT_HAS(out, "\ntx  ");

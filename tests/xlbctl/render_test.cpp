@@ -469,7 +469,8 @@ json stats_reply(std::uint64_t tx, std::uint64_t packets, std::uint64_t bytes,
                    {"bytes", bytes},
                    {"new_flows", packets / 40},
                    {"conntrack_hits", packets - packets / 40},
-                   {"drops", drops}},
+                   {"drops", drops},
+                   {"second_chance_hints", 12}},
                   {{"vip", "198.51.100.20:0/tcp"},
                    {"name", ""},
                    {"packets", nullptr},
@@ -483,9 +484,9 @@ TEST(XlbctlRender, Stats) {
     const std::string out =
         render_human(cmd(Verb::kStats), stats_reply(1843220, 1843223, 1622036480, 3), kPlain);
     EXPECT_EQ(out,
-              "VIP                   NAME  PACKETS     BYTES  NEW FLOWS  CT HITS  DROPS\n"
-              "198.51.100.10:80/tcp  web   1843223  1.51 GiB      46080  1797143      3\n"
-              "198.51.100.20:0/tcp   -           -         -          -        -      -\n"
+              "VIP                   NAME  PACKETS     BYTES  NEW FLOWS  CT HITS  DROPS  HINTED\n"
+              "198.51.100.10:80/tcp  web   1843223  1.51 GiB      46080  1797143      3      12\n"
+              "198.51.100.20:0/tcp   -           -         -          -        -      -       -\n"
               "\n"
               "OUTCOME (every packet the program saw)  PACKETS\n"
               "tx                                      1843220\n"

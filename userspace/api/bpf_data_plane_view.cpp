@@ -27,6 +27,12 @@ bpf::Result<xlb_vip_stats> BpfDataPlaneView::vip_stats(std::uint32_t vip_id) con
     return datapath::sum_per_cpu(*per_cpu);
 }
 
+bpf::Result<std::uint64_t> BpfDataPlaneView::vip_hints(std::uint32_t vip_id) const {
+    auto per_cpu = program_.vip_hints().get_per_cpu(vip_id);
+    if (!per_cpu) return std::unexpected(per_cpu.error());
+    return bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+}
+
 bpf::Result<xlb_backend_stats> BpfDataPlaneView::backend_stats(std::uint32_t backend_id) const {
     auto per_cpu = program_.backend_stats().get_per_cpu(backend_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());

@@ -55,6 +55,7 @@ std::string hex64(std::uint64_t value);
 // the read failed (the first error is returned, for logs and bodies).
 struct Counters {
     std::map<std::uint32_t, xlb_vip_stats> vips;          // by VIP id
+    std::map<std::uint32_t, std::uint64_t> vip_hints;     // by VIP id: second-chance hints
     std::map<std::uint32_t, xlb_backend_stats> backends;  // by backend id
     std::optional<Error> error;                           // the first read that failed
 };

@@ -158,6 +158,16 @@ std::string render_metrics(const MetricsInput& in) {
         }
     }
 
+    w.family("xlb_second_chance_hints_total", "counter",
+             "Packets sent with a second-chance hint naming the backend the VIP's previous "
+             "table chose (docs/second-chance.md).");
+    for (const control::VipStatus& v : in.vips) {
+        if (!v.vip_id) continue;
+        auto it = in.vip_hints.find(*v.vip_id);
+        if (it == in.vip_hints.end()) continue;
+        w.sample("xlb_second_chance_hints_total", {{"vip", v.spec.key()}}, it->second);
+    }
+
     const Counter<xlb_backend_stats> backend_counters[] = {
         {"xlb_backend_packets_total", "Packets sent to the backend.", &xlb_backend_stats::packets},
         {"xlb_backend_bytes_total", "Bytes sent to the backend (before encapsulation).",
@@ -443,6 +453,7 @@ Result<void> MetricsServer::start() {
         if (counters.error)
             spdlog::warn("metrics: counters incomplete: {}", counters.error->message());
         in.vip_stats = std::move(counters.vips);
+        in.vip_hints = std::move(counters.vip_hints);
         in.backend_stats = std::move(counters.backends);
         if (auto outcomes = s.data_plane.outcomes())
             in.outcomes = *outcomes;

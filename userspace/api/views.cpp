@@ -79,6 +79,10 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
                 c.vips[*v.vip_id] = *s;
             else
                 note(s.error(), "VIP " + v.spec.key());
+            if (auto h = view.vip_hints(*v.vip_id))
+                c.vip_hints[*v.vip_id] = *h;
+            else
+                note(h.error(), "second-chance hints of VIP " + v.spec.key());
         }
         for (const control::BackendStatus& b : v.backends) {
             if (!b.id) continue;
@@ -275,12 +279,15 @@ json table_json(const control::VipStatus& v) {
 
 json vip_stats_json(const control::VipStatus& v, const Counters& counters) {
     xlb_vip_stats s{};
+    std::uint64_t hints = 0;
     bool have = false;
     if (v.vip_id) {
         if (auto it = counters.vips.find(*v.vip_id); it != counters.vips.end()) {
             s = it->second;
             have = true;
         }
+        if (auto it = counters.vip_hints.find(*v.vip_id); it != counters.vip_hints.end())
+            hints = it->second;
     }
     auto value = [&](std::uint64_t x) { return have ? json(x) : json(nullptr); };
     return json{{"vip", v.spec.key()},
@@ -289,7 +296,8 @@ json vip_stats_json(const control::VipStatus& v, const Counters& counters) {
                 {"bytes", value(s.bytes)},
                 {"new_flows", value(s.new_flows)},
                 {"conntrack_hits", value(s.conntrack_hits)},
-                {"drops", value(s.drops)}};
+                {"drops", value(s.drops)},
+                {"second_chance_hints", value(hints)}};
 }
 
 void send_json(httplib::Response& res, int status, const json& body) {

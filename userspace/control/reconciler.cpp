@@ -304,11 +304,19 @@ bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
         auto applied = v.applied.find(b.address);
         if (applied == v.applied.end()) continue;
         if (applied->second.live && !p.live) {
-            // its recorded flows must re-pick from the (already live) new ring
+            // its recorded flows must re-pick from the (already live) new
+            // ring, and no second-chance hint sends a flow to it
             BackendRef ref = registry_.bump_generation(key, b.address);
-            auto ok =
-                data_plane_.put_backend(ref.id, datapath::backend_entry(b.address, ref.generation));
+            auto ok = data_plane_.put_backend(
+                ref.id, datapath::backend_entry(b.address, ref.generation, true));
             if (!ok) return ok;
+        } else if (!applied->second.live && p.live) {
+            auto ref = registry_.find_backend(key, b.address);
+            if (ref) {
+                auto ok = data_plane_.put_backend(
+                    ref->id, datapath::backend_entry(b.address, ref->generation));
+                if (!ok) return ok;
+            }
         }
         applied->second.live = p.live;
     }
@@ -592,13 +600,13 @@ std::optional<Clock::time_point> Reconciler::expire_previous_rings(Clock::time_p
             next = next ? std::min(*next, *v.previous_until) : *v.previous_until;
             continue;
         }
+        // no id yet (not planned since the start): the next call
         auto vip_id = registry_.find_vip(key);
-        if (vip_id) {
-            // a failure is tried again at the next call
-            if (auto ok = data_plane_.remove_previous_ring(*vip_id); !ok) {
-                apply_failures_.push_back({key, ok.error(), {}});
-                continue;
-            }
+        if (!vip_id) continue;
+        // a failure is tried again at the next call
+        if (auto ok = data_plane_.remove_previous_ring(*vip_id); !ok) {
+            apply_failures_.push_back({key, ok.error(), {}});
+            continue;
         }
         v.previous_until = Clock::time_point::max();
     }

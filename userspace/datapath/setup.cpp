@@ -98,10 +98,11 @@ xlb_flow_key flow_key(const config::VipSpec& vip, const net::Endpoint& src, std:
                     static_cast<std::uint8_t>(vip.protocol));
 }
 
-xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation) {
+xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation, bool down) {
     xlb_backend be{};
     address.to_words(be.addr);
     be.family = address.family;
+    be.flags = down ? XLB_BACKEND_F_DOWN : 0;
     be.generation = generation;
     return be;
 }

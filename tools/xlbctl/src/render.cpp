@@ -476,16 +476,17 @@ std::string render_stats(const json& r, const Style& style) {
          {"BYTES", Align::kRight},
          {"NEW FLOWS", Align::kRight},
          {"CT HITS", Align::kRight},
-         {"DROPS", Align::kRight}},
+         {"DROPS", Align::kRight},
+         {"HINTED", Align::kRight}},
         [](const json& v) -> std::vector<Cell> {
             const bool drops = !v.at("drops").is_null() && u64(v, "drops") > 0;
-            return {str(v, "vip"),
-                    name_or_dash(v),
-                    count_or_dash(v, "packets"),
-                    bytes_or_dash(v, "bytes"),
-                    count_or_dash(v, "new_flows"),
-                    count_or_dash(v, "conntrack_hits"),
-                    Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone}};
+            return {
+                str(v, "vip"), name_or_dash(v), count_or_dash(v, "packets"),
+                bytes_or_dash(v, "bytes"), count_or_dash(v, "new_flows"),
+                count_or_dash(v, "conntrack_hits"),
+                Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone},
+                // second-chance hints; absent from older agents' replies
+                v.contains("second_chance_hints") ? count_or_dash(v, "second_chance_hints") : "-"};
         },
         outcomes, {{"OUTCOME (every packet the program saw)"}, {"PACKETS", Align::kRight}},
         [&](const std::string& n) -> std::vector<Cell> {

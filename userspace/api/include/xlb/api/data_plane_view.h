@@ -30,6 +30,9 @@ public:
     virtual bpf::Result<OutcomeCounts> outcomes() const = 0;
     virtual bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const = 0;
     virtual bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const = 0;
+    // Packets of the VIP sent with a second-chance hint (abi.h, struct
+    // xlb_gue_hint). A view without them counts none.
+    virtual bpf::Result<std::uint64_t> vip_hints(std::uint32_t) const { return 0; }
 };
 
 // Reads a loaded (or pinned and reused) balancer's maps.
@@ -40,6 +43,7 @@ public:
     bpf::Result<OutcomeCounts> outcomes() const override;
     bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override;
     bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const override;
+    bpf::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override;
 
 private:
     const bpf::LbProgram& program_;

@@ -69,7 +69,9 @@ xlb_flow_key flow_key(const config::VipSpec& vip, const net::Endpoint& src, std:
 
 // A backend's entry in XLB_MAP_BACKENDS; a released id keeps only its
 // generation (family 0: the program drops what still names it).
-xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation);
+// down: its flows do not stay (XLB_BACKEND_F_DOWN: no second-chance hint names it).
+xlb_backend backend_entry(const net::IpAddress& address, std::uint32_t generation,
+                          bool down = false);
 xlb_backend released_backend_entry(std::uint32_t generation);
 
 // One backend of a ring: its id in XLB_MAP_BACKENDS, its identity's parts
