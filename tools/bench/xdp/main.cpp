@@ -117,6 +117,7 @@ constexpr xlb::datapath::CtBudget kSpentBudget{.rate = 1, .burst = 1};
 struct Counters {
     std::array<std::uint64_t, XLB_OUT__MAX> outcomes{};
     std::array<xlb_vip_stats, kVipCount> vips{};
+    std::array<std::uint64_t, kVipCount> hints{};  // second-chance hints sent
     std::uint64_t ct_inserts = 0, ct_skipped = 0;  // xlb_ct_cpu, summed
 };
 
@@ -145,8 +146,11 @@ public:
         Counters c;
         for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o)
             c.outcomes[o] = xlb::datapath::sum_per_cpu(must(lb_.outcomes().get_per_cpu(o)));
-        for (std::uint32_t v = 0; v < kVipCount; ++v)
+        for (std::uint32_t v = 0; v < kVipCount; ++v) {
             c.vips[v] = xlb::datapath::sum_per_cpu(must(lb_.vip_stats().get_per_cpu(v)));
+            c.hints[v] = bpf::sum_per_cpu(must(lb_.vip_hints().get_per_cpu(v)),
+                                          [](std::uint64_t n) { return n; });
+        }
         for (const xlb_ct_cpu& cpu : must(lb_.ct_cpu().get_per_cpu(0))) {
             c.ct_inserts += cpu.inserts;
             c.ct_skipped += cpu.skipped;
@@ -154,10 +158,21 @@ public:
         return c;
     }
 
-    void use_budget(xlb::datapath::CtBudget budget) {
-        if (budget.rate == budget_.rate && budget.burst == budget_.burst) return;
-        must(lb_.config().put(0, config(budget)));
+    // The insert budget, and second chance (GUE with hints) on or off: the
+    // configuration one case needs, written before it runs.
+    void use_config(xlb::datapath::CtBudget budget, bool second_chance) {
+        if (budget.rate == budget_.rate && budget.burst == budget_.burst &&
+            second_chance == second_chance_)
+            return;
+        must(lb_.config().put(0, config(budget, second_chance)));
         budget_ = budget;
+        second_chance_ = second_chance;
+    }
+
+    // second_chance_v4: the backend kVipTcp4's previous ring names for a flow.
+    std::uint32_t previous_choice(const xlb_flow_key& key) const {
+        return previous_v4_.at(
+            xlb::datapath::ring_index(key, 0, test::kHashSeed, previous_v4_.size()));
     }
 
     // Every CPU's bucket empty, as of now.
@@ -214,8 +229,13 @@ public:
     }
 
 private:
-    static xlb_config config(xlb::datapath::CtBudget budget) {
-        return xlb::datapath::make_config(test::bench_settings(), test::kNextHopMac, budget);
+    static xlb_config config(xlb::datapath::CtBudget budget, bool second_chance = false) {
+        xlb::config::Settings settings = test::bench_settings();
+        if (second_chance) {
+            settings.encap = xlb::config::Encap::kGue;
+            settings.second_chance.enabled = true;
+        }
+        return xlb::datapath::make_config(settings, test::kNextHopMac, budget);
     }
 
     void configure() {
@@ -235,6 +255,13 @@ private:
             must(lb_.backends().put(id, xlb::datapath::backend_entry(backend_addr_[id], 1)));
         ring_v4_ = publish_maglev(kVipTcp4, 0);
         ring_v6_ = publish_maglev(kVipTcp6, kFirstV6Backend);
+        // A previous ring that differs from the current one in every slot,
+        // so that with second chance on every new flow of kVipTcp4 carries a
+        // hint (it is only read with second chance on: second_chance_v4).
+        previous_v4_ = ring_v4_;
+        for (std::uint32_t& id : previous_v4_) id = (id + 1) % kBackendsPerFamily;
+        std::vector<std::uint32_t> previous = previous_v4_;
+        must(bpf::publish_ring(lb_.prev_rings().fd(), kVipTcp4, previous));
         std::vector<std::uint32_t> copy = ring_v4_;
         must(bpf::publish_ring(lb_.rings().fd(), kVipUdp4NoCt, copy));
 
@@ -263,8 +290,9 @@ private:
     bpf::LbProgram lb_;
     std::optional<bpf::CtClockTicker> clock_;  // after lb_: stops first
     std::vector<IpAddress> backend_addr_;
-    std::vector<std::uint32_t> ring_v4_, ring_v6_;
+    std::vector<std::uint32_t> ring_v4_, ring_v6_, previous_v4_;
     xlb::datapath::CtBudget budget_;
+    bool second_chance_ = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -277,14 +305,18 @@ enum class Path {
     kNewFlowFull,
     kNewFlowAllCpus,
     kNewFlowOverBudget,
+    kSecondChance,
     kNoConntrack,
     kNotVip,
 };
 
 // Cases that insert a new flow on every repetition.
 bool inserts_every_run(Path p) {
-    return p == Path::kNewFlow || p == Path::kNewFlowFull || p == Path::kNewFlowAllCpus;
+    return p == Path::kNewFlow || p == Path::kNewFlowFull || p == Path::kNewFlowAllCpus ||
+           p == Path::kSecondChance;
 }
+// ... into the shared table, not yet full (the full-table case has its own).
+bool fills_shared_table(Path p) { return inserts_every_run(p) && p != Path::kNewFlowFull; }
 
 struct Case {
     std::string name;
@@ -370,6 +402,13 @@ std::vector<Case> make_cases() {
                      .path = "TCP ACK, new source each run, insert budget spent: miss, Maglev",
                      .kind = Path::kNewFlowOverBudget,
                      .flow = Flow{test::kClientV4, test::kVipV4, 40002, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .vary_offset = kIpv4SrcOffset});
+    cases.push_back({.name = "second_chance_v4",
+                     .path = "TCP ACK, new source each run, the previous ring disagrees: miss, "
+                             "two rings, insert, GUE with a hint",
+                     .kind = Path::kSecondChance,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40006, test::kVipPort},
                      .vip_id = kVipTcp4,
                      .vary_offset = kIpv4SrcOffset});
     cases.push_back({.name = "no_conntrack_v4",
@@ -516,6 +555,27 @@ public:
             const std::string bad = test::checksum_errors(out);
             expect(bad.empty(), "checksums: " + bad);
         }
+    }
+
+    // The last repetition's output: `input` in GUE towards `backend`, with
+    // the 8-byte hint naming `hinted` (abi.h, struct xlb_gue_hint).
+    void expect_hinted(const Bytes& input, const IpAddress& backend, const IpAddress& hinted) {
+        const Bytes& out = s_.result.frame;
+        const std::size_t outer = 20 + XLB_GUE_OVERHEAD + XLB_GUE_HINT_LEN(XLB_FAMILY_V4);
+        if (out.size() != input.size() + outer) {
+            errors_.push_back(fmt::format("output frame is {} bytes, expected {}:\n{}", out.size(),
+                                          input.size() + outer, test::describe(out)));
+            return;
+        }
+        expect_eq(out[14 + 9], test::kProtoUdp, "outer IPv4 protocol");
+        expect(std::equal(backend.bytes.begin(), backend.bytes.begin() + 4, out.begin() + 30),
+               "outer destination is not backend " + backend.to_string());
+        const Bytes hint = test::second_chance_hint(hinted);
+        expect(
+            std::equal(hint.begin(), hint.end(), out.begin() + 14 + 20 + 12),
+            fmt::format("the hint does not name {}:\n{}", hinted.to_string(), test::describe(out)));
+        expect(std::equal(input.begin() + 14, input.end(), out.begin() + 14 + outer),
+               "the inner IP packet is not the input's, byte for byte");
     }
 
     void expect_frame(const Bytes& expected) {
@@ -665,7 +725,7 @@ private:
     // Floor, case, floor; the case's net figure is relative to the mean of
     // the two floors around it.
     void measure_pair(Case& c, std::uint32_t repeat, bool record) {
-        if (c.kind == Path::kNewFlow || c.kind == Path::kNewFlowAllCpus)
+        if (fills_shared_table(c.kind))
             make_room(repeat * static_cast<std::uint32_t>(cpus_for(c).size()));
         const std::uint64_t entries =
             c.kind == Path::kNewFlowFull ? full_->conntrack_count() : ct_inserted_;
@@ -723,7 +783,7 @@ private:
         Balancer& balancer = balancer_for(c);
         if (!floor) {
             const bool spent = c.kind == Path::kNewFlowOverBudget;
-            balancer.use_budget(spent ? kSpentBudget : kAmpleBudget);
+            balancer.use_config(spent ? kSpentBudget : kAmpleBudget, c.kind == Path::kSecondChance);
             if (spent) balancer.empty_buckets();
         }
         must(harness_.set_target(floor ? harness_.floor_fd() : balancer.lb().prog_fd()));
@@ -748,8 +808,7 @@ private:
             check_floor(c, s);
         else
             check_case(c, s);
-        if (!floor && (c.kind == Path::kNewFlow || c.kind == Path::kNewFlowAllCpus))
-            ct_inserted_ += s.runs();
+        if (!floor && fills_shared_table(c.kind)) ct_inserted_ += s.runs();
         double total = 0;
         for (const bpf::TestRunResult& r : s.results) total += r.duration_ns;
         return total / static_cast<double>(s.results.size());
@@ -866,6 +925,23 @@ private:
                 check.expect(count + kLruSlack + n / 100 >= full_entries_,
                              fmt::format("the full table shrank from {} to {} entries",
                                          full_entries_, count));
+                break;
+            }
+            case Path::kSecondChance: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(n, 0);
+                check.expect_eq(s.after.hints[c.vip_id] - s.before.hints[c.vip_id], n,
+                                "second-chance hints grew by");
+                const std::uint32_t previous = balancer.previous_choice(last_key);
+                check.expect_hinted(last_frame, balancer.backend_address(ring_backend),
+                                    balancer.backend_address(previous));
+                expect_recorded(check, c, s, balancer);
+                auto entry = balancer.conntrack_entry(last_key);
+                if (entry)
+                    check.expect_eq(entry->second_chance, previous + 1,
+                                    "the entry's second-chance hint");
                 break;
             }
             case Path::kNewFlowOverBudget: {
