@@ -28,6 +28,7 @@
 #include "xlb/abi.h"
 #include "lib/counters.h"
 #include "lib/csum.h"
+#include "lib/eth.h"
 
 #ifndef IPPROTO_IPV6
 #define IPPROTO_IPV6 41
@@ -244,11 +245,9 @@ static __always_inline void xlb_count_passed(const struct xlb_gue_hint *hint, __
 static __always_inline int xlb_pass_on(struct ethhdr *eth, void *outer, __u8 family,
 				       struct udphdr *udp, struct xlb_gue_hint *hint)
 {
-	const __u16 *hop = (const __u16 *)xlb_next_hop_mac;
-	__u16 *dst = (__u16 *)eth->h_dest, *src = (__u16 *)eth->h_source;
-	__u16 hop0 = hop[0], hop1 = hop[1], hop2 = hop[2];
+	const volatile __u16 *hop = (const volatile __u16 *)xlb_next_hop_mac;
 
-	if ((hop0 | hop1 | hop2) == 0)
+	if ((hop[0] | hop[1] | hop[2]) == 0)
 		return -1;
 	if (family == XLB_FAMILY_V4) {
 		struct iphdr *iph = outer;
@@ -269,12 +268,7 @@ static __always_inline int xlb_pass_on(struct ethhdr *eth, void *outer, __u8 fam
 		ip6h->hop_limit -= 1;
 	}
 	hint->state = XLB_GUE_HINT_PASSED;
-	src[0] = dst[0];
-	src[1] = dst[1];
-	src[2] = dst[2];
-	dst[0] = hop0;
-	dst[1] = hop1;
-	dst[2] = hop2;
+	xlb_set_macs(eth, eth->h_dest, xlb_next_hop_mac);
 	xlb_count_passed(hint, family);
 	return 0;
 }

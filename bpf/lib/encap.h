@@ -33,6 +33,7 @@
 #include <bpf/bpf_helpers.h>
 #include "xlb/abi.h"
 #include "csum.h"
+#include "eth.h"
 #include "parse.h"
 
 #ifndef IPPROTO_IPV6
@@ -56,20 +57,7 @@ static __always_inline __be32 xlb_derive_src32(__be32 base, __u32 host_bits, __u
 static __always_inline void xlb_write_eth(struct ethhdr *eth, const struct ethhdr *old_eth,
 					  const struct xlb_config *cfg, __u16 proto)
 {
-	/* In 16-bit words rather than memcpy: clang cannot know the frame's
-	 * alignment and would move the 12 bytes one at a time (both headers
-	 * are 2-byte aligned, the MAC in xlb_config too). */
-	const __u16 *our_mac = (const __u16 *)old_eth->h_dest;
-	const __u16 *next_hop = (const __u16 *)cfg->next_hop_mac;
-	__u16 *dst = (__u16 *)eth->h_dest, *src = (__u16 *)eth->h_source;
-	__u16 ours0 = our_mac[0], ours1 = our_mac[1], ours2 = our_mac[2];
-
-	dst[0] = next_hop[0];
-	dst[1] = next_hop[1];
-	dst[2] = next_hop[2];
-	src[0] = ours0;
-	src[1] = ours1;
-	src[2] = ours2;
+	xlb_set_macs(eth, old_eth->h_dest, cfg->next_hop_mac);
 	eth->h_proto = bpf_htons(proto);
 }
 

@@ -13,8 +13,6 @@
 namespace xlb::test {
 namespace {
 
-using DecapOutcomes = std::array<std::uint64_t, XLB_DECAP_OUT__MAX>;
-
 class DecapTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
@@ -23,26 +21,8 @@ protected:
     }
     static void TearDownTestSuite() { program_.reset(); }
 
-    DecapOutcomes counts() {
-        DecapOutcomes out{};
-        for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o) {
-            auto per_cpu = program_->outcomes().get_per_cpu(o);
-            EXPECT_TRUE(per_cpu);
-            if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
-        }
-        return out;
-    }
-
     void expect_decap(const Bytes& input, xlb_decap_outcome outcome, const Bytes& expected) {
-        DecapOutcomes before = counts();
-        auto out = bpf::test_run_xdp(program_->prog_fd(), input);
-        ASSERT_TRUE(out) << out.error().message();
-        EXPECT_EQ(out->action, XDP_PASS);
-        expect_same_frame(out->frame, expected);
-        DecapOutcomes after = counts();
-        for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o)
-            EXPECT_EQ(after[o] - before[o], o == static_cast<std::uint32_t>(outcome) ? 1u : 0u)
-                << "decap outcome " << o;
+        expect_decap_run(*program_, input, XDP_PASS, outcome, expected);
     }
 
     static Encapsulation towards(const net::IpAddress& to) {

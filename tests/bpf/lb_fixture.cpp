@@ -198,6 +198,28 @@ std::optional<bpf::DecapProgram> decap_serving(std::initializer_list<net::IpAddr
     return std::move(*decap);
 }
 
+void expect_decap_run(const bpf::DecapProgram& decap, const Bytes& input, std::uint32_t action,
+                      xlb_decap_outcome outcome, const Bytes& expected, const DecapRun& run) {
+    auto counts = [&] {
+        std::array<std::uint64_t, XLB_DECAP_OUT__MAX> out{};
+        for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o) {
+            auto per_cpu = decap.outcomes().get_per_cpu(o);
+            EXPECT_TRUE(per_cpu);
+            if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+        }
+        return out;
+    };
+    const auto before = counts();
+    auto out = run ? run(decap.prog_fd(), input) : bpf::test_run_xdp(decap.prog_fd(), input);
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(out->action, action);
+    expect_same_frame(out->frame, expected);
+    const auto after = counts();
+    for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o)
+        EXPECT_EQ(after[o] - before[o], o == static_cast<std::uint32_t>(outcome) ? 1u : 0u)
+            << "decap outcome " << o;
+}
+
 void expect_same_frame(const Bytes& actual, const Bytes& expected) {
     EXPECT_EQ(describe(actual), describe(expected));
     EXPECT_EQ(actual, expected) << "frames differ byte for byte";

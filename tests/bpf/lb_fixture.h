@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -91,5 +92,12 @@ void expect_same_frame(const Bytes& actual, const Bytes& expected);
 // A loaded xlb_decap that takes packets to `addresses`; nullopt (with a
 // test failure) when it cannot be loaded or given them.
 std::optional<bpf::DecapProgram> decap_serving(std::initializer_list<net::IpAddress> addresses);
+
+// Runs xlb_decap on `input` and checks the action, the whole output frame,
+// and that `outcome` alone was counted, once. run: how the program is run
+// (e.g. from inside a namespace); by default from the calling thread.
+using DecapRun = std::function<bpf::Result<bpf::TestRunResult>(int prog_fd, const Bytes& input)>;
+void expect_decap_run(const bpf::DecapProgram& decap, const Bytes& input, std::uint32_t action,
+                      xlb_decap_outcome outcome, const Bytes& expected, const DecapRun& run = {});
 
 }  // namespace xlb::test

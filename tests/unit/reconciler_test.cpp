@@ -510,14 +510,23 @@ TEST_F(ReconcilerTest, ADownBackendsEntrySaysSoUntilItIsBack) {
     EXPECT_EQ(dp.backends[sick].flags, 0u);
 }
 
-TEST(ReconcilerSecondChance, EachNewRingKeepsTheOneBeforeForTheWindow) {
+// Second chance on (a 10-minute window), one VIP with its first table.
+class ReconcilerSecondChance : public ::testing::Test {
+protected:
+    void SetUp() override {
+        rec.set_vips({v});
+        ASSERT_TRUE(rec.reconcile(t0));
+        id = *rec.registry().find_vip(v.key());
+    }
+
     FakeDataPlane dp;
     Reconciler rec{dp, {16, 64, std::chrono::minutes(10)}};
     VipSpec v = web_vip(3);
-    rec.set_vips({v});
-    const auto t0 = Clock::now();
-    ASSERT_TRUE(rec.reconcile(t0));
-    const std::uint32_t id = *rec.registry().find_vip(v.key());
+    const Clock::time_point t0 = Clock::now();
+    std::uint32_t id = 0;
+};
+
+TEST_F(ReconcilerSecondChance, EachNewRingKeepsTheOneBeforeForTheWindow) {
     EXPECT_FALSE(dp.previous_rings.contains(id)) << "nothing came before the first ring";
     const auto first = dp.rings[id];
 
@@ -554,14 +563,7 @@ TEST(ReconcilerSecondChance, EachNewRingKeepsTheOneBeforeForTheWindow) {
 
 // After a restart the reconciler does not know when a pinned previous ring
 // was kept: it gives it one whole window from its first look.
-TEST(ReconcilerSecondChance, APreviousRingFoundAtStartGetsOneWindow) {
-    FakeDataPlane dp;
-    Reconciler rec{dp, {16, 64, std::chrono::minutes(10)}};
-    VipSpec v = web_vip(3);
-    rec.set_vips({v});
-    const auto t0 = Clock::now();
-    ASSERT_TRUE(rec.reconcile(t0));
-    const std::uint32_t id = *rec.registry().find_vip(v.key());
+TEST_F(ReconcilerSecondChance, APreviousRingFoundAtStartGetsOneWindow) {
     dp.previous_rings[id] = {1, 2, 3};  // left by the process before
 
     Reconciler restarted{dp, {16, 64, std::chrono::minutes(10)}};
