@@ -69,7 +69,8 @@
 #   --second-chance  encap: gue with second_chance on; the backends' xlb-decap
 #                  passes packets of flows they do not know on through the
 #                  router (--next-hop), which needs a pass-through XDP
-#                  program on their ports and their checksums done in software
+#                  program on their ports and their checksums done in software;
+#                  their counters go to /run/xlb-lab/P/decap-bN.prom each second
 #   --agent        (up) also start xlbd (on every LB host)
 # Environment: XLBD, XLB_DECAP override the binaries' paths.
 #
@@ -677,8 +678,11 @@ lab_up() {
   for ((i = 1; i <= nbackends; i++)); do
     b="$(backend_ns "$i")"
     # ip netns exec execs the command: $! is the program's own pid
+    [ "${second_chance}" -eq 0 ] ||
+      pass_on+=(--metrics-file "${state_dir}/decap-b$i.prom" --metrics-interval 1)
     ip netns exec "${b}" "${decap_bin}" --interface eth0 --address "$(backend_v4 "$i")" \
       --address "$(backend_v6 "$i")" "${pass_on[@]}" >"${state_dir}/decap-b$i.log" 2>&1 &
+    [ "${second_chance}" -eq 0 ] || pass_on=(--next-hop "${router_mac}")
     echo $! >"${state_dir}/decap-b$i.pid"
     start_httpd "$i"
   done

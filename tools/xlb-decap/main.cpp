@@ -2,8 +2,9 @@
 // xlb-decap: the backend side of xlb. Loads the decapsulator (xlb_decap.bpf.c),
 // tells it this backend's own addresses (the outer destinations the balancer
 // uses), attaches it to an interface in XDP and stays in the foreground until
-// SIGTERM or SIGINT, when it detaches (SIGUSR1 prints the counters). Run it
-// under a supervisor (systemd,
+// SIGTERM or SIGINT, when it detaches (SIGUSR1 prints the counters;
+// --metrics-file keeps them in a file for node_exporter). Run it under a
+// supervisor (systemd,
 // the lab script) like any daemon; nothing is pinned, so nothing is left
 // behind when it exits, however it exits.
 #include <fmt/core.h>
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,15 +23,12 @@
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
+#include "xlb/exposition/exposition.h"
+#include "xlb/files/files.h"
 #include "xlb/net/address.h"
 #include "xlb/netlink/neighbor.h"
 
 namespace {
-
-volatile sig_atomic_t g_stop = 0;
-volatile sig_atomic_t g_report = 0;
-void on_signal(int) { g_stop = 1; }
-void on_report(int) { g_report = 1; }
 
 std::uint64_t total(const xlb::bpf::DecapProgram& prog, std::uint32_t outcome) {
     auto per_cpu = prog.outcomes().get_per_cpu(outcome);
@@ -55,6 +55,43 @@ void print_counters(const xlb::bpf::DecapProgram& prog) {
         }
     }
     std::fflush(stdout);
+}
+
+const char* outcome_name(std::uint32_t outcome) {
+    switch (static_cast<xlb_decap_outcome>(outcome)) {
+        case XLB_DECAP_OUT_DECAPSULATED: return "decapsulated";
+        case XLB_DECAP_OUT_PASS_NOT_ENCAP: return "pass_not_encap";
+        case XLB_DECAP_OUT_PASS_MALFORMED: return "pass_malformed";
+        case XLB_DECAP_OUT_PASS_FRAGMENT: return "pass_fragment";
+        case XLB_DECAP_OUT_DROP_HEADROOM: return "drop_headroom";
+        case XLB_DECAP_OUT_PASSED_ON: return "passed_on";
+        case XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP: return "decapsulated_no_next_hop";
+        case XLB_DECAP_OUT__MAX: break;
+    }
+    return "unknown";
+}
+
+// The counters in the Prometheus text format, for node_exporter's textfile
+// collector (docs/second-chance.md, "Observing it").
+std::string metrics_text(const xlb::bpf::DecapProgram& prog, const std::string& ifname) {
+    xlb::exposition::Writer w;
+    w.family("xlb_decap_packets_total", "counter",
+             "Packets xlb_decap saw on the interface, by outcome.");
+    for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o)
+        w.sample("xlb_decap_packets_total", {{"interface", ifname}, {"outcome", outcome_name(o)}},
+                 total(prog, o));
+    w.family("xlb_decap_passed_on_total", "counter",
+             "Packets of flows this host does not know, sent on to the backend their "
+             "second-chance hint named.");
+    if (auto passed = prog.passed_on()) {
+        for (const auto& [addr, count] : *passed)
+            w.sample(
+                "xlb_decap_passed_on_total",
+                {{"interface", ifname},
+                 {"backend", xlb::net::IpAddress::from_words(addr.addr, addr.family).to_string()}},
+                count);
+    }
+    return w.take();
 }
 
 int fail(const std::string& message) {
@@ -87,6 +124,8 @@ int main(int argc, char** argv) {
     bool keep = false;
     std::uint16_t gue_port = XLB_GUE_PORT_DEFAULT;
     std::string next_hop_text;
+    std::string metrics_file;
+    unsigned metrics_interval_s = 10;
     app.add_option("-i,--interface", ifname,
                    "interface to attach to (receives the encapsulated packets)")
         ->required();
@@ -102,6 +141,13 @@ int main(int argc, char** argv) {
                    "second chance: the router (IP address, resolved now on --interface, or MAC) "
                    "that packets whose hint names another backend are sent back through when "
                    "this host does not know their flow; without it they are decapsulated here");
+    app.add_option("--metrics-file", metrics_file,
+                   "write the counters in the Prometheus text format to this file (replaced "
+                   "atomically every --metrics-interval and at exit), e.g. into node_exporter's "
+                   "textfile collector directory");
+    app.add_option("--metrics-interval", metrics_interval_s, "seconds between metrics-file writes")
+        ->check(CLI::Range(1u, 3600u))
+        ->capture_default_str();
     app.add_flag("--replace", replace,
                  "replace a program already attached to the interface (by default only an "
                  "earlier xlb_decap is replaced)");
@@ -171,23 +217,19 @@ int main(int argc, char** argv) {
                                     put.error().message()));
     }
 
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
-    struct sigaction report {};
-    report.sa_handler = on_report;
-    sigemptyset(&report.sa_mask);
-    sigaction(SIGUSR1, &report, nullptr);
-    // Blocked until sigsuspend, so that a signal cannot slip in between the
-    // check of g_stop and the wait.
-    sigset_t block, waitmask;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &block, &waitmask);
+    // Taken synchronously (sigtimedwait), never by a handler: blocked from
+    // here on, so none is lost while the program is being attached.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &signals, nullptr);
+    auto write_metrics = [&] {
+        if (metrics_file.empty()) return;
+        if (auto ok = xlb::files::write_file_atomic(metrics_file, metrics_text(*prog, ifname)); !ok)
+            fmt::print(stderr, "xlb-decap: --metrics-file: {}\n", ok.error().message());
+    };
 
     auto attachment =
         xlb::bpf::XdpAttachment::attach(*prog, *iface, {.mode = *mode, .replace_foreign = replace});
@@ -208,13 +250,17 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    while (!g_stop) {
-        sigsuspend(&waitmask);
-        if (g_report && !g_stop) {
-            g_report = 0;
-            print_counters(*prog);
-        }
+    write_metrics();
+    const timespec interval{static_cast<time_t>(metrics_interval_s), 0};
+    while (true) {
+        const int sig = sigtimedwait(&signals, nullptr, metrics_file.empty() ? nullptr : &interval);
+        if (sig == SIGTERM || sig == SIGINT) break;
+        if (sig == SIGUSR1) print_counters(*prog);
+        if (sig < 0 && errno != EAGAIN && errno != EINTR)
+            return fail(fmt::format("wait for signals: {}", std::strerror(errno)));
+        write_metrics();
     }
+    write_metrics();
 
     auto detached = attachment->detach();
     if (!quiet) print_counters(*prog);

@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "listener.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/exposition/exposition.h"
 
 namespace xlb::api {
 
@@ -39,28 +40,12 @@ PublishMetrics::Snapshot PublishMetrics::snapshot() const {
 }
 
 std::string escape_label_value(std::string_view value) {
-    std::string out;
-    out.reserve(value.size());
-    for (char c : value) {
-        if (c == '\\')
-            out += "\\\\";
-        else if (c == '"')
-            out += "\\\"";
-        else if (c == '\n')
-            out += "\\n";
-        else
-            out += c;
-    }
-    return out;
+    return exposition::escape_label_value(value);
 }
 
 namespace {
 
-std::string number(double value) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.9g", value);
-    return buf;
-}
+using exposition::number;
 
 // A counter family read from one field of a per-VIP or per-backend stats struct.
 template <class Stats>
@@ -70,59 +55,14 @@ struct Counter {
     __u64 Stats::*field;
 };
 
-class Writer {
+// The agent's families on the shared writer, with its publish histograms.
+class Writer : public exposition::Writer {
 public:
-    void family(std::string_view name, std::string_view type, std::string_view help) {
-        out_ += "# HELP ";
-        out_ += name;
-        out_ += ' ';
-        out_ += help;
-        out_ += "\n# TYPE ";
-        out_ += name;
-        out_ += ' ';
-        out_ += type;
-        out_ += '\n';
-    }
-    void sample(std::string_view name,
-                std::initializer_list<std::pair<std::string_view, std::string_view>> labels,
-                const std::string& value) {
-        out_ += name;
-        if (labels.size() > 0) {
-            out_ += '{';
-            bool first = true;
-            for (const auto& [k, v] : labels) {
-                if (!first) out_ += ',';
-                first = false;
-                out_ += k;
-                out_ += "=\"";
-                out_ += escape_label_value(v);
-                out_ += '"';
-            }
-            out_ += '}';
-        }
-        out_ += ' ';
-        out_ += value;
-        out_ += '\n';
-    }
-    void sample(std::string_view name,
-                std::initializer_list<std::pair<std::string_view, std::string_view>> labels,
-                std::uint64_t value) {
-        sample(name, labels, std::to_string(value));
-    }
+    using exposition::Writer::histogram;
     void histogram(std::string_view name, std::string_view help,
                    const PublishMetrics::Histogram& h) {
-        family(name, "histogram", help);
-        const std::string bucket = std::string(name) + "_bucket";
-        for (std::size_t i = 0; i < PublishMetrics::kBuckets.size(); ++i)
-            sample(bucket, {{"le", number(PublishMetrics::kBuckets[i])}}, h.buckets[i]);
-        sample(bucket, {{"le", "+Inf"}}, h.count);
-        sample(std::string(name) + "_sum", {}, number(h.sum));
-        sample(std::string(name) + "_count", {}, h.count);
+        histogram(name, help, PublishMetrics::kBuckets, h.buckets, h.count, h.sum);
     }
-    std::string take() { return std::move(out_); }
-
-private:
-    std::string out_;
 };
 
 }  // namespace
