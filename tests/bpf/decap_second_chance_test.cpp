@@ -121,19 +121,16 @@ protected:
         });
     }
 
-    static Encapsulation from_lb(const net::IpAddress& to) {
-        Encapsulation enc;
-        enc.outer_src = to.is_v4() ? kEncapSrcV4 : kEncapSrcV6;
-        enc.outer_dst = to;
-        enc.eth_src = kNextHopMac;
-        enc.eth_dst = kLbMac;
+    // The balancer's GUE packet to `to`.
+    static Encapsulation from_lb_gue(const net::IpAddress& to) {
+        Encapsulation enc = from_lb(to);
         enc.gue_port = XLB_GUE_PORT_DEFAULT;
         enc.gue_sport = 0xc321;
         return enc;
     }
     // The balancer's packet to backend 0 with a hint naming backend 1.
     static Bytes hinted(const Bytes& inner, bool v6_outer, std::uint8_t state = 1) {
-        Encapsulation enc = from_lb(v6_outer ? kBackendV6[0] : kBackendV4[0]);
+        Encapsulation enc = from_lb_gue(v6_outer ? kBackendV6[0] : kBackendV4[0]);
         enc.gue_extension = second_chance_hint(v6_outer ? kBackendV6[1] : kBackendV4[1], state);
         return encapsulate(inner, enc);
     }
@@ -141,7 +138,7 @@ protected:
     // the hint marked passed, from this host to its next hop.
     static Bytes passed_on(const Bytes& inner, bool v6_outer) {
         const net::IpAddress to = v6_outer ? kBackendV6[1] : kBackendV4[1];
-        Encapsulation enc = from_lb(to);
+        Encapsulation enc = from_lb_gue(to);
         enc.gue_extension = second_chance_hint(to, 2);
         enc.ttl = 63;
         enc.eth_src = kLbMac;
@@ -225,7 +222,7 @@ TEST_F(DecapSecondChanceTest, APacketIsPassedOnAtMostOnce) {
     const Bytes unknown = ack_of({kClientV4, kVipV4, 50002, kVipPort, kProtoTcp});
     // what the first backend sent on, arriving at a backend that does not
     // know the flow either: delivered (the client gets its reset from there)
-    Encapsulation enc = from_lb(kBackendV4[0]);
+    Encapsulation enc = from_lb_gue(kBackendV4[0]);
     enc.gue_extension = second_chance_hint(kBackendV4[1], 2);
     expect(encapsulate(unknown, enc), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED, delivered(unknown));
 }
@@ -239,7 +236,7 @@ TEST_F(DecapSecondChanceTest, WithoutANextHopAnUnknownFlowIsDeliveredAndCounted)
 
 TEST_F(DecapSecondChanceTest, HintsThatAreNotOursAreSkippedLikeAnyExtension) {
     const Bytes unknown = ack_of({kClientV4, kVipV4, 50004, kVipPort, kProtoTcp});
-    Encapsulation enc = from_lb(kBackendV4[0]);
+    Encapsulation enc = from_lb_gue(kBackendV4[0]);
     enc.gue_extension = second_chance_hint(kBackendV4[1]);
     enc.gue_extension[0] = 0x79;  // another magic
     expect(encapsulate(unknown, enc), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED, delivered(unknown));

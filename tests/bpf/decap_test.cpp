@@ -25,20 +25,12 @@ protected:
         expect_decap_run(*program_, input, XDP_PASS, outcome, expected);
     }
 
-    static Encapsulation towards(const net::IpAddress& to) {
-        Encapsulation enc;
-        enc.outer_src = to.is_v4() ? kEncapSrcV4 : kEncapSrcV6;
-        enc.outer_dst = to;
-        enc.eth_src = kNextHopMac;
-        enc.eth_dst = kLbMac;
-        return enc;
-    }
     static Bytes wrap(const Bytes& inner_ip, const net::IpAddress& to) {
-        return encapsulate(inner_ip, towards(to));
+        return encapsulate(inner_ip, from_lb(to));
     }
     static Bytes wrap_gue(const Bytes& inner_ip, const net::IpAddress& to,
                           std::uint16_t port = XLB_GUE_PORT_DEFAULT, const Bytes& extension = {}) {
-        Encapsulation enc = towards(to);
+        Encapsulation enc = from_lb(to);
         enc.gue_port = port;
         enc.gue_sport = 0xc123;
         enc.gue_extension = extension;

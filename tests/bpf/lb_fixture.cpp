@@ -220,6 +220,15 @@ void expect_decap_run(const bpf::DecapProgram& decap, const Bytes& input, std::u
             << "decap outcome " << o;
 }
 
+Encapsulation from_lb(const net::IpAddress& to) {
+    Encapsulation enc;
+    enc.outer_src = to.is_v4() ? kEncapSrcV4 : kEncapSrcV6;
+    enc.outer_dst = to;
+    enc.eth_src = kNextHopMac;
+    enc.eth_dst = kLbMac;
+    return enc;
+}
+
 void expect_same_frame(const Bytes& actual, const Bytes& expected) {
     EXPECT_EQ(describe(actual), describe(expected));
     EXPECT_EQ(actual, expected) << "frames differ byte for byte";

@@ -86,6 +86,10 @@ private:
 
 // flow_key(const Flow&): testbed.h.
 
+// The outer headers the balancer's packet to backend `to` has (from the
+// encapsulation source, from the next hop's MAC to the LB's).
+Encapsulation from_lb(const net::IpAddress& to);
+
 // Expects two frames to be identical, showing a decoded diff when not.
 void expect_same_frame(const Bytes& actual, const Bytes& expected);
 

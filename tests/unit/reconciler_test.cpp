@@ -484,29 +484,14 @@ TEST_F(ReconcilerTest, UnhealthyBackendIsRescheduledAfterTheNewRingIsLive) {
     EXPECT_TRUE(
         dp.written_in_order("ring " + std::to_string(vip_id(v)),
                             "backend " + std::to_string(sick) + " gen " + std::to_string(gen + 1)));
-    // healthy again: back in the ring with its new generation
+    // marked down, so that no second-chance hint names it
+    EXPECT_EQ(dp.backends[sick].flags, XLB_BACKEND_F_DOWN);
+    EXPECT_EQ(dp.backends[id_of(v, 1)].flags, 0u);
+    // healthy again: back in the ring with its new generation, not down
     rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
     reconcile();
     EXPECT_TRUE(dp.ids_in_ring(vip_id(v)).contains(sick));
     EXPECT_EQ(dp.backends[sick].generation, gen + 1);
-}
-
-// Second chance: a down backend is marked so in its entry (no hint may name
-// it), and unmarked when it is back.
-TEST_F(ReconcilerTest, ADownBackendsEntrySaysSoUntilItIsBack) {
-    VipSpec v = web_vip(3);
-    v.health_check.type = config::HealthCheckType::kTcp;
-    rec.set_vips({v});
-    for (const auto& b : v.backends) rec.set_observed(v.key(), b.address, {Health::kHealthy, 1.0});
-    reconcile();
-    const std::uint32_t sick = id_of(v, 0);
-    EXPECT_EQ(dp.backends[sick].flags, 0u);
-    rec.set_observed(v.key(), v.backends[0].address, {Health::kUnhealthy, 1.0});
-    reconcile();
-    EXPECT_EQ(dp.backends[sick].flags, XLB_BACKEND_F_DOWN);
-    EXPECT_EQ(dp.backends[id_of(v, 1)].flags, 0u);
-    rec.set_observed(v.key(), v.backends[0].address, {Health::kHealthy, 1.0});
-    reconcile();
     EXPECT_EQ(dp.backends[sick].flags, 0u);
 }
 

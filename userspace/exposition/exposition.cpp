@@ -59,9 +59,8 @@ void Writer::sample(std::string_view name, Labels labels, const std::string& val
     out_ += '\n';
 }
 
-void Writer::histogram(std::string_view name, std::string_view help,
-                       std::span<const double> bounds, std::span<const std::uint64_t> buckets,
-                       std::uint64_t count, double sum) {
+void Writer::histogram(std::string_view name, std::string_view help, std::span<const double> bounds,
+                       std::span<const std::uint64_t> buckets, std::uint64_t count, double sum) {
     family(name, "histogram", help);
     const std::string bucket = std::string(name) + "_bucket";
     for (std::size_t i = 0; i < bounds.size() && i < buckets.size(); ++i)
