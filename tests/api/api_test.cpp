@@ -358,6 +358,12 @@ TEST_F(ApiTest, BackendsShowStateWeightsSlotsAndCounters) {
     EXPECT_EQ(r.body["backends"][0]["packets"], 1234);
     EXPECT_EQ(r.body["backends"][0]["bytes"], 567890);
     expect_error(get("/v1/backends?" + vq("198.51.100.99:80/tcp")), 404, "no VIP");
+
+    // Without a VIP: every VIP's, each as the one-VIP reply is.
+    Reply all = get("/v1/backends");
+    ASSERT_EQ(all.status, 200) << all.text;
+    ASSERT_EQ(all.body["vips"].size(), 1u);
+    EXPECT_EQ(all.body["vips"][0], r.body);
 }
 
 TEST_F(ApiTest, TableShowsSlotsAgainstTargetShare) {

@@ -286,6 +286,19 @@ TEST_F(XlbctlAgent, BackendVerbs) {
                               "effective_weight", "weight_factor", "slots", "share_of_slots",
                               "in_table", "live", "id", "generation", "packets", "bytes"})
         EXPECT_TRUE(list["backends"][0].contains(field)) << field;
+    // without a VIP: every VIP's section, the web VIP's as above
+    json all = ok_json({"backend", "list"});
+    ASSERT_GE(all["vips"].size(), 2u);
+    bool web_seen = false;
+    for (const json& vip : all["vips"]) {
+        EXPECT_TRUE(vip.contains("backends")) << vip.dump();
+        if (vip["vip"] == kWeb) {
+            web_seen = true;
+            EXPECT_EQ(vip["backends"].size(), 3u);
+        }
+    }
+    EXPECT_TRUE(web_seen);
+    EXPECT_HAS(ok({"backend", "list"}), "VIP 198.51.100.10:80/tcp  epoch ");
     const auto epoch0 = list["epoch"].get<std::uint64_t>();
 
     out = ok({"backend", "add", kWeb, "203.0.113.14", "--weight", "25"});

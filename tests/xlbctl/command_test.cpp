@@ -101,6 +101,25 @@ TEST(XlbctlParse, MissingVerb) {
                "disable");
 }
 
+TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
+    EXPECT_HAS(parse_error({"stauts"}),
+               "unknown verb 'stauts' after 'xlbctl': did you mean status?");
+    EXPECT_HAS(parse_error({"stauts"}), "xlbctl --help shows usage and examples");
+    EXPECT_HAS(parse_error({"backend", "ad", "198.51.100.10:80", "203.0.113.11"}),
+               "unknown verb 'ad' after 'xlbctl backend': did you mean add?");
+    EXPECT_HAS(parse_error({"conntrack", "cuont"}), "did you mean count?");
+    // nothing close: the verbs there are
+    EXPECT_HAS(parse_error({"frobnicate"}),
+               "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
+               "conntrack, stats, table, lookup or reload");
+    EXPECT_HAS(parse_error({"status", "--jsn"}),
+               "unknown option '--jsn' for 'xlbctl status': did you mean --json?");
+    EXPECT_HAS(parse_error({"stats", "--wacth=2"}), "did you mean --watch?");
+    // too far from anything: the parser's own message
+    EXPECT_HAS(parse_error({"status", "--zzzzzz"}), "--zzzzzz");
+    EXPECT_EQ(parse_error({"status", "--zzzzzz"}).find("did you mean"), std::string::npos);
+}
+
 TEST(XlbctlParse, UnknownArgumentsNameTheHelp) {
     std::string e = parse_error({"status", "--colour"});
     EXPECT_HAS(e, "--colour");
@@ -604,6 +623,7 @@ TEST(XlbctlRequest, PerVerb) {
               (HttpRequest{"DELETE", "/v1/vip?vip=198.51.100.10%3A80%2Ftcp", ""}));
     EXPECT_EQ(req({"backend", "list", "[2001:db8::10]:443/udp"}),
               (HttpRequest{"GET", "/v1/backends?vip=%5B2001%3Adb8%3A%3A10%5D%3A443%2Fudp", ""}));
+    EXPECT_EQ(req({"backend", "list"}), (HttpRequest{"GET", "/v1/backends", ""}));
     EXPECT_EQ(req({"backend", "add", "198.51.100.10:80", "203.0.113.14", "--weight", "50"}),
               (HttpRequest{"POST", "/v1/backends?vip=198.51.100.10%3A80%2Ftcp",
                            R"({"address":"203.0.113.14","weight":50})"}));

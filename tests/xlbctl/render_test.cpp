@@ -286,6 +286,23 @@ TEST(XlbctlRender, BackendList) {
                "no backends (add one: xlbctl backend add 198.51.100.10:80/tcp ADDR)");
 }
 
+// Without a VIP: one section per VIP, as each VIP's own list shows it.
+TEST(XlbctlRender, BackendListOfEveryVip) {
+    json first = backends_reply();
+    json second = backends_reply();
+    second["vip"] = "198.51.100.20:0/tcp";
+    second["backends"] = json::array();
+    const json all = {{"vips", {first, second}}};
+    const std::string out = render_human(cmd(Verb::kBackendList), all, kPlain);
+    EXPECT_EQ(out, render_human(cmd(Verb::kBackendList), first, kPlain) + "\n" +
+                       render_human(cmd(Verb::kBackendList), second, kPlain));
+    Command quiet = cmd(Verb::kBackendList);
+    quiet.quiet = true;
+    EXPECT_EQ(render_human(quiet, all, kPlain), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
+    EXPECT_EQ(render_human(cmd(Verb::kBackendList), json{{"vips", json::array()}}, kPlain),
+              "no VIPs (add one: xlbctl vip add VIP)\n");
+}
+
 json vip_detail(json backends) {
     json v = vip_summary("198.51.100.10:80/tcp", "web", 2, 2);
     v["epoch"] = 4;

@@ -825,21 +825,40 @@ private:
             200);
     }
 
+    static json backend_list_json(const control::VipStatus& vip, const detail::Counters& counters,
+                                  const detail::HealthDetails& health) {
+        json backends = json::array();
+        for (const auto& b : vip.backends)
+            backends.push_back(detail::backend_json(vip, b, counters, health));
+        return json{{"vip", vip.spec.key()},
+                    {"epoch", vip.epoch},
+                    {"checksum", detail::hex64(vip.checksum)},
+                    {"backends", std::move(backends)}};
+    }
+
+    // One VIP's backends (?vip=), or every VIP's: {"vips": [...]}.
     void list_backends(const httplib::Request& req, httplib::Response& res) {
+        if (!req.has_param("vip")) {
+            const Services& services = s_;
+            auto all = call<std::pair<std::vector<control::VipStatus>, detail::HealthDetails>>(
+                [&services](control::Reconciler& r) {
+                    auto vips = r.status();
+                    auto health = detail::collect_health(services, vips);
+                    return std::pair{std::move(vips), std::move(health)};
+                });
+            if (!all) return reject(req, res, all.error());
+            const detail::Counters counters = detail::read_counters(s_.data_plane, all->first);
+            json list = json::array();
+            for (const auto& vip : all->first)
+                list.push_back(backend_list_json(vip, counters, all->second));
+            return send_json(res, 200, json{{"vips", std::move(list)}});
+        }
         auto key = vip_param(req);
         if (!key) return reject(req, res, key.error());
         auto found = one_status_with_health(*key);
         if (!found) return reject(req, res, found.error());
-        const control::VipStatus* vip = &found->status;
-        const detail::Counters counters = detail::read_counters(s_.data_plane, {*vip});
-        json backends = json::array();
-        for (const auto& b : vip->backends)
-            backends.push_back(detail::backend_json(*vip, b, counters, found->health));
-        send_json(res, 200,
-                  json{{"vip", *key},
-                       {"epoch", vip->epoch},
-                       {"checksum", detail::hex64(vip->checksum)},
-                       {"backends", std::move(backends)}});
+        const detail::Counters counters = detail::read_counters(s_.data_plane, {found->status});
+        send_json(res, 200, backend_list_json(found->status, counters, found->health));
     }
 
     void add_backend(const httplib::Request& req, httplib::Response& res) {

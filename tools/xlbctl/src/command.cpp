@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <expected>
 #include <map>
+#include <optional>
 
 #include "xlb/config/config.h"
 
@@ -537,13 +538,15 @@ void build(Cli& cli) {
         "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n"
         "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.15 --dry-run   # what would move\n");
     CLI::App* b_list = leaf(cli, backend, "list",
-                            "A VIP's backends: state, health and last failure, configured and\n"
-                            "effective weight, table slots and their share, packets and bytes.",
+                            "A VIP's backends (without VIP: every VIP's): state, health and last\n"
+                            "failure, configured and effective weight, table slots and their\n"
+                            "share, packets and bytes.",
                             Verb::kBackendList,
                             "  xlbctl backend list 198.51.100.10:80/tcp\n"
+                            "  xlbctl backend list                      # every VIP\n"
                             "  xlbctl backend list '[2001:db8::10]:443/tcp' --json\n"
                             "  xlbctl backend list 198.51.100.10:80 -q   # addresses only\n");
-    add_vip_arg(b_list, raw);
+    b_list->add_option("VIP", raw.vip, "ADDRESS:PORT[/tcp|/udp]; none: every VIP")->type_name("");
     b_list->add_flag("-q,--quiet", raw.quiet, "print only the addresses, one a line");
 
     CLI::App* b_add =
@@ -784,6 +787,70 @@ std::string verbs_of(CLI::App* app) {
 
 ParseExit usage(std::string message) { return ParseExit{kExitFailed, "", std::move(message)}; }
 
+// Edits (insert, delete, substitute, swap two neighbours) from a to b. No
+// Debian C++ library offers it and CLI11 suggests nothing, hence these lines.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    }
+    return d[a.size()][b.size()];
+}
+
+// The candidate closest to a mistyped word: at most 2 edits away, and fewer
+// than half its letters (so "ls" suggests nothing); the first of equals.
+std::optional<std::string> closest(std::string_view typed, const std::vector<std::string>& names) {
+    std::optional<std::string> best;
+    std::size_t best_distance = 0;
+    for (const std::string& name : names) {
+        const std::size_t distance = edit_distance(typed, name);
+        if (distance > 2 || 2 * distance >= std::max(typed.size(), name.size())) continue;
+        if (!best || distance < best_distance) {
+            best = name;
+            best_distance = distance;
+        }
+    }
+    return best;
+}
+
+std::vector<std::string> option_names(CLI::App* app) {
+    std::vector<std::string> names;
+    for (const CLI::Option* option : app->get_options()) {
+        for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+        for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+    }
+    return names;
+}
+
+// "did you mean ..." for the first word the parser could not place at `at`:
+// a verb when `at` takes verbs, an option when the word starts with '-'.
+std::optional<std::string> suggestion(CLI::App* at) {
+    const std::vector<std::string> left = at->remaining();
+    if (left.empty()) return std::nullopt;
+    const std::string& word = left.front();
+    if (word.starts_with("-")) {
+        const std::string flag = word.substr(0, word.find('='));
+        auto near = closest(flag, option_names(at));
+        if (!near) return std::nullopt;
+        return "unknown option " + in_quotes(flag) + " for '" + path_of(at) + "': did you mean " +
+               *near + "?";
+    }
+    std::vector<std::string> verbs;
+    for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; }))
+        verbs.push_back(sub->get_name());
+    if (verbs.empty()) return std::nullopt;
+    auto near = closest(word, verbs);
+    return "unknown verb " + in_quotes(word) + " after '" + path_of(at) +
+           "': " + (near ? "did you mean " + *near + "?" : "expected " + verbs_of(at));
+}
+
 // Checks the arguments of the verb and fills the Command.
 Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
     Command c;
@@ -1005,6 +1072,8 @@ ParseResult parse_command(const std::vector<std::string>& args, const GetEnv& ge
         return ParseExit{kExitOk, std::string(e.what()) + "\n", ""};
     } catch (const CLI::ParseError& e) {
         CLI::App* at = selected(cli.app);
+        if (auto hint = suggestion(at))
+            return usage(*hint + " (" + path_of(at) + " --help shows usage and examples)");
         if (!cli.leaves.contains(at) &&
             at->get_subcommands([](CLI::App*) { return true; }).size() &&
             dynamic_cast<const CLI::RequiredError*>(&e))

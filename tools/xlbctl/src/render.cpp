@@ -631,7 +631,16 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kVipList: return render_vip_list(r, style, c.quiet);
         case Verb::kVipAdd: return render_vip_add(r);
         case Verb::kVipDel: return fmt::format("deleted VIP {}\n", str(r, "vip"));
-        case Verb::kBackendList: return render_backend_list(r, style, c.quiet);
+        case Verb::kBackendList: {
+            if (!r.contains("vips")) return render_backend_list(r, style, c.quiet);
+            // every VIP: one section each, a blank line between
+            std::string out;
+            for (const json& vip : r.at("vips")) {
+                if (!out.empty() && !c.quiet) out += "\n";
+                out += render_backend_list(vip, style, c.quiet);
+            }
+            return out.empty() && !c.quiet ? "no VIPs (add one: xlbctl vip add VIP)\n" : out;
+        }
         case Verb::kBackendAdd:
         case Verb::kBackendDel:
         case Verb::kBackendSet:

@@ -93,7 +93,8 @@ HttpRequest build_request(const Command& c) {
             return {"POST", "/v1/vips", body.dump()};
         }
         case Verb::kVipDel: return {"DELETE", "/v1/vip?" + vip_query(c), ""};
-        case Verb::kBackendList: return {"GET", "/v1/backends?" + vip_query(c), ""};
+        case Verb::kBackendList:
+            return {"GET", c.vip.empty() ? "/v1/backends" : "/v1/backends?" + vip_query(c), ""};
         case Verb::kBackendAdd: {
             json body{{"address", c.backend.to_string()}};
             if (c.weight) body["weight"] = *c.weight;
