@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -959,6 +960,9 @@ TEST_F(ApiTest, MetricsExposition) {
         patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.13", R"({"weight": 0})").status,
         200);
 
+    // at least 50 ms of CPU, so process_cpu_seconds_total cannot read 0
+    while (std::clock() < CLOCKS_PER_SEC / 20) {
+    }
     MetricsServer metrics(services(), "127.0.0.1:0");
     auto started = metrics.start();
     ASSERT_TRUE(started) << started.error();
@@ -1027,9 +1031,26 @@ TEST_F(ApiTest, MetricsExposition) {
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"tx\"}"], "1000");
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"drop_no_backend\"}"], "0");
     EXPECT_EQ(values["xlb_backend_healthy" + b11], "1");
-    EXPECT_EQ(values["xlb_backend_effective_weight" + b11],
-              std::to_string(100 * control::kWeightScale));
+    // in the CLI's units: the configured weight 100, not the table's x100
+    EXPECT_EQ(values["xlb_backend_effective_weight" + b11], "100");
     EXPECT_EQ(values["xlb_backend_effective_weight" + b13], "0");
+    const std::string b11s = "{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.11\",state=";
+    EXPECT_EQ(values["xlb_backend_state" + b11s + "\"active\"}"], "1");
+    EXPECT_EQ(values["xlb_backend_state" + b11s + "\"drain\"}"], "0");
+    EXPECT_EQ(values["xlb_backend_state" + b11s + "\"disabled\"}"], "0");
+    EXPECT_EQ(values["xlb_build_info{version=\"0.1.0-test\"}"], "1");
+    // this test's own process
+    EXPECT_EQ(types["process_cpu_seconds_total"], "counter");
+    EXPECT_GT(std::stod(values["process_cpu_seconds_total"]), 0.0);
+    EXPECT_GT(std::stoull(values["process_resident_memory_bytes"]), 1'000'000u);
+    EXPECT_GE(std::stoull(values["process_open_fds"]), 3u);
+    EXPECT_GT(std::stoull(values["process_max_fds"]), 0u);
+    const double start_time = std::stod(values["process_start_time_seconds"]);
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    // /proc/stat's boot time is whole seconds: up to a second late
+    EXPECT_LE(start_time, now + 2);
+    EXPECT_GT(start_time, now - 24 * 3600) << "started within the day";
     EXPECT_EQ(values["xlb_vip_panic" + v], "0");
     EXPECT_EQ(types["xlb_vip_info"], "gauge");
     EXPECT_EQ(values["xlb_vip_info{vip=\"198.51.100.10:80/tcp\",name=\"web\"}"], "1")
@@ -1052,6 +1073,26 @@ TEST_F(ApiTest, MetricsExposition) {
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404);
     metrics.stop();
+}
+
+TEST(ApiMetrics, ProcStatIsReadFromTheFieldsAfterTheCommand) {
+    // A command with spaces and parentheses; fields 14/15 utime/stime,
+    // 22 starttime, 23 vsize, 24 rss (proc(5)).
+    const std::string stat =
+        "4242 (xlbd (test) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 3 0 "
+        "5000 123456789 2000 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+    auto p = parse_proc_stat(stat, 100, 4096, 1'700'000'000.0);
+    ASSERT_TRUE(p);
+    EXPECT_DOUBLE_EQ(p->cpu_seconds, 4.0);
+    EXPECT_DOUBLE_EQ(p->start_time_seconds, 1'700'000'050.0);
+    EXPECT_EQ(p->virtual_memory_bytes, 123456789u);
+    EXPECT_EQ(p->resident_memory_bytes, 2000u * 4096u);
+    EXPECT_FALSE(parse_proc_stat("4242 (xlbd) S 1 2 3", 100, 4096, 0)) << "too few fields";
+    EXPECT_FALSE(parse_proc_stat("no command here", 100, 4096, 0));
+    EXPECT_FALSE(parse_proc_stat(stat, 0, 4096, 0)) << "no tick rate";
+    auto self = read_process_stats();
+    ASSERT_TRUE(self);
+    EXPECT_GT(self->resident_memory_bytes, 0u);
 }
 
 TEST(ApiMetrics, LabelValuesAreEscaped) {

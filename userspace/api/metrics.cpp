@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,11 +13,13 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "internal.h"
 #include "listener.h"
 #include "xlb/datapath/setup.h"
 #include "xlb/exposition/exposition.h"
+#include "xlb/files/files.h"
 
 namespace xlb::api {
 
@@ -67,8 +70,83 @@ public:
 
 }  // namespace
 
+std::optional<ProcessStats> parse_proc_stat(std::string_view stat, long ticks_per_second,
+                                            long page_size, double boot_time_seconds) {
+    // "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the
+    // fields after the last ')' are space-separated, state being field 3.
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string_view::npos || ticks_per_second <= 0) return std::nullopt;
+    std::vector<std::string_view> fields;
+    std::size_t at = close + 1;
+    while (at < stat.size()) {
+        while (at < stat.size() && stat[at] == ' ') ++at;
+        const std::size_t end = std::min(stat.find(' ', at), stat.size());
+        if (end > at) fields.push_back(stat.substr(at, end - at));
+        at = end;
+    }
+    // fields[0] is field 3 (state): field N is fields[N - 3].
+    auto field = [&](std::size_t n) -> std::optional<std::uint64_t> {
+        if (n - 3 >= fields.size()) return std::nullopt;
+        std::uint64_t value = 0;
+        const std::string_view text = fields[n - 3];
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
+        return value;
+    };
+    auto utime = field(14), stime = field(15), starttime = field(22), vsize = field(23),
+         rss = field(24);
+    if (!utime || !stime || !starttime || !vsize || !rss) return std::nullopt;
+    ProcessStats p;
+    const double ticks = static_cast<double>(ticks_per_second);
+    p.cpu_seconds = static_cast<double>(*utime + *stime) / ticks;
+    p.start_time_seconds = boot_time_seconds + static_cast<double>(*starttime) / ticks;
+    p.virtual_memory_bytes = *vsize;
+    p.resident_memory_bytes = *rss * static_cast<std::uint64_t>(page_size);
+    return p;
+}
+
+std::optional<ProcessStats> read_process_stats() {
+    auto read = [](const char* path) -> std::optional<std::string> {
+        auto text = files::read_file(path);
+        if (!text || !*text) return std::nullopt;
+        return **text;
+    };
+    auto stat = read("/proc/self/stat");
+    auto system = read("/proc/stat");
+    if (!stat || !system) return std::nullopt;
+    const std::size_t btime = system->find("\nbtime ");
+    if (btime == std::string::npos) return std::nullopt;
+    const double boot = std::strtod(system->c_str() + btime + 7, nullptr);
+    auto p = parse_proc_stat(*stat, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE), boot);
+    if (!p) return std::nullopt;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        ++p->open_fds;
+    if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0) p->max_fds = limit.rlim_cur;
+    return p;
+}
+
 std::string render_metrics(const MetricsInput& in) {
     Writer w;
+    w.family("xlb_build_info", "gauge", "Always 1: the running xlbd's version as a label.");
+    w.sample("xlb_build_info", {{"version", in.version}}, 1);
+    if (in.process) {
+        const ProcessStats& p = *in.process;
+        w.family("process_cpu_seconds_total", "counter", "User and system CPU time, seconds.");
+        w.sample("process_cpu_seconds_total", {}, number(p.cpu_seconds));
+        w.family("process_start_time_seconds", "gauge",
+                 "Start time of the process, seconds since the Unix epoch.");
+        w.sample("process_start_time_seconds", {}, number(p.start_time_seconds));
+        w.family("process_resident_memory_bytes", "gauge", "Resident memory, bytes.");
+        w.sample("process_resident_memory_bytes", {}, p.resident_memory_bytes);
+        w.family("process_virtual_memory_bytes", "gauge", "Virtual memory, bytes.");
+        w.sample("process_virtual_memory_bytes", {}, p.virtual_memory_bytes);
+        w.family("process_open_fds", "gauge", "Open file descriptors.");
+        w.sample("process_open_fds", {}, p.open_fds);
+        w.family("process_max_fds", "gauge", "The limit of open file descriptors.");
+        w.sample("process_max_fds", {}, p.max_fds);
+    }
     // The VIP's name (config `name`), once per VIP: join on `vip`, e.g.
     // xlb_packets_total * on(vip) group_left(name) xlb_vip_info.
     w.family("xlb_vip_info", "gauge",
@@ -142,13 +220,29 @@ std::string render_metrics(const MetricsInput& in) {
                      b.health == control::Health::kHealthy ? 1 : 0);
     }
     w.family("xlb_backend_effective_weight", "gauge",
-             "The backend's weight in the VIP's live table (configured weight x 100 x factors; 0: "
-             "not in the table).");
+             "The backend's weight in the VIP's live table, in the configured weight's units "
+             "(configured weight x slow start, bias and panic factors; 0: not in the table).");
     for (const control::VipStatus& v : in.vips) {
         const std::string vip = v.spec.key();
         for (const control::BackendStatus& b : v.backends)
             w.sample("xlb_backend_effective_weight",
-                     {{"vip", vip}, {"backend", b.address.to_string()}}, b.effective_weight);
+                     {{"vip", vip}, {"backend", b.address.to_string()}},
+                     number(static_cast<double>(b.effective_weight) / control::kWeightScale));
+    }
+    w.family("xlb_backend_state", "gauge",
+             "1 for the backend's administrative state (active, drain or disabled), 0 for the "
+             "others.");
+    for (const control::VipStatus& v : in.vips) {
+        const std::string vip = v.spec.key();
+        for (const control::BackendStatus& b : v.backends) {
+            const std::string backend = b.address.to_string();
+            for (config::AdminState state :
+                 {config::AdminState::kActive, config::AdminState::kDrain,
+                  config::AdminState::kDisabled})
+                w.sample("xlb_backend_state",
+                         {{"vip", vip}, {"backend", backend}, {"state", config::to_string(state)}},
+                         b.state == state ? 1 : 0);
+        }
     }
     w.family("xlb_vip_panic", "gauge",
              "1 when the VIP is in panic (health ignored: too few healthy backends), else 0.");
@@ -375,6 +469,8 @@ Result<void> MetricsServer::start() {
     detail::Router router;
     router.add("GET", "/metrics", [s = services_](const httplib::Request&, httplib::Response& res) {
         MetricsInput in;
+        in.version = s.info.version;
+        in.process = read_process_stats();
         using Taken = std::pair<std::vector<control::VipStatus>, detail::HealthDetails>;
         auto taken =
             detail::on_control<Taken>(s.loop, s.call_timeout, [&s](control::Reconciler& r) {

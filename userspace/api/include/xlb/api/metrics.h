@@ -2,12 +2,14 @@
 // Prometheus metrics (text exposition format 0.0.4) on a TCP address,
 // 127.0.0.1:9464 by default, with /livez and /readyz beside /metrics.
 // Series (docs/api.md lists them with their meaning):
+//   xlb_build_info{version}  process_* (CPU, memory, fds, start time)
 //   xlb_vip_info{vip,name} (always 1: the VIP's configured name)
 //   xlb_packets_total{vip}  xlb_bytes_total{vip}  xlb_new_flows_total{vip}
 //   xlb_conntrack_hits_total{vip}  xlb_vip_drops_total{vip}
 //   xlb_backend_packets_total{vip,backend}  xlb_backend_bytes_total{vip,backend}
 //   xlb_outcomes_total{outcome}
 //   xlb_backend_healthy{vip,backend}  xlb_backend_effective_weight{vip,backend}
+//   xlb_backend_state{vip,backend,state}  xlb_second_chance_hints_total{vip}
 //   xlb_vip_panic{vip}  xlb_table_epoch{vip}
 //   xlb_publishes_total  xlb_publish_latency_seconds (histogram, decision to live)
 //   xlb_publish_return_latency_seconds (histogram, decision to the update's return)
@@ -68,8 +70,26 @@ private:
     Snapshot data_;
 };
 
+// The process's own figures, Prometheus's standard process_* families.
+struct ProcessStats {
+    double cpu_seconds = 0;         // user + system
+    double start_time_seconds = 0;  // since the Unix epoch
+    std::uint64_t resident_memory_bytes = 0;
+    std::uint64_t virtual_memory_bytes = 0;
+    std::uint64_t open_fds = 0;
+    std::uint64_t max_fds = 0;
+};
+// From /proc/self/stat's text (pure): ticks per second, page size and the
+// boot time (/proc/stat's btime) convert its fields. nullopt: not that format.
+std::optional<ProcessStats> parse_proc_stat(std::string_view stat, long ticks_per_second,
+                                            long page_size, double boot_time_seconds);
+// This process's, read from /proc; nullopt when /proc cannot be read.
+std::optional<ProcessStats> read_process_stats();
+
 // Everything one scrape shows, gathered from the reconciler and the maps.
 struct MetricsInput {
+    std::string version;                  // xlb_build_info
+    std::optional<ProcessStats> process;  // nullopt: no process_* families
     std::vector<control::VipStatus> vips;
     std::optional<OutcomeCounts> outcomes;                     // nullopt: read failed
     std::map<std::uint32_t, xlb_vip_stats> vip_stats;          // by VIP id
