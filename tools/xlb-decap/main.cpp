@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -194,6 +195,12 @@ int main(int argc, char** argv) {
     std::optional<xlb::net::MacAddress> next_hop_mac;
     if (!next_hop_text.empty()) {
         if (auto mac = xlb::net::parse_mac(next_hop_text)) {
+            const bool zero = std::all_of(mac->begin(), mac->end(), [](auto b) { return b == 0; });
+            if (zero || ((*mac)[0] & 1) != 0)
+                return fail(
+                    fmt::format("--next-hop: found {}, expected the unicast MAC of the "
+                                "router (or its IP address)",
+                                next_hop_text));
             next_hop_mac = *mac;
         } else if (auto hop = xlb::net::IpAddress::parse(next_hop_text)) {
             auto resolver = xlb::netlink::NeighborResolver::open(ifname);
