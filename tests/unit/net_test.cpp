@@ -64,5 +64,12 @@ TEST(NetPrefix, Contains) {
     EXPECT_FALSE(prefix("::/0").contains(ip("192.0.2.1")));
 }
 
+TEST(NetMac, UnicastIsNeitherZeroNorAGroupAddress) {
+    EXPECT_TRUE(is_unicast_mac(*parse_mac("02:78:6c:62:00:01")));
+    EXPECT_FALSE(is_unicast_mac(*parse_mac("00:00:00:00:00:00")));
+    EXPECT_FALSE(is_unicast_mac(*parse_mac("01:00:5e:00:00:01"))) << "multicast";
+    EXPECT_FALSE(is_unicast_mac(*parse_mac("ff:ff:ff:ff:ff:ff"))) << "broadcast";
+}
+
 }  // namespace
 }  // namespace xlb::net

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -195,8 +194,7 @@ int main(int argc, char** argv) {
     std::optional<xlb::net::MacAddress> next_hop_mac;
     if (!next_hop_text.empty()) {
         if (auto mac = xlb::net::parse_mac(next_hop_text)) {
-            const bool zero = std::all_of(mac->begin(), mac->end(), [](auto b) { return b == 0; });
-            if (zero || ((*mac)[0] & 1) != 0)
+            if (!xlb::net::is_unicast_mac(*mac))
                 return fail(
                     fmt::format("--next-hop: found {}, expected the unicast MAC of the "
                                 "router (or its IP address)",

@@ -514,13 +514,9 @@ void check_settings(const Settings& s, const Out& out) {
         out.add("next_hop.address", "found " + nh.address->to_string() +
                                         ", expected the unicast address of the next hop");
     }
-    if (nh.mac) {
-        const auto& m = *nh.mac;
-        const bool zero = std::all_of(m.begin(), m.end(), [](std::uint8_t b) { return b == 0; });
-        if (zero || (m[0] & 1)) {
-            out.add("next_hop.mac", "found " + net::mac_to_string(m) +
-                                        ", expected the unicast MAC of the next hop");
-        }
+    if (nh.mac && !net::is_unicast_mac(*nh.mac)) {
+        out.add("next_hop.mac", "found " + net::mac_to_string(*nh.mac) +
+                                    ", expected the unicast MAC of the next hop");
     }
     check_encap(s.encap_source.ipv4, s.encap_source.ipv4_prefix_len, true, out);
     check_encap(s.encap_source.ipv6, s.encap_source.ipv6_prefix_len, false, out);

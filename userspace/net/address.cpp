@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -151,6 +152,11 @@ std::expected<MacAddress, std::string> parse_mac(std::string_view text) {
                                "' is not a MAC address (expected e.g. 02:00:00:00:00:01)");
     for (int i = 0; i < 6; ++i) mac[i] = static_cast<std::uint8_t>(v[i]);
     return mac;
+}
+
+bool is_unicast_mac(const MacAddress& mac) {
+    const bool zero = std::all_of(mac.begin(), mac.end(), [](std::uint8_t b) { return b == 0; });
+    return !zero && (mac[0] & 1) == 0;
 }
 
 std::string mac_to_string(const MacAddress& mac) {

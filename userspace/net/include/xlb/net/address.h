@@ -83,5 +83,8 @@ using MacAddress = std::array<std::uint8_t, 6>;
 // "02:00:00:00:00:01"
 std::expected<MacAddress, std::string> parse_mac(std::string_view text);
 std::string mac_to_string(const MacAddress& mac);
+// Not all zero and not a group (multicast/broadcast) address: a MAC a frame
+// can be sent to as a next hop.
+bool is_unicast_mac(const MacAddress& mac);
 
 }  // namespace xlb::net
