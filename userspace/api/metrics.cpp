@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "internal.h"
@@ -112,11 +113,19 @@ std::optional<ProcessStats> read_process_stats() {
         return **text;
     };
     auto stat = read("/proc/self/stat");
-    auto system = read("/proc/stat");
-    if (!stat || !system) return std::nullopt;
-    const std::size_t btime = system->find("\nbtime ");
-    if (btime == std::string::npos) return std::nullopt;
-    const double boot = std::strtod(system->c_str() + btime + 7, nullptr);
+    if (!stat) return std::nullopt;
+    // The start time in /proc/self/stat counts from boot on CLOCK_BOOTTIME
+    // as this process sees it (a time namespace shifts it); /proc/stat's
+    // btime does not follow a time namespace and is whole seconds, so the
+    // boot instant is derived from the two clocks read together instead.
+    timespec real{}, since_boot{};
+    if (clock_gettime(CLOCK_REALTIME, &real) != 0 ||
+        clock_gettime(CLOCK_BOOTTIME, &since_boot) != 0)
+        return std::nullopt;
+    auto seconds = [](const timespec& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+    };
+    const double boot = seconds(real) - seconds(since_boot);
     auto p = parse_proc_stat(*stat, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE), boot);
     if (!p) return std::nullopt;
     std::error_code ec;
