@@ -20,6 +20,10 @@ packages=(
   iproute2 ethtool iputils-ping procps curl python3 util-linux
   # BGP: the BIRD 2 daemon xlbd drives to announce VIPs (and the lab's routers)
   bird2
+  # packet capture: libpcap writes xlbctl capture's files; tcpdump reads them in tests
+  libpcap-dev tcpdump
+  # promtool: checks and unit-tests contrib/prometheus's alerting rules
+  prometheus
 )
 
 missing=()
@@ -42,5 +46,22 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Only promtool is wanted from the prometheus package: its server must not be
+# started by the install (policy-rc.d 101 = "do not start services") nor
+# enabled for the next boot.
+policy=/usr/sbin/policy-rc.d
+own_policy=
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  own_policy=1
+fi
+status=0
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+if [ -n "$own_policy" ]; then rm -f "$policy"; fi
+[ "$status" -eq 0 ] || exit "$status"
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null &&
+   [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
 echo "install-deps: done"
