@@ -125,6 +125,154 @@ struct {
 	__type(value, __u64);
 } xlb_vip_hints SEC(".maps");
 
+/* Per VIP: drops by reason (abi.h, struct xlb_vip_drops). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct xlb_vip_drops);
+} xlb_vip_drops SEC(".maps");
+
+/* Capture (abi.h, struct xlb_capture_filter): the agent writes the filter,
+ * then sets the flag; it clears the flag to stop. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, XLB_CAPTURE_RING_BYTES);
+} xlb_capture_ring SEC(".maps");
+volatile __u32 xlb_capture_on;
+struct xlb_capture_filter xlb_capture_filter;
+/* Packets that matched the filter, and records the ring had no room for. */
+__u64 xlb_capture_matched;
+__u64 xlb_capture_lost;
+
+/* What the capture needs to know of a packet's verdict. */
+struct xlb_capture_meta {
+	struct ethhdr eth; /* as received */
+	__u8 outcome;
+	__u8 family; /* of src; 0: not parsed */
+	__u8 backend_family; /* 0: not sent to a backend */
+	__u8 has_vip;
+	__u32 vip_id;
+	__u32 inner_off; /* sent on: where the received IP packet now begins */
+	__be32 src[4];
+	__be32 backend[4];
+};
+
+static __always_inline __u8 *xlb_capture_data(struct xlb_capture_record *r)
+{
+	return (__u8 *)(r + 1);
+}
+
+/* Copies `len` bytes at `off` into the record's data (with_eth: the received
+ * Ethernet header, then len - 14 bytes from `off`), at most `room`; returns
+ * the bytes kept. The empty asm hides what the compiler knows of `n`, so
+ * that it keeps the clamp the verifier needs to see. */
+static __always_inline __u32 xlb_capture_copy(struct xdp_md *ctx, struct xlb_capture_record *r,
+					      const struct xlb_capture_meta *m, __u32 len,
+					      __u32 off, int with_eth, __u32 room)
+{
+	__u64 n = len;
+
+	if (with_eth) {
+		if (n < sizeof(struct ethhdr))
+			return 0;
+		__builtin_memcpy(xlb_capture_data(r), &m->eth, sizeof(struct ethhdr));
+		n -= sizeof(struct ethhdr);
+		asm volatile("" : "+r"(n));
+		if (n > room - sizeof(struct ethhdr))
+			n = room - sizeof(struct ethhdr);
+		if (n > 0 && bpf_xdp_load_bytes(
+				     ctx, off, xlb_capture_data(r) + sizeof(struct ethhdr), n) != 0)
+			return sizeof(struct ethhdr);
+		return n + sizeof(struct ethhdr);
+	}
+	asm volatile("" : "+r"(n));
+	if (n > room)
+		n = room;
+	if (n > 0 && bpf_xdp_load_bytes(ctx, off, xlb_capture_data(r), n) != 0)
+		return 0;
+	return n;
+}
+
+static __always_inline void xlb_capture_emit(struct xdp_md *ctx, const struct xlb_capture_meta *m,
+					     __u8 direction, __u32 len, __u32 off, int with_eth)
+{
+	struct xlb_capture_record *r;
+	__u32 keep = len, snaplen = xlb_capture_filter.snaplen;
+
+	if (keep > snaplen)
+		keep = snaplen;
+	if (keep <= XLB_CAPTURE_DATA_SMALL) {
+		r = bpf_ringbuf_reserve(&xlb_capture_ring, sizeof(*r) + XLB_CAPTURE_DATA_SMALL, 0);
+		if (r)
+			r->caplen = xlb_capture_copy(ctx, r, m, keep, off, with_eth,
+						     XLB_CAPTURE_DATA_SMALL);
+	} else {
+		r = bpf_ringbuf_reserve(&xlb_capture_ring, sizeof(*r) + XLB_CAPTURE_DATA_MAX, 0);
+		if (r)
+			r->caplen = xlb_capture_copy(ctx, r, m, keep, off, with_eth,
+						     XLB_CAPTURE_DATA_MAX);
+	}
+	if (!r) {
+		__sync_fetch_and_add(&xlb_capture_lost, 1);
+		return;
+	}
+	r->time_ns = bpf_ktime_get_ns();
+	r->ifindex = ctx->ingress_ifindex;
+	r->len = len;
+	r->vip_id = m->vip_id;
+	r->outcome = m->outcome;
+	r->direction = direction;
+	r->flags = m->has_vip ? XLB_CAPTURE_F_VIP : 0;
+	bpf_ringbuf_submit(r, 0);
+}
+
+static __always_inline int xlb_capture_addr_match(const __be32 *a, const __be32 *b,
+						  const __be32 *mask)
+{
+	return ((a[0] ^ b[0]) & mask[0]) == 0 && ((a[1] ^ b[1]) & mask[1]) == 0 &&
+	       ((a[2] ^ b[2]) & mask[2]) == 0 && ((a[3] ^ b[3]) & mask[3]) == 0;
+}
+
+/* Out of line and verified once: a capture's whole cost stays off the
+ * packet's path until the flag is set. */
+__noinline int xlb_capture_packet(struct xdp_md *ctx, const struct xlb_capture_meta *m)
+{
+	static const __be32 all[4] = { 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff };
+	const struct xlb_capture_filter *f = &xlb_capture_filter;
+	__u32 now_len, outcome;
+
+	if (!ctx || !m)
+		return 0;
+	outcome = m->outcome;
+	if (outcome >= 32 || !(f->outcomes & (1U << outcome)))
+		return 0;
+	if ((f->flags & XLB_CAPTURE_F_VIP) && (!m->has_vip || m->vip_id != f->vip_id))
+		return 0;
+	if ((f->flags & XLB_CAPTURE_F_BACKEND) &&
+	    (m->backend_family != f->backend_family ||
+	     !xlb_capture_addr_match(m->backend, f->backend, all)))
+		return 0;
+	if ((f->flags & XLB_CAPTURE_F_SRC) &&
+	    (m->family != f->src_family || !xlb_capture_addr_match(m->src, f->src, f->src_mask)))
+		return 0;
+	__sync_fetch_and_add(&xlb_capture_matched, 1);
+	now_len = (__u32)(ctx->data_end - ctx->data);
+	if (outcome == XLB_OUT_TX || outcome == XLB_OUT_TX_ICMP_ERROR) {
+		if (m->inner_off < now_len)
+			xlb_capture_emit(ctx, m, XLB_CAPTURE_RECEIVED,
+					 sizeof(struct ethhdr) + now_len - m->inner_off,
+					 m->inner_off, 1);
+		xlb_capture_emit(ctx, m, XLB_CAPTURE_SENT, now_len, 0, 0);
+	} else if (outcome == XLB_OUT_TX_ICMP_TOO_BIG) {
+		/* rewritten in place into the answer: only that is left */
+		xlb_capture_emit(ctx, m, XLB_CAPTURE_SENT, now_len, 0, 0);
+	} else {
+		xlb_capture_emit(ctx, m, XLB_CAPTURE_RECEIVED, now_len, 0, 0);
+	}
+	return 0;
+}
+
 /*
  * The VIP for {addr, port, proto} from its bucket's block of candidates
  * (abi.h, XLB_MAP_VIP_CANDIDATES): 1 with *out set, 0 when there is none, -1
@@ -579,6 +727,26 @@ static __always_inline int xlb_match_icmp_error(const struct xlb_cursor *cur,
 	return xlb_match_vip(bucket, key->dst, key->dport, key->proto, key->family, vip);
 }
 
+static __always_inline void xlb_count_vip_drop(__u32 vip_id, __u32 outcome)
+{
+	struct xlb_vip_drops *drops;
+	__u32 reason = outcome - XLB_VIP_DROP_FIRST;
+
+	if (vip_id == XLB_CAPTURE_NO_VIP || reason >= XLB_VIP_DROP_REASONS)
+		return;
+	drops = bpf_map_lookup_elem(&xlb_vip_drops, &vip_id);
+	if (drops)
+		drops->by_reason[reason] += 1;
+}
+
+/* Every verdict leaves through one exit, where a capture sees it. */
+#define XLB_VERDICT(out, act)    \
+	do {                     \
+		outcome = (out); \
+		action = (act);  \
+		goto verdict;    \
+	} while (0)
+
 SEC("xdp")
 int xlb_lb(struct xdp_md *ctx)
 {
@@ -593,23 +761,30 @@ int xlb_lb(struct xdp_md *ctx)
 	struct xlb_ct_value *ct = NULL;
 	struct xlb_config *cfg;
 	struct ethhdr *eth = data;
-	__u32 zero = 0, backend_id = 0, vip_id, hash, bucket, *epoch;
+	__u32 zero = 0, backend_id = 0, vip_id = XLB_CAPTURE_NO_VIP, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
-	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0, matched;
+	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0, matched, action;
+	__u32 capture = xlb_capture_on;
+	struct xlb_capture_meta capture_meta;
+	enum xlb_outcome outcome;
 
+	if (capture)
+		__builtin_memset(&capture_meta, 0, sizeof(capture_meta));
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
-		return xlb_outcome(XLB_OUT_PASS_NO_CONFIG, XDP_PASS);
+		XLB_VERDICT(XLB_OUT_PASS_NO_CONFIG, XDP_PASS);
 
 	if ((void *)(eth + 1) > data_end)
-		return xlb_outcome(XLB_OUT_DROP_MALFORMED_ETH, XDP_DROP);
+		XLB_VERDICT(XLB_OUT_DROP_MALFORMED_ETH, XDP_DROP);
+	if (capture)
+		__builtin_memcpy(&capture_meta.eth, eth, sizeof(*eth));
 	cur.pos = eth + 1;
 	if (eth->h_proto == bpf_htons(ETH_P_IP))
 		proto = xlb_parse_ipv4(&cur, &pkt);
 	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
 		proto = xlb_parse_ipv6(&cur, &pkt);
 	else
-		return xlb_outcome(XLB_OUT_PASS_NOT_IP, XDP_PASS);
+		XLB_VERDICT(XLB_OUT_PASS_NOT_IP, XDP_PASS);
 	if (proto < 0)
 		goto out_err_proto;
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
@@ -633,7 +808,7 @@ int xlb_lb(struct xdp_md *ctx)
 	bucket = xlb_vip_bucket(pkt.key.dst);
 	epoch = bpf_map_lookup_elem(&xlb_vip_buckets, &bucket);
 	if (!epoch || *epoch == 0)
-		return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
+		XLB_VERDICT(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
 
 	/* An established TCP flow: its entry, while the bucket's epoch is the
 	 * one it recorded, says everything needed (VIP, backend, hash); this
@@ -697,7 +872,7 @@ int xlb_lb(struct xdp_md *ctx)
 			matched = xlb_match_vip(bucket, pkt.key.dst, pkt.key.dport, pkt.key.proto,
 						pkt.key.family, &vip_match);
 		if (!matched)
-			return xlb_outcome(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
+			XLB_VERDICT(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
 		vip = &vip_match;
 
 		vip_id = vip->vip_id;
@@ -740,14 +915,16 @@ int xlb_lb(struct xdp_md *ctx)
 			err = xlb_icmp_too_big_v6(ctx, room);
 		if (vstats)
 			vstats->drops += 1;
+		xlb_count_vip_drop(vip_id, XLB_OUT_DROP_TOO_BIG);
 		if (err == 0)
-			return xlb_outcome(XLB_OUT_TX_ICMP_TOO_BIG, XDP_TX);
-		return xlb_outcome(-err, XDP_DROP);
+			XLB_VERDICT(XLB_OUT_TX_ICMP_TOO_BIG, XDP_TX);
+		XLB_VERDICT(-err, XDP_DROP);
 	}
 	if (err < 0) {
 		if (vstats)
 			vstats->drops += 1;
-		return xlb_outcome(-err, XDP_DROP);
+		xlb_count_vip_drop(vip_id, -err);
+		XLB_VERDICT(-err, XDP_DROP);
 	}
 
 	bstats = bpf_map_lookup_elem(&xlb_backend_stats, &backend_id);
@@ -761,12 +938,32 @@ int xlb_lb(struct xdp_md *ctx)
 		if (hinted)
 			*hinted += 1;
 	}
-	return xlb_outcome(icmp_error ? XLB_OUT_TX_ICMP_ERROR : XLB_OUT_TX, XDP_TX);
+	XLB_VERDICT(icmp_error ? XLB_OUT_TX_ICMP_ERROR : XLB_OUT_TX, XDP_TX);
 
 out_err_proto:
 	/* Parsing outcomes: PASS_* go to the kernel, the rest are drops. */
 	if (-proto == XLB_OUT_PASS_FRAGMENT || -proto == XLB_OUT_PASS_IPV6_EXT_LIMIT ||
 	    -proto == XLB_OUT_PASS_NOT_VIP)
-		return xlb_outcome(-proto, XDP_PASS);
-	return xlb_outcome(-proto, XDP_DROP);
+		XLB_VERDICT(-proto, XDP_PASS);
+	XLB_VERDICT(-proto, XDP_DROP);
+
+verdict:
+	if (capture) {
+		capture_meta.outcome = outcome;
+		capture_meta.family = pkt.key.family;
+		__builtin_memcpy(capture_meta.src, pkt.key.src, sizeof(capture_meta.src));
+		capture_meta.has_vip = vip_id != XLB_CAPTURE_NO_VIP;
+		capture_meta.vip_id = vip_id;
+		capture_meta.backend_family = 0;
+		capture_meta.inner_off = 0;
+		if (action == XDP_TX && be && outcome != XLB_OUT_TX_ICMP_TOO_BIG) {
+			capture_meta.backend_family = be->family;
+			__builtin_memcpy(capture_meta.backend, be->addr,
+					 sizeof(capture_meta.backend));
+			capture_meta.inner_off =
+				(__u32)((long)ctx->data_end - (long)ctx->data) - pkt.ip_len;
+		}
+		xlb_capture_packet(ctx, &capture_meta);
+	}
+	return xlb_outcome(outcome, action);
 }

@@ -62,6 +62,9 @@
 #define XLB_MAP_VIP_STATS "xlb_vip_stats"
 #define XLB_MAP_BACKEND_STATS "xlb_backend_stats"
 #define XLB_MAP_VIP_HINTS "xlb_vip_hints" /* per VIP: packets sent with a second-chance hint */
+#define XLB_MAP_VIP_DROPS "xlb_vip_drops" /* per VIP: drops by reason, struct xlb_vip_drops */
+/* Per loaded program, never pinned: capture records (struct xlb_capture_record). */
+#define XLB_MAP_CAPTURE_RING "xlb_capture_ring"
 /* Per loaded program, never pinned (a new program starts with it empty). */
 #define XLB_MAP_FLOW_CACHE "xlb_flow_cache"
 
@@ -401,6 +404,65 @@ struct xlb_vip_stats {
 	__u64 drops; /* no table, no backend, too big, ... for this VIP */
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_vip_stats) == 40, "xlb_vip_stats layout");
+
+/* Per VIP: packets dropped, by the drop outcomes a packet can meet once its
+ * VIP is known (XLB_OUT_DROP_NO_TABLE .. XLB_OUT_DROP_HEADROOM; their sum is
+ * xlb_vip_stats.drops). A "too big" answered with ICMP counts as too big. */
+#define XLB_VIP_DROP_FIRST XLB_OUT_DROP_NO_TABLE
+#define XLB_VIP_DROP_REASONS (XLB_OUT_DROP_HEADROOM - XLB_OUT_DROP_NO_TABLE + 1)
+struct xlb_vip_drops {
+	__u64 by_reason[XLB_VIP_DROP_REASONS]; /* [outcome - XLB_VIP_DROP_FIRST] */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_drops) == 48, "xlb_vip_drops layout");
+
+/*
+ * Packet capture (xlbctl capture, docs/capture.md). While the program's
+ * global `xlb_capture_on` is 0 a packet costs that one read; otherwise each
+ * packet whose verdict matches `xlb_capture_filter` (written by the agent
+ * before it sets the flag) is copied into XLB_MAP_CAPTURE_RING: one record as
+ * received and, when it was sent back out, one as sent.
+ */
+#define XLB_CAPTURE_DATA_SMALL 256 /* records of short packets reserve this */
+#define XLB_CAPTURE_DATA_MAX 2048 /* the longest snap length */
+#define XLB_CAPTURE_RING_BYTES (4U << 20)
+
+enum xlb_capture_direction {
+	XLB_CAPTURE_RECEIVED = 0, /* as it arrived (for a packet sent on: its inner packet) */
+	XLB_CAPTURE_SENT = 1, /* as it left, encapsulated or answered */
+};
+
+struct xlb_capture_filter {
+	__u32 outcomes; /* bit (1 << outcome) per enum xlb_outcome to capture */
+	__u32 vip_id; /* with XLB_CAPTURE_F_VIP: only this VIP's packets */
+	__u32 snaplen; /* bytes kept per record, 1..XLB_CAPTURE_DATA_MAX */
+	__u32 flags; /* XLB_CAPTURE_F_* */
+	__be32 backend[4]; /* with XLB_CAPTURE_F_BACKEND: only packets sent to it */
+	__be32 src[4]; /* with XLB_CAPTURE_F_SRC: client source addr & src_mask == src */
+	__be32 src_mask[4];
+	__u8 backend_family;
+	__u8 src_family;
+	__u8 pad[6];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_capture_filter) == 72, "xlb_capture_filter layout");
+#define XLB_CAPTURE_F_VIP (1U << 0)
+#define XLB_CAPTURE_F_BACKEND (1U << 1)
+#define XLB_CAPTURE_F_SRC (1U << 2)
+#define XLB_CAPTURE_NO_VIP 0xffffffffU /* vip_id when the packet met no VIP */
+
+struct xlb_capture_record {
+	__u64 time_ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u32 ifindex; /* the interface the packet arrived on */
+	__u32 len; /* the packet's whole length */
+	__u32 caplen; /* bytes of it in data */
+	__u32 vip_id; /* with XLB_CAPTURE_F_VIP set in flags */
+	__u8 outcome; /* enum xlb_outcome */
+	__u8 direction; /* enum xlb_capture_direction */
+	__u8 flags; /* XLB_CAPTURE_F_VIP: vip_id is known */
+	__u8 pad[5];
+	/* then the data: XLB_CAPTURE_DATA_SMALL or XLB_CAPTURE_DATA_MAX bytes
+	 * reserved, caplen of them kept */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_capture_record) == 32, "xlb_capture_record layout");
 
 struct xlb_backend_stats {
 	__u64 packets;

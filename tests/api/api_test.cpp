@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -39,6 +41,7 @@
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/exposition/exposition.h"
 #include "xlb/flow_hash.h"
 
 namespace xlb::api {
@@ -105,6 +108,11 @@ public:
         auto it = hint_counters.find(vip_id);
         return it == hint_counters.end() ? 0 : it->second;
     }
+    bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override {
+        std::lock_guard lock(mu);
+        auto it = drop_counters.find(vip_id);
+        return it == drop_counters.end() ? xlb_vip_drops{} : it->second;
+    }
 
     std::atomic<bool> fail_publish{false};
     mutable std::mutex mu;
@@ -113,6 +121,7 @@ public:
     std::map<std::uint32_t, xlb_vip_stats> vip_counters;
     std::map<std::uint32_t, xlb_backend_stats> backend_counters;
     std::map<std::uint32_t, std::uint64_t> hint_counters;
+    std::map<std::uint32_t, xlb_vip_drops> drop_counters;
 };
 
 config::VipSpec web_vip() {
@@ -954,6 +963,10 @@ TEST_F(ApiTest, MetricsExposition) {
         dp.outcome_counts[XLB_OUT_TX] = 1000;
         dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
         dp.hint_counters[vip_id] = 17;
+        xlb_vip_drops drops{};
+        drops.by_reason[XLB_OUT_DROP_NO_BACKEND - XLB_VIP_DROP_FIRST] = 7;
+        drops.by_reason[XLB_OUT_DROP_TOO_BIG - XLB_VIP_DROP_FIRST] = 3;
+        dp.drop_counters[vip_id] = drops;
         dp.backend_counters[backend_id] = {333, 44444};
     }
     ASSERT_EQ(
@@ -1024,7 +1037,19 @@ TEST_F(ApiTest, MetricsExposition) {
     EXPECT_EQ(values["xlb_bytes_total" + v], "90000");
     EXPECT_EQ(values["xlb_new_flows_total" + v], "40");
     EXPECT_EQ(values["xlb_conntrack_hits_total" + v], "960");
-    EXPECT_EQ(values["xlb_vip_drops_total" + v], "10");
+    auto drops = [&](const char* reason) {
+        return values[std::string("xlb_vip_drops_total{vip=\"198.51.100.10:80/tcp\",reason=\"") +
+                      reason + "\"}"];
+    };
+    EXPECT_EQ(drops("drop_no_backend"), "7");
+    EXPECT_EQ(drops("drop_too_big"), "3");
+    for (const char* zero : {"drop_no_table", "drop_family", "drop_bad_backend", "drop_headroom"})
+        EXPECT_EQ(drops(zero), "0") << "every reason has its series: " << zero;
+    EXPECT_EQ(values["xlb_vip_drops_total" + v], "") << "no series without a reason";
+    EXPECT_EQ(types["xlb_applies_total"], "counter");
+    EXPECT_EQ(values["xlb_applies_total{vip=\"198.51.100.10:80/tcp\",result=\"published\"}"], "2")
+        << "the first table and the one after the weight change";
+    EXPECT_EQ(values["xlb_applies_total{vip=\"198.51.100.10:80/tcp\",result=\"failed\"}"], "0");
     EXPECT_EQ(values["xlb_second_chance_hints_total" + v], "17");
     EXPECT_EQ(values["xlb_backend_packets_total" + b11], "333");
     EXPECT_EQ(values["xlb_backend_bytes_total" + b11], "44444");
@@ -1093,6 +1118,15 @@ TEST(ApiMetrics, ProcStatIsReadFromTheFieldsAfterTheCommand) {
     auto self = read_process_stats();
     ASSERT_TRUE(self);
     EXPECT_GT(self->resident_memory_bytes, 0u);
+}
+
+TEST(ApiMetrics, NumbersKeepTheirDigits) {
+    EXPECT_EQ(exposition::number(1796217646.25), "1796217646.25") << "a start time to the 1/100 s";
+    EXPECT_EQ(exposition::number(12.54 / 1000.0), "0.01254");
+    EXPECT_EQ(exposition::number(0.0005), "0.0005");
+    EXPECT_EQ(exposition::number(3), "3");
+    EXPECT_EQ(exposition::number(std::numeric_limits<double>::infinity()), "+Inf");
+    EXPECT_EQ(exposition::number(std::nan("")), "NaN");
 }
 
 TEST(ApiMetrics, LabelValuesAreEscaped) {

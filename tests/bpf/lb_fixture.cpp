@@ -43,6 +43,7 @@ void LbTest::SetUp() {
         ASSERT_TRUE(bpf::unpublish_ring(p.prev_rings().fd(), v));
         ASSERT_TRUE(p.vip_stats().zero(v));
         ASSERT_TRUE(p.vip_hints().zero(v));
+        ASSERT_TRUE(p.vip_drops().zero(v));
     }
     for (std::uint32_t b = 0; b < kSizes.max_backends; ++b) {
         ASSERT_TRUE(p.backends().put(b, xlb_backend{}));

@@ -792,6 +792,9 @@ TEST_F(ReconcilerTest, FailedBackendWriteIsRetriedAfterABackOffAndReported) {
     EXPECT_TRUE(rec.vip_status(v.key())->last_error.empty());
     EXPECT_TRUE(rec.take_apply_failures().empty());
     EXPECT_FALSE(dp.ring_names_missing_backend);
+    // xlb_applies_total: two failed attempts, then the table that went live
+    EXPECT_EQ(rec.vip_status(v.key())->applies_failed, 2u);
+    EXPECT_EQ(rec.vip_status(v.key())->applies_published, 1u);
 }
 
 TEST_F(ReconcilerTest, RemovingAVipStopsMatchingFirstThenFreesEverything) {

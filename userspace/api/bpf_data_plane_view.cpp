@@ -27,6 +27,15 @@ bpf::Result<xlb_vip_stats> BpfDataPlaneView::vip_stats(std::uint32_t vip_id) con
     return datapath::sum_per_cpu(*per_cpu);
 }
 
+bpf::Result<xlb_vip_drops> BpfDataPlaneView::vip_drops(std::uint32_t vip_id) const {
+    auto per_cpu = program_.vip_drops().get_per_cpu(vip_id);
+    if (!per_cpu) return std::unexpected(per_cpu.error());
+    xlb_vip_drops sum{};
+    for (const xlb_vip_drops& cpu : *per_cpu)
+        for (std::size_t r = 0; r < XLB_VIP_DROP_REASONS; ++r) sum.by_reason[r] += cpu.by_reason[r];
+    return sum;
+}
+
 bpf::Result<std::uint64_t> BpfDataPlaneView::vip_hints(std::uint32_t vip_id) const {
     auto per_cpu = program_.vip_hints().get_per_cpu(vip_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());

@@ -56,6 +56,7 @@ std::string hex64(std::uint64_t value);
 struct Counters {
     std::map<std::uint32_t, xlb_vip_stats> vips;          // by VIP id
     std::map<std::uint32_t, std::uint64_t> vip_hints;     // by VIP id: second-chance hints
+    std::map<std::uint32_t, xlb_vip_drops> vip_drops;     // by VIP id: drops by reason
     std::map<std::uint32_t, xlb_backend_stats> backends;  // by backend id
     std::optional<Error> error;                           // the first read that failed
 };

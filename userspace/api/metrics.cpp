@@ -171,9 +171,6 @@ std::string render_metrics(const MetricsInput& in) {
         {"xlb_conntrack_hits_total",
          "Packets that kept their backend through the connection table.",
          &xlb_vip_stats::conntrack_hits},
-        {"xlb_vip_drops_total",
-         "Packets for the VIP that were dropped (no table, no backend, too big, ...).",
-         &xlb_vip_stats::drops},
     };
     for (const auto& c : vip_counters) {
         w.family(c.name, "counter", c.help);
@@ -183,6 +180,30 @@ std::string render_metrics(const MetricsInput& in) {
             if (it == in.vip_stats.end()) continue;
             w.sample(c.name, {{"vip", v.spec.key()}}, it->second.*c.field);
         }
+    }
+
+    w.family("xlb_applies_total", "counter",
+             "Attempts to apply the VIP's table since the agent started, by result: published "
+             "(went live) or failed (retried after a back-off).");
+    for (const control::VipStatus& v : in.vips) {
+        w.sample("xlb_applies_total", {{"vip", v.spec.key()}, {"result", "published"}},
+                 v.applies_published);
+        w.sample("xlb_applies_total", {{"vip", v.spec.key()}, {"result", "failed"}},
+                 v.applies_failed);
+    }
+
+    // Every reason of every VIP, zeros too: a rate() needs the series from
+    // before its first drop.
+    w.family("xlb_vip_drops_total", "counter",
+             "Packets for the VIP that were dropped, by reason (the drop outcome's name).");
+    for (const control::VipStatus& v : in.vips) {
+        if (!v.vip_id) continue;
+        auto it = in.vip_drops.find(*v.vip_id);
+        if (it == in.vip_drops.end()) continue;
+        for (std::uint32_t r = 0; r < XLB_VIP_DROP_REASONS; ++r)
+            w.sample("xlb_vip_drops_total",
+                     {{"vip", v.spec.key()}, {"reason", outcome_name(XLB_VIP_DROP_FIRST + r)}},
+                     it->second.by_reason[r]);
     }
 
     w.family("xlb_second_chance_hints_total", "counter",
@@ -499,6 +520,7 @@ Result<void> MetricsServer::start() {
             spdlog::warn("metrics: counters incomplete: {}", counters.error->message());
         in.vip_stats = std::move(counters.vips);
         in.vip_hints = std::move(counters.vip_hints);
+        in.vip_drops = std::move(counters.vip_drops);
         in.backend_stats = std::move(counters.backends);
         if (auto outcomes = s.data_plane.outcomes())
             in.outcomes = *outcomes;

@@ -83,6 +83,10 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
                 c.vip_hints[*v.vip_id] = *h;
             else
                 note(h.error(), "second-chance hints of VIP " + v.spec.key());
+            if (auto d = view.vip_drops(*v.vip_id))
+                c.vip_drops[*v.vip_id] = *d;
+            else
+                note(d.error(), "drops by reason of VIP " + v.spec.key());
         }
         for (const control::BackendStatus& b : v.backends) {
             if (!b.id) continue;

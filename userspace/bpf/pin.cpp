@@ -72,10 +72,12 @@ namespace fs = std::filesystem;
 constexpr auto kLockWait = std::chrono::seconds(5);
 
 // Maps that belong to one loaded program and are never pinned: .rodata/.bss,
-// and the established-flow cache, whose copies are only valid against the
-// program's own clock (abi.h, XLB_MAP_FLOW_CACHE).
+// the established-flow cache, whose copies are only valid against the
+// program's own clock (abi.h, XLB_MAP_FLOW_CACHE), and the capture ring, read
+// by the agent that turned its program's capture on.
 bool per_program(const bpf_map* map) {
-    return bpf_map__is_internal(map) || std::string_view(bpf_map__name(map)) == XLB_MAP_FLOW_CACHE;
+    const std::string_view name = bpf_map__name(map);
+    return bpf_map__is_internal(map) || name == XLB_MAP_FLOW_CACHE || name == XLB_MAP_CAPTURE_RING;
 }
 
 std::string hex(std::uint32_t v) {

@@ -241,6 +241,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_stats, sizes.max_vips},
           std::pair{maps.xlb_prev_rings, sizes.max_vips},
           std::pair{maps.xlb_vip_hints, sizes.max_vips},
+          std::pair{maps.xlb_vip_drops, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats, sizes.max_backends},
           std::pair{maps.xlb_conntrack3, sizes.conntrack_entries}}) {
@@ -389,6 +390,29 @@ PerCpuArrayMap<xlb_vip_stats> LbProgram::vip_stats() const {
 PerCpuArrayMap<xlb_backend_stats> LbProgram::backend_stats() const {
     return {bpf_map__fd(skel_->maps.xlb_backend_stats), XLB_MAP_BACKEND_STATS};
 }
+PerCpuArrayMap<xlb_vip_drops> LbProgram::vip_drops() const {
+    return {bpf_map__fd(skel_->maps.xlb_vip_drops), XLB_MAP_VIP_DROPS};
+}
+void LbProgram::start_capture(const xlb_capture_filter& filter) const {
+    stop_capture();
+    auto* bss = skel_->bss;
+    __atomic_store_n(&bss->xlb_capture_matched, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&bss->xlb_capture_lost, 0, __ATOMIC_RELAXED);
+    std::memcpy(&bss->xlb_capture_filter, &filter, sizeof filter);
+    // The filter is complete before a packet can see the flag set.
+    __atomic_store_n(&bss->xlb_capture_on, 1U, __ATOMIC_RELEASE);
+}
+void LbProgram::stop_capture() const {
+    __atomic_store_n(&skel_->bss->xlb_capture_on, 0U, __ATOMIC_RELEASE);
+}
+bool LbProgram::capture_on() const {
+    return __atomic_load_n(&skel_->bss->xlb_capture_on, __ATOMIC_ACQUIRE) != 0;
+}
+LbProgram::CaptureCounters LbProgram::capture_counters() const {
+    return {__atomic_load_n(&skel_->bss->xlb_capture_matched, __ATOMIC_RELAXED),
+            __atomic_load_n(&skel_->bss->xlb_capture_lost, __ATOMIC_RELAXED)};
+}
+int LbProgram::capture_ring_fd() const { return bpf_map__fd(skel_->maps.xlb_capture_ring); }
 
 void DecapProgram::SkeletonDeleter::operator()(xlb_decap* skel) const { xlb_decap__destroy(skel); }
 

@@ -405,6 +405,7 @@ bpf::Result<void> Reconciler::finish_apply(VipState& v, const VipPlan& plan, std
 
 void Reconciler::retry_later(VipState& v, Error error, Clock::time_point now) {
     const Clock::duration delay = retry_delay(++v.failed_attempts);
+    ++v.applies_failed;
     v.planned_version = 0;  // plan (and try) again, after the back-off
     v.failed_version = v.plan_version;
     v.retry_at = now + delay;
@@ -546,6 +547,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     for (BuildResult* r : adopted) {
         VipState& v = vips_.at(r->vip_key);
         if (!proven_live_epoch(v, r->checksum)) v.epoch = next_epoch(v);
+        ++v.applies_published;
         install_table(v, *r);
     }
     if (rings.empty()) {
@@ -566,6 +568,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         v.previous_until = options_.second_chance_window ? now + *options_.second_chance_window
                                                          : Clock::time_point::max();
         v.epoch = next_epoch(v);
+        ++v.applies_published;
         install_table(v, *r);
         records.push_back({r->vip_key, v.epoch, v.checksum,
                            ms_between(r->decided_at, timing->issued),
@@ -716,6 +719,8 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
     s.last_error = v.last_error;
     s.starting = v.starting;
     s.panic_entries = v.panic_entries;
+    s.applies_published = v.applies_published;
+    s.applies_failed = v.applies_failed;
     if (v.current_panic) {
         s.panic = v.current_panic->panic;
         s.healthy_share = v.current_panic->healthy_share;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/exposition/exposition.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace xlb::exposition {
@@ -22,8 +23,14 @@ std::string escape_label_value(std::string_view value) {
 }
 
 std::string number(double value) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.9g", value);
+    // 15 significant digits: every digit a double holds for sure, so no
+    // binary noise ("0.01254", not "0.012539999999999999"), and a time in
+    // seconds since 1970 keeps its microseconds (9 digits moved it by up to
+    // 5 s).
+    if (std::isnan(value)) return "NaN";
+    if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%.15g", value);
     return buf;
 }
 

@@ -33,6 +33,9 @@ public:
     // Packets of the VIP sent with a second-chance hint (abi.h, struct
     // xlb_gue_hint). A view without them counts none.
     virtual bpf::Result<std::uint64_t> vip_hints(std::uint32_t) const { return 0; }
+    // The VIP's drops by reason (abi.h, struct xlb_vip_drops). A view
+    // without them counts none.
+    virtual bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t) const { return xlb_vip_drops{}; }
 };
 
 // Reads a loaded (or pinned and reused) balancer's maps.
@@ -44,6 +47,7 @@ public:
     bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override;
     bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const override;
     bpf::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override;
+    bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override;
 
 private:
     const bpf::LbProgram& program_;

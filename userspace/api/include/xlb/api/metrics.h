@@ -94,6 +94,7 @@ struct MetricsInput {
     std::optional<OutcomeCounts> outcomes;                     // nullopt: read failed
     std::map<std::uint32_t, xlb_vip_stats> vip_stats;          // by VIP id
     std::map<std::uint32_t, std::uint64_t> vip_hints;          // by VIP id: second-chance hints
+    std::map<std::uint32_t, xlb_vip_drops> vip_drops;          // by VIP id: drops by reason
     std::map<std::uint32_t, xlb_backend_stats> backend_stats;  // by backend id
     PublishMetrics::Snapshot publishes;
     // Health-checker details by (VIP key, backend address); checked backends only.

@@ -112,6 +112,22 @@ public:
     PerCpuArrayMap<xlb_backend_stats> backend_stats() const;
     // Per VIP id: packets sent with a second-chance hint.
     PerCpuArrayMap<std::uint64_t> vip_hints() const;
+    // Per VIP id: drops by reason (abi.h, struct xlb_vip_drops).
+    PerCpuArrayMap<xlb_vip_drops> vip_drops() const;
+
+    // Packet capture (abi.h, struct xlb_capture_filter). start_capture
+    // zeroes the counters, writes the filter, then turns the capture on;
+    // stop_capture turns it off. One capture at a time: the caller (the
+    // capture library) keeps it so.
+    void start_capture(const xlb_capture_filter& filter) const;
+    void stop_capture() const;
+    bool capture_on() const;
+    struct CaptureCounters {
+        std::uint64_t matched = 0;  // packets the filter matched
+        std::uint64_t lost = 0;     // records the ring had no room for
+    };
+    CaptureCounters capture_counters() const;
+    int capture_ring_fd() const;
 
 private:
     struct SkeletonDeleter {

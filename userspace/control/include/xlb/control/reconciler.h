@@ -108,6 +108,10 @@ struct VipStatus {
     // not counted: it is by construction, not an event).
     std::uint64_t panic_entries = 0;
     bool published = false;  // the current desired state is live
+    // Since the agent started: tables that went live, and attempts to apply
+    // the VIP that failed (each retried after a back-off).
+    std::uint64_t applies_published = 0;
+    std::uint64_t applies_failed = 0;
     std::string last_error;
     std::vector<BackendStatus> backends;
 };
@@ -307,6 +311,8 @@ private:
         std::uint64_t failed_version = 0;
         Clock::time_point retry_at{};
         std::uint64_t panic_entries = 0;
+        std::uint64_t applies_published = 0;
+        std::uint64_t applies_failed = 0;
         // When the previous ring (second chance) goes: nullopt: not known
         // yet (set by the first expire_previous_rings); max(): there is none.
         std::optional<Clock::time_point> previous_until;

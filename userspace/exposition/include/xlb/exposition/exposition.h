@@ -14,7 +14,8 @@ namespace xlb::exposition {
 
 // A label value as the format wants it: \ -> \\, " -> \", newline -> \n.
 std::string escape_label_value(std::string_view value);
-// A floating-point sample value: 9 significant digits, no trailing zeros.
+// A floating-point sample value: 15 significant digits, no trailing zeros;
+// NaN, +Inf and -Inf as the format spells them.
 std::string number(double value);
 
 using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
