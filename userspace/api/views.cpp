@@ -155,11 +155,8 @@ void add_health_fields(json& j, const BackendHealthInfo* info) {
     j["rate_limit_bias_for_s"] = nullptr;
     if (!info) return;
     const health::Snapshot* h = &info->snapshot;
-    for (auto it = h->recent.rbegin(); it != h->recent.rend(); ++it) {
-        if (it->to != h->verdict) continue;
-        j["health_reason"] = it->to_string();
-        break;
-    }
+    if (h->last_transition && h->last_transition->to == h->verdict)
+        j["health_reason"] = h->last_transition->to_string();
     j["health_since_s"] = seconds_ago(h->since);
     if (h->held_until != health::TimePoint{} && seconds_until(h->held_until) > 0)
         j["held_for_s"] = seconds_until(h->held_until);
