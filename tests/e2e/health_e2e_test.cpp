@@ -324,9 +324,12 @@ TEST_F(HealthE2E, TwoOfThreeDownPanicsAtHalfAndNotAtZero) {
     EXPECT_NE(m.text.find("xlb_health_probes_total{vip=\"" + panics.key() + "\",backend=\"" +
                           kBackends[1] + "\",outcome=\"refused\"}"),
               std::string::npos);
-    EXPECT_NE(m.text.find("xlb_health_probe_latency_seconds{vip=\"" + panics.key() +
-                          "\",backend=\"" + kBackends[0] + "\"}"),
-              std::string::npos);
+    // A histogram: the healthy backend's answered probes are counted.
+    const std::string latency_count = "xlb_health_probe_latency_seconds_count{vip=\"" +
+                                      panics.key() + "\",backend=\"" + kBackends[0] + "\"} ";
+    const std::size_t at = m.text.find(latency_count);
+    ASSERT_NE(at, std::string::npos) << m.text;
+    EXPECT_GT(std::stoull(m.text.substr(at + latency_count.size())), 0u) << m.text;
 
     // One comes back: 2 of 3 healthy is above 0.5, panic over, the dead one out.
     servers_[kBackends[1]]->start();
