@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "lab.h"
 
@@ -267,6 +268,31 @@ TEST_F(HealthE2E, DeadServerLeavesTheTableAndComesBackThroughSlowStart) {
     EXPECT_GE(ramp.size(), 5u) << "too few steps seen: " << steps;
     EXPECT_TRUE(std::is_sorted(ramp.begin(), ramp.end())) << "the ramp went down: " << steps;
     EXPECT_GE(epoch_end - epoch_back_start, 5u) << "each step is a publish";
+
+    // The health history has the three changes, oldest first, with the
+    // probes that caused them and times in order; a steady backend has one.
+    Reply h =
+        api_->get("/v1/backend/history?vip=" + url_encode(resched.key()) + "&address=" + victim);
+    ASSERT_EQ(h.status, 200) << h.text;
+    const json& changes = h.body["history"];
+    ASSERT_EQ(changes.size(), 3u) << h.body.dump(2);
+    const std::vector<std::tuple<const char*, const char*, const char*>> expected = {
+        {"unknown", "healthy", "passed"},
+        {"healthy", "unhealthy", "refused"},
+        {"unhealthy", "healthy", "passed"}};
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(changes[i]["from"], std::get<0>(expected[i])) << i;
+        EXPECT_EQ(changes[i]["to"], std::get<1>(expected[i])) << i;
+        EXPECT_EQ(changes[i]["probe"], std::get<2>(expected[i])) << i;
+    }
+    EXPECT_LT(changes[0]["time"].get<std::string>(), changes[1]["time"].get<std::string>());
+    EXPECT_LT(changes[1]["time"].get<std::string>(), changes[2]["time"].get<std::string>());
+    EXPECT_NE(changes[2]["reason"].get<std::string>().find("slow start"), std::string::npos)
+        << changes[2];
+    Reply steady = api_->get("/v1/backend/history?vip=" + url_encode(resched.key()) +
+                             "&address=" + kBackends[1]);
+    ASSERT_EQ(steady.status, 200) << steady.text;
+    EXPECT_EQ(steady.body["history"].size(), 1u) << steady.body.dump(2);
 }
 
 TEST_F(HealthE2E, TwoOfThreeDownPanicsAtHalfAndNotAtZero) {
