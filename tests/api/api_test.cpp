@@ -15,12 +15,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -43,6 +45,8 @@
 #include "xlb/datapath/setup.h"
 #include "xlb/exposition/exposition.h"
 #include "xlb/flow_hash.h"
+#include "xlb/health/targets.h"
+#include "xlb/health/tracker.h"
 
 namespace xlb::api {
 
@@ -208,7 +212,7 @@ protected:
         fs::remove_all(dir);
     }
 
-    Services services() {
+    virtual Services services() {
         Services s{
             *loop,
             *store,
@@ -1098,6 +1102,204 @@ TEST_F(ApiTest, MetricsExposition) {
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404);
     metrics.stop();
+}
+
+// ---- health: the history of verdict changes, the latency histogram ----------
+
+// The agent's health wiring (userspace/agent/health_link.cpp), played by the
+// test on the control thread: a tracker follows the checked backends of the
+// desired VIPs, is fed the probe results the test makes, hands its
+// observations to the reconciler, and serves its snapshots and histories.
+class HealthApiTest : public ApiTest {
+protected:
+    static constexpr const char* kChecked = "198.51.100.20:80/tcp";
+
+    Services services() override {
+        Services s = ApiTest::services();
+        s.health = [this](const std::string& vip,
+                          const net::IpAddress& backend) -> std::optional<BackendHealthInfo> {
+            const health::BackendHealth* h = tracker.find({vip, backend});
+            if (!h) return std::nullopt;
+            return BackendHealthInfo{h->snapshot(health::Clock::now()), std::nullopt};
+        };
+        s.health_history = [this](const std::string& vip, const net::IpAddress& backend)
+            -> std::optional<std::vector<health::Transition>> {
+            const health::BackendHealth* h = tracker.find({vip, backend});
+            if (!h) return std::nullopt;
+            return h->history().entries();
+        };
+        s.on_vips_changed = [this](control::Reconciler& r) {
+            tracker.set_targets(health::tracked_targets(r.vips()), health::Clock::now());
+        };
+        return s;
+    }
+
+    // A VIP with a tcp check that judges on every probe, and two backends.
+    void add_checked_vip() {
+        Reply r = post("/v1/vips", R"({"address": "198.51.100.20", "port": 80,
+            "health_check": {"type": "tcp", "healthy_threshold": 1, "unhealthy_threshold": 1},
+            "backends": [{"address": "203.0.113.21"}, {"address": "203.0.113.22"}]})");
+        ASSERT_EQ(r.status, 201) << r.text;
+    }
+
+    // One probe of a backend of kChecked that took `latency` and finished at
+    // `wall`, judged on the control thread as the agent judges it.
+    void probe(const char* backend, health::Failure failure, health::WallTime wall,
+               health::Clock::duration latency = 2ms) {
+        health::ProbeResult result;
+        result.key = {kChecked, ip(backend)};
+        result.failure = failure;
+        result.detail = failure == health::Failure::kNone ? "connected" : "connection refused";
+        result.started = health::Clock::now();
+        result.finished = result.started + latency;
+        result.finished_wall = wall;
+        auto done = loop->call<bool>([this, result](control::Reconciler& r) {
+            tracker.apply(result, result.finished);
+            for (const health::Observation& o : tracker.take_changes(result.finished))
+                r.set_observed(
+                    o.key.vip, o.key.backend,
+                    {o.verdict == health::Verdict::kHealthy     ? control::Health::kHealthy
+                     : o.verdict == health::Verdict::kUnhealthy ? control::Health::kUnhealthy
+                                                                : control::Health::kUnknown,
+                     o.weight_factor});
+            return true;
+        });
+        ASSERT_EQ(done.wait_for(5s), std::future_status::ready);
+    }
+
+    static std::string history_path(const std::string& vip, const std::string& backend) {
+        return "/v1/backend/history?" + vq(vip) + "&address=" + url_encode(backend);
+    }
+
+    health::HealthTracker tracker{7};  // control thread only
+};
+
+// 2026-12-01T15:02:11.250Z
+const health::WallTime kNoon =
+    std::chrono::sys_days{std::chrono::year{2026} / 12 / 1} + 15h + 2min + 11s + 250ms;
+
+TEST_F(HealthApiTest, HistoryShowsABackendGoingDownAndUp) {
+    add_checked_vip();
+    probe("203.0.113.21", health::Failure::kNone, kNoon);               // unknown -> healthy
+    probe("203.0.113.21", health::Failure::kNone, kNoon + 500ms);       // no change
+    probe("203.0.113.21", health::Failure::kRefused, kNoon + 1s);       // -> unhealthy
+    probe("203.0.113.21", health::Failure::kNone, kNoon + 1s + 700ms);  // -> healthy
+
+    Reply r = get(history_path(kChecked, "203.0.113.21"));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["vip"], kChecked);
+    EXPECT_EQ(r.body["address"], "203.0.113.21");
+    EXPECT_EQ(r.body["health"], "healthy");
+    EXPECT_EQ(r.body["checked"], true);
+    EXPECT_EQ(r.body["capacity"], 20);
+    const json expected = json::parse(R"([
+        {"time": "2026-12-01T15:02:11.250Z", "from": "unknown", "to": "healthy",
+         "cause": "consecutive_successes", "probe": "passed", "reason": "1 consecutive success"},
+        {"time": "2026-12-01T15:02:12.250Z", "from": "healthy", "to": "unhealthy",
+         "cause": "consecutive_failures", "probe": "refused",
+         "reason": "1 consecutive failure, last: connection refused"},
+        {"time": "2026-12-01T15:02:12.950Z", "from": "unhealthy", "to": "healthy",
+         "cause": "consecutive_successes", "probe": "passed",
+         "reason": "1 consecutive success; slow start"}])");
+    EXPECT_EQ(r.body["history"], expected) << r.body.dump(2);
+
+    // The other backend has not been judged: checked, nothing yet.
+    r = get(history_path(kChecked, "203.0.113.22"));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["health"], "unknown");
+    EXPECT_EQ(r.body["checked"], true);
+    EXPECT_EQ(r.body["history"], json::array());
+    // A VIP without a check: its backends are healthy and have no history.
+    r = get(history_path(kWeb, "203.0.113.11"));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["health"], "healthy");
+    EXPECT_EQ(r.body["checked"], false);
+    EXPECT_EQ(r.body["history"], json::array());
+    // The backend list shows the last change as the reason of the verdict.
+    r = get("/v1/backends?" + vq(kChecked));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["backends"][0]["health_reason"],
+              "unhealthy -> healthy: 1 consecutive success; slow start");
+}
+
+TEST_F(HealthApiTest, HistoryOfAnUnknownVipOrBackendIsA404LikeTheOtherBackendPaths) {
+    add_checked_vip();
+    expect_error(get(history_path("198.51.100.99:80/tcp", "203.0.113.21")), 404,
+                 "no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)");
+    expect_error(get(history_path(kChecked, "203.0.113.99")), 404,
+                 "VIP 198.51.100.20:80/tcp has no backend 203.0.113.99 (GET "
+                 "/v1/backends?vip=198.51.100.20:80/tcp lists them)");
+    // The same words as PATCH on that backend.
+    expect_error(
+        patch("/v1/backends?" + vq(kChecked) + "&address=203.0.113.99", R"({"weight": 1})"), 404,
+        "VIP 198.51.100.20:80/tcp has no backend 203.0.113.99");
+    expect_error(get("/v1/backend/history?" + vq(kChecked)), 400,
+                 "missing query parameter address");
+    expect_error(get("/v1/backend/history?address=203.0.113.21"), 400,
+                 "missing query parameter vip");
+    expect_error(get(history_path("198.51.100.20:http", "203.0.113.21")), 400, "vip:");
+    expect_error(post(history_path(kChecked, "203.0.113.21"), "{}"), 405, "not allowed");
+}
+
+TEST_F(HealthApiTest, ProbeLatencyIsAHistogramPerBackend) {
+    add_checked_vip();
+    probe("203.0.113.21", health::Failure::kNone, kNoon, 300us);
+    probe("203.0.113.21", health::Failure::kRefused, kNoon + 1s, 20ms);
+    probe("203.0.113.21", health::Failure::kTimeout, kNoon + 2s, 1s);  // no measurement
+
+    MetricsServer metrics(services(), "127.0.0.1:0");
+    auto started = metrics.start();
+    ASSERT_TRUE(started) << started.error();
+    httplib::Client c("127.0.0.1", metrics.port());
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    const std::string& text = r->body;
+    const std::string family = "xlb_health_probe_latency_seconds";
+    EXPECT_NE(text.find("# TYPE " + family + " histogram\n"), std::string::npos);
+    const std::string labels = "vip=\"198.51.100.20:80/tcp\",backend=\"203.0.113.21\"";
+    for (const auto& [le, n] : std::vector<std::pair<std::string, int>>{
+             {"0.0005", 1}, {"0.01", 1}, {"0.025", 2}, {"5", 2}, {"+Inf", 2}})
+        EXPECT_NE(text.find(family + "_bucket{" + labels + ",le=\"" + le + "\"} " +
+                            std::to_string(n) + "\n"),
+                  std::string::npos)
+            << "le " << le << "\n"
+            << text;
+    EXPECT_NE(text.find(family + "_count{" + labels + "} 2\n"), std::string::npos) << text;
+    EXPECT_NE(text.find(family + "_sum{" + labels + "} 0.0203\n"), std::string::npos) << text;
+    // Judged or not, every checked backend has its series; unchecked ones none.
+    EXPECT_NE(
+        text.find(family + "_count{vip=\"198.51.100.20:80/tcp\",backend=\"203.0.113.22\"} 0\n"),
+        std::string::npos);
+    EXPECT_EQ(text.find(family + "_count{vip=\"198.51.100.10:80/tcp\""), std::string::npos);
+    EXPECT_EQ(text.find(family + "{"), std::string::npos) << "no gauge series any more";
+    metrics.stop();
+}
+
+TEST(ApiMetrics, HistogramSeriesCarryTheirLabelsBeforeLe) {
+    exposition::Writer w;
+    w.family("h_seconds", "histogram", "A test.");
+    const std::array<double, 2> bounds{0.5, 1.0};
+    const std::array<std::uint64_t, 2> buckets{1, 3};
+    w.histogram_series("h_seconds", {{"vip", "a\"b"}}, bounds, buckets, 4, 2.25);
+    EXPECT_EQ(w.take(),
+              "# HELP h_seconds A test.\n"
+              "# TYPE h_seconds histogram\n"
+              "h_seconds_bucket{vip=\"a\\\"b\",le=\"0.5\"} 1\n"
+              "h_seconds_bucket{vip=\"a\\\"b\",le=\"1\"} 3\n"
+              "h_seconds_bucket{vip=\"a\\\"b\",le=\"+Inf\"} 4\n"
+              "h_seconds_sum{vip=\"a\\\"b\"} 2.25\n"
+              "h_seconds_count{vip=\"a\\\"b\"} 4\n");
+    // Without labels, as xlb_publish_latency_seconds is written.
+    w.histogram("p_seconds", "B.", bounds, buckets, 4, 2.25);
+    EXPECT_EQ(w.take(),
+              "# HELP p_seconds B.\n"
+              "# TYPE p_seconds histogram\n"
+              "p_seconds_bucket{le=\"0.5\"} 1\n"
+              "p_seconds_bucket{le=\"1\"} 3\n"
+              "p_seconds_bucket{le=\"+Inf\"} 4\n"
+              "p_seconds_sum 2.25\n"
+              "p_seconds_count 4\n");
 }
 
 TEST(ApiMetrics, ProcStatIsReadFromTheFieldsAfterTheCommand) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "lab.h"
 
@@ -267,6 +268,31 @@ TEST_F(HealthE2E, DeadServerLeavesTheTableAndComesBackThroughSlowStart) {
     EXPECT_GE(ramp.size(), 5u) << "too few steps seen: " << steps;
     EXPECT_TRUE(std::is_sorted(ramp.begin(), ramp.end())) << "the ramp went down: " << steps;
     EXPECT_GE(epoch_end - epoch_back_start, 5u) << "each step is a publish";
+
+    // The health history has the three changes, oldest first, with the
+    // probes that caused them and times in order; a steady backend has one.
+    Reply h =
+        api_->get("/v1/backend/history?vip=" + url_encode(resched.key()) + "&address=" + victim);
+    ASSERT_EQ(h.status, 200) << h.text;
+    const json& changes = h.body["history"];
+    ASSERT_EQ(changes.size(), 3u) << h.body.dump(2);
+    const std::vector<std::tuple<const char*, const char*, const char*>> expected = {
+        {"unknown", "healthy", "passed"},
+        {"healthy", "unhealthy", "refused"},
+        {"unhealthy", "healthy", "passed"}};
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(changes[i]["from"], std::get<0>(expected[i])) << i;
+        EXPECT_EQ(changes[i]["to"], std::get<1>(expected[i])) << i;
+        EXPECT_EQ(changes[i]["probe"], std::get<2>(expected[i])) << i;
+    }
+    EXPECT_LT(changes[0]["time"].get<std::string>(), changes[1]["time"].get<std::string>());
+    EXPECT_LT(changes[1]["time"].get<std::string>(), changes[2]["time"].get<std::string>());
+    EXPECT_NE(changes[2]["reason"].get<std::string>().find("slow start"), std::string::npos)
+        << changes[2];
+    Reply steady = api_->get("/v1/backend/history?vip=" + url_encode(resched.key()) +
+                             "&address=" + kBackends[1]);
+    ASSERT_EQ(steady.status, 200) << steady.text;
+    EXPECT_EQ(steady.body["history"].size(), 1u) << steady.body.dump(2);
 }
 
 TEST_F(HealthE2E, TwoOfThreeDownPanicsAtHalfAndNotAtZero) {
@@ -324,9 +350,12 @@ TEST_F(HealthE2E, TwoOfThreeDownPanicsAtHalfAndNotAtZero) {
     EXPECT_NE(m.text.find("xlb_health_probes_total{vip=\"" + panics.key() + "\",backend=\"" +
                           kBackends[1] + "\",outcome=\"refused\"}"),
               std::string::npos);
-    EXPECT_NE(m.text.find("xlb_health_probe_latency_seconds{vip=\"" + panics.key() +
-                          "\",backend=\"" + kBackends[0] + "\"}"),
-              std::string::npos);
+    // A histogram: the healthy backend's answered probes are counted.
+    const std::string latency_count = "xlb_health_probe_latency_seconds_count{vip=\"" +
+                                      panics.key() + "\",backend=\"" + kBackends[0] + "\"} ";
+    const std::size_t at = m.text.find(latency_count);
+    ASSERT_NE(at, std::string::npos) << m.text;
+    EXPECT_GT(std::stoull(m.text.substr(at + latency_count.size())), 0u) << m.text;
 
     // One comes back: 2 of 3 healthy is above 0.5, panic over, the dead one out.
     servers_[kBackends[1]]->start();

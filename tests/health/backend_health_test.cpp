@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <initializer_list>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace xlb::health {
 namespace {
@@ -189,23 +191,87 @@ TEST(BackendHealth, LocalErrorsCountNeitherWay) {
 }
 
 TEST(BackendHealth, HistoryIsBoundedAndReadable) {
+    const std::size_t kept = config::kDefaultHealthHistory;
     BackendHealth h(policy(1, 1), true, 1, t0);
     TimePoint t = t0;
-    for (std::size_t i = 0; i < BackendHealth::kHistory + 5; ++i) {
+    for (std::size_t i = 0; i < kept + 5; ++i) {
         h.apply(i % 2 ? fail() : ok(), t);
         t += 1s;
     }
-    EXPECT_EQ(h.history().size(), BackendHealth::kHistory);
-    EXPECT_EQ(h.history().back().to_string(),
-              std::string(h.history().back().to == Verdict::kHealthy
+    ASSERT_EQ(h.history().size(), kept);
+    const std::vector<Transition> entries = h.history().entries();
+    // kept + 5 transitions, one a second from t0: the oldest 5 are gone.
+    EXPECT_EQ(entries.front().at, t0 + 5s);
+    EXPECT_EQ(entries.back().at, t0 + std::chrono::seconds(kept + 4));
+    EXPECT_EQ(entries.back().to_string(),
+              std::string(entries.back().to == Verdict::kHealthy
                               ? "unhealthy -> healthy: 1 consecutive success"
                               : "healthy -> unhealthy: 1 consecutive failure, last: connection "
                                 "refused"));
     const Snapshot s = h.snapshot(t);
-    EXPECT_EQ(s.recent.size(), BackendHealth::kHistory);
-    EXPECT_EQ(s.became_healthy + s.became_unhealthy, BackendHealth::kHistory + 5);
-    EXPECT_EQ(s.probes, BackendHealth::kHistory + 5);
-    EXPECT_EQ(s.failures[static_cast<std::size_t>(Failure::kRefused)], 10u);
+    ASSERT_TRUE(s.last_transition);
+    EXPECT_EQ(s.last_transition->at, entries.back().at);
+    EXPECT_EQ(s.became_healthy + s.became_unhealthy, kept + 5);
+    EXPECT_EQ(s.probes, kept + 5);
+    EXPECT_EQ(s.failures[static_cast<std::size_t>(Failure::kRefused)], (kept + 5) / 2);
+}
+
+TEST(BackendHealth, HistoryRecordsTheWallTimeAndTheProbeOfEachChange) {
+    const WallTime noon = WallTime{} + std::chrono::hours(24 * 365 * 56 + 12);
+    BackendHealth h(policy(1, 1), true, 1, t0, /*history=*/3);
+    ProbeResult down = fail(Failure::kTimeout, "timeout after 1s (connecting)");
+    down.finished_wall = noon;
+    ProbeResult up = ok();
+    up.finished_wall = noon + 1500ms;
+    h.apply(down, t0);
+    h.apply(up, t0 + 2s);
+    const std::vector<Transition> entries = h.history().entries();
+    ASSERT_EQ(entries.size(), 2u);
+    EXPECT_EQ(entries[0].from, Verdict::kUnknown);
+    EXPECT_EQ(entries[0].to, Verdict::kUnhealthy);
+    EXPECT_EQ(entries[0].wall_time, noon);
+    EXPECT_EQ(entries[0].probe, Failure::kTimeout);
+    EXPECT_EQ(entries[0].reason(), "1 consecutive failure, last: timeout after 1s (connecting)");
+    EXPECT_EQ(entries[1].to, Verdict::kHealthy);
+    EXPECT_EQ(entries[1].wall_time, noon + 1500ms);
+    EXPECT_EQ(entries[1].probe, Failure::kNone);
+    EXPECT_EQ(entries[1].reason(), "1 consecutive success");
+}
+
+TEST(BackendHealth, HistoryOfZeroKeepsNothingButTheVerdictsReason) {
+    BackendHealth h(policy(1, 1), true, 1, t0, /*history=*/0);
+    h.apply(fail(), t0);
+    h.apply(ok(), t0 + 1s);
+    EXPECT_TRUE(h.history().empty());
+    const Snapshot s = h.snapshot(t0 + 1s);
+    ASSERT_TRUE(s.last_transition) << "health_reason does not depend on the history";
+    EXPECT_EQ(s.last_transition->to_string(), "unhealthy -> healthy: 1 consecutive success");
+}
+
+// --- Latency histogram ------------------------------------------------------------------
+
+ProbeResult timed(ProbeResult r, Clock::duration latency) {
+    r.started = t0;
+    r.finished = t0 + latency;
+    return r;
+}
+
+TEST(BackendHealth, LatencyHistogramCountsEveryAnsweredProbe) {
+    BackendHealth h(policy(), true, 1, t0);
+    h.apply(timed(ok(), 300us), t0);                                  // <= 0.0005
+    h.apply(timed(ok(), 1ms), t0 + 1s);                               // <= 0.001, on the bound
+    h.apply(timed(fail(), 40ms), t0 + 2s);                            // refused: measured
+    h.apply(timed(http(503), 7s), t0 + 3s);                           // above 5 s: +Inf only
+    h.apply(timed(fail(Failure::kTimeout, "timeout"), 1s), t0 + 4s);  // not counted
+    h.apply(timed(fail(Failure::kLocal, "could not probe"), 0ms), t0 + 5s);  // not counted
+    const LatencyHistogram l = h.snapshot(t0 + 5s).latency;
+    EXPECT_EQ(l.count, 4u);
+    EXPECT_DOUBLE_EQ(l.sum, 0.0003 + 0.001 + 0.040 + 7.0);
+    ASSERT_EQ(LatencyHistogram::kBounds.size(), 13u);
+    // cumulative: 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5
+    const std::array<std::uint64_t, 13> expected = {1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3};
+    EXPECT_EQ(l.buckets, expected);
+    EXPECT_EQ(h.snapshot(t0 + 5s).probes, 6u) << "the histogram leaves the probe counters alone";
 }
 
 TEST(BackendHealth, SnapshotShowsTheLastProbe) {

@@ -99,6 +99,7 @@ TEST_F(EngineTest, TcpConnectsWhenTheSocketIsWritable) {
     EXPECT_TRUE(results.empty());
 
     io.time = t0 + 3ms;
+    io.wall += 3ms;
     io.writable(fd);
     turn();
     const auto r = result();
@@ -108,6 +109,7 @@ TEST_F(EngineTest, TcpConnectsWhenTheSocketIsWritable) {
     EXPECT_EQ(r.scheduled, t0);
     EXPECT_EQ(r.started, t0);
     EXPECT_EQ(r.latency(), 3ms);
+    EXPECT_EQ(r.finished_wall, io.wall) << "the health history's time of a change it causes";
     EXPECT_FALSE(io.at(fd).open);
 }
 

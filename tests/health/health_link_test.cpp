@@ -128,6 +128,34 @@ TEST_F(HealthLinkTest, VerdictsReachTheReconcilerAndTransitionsAreDescribed) {
     EXPECT_FALSE(link.last_failure(vip.key(), vip.backends[1].address));
 }
 
+TEST_F(HealthLinkTest, HistoryKeepsTheConfiguredNumberOfChangesPerBackend) {
+    link.set_history_capacity(2);  // what the agent does with health_history
+    start(checked_vip(0.5));
+    round({true, true, false});
+    round({true, true, false});  // unknown -> healthy, healthy, unhealthy
+    round({false, true, true});
+    round({false, true, true});  // 10.0.0.1 down, 10.0.0.3 still failing then passing
+    round({true, true, true});
+    round({true, true, true});  // 10.0.0.1 and 10.0.0.3 back
+    const auto first = link.history(vip.key(), vip.backends[0].address);
+    ASSERT_TRUE(first);
+    ASSERT_EQ(first->size(), 2u) << "three changes, two kept: the oldest went";
+    EXPECT_EQ((*first)[0].to_string(),
+              "healthy -> unhealthy: 2 consecutive failures, last: connection refused");
+    EXPECT_EQ((*first)[0].probe, Failure::kRefused);
+    EXPECT_EQ((*first)[1].from, health::Verdict::kUnhealthy);
+    EXPECT_EQ((*first)[1].to, health::Verdict::kHealthy);
+    EXPECT_LT((*first)[0].at, (*first)[1].at);
+    const auto steady = link.history(vip.key(), vip.backends[1].address);
+    ASSERT_TRUE(steady);
+    ASSERT_EQ(steady->size(), 1u);
+    EXPECT_EQ((*steady)[0].from, health::Verdict::kUnknown);
+    EXPECT_FALSE(link.history(vip.key(), *net::IpAddress::parse("10.0.0.9")))
+        << "not checked: no history at all";
+    link.set_history_capacity(0);
+    EXPECT_TRUE(link.history(vip.key(), vip.backends[0].address)->empty());
+}
+
 TEST_F(HealthLinkTest, KeepPolicyLeavesTheGenerationAlone) {
     config::VipSpec spec = checked_vip(0.5);
     spec.on_unhealthy = config::UnhealthyPolicy::kKeep;

@@ -172,6 +172,14 @@ TEST(Reload, OneTableSaysWhatAReloadAppliesAndWhatWaitsForARestart) {
     EXPECT_TRUE(reloadable_changes(applied, next).empty());
 }
 
+TEST(Reload, HealthHistoryAppliesAtOnce) {
+    config::Settings running, next;
+    next.health_history = 100;
+    EXPECT_EQ(reloadable_changes(running, next), (std::vector<std::string>{"health_history"}));
+    EXPECT_TRUE(restart_only_changes(running, next).empty());
+    EXPECT_EQ(reloadable_settings(running, next).health_history, 100u);
+}
+
 TEST(Reload, DisruptiveChangesAreTheOnesThatRemapFlows) {
     config::Settings a, b;
     const std::vector<config::VipSpec> running = {vip("198.51.100.10"), vip("198.51.100.11")};

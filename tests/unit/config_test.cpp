@@ -205,6 +205,7 @@ TEST(ConfigParse, MinimalFileGetsDocumentedDefaults) {
     EXPECT_EQ(s.api_socket, "/run/xlb/xlbd.sock");
     EXPECT_EQ(s.api_group, "") << "the agent's own group";
     EXPECT_EQ(s.metrics_listen, "127.0.0.1:9464");
+    EXPECT_EQ(s.health_history, 20u);
     ASSERT_EQ(c.vips.size(), 1u);
     const VipSpec& v = c.vips[0];
     EXPECT_EQ(v.key(), "198.51.100.10:80/tcp");
@@ -411,6 +412,12 @@ std::vector<ErrorCase> structure_cases() {
           3, 11, {"gue_port", "found \"70000\"", "a UDP port 1-65535"}),
         E("GuePortZero", "interface: eth0\nnext_hop: {address: 192.0.2.1}\ngue_port: 0\n", 3, 11,
           {"gue_port", "found 0", "a UDP port 1-65535"}),
+        E("HealthHistoryAboveItsMaximum", kMinimal + "health_history: 1001\n", 3, 17,
+          {"health_history", "found 1001", "expected an integer 0-1000", "0 = none"}),
+        E("HealthHistoryNegative", kMinimal + "health_history: -1\n", 3, 17,
+          {"health_history", "found \"-1\"", "0-1000"}),
+        E("HealthHistoryNotANumber", kMinimal + "health_history: lots\n", 3, 17,
+          {"health_history", "found \"lots\"", "0-1000"}),
         E("UnknownBackendState", kHead + kVip + "      - {address: 203.0.113.12, state: off}\n", 9,
           40, {"backends[1].state", "found \"off\"", "active, drain or disabled"}),
         E("UnknownUnhealthyPolicy", kHead + kVip + "    on_unhealthy: drop\n", 9, 19,
@@ -881,6 +888,17 @@ TEST(ConfigParse, GueWithItsPort) {
     EXPECT_EQ(c.settings.gue_port, 5555);
     const Config ipip = parse_ok("interface: eth0\nnext_hop: {address: 192.0.2.1}\nencap: ipip\n");
     EXPECT_EQ(ipip.settings.encap, Encap::kIpip);
+}
+
+TEST(ConfigParse, HealthHistoryFromNoneToItsMaximum) {
+    EXPECT_EQ(parse_ok(kMinimal + "health_history: 0\n").settings.health_history, 0u);
+    const Config most = parse_ok(kMinimal + "health_history: 1000\n");
+    EXPECT_EQ(most.settings.health_history, kMaxHealthHistory);
+    const std::string written = to_yaml(most);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(reread->settings.health_history, 1000u) << written;
+    EXPECT_EQ(settings_to_json(most.settings)["health_history"], 1000);
 }
 
 // --- Collecting errors ------------------------------------------------------------

@@ -338,6 +338,64 @@ TEST_F(XlbctlAgent, BackendVerbs) {
                "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
 }
 
+// A real probe's verdict change, as the agent recorded it. The backend is the
+// router (203.0.113.1): nothing listens on its port 80, so the probe is
+// refused (or, behind a filter, times out) and the backend turns unhealthy
+// at the first probe.
+TEST_F(XlbctlAgent, BackendHistoryShowsARealVerdictChange) {
+    const std::string vip = "198.51.100.40:80/tcp";
+    ProcessResult added = run_process({"curl", "-sS", "--unix-socket", lab->socket(), "-X", "POST",
+                                       "http://xlbd/v1/vips", "-d",
+                                       R"({"address": "198.51.100.40", "port": 80, "ring_size": 101,
+             "health_check": {"type": "tcp", "interval": "500ms", "timeout": "200ms",
+                              "jitter": "0s", "unhealthy_threshold": 1, "healthy_threshold": 1},
+             "backends": [{"address": "203.0.113.1"}]})"});
+    ASSERT_EQ(added.code, 0) << added.err;
+    ASSERT_NE(added.out.find("\"epoch\""), std::string::npos) << added.out;
+
+    json history;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    do {
+        history = ok_json({"backend", "history", vip, "203.0.113.1"});
+        if (!history["history"].empty()) break;
+        std::this_thread::sleep_for(100ms);
+    } while (std::chrono::steady_clock::now() < deadline);
+    ASSERT_EQ(history["history"].size(), 1u) << history.dump(2);
+    EXPECT_EQ(history["vip"], vip);
+    EXPECT_EQ(history["health"], "unhealthy");
+    EXPECT_EQ(history["checked"], true);
+    EXPECT_EQ(history["capacity"], 20) << "health_history's default";
+    const json& change = history["history"][0];
+    EXPECT_EQ(change["from"], "unknown");
+    EXPECT_EQ(change["to"], "unhealthy");
+    EXPECT_EQ(change["cause"], "consecutive_failures");
+    EXPECT_NE(change["probe"], "passed");
+    EXPECT_TRUE(std::regex_match(change["time"].get<std::string>(),
+                                 std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+        << change["time"];
+    EXPECT_HAS(change["reason"].get<std::string>(), "1 consecutive failure, last: ");
+
+    const std::string out = ok({"backend", "history", vip, "203.0.113.1"});
+    EXPECT_HAS(out,
+               "VIP 198.51.100.40:80/tcp backend 203.0.113.1: unhealthy; 1 verdict change "
+               "(the agent keeps the last 20)\n");
+    EXPECT_HAS(out, "TIME                      FROM     TO         REASON\n");
+    EXPECT_HAS(out, change["time"].get<std::string>() +
+                        "  unknown  unhealthy  1 consecutive failure, last: ");
+
+    // A backend without a check, and the same errors as the other backend verbs.
+    EXPECT_HAS(ok({"backend", "history", kWeb, "203.0.113.11"}),
+               "VIP 198.51.100.10:80/tcp backend 203.0.113.11: healthy, not health-checked");
+    EXPECT_EQ(refused({"backend", "history", vip, "203.0.113.99"}),
+              "xlbctl: xlbd: VIP 198.51.100.40:80/tcp has no backend 203.0.113.99 (GET "
+              "/v1/backends?vip=198.51.100.40:80/tcp lists them)\n");
+    EXPECT_EQ(refused({"backend", "history", "198.51.100.99:80", "203.0.113.1"}),
+              "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)\n");
+    EXPECT_EQ(refused({"backend", "drain", "198.51.100.99:80", "203.0.113.1"}),
+              "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)\n")
+        << "the same words";
+}
+
 TEST_F(XlbctlAgent, Table) {
     const std::string out = ok({"table", kWeb});
     EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp  epoch ");

@@ -97,8 +97,8 @@ TEST(XlbctlParse, MissingVerb) {
                "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
     EXPECT_HAS(parse_error({"backend"}),
-               "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable or "
-               "disable");
+               "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable, "
+               "disable or history");
 }
 
 TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
@@ -190,9 +190,10 @@ TEST(XlbctlParse, BackendVerbs) {
     struct Case {
         const char* verb;
         Verb expected;
-    } cases[] = {{"list", Verb::kBackendList},     {"add", Verb::kBackendAdd},
-                 {"del", Verb::kBackendDel},       {"drain", Verb::kBackendDrain},
-                 {"enable", Verb::kBackendEnable}, {"disable", Verb::kBackendDisable}};
+    } cases[] = {{"list", Verb::kBackendList},      {"add", Verb::kBackendAdd},
+                 {"del", Verb::kBackendDel},        {"drain", Verb::kBackendDrain},
+                 {"enable", Verb::kBackendEnable},  {"disable", Verb::kBackendDisable},
+                 {"history", Verb::kBackendHistory}};
     for (const Case& c : cases) {
         Args args = {"backend", c.verb, "198.51.100.10:80"};
         if (c.expected != Verb::kBackendList) args.push_back("203.0.113.11");
@@ -365,7 +366,17 @@ INSTANTIATE_TEST_SUITE_P(
         UsageError{
             "HashKeyTooLong",
             {"backend", "add", "198.51.100.10:80", "203.0.113.11", "--hash-key", kHugeHashKey},
-            {"--hash-key: found"}}),
+            {"--hash-key: found"}},
+        UsageError{"HistoryWithoutBackend",
+                   {"backend", "history", "198.51.100.10:80"},
+                   {"ADDR is required"}},
+        UsageError{"HistoryOfIPv4InIPv6Vip",
+                   {"backend", "history", "[2001:db8::10]:443", "203.0.113.11"},
+                   {"ADDR 203.0.113.11: found IPv4 address 203.0.113.11 in an IPv6 VIP",
+                    "e.g. xlbctl backend history [2001:db8::10]:443/tcp 2001:db8:b::11"}},
+        UsageError{"HistoryTakesNoDryRun",
+                   {"backend", "history", "198.51.100.10:80", "203.0.113.11", "--dry-run"},
+                   {"--dry-run"}}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -519,6 +530,7 @@ TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
         {"backend", "drain"},
         {"backend", "enable"},
         {"backend", "disable"},
+        {"backend", "history"},
         {"stats"},
         {"table"},
         {"lookup"},
@@ -640,6 +652,13 @@ TEST(XlbctlRequest, PerVerb) {
               R"({"state":"active"})");
     EXPECT_EQ(req({"backend", "disable", "198.51.100.10:80", "203.0.113.14"}).body,
               R"({"state":"disabled"})");
+    EXPECT_EQ(
+        req({"backend", "history", "198.51.100.10:80", "203.0.113.14"}),
+        (HttpRequest{"GET", "/v1/backend/history?vip=198.51.100.10%3A80%2Ftcp&address=203.0.113.14",
+                     ""}));
+    EXPECT_EQ(req({"backend", "history", "[2001:db8::10]:443", "2001:db8:b::11"}).target,
+              "/v1/backend/history?vip=%5B2001%3Adb8%3A%3A10%5D%3A443%2Ftcp&address=2001%3Adb8%"
+              "3Ab%3A%3A11");
     EXPECT_EQ(req({"stats"}).target, "/v1/stats");
     EXPECT_EQ(req({"stats", "198.51.100.10:80"}).target, "/v1/stats?vip=198.51.100.10%3A80%2Ftcp");
     EXPECT_EQ(req({"table", "198.51.100.10:80"}).target, "/v1/table?vip=198.51.100.10%3A80%2Ftcp");

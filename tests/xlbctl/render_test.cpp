@@ -286,6 +286,61 @@ TEST(XlbctlRender, BackendList) {
                "no backends (add one: xlbctl backend add 198.51.100.10:80/tcp ADDR)");
 }
 
+// GET /v1/backend/history as docs/api.md shows it.
+json history_reply() {
+    return json::parse(R"({
+      "vip": "198.51.100.10:80/tcp", "address": "203.0.113.11", "health": "healthy",
+      "checked": true, "capacity": 20,
+      "history": [
+        {"time": "2026-12-01T15:02:11.250Z", "from": "unknown", "to": "healthy",
+         "cause": "consecutive_successes", "probe": "passed", "reason": "2 consecutive successes"},
+        {"time": "2026-12-01T16:40:03.112Z", "from": "healthy", "to": "unhealthy",
+         "cause": "consecutive_failures", "probe": "refused",
+         "reason": "2 consecutive failures, last: connection refused"},
+        {"time": "2026-12-01T16:41:07.845Z", "from": "unhealthy", "to": "healthy",
+         "cause": "consecutive_successes", "probe": "passed",
+         "reason": "2 consecutive successes; slow start"}]})");
+}
+
+TEST(XlbctlRender, BackendHistoryOldestFirst) {
+    const json reply = history_reply();
+    EXPECT_EQ(render_human(cmd(Verb::kBackendHistory), reply, kPlain),
+              "VIP 198.51.100.10:80/tcp backend 203.0.113.11: healthy; 3 verdict changes (the "
+              "agent keeps the last 20)\n"
+              "TIME                      FROM       TO         REASON\n"
+              "2026-12-01T15:02:11.250Z  unknown    healthy    2 consecutive successes\n"
+              "2026-12-01T16:40:03.112Z  healthy    unhealthy  2 consecutive failures, last: "
+              "connection refused\n"
+              "2026-12-01T16:41:07.845Z  unhealthy  healthy    2 consecutive successes; slow "
+              "start\n");
+    const std::string coloured = render_human(cmd(Verb::kBackendHistory), reply, kColour);
+    EXPECT_HAS(coloured, "\x1b[31munhealthy\x1b[0m");
+    EXPECT_HAS(coloured, "\x1b[33munknown\x1b[0m");
+}
+
+TEST(XlbctlRender, BackendHistoryEmptyUncheckedOrOff) {
+    json reply = history_reply();
+    reply["history"] = json::array();
+    reply["health"] = "unknown";
+    EXPECT_EQ(render_human(cmd(Verb::kBackendHistory), reply, kPlain),
+              "VIP 198.51.100.10:80/tcp backend 203.0.113.11: unknown; no verdict change since "
+              "the agent started\n");
+    reply["capacity"] = 0;
+    EXPECT_EQ(render_human(cmd(Verb::kBackendHistory), reply, kPlain),
+              "VIP 198.51.100.10:80/tcp backend 203.0.113.11: unknown; health_history is 0: the "
+              "agent keeps no verdict changes\n");
+    reply["checked"] = false;
+    reply["health"] = "healthy";
+    EXPECT_EQ(render_human(cmd(Verb::kBackendHistory), reply, kPlain),
+              "VIP 198.51.100.10:80/tcp backend 203.0.113.11: healthy, not health-checked (its "
+              "VIP has no health_check, or the backend is disabled): no history\n");
+    reply.erase("history");
+    reply["checked"] = true;
+    reply["capacity"] = 20;
+    EXPECT_THROW(render_human(cmd(Verb::kBackendHistory), reply, kPlain), json::exception)
+        << "a reply without its history is malformed";
+}
+
 // Without a VIP: one section per VIP, as each VIP's own list shows it.
 TEST(XlbctlRender, BackendListOfEveryVip) {
     json first = backends_reply();

@@ -259,6 +259,75 @@ TEST(XlbctlRun, PersistedButNotLive) {
     }
 }
 
+json history_reply() {
+    return json{{"vip", "198.51.100.10:80/tcp"},
+                {"address", "203.0.113.14"},
+                {"health", "unhealthy"},
+                {"checked", true},
+                {"capacity", 20},
+                {"history",
+                 {{{"time", "2026-12-01T15:02:11.250Z"},
+                   {"from", "unknown"},
+                   {"to", "healthy"},
+                   {"cause", "consecutive_successes"},
+                   {"probe", "passed"},
+                   {"reason", "2 consecutive successes"}},
+                  {{"time", "2026-12-01T16:40:03.112Z"},
+                   {"from", "healthy"},
+                   {"to", "unhealthy"},
+                   {"cause", "consecutive_failures"},
+                   {"probe", "timeout"},
+                   {"reason", "2 consecutive failures, last: timeout after 1s (connecting)"}}}}};
+}
+
+TEST(XlbctlRun, BackendHistoryPrintsTheChangesOldestFirst) {
+    Harness h;
+    h.replies.push_back(ok(history_reply()));
+    EXPECT_EQ(h.run({"backend", "history", "198.51.100.10:80", "203.0.113.14"}), 0);
+    ASSERT_EQ(h.sent.size(), 1u);
+    EXPECT_EQ(h.sent[0].method, "GET");
+    EXPECT_EQ(h.sent[0].target,
+              "/v1/backend/history?vip=198.51.100.10%3A80%2Ftcp&address=203.0.113.14");
+    const std::string out = h.out.str();
+    EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp backend 203.0.113.14: unhealthy; 2 verdict changes");
+    EXPECT_HAS(out, "TIME                      FROM     TO         REASON\n");
+    const std::size_t up = out.find(
+        "2026-12-01T15:02:11.250Z  unknown  healthy    2 consecutive "
+        "successes\n");
+    const std::size_t down = out.find(
+        "2026-12-01T16:40:03.112Z  healthy  unhealthy  2 "
+        "consecutive failures, last: timeout after 1s (connecting)\n");
+    ASSERT_NE(up, std::string::npos) << out;
+    ASSERT_NE(down, std::string::npos) << out;
+    EXPECT_LT(up, down) << "oldest first";
+    EXPECT_EQ(h.err.str(), "");
+
+    Harness j;
+    j.replies.push_back(ok(history_reply()));
+    EXPECT_EQ(j.run({"backend", "history", "198.51.100.10:80", "203.0.113.14", "--json"}), 0);
+    EXPECT_EQ(json::parse(j.out.str()), history_reply());
+}
+
+TEST(XlbctlRun, BackendHistoryOfAnUnknownVipOrBackendIsTheAgentsError) {
+    Harness h;
+    h.replies.push_back(HttpResponse{
+        404,
+        R"J({"error": "VIP 198.51.100.10:80/tcp has no backend 203.0.113.99 (GET /v1/backends?vip=198.51.100.10:80/tcp lists them)"})J"});
+    EXPECT_EQ(h.run({"backend", "history", "198.51.100.10:80", "203.0.113.99"}), 1);
+    EXPECT_EQ(h.err.str(),
+              "xlbctl: xlbd: VIP 198.51.100.10:80/tcp has no backend 203.0.113.99 (GET "
+              "/v1/backends?vip=198.51.100.10:80/tcp lists them)\n");
+    EXPECT_EQ(h.out.str(), "");
+
+    Harness j;
+    j.replies.push_back(HttpResponse{
+        404, R"J({"error": "no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)"})J"});
+    EXPECT_EQ(j.run({"backend", "history", "198.51.100.99:80", "203.0.113.14", "--json"}), 1);
+    json e = json::parse(j.err.str());
+    EXPECT_EQ(e["error"], "xlbd: no VIP 198.51.100.99:80/tcp (GET /v1/vips lists them)");
+    EXPECT_EQ(e["http_status"], 404);
+}
+
 TEST(XlbctlRun, HelpIsExitZeroOnStdout) {
     Harness h;
     EXPECT_EQ(h.run({"lookup", "--help"}), 0);

@@ -579,6 +579,9 @@ Agent::Step Agent::start_services() {
         if (!snapshot) return std::nullopt;
         return api::BackendHealthInfo{std::move(*snapshot), health_.last_failure(vip, backend)};
     };
+    services.health_history = [this](const std::string& vip, const net::IpAddress& backend) {
+        return health_.history(vip, backend);
+    };
     services.on_vips_changed = [this](control::Reconciler& r) { refresh_health(r); };
     services.probe_engine = [this] {
         return api::ProbeEngineInfo{engine_->stats(), engine_->cpu_time()};
@@ -687,6 +690,7 @@ void Agent::run_control() {
     }
     loop_->post([this](control::Reconciler& r) {
         log_panic_changes(r);
+        health_.set_history_capacity(config_.settings.health_history);
         refresh_health(r);
         submit_announcements(r);
     });
@@ -828,6 +832,7 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
                          if (auto ok = write_datapath_config(mac); !ok)
                              out.warnings.push_back(ok.error());
                          r.set_second_chance(second_chance_window(applied));
+                         health_.set_history_capacity(applied.health_history);
                          // lookups hash with the seed the data path now uses
                          if (api_settings_) api_settings_->set(applied);
                      }

@@ -98,6 +98,13 @@ std::optional<health::LastProbe> HealthLink::last_failure(const std::string& vip
     return it->second;
 }
 
+std::optional<std::vector<health::Transition>> HealthLink::history(
+    const std::string& vip_key, const net::IpAddress& backend) const {
+    const health::BackendHealth* h = tracker_.find(health::TargetKey{vip_key, backend});
+    if (!h) return std::nullopt;
+    return h->history().entries();
+}
+
 std::optional<health::Snapshot> HealthLink::snapshot(const std::string& vip_key,
                                                      const net::IpAddress& backend,
                                                      health::TimePoint now) const {

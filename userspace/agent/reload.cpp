@@ -76,6 +76,8 @@ constexpr std::array kSettingRows = {
     field_row<&S::conntrack, &Ct::sweep_interval>("conntrack.sweep_interval", true),
     // Decided when the maps are loaded.
     field_row<&S::conntrack, &Ct::resize>("conntrack.resize", false),
+    // The histories are resized at once (a smaller one drops the oldest).
+    row<&S::health_history>("health_history", true),
 };
 
 std::vector<std::string> changes(const S& a, const S& b, bool reloadable) {

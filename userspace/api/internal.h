@@ -73,6 +73,11 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
 json vip_detail_json(const control::VipStatus& vip, const Counters& counters,
                      const HealthDetails& health = {});
 json table_json(const control::VipStatus& vip);
+// GET /v1/backend/history: one backend's current health and its last verdict
+// changes, oldest first; `history` nullopt: the backend is not checked.
+json backend_history_json(const std::string& vip_key, const control::BackendStatus& backend,
+                          const std::optional<std::vector<health::Transition>>& history,
+                          std::uint32_t capacity);
 json vip_stats_json(const control::VipStatus& vip, const Counters& counters);
 
 // The connection table (GET /v1/conntrack/count, GET /v1/conntrack, POST

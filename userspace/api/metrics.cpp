@@ -305,13 +305,15 @@ std::string render_metrics(const MetricsInput& in) {
                       {"outcome", health::to_string(static_cast<health::Failure>(i))}},
                      h.failures[i]);
     }
-    w.family("xlb_health_probe_latency_seconds", "gauge",
-             "Latency of the backend's last health probe (start to verdict).");
+    w.family("xlb_health_probe_latency_seconds", "histogram",
+             "Latency of the backend's health probes, start to verdict: every probe that "
+             "reached the backend, passed or failed (timeouts and probes the agent could not "
+             "make are left out).");
     for (const auto& [key, info] : in.health) {
-        if (!info.snapshot.last) continue;
-        w.sample("xlb_health_probe_latency_seconds",
-                 {{"vip", key.first}, {"backend", key.second.to_string()}},
-                 number(std::chrono::duration<double>(info.snapshot.last->latency).count()));
+        const health::LatencyHistogram& l = info.snapshot.latency;
+        w.histogram_series("xlb_health_probe_latency_seconds",
+                           {{"vip", key.first}, {"backend", key.second.to_string()}},
+                           health::LatencyHistogram::kBounds, l.buckets, l.count, l.sum);
     }
     w.family("xlb_health_transitions_total", "counter",
              "Health verdict changes of the backend, by the verdict it changed to.");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reload_json.h"
 
+#include <cstdio>
 #include <ctime>
 
 namespace xlb::api {
@@ -23,6 +24,16 @@ std::string utc_text(std::chrono::system_clock::time_point at) {
     ::gmtime_r(&t, &utc);
     char text[32];
     std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+    return text;
+}
+
+std::string utc_text_ms(std::chrono::system_clock::time_point at) {
+    const auto seconds = std::chrono::floor<std::chrono::seconds>(at);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - seconds).count();
+    std::string text = utc_text(seconds);
+    char fraction[8];
+    std::snprintf(fraction, sizeof(fraction), ".%03d", static_cast<int>(ms));
+    text.insert(text.size() - 1, fraction);  // before the Z
     return text;
 }
 

@@ -11,6 +11,9 @@ namespace xlb::api::detail {
 
 // "2026-12-01T17:45:42Z": the API's one spelling of a wall-clock time.
 std::string utc_text(std::chrono::system_clock::time_point at);
+// "2026-12-01T17:45:42.250Z": the same to the millisecond, for events that
+// may follow each other within a second (the health history).
+std::string utc_text_ms(std::chrono::system_clock::time_point at);
 
 // The whole report: result, error, errors, what changed, disruptive changes.
 nlohmann::json reload_report_json(const ReloadReport& report);

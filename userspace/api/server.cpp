@@ -204,6 +204,7 @@ public:
         router.add("POST", "/v1/backends", bind(&Handlers::add_backend));
         router.add("DELETE", "/v1/backends", bind(&Handlers::delete_backend));
         router.add("PATCH", "/v1/backends", bind(&Handlers::patch_backend));
+        router.add("GET", "/v1/backend/history", bind(&Handlers::backend_history));
         router.add("GET", "/v1/table", bind(&Handlers::table));
         router.add("GET", "/v1/lookup", bind(&Handlers::lookup));
         router.add("GET", "/v1/stats", bind(&Handlers::stats));
@@ -859,6 +860,39 @@ private:
         if (!found) return reject(req, res, found.error());
         const detail::Counters counters = detail::read_counters(s_.data_plane, {found->status});
         send_json(res, 200, backend_list_json(found->status, counters, found->health));
+    }
+
+    // One backend's last verdict changes, oldest first. A dedicated path
+    // rather than a field of every backend object: a history may hold up to
+    // kMaxHealthHistory transitions, and backend objects travel in every
+    // VIP object and every change's answer.
+    void backend_history(const httplib::Request& req, httplib::Response& res) {
+        auto ref = backend_params(req);
+        if (!ref) return reject(req, res, ref.error());
+        struct Found {
+            control::BackendStatus backend;
+            std::optional<std::vector<health::Transition>> history;
+        };
+        const Services& services = s_;
+        auto found = call<std::expected<Found, HttpError>>(
+            [ref = *ref, &services](control::Reconciler& r) -> std::expected<Found, HttpError> {
+                auto vip = r.vip_status(ref.vip_key);
+                if (!vip) return std::unexpected(unknown_vip(ref.vip_key));
+                auto b = std::find_if(
+                    vip->backends.begin(), vip->backends.end(),
+                    [&](const control::BackendStatus& x) { return x.address == ref.address; });
+                if (b == vip->backends.end())
+                    return std::unexpected(unknown_backend(ref.vip_key, ref.address));
+                Found out{std::move(*b), std::nullopt};
+                if (services.health_history)
+                    out.history = services.health_history(ref.vip_key, ref.address);
+                return out;
+            });
+        if (!found) return reject(req, res, found.error());
+        if (!*found) return reject(req, res, found->error());
+        send_json(res, 200,
+                  detail::backend_history_json(ref->vip_key, (*found)->backend, (*found)->history,
+                                               s_.settings->get().health_history));
     }
 
     void add_backend(const httplib::Request& req, httplib::Response& res) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "internal.h"
+#include "reload_json.h"
 #include "xlb/config/json.h"
 
 namespace xlb::api {
@@ -159,11 +160,8 @@ void add_health_fields(json& j, const BackendHealthInfo* info) {
     j["rate_limit_bias_for_s"] = nullptr;
     if (!info) return;
     const health::Snapshot* h = &info->snapshot;
-    for (auto it = h->recent.rbegin(); it != h->recent.rend(); ++it) {
-        if (it->to != h->verdict) continue;
-        j["health_reason"] = it->to_string();
-        break;
-    }
+    if (h->last_transition && h->last_transition->to == h->verdict)
+        j["health_reason"] = h->last_transition->to_string();
     j["health_since_s"] = seconds_ago(h->since);
     if (h->held_until != health::TimePoint{} && seconds_until(h->held_until) > 0)
         j["held_for_s"] = seconds_until(h->held_until);
@@ -279,6 +277,30 @@ json table_json(const control::VipStatus& v) {
                 {"ring_size", slots},
                 {"configured_ring_size", v.spec.ring_size},
                 {"backends", std::move(backends)}};
+}
+
+json backend_history_json(const std::string& vip_key, const control::BackendStatus& backend,
+                          const std::optional<std::vector<health::Transition>>& history,
+                          std::uint32_t capacity) {
+    json entries = json::array();
+    if (history) {
+        for (const health::Transition& t : *history)
+            entries.push_back(json{
+                {"time", utc_text_ms(t.wall_time)},
+                {"from", health::to_string(t.from)},
+                {"to", health::to_string(t.to)},
+                {"cause", health::to_string(t.cause)},
+                {"probe",
+                 t.probe == health::Failure::kNone ? "passed" : health::to_string(t.probe)},
+                {"reason", t.reason()},
+            });
+    }
+    return json{{"vip", vip_key},
+                {"address", backend.address.to_string()},
+                {"health", control::to_string(backend.health)},
+                {"checked", history.has_value()},
+                {"capacity", capacity},
+                {"history", std::move(entries)}};
 }
 
 json vip_stats_json(const control::VipStatus& v, const Counters& counters) {

@@ -333,6 +333,7 @@ std::string to_yaml(const Config& config) {
     e << YAML::Key << "sweep_interval" << YAML::Value
       << format_duration(s.conntrack.sweep_interval);
     e << YAML::EndMap;
+    e << YAML::Key << "health_history" << YAML::Value << s.health_history;
 
     auto optional_text = [&](const char* key, const std::string& value) {
         if (!value.empty()) e << YAML::Key << key << YAML::Value << value;

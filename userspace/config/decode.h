@@ -566,9 +566,10 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
 }
 
 inline constexpr std::string_view kRootKeys[] = {
-    "interface",    "xdp_mode",   "next_hop", "encap_source",  "hash_seed", "mtu",
-    "icmp_too_big", "encap",      "gue_port", "second_chance", "maps",      "api",
-    "metrics",      "state_file", "pin_dir",  "bgp",           "conntrack", "vips"};
+    "interface", "xdp_mode",     "next_hop",       "encap_source", "hash_seed",
+    "mtu",       "icmp_too_big", "encap",          "gue_port",     "second_chance",
+    "maps",      "api",          "metrics",        "state_file",   "pin_dir",
+    "bgp",       "conntrack",    "health_history", "vips"};
 inline constexpr std::string_view kSecondChanceKeys[] = {"enabled", "window"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
@@ -724,6 +725,11 @@ Decoded decode_config(const V& root, Sink& s) {
                   [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
         }
     }
+    field(*f, top, "health_history", st.health_history, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL,
+                         "an integer 0-" + std::to_string(kMaxHealthHistory) +
+                             " (verdict changes kept per backend; 0 = none)");
+    });
 
     if (const V* x = f->get("vips")) {
         const std::string p = "vips";

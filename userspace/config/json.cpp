@@ -249,6 +249,7 @@ json settings_to_json(const Settings& s) {
           {"insert_burst", s.conntrack.insert_burst},
           {"resize", to_string(s.conntrack.resize)},
           {"sweep_interval", format_duration(s.conntrack.sweep_interval)}}},
+        {"health_history", s.health_history},
     };
 }
 

@@ -536,6 +536,12 @@ void check_settings(const Settings& s, const Out& out) {
                 "found 0, expected a positive duration (how long a VIP keeps its previous ring, "
                 "e.g. 10m)");
     }
+    if (s.health_history > kMaxHealthHistory) {
+        out.add("health_history", "found " + std::to_string(s.health_history) +
+                                      ", expected an integer 0-" +
+                                      std::to_string(kMaxHealthHistory) +
+                                      " (verdict changes kept in memory per backend; 0 = none)");
+    }
     auto size = [&](const char* key, std::uint32_t value, std::uint32_t max) {
         if (value < 1 || value > max) {
             out.add(key, "found " + std::to_string(value) + ", expected an integer 1-" +

@@ -47,18 +47,25 @@ void Writer::family(std::string_view name, std::string_view type, std::string_vi
 }
 
 void Writer::sample(std::string_view name, Labels labels, const std::string& value) {
+    line(name, labels, nullptr, value);
+}
+
+void Writer::line(std::string_view name, Labels labels, const Label* extra,
+                  std::string_view value) {
     out_ += name;
-    if (labels.size() > 0) {
+    if (labels.size() > 0 || extra) {
         out_ += '{';
         bool first = true;
-        for (const auto& [k, v] : labels) {
+        auto add = [&](const Label& label) {
             if (!first) out_ += ',';
             first = false;
-            out_ += k;
+            out_ += label.first;
             out_ += "=\"";
-            out_ += escape_label_value(v);
+            out_ += escape_label_value(label.second);
             out_ += '"';
-        }
+        };
+        for (const Label& label : labels) add(label);
+        if (extra) add(*extra);
         out_ += '}';
     }
     out_ += ' ';
@@ -69,12 +76,22 @@ void Writer::sample(std::string_view name, Labels labels, const std::string& val
 void Writer::histogram(std::string_view name, std::string_view help, std::span<const double> bounds,
                        std::span<const std::uint64_t> buckets, std::uint64_t count, double sum) {
     family(name, "histogram", help);
+    histogram_series(name, {}, bounds, buckets, count, sum);
+}
+
+void Writer::histogram_series(std::string_view name, Labels labels, std::span<const double> bounds,
+                              std::span<const std::uint64_t> buckets, std::uint64_t count,
+                              double sum) {
     const std::string bucket = std::string(name) + "_bucket";
-    for (std::size_t i = 0; i < bounds.size() && i < buckets.size(); ++i)
-        sample(bucket, {{"le", number(bounds[i])}}, buckets[i]);
-    sample(bucket, {{"le", "+Inf"}}, count);
-    sample(std::string(name) + "_sum", {}, number(sum));
-    sample(std::string(name) + "_count", {}, count);
+    for (std::size_t i = 0; i < bounds.size() && i < buckets.size(); ++i) {
+        const std::string le = number(bounds[i]);
+        const Label bound{"le", le};
+        line(bucket, labels, &bound, std::to_string(buckets[i]));
+    }
+    const Label inf{"le", "+Inf"};
+    line(bucket, labels, &inf, std::to_string(count));
+    line(std::string(name) + "_sum", labels, nullptr, number(sum));
+    line(std::string(name) + "_count", labels, nullptr, std::to_string(count));
 }
 
 }  // namespace xlb::exposition

@@ -2,41 +2,17 @@
 #include "xlb/health/backend_health.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "format.h"
-#include "xlb/names.h"
 
 namespace xlb::health {
 
 using detail::human;
 using detail::percent;
 
-namespace {
-
-// Indexed by Cause, in its order.
-constexpr std::string_view kCauses[] = {"consecutive_successes", "consecutive_failures",
-                                        "success_rate"};
-static_assert(std::size(kCauses) == static_cast<std::size_t>(Cause::kSuccessRate) + 1);
-// Indexed by Hold, in its order.
-constexpr std::string_view kHolds[] = {"none", "failure_accrual", "flapping"};
-static_assert(std::size(kHolds) == static_cast<std::size_t>(Hold::kFlapping) + 1);
-
-}  // namespace
-
-const char* to_string(Cause c) { return name_at(c, kCauses); }
-const char* to_string(Hold h) { return name_at(h, kHolds); }
-
-std::string Transition::to_string() const {
-    std::string s =
-        std::string(health::to_string(from)) + " -> " + health::to_string(to) + ": " + detail;
-    if (!hold_detail.empty()) s += "; " + hold_detail;
-    if (slow_start) s += "; slow start";
-    return s;
-}
-
-BackendHealth::BackendHealth(Policy policy, bool initial, std::uint64_t seed, TimePoint now)
-    : policy_(std::move(policy)), initial_(initial), rng_(seed), since_(now) {}
+BackendHealth::BackendHealth(Policy policy, bool initial, std::uint64_t seed, TimePoint now,
+                             std::size_t history)
+    : policy_(std::move(policy)), initial_(initial), rng_(seed), since_(now), history_(history) {}
 
 double BackendHealth::next_uniform() {
     // splitmix64
@@ -77,6 +53,7 @@ Update BackendHealth::apply(const ProbeResult& r, TimePoint now) {
         }
     }
     if (!r.ok()) ++failure_counts_[static_cast<std::size_t>(r.failure)];
+    if (r.failure != Failure::kTimeout && r.failure != Failure::kLocal) latency_.add(r.latency());
     // The agent could not probe: nothing is known about the backend.
     if (r.failure == Failure::kLocal) return update;
 
@@ -98,19 +75,19 @@ Update BackendHealth::apply(const ProbeResult& r, TimePoint now) {
     switch (verdict_) {
         case Verdict::kUnknown:
             if (successes_ >= policy_.healthy_threshold) {
-                become_healthy(now, update);
+                become_healthy(r, now, update);
             } else if (failures_ >= policy_.unhealthy_threshold) {
-                become_unhealthy(now, Cause::kConsecutiveFailures, failures_text(), update);
+                become_unhealthy(r, now, Cause::kConsecutiveFailures, failures_text(), update);
             }
             break;
         case Verdict::kHealthy:
             if (failures_ >= policy_.unhealthy_threshold) {
-                become_unhealthy(now, Cause::kConsecutiveFailures, failures_text(), update);
+                become_unhealthy(r, now, Cause::kConsecutiveFailures, failures_text(), update);
             } else if (policy_.accrual.enabled) {
                 if (auto rate = success_rate(); rate && *rate < policy_.accrual.success_rate) {
                     const auto ok_count = static_cast<std::size_t>(std::count_if(
                         window_.begin(), window_.end(), [](const Sample& s) { return s.ok; }));
-                    become_unhealthy(now, Cause::kSuccessRate,
+                    become_unhealthy(r, now, Cause::kSuccessRate,
                                      "success rate " + percent(*rate) + " (" +
                                          std::to_string(ok_count) + " of " +
                                          std::to_string(window_.size()) + " probes in " +
@@ -122,14 +99,14 @@ Update BackendHealth::apply(const ProbeResult& r, TimePoint now) {
             break;
         case Verdict::kUnhealthy:
             if (successes_ >= policy_.healthy_threshold && now >= held_until_) {
-                become_healthy(now, update);
+                become_healthy(r, now, update);
             }
             break;
     }
     return update;
 }
 
-void BackendHealth::become_healthy(TimePoint now, Update& update) {
+void BackendHealth::become_healthy(const ProbeResult& r, TimePoint now, Update& update) {
     Transition t;
     t.at = now;
     t.from = verdict_;
@@ -152,11 +129,11 @@ void BackendHealth::become_healthy(TimePoint now, Update& update) {
     window_.clear();
     hold_ = Hold::kNone;
     ++became_healthy_;
-    record(std::move(t), update);
+    record(std::move(t), r, update);
 }
 
-void BackendHealth::become_unhealthy(TimePoint now, Cause cause, std::string detail,
-                                     Update& update) {
+void BackendHealth::become_unhealthy(const ProbeResult& r, TimePoint now, Cause cause,
+                                     std::string detail, Update& update) {
     Transition t;
     t.at = now;
     t.from = verdict_;
@@ -198,12 +175,14 @@ void BackendHealth::become_unhealthy(TimePoint now, Cause cause, std::string det
     window_.clear();
     ramp_start_.reset();
     ++became_unhealthy_;
-    record(std::move(t), update);
+    record(std::move(t), r, update);
 }
 
-void BackendHealth::record(Transition t, Update& update) {
-    history_.push_back(t);
-    while (history_.size() > kHistory) history_.pop_front();
+void BackendHealth::record(Transition t, const ProbeResult& r, Update& update) {
+    t.wall_time = r.finished_wall;
+    t.probe = r.failure;
+    history_.record(t);
+    last_transition_ = t;
     update.transition = std::move(t);
 }
 
@@ -264,7 +243,8 @@ Snapshot BackendHealth::snapshot(TimePoint now) const {
     s.failures = failure_counts_;
     s.became_healthy = became_healthy_;
     s.became_unhealthy = became_unhealthy_;
-    s.recent.assign(history_.begin(), history_.end());
+    s.latency = latency_;
+    s.last_transition = last_transition_;
     return s;
 }
 

@@ -623,6 +623,7 @@ struct ProbeEngine::Impl {
         r.scheduled = s.scheduled;
         r.started = s.started;
         r.finished = io->now();
+        r.finished_wall = io->wall_now();
         return r;
     }
 

@@ -34,7 +34,8 @@ void HealthTracker::set_targets(const std::vector<TrackedTarget>& targets, TimeP
             next.insert(std::move(node));
         } else {
             const bool initial = !serving.contains(t.key.vip);
-            next.emplace(t.key, Entry{BackendHealth(t.policy, initial, seed_for(t.key), now),
+            next.emplace(t.key, Entry{BackendHealth(t.policy, initial, seed_for(t.key), now,
+                                                    history_capacity_),
                                       Observation{t.key, Verdict::kUnknown, 1.0}});
         }
     }
@@ -87,6 +88,11 @@ std::vector<Observation> HealthTracker::take_changes(TimePoint now) {
 TimePoint HealthTracker::next_change(TimePoint now) const {
     if (!dirty_.empty()) return now;
     return timed_.empty() ? TimePoint::max() : timed_.begin()->first;
+}
+
+void HealthTracker::set_history_capacity(std::size_t capacity) {
+    history_capacity_ = capacity;
+    for (auto& [key, entry] : entries_) entry.health.set_history_capacity(capacity);
 }
 
 const BackendHealth* HealthTracker::find(const TargetKey& key) const {

@@ -31,10 +31,11 @@ namespace {
 // Indexed by Verb, in its order. (xlbctl does not link userspace/error, where
 // the name-table helper lives; a Verb is never parsed back from its name.)
 constexpr const char* kVerbNames[] = {
-    "status",          "vip list",    "vip add",         "vip del",        "backend list",
-    "backend add",     "backend del", "backend set",     "backend drain",  "backend enable",
-    "backend disable", "stats",       "table",           "lookup",         "reload",
-    "host drain",      "host resume", "conntrack count", "conntrack list", "conntrack flush",
+    "status",          "vip list",        "vip add",     "vip del",         "backend list",
+    "backend add",     "backend del",     "backend set", "backend drain",   "backend enable",
+    "backend disable", "backend history", "stats",       "table",           "lookup",
+    "reload",          "host drain",      "host resume", "conntrack count", "conntrack list",
+    "conntrack flush",
 };
 static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kConntrackFlush) + 1,
               "a name for every Verb");
@@ -525,7 +526,9 @@ void build(Cli& cli) {
     add_vip_arg(vip_del, raw);
 
     CLI::App* backend = app.add_subcommand(
-        "backend", "List a VIP's backends; add, delete, reweight, drain, enable or disable one.");
+        "backend",
+        "List a VIP's backends; add, delete, reweight, drain, enable or disable one; show one's "
+        "health history.");
     backend->require_subcommand(1);
     add_common(backend, raw);
     backend->footer(
@@ -536,7 +539,8 @@ void build(Cli& cli) {
         "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
         "  xlbctl backend enable 198.51.100.10:80/tcp 203.0.113.11\n"
         "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n"
-        "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.15 --dry-run   # what would move\n");
+        "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.15 --dry-run   # what would move\n"
+        "  xlbctl backend history 198.51.100.10:80/tcp 203.0.113.11\n");
     CLI::App* b_list = leaf(cli, backend, "list",
                             "A VIP's backends (without VIP: every VIP's): state, health and last\n"
                             "failure, configured and effective weight, table slots and their\n"
@@ -614,6 +618,17 @@ void build(Cli& cli) {
                  "its established flows move to other backends.",
                  Verb::kBackendDisable,
                  "  xlbctl backend disable 198.51.100.10:80/tcp 203.0.113.11\n");
+
+    CLI::App* b_history =
+        leaf(cli, backend, "history",
+             "A backend's last health verdict changes, oldest first: when (UTC), from and to\n"
+             "which verdict, and why. The agent keeps health_history of them (default 20)\n"
+             "in memory: a restarted agent starts with none.",
+             Verb::kBackendHistory,
+             "  xlbctl backend history 198.51.100.10:80/tcp 203.0.113.11\n"
+             "  xlbctl backend history '[2001:db8::10]:443/tcp' 2001:db8:b::11 --json\n");
+    add_vip_arg(b_history, raw);
+    add_addr_arg(b_history, raw);
 
     CLI::App* ct =
         app.add_subcommand("conntrack",
@@ -907,7 +922,8 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
         case Verb::kBackendSet:
         case Verb::kBackendDrain:
         case Verb::kBackendEnable:
-        case Verb::kBackendDisable: {
+        case Verb::kBackendDisable:
+        case Verb::kBackendHistory: {
             const std::string example = std::string("xlbctl ") + verb_name(verb) + " " + ex.vip +
                                         " " + ex.backend +
                                         (verb == Verb::kBackendSet ? " --weight 50" : "");

@@ -333,6 +333,28 @@ std::string render_backend_change(const Command& c, const json& r) {
     return fmt::format("backend {} of {}: done, {}\n", addr, vip, epoch);
 }
 
+// A backend's last verdict changes (GET /v1/backend/history), oldest first.
+std::string render_backend_history(const json& r, const Style& style) {
+    std::string out = paint("VIP " + str(r, "vip"), Colour::kBold, style) + " backend " +
+                      str(r, "address") + ": " +
+                      paint(str(r, "health"), health_cell(str(r, "health")).colour, style);
+    if (!flag(r, "checked"))
+        return out +
+               ", not health-checked (its VIP has no health_check, or the backend is "
+               "disabled): no history\n";
+    const std::uint64_t capacity = u64(r, "capacity");
+    if (capacity == 0) return out + "; health_history is 0: the agent keeps no verdict changes\n";
+    const json& history = r.at("history");
+    if (history.empty()) return out + "; no verdict change since the agent started\n";
+    out += fmt::format("; {} verdict change{} (the agent keeps the last {})\n", history.size(),
+                       history.size() == 1 ? "" : "s", capacity);
+    Table t({{"TIME"}, {"FROM"}, {"TO"}, {"REASON"}});
+    for (const json& h : history)
+        t.add({str(h, "time"), health_cell(str(h, "from")), health_cell(str(h, "to")),
+               str(h, "reason")});
+    return out + t.render(style);
+}
+
 // A dry run's prediction (docs/api.md, "Dry runs"): what would move, per
 // backend, and nothing changed.
 std::string render_dry_run(const Command& c, const json& r, const Style& style) {
@@ -649,6 +671,7 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kBackendDisable:
             if (c.dry_run) return render_dry_run(c, r, style);
             return render_backend_change(c, r);
+        case Verb::kBackendHistory: return render_backend_history(r, style);
         case Verb::kStats: return render_stats(r, style);
         case Verb::kTable: return render_table(r, style);
         case Verb::kLookup: return render_lookup(r, style);

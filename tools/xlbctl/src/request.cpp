@@ -107,6 +107,7 @@ HttpRequest build_request(const Command& c) {
         case Verb::kBackendDrain: return patch(c, json{{"state", "drain"}});
         case Verb::kBackendEnable: return patch(c, json{{"state", "active"}});
         case Verb::kBackendDisable: return patch(c, json{{"state", "disabled"}});
+        case Verb::kBackendHistory: return {"GET", "/v1/backend/history?" + backend_query(c), ""};
         case Verb::kStats:
             return {"GET", c.vip.empty() ? "/v1/stats" : "/v1/stats?" + vip_query(c), ""};
         case Verb::kTable: return {"GET", "/v1/table?" + vip_query(c), ""};

@@ -49,6 +49,7 @@ enum class Verb {
     kBackendDrain,
     kBackendEnable,
     kBackendDisable,
+    kBackendHistory,
     kStats,
     kTable,
     kLookup,
@@ -79,7 +80,7 @@ struct Command {
     // vip add: the VIP object sent to POST /v1/vips.
     config::VipSpec spec;
 
-    // backend add|del|set|drain|enable|disable.
+    // backend add|del|set|drain|enable|disable|history.
     net::IpAddress backend;
     std::optional<std::uint32_t> weight;  // add (agent default 100), set (required)
     std::string hash_key;                 // add

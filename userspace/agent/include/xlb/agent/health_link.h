@@ -65,6 +65,12 @@ public:
     // The last probe of that backend that failed (nullopt: none yet).
     std::optional<health::LastProbe> last_failure(const std::string& vip_key,
                                                   const net::IpAddress& backend) const;
+    // Its last verdict changes, oldest first (config health_history); nullopt
+    // when it is not checked. In memory only: a restarted agent starts empty.
+    std::optional<std::vector<health::Transition>> history(const std::string& vip_key,
+                                                           const net::IpAddress& backend) const;
+    // How many verdict changes each backend's history keeps (start, reload).
+    void set_history_capacity(std::size_t capacity) { tracker_.set_history_capacity(capacity); }
     std::size_t size() const { return tracker_.size(); }
 
 private:

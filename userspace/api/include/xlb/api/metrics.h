@@ -14,7 +14,8 @@
 //   xlb_publishes_total  xlb_publish_latency_seconds (histogram, decision to live)
 //   xlb_publish_return_latency_seconds (histogram, decision to the update's return)
 //   xlb_vip_panic_entries_total{vip}  xlb_vip_starting{vip}
-//   xlb_health_probes_total{vip,backend,outcome}  xlb_health_probe_latency_seconds{vip,backend}
+//   xlb_health_probes_total{vip,backend,outcome}
+//   xlb_health_probe_latency_seconds{vip,backend} (histogram)
 //   xlb_health_transitions_total{vip,backend,to}
 //   xlb_health_probe_targets  xlb_health_probes_in_flight  xlb_health_probes_waiting
 //   xlb_health_probes_started_total  xlb_health_engine_cpu_seconds_total

@@ -151,6 +151,11 @@ struct BackendHealthInfo {
 // only, from inside ControlLoop::call.
 using HealthLookup = std::function<std::optional<BackendHealthInfo>(const std::string& vip_key,
                                                                     const net::IpAddress& backend)>;
+// The last verdict changes of one backend of one VIP, oldest first (GET
+// /v1/backend/history); nullopt when the backend is not checked. Control
+// thread only, like HealthLookup.
+using HealthHistoryLookup = std::function<std::optional<std::vector<health::Transition>>(
+    const std::string& vip_key, const net::IpAddress& backend)>;
 // The probe engine's counters and its thread's CPU time; any thread.
 struct ProbeEngineInfo {
     health::ProbeEngine::Stats stats;
@@ -213,6 +218,7 @@ struct Services {
     // that follows). Past it: 503, and for a change "may still be applied".
     std::chrono::milliseconds call_timeout{15'000};
     HealthLookup health;                           // empty: no health checker (fields show null)
+    HealthHistoryLookup health_history;            // empty: no health checker (no histories)
     VipsChanged on_vips_changed;                   // empty: nothing to tell
     ProbeEngineLookup probe_engine;                // empty: no probe engine (no series)
     ReloadFn reload;                               // empty: POST /v1/reload answers 501

@@ -245,6 +245,12 @@ struct SecondChance {
     bool operator==(const SecondChance&) const = default;
 };
 
+// health_history: verdict changes the agent keeps per (VIP, backend), in
+// memory (GET /v1/backend/history). The bound keeps a flapping backend's
+// history near 200 KB (a transition with its texts is about 200 bytes).
+inline constexpr std::uint32_t kDefaultHealthHistory = 20;
+inline constexpr std::uint32_t kMaxHealthHistory = 1000;
+
 struct Settings {
     std::string interface;
     XdpMode xdp_mode = XdpMode::kAuto;
@@ -266,6 +272,7 @@ struct Settings {
     std::string pin_dir = "/sys/fs/bpf/xlb";
     BgpSettings bgp;
     ConntrackSettings conntrack;
+    std::uint32_t health_history = kDefaultHealthHistory;  // 0: none kept
     bool operator==(const Settings&) const = default;
 };
 

@@ -27,13 +27,21 @@ public:
     void sample(std::string_view name, Labels labels, std::uint64_t value) {
         sample(name, labels, std::to_string(value));
     }
-    // A histogram family: cumulative counts per upper bound in `bounds`
-    // (same order), +Inf implied by `count`.
+    // A histogram family without labels: cumulative counts per upper bound
+    // in `bounds` (same order), +Inf implied by `count`.
     void histogram(std::string_view name, std::string_view help, std::span<const double> bounds,
                    std::span<const std::uint64_t> buckets, std::uint64_t count, double sum);
+    // One series of a histogram family declared with family(name,
+    // "histogram", help): its buckets (with `labels` and le), sum and count.
+    void histogram_series(std::string_view name, Labels labels, std::span<const double> bounds,
+                          std::span<const std::uint64_t> buckets, std::uint64_t count, double sum);
     std::string take() { return std::move(out_); }
 
 private:
+    using Label = std::pair<std::string_view, std::string_view>;
+    // A sample line; `extra`, when given, is written after `labels` (le).
+    void line(std::string_view name, Labels labels, const Label* extra, std::string_view value);
+
     std::string out_;
 };
 

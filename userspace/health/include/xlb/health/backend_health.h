@@ -40,46 +40,14 @@
 #include <deque>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "xlb/health/history.h"
+#include "xlb/health/latency_histogram.h"
 #include "xlb/health/policy.h"
+#include "xlb/health/transition.h"
 #include "xlb/health/types.h"
 
 namespace xlb::health {
-
-// What turned a backend healthy or unhealthy.
-enum class Cause : std::uint8_t {
-    kConsecutiveSuccesses,  // "consecutive_successes"
-    kConsecutiveFailures,   // "consecutive_failures"
-    kSuccessRate,           // "success_rate" (failure accrual)
-};
-const char* to_string(Cause);
-
-enum class Hold : std::uint8_t {
-    kNone,            // "none"
-    kFailureAccrual,  // "failure_accrual"
-    kFlapping,        // "flapping"
-};
-const char* to_string(Hold);
-
-// A change of verdict, with its reason (for logs, metrics and the API).
-struct Transition {
-    TimePoint at{};
-    Verdict from = Verdict::kUnknown;
-    Verdict to = Verdict::kUnknown;
-    Cause cause = Cause::kConsecutiveSuccesses;
-    // "2 consecutive failures, last: connection refused",
-    // "success rate 40% (2 of 5 probes in 10s) below 80%".
-    std::string detail;
-    // to == kUnhealthy: not back before held_until (time_point{} if no hold).
-    Hold hold = Hold::kNone;
-    TimePoint held_until{};
-    std::string hold_detail;  // "ejection 3: held out 4.6s", "5 changes in 5m: held out 5m"
-    // to == kHealthy: ramps from the slow-start floor.
-    bool slow_start = false;
-
-    std::string to_string() const;  // one line: "unknown -> healthy: 2 consecutive successes"
-};
 
 // What one result changed.
 struct Update {
@@ -120,16 +88,20 @@ struct Snapshot {
     std::array<std::uint64_t, kFailureKinds> failures{};  // by Failure
     std::uint64_t became_healthy = 0;
     std::uint64_t became_unhealthy = 0;
-    std::vector<Transition> recent;  // oldest first, at most BackendHealth::kHistory
+    // Latencies of the probes that reached the backend: every probe but
+    // timeouts (their time is the check's timeout, not a measurement) and
+    // kLocal failures (no probe was made).
+    LatencyHistogram latency;
+    std::optional<Transition> last_transition;  // the one that gave the verdict
 };
 
 class BackendHealth {
 public:
-    static constexpr std::size_t kHistory = 16;
-
     // `initial`: part of the set the agent started with (its first verdict
-    // does not slow start). `seed` feeds the back-off jitter.
-    BackendHealth(Policy policy, bool initial, std::uint64_t seed, TimePoint now);
+    // does not slow start). `seed` feeds the back-off jitter. `history`: how
+    // many transitions history() keeps.
+    BackendHealth(Policy policy, bool initial, std::uint64_t seed, TimePoint now,
+                  std::size_t history = config::kDefaultHealthHistory);
 
     // A configuration change: the state (verdict, counts, holds, ramp) stays.
     void set_policy(const Policy& policy) { policy_ = policy; }
@@ -145,16 +117,19 @@ public:
     // when it will not.
     TimePoint next_change(TimePoint now) const;
     Snapshot snapshot(TimePoint now) const;
-    const std::deque<Transition>& history() const { return history_; }
+    // The last transitions (the health history), oldest first.
+    const TransitionHistory& history() const { return history_; }
+    void set_history_capacity(std::size_t capacity) { history_.set_capacity(capacity); }
 
 private:
     struct Sample {
         TimePoint at;
         bool ok;
     };
-    void become_healthy(TimePoint now, Update& update);
-    void become_unhealthy(TimePoint now, Cause cause, std::string detail, Update& update);
-    void record(Transition t, Update& update);
+    void become_healthy(const ProbeResult& r, TimePoint now, Update& update);
+    void become_unhealthy(const ProbeResult& r, TimePoint now, Cause cause, std::string detail,
+                          Update& update);
+    void record(Transition t, const ProbeResult& r, Update& update);
     void prune(TimePoint now);
     double next_uniform();
     std::optional<double> success_rate() const;
@@ -180,7 +155,9 @@ private:
     std::array<std::uint64_t, kFailureKinds> failure_counts_{};
     std::uint64_t became_healthy_ = 0;
     std::uint64_t became_unhealthy_ = 0;
-    std::deque<Transition> history_;
+    LatencyHistogram latency_;
+    std::optional<Transition> last_transition_;
+    TransitionHistory history_;
 };
 
 }  // namespace xlb::health

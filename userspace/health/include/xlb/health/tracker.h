@@ -63,6 +63,11 @@ public:
     // policy changes are not yet taken); TimePoint::max(): never.
     TimePoint next_change(TimePoint now) const;
 
+    // How many verdict changes each backend's history keeps (config
+    // health_history): applies to the backends tracked now and to new ones.
+    // A smaller capacity drops the oldest; 0 empties every history.
+    void set_history_capacity(std::size_t capacity);
+
     const BackendHealth* find(const TargetKey& key) const;
     std::size_t size() const { return entries_.size(); }
     // Every tracked backend, in key order.
@@ -79,6 +84,7 @@ private:
     void retime(Map::iterator it, TimePoint now);
 
     std::uint64_t seed_;
+    std::size_t history_capacity_ = config::kDefaultHealthHistory;
     Map entries_;
     std::set<TargetKey> dirty_;                        // changed since the last take_changes()
     std::set<std::pair<TimePoint, TargetKey>> timed_;  // factor changes then without a result

@@ -17,6 +17,10 @@ namespace xlb::health {
 
 using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC
 using TimePoint = Clock::time_point;
+// The wall clock: only to tell operators when something happened (the
+// health history); schedules and verdicts never read it.
+using WallClock = std::chrono::system_clock;
+using WallTime = WallClock::time_point;
 
 // A backend's health as the reconciler sees it (control::Health has the same
 // three values; the agent maps one to the other).
@@ -70,6 +74,9 @@ struct ProbeResult {
     TimePoint scheduled{};                            // when the probe was due
     TimePoint started{};                              // when its first packet was sent
     TimePoint finished{};
+    // `finished` by the wall clock: when a verdict change this result causes
+    // happened, as the health history shows it.
+    WallTime finished_wall{};
 
     bool ok() const { return failure == Failure::kNone; }
     Clock::duration latency() const { return finished - started; }
