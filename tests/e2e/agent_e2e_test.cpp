@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <sstream>
 
@@ -353,13 +354,13 @@ protected:
     // kernel never sends one): a TCP ACK from the router namespace, written
     // whole through a raw socket. The data plane records the flow from it,
     // as it never does from a SYN.
-    void send_ack(const VipConf& v, std::uint16_t sport) {
+    // (src: another client address, which the raw socket lets it claim.)
+    void send_ack(const VipConf& v, std::uint16_t sport, const char* src = Lab::kRouterAddr) {
         in_netns(lab_->router_ns(), [&] {
             bpf::UniqueFd fd(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
             if (!fd) throw std::runtime_error("raw socket: " + std::string(std::strerror(errno)));
-            const test::Flow flow{*net::IpAddress::parse(Lab::kRouterAddr),
-                                  *net::IpAddress::parse(v.address), sport, v.port,
-                                  test::kProtoTcp};
+            const test::Flow flow{*net::IpAddress::parse(src), *net::IpAddress::parse(v.address),
+                                  sport, v.port, test::kProtoTcp};
             const test::Bytes packet = test::make_ip_packet(flow);  // ACK, valid checksums
             sockaddr_in to{};
             to.sin_family = AF_INET;
@@ -781,6 +782,130 @@ TEST_F(AgentE2E, ApiErrorsAnswer4xxJsonAndChangeNothing) {
 }
 
 // ---- 6. /metrics, /livez, /readyz ---------------------------------------------------------------
+
+// ---- capture (docs/capture.md) -----------------------------------------------------------
+
+// xlbctl capture against the real agent and real packets through the XDP
+// program: the pcap holds exactly the packets the counters counted for what
+// was selected, opens in tcpdump, and each selector leaves the rest out.
+TEST_F(AgentE2E, CaptureWritesExactlyTheSelectedPacketsTheCountersCount) {
+    VipConf empty{
+        "198.51.100.20", 80, "empty", true, maglev::kDefaultRingSize, {{"203.0.113.21", 100, ""}}};
+    write_config({web4(), empty});
+    start_agent();
+    ASSERT_EQ(api_->patch("/v1/backends?vip=" + url_encode(empty.key()) + "&address=203.0.113.21",
+                          R"({"state": "disabled"})")
+                  .status,
+              200);
+    const std::string sock = lab_->tmp() + "/run/xlbd.sock";
+    auto metrics = [&] {
+        return parse_metrics(
+            http_get_in_netns(lab_->lb_ns(), "127.0.0.1", kMetricsPort, "/metrics").text);
+    };
+    auto drops_of = [](std::map<std::string, double>& m, const std::string& vip) {
+        double sum = 0;
+        for (const auto& [series, value] : m)
+            if (series.starts_with("xlb_vip_drops_total{vip=\"" + vip + "\",")) sum += value;
+        return sum;
+    };
+    // Runs xlbctl capture in the background until it ends; `traffic` runs
+    // once the agent says the capture is on.
+    struct Captured {
+        CmdResult ctl;
+        std::string tcpdump;
+        std::size_t lines = 0, in = 0, out = 0;
+    };
+    auto capture = [&](const std::string& args, const std::function<void()>& traffic) {
+        const std::string file = lab_->tmp() + "/capture.pcap";
+        std::filesystem::remove(file);
+        std::future<CmdResult> ctl = std::async(std::launch::async, [&] {
+            return run(std::string(XLBCTL_PATH) + " --socket " + sock + " capture " + args +
+                       " -w " + file + " 2>&1");
+        });
+        const auto t0 = Clock::now();
+        while (ms_since(t0) < 5000) {
+            const Reply r = api_->get("/v1/capture");
+            if (r.status == 200 && r.body.value("capturing", false)) break;
+            std::this_thread::sleep_for(20ms);
+        }
+        traffic();
+        Captured c;
+        c.ctl = ctl.get();
+        c.tcpdump = run("tcpdump -nn -r " + file).out;
+        std::istringstream lines(c.tcpdump);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0])))
+                continue;  // tcpdump's notes, not packets
+            ++c.lines;
+            if (line.find(" In ") != std::string::npos) ++c.in;
+            if (line.find(" Out ") != std::string::npos) ++c.out;
+        }
+        return c;
+    };
+
+    // 1. drops of a VIP without a backend
+    auto before = metrics();
+    Captured c = capture("--vip " + empty.key() + " --outcome drop --count 5", [&] {
+        for (std::uint16_t i = 0; i < 5; ++i) send_ack(empty, 41000 + i);
+        send_ack(web4(), 41000);  // sent on, not selected
+    });
+    auto after = metrics();
+    EXPECT_EQ(c.ctl.rc, 0) << c.ctl.out;
+    EXPECT_NE(c.ctl.out.find("captured 5 packets (5 records)"), std::string::npos) << c.ctl.out;
+    EXPECT_NE(c.ctl.out.find("0 records lost"), std::string::npos) << c.ctl.out;
+    EXPECT_EQ(drops_of(after, empty.key()) - drops_of(before, empty.key()), 5);
+    EXPECT_EQ(c.lines, 5u) << c.tcpdump;
+    EXPECT_EQ(c.in, 5u) << c.tcpdump;
+    EXPECT_NE(c.tcpdump.find("203.0.113.1.41004 > 198.51.100.20.80"), std::string::npos)
+        << c.tcpdump;
+
+    // 2. what one backend was sent, as received and as sent
+    const std::string b12 =
+        "xlb_backend_packets_total{vip=\"" + web4().key() + "\",backend=\"203.0.113.12\"}";
+    before = metrics();
+    c = capture("--backend 203.0.113.12 --outcome tx --duration 3s", [&] {
+        for (std::uint16_t i = 0; i < 20; ++i) send_ack(web4(), 42000 + i);
+    });
+    after = metrics();
+    const auto sent_to_b12 = static_cast<std::size_t>(after[b12] - before[b12]);
+    EXPECT_EQ(c.ctl.rc, 0) << c.ctl.out;
+    ASSERT_GT(sent_to_b12, 0u) << "weight 200 of 350: some of 20 flows go there";
+    EXPECT_LT(sent_to_b12, 20u) << "and some elsewhere";
+    EXPECT_NE(c.ctl.out.find("captured " + std::to_string(sent_to_b12) + " packets (" +
+                             std::to_string(2 * sent_to_b12) + " records)"),
+              std::string::npos)
+        << c.ctl.out;
+    EXPECT_NE(c.ctl.out.find("ended: duration"), std::string::npos) << c.ctl.out;
+    EXPECT_EQ(c.in, sent_to_b12) << c.tcpdump;
+    EXPECT_EQ(c.out, sent_to_b12) << c.tcpdump;
+    EXPECT_NE(c.tcpdump.find("> 203.0.113.12: IP 203.0.113.1.420"), std::string::npos)
+        << "the sent copy is IP-in-IP to the backend:\n"
+        << c.tcpdump;
+
+    // 3. one client prefix
+    c = capture("--src 192.0.2.200/32 --count 2", [&] {
+        send_ack(web4(), 43000);
+        send_ack(web4(), 43001, "192.0.2.200");
+        send_ack(empty, 43002);
+        send_ack(empty, 43003, "192.0.2.200");
+    });
+    EXPECT_EQ(c.ctl.rc, 0) << c.ctl.out;
+    EXPECT_NE(c.ctl.out.find("captured 2 packets (3 records)"), std::string::npos)
+        << "one sent on (two records), one dropped:\n"
+        << c.ctl.out;
+    EXPECT_EQ(c.tcpdump.find("203.0.113.1.4300"), std::string::npos) << c.tcpdump;
+    EXPECT_NE(c.tcpdump.find("192.0.2.200.43001 > 198.51.100.10.80"), std::string::npos)
+        << c.tcpdump;
+    EXPECT_NE(c.tcpdump.find("192.0.2.200.43003 > 198.51.100.20.80"), std::string::npos)
+        << c.tcpdump;
+
+    // bad selections change nothing and name what was wrong
+    const CmdResult bad = run(std::string(XLBCTL_PATH) + " --socket " + sock +
+                              " capture --outcome dorp --count 1 -w /dev/null 2>&1");
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_NE(bad.out.find("unknown outcome \"dorp\""), std::string::npos) << bad.out;
+    EXPECT_FALSE(api_->get("/v1/capture").body.value("capturing", true));
+}
 
 TEST_F(AgentE2E, MetricsLivezAndReadyzAnswer) {
     write_config({web4(), web6()});

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "bgp_json.h"
+#include "capture_stream.h"
 #include "files.h"
 #include "internal.h"
 #include "listener.h"
@@ -215,6 +217,8 @@ public:
         router.add("GET", "/v1/conntrack/count", bind(&Handlers::conntrack_count));
         router.add("GET", "/v1/conntrack", bind(&Handlers::conntrack_list));
         router.add("POST", "/v1/conntrack/flush", bind(&Handlers::conntrack_flush));
+        router.add("POST", "/v1/capture", bind(&Handlers::start_capture));
+        router.add("GET", "/v1/capture", bind(&Handlers::capture_status));
         detail::add_probes(router, s_);
     }
 
@@ -669,6 +673,149 @@ private:
         return n;
     }
 
+    // POST /v1/capture: checks everything, takes the one capture slot, then
+    // streams the capture (capture_stream.h) until its count, its duration,
+    // or the client leaves.
+    void start_capture(const httplib::Request& req, httplib::Response& res) {
+        const bpf::LbProgram* program = s_.data_plane.capture_program();
+        if (!program) return reject(req, res, {501, "this agent has no data path to capture on"});
+        const char* expected =
+            "an object with any of vip, backend, src, outcomes, count, duration_ms, snaplen, "
+            "e.g. {\"vip\": \"198.51.100.10:80/tcp\", \"outcomes\": [\"drop\"], \"count\": 100}";
+        json body = json::object();
+        if (!req.body.empty()) {
+            auto parsed = body_json(req, expected);
+            if (!parsed) return reject(req, res, parsed.error());
+            body = std::move(*parsed);
+        }
+        if (!body.is_object())
+            return reject(req, res, {400, "found " + shown_json(body) + ", expected " + expected});
+        capture::Selection selection;
+        selection.outcomes = 0;
+        detail::CaptureLimits limits;
+        auto positive = [&](const std::string& key,
+                            std::uint64_t max) -> std::expected<std::uint64_t, HttpError> {
+            const json& v = body[key];
+            if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 ||
+                v.get<std::uint64_t>() > max)
+                return std::unexpected(HttpError{400, key + ": found " + shown_json(v) +
+                                                          ", expected an integer 1-" +
+                                                          std::to_string(max)});
+            return v.get<std::uint64_t>();
+        };
+        auto text = [&](const std::string& key) -> std::expected<std::string, HttpError> {
+            const json& v = body[key];
+            if (!v.is_string())
+                return std::unexpected(
+                    HttpError{400, key + ": found " + shown_json(v) + ", expected a string"});
+            return v.get<std::string>();
+        };
+        std::vector<const char*> names;
+        for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) names.push_back(outcome_name(o));
+        for (auto it = body.begin(); it != body.end(); ++it) {
+            const std::string& key = it.key();
+            if (key == "vip") {
+                auto t = text(key);
+                if (!t) return reject(req, res, t.error());
+                auto parsed = config::parse_vip_key(*t);
+                if (!parsed) return reject(req, res, {400, "vip: " + parsed.error()});
+                auto vip = one_status(parsed->to_string());
+                if (!vip) return reject(req, res, vip.error());
+                if (!vip->vip_id)
+                    return reject(req, res,
+                                  {409, "vip: " + parsed->to_string() +
+                                            " is not in the data path yet (not applied)"});
+                selection.vip_id = *vip->vip_id;
+            } else if (key == "backend") {
+                auto t = text(key);
+                if (!t) return reject(req, res, t.error());
+                auto address = net::IpAddress::parse(*t);
+                if (!address) return reject(req, res, {400, "backend: " + address.error()});
+                selection.backend = *address;
+            } else if (key == "src") {
+                auto t = text(key);
+                if (!t) return reject(req, res, t.error());
+                auto prefix = net::Prefix::parse(*t);
+                if (!prefix) return reject(req, res, {400, "src: " + prefix.error()});
+                selection.src = *prefix;
+            } else if (key == "outcomes") {
+                if (!it.value().is_array() || it.value().empty())
+                    return reject(req, res,
+                                  {400, "outcomes: found " + shown_json(it.value()) +
+                                            ", expected a list such as [\"drop\", \"tx\"]"});
+                for (const json& word : it.value()) {
+                    if (!word.is_string())
+                        return reject(
+                            req, res,
+                            {400, "outcomes: found " + shown_json(word) + ", expected a string"});
+                    auto bits = capture::outcome_bits(word.get<std::string>(), names);
+                    if (!bits) return reject(req, res, {400, bits.error().message()});
+                    selection.outcomes |= *bits;
+                }
+            } else if (key == "count") {
+                auto n = positive(key, 1'000'000'000);
+                if (!n) return reject(req, res, n.error());
+                limits.packets = *n;
+            } else if (key == "duration_ms") {
+                auto n = positive(key, 7ULL * 24 * 3600 * 1000);
+                if (!n) return reject(req, res, n.error());
+                limits.duration = std::chrono::milliseconds(*n);
+            } else if (key == "snaplen") {
+                auto n = positive(key, XLB_CAPTURE_DATA_MAX);
+                if (!n) return reject(req, res, n.error());
+                selection.snaplen = static_cast<std::uint32_t>(*n);
+            } else {
+                return reject(req, res,
+                              {400, "unknown key " + config::shown_value(key) +
+                                        ", expected only vip, backend, src, outcomes, count, "
+                                        "duration_ms, snaplen"});
+            }
+        }
+        if (selection.outcomes == 0) selection.outcomes = (1U << XLB_OUT__MAX) - 1;
+        auto filter = capture::make_filter(selection);
+        if (!filter) return reject(req, res, {400, filter.error().message()});
+        auto pcap = capture::PcapStream::open(selection.snaplen);
+        if (!pcap) return reject(req, res, {500, pcap.error().message()});
+        bool idle = false;
+        if (!capture_busy_->compare_exchange_strong(idle, true))
+            return reject(req, res, {409, "a capture is already running (one at a time)"});
+        auto session = capture::Session::start(*program, *filter);
+        if (!session) {
+            capture_busy_->store(false);
+            return reject(req, res, {409, session.error().message()});
+        }
+        spdlog::info("api: capture started: {}", req.body.empty() ? "{}" : req.body);
+        auto stream =
+            std::make_shared<detail::CaptureStream>(std::move(*session), std::move(*pcap), limits,
+                                                    [busy = capture_busy_] { busy->store(false); });
+        res.status = 200;
+        res.set_chunked_content_provider(
+            "application/vnd.xlb.capture",
+            [stream](std::size_t, httplib::DataSink& sink) {
+                auto frame = stream->next(std::chrono::milliseconds(1000));
+                if (!frame) {
+                    sink.done();
+                    return true;
+                }
+                // false: the client is gone; the stream's end frees the slot
+                return sink.write(frame->data(), frame->size());
+            },
+            [stream](bool) { spdlog::info("api: capture ended"); });
+    }
+
+    // GET /v1/capture: whether a capture runs, and its kernel counters.
+    void capture_status(const httplib::Request&, httplib::Response& res) {
+        const bpf::LbProgram* program = s_.data_plane.capture_program();
+        json body = {{"available", program != nullptr}, {"active", capture_busy_->load()}};
+        if (program) {
+            const auto c = program->capture_counters();
+            body["capturing"] = program->capture_on();
+            body["matched"] = c.matched;
+            body["lost"] = c.lost;
+        }
+        send_json(res, 200, body);
+    }
+
     void conntrack_flush(const httplib::Request& req, httplib::Response& res) {
         if (!s_.conntrack) return reject(req, res, {501, "this agent has no connection table"});
         const char* expected =
@@ -1118,6 +1265,9 @@ private:
     }
 
     Services s_;
+    // The one capture at a time (shared with the running stream, which
+    // frees it when it ends).
+    std::shared_ptr<std::atomic<bool>> capture_busy_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 // Whether something accepts connections on the socket at `path`: 1 yes,

@@ -112,6 +112,8 @@ Result<int> Session::poll(int timeout_ms, const Sink& sink) {
     return n < 0 ? 0 : n;
 }
 
+void Session::stop() { program_.stop_capture(); }
+
 bpf::LbProgram::CaptureCounters Session::counters() const { return program_.capture_counters(); }
 
 }  // namespace xlb::capture

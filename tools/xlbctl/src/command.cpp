@@ -35,9 +35,9 @@ constexpr const char* kVerbNames[] = {
     "backend add",     "backend del",     "backend set", "backend drain",   "backend enable",
     "backend disable", "backend history", "stats",       "table",           "lookup",
     "reload",          "host drain",      "host resume", "conntrack count", "conntrack list",
-    "conntrack flush",
+    "conntrack flush", "capture",
 };
-static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kConntrackFlush) + 1,
+static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kCapture) + 1,
               "a name for every Verb");
 
 }  // namespace
@@ -80,6 +80,9 @@ struct Raw {
     std::string ct_backend, client, limit, active_within;
     bool stale = false;
     bool wait = false;
+    // capture
+    std::vector<std::string> outcomes;
+    std::string duration, snaplen, write_to;
 };
 
 // Documentation-range examples in the VIP's family.
@@ -714,6 +717,40 @@ void build(Cli& cli) {
     ct_flush->add_flag("--dry-run", raw.dry_run,
                        "delete nothing: say how many entries would be deleted");
 
+    CLI::App* cap = leaf(
+        cli, &app, "capture",
+        "Copy the packets the balancer handles into a pcap file, filtered in the\n"
+        "kernel: by VIP, backend, client prefix and outcome. A packet sent on gives\n"
+        "two records, as received and as sent (encapsulated); the link type is\n"
+        "LINUX_SLL2, whose packet type says which (tcpdump shows In / Out). Stops\n"
+        "after --count packets, after --duration, or on Ctrl-C; then says how many\n"
+        "packets matched and how many records the ring buffer lost. Root or the\n"
+        "API socket's group only (docs/capture.md).",
+        Verb::kCapture,
+        "  xlbctl capture --vip 198.51.100.10:80/tcp --outcome drop --count 100 -w drops.pcap\n"
+        "  xlbctl capture --backend 203.0.113.11 --duration 10s -w - | tcpdump -nr -\n"
+        "  xlbctl capture --src 192.0.2.0/24 --outcome tx --snaplen 128 -w client.pcap\n");
+    cap->add_option("--vip", raw.vip, "only this VIP's packets (ADDRESS:PORT[/tcp|/udp])")
+        ->type_name("VIP");
+    cap->add_option("--backend", raw.ct_backend, "only packets sent to this backend address")
+        ->type_name("ADDR");
+    cap->add_option("--src", raw.client, "only packets from clients in this prefix (or address)")
+        ->type_name("CIDR");
+    cap->add_option("--outcome", raw.outcomes,
+                    "only these outcomes: tx, pass, drop, all, or an outcome's name as in "
+                    "`xlbctl stats` (drop_no_backend, ...); repeatable (default all)")
+        ->type_name("OUTCOME");
+    cap->add_option("--count", raw.count, "stop after N packets")->type_name("N");
+    cap->add_option("--duration", raw.duration, "stop after DUR, e.g. 30s")->type_name("DUR");
+    cap->add_option("--snaplen", raw.snaplen,
+                    "keep at most N bytes of each packet, 1-" + std::to_string(kMaxSnaplen) +
+                        " (default " + std::to_string(kMaxSnaplen) + ")")
+        ->type_name("N");
+    cap->add_option("-w,--write", raw.write_to,
+                    "the pcap file to write (mode 0600), or - for standard output")
+        ->type_name("FILE")
+        ->required();
+
     CLI::App* stats = leaf(cli, &app, "stats",
                            "Packet counters: per VIP packets, bytes, new flows, connection-table\n"
                            "hits and drops; globally every outcome (drops by reason). With\n"
@@ -910,7 +947,7 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
     if (!vip_text.empty()) {
         auto key = check_vip_key(vip_text);
         const bool option = verb == Verb::kConntrackCount || verb == Verb::kConntrackList ||
-                            verb == Verb::kConntrackFlush;
+                            verb == Verb::kConntrackFlush || verb == Verb::kCapture;
         if (!key) return std::unexpected(option ? "--vip: " + key.error().substr(5) : key.error());
         c.vip_key = *key;
     }
@@ -991,6 +1028,43 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                     "--client CIDR or --stale (deleting the whole table moves every flow whose "
                     "backend is not its table owner), e.g. xlbctl conntrack flush --stale "
                     "--dry-run");
+            break;
+        }
+        case Verb::kCapture: {
+            if (!raw.ct_backend.empty()) {
+                auto a = net::IpAddress::parse(raw.ct_backend);
+                if (!a)
+                    return std::unexpected("--backend: " + a.error() + ", e.g. --backend " +
+                                           ex.backend);
+                c.capture_backend = *a;
+            }
+            if (!raw.client.empty()) {
+                auto p = net::Prefix::parse(raw.client);
+                if (!p) return std::unexpected("--src: " + p.error() + ", e.g. --src " + ex.client);
+                c.capture_src = *p;
+            }
+            c.outcomes = raw.outcomes;
+            if (!raw.count.empty()) {
+                auto n = parse_unsigned(raw.count);
+                if (!n || *n < 1)
+                    return std::unexpected("--count: found " + in_quotes(raw.count) +
+                                           ", expected a number of packets, e.g. --count 100");
+                c.count = *n;
+            }
+            if (!raw.duration.empty()) {
+                auto d = check_duration("--duration", raw.duration, "--duration 30s");
+                if (!d) return std::unexpected(d.error());
+                c.capture_duration = *d;
+            }
+            if (!raw.snaplen.empty()) {
+                auto n = parse_unsigned(raw.snaplen);
+                if (!n || *n < 1 || *n > kMaxSnaplen)
+                    return std::unexpected("--snaplen: found " + in_quotes(raw.snaplen) +
+                                           ", expected 1-" + std::to_string(kMaxSnaplen) +
+                                           " bytes, e.g. --snaplen 128");
+                c.snaplen = static_cast<std::uint32_t>(*n);
+            }
+            c.write_to = raw.write_to;
             break;
         }
         case Verb::kVipAdd: {

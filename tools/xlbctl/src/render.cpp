@@ -681,6 +681,7 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kConntrackCount: return render_conntrack_count(r, style);
         case Verb::kConntrackList: return render_conntrack_list(r, style);
         case Verb::kConntrackFlush: return render_conntrack_flush(r);
+        case Verb::kCapture: break;  // streamed to its file by run.cpp, never rendered
     }
     return r.dump(2) + "\n";
 }

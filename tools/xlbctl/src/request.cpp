@@ -133,6 +133,20 @@ HttpRequest build_request(const Command& c) {
             if (c.dry_run) body["dry_run"] = true;
             return {"POST", "/v1/conntrack/flush", body.dump()};
         }
+        case Verb::kCapture: {
+            json body = json::object();
+            if (c.vip_key) body["vip"] = c.vip;
+            if (c.capture_backend) body["backend"] = c.capture_backend->to_string();
+            if (c.capture_src) body["src"] = c.capture_src->to_string();
+            if (!c.outcomes.empty()) body["outcomes"] = c.outcomes;
+            if (c.count) body["count"] = *c.count;
+            if (c.capture_duration)
+                body["duration_ms"] =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(*c.capture_duration)
+                        .count();
+            if (c.snaplen) body["snaplen"] = *c.snaplen;
+            return {"POST", "/v1/capture", body.dump()};
+        }
     }
     return {"GET", "/v1/status", ""};
 }

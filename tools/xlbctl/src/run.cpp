@@ -1,18 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/xlbctl/run.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "xlb/xlbctl/drain.h"
 #include "xlb/xlbctl/render.h"
@@ -308,6 +312,111 @@ void on_signal(int) { g_interrupted = true; }
 
 }  // namespace
 
+// Where capture writes the pcap: a new file (0600: packets may hold what
+// clients sent) or standard output.
+class PcapOutput {
+public:
+    static std::expected<PcapOutput, Failure> open(const std::string& path, Io& io) {
+        PcapOutput out;
+        if (path == "-") {
+            out.stream_ = io.out;
+            return out;
+        }
+        out.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out.fd_ < 0)
+            return std::unexpected(Failure{
+                kExitFailed, "capture: open " + path + ": " + std::strerror(errno), std::nullopt});
+        return out;
+    }
+    PcapOutput() = default;
+    PcapOutput(PcapOutput&& o) noexcept : fd_(std::exchange(o.fd_, -1)), stream_(o.stream_) {}
+    PcapOutput& operator=(PcapOutput&&) = delete;
+    ~PcapOutput() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    bool write(std::string_view bytes) {
+        if (stream_) {
+            stream_->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+            stream_->flush();
+            return stream_->good();
+        }
+        while (!bytes.empty()) {
+            const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;
+            bytes.remove_prefix(static_cast<std::size_t>(n));
+        }
+        return true;
+    }
+
+private:
+    int fd_ = -1;
+    std::ostream* stream_ = nullptr;
+};
+
+// capture: the agent streams frames (docs/api.md, POST /v1/capture): 'P'
+// frames are pcap bytes for the output, the last, 'E', the summary.
+int capture(const Command& c, Transport& transport, Io& io, const Reporter& report) {
+    auto out = PcapOutput::open(c.write_to, io);
+    if (!out) return report.fail(out.error());
+    std::string buffered;
+    std::optional<json> summary;
+    std::string write_error;
+    const BodySink sink = [&](std::string_view piece) {
+        buffered.append(piece);
+        while (buffered.size() >= 5) {
+            const std::uint32_t n = static_cast<std::uint8_t>(buffered[1]) << 24 |
+                                    static_cast<std::uint8_t>(buffered[2]) << 16 |
+                                    static_cast<std::uint8_t>(buffered[3]) << 8 |
+                                    static_cast<std::uint8_t>(buffered[4]);
+            if (buffered.size() < 5 + static_cast<std::size_t>(n)) break;
+            const std::string_view payload(buffered.data() + 5, n);
+            if (buffered[0] == 'P') {
+                if (!out->write(payload)) {
+                    write_error = "capture: write " + c.write_to + ": " + std::strerror(errno);
+                    return false;
+                }
+            } else if (buffered[0] == 'E') {
+                summary = json::parse(payload, nullptr, false);
+            }
+            buffered.erase(0, 5 + n);
+        }
+        return true;
+    };
+    // The agent sends a frame at least every second while it captures.
+    auto response = transport.stream(build_request(c), sink, std::chrono::seconds(10));
+    if (!write_error.empty()) return report.fail(Failure{kExitFailed, write_error, std::nullopt});
+    if (!response)
+        return report.fail(
+            Failure{kExitUnreachable, describe(response.error(), c.socket, c.timeout)});
+    if (response->status != 200) {
+        json body = json::parse(response->body, nullptr, false);
+        std::string message =
+            body.is_object() && body.contains("error") && body["error"].is_string()
+                ? body["error"].get<std::string>()
+                : "the agent answered HTTP " + std::to_string(response->status);
+        return report.fail(Failure{kExitFailed, message, response->status});
+    }
+    if (!summary || !summary->is_object())
+        return report.fail(Failure{
+            kExitFailed, "capture: the agent ended the capture without its summary", std::nullopt});
+    if (c.json) {
+        *io.err << summary->dump() << "\n";
+    } else {
+        *io.err << fmt::format(
+            "xlbctl: captured {} packets ({} records) to {}; {} matched in the kernel, {} records "
+            "lost (ended: {})\n",
+            summary->value("packets", 0), summary->value("records", 0),
+            c.write_to == "-" ? "standard output" : c.write_to, summary->value("matched", 0),
+            summary->value("lost", 0), summary->value("ended", std::string("?")));
+    }
+    if (summary->value("lost", 0) > 0)
+        report.warn(
+            "the ring buffer lost records: capture fewer packets (--vip, --src, "
+            "--outcome) or a shorter --snaplen");
+    return kExitOk;
+}
+
 int run(const std::vector<std::string>& args, Io& io) {
     const Reporter report(io, wants_json(args));
     ParseResult parsed = parse_command(args, io.getenv);
@@ -321,6 +430,7 @@ int run(const std::vector<std::string>& args, Io& io) {
     std::unique_ptr<Transport> transport = io.connect(c);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
     if (c.verb == Verb::kReload) return reload(c, *transport, io, style, report);
+    if (c.verb == Verb::kCapture) return capture(c, *transport, io, report);
     if (c.verb == Verb::kStatus && !c.peers.empty())
         return compare_with_peers(c, *transport, io, style, report);
 

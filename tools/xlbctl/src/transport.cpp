@@ -211,9 +211,30 @@ std::expected<HttpResponse, std::string> parse_http_response(const std::string& 
 UnixSocketTransport::UnixSocketTransport(std::string path, std::chrono::milliseconds timeout)
     : path_(std::move(path)), timeout_(timeout) {}
 
+std::expected<HttpResponse, TransportError> Transport::stream(const HttpRequest& request,
+                                                              const BodySink& sink,
+                                                              std::chrono::milliseconds) {
+    auto r = send(request);
+    if (r && r->status == 200) {
+        sink(r->body);
+        r->body.clear();
+    }
+    return r;
+}
+
 std::expected<HttpResponse, TransportError> UnixSocketTransport::send(const HttpRequest& request) {
+    return exchange(request, nullptr, {});
+}
+
+std::expected<HttpResponse, TransportError> UnixSocketTransport::stream(
+    const HttpRequest& request, const BodySink& sink, std::chrono::milliseconds idle) {
+    return exchange(request, &sink, idle);
+}
+
+std::expected<HttpResponse, TransportError> UnixSocketTransport::exchange(
+    const HttpRequest& request, const BodySink* sink, std::chrono::milliseconds idle) {
     using Stage = TransportError::Stage;
-    const Clock::time_point deadline = Clock::now() + timeout_;
+    Clock::time_point deadline = Clock::now() + timeout_;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path_.empty() || path_.size() >= sizeof(addr.sun_path))
@@ -268,6 +289,68 @@ std::expected<HttpResponse, TransportError> UnixSocketTransport::send(const Http
 
     std::string raw;
     char buf[16384];
+    // Streaming (a 200 reply with a chunked body, sink set): whole chunks
+    // are taken off the front of `pending` as they complete.
+    bool streaming = false;
+    std::string pending;
+    while (sink && !streaming) {
+        const std::size_t head_end = raw.find("\r\n\r\n");
+        if (head_end != std::string::npos) {
+            const std::string head = lower(raw.substr(0, head_end));
+            if (head.starts_with("http/1.1 200") && head.find("chunked") != std::string::npos) {
+                streaming = true;
+                pending = raw.substr(head_end + 4);
+                break;
+            }
+            break;  // any other reply: read whole, as send() does
+        }
+        if (int w = wait_for(fd.get(), POLLIN, deadline); w) return fail(Stage::kReceive, w);
+        const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+        if (n > 0) {
+            raw.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n < 0) return fail(Stage::kReceive, errno);
+        break;  // closed: the parser below says what was wrong
+    }
+    while (streaming) {
+        std::string piece, error;
+        bool last = false;
+        while (true) {
+            const std::size_t eol = pending.find("\r\n");
+            if (eol == std::string::npos) break;
+            std::string_view size_text(pending.data(), eol);
+            if (auto semi = size_text.find(';'); semi != std::string_view::npos)
+                size_text = size_text.substr(0, semi);
+            size_text = trim(size_text);
+            std::size_t size = 0;
+            auto [end, ec] =
+                std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
+            if (size_text.empty() || ec != std::errc{} ||
+                end != size_text.data() + size_text.size())
+                return fail(Stage::kProtocol, 0, "bad chunk size '" + std::string(size_text) + "'");
+            if (size == 0) {
+                last = true;
+                break;
+            }
+            if (pending.size() < eol + 2 + size + 2) break;
+            piece.append(pending, eol + 2, size);
+            pending.erase(0, eol + 2 + size + 2);
+        }
+        if (!piece.empty() && !(*sink)(piece)) return HttpResponse{200, {}};
+        if (last) return HttpResponse{200, {}};
+        if (int w = wait_for(fd.get(), POLLIN, Clock::now() + idle); w)
+            return fail(Stage::kReceive, w);
+        const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+        if (n > 0) {
+            pending.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n < 0) return fail(Stage::kReceive, errno);
+        return fail(Stage::kReceive, 0, "the agent closed the stream before its end");
+    }
     while (true) {
         Parsed p = try_parse(raw, false);
         if (p.state == ParseState::kDone) return std::move(p.response);

@@ -31,6 +31,9 @@ inline constexpr std::chrono::seconds kDrainPollInterval{1};
 // conntrack list --limit: the API's default and maximum.
 inline constexpr std::uint32_t kDefaultListLimit = 100;
 inline constexpr std::uint32_t kMaxListLimit = 100000;
+// capture --snaplen: the data path keeps at most this much of a packet
+// (abi.h, XLB_CAPTURE_DATA_MAX).
+inline constexpr std::uint32_t kMaxSnaplen = 2048;
 
 // Exit codes (docs/xlbctl.md).
 inline constexpr int kExitOk = 0;           // done
@@ -59,6 +62,7 @@ enum class Verb {
     kConntrackCount,
     kConntrackList,
     kConntrackFlush,
+    kCapture,
 };
 
 // "status", "vip add", "backend drain", ...
@@ -93,7 +97,8 @@ struct Command {
 
     // stats.
     std::optional<double> watch_seconds;  // --watch [SECS]
-    std::optional<std::uint64_t> count;   // --count N: stop after N refreshes
+    // --count N: stats --watch stops after N refreshes, capture after N packets
+    std::optional<std::uint64_t> count;
 
     // lookup.
     net::Endpoint src;
@@ -115,6 +120,15 @@ struct Command {
 
     // reload: confirm changes that move established flows.
     bool allow_disruptive = false;
+
+    // capture (docs/capture.md): the selectors besides --vip, how long, and
+    // where the pcap goes ("-": standard output).
+    std::optional<net::IpAddress> capture_backend;
+    std::optional<net::Prefix> capture_src;
+    std::vector<std::string> outcomes;  // as given; the agent checks the names
+    std::optional<config::Duration> capture_duration;
+    std::optional<std::uint32_t> snaplen;
+    std::string write_to;
 
     // status --peers: other LB hosts to compare with, each an API socket path
     // or a file holding a host's `xlbctl status --json`.

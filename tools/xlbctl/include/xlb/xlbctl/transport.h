@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <expected>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "xlb/xlbctl/request.h"
 
@@ -32,18 +34,34 @@ struct TransportError {
 std::string describe(const TransportError& error, const std::string& socket_path,
                      std::chrono::milliseconds timeout);
 
+// Takes a streamed body piece by piece; false stops reading.
+using BodySink = std::function<bool(std::string_view piece)>;
+
 class Transport {
 public:
     virtual ~Transport() = default;
     virtual std::expected<HttpResponse, TransportError> send(const HttpRequest& request) = 0;
+    // As send(), but a 200 reply's body goes to `sink` as it arrives (the
+    // returned body is then empty), waiting at most `idle` for each piece
+    // instead of one deadline for the whole exchange. Other replies come
+    // back whole. This default hands send()'s body over in one piece.
+    virtual std::expected<HttpResponse, TransportError> stream(const HttpRequest& request,
+                                                               const BodySink& sink,
+                                                               std::chrono::milliseconds idle);
 };
 
 class UnixSocketTransport final : public Transport {
 public:
     UnixSocketTransport(std::string path, std::chrono::milliseconds timeout);
     std::expected<HttpResponse, TransportError> send(const HttpRequest& request) override;
+    std::expected<HttpResponse, TransportError> stream(const HttpRequest& request,
+                                                       const BodySink& sink,
+                                                       std::chrono::milliseconds idle) override;
 
 private:
+    std::expected<HttpResponse, TransportError> exchange(const HttpRequest& request,
+                                                         const BodySink* sink,
+                                                         std::chrono::milliseconds idle);
     std::string path_;
     std::chrono::milliseconds timeout_;
 };

@@ -36,6 +36,9 @@ public:
     // The VIP's drops by reason (abi.h, struct xlb_vip_drops). A view
     // without them counts none.
     virtual bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t) const { return xlb_vip_drops{}; }
+    // The balancer POST /v1/capture turns a capture on in (its one write:
+    // the capture flag and filter, docs/capture.md); null: none to capture.
+    virtual const bpf::LbProgram* capture_program() const { return nullptr; }
 };
 
 // Reads a loaded (or pinned and reused) balancer's maps.
@@ -48,6 +51,7 @@ public:
     bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const override;
     bpf::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override;
     bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override;
+    const bpf::LbProgram* capture_program() const override { return &program_; }
 
 private:
     const bpf::LbProgram& program_;

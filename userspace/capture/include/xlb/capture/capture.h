@@ -64,6 +64,8 @@ public:
     // many were read.
     Result<int> poll(int timeout_ms, const Sink& sink);
     bpf::LbProgram::CaptureCounters counters() const;
+    // Turns the flag off; the ring keeps what it holds for a last poll().
+    void stop();
 
 private:
     Session(const bpf::LbProgram& program);
