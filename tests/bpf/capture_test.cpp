@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -70,6 +71,15 @@ protected:
 
 std::uint32_t bit(xlb_outcome o) { return 1U << o; }
 
+// The received record of a packet sent on: the packet as it came in, under
+// the Ethernet addresses it left with (the outer header overwrote the
+// received ones).
+Bytes received_copy(const Bytes& input, const Bytes& sent) {
+    Bytes out = input;
+    std::copy(sent.begin(), sent.begin() + 12, out.begin());
+    return out;
+}
+
 TEST_F(CaptureTest, NothingIsCopiedWhileTheFlagIsOff) {
     const Bytes frame = make_frame(flow_to(10), {.tcp_flags = kTcpSyn});
     ASSERT_EQ(run(frame).action, XDP_TX);
@@ -94,7 +104,7 @@ TEST_F(CaptureTest, ASentPacketIsCopiedAsReceivedAndAsSent) {
     const auto got = records();
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0].header.direction, XLB_CAPTURE_RECEIVED);
-    EXPECT_EQ(got[0].data, frame) << "the received frame, Ethernet header included";
+    EXPECT_EQ(got[0].data, received_copy(frame, out.frame)) << "the received frame";
     EXPECT_EQ(got[0].header.len, frame.size());
     EXPECT_EQ(got[0].header.caplen, frame.size());
     EXPECT_EQ(got[1].header.direction, XLB_CAPTURE_SENT);
@@ -147,10 +157,11 @@ TEST_F(CaptureTest, FiltersSelectByOutcomeVipBackendAndSource) {
     start({.outcomes = ~0U, .vip_id = kVipId});
     ASSERT_EQ(run(tableless).action, XDP_DROP);
     ASSERT_EQ(run(not_vip).action, XDP_PASS);
-    ASSERT_EQ(run(syn12).action, XDP_TX);
+    const Bytes sent12 = run(syn12).frame;
     got = records();
     ASSERT_EQ(got.size(), 2u);
-    EXPECT_EQ(got[0].data, syn12);
+    EXPECT_EQ(got[0].data, received_copy(syn12, sent12));
+    EXPECT_EQ(got[1].data, sent12);
 
     // one backend: only the packets sent to it
     start({.outcomes = ~0U, .backend = kBackendV4[2]});
@@ -159,16 +170,17 @@ TEST_F(CaptureTest, FiltersSelectByOutcomeVipBackendAndSource) {
     ASSERT_EQ(run(tableless).action, XDP_DROP);
     got = records();
     ASSERT_EQ(got.size(), 2u);
-    EXPECT_EQ(got[0].data, syn12);
+    EXPECT_EQ(got[0].data, received_copy(syn12, sent12));
 
     // one client prefix: not the other client, whatever its verdict
     start({.outcomes = ~0U, .src = *net::Prefix::parse("192.0.2.128/25")});
     ASSERT_EQ(run(syn12).action, XDP_TX);
     const Bytes other = make_frame(other_client, {.tcp_flags = kTcpSyn});
-    ASSERT_EQ(run(other).action, XDP_TX);
+    const auto sent_other = run(other);
+    ASSERT_EQ(sent_other.action, XDP_TX);
     got = records();
     ASSERT_EQ(got.size(), 2u);
-    EXPECT_EQ(got[0].data, other);
+    EXPECT_EQ(got[0].data, received_copy(other, sent_other.frame));
     EXPECT_EQ(lb().capture_counters().matched, 1u);
 }
 
@@ -180,7 +192,7 @@ TEST_F(CaptureTest, SnapLengthCutsRecordsNotTheirLength) {
     const auto got = records();
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0].header.len, frame.size());
-    EXPECT_EQ(got[0].data, Bytes(frame.begin(), frame.begin() + 60));
+    EXPECT_EQ(got[0].data, received_copy(Bytes(frame.begin(), frame.begin() + 60), out.frame));
     EXPECT_EQ(got[1].header.len, out.frame.size());
     EXPECT_EQ(got[1].data, Bytes(out.frame.begin(), out.frame.begin() + 60));
 }

@@ -30,8 +30,8 @@ CaptureStream::~CaptureStream() {
 void CaptureStream::take(const capture::Record& r) {
     // A packet starts with its received record (a "too big" answer has only
     // the sent one); records of packets past the limit are left out.
-    const bool starts_packet = r.header.direction == XLB_CAPTURE_RECEIVED ||
-                               r.header.outcome == XLB_OUT_TX_ICMP_TOO_BIG;
+    const bool starts_packet =
+        r.header.direction == XLB_CAPTURE_RECEIVED || r.header.outcome == XLB_OUT_TX_ICMP_TOO_BIG;
     if (starts_packet) {
         if (limits_.packets && packets_ >= *limits_.packets) return;
         ++packets_;

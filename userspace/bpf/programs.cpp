@@ -395,7 +395,7 @@ PerCpuArrayMap<xlb_vip_drops> LbProgram::vip_drops() const {
 }
 void LbProgram::start_capture(const xlb_capture_filter& filter) const {
     stop_capture();
-    auto* bss = skel_->bss;
+    auto* bss = skel_->data_capture;
     __atomic_store_n(&bss->xlb_capture_matched, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&bss->xlb_capture_lost, 0, __ATOMIC_RELAXED);
     std::memcpy(&bss->xlb_capture_filter, &filter, sizeof filter);
@@ -403,16 +403,23 @@ void LbProgram::start_capture(const xlb_capture_filter& filter) const {
     __atomic_store_n(&bss->xlb_capture_on, 1U, __ATOMIC_RELEASE);
 }
 void LbProgram::stop_capture() const {
-    __atomic_store_n(&skel_->bss->xlb_capture_on, 0U, __ATOMIC_RELEASE);
+    __atomic_store_n(&skel_->data_capture->xlb_capture_on, 0U, __ATOMIC_RELEASE);
 }
 bool LbProgram::capture_on() const {
-    return __atomic_load_n(&skel_->bss->xlb_capture_on, __ATOMIC_ACQUIRE) != 0;
+    return __atomic_load_n(&skel_->data_capture->xlb_capture_on, __ATOMIC_ACQUIRE) != 0;
 }
 LbProgram::CaptureCounters LbProgram::capture_counters() const {
-    return {__atomic_load_n(&skel_->bss->xlb_capture_matched, __ATOMIC_RELAXED),
-            __atomic_load_n(&skel_->bss->xlb_capture_lost, __ATOMIC_RELAXED)};
+    return {__atomic_load_n(&skel_->data_capture->xlb_capture_matched, __ATOMIC_RELAXED),
+            __atomic_load_n(&skel_->data_capture->xlb_capture_lost, __ATOMIC_RELAXED)};
 }
 int LbProgram::capture_ring_fd() const { return bpf_map__fd(skel_->maps.xlb_capture_ring); }
+std::vector<std::pair<std::string, int>> LbProgram::map_fds() const {
+    std::vector<std::pair<std::string, int>> out;
+    bpf_map* map = nullptr;
+    bpf_object__for_each_map(map, skel_->obj)
+        out.emplace_back(bpf_map__name(map), bpf_map__fd(map));
+    return out;
+}
 
 void DecapProgram::SkeletonDeleter::operator()(xlb_decap* skel) const { xlb_decap__destroy(skel); }
 

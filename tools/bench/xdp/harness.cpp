@@ -6,7 +6,9 @@
 
 #include <cstring>
 
+#include "xlb/bpf/programs.h"
 #include "xlb_bench.skel.h"
+#include "xlb_lb_no_capture.skel.h"
 
 namespace xlb::bench {
 
@@ -77,5 +79,48 @@ bpf::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame
                                      std::to_string(kFrameLen) + ")");
     return bpf::test_run_xdp(bpf_program__fd(skel_->progs.xlb_bench_wrapper), frame, repeat);
 }
+
+}  // namespace xlb::bench
+
+namespace xlb::bench {
+
+void NoCaptureCopy::SkeletonDeleter::operator()(xlb_lb_no_capture* skel) const {
+    xlb_lb_no_capture__destroy(skel);
+}
+NoCaptureCopy::NoCaptureCopy(std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel)
+    : skel_(std::move(skel)) {}
+NoCaptureCopy::NoCaptureCopy(NoCaptureCopy&&) noexcept = default;
+NoCaptureCopy& NoCaptureCopy::operator=(NoCaptureCopy&&) noexcept = default;
+NoCaptureCopy::~NoCaptureCopy() = default;
+
+bpf::Result<NoCaptureCopy> NoCaptureCopy::load(const bpf::LbProgram& program) {
+    std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel(xlb_lb_no_capture__open());
+    if (!skel) return bpf::fail(errno, "open the xlb_lb_no_capture BPF object");
+    const auto shared = program.map_fds();
+    // Global-variable maps are named after their object ("xlb_lb.bss").
+    // Of those only .bss is shared (the connection-table clock); the
+    // copy's capture globals and constants are its own.
+    auto section = [](std::string_view name) {
+        const std::size_t dot = name.find('.');
+        return dot == std::string_view::npos ? std::string_view{} : name.substr(dot);
+    };
+    bpf_map* map = nullptr;
+    bpf_object__for_each_map(map, skel->obj) {
+        const std::string_view name = bpf_map__name(map);
+        if (bpf_map__is_internal(map) && section(name) != ".bss") continue;
+        int fd = -1;
+        for (const auto& [other, other_fd] : shared)
+            if (bpf_map__is_internal(map) ? section(other) == section(name) : other == name)
+                fd = other_fd;
+        if (fd < 0) return bpf::fail(ENOENT, "find the balancer's map for " + std::string(name));
+        if (int rc = bpf_map__reuse_fd(map, fd); rc != 0)
+            return bpf::fail(rc, "share the balancer's map " + std::string(name));
+    }
+    if (int rc = xlb_lb_no_capture__load(skel.get()); rc != 0)
+        return bpf::fail(rc, "load the xlb_lb_no_capture BPF program");
+    return NoCaptureCopy(std::move(skel));
+}
+
+int NoCaptureCopy::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_lb); }
 
 }  // namespace xlb::bench

@@ -14,6 +14,11 @@
 #include "xlb/bpf/test_run.h"
 
 struct xlb_bench;
+struct xlb_lb_no_capture;
+
+namespace xlb::bpf {
+class LbProgram;
+}
 
 namespace xlb::bench {
 
@@ -52,6 +57,25 @@ private:
     explicit Harness(std::unique_ptr<xlb_bench, SkeletonDeleter> skel);
 
     std::unique_ptr<xlb_bench, SkeletonDeleter> skel_;
+};
+
+// A second copy of the balancer built without its capture check
+// (XLB_NO_CAPTURE), sharing every map and global of `program`: the same
+// paths minus the capture flag's read, for the capture_idle figure.
+class NoCaptureCopy {
+public:
+    static bpf::Result<NoCaptureCopy> load(const bpf::LbProgram& program);
+    NoCaptureCopy(NoCaptureCopy&&) noexcept;
+    NoCaptureCopy& operator=(NoCaptureCopy&&) noexcept;
+    ~NoCaptureCopy();
+    int prog_fd() const;
+
+private:
+    struct SkeletonDeleter {
+        void operator()(xlb_lb_no_capture* skel) const;
+    };
+    explicit NoCaptureCopy(std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel);
+    std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel_;
 };
 
 }  // namespace xlb::bench

@@ -74,6 +74,7 @@ namespace test = xlb::test;
 using test::Bytes;
 using xlb::bench::Harness;
 using xlb::bench::kFrameLen;
+using xlb::bench::NoCaptureCopy;
 using xlb::net::IpAddress;
 
 // ---------------------------------------------------------------------------
@@ -311,6 +312,9 @@ enum class Path {
 };
 
 // Cases that insert a new flow on every repetition.
+constexpr const char* kCaptureIdleCases[] = {"established_v4", "not_vip"};
+constexpr double kCaptureIdleTargetNs = 2;
+
 bool inserts_every_run(Path p) {
     return p == Path::kNewFlow || p == Path::kNewFlowFull || p == Path::kNewFlowAllCpus ||
            p == Path::kSecondChance;
@@ -331,6 +335,9 @@ struct Case {
     // target_factor times its net median (new_flow_v4_all_cpus).
     std::string target_relative_to;
     double target_factor = 0;
+    // Run through the copy of the balancer built without the capture check
+    // (the baseline of the capture_idle figures; no target of its own).
+    bool without_capture_check = false;
     Bytes frame;
 
     std::vector<double> ns, floor_ns, net_ns;
@@ -423,6 +430,17 @@ std::vector<Case> make_cases() {
                      .kind = Path::kNotVip,
                      .flow = Flow{test::kClientV4, test::kEncapSrcV4, 40000, 22},
                      .target_net_ns = 30});
+    // Issue 19: an idle capture flag costs at most kCaptureIdleTargetNs on
+    // these paths, measured against the same program without the check.
+    for (const char* name : kCaptureIdleCases) {
+        Case copy = *std::find_if(cases.begin(), cases.end(),
+                                  [&](const Case& c) { return c.name == name; });
+        copy.name += "_no_capture_check";
+        copy.path = "the same, built without the capture flag's check";
+        copy.target_net_ns.reset();
+        copy.without_capture_check = true;
+        cases.push_back(std::move(copy));
+    }
     for (Case& c : cases)
         c.frame = bench_frame(c.flow, c.kind == Path::kSyn ? test::kTcpSyn : test::kTcpAck);
     return cases;
@@ -623,6 +641,9 @@ public:
         if (std::any_of(cases_.begin(), cases_.end(),
                         [](const Case& c) { return c.kind == Path::kNewFlowFull; }))
             full_.emplace(opt.conntrack_entries);
+        if (std::any_of(cases_.begin(), cases_.end(),
+                        [](const Case& c) { return c.without_capture_check; }))
+            no_capture_.emplace(must(NoCaptureCopy::load(balancer_.lb())));
         // Each CPU's counter gets its own range of values (source
         // addresses): flows made on two CPUs never collide.
         const int top = *std::max_element(cpus_.begin(), cpus_.end());
@@ -789,7 +810,9 @@ private:
             balancer.use_config(spent ? kSpentBudget : kAmpleBudget, c.kind == Path::kSecondChance);
             if (spent) balancer.empty_buckets();
         }
-        must(harness_.set_target(floor ? harness_.floor_fd() : balancer.lb().prog_fd()));
+        must(harness_.set_target(floor                     ? harness_.floor_fd()
+                                 : c.without_capture_check ? no_capture_->prog_fd()
+                                                           : balancer.lb().prog_fd()));
         harness_.set_template(c.frame, c.vary_offset);
         Sample s;
         s.repeat = repeat;
@@ -988,7 +1011,8 @@ private:
 
     Options opt_;
     Balancer balancer_;
-    std::optional<Balancer> full_;  // new_flow_full_v4's table, kept full
+    std::optional<Balancer> full_;             // new_flow_full_v4's table, kept full
+    std::optional<NoCaptureCopy> no_capture_;  // the *_no_capture_check cases' program
     Harness harness_;
     std::vector<Case> cases_;
     int cpu_;
@@ -1026,6 +1050,26 @@ std::string target_text(const Case& c, const std::vector<Case>& all) {
     return target ? fmt::format("<= {:.0f}", *target) : "-";
 }
 
+// What the capture flag costs while no capture runs: a case's net median
+// minus that of the same case through the program without the check.
+struct CaptureIdle {
+    std::string with_check, without_check;
+    double ns = 0;
+};
+std::vector<CaptureIdle> capture_idle(const std::vector<Case>& cases) {
+    std::vector<CaptureIdle> out;
+    for (const Case& base : cases) {
+        if (!base.without_capture_check) continue;
+        const std::string name =
+            base.name.substr(0, base.name.size() - std::strlen("_no_capture_check"));
+        auto with =
+            std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == name; });
+        if (with == cases.end() || with->net_ns.empty() || base.net_ns.empty()) continue;
+        out.push_back({name, base.name, median(with->net_ns) - median(base.net_ns)});
+    }
+    return out;
+}
+
 void print_table(const Options& opt, const Bench& bench, int cpu) {
     const auto& floors = bench.floors();
     fmt::print("\nxlb-bench-xdp: {} samples x {} repetitions per case, pinned to CPU {}\n",
@@ -1054,6 +1098,11 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
                    ns_text(max_of(c.ns)), ns_text(median(c.floor_ns)), ns_text(net),
                    ns_text(min_of(c.net_ns)), target, result);
     }
+    fmt::print("\n");
+    for (const CaptureIdle& idle : capture_idle(bench.cases()))
+        fmt::print("idle capture flag on {}: {:+.1f} ns net (median vs {}), target <= {} ns: {}\n",
+                   idle.with_check, idle.ns, idle.without_check, kCaptureIdleTargetNs,
+                   idle.ns <= kCaptureIdleTargetNs ? "met" : "MISSED");
     fmt::print("\n");
     for (const Case& c : bench.cases()) fmt::print("  {:<24} {}\n", c.name, c.path);
     fmt::print(
@@ -1106,9 +1155,17 @@ void write_json(const Options& opt, const Bench& bench, int cpu) {
         }
         cases.push_back(std::move(entry));
     }
+    json idle = json::array();
+    for (const CaptureIdle& i : capture_idle(bench.cases()))
+        idle.push_back({{"case", i.with_check},
+                        {"baseline", i.without_check},
+                        {"ns", i.ns},
+                        {"target_ns", kCaptureIdleTargetNs},
+                        {"target_met", i.ns <= kCaptureIdleTargetNs}});
     json doc = {
         {"floor_ns", median(bench.floors())},
         {"cases", std::move(cases)},
+        {"capture_idle", std::move(idle)},
         {"floor_ns_min", min_of(bench.floors())},
         {"floor_ns_max", max_of(bench.floors())},
         {"samples", opt.samples},

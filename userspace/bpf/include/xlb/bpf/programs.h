@@ -128,6 +128,10 @@ public:
     };
     CaptureCounters capture_counters() const;
     int capture_ring_fd() const;
+    // Every map of the loaded object by its name (".bss" and the other
+    // global-variable maps under their libbpf names): for a second copy of
+    // the program that shares them (xlb-bench-xdp's baseline).
+    std::vector<std::pair<std::string, int>> map_fds() const;
 
 private:
     struct SkeletonDeleter {
