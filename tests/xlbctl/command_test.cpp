@@ -91,8 +91,8 @@ TEST(XlbctlParse, Timeout) {
 
 TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(parse_error({}),
-               "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, stats, "
-               "table, lookup or reload");
+               "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, capture, "
+               "stats, table, lookup or reload");
     EXPECT_HAS(parse_error({"conntrack"}),
                "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
@@ -111,7 +111,7 @@ TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
     // nothing close: the verbs there are
     EXPECT_HAS(parse_error({"frobnicate"}),
                "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
-               "conntrack, stats, table, lookup or reload");
+               "conntrack, capture, stats, table, lookup or reload");
     EXPECT_HAS(parse_error({"status", "--jsn"}),
                "unknown option '--jsn' for 'xlbctl status': did you mean --json?");
     EXPECT_HAS(parse_error({"stats", "--wacth=2"}), "did you mean --watch?");
@@ -624,6 +624,28 @@ TEST(XlbctlParse, Version) {
 TEST(XlbctlParse, WantsJson) {
     EXPECT_TRUE(wants_json({"vip", "add", "--json", "x"}));
     EXPECT_FALSE(wants_json({"status"}));
+}
+
+TEST(XlbctlParse, Capture) {
+    const Command c =
+        parse_ok({"capture", "--vip", "198.51.100.10:80", "--backend", "203.0.113.11", "--src",
+                  "192.0.2.0/24", "--outcome", "drop", "--outcome", "tx", "--count", "100",
+                  "--duration", "30s", "--snaplen", "128", "-w", "out.pcap"});
+    EXPECT_EQ(c.verb, Verb::kCapture);
+    EXPECT_EQ(c.write_to, "out.pcap");
+    EXPECT_EQ(build_request(c),
+              (HttpRequest{"POST", "/v1/capture",
+                           R"({"backend":"203.0.113.11","count":100,"duration_ms":30000,)"
+                           R"("outcomes":["drop","tx"],"snaplen":128,"src":"192.0.2.0/24",)"
+                           R"("vip":"198.51.100.10:80/tcp"})"}));
+    EXPECT_EQ(build_request(parse_ok({"capture", "-w", "-"})).body, "{}");
+    EXPECT_HAS(parse_error({"capture", "--count", "5"}), "-w");
+    EXPECT_HAS(parse_error({"capture", "--snaplen", "4096", "-w", "-"}),
+               "--snaplen: found '4096', expected 1-2048 bytes");
+    EXPECT_HAS(parse_error({"capture", "--count", "0", "-w", "-"}), "--count: found '0'");
+    EXPECT_HAS(parse_error({"capture", "--src", "192.0.2.7/24", "-w", "-"}), "--src: ");
+    EXPECT_HAS(parse_error({"capture", "--backend", "nope", "-w", "-"}), "--backend: ");
+    EXPECT_HAS(parse_error({"capture", "--duration", "soon", "-w", "-"}), "--duration: ");
 }
 
 // The requests, per verb (docs/api.md).

@@ -62,29 +62,44 @@ struct Parsed {
     std::string error;
 };
 
+// The chunk of a chunked body that starts at in[at]: kDone with `chunk`
+// set and `at` moved past it (an empty chunk is the last one; trailers are
+// not needed), kIncomplete while it has not all arrived.
+ParseState next_chunk(std::string_view in, std::size_t& at, std::string_view& chunk,
+                      std::string& error) {
+    const std::size_t eol = in.find("\r\n", at);
+    if (eol == std::string_view::npos) return ParseState::kIncomplete;
+    std::string_view size_text = in.substr(at, eol - at);
+    if (auto semi = size_text.find(';'); semi != std::string_view::npos)
+        size_text = size_text.substr(0, semi);
+    size_text = trim(size_text);
+    std::size_t size = 0;
+    auto [end, ec] =
+        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
+    if (size_text.empty() || ec != std::errc{} || end != size_text.data() + size_text.size()) {
+        error = "bad chunk size '" + std::string(size_text) + "'";
+        return ParseState::kError;
+    }
+    if (size == 0) {
+        chunk = {};
+        at = eol + 2;
+        return ParseState::kDone;
+    }
+    if (in.size() < eol + 2 + size + 2) return ParseState::kIncomplete;
+    chunk = in.substr(eol + 2, size);
+    at = eol + 2 + size + 2;
+    return ParseState::kDone;
+}
+
 // Decodes a chunked body; kIncomplete until the last chunk.
 ParseState dechunk(std::string_view in, std::string& out, std::string& error) {
     out.clear();
     std::size_t at = 0;
     while (true) {
-        const std::size_t eol = in.find("\r\n", at);
-        if (eol == std::string_view::npos) return ParseState::kIncomplete;
-        std::string_view size_text = in.substr(at, eol - at);
-        if (auto semi = size_text.find(';'); semi != std::string_view::npos)
-            size_text = size_text.substr(0, semi);
-        size_text = trim(size_text);
-        std::size_t size = 0;
-        auto [end, ec] =
-            std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
-        if (size_text.empty() || ec != std::errc{} || end != size_text.data() + size_text.size()) {
-            error = "bad chunk size '" + std::string(size_text) + "'";
-            return ParseState::kError;
-        }
-        at = eol + 2;
-        if (size == 0) return ParseState::kDone;  // trailers are not needed
-        if (in.size() < at + size + 2) return ParseState::kIncomplete;
-        out.append(in.substr(at, size));
-        at += size + 2;
+        std::string_view chunk;
+        const ParseState state = next_chunk(in, at, chunk, error);
+        if (state != ParseState::kDone || chunk.empty()) return state;
+        out.append(chunk);
     }
 }
 
@@ -189,6 +204,23 @@ std::unexpected<TransportError> fail(TransportError::Stage stage, int err,
     return std::unexpected(TransportError{stage, err, std::move(detail)});
 }
 
+// Appends what fd has to `into`, waiting for it until `until`: 0 when bytes
+// came, -1 when the peer closed, else the errno (ETIMEDOUT at the deadline).
+int wait_for(int fd, short events, Clock::time_point deadline);
+int receive_some(int fd, std::string& into, Clock::time_point until) {
+    char buf[16384];
+    while (true) {
+        if (int w = wait_for(fd, POLLIN, until); w) return w;
+        const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+        if (n > 0) {
+            into.append(buf, static_cast<std::size_t>(n));
+            return 0;
+        }
+        if (n == 0) return -1;
+        if (errno != EINTR && errno != EAGAIN) return errno;
+    }
+}
+
 // Waits for `events` on fd until the deadline: 0, or ETIMEDOUT / errno.
 int wait_for(int fd, short events, Clock::time_point deadline) {
     while (true) {
@@ -288,7 +320,6 @@ std::expected<HttpResponse, TransportError> UnixSocketTransport::exchange(
     }
 
     std::string raw;
-    char buf[16384];
     // Streaming (a 200 reply with a chunked body, sink set): whole chunks
     // are taken off the front of `pending` as they complete.
     bool streaming = false;
@@ -304,65 +335,39 @@ std::expected<HttpResponse, TransportError> UnixSocketTransport::exchange(
             }
             break;  // any other reply: read whole, as send() does
         }
-        if (int w = wait_for(fd.get(), POLLIN, deadline); w) return fail(Stage::kReceive, w);
-        const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-        if (n > 0) {
-            raw.append(buf, static_cast<std::size_t>(n));
-            continue;
-        }
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0) return fail(Stage::kReceive, errno);
-        break;  // closed: the parser below says what was wrong
+        const int r = receive_some(fd.get(), raw, deadline);
+        if (r > 0) return fail(Stage::kReceive, r);
+        if (r < 0) break;  // closed: the parser below says what was wrong
     }
     while (streaming) {
         std::string piece, error;
         bool last = false;
+        std::size_t at = 0;
         while (true) {
-            const std::size_t eol = pending.find("\r\n");
-            if (eol == std::string::npos) break;
-            std::string_view size_text(pending.data(), eol);
-            if (auto semi = size_text.find(';'); semi != std::string_view::npos)
-                size_text = size_text.substr(0, semi);
-            size_text = trim(size_text);
-            std::size_t size = 0;
-            auto [end, ec] =
-                std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
-            if (size_text.empty() || ec != std::errc{} ||
-                end != size_text.data() + size_text.size())
-                return fail(Stage::kProtocol, 0, "bad chunk size '" + std::string(size_text) + "'");
-            if (size == 0) {
+            std::string_view chunk;
+            const ParseState state = next_chunk(pending, at, chunk, error);
+            if (state == ParseState::kError) return fail(Stage::kProtocol, 0, error);
+            if (state == ParseState::kIncomplete) break;
+            if (chunk.empty()) {
                 last = true;
                 break;
             }
-            if (pending.size() < eol + 2 + size + 2) break;
-            piece.append(pending, eol + 2, size);
-            pending.erase(0, eol + 2 + size + 2);
+            piece.append(chunk);
         }
+        pending.erase(0, at);
         if (!piece.empty() && !(*sink)(piece)) return HttpResponse{200, {}};
         if (last) return HttpResponse{200, {}};
-        if (int w = wait_for(fd.get(), POLLIN, Clock::now() + idle); w)
-            return fail(Stage::kReceive, w);
-        const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-        if (n > 0) {
-            pending.append(buf, static_cast<std::size_t>(n));
-            continue;
-        }
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0) return fail(Stage::kReceive, errno);
-        return fail(Stage::kReceive, 0, "the agent closed the stream before its end");
+        const int r = receive_some(fd.get(), pending, Clock::now() + idle);
+        if (r > 0) return fail(Stage::kReceive, r);
+        if (r < 0) return fail(Stage::kReceive, 0, "the agent closed the stream before its end");
     }
     while (true) {
         Parsed p = try_parse(raw, false);
         if (p.state == ParseState::kDone) return std::move(p.response);
         if (p.state == ParseState::kError) return fail(Stage::kProtocol, 0, p.error);
-        if (int w = wait_for(fd.get(), POLLIN, deadline); w) return fail(Stage::kReceive, w);
-        const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-        if (n > 0) {
-            raw.append(buf, static_cast<std::size_t>(n));
-            continue;
-        }
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0) return fail(Stage::kReceive, errno);
+        const int r = receive_some(fd.get(), raw, deadline);
+        if (r > 0) return fail(Stage::kReceive, r);
+        if (r == 0) continue;
         // End of stream.
         Parsed last = try_parse(raw, true);
         if (last.state == ParseState::kDone) return std::move(last.response);
