@@ -119,6 +119,11 @@ TEST(SimCli, BadArgumentsGetClearErrors) {
         {{"balance", "--policies", "fastest"}, xlb::sim::kExitFailure, "unknown policy"},
         {{"balance", "--scenarios", "tsunami"}, xlb::sim::kExitFailure, "unknown scenario"},
         {{"frobnicate"}, xlb::sim::kExitUsage, "subcommand"},
+        {{"placment"}, xlb::sim::kExitUsage, "unknown verb 'placment': did you mean placement?"},
+        {{"placement", "--backnds", "10"},
+         xlb::sim::kExitUsage,
+         "unknown option '--backnds': did you mean --backends?"},
+        {{"balance", "--polices", "p2c"}, xlb::sim::kExitUsage, "did you mean --policies?"},
     };
     for (const auto& c : cases) {
         const auto r = run(c.args);

@@ -605,8 +605,39 @@ TEST_F(XlbctlAgent, StatsAndWatch) {
     });
     ProcessResult watch = ctl({"stats", kWeb, "--watch", "0.3", "--count", "2", "--json"});
     ProcessResult human = ctl({"stats", "--watch", "0.2", "--count", "1"});
+    ProcessResult busy_top = ctl({"top", "--interval", "0.3", "--json"});
     stop = true;
     traffic.join();
+
+    // top: rates while traffic flows; once it stopped, the same counters as
+    // stats and backend list, and rates of 0.
+    EXPECT_EQ(busy_top.code, 0) << busy_top.err;
+    const json busy = parse(busy_top.out);
+    EXPECT_GT(busy["vips"][0]["packets_per_s"].get<double>(), 0.0) << busy_top.out;
+    ProcessResult quiet_top = ctl({"top", "--interval", "0.2", "--json"});
+    ASSERT_EQ(quiet_top.code, 0) << quiet_top.err;
+    const json quiet = parse(quiet_top.out);
+    const json after_stats = ok_json({"stats", kWeb});
+    const json after_backends = ok_json({"backend", "list", kWeb});
+    json top_vip;
+    for (const json& v : quiet["vips"])
+        if (v["vip"] == kWeb) top_vip = v;
+    ASSERT_TRUE(top_vip.is_object()) << quiet_top.out;
+    EXPECT_EQ(top_vip["packets"], after_stats["vips"][0]["packets"]) << quiet_top.out;
+    EXPECT_EQ(top_vip["bytes"], after_stats["vips"][0]["bytes"]);
+    EXPECT_EQ(top_vip["new_flows"], after_stats["vips"][0]["new_flows"]);
+    EXPECT_DOUBLE_EQ(top_vip["packets_per_s"].get<double>(), 0.0);
+    ASSERT_EQ(top_vip["backends"].size(), after_backends["backends"].size());
+    for (std::size_t i = 0; i < top_vip["backends"].size(); ++i) {
+        const json& t = top_vip["backends"][i];
+        const json& b = after_backends["backends"][i];
+        EXPECT_EQ(t["address"], b["address"]);
+        EXPECT_EQ(t["packets"], b["packets"]);
+        EXPECT_EQ(t["state"], b["state"]);
+        EXPECT_DOUBLE_EQ(t["effective_weight"].get<double>(),
+                         b["effective_weight"].get<double>() / 100.0);
+        EXPECT_DOUBLE_EQ(t["packets_per_s"].get<double>(), 0.0);
+    }
 
     EXPECT_EQ(watch.code, 0) << watch.err;
     EXPECT_EQ(lines(watch.out), 2) << watch.out;

@@ -15,8 +15,10 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -61,6 +63,7 @@ struct Harness {
     std::string socket_seen;
     // Ctrl-C after this many sleeps (never when negative).
     int interrupt_after_sleeps = -1;
+    std::function<std::optional<int>()> terminal_rows;
 
     int run(const std::vector<std::string>& args) {
         Io io;
@@ -86,6 +89,7 @@ struct Harness {
                    sleeps.size() >= static_cast<std::size_t>(interrupt_after_sleeps);
         };
         io.on_watch_start = [this] { watch_started = true; };
+        io.terminal_rows = terminal_rows;
         return xlbctl::run(args, io);
     }
 };
@@ -426,6 +430,89 @@ TEST(XlbctlRun, WatchRefreshesInPlaceOnATerminal) {
     EXPECT_EQ(pipe.out.str().find('\x1b'), std::string::npos) << "frames one after another";
     EXPECT_HAS(pipe.out.str(), "2.00 kpps");
     EXPECT_HAS(pipe.out.str(), "4.00 kpps");
+}
+
+// GET /v1/backends of one VIP with two backends that have sent `packets`
+// and `packets / 2`.
+json backends(std::uint64_t packets) {
+    auto backend = [](const char* address, const char* state, const char* health,
+                      std::uint64_t weight, std::uint64_t effective, double share,
+                      std::uint64_t n) {
+        return json{{"address", address},   {"state", state},
+                    {"health", health},     {"weight", weight},
+                    {"effective_weight", effective}, {"share_of_slots", share},
+                    {"packets", n},         {"bytes", n * 100}};
+    };
+    return json{{"vips",
+                 {{{"vip", "198.51.100.10:80/tcp"},
+                   {"epoch", 3},
+                   {"checksum", "5bf6441c8ac68df2"},
+                   {"backends",
+                    {backend("203.0.113.11", "active", "healthy", 100, 5000, 0.6667, packets),
+                     backend("203.0.113.12", "drain", "unhealthy", 50, 0, 0.3333,
+                             packets / 2)}}}}}};
+}
+
+TEST(XlbctlRun, TopJsonIsOneSnapshotOfEveryVipAndBackendWithRates) {
+    Harness h;
+    h.replies = {ok(backends(1000)), ok(stats(1000)), ok(backends(3000)), ok(stats(4000))};
+    EXPECT_EQ(h.run({"top", "--json"}), 0) << h.err.str();
+    ASSERT_EQ(h.sent.size(), 4u);
+    EXPECT_EQ(h.sent[0].target, "/v1/backends");
+    EXPECT_EQ(h.sent[1].target, "/v1/stats");
+    ASSERT_EQ(h.sleeps.size(), 1u) << "one interval, then one snapshot";
+    EXPECT_EQ(h.sleeps[0], std::chrono::milliseconds(1000)) << "the default interval";
+    const json s = json::parse(h.out.str());
+    EXPECT_DOUBLE_EQ(s["interval_s"].get<double>(), 1.0);
+    const json& v = s["vips"][0];
+    EXPECT_EQ(v["vip"], "198.51.100.10:80/tcp");
+    EXPECT_EQ(v["name"], "web");
+    EXPECT_EQ(v["packets"], 4000) << "the counters of the last replies";
+    EXPECT_DOUBLE_EQ(v["packets_per_s"].get<double>(), 3000.0);
+    EXPECT_DOUBLE_EQ(v["bytes_per_s"].get<double>(), 300000.0);
+    EXPECT_DOUBLE_EQ(v["bits_per_s"].get<double>(), 2400000.0);
+    EXPECT_DOUBLE_EQ(v["new_flows_per_s"].get<double>(), 300.0);
+    EXPECT_DOUBLE_EQ(v["drops_per_s"].get<double>(), 0.0);
+    ASSERT_EQ(v["backends"].size(), 2u);
+    const json& b11 = v["backends"][0];
+    const json& b12 = v["backends"][1];
+    EXPECT_EQ(b11["address"], "203.0.113.11");
+    EXPECT_EQ(b11["state"], "active");
+    EXPECT_EQ(b11["health"], "healthy");
+    EXPECT_EQ(b11["weight"], 100);
+    EXPECT_DOUBLE_EQ(b11["effective_weight"].get<double>(), 50.0) << "the CLI's units";
+    EXPECT_DOUBLE_EQ(b11["packets_per_s"].get<double>(), 2000.0);
+    EXPECT_DOUBLE_EQ(b11["bits_per_s"].get<double>(), 1600000.0);
+    EXPECT_EQ(b12["state"], "drain");
+    EXPECT_DOUBLE_EQ(b12["packets_per_s"].get<double>(), 1000.0);
+    EXPECT_EQ(b12["packets"], 1500);
+}
+
+TEST(XlbctlRun, TopFitsTheTerminal) {
+    Harness h;
+    h.tty = true;
+    h.replies = {ok(backends(1000)), ok(stats(1000)), ok(backends(3000)), ok(stats(4000))};
+    // A terminal of 5 lines: the heading, the table's header, the VIP, and
+    // the line that counts what did not fit (the last line stays free).
+    h.terminal_rows = [] { return std::optional<int>(5); };
+    EXPECT_EQ(h.run({"top", "--count", "1"}), 0) << h.err.str();
+    const std::string out = h.out.str();
+    EXPECT_HAS(out, "VIP / BACKEND");
+    EXPECT_HAS(out, "198.51.100.10:80/tcp");
+    EXPECT_HAS(out, "3.00 kpps");
+    EXPECT_EQ(out.find("203.0.113.11"), std::string::npos) << out;
+    EXPECT_HAS(out, "... 2 more lines");
+
+    Harness tall;
+    tall.tty = true;
+    tall.replies = {ok(backends(1000)), ok(stats(1000)), ok(backends(3000)), ok(stats(4000))};
+    tall.terminal_rows = [] { return std::optional<int>(40); };
+    EXPECT_EQ(tall.run({"top", "-n", "1"}), 0);
+    EXPECT_HAS(tall.out.str(), "203.0.113.12");
+    EXPECT_HAS(tall.out.str(), "drain");
+    EXPECT_HAS(tall.out.str(), "2.00 kpps") << "203.0.113.11's rate";
+    EXPECT_HAS(tall.out.str(), "66.67%");
+    EXPECT_EQ(tall.out.str().find("more lines"), std::string::npos);
 }
 
 TEST(XlbctlRun, WatchEndsCleanlyOnCtrlC) {

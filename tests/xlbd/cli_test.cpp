@@ -192,6 +192,19 @@ TEST(XlbdCli, UsageErrorsExitTwo) {
     EXPECT_EQ(mode.code, 2);
 }
 
+TEST(XlbdCli, AMistypedFlagGetsTheClosestOne) {
+    const Ran typo = xlbd({"--confg", kExample});
+    EXPECT_EQ(typo.code, 2);
+    EXPECT_HAS(typo.err, "xlbd: unknown option '--confg': did you mean --config?");
+    const Ran swapped = xlbd({"--config", kExample, "--xdp-mdoe", "generic"});
+    EXPECT_EQ(swapped.code, 2);
+    EXPECT_HAS(swapped.err, "did you mean --xdp-mode?");
+    const Ran far = xlbd({"--config", kExample, "--frobnicate"});
+    EXPECT_EQ(far.code, 2);
+    EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << "nothing close: " << far.err;
+    EXPECT_HAS(far.err, "--frobnicate");
+}
+
 TEST(XlbdCli, VersionIsTheProjectVersion) {
     const Ran r = xlbd({"--version"});
     EXPECT_EQ(r.code, 0);

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "xlb/agent/agent.h"
 #include "xlb/agent/journal_log.h"
 #include "xlb/agent/preflight.h"
+#include "xlb/cli/suggest.h"
 #include "xlb/config/config.h"
 #include "xlb/version.h"
 
@@ -110,6 +112,10 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
+        if (auto hint = xlb::cli::did_you_mean(&app)) {
+            std::cerr << "xlbd: " << *hint << " (xlbd --help lists the options)\n";
+            return kExitUsage;
+        }
         const int code = app.exit(e);  // prints help, the version, or the error
         return code == 0 ? 0 : kExitUsage;
     }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "xlb/cli/suggest.h"
 #include "xlb/sim/balance.h"
 #include "xlb/sim/placement.h"
 #include "xlb/sim/report.h"
@@ -521,6 +522,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     try {
         app.parse(reversed);
     } catch (const CLI::ParseError& e) {
+        if (auto hint = xlb::cli::did_you_mean(&app)) {
+            err << "xlb-sim: " << *hint << " (xlb-sim --help lists them)\n";
+            return kExitUsage;
+        }
         std::ostringstream usage_out, usage_err;
         const int code = app.exit(e, usage_out, usage_err);
         out << usage_out.str();

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 
+#include "xlb/cli/suggest.h"
 #include "xlb/config/config.h"
 
 #ifndef XLBCTL_VERSION
@@ -35,9 +36,9 @@ constexpr const char* kVerbNames[] = {
     "backend add",     "backend del",     "backend set", "backend drain",   "backend enable",
     "backend disable", "backend history", "stats",       "table",           "lookup",
     "reload",          "host drain",      "host resume", "conntrack count", "conntrack list",
-    "conntrack flush", "capture",
+    "conntrack flush", "capture",       "top",
 };
-static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kCapture) + 1,
+static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kTop) + 1,
               "a name for every Verb");
 
 }  // namespace
@@ -751,6 +752,22 @@ void build(Cli& cli) {
         ->type_name("FILE")
         ->required();
 
+    CLI::App* top =
+        leaf(cli, &app, "top",
+             "Every VIP and its backends on one screen, refreshed every SECS: admin state,\n"
+             "health, weight and effective weight, share of the table's slots, and rates\n"
+             "(packets/s, throughput, new flows/s and drops/s per VIP; packets/s and\n"
+             "throughput per backend) over the last interval. Fits the terminal (the\n"
+             "rows that do not fit are counted). --json: one snapshot after one interval\n"
+             "(with --count N, N lines of JSON).",
+             Verb::kTop,
+             "  xlbctl top\n"
+             "  xlbctl top --interval 5\n"
+             "  xlbctl top --json\n");
+    top->add_option("-i,--interval", raw.watch, "seconds between refreshes, 0.1-3600 (default 1)")
+        ->type_name("SECS");
+    top->add_option("-n,--count", raw.count, "stop after N refreshes")->type_name("N");
+
     CLI::App* stats = leaf(cli, &app, "stats",
                            "Packet counters: per VIP packets, bytes, new flows, connection-table\n"
                            "hits and drops; globally every outcome (drops by reason). With\n"
@@ -839,47 +856,8 @@ std::string verbs_of(CLI::App* app) {
 
 ParseExit usage(std::string message) { return ParseExit{kExitFailed, "", std::move(message)}; }
 
-// Edits (insert, delete, substitute, swap two neighbours) from a to b. No
-// Debian C++ library offers it and CLI11 suggests nothing, hence these lines.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-        }
-    }
-    return d[a.size()][b.size()];
-}
-
-// The candidate closest to a mistyped word: at most 2 edits away, and fewer
-// than half its letters (so "ls" suggests nothing); the first of equals.
-std::optional<std::string> closest(std::string_view typed, const std::vector<std::string>& names) {
-    std::optional<std::string> best;
-    std::size_t best_distance = 0;
-    for (const std::string& name : names) {
-        const std::size_t distance = edit_distance(typed, name);
-        if (distance > 2 || 2 * distance >= std::max(typed.size(), name.size())) continue;
-        if (!best || distance < best_distance) {
-            best = name;
-            best_distance = distance;
-        }
-    }
-    return best;
-}
-
-std::vector<std::string> option_names(CLI::App* app) {
-    std::vector<std::string> names;
-    for (const CLI::Option* option : app->get_options()) {
-        for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
-        for (const std::string& name : option->get_snames()) names.push_back("-" + name);
-    }
-    return names;
-}
+using xlb::cli::closest;
+using xlb::cli::option_names;
 
 // "did you mean ..." for the first word the parser could not place at `at`:
 // a verb when `at` takes verbs, an option when the word starts with '-'.
@@ -1028,6 +1006,24 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                     "--client CIDR or --stale (deleting the whole table moves every flow whose "
                     "backend is not its table owner), e.g. xlbctl conntrack flush --stale "
                     "--dry-run");
+            break;
+        }
+        case Verb::kTop: {
+            double seconds = kDefaultTopSeconds;
+            if (!raw.watch.empty()) {
+                auto s = check_seconds("--interval", raw.watch, kMinWatch, kMaxWatch,
+                                       "--interval 2");
+                if (!s) return std::unexpected(s.error());
+                seconds = *s;
+            }
+            c.watch_seconds = seconds;
+            if (raw.count_given) {
+                auto n = parse_unsigned(raw.count);
+                if (!n || *n < 1)
+                    return std::unexpected("--count: found " + in_quotes(raw.count) +
+                                           ", expected a number of refreshes, e.g. --count 10");
+                c.count = *n;
+            }
             break;
         }
         case Verb::kCapture: {

@@ -682,6 +682,7 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
         case Verb::kConntrackList: return render_conntrack_list(r, style);
         case Verb::kConntrackFlush: return render_conntrack_flush(r);
         case Verb::kCapture: break;  // streamed to its file by run.cpp, never rendered
+        case Verb::kTop: break;      // render_top
     }
     return r.dump(2) + "\n";
 }
@@ -733,6 +734,110 @@ json watch_sample(const json& before, const json& after, double seconds,
         v["conntrack_hits_per_s"] = field_rate("conntrack_hits");
         v["drops_per_s"] = field_rate("drops");
     }
+    return out;
+}
+
+json top_sample(const json& backends_before, const json& stats_before,
+                const json& backends_after, const json& stats_after, double seconds,
+                const std::string& time_utc) {
+    auto by_vip = [](const json& list, const std::string& key) -> const json* {
+        for (const json& v : list.at("vips"))
+            if (v.value("vip", "") == key) return &v;
+        return nullptr;
+    };
+    static const json kNone;
+    json vips = json::array();
+    for (const json& vb : backends_after.at("vips")) {
+        const std::string key = str(vb, "vip");
+        const json* now = by_vip(stats_after, key);
+        const json* then = by_vip(stats_before, key);
+        const json* backends_then = by_vip(backends_before, key);
+        json v = {{"vip", key}, {"name", now ? now->value("name", "") : ""},
+                  {"epoch", vb.at("epoch")}};
+        for (const char* field : {"packets", "bytes", "new_flows", "conntrack_hits", "drops"}) {
+            const json& later = now && now->contains(field) ? now->at(field) : kNone;
+            const json& earlier = then && then->contains(field) ? then->at(field) : kNone;
+            v[field] = later;
+            v[std::string(field) + "_per_s"] = rate(earlier, later, seconds);
+        }
+        v["bits_per_s"] =
+            v["bytes_per_s"].is_null() ? json() : json(v["bytes_per_s"].get<double>() * 8);
+        json backends = json::array();
+        for (const json& b : vb.at("backends")) {
+            const json* prev = nullptr;
+            if (backends_then)
+                for (const json& p : backends_then->at("backends"))
+                    if (p.value("address", "") == b.value("address", "")) prev = &p;
+            json row = {{"address", b.at("address")},
+                        {"state", b.at("state")},
+                        {"health", b.at("health")},
+                        {"weight", b.at("weight")},
+                        {"effective_weight", static_cast<double>(u64(b, "effective_weight")) / 100.0},
+                        {"share_of_slots", b.at("share_of_slots")},
+                        {"packets", b.at("packets")},
+                        {"bytes", b.at("bytes")}};
+            row["packets_per_s"] = prev ? rate(prev->at("packets"), b.at("packets"), seconds) : json();
+            row["bytes_per_s"] = prev ? rate(prev->at("bytes"), b.at("bytes"), seconds) : json();
+            row["bits_per_s"] = row["bytes_per_s"].is_null()
+                                    ? json()
+                                    : json(row["bytes_per_s"].get<double>() * 8);
+            backends.push_back(std::move(row));
+        }
+        v["backends"] = std::move(backends);
+        vips.push_back(std::move(v));
+    }
+    return {{"time", time_utc}, {"interval_s", seconds}, {"vips", std::move(vips)}};
+}
+
+std::string render_top(const json& s, const Style& style, std::optional<int> rows) {
+    const std::string head =
+        paint(fmt::format("every {}s", format_number(s.at("interval_s").get<double>())),
+              Colour::kBold, style) +
+        fmt::format("  {}  (Ctrl-C to stop)\n", str(s, "time"));
+    Table t({{"VIP / BACKEND"},
+             {"NAME"},
+             {"STATE"},
+             {"HEALTH"},
+             {"WEIGHT", Align::kRight},
+             {"EFFECTIVE", Align::kRight},
+             {"SLOTS", Align::kRight},
+             {"PACKETS", Align::kRight},
+             {"THROUGHPUT", Align::kRight},
+             {"NEW FLOWS", Align::kRight},
+             {"DROPS", Align::kRight}});
+    for (const json& v : s.at("vips")) {
+        const json& drops = v.at("drops_per_s");
+        const bool dropping = drops.is_number() && drops.get<double>() > 0;
+        t.add({Cell{str(v, "vip")}, name_or_dash(v), "", "", "", "", "",
+               rate_text(v.at("packets_per_s"), format_pps),
+               rate_text(v.at("bits_per_s"), format_bits),
+               rate_text(v.at("new_flows_per_s"), format_per_second),
+               Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone}});
+        for (const json& b : v.at("backends"))
+            t.add({"  " + str(b, "address"), "", state_cell(str(b, "state")),
+                   health_cell(str(b, "health")), std::to_string(u64(b, "weight")),
+                   format_number(number(b, "effective_weight")),
+                   format_number(number(b, "share_of_slots") * 100) + "%",
+                   rate_text(b.at("packets_per_s"), format_pps),
+                   rate_text(b.at("bits_per_s"), format_bits), "", ""});
+    }
+    std::string body = s.at("vips").empty() ? "no VIPs (add one: xlbctl vip add VIP)\n"
+                                            : t.render(style);
+    if (!rows) return head + body;
+    // The heading, the table's lines that fit, and a last line saying what
+    // did not.
+    std::vector<std::string> lines;
+    for (std::size_t at = 0; at < body.size();) {
+        const std::size_t eol = body.find('\n', at);
+        lines.push_back(body.substr(at, eol == std::string::npos ? std::string::npos : eol - at));
+        at = eol == std::string::npos ? body.size() : eol + 1;
+    }
+    const auto room = static_cast<std::size_t>(std::max(*rows - 2, 2));
+    if (lines.size() <= room) return head + body;
+    std::string out = head;
+    for (std::size_t i = 0; i + 1 < room; ++i) out += lines[i] + "\n";
+    out += fmt::format("... {} more lines (a taller terminal shows them; --json has every row)\n",
+                       lines.size() - (room - 1));
     return out;
 }
 

@@ -133,6 +133,7 @@ HttpRequest build_request(const Command& c) {
             if (c.dry_run) body["dry_run"] = true;
             return {"POST", "/v1/conntrack/flush", body.dump()};
         }
+        case Verb::kTop: return {"GET", "/v1/stats", ""};  // and /v1/backends: run.cpp
         case Verb::kCapture: {
             json body = json::object();
             if (c.vip_key) body["vip"] = c.vip;

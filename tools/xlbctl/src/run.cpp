@@ -2,6 +2,7 @@
 #include "xlb/xlbctl/run.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -182,6 +183,69 @@ int watch(const Command& c, Transport& transport, Io& io, const Style& style,
         t0 = t1;
         ++shown;
         if (c.count && shown >= *c.count) break;
+    }
+    return kExitOk;
+}
+
+// top: GET /v1/backends and GET /v1/stats every interval; each refresh
+// shows the counters' rates since the one before (docs/xlbctl.md).
+int top(const Command& c, Transport& transport, Io& io, const Style& style,
+        const Reporter& report) {
+    const HttpRequest backends{"GET", "/v1/backends", ""}, stats{"GET", "/v1/stats", ""};
+    auto snapshot = [&]() -> std::expected<std::pair<json, json>, Failure> {
+        auto b = exchange(transport, backends, c);
+        if (!b) return std::unexpected(b.error());
+        auto s = exchange(transport, stats, c);
+        if (!s) return std::unexpected(s.error());
+        return std::pair{std::move(b->body), std::move(s->body)};
+    };
+    auto before = snapshot();
+    if (!before) return report.fail(before.error());
+    auto t0 = io.now();
+    if (io.on_watch_start) io.on_watch_start();
+    const auto interval =
+        std::chrono::milliseconds(static_cast<long>(std::llround(*c.watch_seconds * 1000)));
+    const bool in_place = io.out_is_tty && !c.json;
+    // --json: one snapshot unless --count says how many
+    const std::optional<std::uint64_t> count = c.count ? c.count : c.json ? std::optional<std::uint64_t>(1) : std::nullopt;
+    if (in_place)
+        *io.out << fmt::format("measuring rates over {}s (Ctrl-C to stop)...\n",
+                               format_number(*c.watch_seconds))
+                << std::flush;
+    std::uint64_t shown = 0;
+    while (!io.interrupted()) {
+        io.sleep(interval);
+        if (io.interrupted()) break;
+        auto after = snapshot();
+        if (!after) return report.fail(after.error());
+        const auto t1 = io.now();
+        const double seconds = std::chrono::duration<double>(t1 - t0).count();
+        try {
+            const json sample = top_sample(before->first, before->second, after->first,
+                                           after->second, seconds, io.wall_time());
+            if (c.json) {
+                *io.out << sample.dump() << "\n";
+            } else if (in_place) {
+                const std::optional<int> rows =
+                    io.terminal_rows ? io.terminal_rows() : std::nullopt;
+                std::string frame = render_top(sample, style, rows), painted;
+                for (char ch : frame) {
+                    if (ch == '\n') painted += "\x1b[K";
+                    painted += ch;
+                }
+                *io.out << (shown == 0 ? "\x1b[H\x1b[2J" : "\x1b[H") << painted << "\x1b[J";
+            } else {
+                if (shown > 0) *io.out << "\n";
+                *io.out << render_top(sample, style, std::nullopt);
+            }
+        } catch (const json::exception& e) {
+            return report.fail(malformed(c, e));
+        }
+        io.out->flush();
+        before = std::move(after);
+        t0 = t1;
+        ++shown;
+        if (count && shown >= *count) break;
     }
     return kExitOk;
 }
@@ -428,6 +492,7 @@ int run(const std::vector<std::string>& args, Io& io) {
     const Command& c = std::get<Command>(parsed);
     const Style style{colour_enabled(io)};
     std::unique_ptr<Transport> transport = io.connect(c);
+    if (c.verb == Verb::kTop) return top(c, *transport, io, style, report);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
     if (c.verb == Verb::kReload) return reload(c, *transport, io, style, report);
     if (c.verb == Verb::kCapture) return capture(c, *transport, io, report);
@@ -476,6 +541,11 @@ Io process_io() {
         return std::string(buf);
     };
     io.interrupted = [] { return g_interrupted.load(); };
+    io.terminal_rows = []() -> std::optional<int> {
+        winsize size{};
+        if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_row == 0) return std::nullopt;
+        return static_cast<int>(size.ws_row);
+    };
     io.on_watch_start = [] {
         struct sigaction sa {};
         sa.sa_handler = on_signal;

@@ -23,6 +23,7 @@ namespace xlb::xlbctl {
 inline constexpr const char* kDefaultSocket = "/run/xlb/xlbd.sock";
 inline constexpr const char* kSocketEnv = "XLB_SOCKET";
 inline constexpr double kDefaultWatchSeconds = 2.0;
+inline constexpr double kDefaultTopSeconds = 1.0;
 inline constexpr double kDefaultTimeoutSeconds = 30.0;
 // backend drain --wait: how long to wait, what counts as active, how often to ask.
 inline constexpr std::chrono::minutes kDefaultDrainWait{5};
@@ -63,6 +64,7 @@ enum class Verb {
     kConntrackList,
     kConntrackFlush,
     kCapture,
+    kTop,
 };
 
 // "status", "vip add", "backend drain", ...
@@ -95,9 +97,10 @@ struct Command {
     // vip list -q, backend list -q: keys only, one a line.
     bool quiet = false;
 
-    // stats.
-    std::optional<double> watch_seconds;  // --watch [SECS]
-    // --count N: stats --watch stops after N refreshes, capture after N packets
+    // stats --watch [SECS]; top --interval SECS (always set for top).
+    std::optional<double> watch_seconds;
+    // --count N: stats --watch and top stop after N refreshes, capture
+    // after N packets
     std::optional<std::uint64_t> count;
 
     // lookup.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "xlb/xlbctl/command.h"
@@ -47,5 +48,15 @@ std::string render_peers(const json& comparison, const Style& style);
 
 // The human form of watch_sample()'s result.
 std::string render_watch(const json& sample, const Style& style);
+
+// top: every VIP (from GET /v1/stats) with its backends (from GET
+// /v1/backends), the counters of the second pair of replies and their rates
+// since the first, `seconds` earlier. Effective weights on the configured
+// weight's scale.
+json top_sample(const json& backends_before, const json& stats_before,
+                const json& backends_after, const json& stats_after, double seconds,
+                const std::string& time_utc);
+// Its human form; with `rows`, no more lines than the terminal has.
+std::string render_top(const json& sample, const Style& style, std::optional<int> rows);
 
 }  // namespace xlb::xlbctl

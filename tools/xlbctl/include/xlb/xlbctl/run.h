@@ -31,6 +31,8 @@ struct Io {
     std::function<bool()> interrupted;
     // Called once when a watch loop starts (main installs its SIGINT handler).
     std::function<void()> on_watch_start;
+    // top: the terminal's height in lines; empty or nullopt: not a terminal.
+    std::function<std::optional<int>()> terminal_rows;
 };
 
 // The real process: std::cout/std::cerr, isatty(1), ::getenv, the Unix
