@@ -438,19 +438,23 @@ json backends(std::uint64_t packets) {
     auto backend = [](const char* address, const char* state, const char* health,
                       std::uint64_t weight, std::uint64_t effective, double share,
                       std::uint64_t n) {
-        return json{{"address", address},   {"state", state},
-                    {"health", health},     {"weight", weight},
-                    {"effective_weight", effective}, {"share_of_slots", share},
-                    {"packets", n},         {"bytes", n * 100}};
+        return json{{"address", address},
+                    {"state", state},
+                    {"health", health},
+                    {"weight", weight},
+                    {"effective_weight", effective},
+                    {"share_of_slots", share},
+                    {"packets", n},
+                    {"bytes", n * 100}};
     };
-    return json{{"vips",
-                 {{{"vip", "198.51.100.10:80/tcp"},
-                   {"epoch", 3},
-                   {"checksum", "5bf6441c8ac68df2"},
-                   {"backends",
-                    {backend("203.0.113.11", "active", "healthy", 100, 5000, 0.6667, packets),
-                     backend("203.0.113.12", "drain", "unhealthy", 50, 0, 0.3333,
-                             packets / 2)}}}}}};
+    return json{
+        {"vips",
+         {{{"vip", "198.51.100.10:80/tcp"},
+           {"epoch", 3},
+           {"checksum", "5bf6441c8ac68df2"},
+           {"backends",
+            {backend("203.0.113.11", "active", "healthy", 100, 5000, 0.6667, packets),
+             backend("203.0.113.12", "drain", "unhealthy", 50, 0, 0.3333, packets / 2)}}}}}};
 }
 
 TEST(XlbctlRun, TopJsonIsOneSnapshotOfEveryVipAndBackendWithRates) {

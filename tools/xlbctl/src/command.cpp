@@ -36,7 +36,7 @@ constexpr const char* kVerbNames[] = {
     "backend add",     "backend del",     "backend set", "backend drain",   "backend enable",
     "backend disable", "backend history", "stats",       "table",           "lookup",
     "reload",          "host drain",      "host resume", "conntrack count", "conntrack list",
-    "conntrack flush", "capture",       "top",
+    "conntrack flush", "capture",         "top",
 };
 static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kTop) + 1,
               "a name for every Verb");
@@ -1011,8 +1011,8 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
         case Verb::kTop: {
             double seconds = kDefaultTopSeconds;
             if (!raw.watch.empty()) {
-                auto s = check_seconds("--interval", raw.watch, kMinWatch, kMaxWatch,
-                                       "--interval 2");
+                auto s =
+                    check_seconds("--interval", raw.watch, kMinWatch, kMaxWatch, "--interval 2");
                 if (!s) return std::unexpected(s.error());
                 seconds = *s;
             }

@@ -737,9 +737,8 @@ json watch_sample(const json& before, const json& after, double seconds,
     return out;
 }
 
-json top_sample(const json& backends_before, const json& stats_before,
-                const json& backends_after, const json& stats_after, double seconds,
-                const std::string& time_utc) {
+json top_sample(const json& backends_before, const json& stats_before, const json& backends_after,
+                const json& stats_after, double seconds, const std::string& time_utc) {
     auto by_vip = [](const json& list, const std::string& key) -> const json* {
         for (const json& v : list.at("vips"))
             if (v.value("vip", "") == key) return &v;
@@ -752,8 +751,8 @@ json top_sample(const json& backends_before, const json& stats_before,
         const json* now = by_vip(stats_after, key);
         const json* then = by_vip(stats_before, key);
         const json* backends_then = by_vip(backends_before, key);
-        json v = {{"vip", key}, {"name", now ? now->value("name", "") : ""},
-                  {"epoch", vb.at("epoch")}};
+        json v = {
+            {"vip", key}, {"name", now ? now->value("name", "") : ""}, {"epoch", vb.at("epoch")}};
         for (const char* field : {"packets", "bytes", "new_flows", "conntrack_hits", "drops"}) {
             const json& later = now && now->contains(field) ? now->at(field) : kNone;
             const json& earlier = then && then->contains(field) ? then->at(field) : kNone;
@@ -768,19 +767,20 @@ json top_sample(const json& backends_before, const json& stats_before,
             if (backends_then)
                 for (const json& p : backends_then->at("backends"))
                     if (p.value("address", "") == b.value("address", "")) prev = &p;
-            json row = {{"address", b.at("address")},
-                        {"state", b.at("state")},
-                        {"health", b.at("health")},
-                        {"weight", b.at("weight")},
-                        {"effective_weight", static_cast<double>(u64(b, "effective_weight")) / 100.0},
-                        {"share_of_slots", b.at("share_of_slots")},
-                        {"packets", b.at("packets")},
-                        {"bytes", b.at("bytes")}};
-            row["packets_per_s"] = prev ? rate(prev->at("packets"), b.at("packets"), seconds) : json();
+            json row = {
+                {"address", b.at("address")},
+                {"state", b.at("state")},
+                {"health", b.at("health")},
+                {"weight", b.at("weight")},
+                {"effective_weight", static_cast<double>(u64(b, "effective_weight")) / 100.0},
+                {"share_of_slots", b.at("share_of_slots")},
+                {"packets", b.at("packets")},
+                {"bytes", b.at("bytes")}};
+            row["packets_per_s"] =
+                prev ? rate(prev->at("packets"), b.at("packets"), seconds) : json();
             row["bytes_per_s"] = prev ? rate(prev->at("bytes"), b.at("bytes"), seconds) : json();
-            row["bits_per_s"] = row["bytes_per_s"].is_null()
-                                    ? json()
-                                    : json(row["bytes_per_s"].get<double>() * 8);
+            row["bits_per_s"] =
+                row["bytes_per_s"].is_null() ? json() : json(row["bytes_per_s"].get<double>() * 8);
             backends.push_back(std::move(row));
         }
         v["backends"] = std::move(backends);
@@ -821,8 +821,8 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
                    rate_text(b.at("packets_per_s"), format_pps),
                    rate_text(b.at("bits_per_s"), format_bits), "", ""});
     }
-    std::string body = s.at("vips").empty() ? "no VIPs (add one: xlbctl vip add VIP)\n"
-                                            : t.render(style);
+    std::string body =
+        s.at("vips").empty() ? "no VIPs (add one: xlbctl vip add VIP)\n" : t.render(style);
     if (!rows) return head + body;
     // The heading, the table's lines that fit, and a last line saying what
     // did not.

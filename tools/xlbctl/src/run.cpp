@@ -2,9 +2,9 @@
 #include "xlb/xlbctl/run.h"
 
 #include <fcntl.h>
-#include <sys/ioctl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,7 +207,9 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
         std::chrono::milliseconds(static_cast<long>(std::llround(*c.watch_seconds * 1000)));
     const bool in_place = io.out_is_tty && !c.json;
     // --json: one snapshot unless --count says how many
-    const std::optional<std::uint64_t> count = c.count ? c.count : c.json ? std::optional<std::uint64_t>(1) : std::nullopt;
+    const std::optional<std::uint64_t> count = c.count  ? c.count
+                                               : c.json ? std::optional<std::uint64_t>(1)
+                                                        : std::nullopt;
     if (in_place)
         *io.out << fmt::format("measuring rates over {}s (Ctrl-C to stop)...\n",
                                format_number(*c.watch_seconds))

@@ -53,9 +53,8 @@ std::string render_watch(const json& sample, const Style& style);
 // /v1/backends), the counters of the second pair of replies and their rates
 // since the first, `seconds` earlier. Effective weights on the configured
 // weight's scale.
-json top_sample(const json& backends_before, const json& stats_before,
-                const json& backends_after, const json& stats_after, double seconds,
-                const std::string& time_utc);
+json top_sample(const json& backends_before, const json& stats_before, const json& backends_after,
+                const json& stats_after, double seconds, const std::string& time_utc);
 // Its human form; with `rows`, no more lines than the terminal has.
 std::string render_top(const json& sample, const Style& style, std::optional<int> rows);
 
