@@ -300,6 +300,16 @@ Checked<double> check_seconds(const std::string& option, const std::string& text
 }
 
 // A duration as the configuration writes it ("30s", "5m"), above zero.
+// --count N of stats --watch, top (refreshes) and capture (packets): 1 or more.
+Checked<std::uint64_t> check_count(const std::string& text, const char* of,
+                                   const std::string& example) {
+    auto n = parse_unsigned(text);
+    if (!n || *n < 1)
+        return std::unexpected("--count: found " + in_quotes(text) + ", expected a number of " +
+                               of + " >= 1, e.g. " + example);
+    return *n;
+}
+
 Checked<config::Duration> check_duration(const std::string& option, const std::string& text,
                                          const std::string& example) {
     auto d = config::parse_duration(text);
@@ -1018,10 +1028,8 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
             }
             c.watch_seconds = seconds;
             if (raw.count_given) {
-                auto n = parse_unsigned(raw.count);
-                if (!n || *n < 1)
-                    return std::unexpected("--count: found " + in_quotes(raw.count) +
-                                           ", expected a number of refreshes, e.g. --count 10");
+                auto n = check_count(raw.count, "refreshes", "--count 10");
+                if (!n) return std::unexpected(n.error());
                 c.count = *n;
             }
             break;
@@ -1041,10 +1049,8 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
             }
             c.outcomes = raw.outcomes;
             if (!raw.count.empty()) {
-                auto n = parse_unsigned(raw.count);
-                if (!n || *n < 1)
-                    return std::unexpected("--count: found " + in_quotes(raw.count) +
-                                           ", expected a number of packets, e.g. --count 100");
+                auto n = check_count(raw.count, "packets", "--count 100");
+                if (!n) return std::unexpected(n.error());
                 c.count = *n;
             }
             if (!raw.duration.empty()) {
@@ -1080,11 +1086,8 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                 c.watch_seconds = seconds;
             }
             if (raw.count_given) {
-                auto n = parse_unsigned(raw.count);
-                if (!n || *n < 1)
-                    return std::unexpected(
-                        "--count: found " + in_quotes(raw.count) +
-                        ", expected a number of refreshes >= 1, e.g. --watch 2 --count 10");
+                auto n = check_count(raw.count, "refreshes", "--watch 2 --count 10");
+                if (!n) return std::unexpected(n.error());
                 if (!c.watch_seconds)
                     return std::unexpected("--count " + raw.count +
                                            " without --watch: --count limits the refreshes of "

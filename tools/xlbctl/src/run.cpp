@@ -136,6 +136,17 @@ Failure malformed(const Command& c, const std::exception& e) {
                                c.socket, e.what())};
 }
 
+// A refresh drawn over the last one: home (the first one clears the screen),
+// each line cleared to its end, then the rest of the screen.
+void paint_in_place(Io& io, const std::string& frame, bool first) {
+    std::string painted;
+    for (char ch : frame) {
+        if (ch == '\n') painted += "\x1b[K";
+        painted += ch;
+    }
+    *io.out << (first ? "\x1b[H\x1b[2J" : "\x1b[H") << painted << "\x1b[J";
+}
+
 int watch(const Command& c, Transport& transport, Io& io, const Style& style,
           const Reporter& report) {
     const HttpRequest request = build_request(c);
@@ -164,13 +175,7 @@ int watch(const Command& c, Transport& transport, Io& io, const Style& style,
             if (c.json) {
                 *io.out << sample.dump() << "\n";
             } else if (in_place) {
-                // Home, each line cleared to its end, then the rest of the screen.
-                std::string frame = render_watch(sample, style), painted;
-                for (char ch : frame) {
-                    if (ch == '\n') painted += "\x1b[K";
-                    painted += ch;
-                }
-                *io.out << (shown == 0 ? "\x1b[H\x1b[2J" : "\x1b[H") << painted << "\x1b[J";
+                paint_in_place(io, render_watch(sample, style), shown == 0);
             } else {
                 if (shown > 0) *io.out << "\n";
                 *io.out << render_watch(sample, style);
@@ -230,12 +235,7 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
             } else if (in_place) {
                 const std::optional<int> rows =
                     io.terminal_rows ? io.terminal_rows() : std::nullopt;
-                std::string frame = render_top(sample, style, rows), painted;
-                for (char ch : frame) {
-                    if (ch == '\n') painted += "\x1b[K";
-                    painted += ch;
-                }
-                *io.out << (shown == 0 ? "\x1b[H\x1b[2J" : "\x1b[H") << painted << "\x1b[J";
+                paint_in_place(io, render_top(sample, style, rows), shown == 0);
             } else {
                 if (shown > 0) *io.out << "\n";
                 *io.out << render_top(sample, style, std::nullopt);
