@@ -1120,7 +1120,10 @@ protected:
                           const net::IpAddress& backend) -> std::optional<BackendHealthInfo> {
             const health::BackendHealth* h = tracker.find({vip, backend});
             if (!h) return std::nullopt;
-            return BackendHealthInfo{h->snapshot(health::Clock::now()), std::nullopt};
+            std::vector<std::string> shared;
+            if (auto it = shared_with.find(backend.to_string()); it != shared_with.end())
+                shared = it->second;
+            return BackendHealthInfo{h->snapshot(health::Clock::now()), std::nullopt, shared};
         };
         s.health_history = [this](const std::string& vip, const net::IpAddress& backend)
             -> std::optional<std::vector<health::Transition>> {
@@ -1172,7 +1175,23 @@ protected:
     }
 
     health::HealthTracker tracker{7};  // control thread only
+    // What the agent's HealthLink would say of shared probes, by backend.
+    std::map<std::string, std::vector<std::string>> shared_with;
 };
+
+TEST_F(HealthApiTest, BackendsShowWhichVipsShareTheirProbe) {
+    add_checked_vip();
+    shared_with["203.0.113.21"] = {"198.51.100.21:80/tcp", "198.51.100.22:80/tcp"};
+    Reply r = get("/v1/backends?" + vq(kChecked));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["backends"][0]["probe_shared_with"],
+              json::array({"198.51.100.21:80/tcp", "198.51.100.22:80/tcp"}));
+    EXPECT_EQ(r.body["backends"][1]["probe_shared_with"], json::array());  // its own probe
+    // Not checked: null.
+    r = get("/v1/backends?" + vq(kWeb));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_TRUE(r.body["backends"][0]["probe_shared_with"].is_null());
+}
 
 // 2026-12-01T15:02:11.250Z
 const health::WallTime kNoon =

@@ -128,7 +128,29 @@ TEST(RealHttpProbe, Status200) {
     EXPECT_EQ(requests[0].rfind("GET /healthz HTTP/1.1\r\n", 0), 0u) << requests[0];
     EXPECT_NE(requests[0].find("\r\nHost: 127.0.0.1:" + std::to_string(server.port()) + "\r\n"),
               std::string::npos);
-    EXPECT_NE(requests[0].find("\r\nConnection: close\r\n"), std::string::npos);
+    // Reuse is the default: keep-alive is asked for by not saying close.
+    EXPECT_EQ(requests[0].find("\r\nConnection: close\r\n"), std::string::npos);
+}
+
+TEST(RealHttpProbe, ReusesOneConnectionForSeveralProbes) {
+    TcpServer server("127.0.0.1", [](TcpServer::Connection& c) {
+        while (c.read_request().find("\r\n\r\n") != std::string::npos)
+            c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK");
+    });
+    auto t = target(HealthCheckType::kHttp, "127.0.0.1", server.port());
+    t.check.interval = 20ms;
+    t.check.timeout = 15ms;
+    Collector c;
+    ProbeEngine engine(fast_options(), std::ref(c));
+    engine.set_targets({t});
+    ASSERT_TRUE(engine.start().has_value());
+    const auto results = c.wait_for(4, 5s);
+    const auto stats = engine.stats();
+    engine.stop();
+    ASSERT_EQ(results.size(), 4u);
+    for (const ProbeResult& r : results) EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
+    EXPECT_EQ(server.accepted(), 1);
+    EXPECT_GE(stats.reused, 3u);
 }
 
 TEST(RealUdpProbe, Reply) {

@@ -219,6 +219,7 @@ protected:
 TEST_F(HttpEngineTest, Status200) {
     auto t = target(HealthCheckType::kHttp);
     t.check.path = "/healthz";
+    t.check.reuse_connection = false;
     const int fd = connect(t);
     const std::string& request = io.at(fd).sent;
     EXPECT_EQ(request.rfind("GET /healthz HTTP/1.1\r\n", 0), 0u) << request;
@@ -240,7 +241,9 @@ TEST_F(HttpEngineTest, Status200) {
 }
 
 TEST_F(HttpEngineTest, ARequestSentInPieces) {
-    set({target(HealthCheckType::kHttp)});
+    auto t = target(HealthCheckType::kHttp);
+    t.check.reuse_connection = false;
+    set({t});
     const int fd = io.last_fd;
     io.at(fd).send_room = 10;
     io.writable(fd);
@@ -255,6 +258,223 @@ TEST_F(HttpEngineTest, ARequestSentInPieces) {
     turn();
     EXPECT_EQ(result().failure, Failure::kNone);
     EXPECT_TRUE(io.at(fd).abortive);  // answered, but the server has not closed: reset
+}
+
+// --- http: connection reuse -------------------------------------------------------
+
+constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK";
+
+TEST_F(HttpEngineTest, AConnectionIsKeptAcrossProbes) {
+    const int fd = connect();
+    EXPECT_EQ(io.at(fd).sent.find("Connection: close"), std::string::npos);
+    io.receive(fd, std::string(kOk));
+    turn();
+    EXPECT_EQ(result().failure, Failure::kNone) << result().detail;
+    EXPECT_TRUE(io.at(fd).open);  // kept, not closed
+    EXPECT_EQ(engine->stats().kept_connections, 1u);
+    EXPECT_EQ(engine->stats().in_flight, 0u);
+    const std::size_t first_request = io.at(fd).sent.size();
+
+    // The readable edge of the response read at once arrives late: nothing
+    // to read, the connection stays.
+    io.event(fd, EPOLLIN);
+    turn();
+    EXPECT_TRUE(io.at(fd).open);
+
+    results.clear();
+    run_to(t0 + 2s);  // the next probe: the same socket, a second request
+    EXPECT_EQ(io.sockets.size(), 1u);
+    EXPECT_EQ(io.at(fd).sent.size(), 2 * first_request);
+    EXPECT_TRUE(results.empty());
+    io.time = t0 + 2s + 3ms;
+    io.receive(fd, std::string(kOk));
+    turn();
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(result().failure, Failure::kNone);
+    EXPECT_EQ(result().latency(), 3ms);
+    EXPECT_EQ(engine->stats().reused, 1u);
+    EXPECT_EQ(engine->stats().probes_started, 2u);
+    EXPECT_EQ(engine->stats().kept_connections, 1u);
+
+    // Off: one connection per probe, closed when it is over.
+    results.clear();
+    auto t = target(HealthCheckType::kHttp);
+    t.check.reuse_connection = false;
+    set({t});
+    EXPECT_FALSE(io.at(fd).open);  // a changed check ends the kept connection
+    EXPECT_TRUE(io.at(fd).abortive);
+    EXPECT_EQ(engine->stats().kept_connections, 0u);
+}
+
+TEST_F(HttpEngineTest, AServerThatSaysCloseIsNotReused) {
+    const int fd = connect();
+    io.receive(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK");
+    turn();
+    EXPECT_EQ(result().failure, Failure::kNone);
+    EXPECT_FALSE(io.at(fd).open);
+    run_to(t0 + 2s);
+    EXPECT_EQ(io.sockets.size(), 2u);  // a new connection for the next probe
+}
+
+TEST_F(HttpEngineTest, AKeptConnectionClosedByTheServerBetweenProbesIsNoFailure) {
+    const int fd = connect();
+    io.receive(fd, std::string(kOk));
+    turn();
+    results.clear();
+    io.time = t0 + 1s;
+    io.peer_closes(fd);  // e.g. the server's idle timeout
+    turn();
+    EXPECT_TRUE(results.empty());
+    EXPECT_FALSE(io.at(fd).open);
+    EXPECT_EQ(engine->stats().kept_connections, 0u);
+    run_to(t0 + 2s);
+    ASSERT_EQ(io.sockets.size(), 2u);
+    const int next = io.last_fd;
+    io.writable(next);
+    io.receive(next, std::string(kOk));
+    turn();
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(result().failure, Failure::kNone);
+}
+
+TEST_F(HttpEngineTest, AKeptConnectionClosedDuringAProbeIsAFailureAndNotReused) {
+    const int fd = connect();
+    io.receive(fd, std::string(kOk));
+    turn();
+    results.clear();
+    run_to(t0 + 2s);
+    io.peer_closes(fd);  // the request went out, the server closed
+    turn();
+    EXPECT_EQ(result().failure, Failure::kClosed);
+    EXPECT_EQ(result().detail, "closed without a response");
+    EXPECT_FALSE(io.at(fd).open);
+    run_to(t0 + 4s);
+    EXPECT_EQ(io.sockets.size(), 2u);
+}
+
+TEST_F(HttpEngineTest, AServerSilentOnAKeptConnectionTimesOutAndTheNextProbeReconnects) {
+    const int fd = connect();
+    io.receive(fd, std::string(kOk));
+    turn();
+    results.clear();
+    run_to(t0 + 2s + 250ms);
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(result().failure, Failure::kTimeout);
+    EXPECT_EQ(result().detail, "timeout after 250ms (waiting for the response headers)");
+    EXPECT_FALSE(io.at(fd).open);
+    EXPECT_TRUE(io.at(fd).abortive);
+    run_to(t0 + 4s);
+    ASSERT_EQ(io.sockets.size(), 2u);
+    EXPECT_EQ(io.at(io.last_fd).peer, "10.0.0.1 8080");
+}
+
+// A listener gone while an old connection lingers (the server still answers
+// on it): noticed once the connection reaches reuse_limit, so the failures
+// start no later than reuse_limit after the connection was opened and the
+// backend fails its unhealthy_threshold probes within unhealthy_threshold
+// intervals after that.
+TEST_F(HttpEngineTest, AListenerGoneWhileAKeptConnectionLingersIsNoticedWithinTheReuseLimit) {
+    auto t = target(HealthCheckType::kHttp);
+    t.check.reuse_limit = 5s;
+    t.check.unhealthy_threshold = 2;
+    const int fd = connect(t);
+    // From now on a new connection is refused; the kept one still answers.
+    io.connect_result = -ECONNREFUSED;
+    std::vector<ProbeResult> failures;
+    for (TimePoint at = t0; at <= t0 + 12s; at += 2s) {
+        run_to(at);
+        if (io.at(fd).open && io.sockets.size() == 1) {
+            io.receive(fd, std::string(kOk));
+            turn();
+        }
+    }
+    for (const ProbeResult& r : results) {
+        if (!r.ok()) failures.push_back(r);
+    }
+    // 0, 2 and 4 s on the kept connection; at 6 s it is 6 s old: replaced.
+    EXPECT_EQ(results[0].failure, Failure::kNone);
+    EXPECT_EQ(results[1].failure, Failure::kNone);
+    EXPECT_EQ(results[2].failure, Failure::kNone);
+    ASSERT_GE(failures.size(), 2u);
+    EXPECT_EQ(failures[0].failure, Failure::kRefused);
+    EXPECT_EQ(failures[0].scheduled, t0 + 6s);
+    // The second consecutive failure (unhealthy) within reuse_limit +
+    // unhealthy_threshold intervals of the listener going.
+    EXPECT_LE(failures[1].scheduled, t0 + t.check.reuse_limit + 2 * t.check.interval);
+    EXPECT_FALSE(io.at(fd).open);
+    EXPECT_TRUE(io.at(fd).abortive);  // this side closed first: a reset, no TIME_WAIT
+}
+
+// --- shared probes ---------------------------------------------------------------
+
+TEST_F(EngineTest, OneProbeFeedsEveryVipThatChecksTheBackendAlike) {
+    auto a = target(HealthCheckType::kTcp, "10.0.0.1", 80, "a");
+    auto b = a;
+    b.key.vip = "b";
+    b.check.unhealthy_threshold = 7;  // the state machines' own: still shared
+    b.check.failure_accrual.enabled = true;
+    auto other = a;  // another backend of VIP b
+    other.key = TargetKey{"b", *net::IpAddress::parse("10.0.0.2")};
+    set({a, b, other});
+    EXPECT_EQ(engine->stats().targets, 3u);
+    EXPECT_EQ(engine->stats().probes, 2u);
+    ASSERT_EQ(io.sockets.size(), 2u);
+    for (auto& [fd, sock] : io.sockets) io.writable(fd);
+    turn();
+    ASSERT_EQ(results.size(), 3u);
+    std::set<std::string> keys;
+    for (const ProbeResult& r : results) keys.insert(r.key.to_string());
+    EXPECT_EQ(keys, (std::set<std::string>{"a 10.0.0.1", "b 10.0.0.1", "b 10.0.0.2"}));
+    EXPECT_EQ(results[0].started, results[1].started);
+    EXPECT_EQ(engine->stats().probes_started, 2u);
+}
+
+TEST_F(EngineTest, ChangingOneVipsCheckSplitsASharedProbe) {
+    io.connect_result = 0;
+    auto a = target(HealthCheckType::kTcp, "10.0.0.1", 80, "a");
+    a.check.interval = 100ms;
+    a.check.timeout = 50ms;
+    auto b = a;
+    b.key.vip = "b";
+    set({a, b});
+    run_to(t0 + 150ms);
+    ASSERT_EQ(results.size(), 4u);  // both at 0 and 100 ms, from 2 sockets
+    EXPECT_EQ(io.sockets.size(), 2u);
+    EXPECT_EQ(engine->stats().probes, 1u);
+
+    auto b2 = b;
+    b2.check.timeout = 80ms;  // a probe setting: b gets a probe of its own
+    results.clear();
+    set({a, b2});
+    EXPECT_EQ(engine->stats().probes, 2u);
+    run_to(t0 + 250ms);
+    std::map<std::string, std::vector<TimePoint>> due;
+    for (const auto& r : results) due[r.key.vip].push_back(r.scheduled);
+    EXPECT_EQ(due["a"], (std::vector<TimePoint>{t0 + 200ms}));  // a keeps its schedule
+    EXPECT_EQ(due["b"], (std::vector<TimePoint>{t0 + 200ms}));  // no later than it was due
+    EXPECT_EQ(io.sockets.size(), 4u);                           // two probes at 200 ms
+
+    // Back alike: shared again (b joins a's probe and schedule).
+    results.clear();
+    set({a, b});
+    EXPECT_EQ(engine->stats().probes, 1u);
+    run_to(t0 + 350ms);
+    ASSERT_EQ(results.size(), 2u);
+    EXPECT_EQ(results[0].scheduled, t0 + 300ms);
+    EXPECT_EQ(results[1].scheduled, t0 + 300ms);
+    EXPECT_EQ(io.sockets.size(), 5u);
+}
+
+TEST_F(EngineTest, ProbesThroughTheDataPathAreNeverShared) {
+    auto a = target(HealthCheckType::kTcp, "10.0.0.1", 80, "a");
+    a.check.via_vip = true;
+    a.via_address = *net::IpAddress::parse("198.51.100.10");
+    a.mark = 0x10001;
+    auto b = a;
+    b.key.vip = "b";
+    set({a, b});
+    EXPECT_EQ(engine->stats().probes, 2u);
+    EXPECT_EQ(io.sockets.size(), 2u);
 }
 
 TEST_F(HttpEngineTest, Status429IsRateLimitedAndAlive) {
@@ -448,7 +668,8 @@ TEST_F(EngineTest, FirstProbesAreSpread) {
     io.connect_result = 0;
     std::vector<ProbeTarget> targets;
     for (int i = 0; i < 50; ++i) {
-        targets.push_back(target(HealthCheckType::kTcp, "10.0.0.1", 80, "v" + std::to_string(i)));
+        targets.push_back(
+            target(HealthCheckType::kTcp, ("10.0.1." + std::to_string(i + 1)).c_str(), 80, "v"));
     }
     set(targets);
     EXPECT_LT(results.size(), 5u);  // not one burst
@@ -471,6 +692,7 @@ TEST_F(EngineTest, UnchangedTargetsKeepTheirScheduleChangedOnesMove) {
     ta.check.timeout = 50ms;
     auto tb = ta;
     tb.key.vip = "b";
+    tb.key.backend = *net::IpAddress::parse("10.0.0.2");
     set({ta, tb});
     run_to(t0 + 250ms);
     ASSERT_EQ(results.size(), 6u);  // a and b at 0, 100, 200 ms
@@ -484,6 +706,7 @@ TEST_F(EngineTest, UnchangedTargetsKeepTheirScheduleChangedOnesMove) {
     tb2.port = 81;
     auto tc = ta;
     tc.key.vip = "c";
+    tc.key.backend = *net::IpAddress::parse("10.0.0.3");
     results.clear();
     set({ta2, tb2, tc});
     ASSERT_EQ(results.size(), 1u);  // c, at once
@@ -551,7 +774,8 @@ TEST_F(EngineTest, InFlightLimitDefersButLosesNothing) {
     make(o);
     std::vector<ProbeTarget> targets;
     for (int i = 0; i < 5; ++i) {
-        targets.push_back(target(HealthCheckType::kTcp, "10.0.0.1", 80, "v" + std::to_string(i)));
+        targets.push_back(
+            target(HealthCheckType::kTcp, ("10.0.1." + std::to_string(i + 1)).c_str(), 80, "v"));
     }
     set(targets);
     EXPECT_EQ(io.open_sockets(), 2u);

@@ -81,6 +81,40 @@ protected:
     TimePoint now = TimePoint{} + 1000s;
 };
 
+// Two VIPs checking 10.0.0.1 alike (their thresholds differ): one probe
+// serves both and each says so; a VIP whose check differs probes alone.
+TEST_F(HealthLinkTest, ShowsWhichVipsShareABackendsProbe) {
+    config::VipSpec web = checked_vip(0.5);
+    config::VipSpec api = web;
+    api.port = 443;
+    api.health_check.port = 80;  // the same port probed as web's (its VIP port)
+    api.health_check.unhealthy_threshold = 5;
+    api.backends.resize(1);  // 10.0.0.1
+    config::VipSpec other = web;
+    other.port = 8080;
+    other.health_check.port = 80;
+    other.health_check.timeout = 300ms;  // a different probe
+    const std::vector<config::VipSpec> vips{web, api, other};
+    reconciler.set_vips(vips);
+    ASSERT_TRUE(reconciler.reconcile(control::Clock::now()));
+    const auto probe_targets = link.set_vips(vips, now, reconciler);
+    EXPECT_EQ(probe_targets.size(), 7u);
+    const auto b1 = *net::IpAddress::parse("10.0.0.1");
+    const auto b2 = *net::IpAddress::parse("10.0.0.2");
+    EXPECT_EQ(link.probe_shared_with(web.key(), b1), std::vector<std::string>{api.key()});
+    EXPECT_EQ(link.probe_shared_with(api.key(), b1), std::vector<std::string>{web.key()});
+    EXPECT_TRUE(link.probe_shared_with(web.key(), b2).empty());  // api does not check it
+    EXPECT_TRUE(link.probe_shared_with(other.key(), b1).empty());
+    EXPECT_EQ(health::group_probes(probe_targets).size(), 6u);  // 7 pairs, 6 probes
+
+    // api's check changes: nothing is shared any more.
+    config::VipSpec api2 = api;
+    api2.health_check.interval = 2000ms;
+    link.set_vips({web, api2, other}, now, reconciler);
+    EXPECT_TRUE(link.probe_shared_with(web.key(), b1).empty());
+    EXPECT_TRUE(link.probe_shared_with(api2.key(), b1).empty());
+}
+
 TEST_F(HealthLinkTest, ProbesEveryCheckedBackendAndStartsInStartupPanic) {
     start(checked_vip(0.5));
     ASSERT_EQ(targets.size(), 3u);

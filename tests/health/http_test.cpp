@@ -28,15 +28,39 @@ TEST(HttpRequest, DefaultHostIsTheBackendAndItsPort) {
     config::HealthCheck hc;
     hc.type = config::HealthCheckType::kHttp;
     hc.path = "/healthz";
+    // Reused connections (the default) ask for HTTP/1.1's keep-alive by
+    // saying nothing; one connection per probe says close.
+    EXPECT_EQ(http_request(hc, *net::IpAddress::parse("10.0.0.1"), 80),
+              "GET /healthz HTTP/1.1\r\nHost: 10.0.0.1\r\nUser-Agent: xlb-health-check\r\n"
+              "Accept: */*\r\n\r\n");
+    hc.reuse_connection = false;
     EXPECT_EQ(http_request(hc, *net::IpAddress::parse("10.0.0.1"), 80),
               "GET /healthz HTTP/1.1\r\nHost: 10.0.0.1\r\nUser-Agent: xlb-health-check\r\n"
               "Accept: */*\r\nConnection: close\r\n\r\n");
+    hc.reuse_connection = true;
     const std::string v6 = http_request(hc, *net::IpAddress::parse("2001:db8::1"), 8080);
     EXPECT_NE(v6.find("\r\nHost: [2001:db8::1]:8080\r\n"), std::string::npos);
     hc.host = "www.example.com";
     EXPECT_NE(http_request(hc, *net::IpAddress::parse("10.0.0.1"), 8080)
                   .find("\r\nHost: www.example.com\r\n"),
               std::string::npos);
+}
+
+TEST(HttpReader, ReusableOnlyWhenFramedHttp11AndNotClosed) {
+    EXPECT_TRUE(read("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK").reusable());
+    EXPECT_TRUE(read("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").reusable());
+    EXPECT_TRUE(read("HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n").reusable());
+    // The server says it closes (as one option of several, in any case).
+    EXPECT_FALSE(
+        read("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: Close\r\n\r\nOK").reusable());
+    EXPECT_FALSE(
+        read("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: upgrade, close\r\n\r\nOK")
+            .reusable());
+    // HTTP/1.0 closes unless told otherwise; a body that ends with the
+    // connection cannot be followed by another response; incomplete: not yet.
+    EXPECT_FALSE(read("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nOK").reusable());
+    EXPECT_FALSE(read("HTTP/1.1 200 OK\r\n\r\nOK").reusable());
+    EXPECT_FALSE(read("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nOK").reusable());
 }
 
 TEST(HttpReader, ContentLengthWholeAndByteByByte) {

@@ -296,6 +296,36 @@ TEST(ConfigParse, HealthCheckPolicyDefaults) {
     EXPECT_EQ(h.flapping.hold, std::chrono::minutes(5));
 }
 
+TEST(ConfigParse, HttpConnectionReuseDefaultsAndRoundTrips) {
+    const HealthCheck defaults;
+    EXPECT_TRUE(defaults.reuse_connection);
+    EXPECT_EQ(defaults.reuse_limit, std::chrono::seconds(30));
+    const Config c = parse_ok(kHead + kVip +
+                              "    health_check: {type: http, reuse_connection: false, "
+                              "reuse_limit: 2m}\n");
+    const HealthCheck& h = c.vips[0].health_check;
+    EXPECT_FALSE(h.reuse_connection);
+    EXPECT_EQ(h.reuse_limit, std::chrono::minutes(2));
+    const std::string written = to_yaml(c);
+    EXPECT_NE(written.find("reuse_limit: 2m"), std::string::npos) << written;
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, c) << written;
+    auto back = health_check_from_json(json::parse(json(h).dump()));
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, h);
+    // A state file written before these settings existed reads with the defaults.
+    json old = json(h);
+    old.erase("reuse_connection");
+    old.erase("reuse_limit");
+    auto older = health_check_from_json(old);
+    ASSERT_TRUE(older.has_value()) << older.error();
+    EXPECT_TRUE(older->reuse_connection);
+    // A tcp check's file has neither key (they are http's).
+    const Config tcp = parse_ok(kHead + kVip + "    health_check: {type: tcp}\n");
+    EXPECT_EQ(to_yaml(tcp).find("reuse_"), std::string::npos);
+}
+
 TEST(ConfigParse, HealthCheckPoliciesAndTheirRoundTrips) {
     const Config c = parse_ok(kHead + kVip +
                               "    health_check:\n"
@@ -558,6 +588,11 @@ std::vector<ErrorCase> rules_cases() {
         E("UdpFieldOnHttpCheck",
           kHead + kVip + "    health_check: {type: http, udp_payload: ping}\n", 9, 45,
           {"health_check.udp_payload", "set for type http", "type: udp"}),
+        E("ReuseOnATcpCheck",
+          kHead + kVip + "    health_check: {type: tcp, reuse_connection: false}\n", 9, 49,
+          {"health_check.reuse_connection", "set for type tcp", "type: http"}),
+        E("ReuseLimitZero", kHead + kVip + "    health_check: {type: http, reuse_limit: 0s}\n", 9,
+          45, {"health_check.reuse_limit", "found 0s", "positive duration"}),
         E("HttpFieldWithoutACheck",
           kHead + kVip + "    health_check: {type: none, host: example.com}\n", 9, 38,
           {"health_check.host", "set for type none", "type: http"}),

@@ -281,6 +281,18 @@ TEST(XlbctlRender, BackendList) {
     quiet.quiet = true;
     EXPECT_EQ(render_human(quiet, reply, kPlain), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
 
+    // Shared probes: a line after the table names them.
+    EXPECT_EQ(out.find("shared"), std::string::npos);
+    reply["backends"][0]["probe_shared_with"] = json::array({"198.51.100.11:80/tcp"});
+    reply["backends"][1]["probe_shared_with"] = json::array();
+    reply["backends"][2]["probe_shared_with"] =
+        json::array({"198.51.100.11:80/tcp", "198.51.100.12:80/tcp"});
+    EXPECT_TRUE(render_human(cmd(Verb::kBackendList), reply, kPlain)
+                    .ends_with("-  connect: connection refused\n"
+                               "health probe shared with other VIPs' identical checks: "
+                               "203.0.113.11 (with 198.51.100.11:80/tcp), 203.0.113.13 (with 2 "
+                               "VIPs)\n"));
+
     reply["backends"] = json::array();
     EXPECT_HAS(render_human(cmd(Verb::kBackendList), reply, kPlain),
                "no backends (add one: xlbctl backend add 198.51.100.10:80/tcp ADDR)");

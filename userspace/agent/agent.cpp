@@ -577,7 +577,8 @@ Agent::Step Agent::start_services() {
                           const net::IpAddress& backend) -> std::optional<api::BackendHealthInfo> {
         auto snapshot = health_.snapshot(vip, backend, health::Clock::now());
         if (!snapshot) return std::nullopt;
-        return api::BackendHealthInfo{std::move(*snapshot), health_.last_failure(vip, backend)};
+        return api::BackendHealthInfo{std::move(*snapshot), health_.last_failure(vip, backend),
+                                      health_.probe_shared_with(vip, backend)};
     };
     services.health_history = [this](const std::string& vip, const net::IpAddress& backend) {
         return health_.history(vip, backend);

@@ -60,7 +60,25 @@ std::vector<health::ProbeTarget> HealthLink::set_vips(const std::vector<config::
     tracked_ = std::move(next);
     std::erase_if(last_failures_, [&](const auto& kv) { return !tracked_.contains(kv.first); });
     push(now, reconciler);
-    return health::probe_targets(vips);
+    std::vector<health::ProbeTarget> targets = health::probe_targets(vips);
+    shared_.clear();
+    for (const std::vector<std::size_t>& members : health::group_probes(targets)) {
+        if (members.size() < 2) continue;
+        auto group = std::make_shared<std::vector<std::string>>();
+        for (const std::size_t m : members) group->push_back(targets[m].key.vip);
+        for (const std::size_t m : members) shared_.emplace(targets[m].key, group);
+    }
+    return targets;
+}
+
+std::vector<std::string> HealthLink::probe_shared_with(const std::string& vip_key,
+                                                       const net::IpAddress& backend) const {
+    std::vector<std::string> others;
+    auto it = shared_.find(health::TargetKey{vip_key, backend});
+    if (it == shared_.end()) return others;
+    for (const std::string& vip : *it->second)
+        if (vip != vip_key) others.push_back(vip);
+    return others;
 }
 
 std::optional<HealthEvent> HealthLink::apply(const health::ProbeResult& result,

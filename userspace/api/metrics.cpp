@@ -332,6 +332,15 @@ std::string render_metrics(const MetricsInput& in) {
         w.family("xlb_health_probe_targets", "gauge",
                  "(VIP, backend) pairs the probe engine probes.");
         w.sample("xlb_health_probe_targets", {}, e.stats.targets);
+        w.family("xlb_health_probes_distinct", "gauge",
+                 "Probes made per round: (VIP, backend) pairs checked alike share one.");
+        w.sample("xlb_health_probes_distinct", {}, e.stats.probes);
+        w.family("xlb_health_kept_connections", "gauge",
+                 "HTTP check connections kept open between probes (reuse_connection).");
+        w.sample("xlb_health_kept_connections", {}, e.stats.kept_connections);
+        w.family("xlb_health_probes_reused_total", "counter",
+                 "Health probes made on a kept connection.");
+        w.sample("xlb_health_probes_reused_total", {}, e.stats.reused);
         w.family("xlb_health_probes_in_flight", "gauge",
                  "Health probes started and not yet finished.");
         w.sample("xlb_health_probes_in_flight", {}, e.stats.in_flight);

@@ -158,7 +158,9 @@ void add_health_fields(json& j, const BackendHealthInfo* info) {
     j["probes"] = nullptr;
     j["slow_start_for_s"] = nullptr;
     j["rate_limit_bias_for_s"] = nullptr;
+    j["probe_shared_with"] = nullptr;
     if (!info) return;
+    j["probe_shared_with"] = info->probe_shared_with;
     const health::Snapshot* h = &info->snapshot;
     if (h->last_transition && h->last_transition->to == h->verdict)
         j["health_reason"] = h->last_transition->to_string();

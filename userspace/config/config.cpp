@@ -368,6 +368,10 @@ std::string to_yaml(const Config& config) {
         for (const auto& r : h.expected_statuses) e << status_text(r);
         e << YAML::EndSeq;
         optional_text("body_contains", h.body_contains);
+        if (h.type == HealthCheckType::kHttp) {
+            e << YAML::Key << "reuse_connection" << YAML::Value << h.reuse_connection;
+            e << YAML::Key << "reuse_limit" << YAML::Value << format_duration(h.reuse_limit);
+        }
         optional_text("udp_payload", h.udp_payload);
         optional_text("udp_expect", h.udp_expect);
         e << YAML::Key << "interval" << YAML::Value << format_duration(h.interval);

@@ -311,6 +311,8 @@ inline constexpr std::string_view kHealthCheckKeys[] = {"type",
                                                         "host",
                                                         "expected_statuses",
                                                         "body_contains",
+                                                        "reuse_connection",
+                                                        "reuse_limit",
                                                         "udp_payload",
                                                         "udp_expect",
                                                         "interval",
@@ -464,6 +466,9 @@ HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
     field(*f, path, "interval", out.interval, dur);
     field(*f, path, "timeout", out.timeout, dur);
     field(*f, path, "jitter", out.jitter, dur);
+    field(*f, path, "reuse_limit", out.reuse_limit, dur);
+    field(*f, path, "reuse_connection", out.reuse_connection,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
     auto count = [&](const V& x, const std::string& p) {
         return read_uint(x, p, s, 0xffffffffULL, "an integer >= 1 (consecutive probes)");
     };

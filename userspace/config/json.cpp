@@ -107,6 +107,8 @@ void to_json(json& j, const HealthCheck& h) {
         {"host", h.host},
         {"expected_statuses", h.expected_statuses},
         {"body_contains", h.body_contains},
+        {"reuse_connection", h.reuse_connection},
+        {"reuse_limit", format_duration(h.reuse_limit)},
         {"udp_payload", h.udp_payload},
         {"udp_expect", h.udp_expect},
         {"interval", format_duration(h.interval)},

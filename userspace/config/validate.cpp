@@ -111,6 +111,8 @@ void check_health_fields(const HealthCheck& hc, const Out& out) {
         only("host", !hc.host.empty(), "http");
         only("expected_statuses", hc.expected_statuses != defaults.expected_statuses, "http");
         only("body_contains", !hc.body_contains.empty(), "http");
+        only("reuse_connection", hc.reuse_connection != defaults.reuse_connection, "http");
+        only("reuse_limit", hc.reuse_limit != defaults.reuse_limit, "http");
     }
     if (!udp) {
         only("udp_payload", !hc.udp_payload.empty(), "udp");
@@ -248,6 +250,11 @@ void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
     if (hc.jitter < Duration::zero() || hc.jitter > kMaxDurationSetting) {
         out.add("health_check.jitter",
                 "found " + dur(hc.jitter) + ", expected 0s to " + dur(kMaxDurationSetting));
+    }
+    if (hc.reuse_limit <= Duration::zero() || hc.reuse_limit > kMaxDurationSetting) {
+        out.add("health_check.reuse_limit",
+                "found " + dur(hc.reuse_limit) + ", expected a positive duration up to " +
+                    dur(kMaxDurationSetting) + " (how long a kept connection serves probes)");
     }
     if (hc.unhealthy_threshold < 1) {
         out.add("health_check.unhealthy_threshold",

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// The probe engine: one thread, one epoll instance. Timers are a binary heap
-// of (when, slot, generation) with lazy cancellation: a slot's generation
-// moves on when its schedule or its probe is replaced, and entries that no
-// longer match are dropped when they surface (a spare wake-up, no more).
-// ProbeIo::wait() (epoll_pwait2() in the real one) sleeps until the earliest
-// timer, rounded up to Options::timer_resolution so that probes due close
-// together start in one wake-up (no timerfd re-arming per probe; in a VM a
-// wake-up costs as much as the probe's own system calls). Epoll events carry
-// (slot, probe generation) for the same reason as the timers. Every clock
-// reading and socket call goes through ProbeIo (probe_io.h), the tests' seam.
+// The probe engine: one thread, one epoll instance. A slot is one probe,
+// serving every (VIP, backend) target checked alike (shared probes), with its
+// kept HTTP connection between probes. Due times are a binary heap of (when,
+// slot, generation); deadlines, one queue per timeout (probes with the same
+// timeout end in the order they started). Both cancel lazily: a slot's
+// generation moves on when its schedule or its probe is replaced, and entries
+// that no longer match are dropped when they surface (a spare wake-up, no
+// more). ProbeIo::wait() (epoll_pwait2() in the real one) sleeps until the
+// earliest timer, rounded up to Options::timer_resolution so that probes due
+// close together start in one wake-up (no timerfd re-arming per probe; in a
+// VM a wake-up costs as much as the probe's own system calls). Epoll events
+// carry (slot, connection generation) for the same reason as the timers.
+// Every clock reading and socket call goes through ProbeIo (probe_io.h), the
+// tests' seam.
 #include "xlb/health/engine.h"
 
 #include <arpa/inet.h>
@@ -105,22 +109,6 @@ socklen_t to_sockaddr(const net::IpAddress& a, std::uint16_t port, sockaddr_stor
     return sizeof(sockaddr_in6);
 }
 
-// Whether two targets are probed alike: everything but the settings that
-// only the state machine reads (thresholds, accrual, bias, flapping).
-bool probed_alike(const ProbeTarget& a, const ProbeTarget& b) {
-    auto probe_part = [](config::HealthCheck c) {
-        const config::HealthCheck defaults;
-        c.unhealthy_threshold = defaults.unhealthy_threshold;
-        c.healthy_threshold = defaults.healthy_threshold;
-        c.failure_accrual = defaults.failure_accrual;
-        c.rate_limit_bias = defaults.rate_limit_bias;
-        c.flapping = defaults.flapping;
-        return c;
-    };
-    return a.key == b.key && a.port == b.port && a.via_address == b.via_address &&
-           a.mark == b.mark && probe_part(a.check) == probe_part(b.check);
-}
-
 std::uint64_t splitmix(std::uint64_t& state) {
     std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -134,21 +122,38 @@ struct ProbeEngine::Impl {
     enum class Phase : std::uint8_t { kIdle, kConnecting, kSending, kReceiving };
     enum class TimerKind : std::uint8_t { kDue, kDeadline };
 
-    struct Slot {
+    // One probe: every (VIP, backend) target it serves (shared probes,
+    // targets.h group_probes) and, between probes, a kept HTTP connection.
+    // What every probe reads comes first, in two cache lines, with the
+    // check's settings it needs copied there: 10,000 slots are megabytes, and
+    // each probe would otherwise miss the cache on every line it touches.
+    struct alignas(64) Slot {
         bool active = false;
-        ProbeTarget target;
-        std::string request;  // http
-        sockaddr_storage addr{};
-        socklen_t addr_len = 0;
+        Phase phase = Phase::kIdle;
+        bool reused = false;  // the probe in flight runs on a kept connection
+        HealthCheckType type = HealthCheckType::kNone;
+        bool reuse_connection = false;
         std::uint32_t sched_gen = 0;
         std::uint32_t probe_gen = 0;
-        TimePoint due{};
-        // The probe in flight.
+        std::uint32_t conn_gen = 0;  // tags fd's events; moves on when fd is closed
+        // The probe in flight (phase not kIdle), or with phase kIdle and
+        // fd >= 0, a connection kept for the next probe (reuse_connection).
         int fd = -1;
-        Phase phase = Phase::kIdle;
+        TimePoint due{};
         TimePoint scheduled{};
         TimePoint started{};
+        TimePoint connected_at{};  // when fd was opened: reuse_limit counts from it
+        Clock::duration interval{}, jitter{}, timeout{}, reuse_limit{};
         std::size_t sent = 0;
+        std::uint32_t mark = 0;  // the target's SO_MARK (through the VIP); 0: the engine's
+        socklen_t addr_len = 0;
+        sockaddr_in6 addr{};  // an IPv4 destination is a sockaddr_in in it
+        // Read when a probe ends, or when targets change.
+        ProbeTarget target;         // the first subscriber's; the probe part is common to all
+        config::HealthCheck probe;  // probe_part(target.check)
+        ProbeEndpoint endpoint;
+        std::vector<TargetKey> subscribers;
+        std::string request;  // http
         std::optional<HttpResponseReader> reader;
     };
 
@@ -214,8 +219,8 @@ struct ProbeEngine::Impl {
     std::mutex mu;
     std::optional<std::vector<ProbeTarget>> pending_targets;
     std::vector<Call> pending_calls;
-    std::atomic<std::uint64_t> st_targets{0}, st_started{0}, st_results{0}, st_in_flight{0},
-        st_waiting{0};
+    std::atomic<std::uint64_t> st_targets{0}, st_probes{0}, st_started{0}, st_results{0},
+        st_in_flight{0}, st_waiting{0}, st_kept{0}, st_reused{0};
     std::atomic<std::int64_t> final_cpu_ns{0};
 
     // --- Engine thread only -------------------------------------------------------
@@ -223,12 +228,15 @@ struct ProbeEngine::Impl {
     std::size_t max_in_flight = 0;
     std::vector<Slot> slots;
     std::vector<std::uint32_t> free_slots;
-    std::map<TargetKey, std::uint32_t> index;
-    std::vector<Timer> timers;  // min-heap
-    std::vector<Call> calls;    // min-heap
+    std::map<TargetKey, std::uint32_t> index;  // every subscriber's slot
+    std::map<ProbeEndpoint, std::vector<std::uint32_t>> by_endpoint;
+    std::vector<Timer> timers;                               // min-heap: kDue
+    std::map<Clock::duration, std::deque<Timer>> deadlines;  // kDeadline, by timeout
+    std::vector<Call> calls;                                 // min-heap
     std::uint64_t call_seq = 0;
     std::deque<std::pair<std::uint32_t, std::uint32_t>> waiting;  // (slot, sched_gen)
     std::size_t in_flight = 0;
+    std::size_t kept = 0;  // kept connections without a probe
     std::vector<char> scratch;
 
     void wake() { io->wake(); }
@@ -245,6 +253,24 @@ struct ProbeEngine::Impl {
         std::push_heap(timers.begin(), timers.end(), std::greater<>{});
     }
 
+    // Probes with the same timeout end in the order they started: their
+    // deadlines are a queue per timeout (O(1), no heap work per probe).
+    void push_deadline(std::uint32_t i, const Slot& s) {
+        deadlines[s.timeout].push_back(
+            Timer{s.started + s.timeout, i, s.probe_gen, TimerKind::kDeadline});
+    }
+
+    // The queue whose first deadline is the earliest, if one is due by `now`.
+    std::deque<Timer>* earliest_deadline(TimePoint now) {
+        std::deque<Timer>* first = nullptr;
+        for (auto& [timeout, q] : deadlines) {
+            if (!q.empty() && q.front().when <= now &&
+                (!first || q.front().when < first->front().when))
+                first = &q;
+        }
+        return first;
+    }
+
     void schedule(std::uint32_t i, TimePoint due) {
         Slot& s = slots[i];
         s.due = due;
@@ -256,74 +282,137 @@ struct ProbeEngine::Impl {
 
     void prepare(Slot& s, ProbeTarget t) {
         s.target = std::move(t);
-        s.addr_len = to_sockaddr(s.target.destination(), s.target.port, s.addr);
+        s.probe = probe_part(s.target.check);
+        s.endpoint = probe_endpoint(s.target);
+        sockaddr_storage addr;
+        s.addr_len = to_sockaddr(s.target.destination(), s.target.port, addr);
+        std::memcpy(&s.addr, &addr, s.addr_len);
+        const config::HealthCheck& check = s.target.check;
+        s.type = check.type;
+        s.mark = s.target.mark;
+        s.reuse_connection = check.reuse_connection;
+        s.interval = std::chrono::duration_cast<Clock::duration>(check.interval);
+        s.jitter = std::chrono::duration_cast<Clock::duration>(check.jitter);
+        s.timeout = std::chrono::duration_cast<Clock::duration>(check.timeout);
+        s.reuse_limit = std::chrono::duration_cast<Clock::duration>(check.reuse_limit);
         s.request = s.target.check.type == HealthCheckType::kHttp
                         ? http_request(s.target.check, s.target.destination(), s.target.port)
                         : std::string();
     }
 
-    void abandon(Slot& s) {
-        if (s.fd >= 0) {
-            set_abortive(s.fd);
-            io->close(s.fd);
-            s.fd = -1;
-            --in_flight;
+    bool busy(const Slot& s) const { return s.phase != Phase::kIdle; }
+
+    // Closes the slot's socket (a probe's or a kept one) with a reset: this
+    // side closing first would otherwise keep a TIME_WAIT.
+    void close_connection(Slot& s) {
+        if (s.fd < 0) return;
+        if (!busy(s)) {
+            --kept;
+            st_kept = kept;
         }
+        set_abortive(s.fd);
+        io->close(s.fd);
+        s.fd = -1;
+        ++s.conn_gen;
+    }
+
+    void abandon(Slot& s) {
+        if (busy(s)) --in_flight;
+        close_connection(s);
         s.phase = Phase::kIdle;
         s.reader.reset();
         ++s.probe_gen;
     }
 
-    void apply_targets(std::vector<ProbeTarget> targets, TimePoint now) {
-        std::map<TargetKey, std::uint32_t> next;
-        for (ProbeTarget& t : targets) {
-            if (t.check.type == HealthCheckType::kNone || next.contains(t.key)) continue;
-            const TargetKey key = t.key;
-            if (auto it = index.find(key); it != index.end()) {
-                const std::uint32_t i = it->second;
-                index.erase(it);
-                Slot& s = slots[i];
-                if (probed_alike(s.target, t)) {
-                    s.target = std::move(t);  // e.g. new thresholds: the schedule stays
-                } else {
-                    abandon(s);
-                    const auto interval =
-                        std::chrono::duration_cast<Clock::duration>(t.check.interval);
-                    const TimePoint due = std::min(s.due, now + interval);
-                    prepare(s, std::move(t));
-                    schedule(i, std::max(due, now));
-                }
-                next.emplace(key, i);
-                continue;
-            }
-            std::uint32_t i;
-            if (!free_slots.empty()) {
-                i = free_slots.back();
-                free_slots.pop_back();
-            } else {
-                i = static_cast<std::uint32_t>(slots.size());
-                slots.emplace_back();
-            }
-            Slot& s = slots[i];
-            s.active = true;
-            const auto interval = std::chrono::duration_cast<Clock::duration>(t.check.interval);
-            const auto spread = std::min<Clock::duration>(interval, opt.first_probe_spread);
-            prepare(s, std::move(t));
-            schedule(i, now + random_upto(spread));
-            next.emplace(key, i);
+    void release(std::uint32_t i) {
+        Slot& s = slots[i];
+        abandon(s);
+        s.active = false;
+        ++s.sched_gen;
+        s.target = ProbeTarget{};
+        s.probe = config::HealthCheck{};
+        s.subscribers.clear();
+        s.request.clear();
+        free_slots.push_back(i);
+    }
+
+    std::uint32_t new_slot() {
+        if (!free_slots.empty()) {
+            const std::uint32_t i = free_slots.back();
+            free_slots.pop_back();
+            return i;
         }
-        for (auto& [key, i] : index) {  // gone
-            Slot& s = slots[i];
-            abandon(s);
-            s.active = false;
-            ++s.sched_gen;
-            s.target = ProbeTarget{};
-            s.request.clear();
-            free_slots.push_back(i);
+        slots.emplace_back();
+        return static_cast<std::uint32_t>(slots.size() - 1);
+    }
+
+    // Targets probed alike, whichever VIP they belong to, share one slot
+    // (group_probes). A slot probed as before keeps its schedule, its probe
+    // in flight and its kept connection, whatever else its subscribers'
+    // checks say (thresholds are the state machines'); a target whose probe
+    // changed moves to a slot of its own, next probed no later than one new
+    // interval from now; a slot left without subscribers is closed.
+    void apply_targets(std::vector<ProbeTarget> targets, TimePoint now) {
+        const std::vector<std::vector<std::size_t>> groups = group_probes(targets);
+        std::vector<bool> claimed(slots.size(), false);
+        std::map<TargetKey, std::uint32_t> next;
+        std::map<ProbeEndpoint, std::vector<std::uint32_t>> next_by_endpoint;
+        for (const std::vector<std::size_t>& members : groups) {
+            const ProbeTarget& first = targets[members.front()];
+            const config::HealthCheck probe = probe_part(first.check);
+            const ProbeEndpoint endpoint = probe_endpoint(first);
+            std::optional<std::uint32_t> slot;
+            if (auto it = by_endpoint.find(endpoint); it != by_endpoint.end()) {
+                for (const std::uint32_t i : it->second) {
+                    if (!claimed[i] && slots[i].probe == probe) {
+                        slot = i;
+                        break;
+                    }
+                }
+            }
+            if (slot) {
+                claimed[*slot] = true;
+                slots[*slot].target = first;  // e.g. new thresholds: the schedule stays
+            } else {
+                // Probed before under another check: no longer than one new
+                // interval from now; new: within the first-probe spread.
+                const auto interval =
+                    std::chrono::duration_cast<Clock::duration>(first.check.interval);
+                std::optional<TimePoint> due;
+                for (const std::size_t m : members) {
+                    if (auto old = index.find(targets[m].key); old != index.end()) {
+                        const TimePoint d =
+                            std::max(std::min(slots[old->second].due, now + interval), now);
+                        due = due ? std::min(*due, d) : d;
+                    }
+                }
+                const auto spread = std::min<Clock::duration>(interval, opt.first_probe_spread);
+                if (!due) due = now + random_upto(spread);
+                slot = new_slot();
+                if (claimed.size() < slots.size()) claimed.resize(slots.size(), false);
+                claimed[*slot] = true;
+                Slot& s = slots[*slot];
+                s.active = true;
+                prepare(s, first);
+                schedule(*slot, *due);
+            }
+            Slot& s = slots[*slot];
+            s.subscribers.clear();
+            for (const std::size_t m : members) {
+                s.subscribers.push_back(targets[m].key);
+                next.emplace(targets[m].key, *slot);
+            }
+            next_by_endpoint[endpoint].push_back(*slot);
+        }
+        for (std::uint32_t i = 0; i < slots.size(); ++i) {
+            if (slots[i].active && !(i < claimed.size() && claimed[i])) release(i);
         }
         index = std::move(next);
+        by_endpoint = std::move(next_by_endpoint);
         st_targets = index.size();
+        st_probes = groups.size();
         st_in_flight = in_flight;
+        st_kept = kept;
     }
 
     // --- Probes -------------------------------------------------------------------
@@ -336,17 +425,14 @@ struct ProbeEngine::Impl {
 
     void due(std::uint32_t i, TimePoint now) {
         Slot& s = slots[i];
-        const auto& check = s.target.check;
         // The next one is due interval + jitter after this one was due (no
         // drift); if the loop fell that far behind, from now on.
-        const auto interval = std::chrono::duration_cast<Clock::duration>(check.interval);
-        const auto jitter = std::chrono::duration_cast<Clock::duration>(check.jitter);
-        TimePoint next = s.due + std::max<Clock::duration>(interval + random_upto(jitter),
+        TimePoint next = s.due + std::max<Clock::duration>(s.interval + random_upto(s.jitter),
                                                            std::chrono::milliseconds(1));
         const TimePoint this_due = s.due;
         if (next <= now) next = now + std::chrono::milliseconds(1);
         schedule(i, next);
-        if (s.fd >= 0) return;  // the previous probe is still running: skip this round
+        if (busy(s)) return;  // the previous probe is still running: skip this round
         s.scheduled = this_due;
         if (in_flight >= max_in_flight) {
             waiting.emplace_back(i, s.sched_gen);
@@ -360,21 +446,39 @@ struct ProbeEngine::Impl {
         while (!waiting.empty() && in_flight < max_in_flight) {
             auto [i, gen] = waiting.front();
             waiting.pop_front();
-            if (slots[i].active && slots[i].sched_gen == gen && slots[i].fd < 0) start(i);
+            if (slots[i].active && slots[i].sched_gen == gen && !busy(slots[i])) start(i);
         }
         st_waiting = waiting.size();
     }
 
     void start(std::uint32_t i) {
         Slot& s = slots[i];
-        const auto& check = s.target.check;
-        const bool udp = check.type == HealthCheckType::kUdp;
-        const bool v4 = s.target.destination().is_v4();
+        const bool udp = s.type == HealthCheckType::kUdp;
+        const bool v4 = s.addr.sin6_family == AF_INET;
         s.started = io->now();
         ++s.probe_gen;
         s.sent = 0;
         s.reader.reset();
         ++st_started;
+        if (s.fd >= 0) {
+            // A kept connection: used while younger than reuse_limit (so that
+            // a listener gone while it lingers is noticed), else replaced.
+            if (s.reuse_connection && s.started - s.connected_at < s.reuse_limit) {
+                --kept;
+                st_kept = kept;
+                s.reused = true;
+                ++st_reused;
+                ++in_flight;
+                st_in_flight = in_flight;
+                push_deadline(i, s);
+                s.phase = Phase::kSending;
+                send_request(s);
+                return;
+            }
+            close_connection(s);
+        }
+        s.reused = false;
+        s.connected_at = s.started;
         const int fd = io->socket(v4 ? AF_INET : AF_INET6,
                                   (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -382,20 +486,19 @@ struct ProbeEngine::Impl {
             return;
         }
         s.fd = fd;
+        s.phase = Phase::kConnecting;
         ++in_flight;
         st_in_flight = in_flight;
         if (auto ok = configure(s, fd, v4); !ok) {
             local_failure(s, ok.error());
             return;
         }
-        if (const int r = io->watch(fd, (static_cast<std::uint64_t>(i) << 32) | s.probe_gen);
+        if (const int r = io->watch(fd, (static_cast<std::uint64_t>(i) << 32) | s.conn_gen);
             r < 0) {
             local_failure(s, make_error(r, "epoll_ctl"));
             return;
         }
-        push_timer(s.started + std::chrono::duration_cast<Clock::duration>(check.timeout), i,
-                   s.probe_gen, TimerKind::kDeadline);
-        s.phase = Phase::kConnecting;
+        push_deadline(i, s);
         const int r = io->connect(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len);
         if (r == 0) {
             connected(s);
@@ -407,13 +510,13 @@ struct ProbeEngine::Impl {
 
     // The socket options of a probe; an error is this host's, not the backend's.
     Result<void> configure(const Slot& s, int fd, bool v4) {
-        if (s.target.check.type == HealthCheckType::kTcp) set_abortive(fd);
+        if (s.type == HealthCheckType::kTcp) set_abortive(fd);
         if (!opt.device.empty()) {
             const int r = io->setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, opt.device.data(),
                                          static_cast<socklen_t>(opt.device.size()));
             if (r < 0) return fail_on(r, "SO_BINDTODEVICE", opt.device);
         }
-        const std::uint32_t mark = s.target.mark != 0 ? s.target.mark : opt.mark;
+        const std::uint32_t mark = s.mark != 0 ? s.mark : opt.mark;
         if (mark != 0) {
             const int r = io->setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
             if (r < 0) return fail(r, "SO_MARK");
@@ -445,7 +548,7 @@ struct ProbeEngine::Impl {
     }
 
     void connected(Slot& s) {
-        switch (s.target.check.type) {
+        switch (s.type) {
             case HealthCheckType::kTcp: finish(s, Failure::kNone, "connected"); return;
             case HealthCheckType::kHttp:
                 s.phase = Phase::kSending;
@@ -523,7 +626,8 @@ struct ProbeEngine::Impl {
     }
 
     void complete_http(Slot& s, bool eof) {
-        if (!eof) {
+        const bool keep = !eof && s.reuse_connection && s.reader->reusable();
+        if (!eof && !keep) {
             // The server usually closes right after the response: if its FIN
             // is already here, close politely; otherwise reset (no TIME_WAIT).
             const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), MSG_PEEK);
@@ -535,7 +639,7 @@ struct ProbeEngine::Impl {
         r.http_status = static_cast<std::uint16_t>(s.reader->status());
         r.rate_limited = j.rate_limited;
         r.retry_after = j.retry_after;
-        deliver(s, std::move(r));
+        deliver(s, std::move(r), keep);
     }
 
     void receive_udp(Slot& s) {
@@ -578,8 +682,12 @@ struct ProbeEngine::Impl {
     void on_event(std::uint32_t i, std::uint32_t gen, std::uint32_t events) {
         if (i >= slots.size()) return;
         Slot& s = slots[i];
-        if (!s.active || s.fd < 0 || s.probe_gen != gen) return;  // stale
-        const bool udp = s.target.check.type == HealthCheckType::kUdp;
+        if (!s.active || s.fd < 0 || s.conn_gen != gen) return;  // stale
+        if (!busy(s)) {
+            idle_event(s, events);
+            return;
+        }
+        const bool udp = s.type == HealthCheckType::kUdp;
         switch (s.phase) {
             case Phase::kConnecting: {
                 if (events & (EPOLLERR | EPOLLHUP)) {
@@ -607,8 +715,22 @@ struct ProbeEngine::Impl {
         }
     }
 
+    // An event on a kept connection between probes: the server closed it
+    // (an idle timeout, a restart) or sent what nobody asked for. Either way
+    // the next probe opens a new connection; nothing failed. A readable edge
+    // can also be the last response's, read before its event came: then
+    // there is nothing to read.
+    void idle_event(Slot& s, std::uint32_t events) {
+        if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+        if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+            const ssize_t n = io->recv(s.fd, scratch.data(), 1, MSG_PEEK);
+            if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
+        }
+        close_connection(s);
+    }
+
     void on_deadline(Slot& s) {
-        const auto timeout = std::chrono::duration_cast<Clock::duration>(s.target.check.timeout);
+        const auto timeout = s.timeout;
         set_abortive(s.fd);
         finish(s, Failure::kTimeout, "timeout after " + human(timeout) + " " + stage(s));
     }
@@ -616,7 +738,7 @@ struct ProbeEngine::Impl {
     ProbeResult result_base(const Slot& s, Failure failure, std::string detail) const {
         ProbeResult r;
         r.key = s.target.key;
-        r.type = s.target.check.type;
+        r.type = s.type;
         r.port = s.target.port;
         r.failure = failure;
         r.detail = std::move(detail);
@@ -628,19 +750,34 @@ struct ProbeEngine::Impl {
     }
 
     void finish(Slot& s, Failure failure, std::string detail) {
-        deliver(s, result_base(s, failure, std::move(detail)));
+        deliver(s, result_base(s, failure, std::move(detail)), false);
     }
 
-    void deliver(Slot& s, ProbeResult r) {
-        if (s.fd >= 0) {
-            io->close(s.fd);  // also leaves the epoll set
-            s.fd = -1;
+    // The probe is over: its socket is closed (it leaves the epoll set), or
+    // kept for the next probe; the result goes to every subscriber.
+    void deliver(Slot& s, ProbeResult r, bool keep_connection) {
+        if (busy(s)) {
             --in_flight;
             st_in_flight = in_flight;
         }
         s.phase = Phase::kIdle;
+        if (keep_connection && s.fd >= 0) {
+            ++kept;
+            st_kept = kept;
+        } else if (s.fd >= 0) {
+            io->close(s.fd);
+            s.fd = -1;
+            ++s.conn_gen;
+        }
         s.reader.reset();
         ++st_results;
+        // r carries the first subscriber's key (result_base): the others get
+        // copies, then r goes.
+        for (std::size_t k = 1; k < s.subscribers.size(); ++k) {
+            ProbeResult copy = r;
+            copy.key = s.subscribers[k];
+            report(std::move(copy));
+        }
         report(std::move(r));
     }
 
@@ -668,19 +805,27 @@ struct ProbeEngine::Impl {
         }
     }
 
+    // Due times and deadlines in time order (a deadline first at a tie: the
+    // probe ends before its next one is due).
     void run_timers(TimePoint now) {
-        while (!timers.empty() && timers.front().when <= now) {
+        for (;;) {
+            std::deque<Timer>* q = earliest_deadline(now);
+            const bool due_ready = !timers.empty() && timers.front().when <= now;
+            if (!q && !due_ready) break;
+            if (q && (!due_ready || q->front().when <= timers.front().when)) {
+                const Timer t = q->front();
+                q->pop_front();
+                Slot& s = slots[t.slot];
+                if (s.active && busy(s) && s.probe_gen == t.gen) on_deadline(s);
+                continue;
+            }
             std::pop_heap(timers.begin(), timers.end(), std::greater<>{});
             const Timer t = timers.back();
             timers.pop_back();
             Slot& s = slots[t.slot];
-            if (!s.active) continue;
-            if (t.kind == TimerKind::kDue) {
-                if (s.sched_gen == t.gen) due(t.slot, now);
-            } else if (s.fd >= 0 && s.probe_gen == t.gen) {
-                on_deadline(s);
-            }
+            if (s.active && s.sched_gen == t.gen) due(t.slot, now);
         }
+        std::erase_if(deadlines, [](const auto& kv) { return kv.second.empty(); });
         while (!calls.empty() && calls.front().when <= now) {
             std::pop_heap(calls.begin(), calls.end(), CallLater{});
             Call c = std::move(calls.back());
@@ -699,6 +844,8 @@ struct ProbeEngine::Impl {
     void turn(std::span<epoll_event> events) {
         TimePoint next = TimePoint::max();
         if (!timers.empty()) next = timers.front().when;
+        for (const auto& [timeout, q] : deadlines)
+            if (!q.empty()) next = std::min(next, q.front().when);
         if (!calls.empty()) next = std::min(next, calls.front().when);
         if (next != TimePoint::max()) {
             // Batch: wake at the next multiple of the resolution.
@@ -807,8 +954,9 @@ void ProbeEngine::call_at(TimePoint when, std::function<void()> fn) {
 
 ProbeEngine::Stats ProbeEngine::stats() const {
     const Impl& m = *impl_;
-    return Stats{m.st_targets.load(), m.st_started.load(), m.st_results.load(),
-                 m.st_in_flight.load(), m.st_waiting.load()};
+    return Stats{m.st_targets.load(), m.st_probes.load(),    m.st_started.load(),
+                 m.st_results.load(), m.st_in_flight.load(), m.st_waiting.load(),
+                 m.st_kept.load(),    m.st_reused.load()};
 }
 
 std::chrono::nanoseconds ProbeEngine::cpu_time() const {

@@ -67,8 +67,10 @@ std::string http_request(const config::HealthCheck& check, const net::IpAddress&
         host = backend.is_v4() ? backend.to_string() : "[" + backend.to_string() + "]";
         if (port != 80) host += ":" + std::to_string(port);
     }
+    // With reuse, HTTP/1.1's default (keep-alive) is asked for by saying nothing.
     return "GET " + check.path + " HTTP/1.1\r\nHost: " + host +
-           "\r\nUser-Agent: xlb-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n";
+           "\r\nUser-Agent: xlb-health-check\r\nAccept: */*\r\n" +
+           (check.reuse_connection ? "" : "Connection: close\r\n") + "\r\n";
 }
 
 HttpResponseReader::HttpResponseReader(std::size_t max_head, std::size_t max_body, bool keep_body)
@@ -153,6 +155,7 @@ HttpResponseReader::State HttpResponseReader::parse_head() {
             continue;
         }
         status_ = status;
+        http_1_1_ = status_line[7] == '1';
         head_.clear();
         if (status < 200 || status == 204 || status == 304) {
             framing_ = Framing::kNone;
@@ -280,6 +283,22 @@ HttpResponseReader::State HttpResponseReader::finish() {
         case State::kError: break;
     }
     return state_;
+}
+
+bool HttpResponseReader::reusable() const {
+    if (state_ != State::kDone || !http_1_1_ || framing_ == Framing::kUntilClose) return false;
+    // Connection is a comma-separated list of options, case-insensitive.
+    for (const auto& [name, value] : headers_) {
+        if (name != "connection") continue;
+        std::string_view rest(value);
+        while (!rest.empty()) {
+            const auto comma = rest.find(',');
+            if (iequals(trim(rest.substr(0, comma)), "close")) return false;
+            if (comma == std::string_view::npos) break;
+            rest.remove_prefix(comma + 1);
+        }
+    }
+    return true;
 }
 
 std::optional<std::string_view> HttpResponseReader::header(std::string_view name) const {

@@ -256,6 +256,27 @@ std::string effective_text(const json& b) {
     return format_number(static_cast<double>(u64(b, "effective_weight")) / 100.0);
 }
 
+// The backends whose health probe serves other VIPs' identical checks too
+// (probe_shared_with, docs/config.md "Shared probes"): a line after the
+// table, the first few named; nothing when none is shared.
+std::string shared_probes_note(const json& backends) {
+    constexpr std::size_t kNamed = 5;
+    std::vector<std::string> shared;
+    for (const json& b : backends) {
+        const auto it = b.find("probe_shared_with");
+        if (it == b.end() || !it->is_array() || it->empty()) continue;
+        shared.push_back(fmt::format(
+            "{} (with {})", str(b, "address"),
+            it->size() == 1 ? it->front().get<std::string>() : fmt::format("{} VIPs", it->size())));
+    }
+    if (shared.empty()) return "";
+    std::string names;
+    for (std::size_t i = 0; i < std::min(shared.size(), kNamed); ++i)
+        names += (i ? ", " : "") + shared[i];
+    if (shared.size() > kNamed) names += fmt::format(" and {} more", shared.size() - kNamed);
+    return fmt::format("health probe shared with other VIPs' identical checks: {}\n", names);
+}
+
 std::string render_backend_list(const json& r, const Style& style, bool quiet) {
     const json& backends = r.at("backends");
     std::string out;
@@ -283,7 +304,7 @@ std::string render_backend_list(const json& r, const Style& style, bool quiet) {
                format_percent(number(b, "share_of_slots")), count_or_dash(b, "packets"),
                bytes_or_dash(b, "bytes"), failure.empty() ? "-" : failure});
     }
-    return out + t.render(style);
+    return out + t.render(style) + shared_probes_note(backends);
 }
 
 const json* find_backend(const json& vip, const std::string& address) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -67,6 +68,10 @@ public:
                                                   const net::IpAddress& backend) const;
     // Its last verdict changes, oldest first (config health_history); nullopt
     // when it is not checked. In memory only: a restarted agent starts empty.
+    // The other VIPs whose checks of this backend share its probe (one probe
+    // feeds them all; targets.h group_probes); empty when it has its own.
+    std::vector<std::string> probe_shared_with(const std::string& vip_key,
+                                               const net::IpAddress& backend) const;
     std::optional<std::vector<health::Transition>> history(const std::string& vip_key,
                                                            const net::IpAddress& backend) const;
     // How many verdict changes each backend's history keeps (start, reload).
@@ -79,6 +84,8 @@ private:
     health::HealthTracker tracker_;
     std::set<health::TargetKey> tracked_;
     std::map<health::TargetKey, health::LastProbe> last_failures_;
+    // A shared probe's VIPs (one list per probe), for every target it serves.
+    std::map<health::TargetKey, std::shared_ptr<const std::vector<std::string>>> shared_;
 };
 
 }  // namespace xlb::agent

@@ -146,6 +146,8 @@ using Readiness = std::function<std::optional<std::string>()>;
 struct BackendHealthInfo {
     health::Snapshot snapshot;                      // verdict, last probe, counters
     std::optional<health::LastProbe> last_failure;  // the last probe that failed
+    // Other VIPs whose identical checks of this backend share its probe.
+    std::vector<std::string> probe_shared_with;
 };
 // nullopt when the backend is not checked. Called on the control thread
 // only, from inside ControlLoop::call.

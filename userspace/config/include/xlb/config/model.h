@@ -94,6 +94,13 @@ struct HealthCheck {
     // initializer_list in a default member initializer at -O2.)
     std::vector<StatusRange> expected_statuses = std::vector<StatusRange>(1, StatusRange{200, 299});
     std::string body_contains;  // empty: any body
+    // Keep the connection open between probes (HTTP/1.1 keep-alive, never
+    // pipelined); off: one connection per probe, "Connection: close".
+    bool reuse_connection = true;
+    // A kept connection older than this is closed and the next probe opens a
+    // new one, so that a listener that is gone while an old connection
+    // lingers is noticed (docs/config.md, "Connection reuse").
+    Duration reuse_limit{30'000};
     // udp
     std::string udp_payload;
     std::string udp_expect;  // empty: any reply

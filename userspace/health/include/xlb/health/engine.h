@@ -94,11 +94,14 @@ public:
     };
 
     struct Stats {
-        std::uint64_t targets = 0;
+        std::uint64_t targets = 0;  // (VIP, backend) pairs
+        std::uint64_t probes = 0;   // distinct probes serving them (shared probes)
         std::uint64_t probes_started = 0;
-        std::uint64_t results = 0;
+        std::uint64_t results = 0;  // probes finished (each fed every pair it serves)
         std::uint64_t in_flight = 0;
-        std::uint64_t waiting = 0;  // due, held back by max_in_flight
+        std::uint64_t waiting = 0;           // due, held back by max_in_flight
+        std::uint64_t kept_connections = 0;  // open between probes (http reuse)
+        std::uint64_t reused = 0;            // probes started on a kept connection
     };
 
     using ResultHandler = std::function<void(ProbeResult)>;

@@ -20,7 +20,8 @@
 namespace xlb::health {
 
 // "GET /path HTTP/1.1" with Host (the check's, or the backend's address and
-// a non-default port), User-Agent, Accept and "Connection: close".
+// a non-default port), User-Agent, Accept, and "Connection: close" unless the
+// check reuses its connection.
 std::string http_request(const config::HealthCheck& check, const net::IpAddress& backend,
                          std::uint16_t port);
 
@@ -47,6 +48,10 @@ public:
     // kError because the peer closed before the response was complete (as
     // opposed to a malformed response).
     bool closed_early() const { return closed_early_; }
+    // The response is complete and leaves the connection usable for the
+    // next request: HTTP/1.1, framed by length or chunks (not by the end of
+    // the connection), and no "close" among the Connection options.
+    bool reusable() const;
 
 private:
     State parse_head();
@@ -60,6 +65,7 @@ private:
     State state_ = State::kHead;
     std::string head_;  // raw status line and headers
     int status_ = 0;
+    bool http_1_1_ = false;  // the status line's version is 1.1 (else 1.0)
     std::vector<std::pair<std::string, std::string>> headers_;  // names in lower case
     // Body framing.
     enum class Framing { kNone, kLength, kChunked, kUntilClose } framing_ = Framing::kNone;

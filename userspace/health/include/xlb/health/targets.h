@@ -29,6 +29,32 @@ struct ProbeTarget {
     bool operator==(const ProbeTarget&) const = default;
 };
 
+// Where and how a probe goes, apart from the check: targets with the same
+// endpoint and the same probe part of their check (probe_part) are probed
+// once (shared probes, docs/config.md). A probe through the data path
+// (via_vip) belongs to its VIP: its endpoint names the VIP, so it is never
+// shared.
+struct ProbeEndpoint {
+    net::IpAddress backend;
+    net::IpAddress destination;
+    std::uint16_t port = 0;
+    std::uint32_t mark = 0;
+    std::string via_vip;  // the VIP's key for a probe through it; else empty
+    auto operator<=>(const ProbeEndpoint&) const = default;
+};
+ProbeEndpoint probe_endpoint(const ProbeTarget& t);
+
+// The check without the settings only the state machine reads (thresholds,
+// failure accrual, rate-limit bias, flapping) and without its port (the
+// endpoint's resolved port is what counts): what decides how a probe is made
+// and what it finds.
+config::HealthCheck probe_part(config::HealthCheck check);
+
+// The targets (indices into `targets`) that one probe serves, in the order
+// of their first member; targets of type none are left out, and so is a
+// second target with a key seen before.
+std::vector<std::vector<std::size_t>> group_probes(const std::vector<ProbeTarget>& targets);
+
 // One state machine to keep.
 struct TrackedTarget {
     TargetKey key;
