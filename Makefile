@@ -8,6 +8,7 @@
 #   make bench    build and run the benchmarks (JSON in build/bench/)
 #   make demo     install, build and show the balancer at work
 #   make install  install binaries, unit and example config (PREFIX=/usr/local)
+#   make deb      Debian packages xlb and xlb-decap in build/deb/ (docs/packaging.md)
 #   make clean    remove build/
 #
 # V=1 shows the commands.
@@ -17,13 +18,17 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CTEST_ARGS ?=
+# make deb: where the packages go; DEB_REUSE_BUILD=DIR packages the binaries
+# of that built tree instead of compiling them with the Debian flags.
+DEB_DIR ?= $(BUILD_DIR)/deb
+DEB_REUSE_BUILD ?=
 
 ifeq ($(V),1)
   CMAKE_VERBOSE := --verbose
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all build deps configure test bench demo install clean help format format-check
+.PHONY: all build deps configure test bench demo install deb clean help format format-check
 
 all: build
 
@@ -70,6 +75,9 @@ demo: deps
 
 install: build
 	@cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+deb: deps
+	@JOBS=$(JOBS) ./scripts/build-deb.sh $(DEB_DIR) $(DEB_REUSE_BUILD)
 
 clean:
 	@rm -rf $(BUILD_DIR)

@@ -24,6 +24,10 @@ packages=(
   libpcap-dev tcpdump
   # promtool: checks and unit-tests contrib/prometheus's alerting rules
   prometheus
+  # make deb and its tests (label package): dpkg-buildpackage, dh and its
+  # cmake build system, lintian; dpkg-deb, dpkg --root and groupadd/groupdel
+  # --prefix for the throwaway root; systemd-analyze verify for the units
+  dpkg-dev debhelper lintian passwd systemd
 )
 
 missing=()

@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-# The systemd unit and the configuration file, placed by the install prefix.
+# The systemd units and the configuration file, placed by the install prefix.
 #
 # Included twice by the top-level CMakeLists.txt: at configure time
-# (XLB_ONLY_CONFIGURE ON: writes build/xlbd.service for the configured
-# prefix) and at install time (OFF: the prefix is the one `cmake --install
-# --prefix` or `make install PREFIX=` gives, which configure time cannot know;
-# the unit is configured for it and installed, and the example configuration
+# (XLB_ONLY_CONFIGURE ON: writes build/xlbd.service and
+# build/xlb-decap@.service for the configured prefix) and at install time
+# (OFF: the prefix is the one `cmake --install --prefix` or `make install
+# PREFIX=` gives, which configure time cannot know; the units are configured
+# for it and installed, and the example configuration
 # becomes SYSCONFDIR/xlb/xlbd.yaml unless that file exists). DESTDIR is
-# honoured: paths in the unit are the final ones, files land under DESTDIR.
+# honoured: paths in the units are the final ones, files land under DESTDIR.
 #
 # In: XLB_SOURCE_DIR, XLB_BINARY_DIR, XLB_INSTALL_PREFIX, XLB_ONLY_CONFIGURE,
 # XLB_INSTALL_DIRS (BINDIR=..;SBINDIR=..;SYSCONFDIR=..;DOCDIR=..;UNITDIR=..,
@@ -37,14 +38,22 @@ endforeach()
 # The unit's own words.
 set(FULL_CONFIG "${FULL_SYSCONFDIR}/xlb/xlbd.yaml")
 
+# One template per unit, the same for every prefix (make install, the
+# packages): scripts/<unit>.in.
+set(units xlbd.service xlb-decap@.service)
+
 if(XLB_ONLY_CONFIGURE)
-  configure_file("${XLB_SOURCE_DIR}/scripts/xlbd.service.in" "${XLB_BINARY_DIR}/xlbd.service" @ONLY)
+  foreach(unit IN LISTS units)
+    configure_file("${XLB_SOURCE_DIR}/scripts/${unit}.in" "${XLB_BINARY_DIR}/${unit}" @ONLY)
+  endforeach()
   return()
 endif()
 
 set(staging "${XLB_BINARY_DIR}/install-staging")
-configure_file("${XLB_SOURCE_DIR}/scripts/xlbd.service.in" "${staging}/xlbd.service" @ONLY)
-file(INSTALL "${staging}/xlbd.service" DESTINATION "${FULL_UNITDIR}")
+foreach(unit IN LISTS units)
+  configure_file("${XLB_SOURCE_DIR}/scripts/${unit}.in" "${staging}/${unit}" @ONLY)
+  file(INSTALL "${staging}/${unit}" DESTINATION "${FULL_UNITDIR}")
+endforeach()
 if(NOT EXISTS "$ENV{DESTDIR}${FULL_CONFIG}")
   file(INSTALL "${XLB_SOURCE_DIR}/etc/xlbd.example.yaml" DESTINATION "${FULL_SYSCONFDIR}/xlb"
        RENAME xlbd.yaml PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ)

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -94,6 +95,25 @@ std::string metrics_text(const xlb::bpf::DecapProgram& prog, const std::string& 
     return w.take();
 }
 
+// XLB_DECAP_ADDRESSES, when no --address is given: the addresses separated
+// by spaces, tabs or commas (the systemd unit's configuration file sets it).
+std::vector<std::string> addresses_from_environment() {
+    std::vector<std::string> out;
+    const char* value = std::getenv("XLB_DECAP_ADDRESSES");
+    if (value == nullptr) return out;
+    std::string word;
+    for (const char* p = value;; ++p) {
+        if (*p == '\0' || *p == ' ' || *p == '\t' || *p == ',' || *p == '\n') {
+            if (!word.empty()) out.push_back(std::move(word));
+            word.clear();
+            if (*p == '\0') break;
+        } else {
+            word += *p;
+        }
+    }
+    return out;
+}
+
 int fail(const std::string& message) {
     fmt::print(stderr, "xlb-decap: {}\n", message);
     return 1;
@@ -114,7 +134,11 @@ int main(int argc, char** argv) {
         "leaving the program attached.\n\n"
         "Without --address nothing is decapsulated and every packet passes: a\n"
         "plain pass-through program, e.g. for the peer of a veth whose other end\n"
-        "sends with XDP_TX (native XDP_TX on veth needs a program on the peer)."};
+        "sends with XDP_TX (native XDP_TX on veth needs a program on the peer).\n\n"
+        "Options not given on the command line are taken from the environment\n"
+        "variables named below (the systemd unit xlb-decap@IFACE reads them from\n"
+        "/etc/xlb/decap-IFACE.conf): XLB_DECAP_ADDRESSES lists the addresses,\n"
+        "separated by spaces or commas. See xlb-decap(8)."};
     std::string ifname;
     std::vector<std::string> addresses;
     std::string mode_text = "native";
@@ -131,20 +155,25 @@ int main(int argc, char** argv) {
         ->required();
     app.add_option("-a,--address", addresses,
                    "an address of this backend that the balancer sends to (outer destination); "
-                   "repeat for each (IPv4 and/or IPv6)");
-    app.add_option("-m,--xdp-mode", mode_text, "native, generic or auto")->capture_default_str();
+                   "repeat for each (IPv4 and/or IPv6); default: XLB_DECAP_ADDRESSES");
+    app.add_option("-m,--xdp-mode", mode_text, "native, generic or auto")
+        ->envname("XLB_DECAP_XDP_MODE")
+        ->capture_default_str();
     app.add_option("--gue-port", gue_port,
                    "UDP port of GUE-encapsulated packets (the balancer's gue_port); 0: "
                    "IP-in-IP only")
+        ->envname("XLB_DECAP_GUE_PORT")
         ->capture_default_str();
     app.add_option("--next-hop", next_hop_text,
                    "second chance: the router (IP address, resolved now on --interface, or MAC) "
                    "that packets whose hint names another backend are sent back through when "
-                   "this host does not know their flow; without it they are decapsulated here");
+                   "this host does not know their flow; without it they are decapsulated here")
+        ->envname("XLB_DECAP_NEXT_HOP");
     app.add_option("--metrics-file", metrics_file,
                    "write the counters in the Prometheus text format to this file (replaced "
                    "atomically every --metrics-interval and at exit), e.g. into node_exporter's "
-                   "textfile collector directory");
+                   "textfile collector directory")
+        ->envname("XLB_DECAP_METRICS_FILE");
     app.add_option("--metrics-interval", metrics_interval_s, "seconds between metrics-file writes")
         ->check(CLI::Range(1u, 3600u))
         ->capture_default_str();
@@ -164,6 +193,9 @@ int main(int argc, char** argv) {
         "  xlb-decap --interface eth0 --detach\n"
         "Exit status: 0 after SIGTERM/SIGINT (or a successful --detach), 1 on error.");
     CLI11_PARSE(app, argc, argv);
+    const bool addresses_from_env = addresses.empty();
+    if (addresses_from_env) addresses = addresses_from_environment();
+    const char* address_source = addresses_from_env ? "XLB_DECAP_ADDRESSES" : "--address";
 
     auto iface = xlb::bpf::Interface::by_name(ifname);
     if (!iface) return fail(fmt::format("interface {}: {}", ifname, iface.error().message()));
@@ -184,7 +216,7 @@ int main(int argc, char** argv) {
     std::vector<xlb_decap_addr> keys;
     for (const std::string& text : addresses) {
         auto addr = xlb::net::IpAddress::parse(text);
-        if (!addr) return fail(fmt::format("--address {}: {}", text, addr.error()));
+        if (!addr) return fail(fmt::format("{} {}: {}", address_source, text, addr.error()));
         xlb_decap_addr key{};
         addr->to_words(key.addr);
         key.family = addr->family;
