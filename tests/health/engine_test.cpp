@@ -48,8 +48,20 @@ protected:
     void SetUp() override { make(options()); }
     void make(ProbeEngine::Options o) {
         engine.reset();
+        // A shared probe's result as one result per target it serves, and
+        // the probes as the engine reported them.
         engine.emplace(
-            std::move(o), [this](ProbeResult r) { results.push_back(std::move(r)); }, io);
+            std::move(o),
+            [this](const ProbeResult& r) {
+                ++reports;
+                for (const TargetKey& key : r.targets()) {
+                    ProbeResult one = r;
+                    one.key = key;
+                    one.shared_targets.reset();
+                    results.push_back(std::move(one));
+                }
+            },
+            io);
     }
     // One turn of the engine's loop at io.time.
     void turn() {
@@ -81,6 +93,7 @@ protected:
     FakeProbeIo io;  // outlives the engine
     std::optional<ProbeEngine> engine;
     std::vector<ProbeResult> results;
+    int reports = 0;
     const TimePoint t0 = io.time;
 };
 
@@ -95,7 +108,7 @@ TEST_F(EngineTest, TcpConnectsWhenTheSocketIsWritable) {
     EXPECT_EQ(s.type, SOCK_STREAM);
     EXPECT_EQ(s.peer, "10.0.0.1 8080");
     EXPECT_TRUE(s.watched);
-    EXPECT_TRUE(s.abortive);  // no TIME_WAIT per probe
+    EXPECT_FALSE(s.abortive);  // the probe ends with a disconnect (a reset), not a close
     EXPECT_TRUE(results.empty());
 
     io.time = t0 + 3ms;
@@ -110,7 +123,8 @@ TEST_F(EngineTest, TcpConnectsWhenTheSocketIsWritable) {
     EXPECT_EQ(r.started, t0);
     EXPECT_EQ(r.latency(), 3ms);
     EXPECT_EQ(r.finished_wall, io.wall) << "the health history's time of a change it causes";
-    EXPECT_FALSE(io.at(fd).open);
+    EXPECT_TRUE(io.at(fd).open);  // kept for the next probe, disconnected
+    EXPECT_EQ(io.at(fd).disconnects, 1);
 }
 
 TEST_F(EngineTest, TcpOverIPv6) {
@@ -132,7 +146,7 @@ TEST_F(EngineTest, TcpConnectFailsAtOnce) {
     set({target(HealthCheckType::kTcp)});
     EXPECT_EQ(result().failure, Failure::kUnreachable);
     EXPECT_EQ(result().detail, "network unreachable");
-    EXPECT_EQ(io.open_sockets(), 0u);
+    EXPECT_EQ(io.at(io.last_fd).disconnects, 1);  // reset for the next probe
 }
 
 TEST_F(EngineTest, TcpTimesOutExactlyAtTheTimeout) {
@@ -148,8 +162,8 @@ TEST_F(EngineTest, TcpTimesOutExactlyAtTheTimeout) {
     EXPECT_EQ(r.failure, Failure::kTimeout);
     EXPECT_EQ(r.detail, "timeout after 250ms (connecting)");
     EXPECT_EQ(r.latency(), 250ms);
-    EXPECT_TRUE(io.at(io.last_fd).abortive);
-    EXPECT_FALSE(io.at(io.last_fd).open);
+    EXPECT_EQ(io.at(io.last_fd).disconnects, 1);  // the SYN abandoned, the socket kept
+    EXPECT_TRUE(io.at(io.last_fd).open);
 }
 
 // --- Local errors: this host could not probe ------------------------------------------
@@ -405,6 +419,83 @@ TEST_F(HttpEngineTest, AListenerGoneWhileAKeptConnectionLingersIsNoticedWithinTh
     EXPECT_TRUE(io.at(fd).abortive);  // this side closed first: a reset, no TIME_WAIT
 }
 
+// --- tcp: one socket per target ---------------------------------------------------
+
+TEST_F(EngineTest, ATcpProbesSocketIsDisconnectedAndServesTheNextProbe) {
+    set({target(HealthCheckType::kTcp)});
+    const int fd = io.last_fd;
+    io.writable(fd);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kNone);
+    // Ended with a disconnect (a reset, as the kernel sends for it), not a
+    // close; the error the disconnect leaves is read.
+    EXPECT_TRUE(io.at(fd).open);
+    EXPECT_EQ(io.at(fd).disconnects, 1);
+    EXPECT_EQ(io.at(fd).so_error, 0);
+    EXPECT_EQ(io.at(fd).peer, "");
+    EXPECT_EQ(engine->stats().kept_connections, 1u);
+    io.event(fd, EPOLLHUP | EPOLLERR | EPOLLRDHUP);  // what the disconnect reports
+    turn();
+    EXPECT_TRUE(io.at(fd).open);
+
+    results.clear();
+    run_to(t0 + 2s);  // the next probe: the same socket, connected again
+    EXPECT_EQ(io.sockets.size(), 1u);
+    EXPECT_EQ(io.at(fd).connects, 2);
+    EXPECT_EQ(io.at(fd).peer, "10.0.0.1 8080");
+    io.writable(fd);
+    turn();
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(result().failure, Failure::kNone);
+    EXPECT_EQ(engine->stats().reused, 1u);
+
+    // Refused, then unanswered: each a failure, the socket reused after both.
+    results.clear();
+    run_to(t0 + 4s);
+    io.connect_fails(fd, ECONNREFUSED);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kRefused);
+    EXPECT_EQ(io.at(fd).disconnects, 3);
+    results.clear();
+    run_to(t0 + 6s + 250ms);
+    EXPECT_EQ(result().failure, Failure::kTimeout);
+    EXPECT_EQ(io.at(fd).disconnects, 4);
+    EXPECT_TRUE(io.at(fd).open);
+    EXPECT_FALSE(io.at(fd).abortive);  // a disconnect, no close: no SO_LINGER needed
+    EXPECT_EQ(io.sockets.size(), 1u);
+    EXPECT_EQ(engine->stats().in_flight, 0u);
+
+    // The target goes: the socket is closed with a reset.
+    set({});
+    EXPECT_FALSE(io.at(fd).open);
+    EXPECT_TRUE(io.at(fd).abortive);
+    EXPECT_EQ(engine->stats().kept_connections, 0u);
+}
+
+TEST_F(EngineTest, ATcpSocketThatCannotBeDisconnectedOrSetUpIsNotReused) {
+    io.mark_errno = EPERM;  // the first socket cannot be set up
+    auto t = target(HealthCheckType::kTcp);
+    t.mark = 7;
+    set({t});
+    const int first = io.last_fd;
+    EXPECT_EQ(result().failure, Failure::kLocal);
+    EXPECT_FALSE(io.at(first).open);
+    io.mark_errno = 0;
+    results.clear();
+    run_to(t0 + 2s);
+    const int second = io.last_fd;
+    ASSERT_NE(second, first);
+    EXPECT_EQ(io.at(second).mark, 7u);
+    io.disconnect_result = -EINVAL;  // and this one cannot be disconnected
+    io.writable(second);
+    turn();
+    EXPECT_EQ(result().failure, Failure::kNone);
+    EXPECT_FALSE(io.at(second).open);
+    run_to(t0 + 4s);
+    EXPECT_NE(io.last_fd, second);
+    EXPECT_EQ(engine->stats().kept_connections, 0u);
+}
+
 // --- shared probes ---------------------------------------------------------------
 
 TEST_F(EngineTest, OneProbeFeedsEveryVipThatChecksTheBackendAlike) {
@@ -425,6 +516,7 @@ TEST_F(EngineTest, OneProbeFeedsEveryVipThatChecksTheBackendAlike) {
     std::set<std::string> keys;
     for (const ProbeResult& r : results) keys.insert(r.key.to_string());
     EXPECT_EQ(keys, (std::set<std::string>{"a 10.0.0.1", "b 10.0.0.1", "b 10.0.0.2"}));
+    EXPECT_EQ(reports, 2);  // one report per probe: the shared one names a and b
     EXPECT_EQ(results[0].started, results[1].started);
     EXPECT_EQ(engine->stats().probes_started, 2u);
 }
@@ -438,8 +530,10 @@ TEST_F(EngineTest, ChangingOneVipsCheckSplitsASharedProbe) {
     b.key.vip = "b";
     set({a, b});
     run_to(t0 + 150ms);
-    ASSERT_EQ(results.size(), 4u);  // both at 0 and 100 ms, from 2 sockets
-    EXPECT_EQ(io.sockets.size(), 2u);
+    ASSERT_EQ(results.size(), 4u);  // both at 0 and 100 ms, from one probe each time
+    ASSERT_EQ(io.sockets.size(), 1u);
+    const int shared = io.last_fd;
+    EXPECT_EQ(io.at(shared).connects, 2);
     EXPECT_EQ(engine->stats().probes, 1u);
 
     auto b2 = b;
@@ -452,7 +546,10 @@ TEST_F(EngineTest, ChangingOneVipsCheckSplitsASharedProbe) {
     for (const auto& r : results) due[r.key.vip].push_back(r.scheduled);
     EXPECT_EQ(due["a"], (std::vector<TimePoint>{t0 + 200ms}));  // a keeps its schedule
     EXPECT_EQ(due["b"], (std::vector<TimePoint>{t0 + 200ms}));  // no later than it was due
-    EXPECT_EQ(io.sockets.size(), 4u);                           // two probes at 200 ms
+    ASSERT_EQ(io.sockets.size(), 2u);                           // two probes at 200 ms
+    const int own = io.last_fd;
+    EXPECT_EQ(io.at(shared).connects, 3);
+    EXPECT_EQ(io.at(own).connects, 1);
 
     // Back alike: shared again (b joins a's probe and schedule).
     results.clear();
@@ -462,7 +559,8 @@ TEST_F(EngineTest, ChangingOneVipsCheckSplitsASharedProbe) {
     ASSERT_EQ(results.size(), 2u);
     EXPECT_EQ(results[0].scheduled, t0 + 300ms);
     EXPECT_EQ(results[1].scheduled, t0 + 300ms);
-    EXPECT_EQ(io.sockets.size(), 5u);
+    EXPECT_EQ(io.at(shared).connects, 4);  // one probe at 300 ms
+    EXPECT_FALSE(io.at(own).open);         // b's own probe is gone
 }
 
 TEST_F(EngineTest, ProbesThroughTheDataPathAreNeverShared) {
@@ -760,12 +858,13 @@ TEST_F(EngineTest, AProbeStillRunningSkipsItsRound) {
     t.check.interval = 100ms;
     t.check.timeout = 250ms;  // longer than the interval (config forbids; the engine copes)
     set({t});
+    const int fd = io.last_fd;
     run_to(t0 + 200ms);
-    EXPECT_EQ(io.sockets.size(), 1u);  // 100 and 200 ms skipped
+    EXPECT_EQ(io.at(fd).connects, 1);  // 100 and 200 ms skipped
     run_to(t0 + 250ms);
     EXPECT_EQ(result().failure, Failure::kTimeout);
     run_to(t0 + 300ms);
-    EXPECT_EQ(io.sockets.size(), 2u);
+    EXPECT_EQ(io.at(fd).connects, 2);
 }
 
 TEST_F(EngineTest, InFlightLimitDefersButLosesNothing) {

@@ -42,7 +42,9 @@ public:
         std::uint32_t mark = 0;
         std::string device;
         std::string bound;  // the address bound to; empty: none
-        std::string peer;   // "address port" connected to
+        std::string peer;   // "address port" connected to; empty after a disconnect
+        int connects = 0;
+        int disconnects = 0;  // connect(AF_UNSPEC)
         std::string sent;
         std::size_t send_room = SIZE_MAX;  // send() takes this much more, then EAGAIN
         std::deque<Input> input;
@@ -90,6 +92,7 @@ public:
     int bind_errno = 0;                 // bind() fails with this
     int mark_errno = 0;                 // setsockopt(SO_MARK) fails with this
     int connect_result = -EINPROGRESS;  // what connect() returns
+    int disconnect_result = 0;          // what connect(AF_UNSPEC) returns
     std::map<int, Socket> sockets;      // every socket made, by fd
     int last_fd = -1;
 
@@ -121,6 +124,15 @@ public:
         return 0;
     }
     int connect(int fd, const sockaddr* addr, socklen_t) override {
+        if (addr->sa_family == AF_UNSPEC) {
+            // As the kernel's disconnect: unconnected, ECONNRESET pending.
+            Socket& s = at(fd);
+            ++s.disconnects;
+            s.peer.clear();
+            s.so_error = ECONNRESET;
+            return disconnect_result;
+        }
+        ++at(fd).connects;
         const sockaddr_in* in = reinterpret_cast<const sockaddr_in*>(addr);
         const auto port = addr->sa_family == AF_INET
                               ? ntohs(in->sin_port)

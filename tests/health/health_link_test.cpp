@@ -62,9 +62,9 @@ protected:
     std::vector<HealthEvent> round(const std::vector<bool>& passing) {
         std::vector<HealthEvent> events;
         for (std::size_t i = 0; i < passing.size(); ++i)
-            if (auto e = link.apply(result(i, passing[i] ? Failure::kNone : Failure::kRefused), now,
-                                    reconciler))
-                events.push_back(*e);
+            for (HealthEvent& e : link.apply(
+                     result(i, passing[i] ? Failure::kNone : Failure::kRefused), now, reconciler))
+                events.push_back(std::move(e));
         EXPECT_TRUE(reconciler.reconcile(control::Clock::now()));
         now += 1s;
         return events;
@@ -106,6 +106,28 @@ TEST_F(HealthLinkTest, ShowsWhichVipsShareABackendsProbe) {
     EXPECT_TRUE(link.probe_shared_with(web.key(), b2).empty());  // api does not check it
     EXPECT_TRUE(link.probe_shared_with(other.key(), b1).empty());
     EXPECT_EQ(health::group_probes(probe_targets).size(), 6u);  // 7 pairs, 6 probes
+
+    // One refused probe of 10.0.0.1 serves web and api; each judges it with
+    // its own threshold: web (2) leaves after two, api (5) stays.
+    ProbeResult shared;
+    shared.key = {web.key(), b1};
+    shared.shared_targets = std::make_shared<const std::vector<health::TargetKey>>(
+        std::vector<health::TargetKey>{{web.key(), b1}, {api.key(), b1}});
+    shared.failure = Failure::kRefused;
+    shared.detail = "connection refused";
+    std::vector<HealthEvent> events;
+    for (int i = 0; i < 2; ++i) {
+        shared.started = now;
+        shared.finished = now + 1ms;
+        for (HealthEvent& e : link.apply(shared, now, reconciler)) events.push_back(e);
+        now += 1s;
+    }
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_NE(events[0].line.find("VIP " + web.key() + " backend 10.0.0.1"), std::string::npos)
+        << events[0].line;
+    EXPECT_EQ(link.snapshot(web.key(), b1, now)->verdict, health::Verdict::kUnhealthy);
+    EXPECT_NE(link.snapshot(api.key(), b1, now)->verdict, health::Verdict::kUnhealthy);
+    EXPECT_EQ(link.last_failure(api.key(), b1)->detail, "connection refused");
 
     // api's check changes: nothing is shared any more.
     config::VipSpec api2 = api;

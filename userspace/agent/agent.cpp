@@ -323,11 +323,11 @@ void Agent::refresh_health(control::Reconciler& r) {
 
 void Agent::on_probe_result(const health::ProbeResult& result, control::Reconciler& r) {
     const auto now = health::Clock::now();
-    if (auto event = health_.apply(result, now, r)) {
-        if (event->warning)
-            spdlog::warn("health: {}", event->line);
+    for (const HealthEvent& event : health_.apply(result, now, r)) {
+        if (event.warning)
+            spdlog::warn("health: {}", event.line);
         else
-            spdlog::info("health: {}", event->line);
+            spdlog::info("health: {}", event.line);
     }
     schedule_health_timer(now);
 }
@@ -551,10 +551,8 @@ Agent::Step Agent::start_services() {
 
     // Probes run on the engine's thread; their results are judged on the
     // control thread, which owns the state machines and the reconciler.
-    engine_.emplace(health::ProbeEngine::Options{}, [this](health::ProbeResult result) {
-        loop_->post([this, result = std::move(result)](control::Reconciler& r) {
-            on_probe_result(result, r);
-        });
+    engine_.emplace(health::ProbeEngine::Options{}, [this](const health::ProbeResult& result) {
+        loop_->post([this, result](control::Reconciler& r) { on_probe_result(result, r); });
     });
     if (auto ok = engine_->start(); !ok)
         return std::unexpected(std::move(ok.error()).add_context("health checks"));

@@ -81,19 +81,22 @@ std::vector<std::string> HealthLink::probe_shared_with(const std::string& vip_ke
     return others;
 }
 
-std::optional<HealthEvent> HealthLink::apply(const health::ProbeResult& result,
-                                             health::TimePoint now,
-                                             control::Reconciler& reconciler) {
-    std::optional<HealthEvent> event;
-    if (!result.ok() && tracked_.contains(result.key))
-        last_failures_[result.key] =
-            health::LastProbe{result.finished,    result.failure,      result.detail,
-                              result.http_status, result.rate_limited, result.latency()};
-    if (auto update = tracker_.apply(result, now); update && update->transition)
-        event = HealthEvent{update->transition->to == health::Verdict::kUnhealthy,
-                            describe_transition(result.key, *update->transition)};
+std::vector<HealthEvent> HealthLink::apply(const health::ProbeResult& result, health::TimePoint now,
+                                           control::Reconciler& reconciler) {
+    std::vector<HealthEvent> events;
+    health::ProbeResult one = result;
+    for (const health::TargetKey& key : result.targets()) {
+        one.key = key;
+        if (!one.ok() && tracked_.contains(key))
+            last_failures_[key] =
+                health::LastProbe{one.finished,    one.failure,      one.detail,
+                                  one.http_status, one.rate_limited, one.latency()};
+        if (auto update = tracker_.apply(one, now); update && update->transition)
+            events.push_back(HealthEvent{update->transition->to == health::Verdict::kUnhealthy,
+                                         describe_transition(key, *update->transition)});
+    }
     push(now, reconciler);
-    return event;
+    return events;
 }
 
 std::size_t HealthLink::tick(health::TimePoint now, control::Reconciler& reconciler) {

@@ -336,10 +336,11 @@ std::string render_metrics(const MetricsInput& in) {
                  "Probes made per round: (VIP, backend) pairs checked alike share one.");
         w.sample("xlb_health_probes_distinct", {}, e.stats.probes);
         w.family("xlb_health_kept_connections", "gauge",
-                 "HTTP check connections kept open between probes (reuse_connection).");
+                 "Sockets kept between probes: http connections (reuse_connection) and tcp "
+                 "checks' disconnected sockets.");
         w.sample("xlb_health_kept_connections", {}, e.stats.kept_connections);
         w.family("xlb_health_probes_reused_total", "counter",
-                 "Health probes made on a kept connection.");
+                 "Health probes made on a kept connection or socket.");
         w.sample("xlb_health_probes_reused_total", {}, e.stats.reused);
         w.family("xlb_health_probes_in_flight", "gauge",
                  "Health probes started and not yet finished.");

@@ -133,6 +133,7 @@ struct ProbeEngine::Impl {
         bool reused = false;  // the probe in flight runs on a kept connection
         HealthCheckType type = HealthCheckType::kNone;
         bool reuse_connection = false;
+        bool watched = false;  // fd is set up and in the epoll set: a tcp socket may be reused
         std::uint32_t sched_gen = 0;
         std::uint32_t probe_gen = 0;
         std::uint32_t conn_gen = 0;  // tags fd's events; moves on when fd is closed
@@ -148,13 +149,18 @@ struct ProbeEngine::Impl {
         std::uint32_t mark = 0;  // the target's SO_MARK (through the VIP); 0: the engine's
         socklen_t addr_len = 0;
         sockaddr_in6 addr{};  // an IPv4 destination is a sockaddr_in in it
-        // Read when a probe ends, or when targets change.
-        ProbeTarget target;         // the first subscriber's; the probe part is common to all
-        config::HealthCheck probe;  // probe_part(target.check)
-        ProbeEndpoint endpoint;
-        std::vector<TargetKey> subscribers;
-        std::string request;  // http
-        std::optional<HttpResponseReader> reader;
+        // The rest, read when a probe ends, by http probes, or when targets
+        // change: apart, so that the slots' array stays small.
+        struct Cold {
+            ProbeTarget target;         // the first subscriber's; the probe part is common to all
+            config::HealthCheck probe;  // probe_part(target.check)
+            ProbeEndpoint endpoint;
+            // Every target the probe serves, in the order set_targets() gave them.
+            std::shared_ptr<const std::vector<TargetKey>> subscribers;
+            std::string request;  // http
+            std::optional<HttpResponseReader> reader;
+        };
+        std::unique_ptr<Cold> cold = std::make_unique<Cold>();
     };
 
     struct Timer {
@@ -236,7 +242,7 @@ struct ProbeEngine::Impl {
     std::uint64_t call_seq = 0;
     std::deque<std::pair<std::uint32_t, std::uint32_t>> waiting;  // (slot, sched_gen)
     std::size_t in_flight = 0;
-    std::size_t kept = 0;  // kept connections without a probe
+    std::size_t kept = 0;  // sockets kept between probes (http connections, tcp sockets)
     std::vector<char> scratch;
 
     void wake() { io->wake(); }
@@ -281,23 +287,24 @@ struct ProbeEngine::Impl {
     // --- Targets ----------------------------------------------------------------
 
     void prepare(Slot& s, ProbeTarget t) {
-        s.target = std::move(t);
-        s.probe = probe_part(s.target.check);
-        s.endpoint = probe_endpoint(s.target);
+        s.cold->target = std::move(t);
+        s.cold->probe = probe_part(s.cold->target.check);
+        s.cold->endpoint = probe_endpoint(s.cold->target);
         sockaddr_storage addr;
-        s.addr_len = to_sockaddr(s.target.destination(), s.target.port, addr);
+        s.addr_len = to_sockaddr(s.cold->target.destination(), s.cold->target.port, addr);
         std::memcpy(&s.addr, &addr, s.addr_len);
-        const config::HealthCheck& check = s.target.check;
+        const config::HealthCheck& check = s.cold->target.check;
         s.type = check.type;
-        s.mark = s.target.mark;
+        s.mark = s.cold->target.mark;
         s.reuse_connection = check.reuse_connection;
         s.interval = std::chrono::duration_cast<Clock::duration>(check.interval);
         s.jitter = std::chrono::duration_cast<Clock::duration>(check.jitter);
         s.timeout = std::chrono::duration_cast<Clock::duration>(check.timeout);
         s.reuse_limit = std::chrono::duration_cast<Clock::duration>(check.reuse_limit);
-        s.request = s.target.check.type == HealthCheckType::kHttp
-                        ? http_request(s.target.check, s.target.destination(), s.target.port)
-                        : std::string();
+        s.cold->request = s.cold->target.check.type == HealthCheckType::kHttp
+                              ? http_request(s.cold->target.check, s.cold->target.destination(),
+                                             s.cold->target.port)
+                              : std::string();
     }
 
     bool busy(const Slot& s) const { return s.phase != Phase::kIdle; }
@@ -313,6 +320,7 @@ struct ProbeEngine::Impl {
         set_abortive(s.fd);
         io->close(s.fd);
         s.fd = -1;
+        s.watched = false;
         ++s.conn_gen;
     }
 
@@ -320,7 +328,7 @@ struct ProbeEngine::Impl {
         if (busy(s)) --in_flight;
         close_connection(s);
         s.phase = Phase::kIdle;
-        s.reader.reset();
+        s.cold->reader.reset();
         ++s.probe_gen;
     }
 
@@ -329,10 +337,10 @@ struct ProbeEngine::Impl {
         abandon(s);
         s.active = false;
         ++s.sched_gen;
-        s.target = ProbeTarget{};
-        s.probe = config::HealthCheck{};
-        s.subscribers.clear();
-        s.request.clear();
+        s.cold->target = ProbeTarget{};
+        s.cold->probe = config::HealthCheck{};
+        s.cold->subscribers.reset();
+        s.cold->request.clear();
         free_slots.push_back(i);
     }
 
@@ -364,7 +372,7 @@ struct ProbeEngine::Impl {
             std::optional<std::uint32_t> slot;
             if (auto it = by_endpoint.find(endpoint); it != by_endpoint.end()) {
                 for (const std::uint32_t i : it->second) {
-                    if (!claimed[i] && slots[i].probe == probe) {
+                    if (!claimed[i] && slots[i].cold->probe == probe) {
                         slot = i;
                         break;
                     }
@@ -372,7 +380,7 @@ struct ProbeEngine::Impl {
             }
             if (slot) {
                 claimed[*slot] = true;
-                slots[*slot].target = first;  // e.g. new thresholds: the schedule stays
+                slots[*slot].cold->target = first;  // e.g. new thresholds: the schedule stays
             } else {
                 // Probed before under another check: no longer than one new
                 // interval from now; new: within the first-probe spread.
@@ -397,11 +405,13 @@ struct ProbeEngine::Impl {
                 schedule(*slot, *due);
             }
             Slot& s = slots[*slot];
-            s.subscribers.clear();
+            auto subscribers = std::make_shared<std::vector<TargetKey>>();
+            subscribers->reserve(members.size());
             for (const std::size_t m : members) {
-                s.subscribers.push_back(targets[m].key);
+                subscribers->push_back(targets[m].key);
                 next.emplace(targets[m].key, *slot);
             }
+            s.cold->subscribers = std::move(subscribers);
             next_by_endpoint[endpoint].push_back(*slot);
         }
         for (std::uint32_t i = 0; i < slots.size(); ++i) {
@@ -458,12 +468,15 @@ struct ProbeEngine::Impl {
         s.started = io->now();
         ++s.probe_gen;
         s.sent = 0;
-        s.reader.reset();
+        s.cold->reader.reset();
         ++st_started;
         if (s.fd >= 0) {
-            // A kept connection: used while younger than reuse_limit (so that
-            // a listener gone while it lingers is noticed), else replaced.
-            if (s.reuse_connection && s.started - s.connected_at < s.reuse_limit) {
+            // A kept http connection: used while younger than reuse_limit (so
+            // that a listener gone while it lingers is noticed), else
+            // replaced. A tcp probe's socket, disconnected: connected again.
+            const bool http = s.type == HealthCheckType::kHttp && s.reuse_connection &&
+                              s.started - s.connected_at < s.reuse_limit;
+            if (http || s.type == HealthCheckType::kTcp) {
                 --kept;
                 st_kept = kept;
                 s.reused = true;
@@ -471,8 +484,13 @@ struct ProbeEngine::Impl {
                 ++in_flight;
                 st_in_flight = in_flight;
                 push_deadline(i, s);
-                s.phase = Phase::kSending;
-                send_request(s);
+                if (http) {
+                    s.phase = Phase::kSending;
+                    send_request(s);
+                    return;
+                }
+                s.phase = Phase::kConnecting;
+                connect(s);
                 return;
             }
             close_connection(s);
@@ -498,19 +516,40 @@ struct ProbeEngine::Impl {
             local_failure(s, make_error(r, "epoll_ctl"));
             return;
         }
+        s.watched = true;
         push_deadline(i, s);
-        const int r = io->connect(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len);
+        connect(s);
+    }
+
+    void connect(Slot& s) {
+        const int r = io->connect(s.fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len);
         if (r == 0) {
             connected(s);
             return;
         }
         if (r == -EINPROGRESS) return;
-        fail_probe(s, -r, udp);
+        fail_probe(s, -r, s.type == HealthCheckType::kUdp);
+    }
+
+    // A tcp probe's socket serves the next probe of its slot too:
+    // connect(AF_UNSPEC) ends the connection (with a reset when it was
+    // established, as SO_LINGER 0 does on close; nothing when the SYN is
+    // unanswered) and leaves the socket unconnected, its options, binding
+    // and epoll registration in place; the error the disconnect leaves
+    // pending (ECONNRESET) is read so that the next connect starts clean.
+    // A probe then costs connect(), the disconnect and getsockopt() instead
+    // of socket(), setsockopt(), epoll_ctl(), connect() and close(). False
+    // when the socket cannot be reused (it is closed instead).
+    bool disconnect(Slot& s) {
+        sockaddr unspec{};
+        unspec.sa_family = AF_UNSPEC;
+        if (io->connect(s.fd, &unspec, sizeof(unspec)) != 0) return false;
+        io->socket_error(s.fd);
+        return true;
     }
 
     // The socket options of a probe; an error is this host's, not the backend's.
     Result<void> configure(const Slot& s, int fd, bool v4) {
-        if (s.type == HealthCheckType::kTcp) set_abortive(fd);
         if (!opt.device.empty()) {
             const int r = io->setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, opt.device.data(),
                                          static_cast<socklen_t>(opt.device.size()));
@@ -555,7 +594,7 @@ struct ProbeEngine::Impl {
                 send_request(s);
                 return;
             case HealthCheckType::kUdp: {
-                const auto& payload = s.target.check.udp_payload;
+                const auto& payload = s.cold->target.check.udp_payload;
                 if (const auto n = io->send(s.fd, payload.data(), payload.size(), MSG_NOSIGNAL);
                     n < 0) {
                     fail_probe(s, static_cast<int>(-n), true);
@@ -571,9 +610,9 @@ struct ProbeEngine::Impl {
     }
 
     void send_request(Slot& s) {
-        while (s.sent < s.request.size()) {
-            const ssize_t n =
-                io->send(s.fd, s.request.data() + s.sent, s.request.size() - s.sent, MSG_NOSIGNAL);
+        while (s.sent < s.cold->request.size()) {
+            const ssize_t n = io->send(s.fd, s.cold->request.data() + s.sent,
+                                       s.cold->request.size() - s.sent, MSG_NOSIGNAL);
             if (n > 0) {
                 s.sent += static_cast<std::size_t>(n);
                 continue;
@@ -584,8 +623,8 @@ struct ProbeEngine::Impl {
             return;
         }
         s.phase = Phase::kReceiving;
-        const auto& check = s.target.check;
-        s.reader.emplace(opt.max_http_head, opt.max_http_body, !check.body_contains.empty());
+        const auto& check = s.cold->target.check;
+        s.cold->reader.emplace(opt.max_http_head, opt.max_http_body, !check.body_contains.empty());
         receive_http(s);  // edge-triggered: the answer may be there already
     }
 
@@ -593,26 +632,28 @@ struct ProbeEngine::Impl {
         for (;;) {
             const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), 0);
             if (n > 0) {
-                const auto state =
-                    s.reader->feed(std::string_view(scratch.data(), static_cast<std::size_t>(n)));
-                if (state == HttpResponseReader::State::kDone || s.reader->body_truncated()) {
+                const auto state = s.cold->reader->feed(
+                    std::string_view(scratch.data(), static_cast<std::size_t>(n)));
+                if (state == HttpResponseReader::State::kDone || s.cold->reader->body_truncated()) {
                     complete_http(s, false);
                     return;
                 }
                 if (state == HttpResponseReader::State::kError) {
                     set_abortive(s.fd);
-                    finish(s, Failure::kBadResponse, "bad response: " + s.reader->error());
+                    finish(s, Failure::kBadResponse, "bad response: " + s.cold->reader->error());
                     return;
                 }
                 continue;
             }
             if (n == 0) {
-                const auto state = s.reader->finish();
+                const auto state = s.cold->reader->finish();
                 if (state == HttpResponseReader::State::kDone) {
                     complete_http(s, true);
                 } else {
-                    finish(s, s.reader->closed_early() ? Failure::kClosed : Failure::kBadResponse,
-                           s.reader->error());
+                    finish(
+                        s,
+                        s.cold->reader->closed_early() ? Failure::kClosed : Failure::kBadResponse,
+                        s.cold->reader->error());
                 }
                 return;
             }
@@ -626,7 +667,7 @@ struct ProbeEngine::Impl {
     }
 
     void complete_http(Slot& s, bool eof) {
-        const bool keep = !eof && s.reuse_connection && s.reader->reusable();
+        const bool keep = !eof && s.reuse_connection && s.cold->reader->reusable();
         if (!eof && !keep) {
             // The server usually closes right after the response: if its FIN
             // is already here, close politely; otherwise reset (no TIME_WAIT).
@@ -634,9 +675,9 @@ struct ProbeEngine::Impl {
             eof = n == 0;
             if (!eof) set_abortive(s.fd);
         }
-        auto j = judge_http(s.target.check, *s.reader, io->wall_now());
+        auto j = judge_http(s.cold->target.check, *s.cold->reader, io->wall_now());
         ProbeResult r = result_base(s, j.failure, std::move(j.detail));
-        r.http_status = static_cast<std::uint16_t>(s.reader->status());
+        r.http_status = static_cast<std::uint16_t>(s.cold->reader->status());
         r.rate_limited = j.rate_limited;
         r.retry_after = j.retry_after;
         deliver(s, std::move(r), keep);
@@ -647,7 +688,7 @@ struct ProbeEngine::Impl {
             const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), 0);
             if (n >= 0) {
                 const std::string_view reply(scratch.data(), static_cast<std::size_t>(n));
-                const auto& expect = s.target.check.udp_expect;
+                const auto& expect = s.cold->target.check.udp_expect;
                 if (expect.empty() || reply.find(expect) != std::string_view::npos) {
                     finish(s, Failure::kNone, "reply of " + std::to_string(n) + " bytes");
                 } else {
@@ -669,8 +710,8 @@ struct ProbeEngine::Impl {
             case Phase::kConnecting: return "(connecting)";
             case Phase::kSending: return "(sending the request)";
             case Phase::kReceiving:
-                if (s.target.check.type == HealthCheckType::kUdp) return "(no reply)";
-                if (s.reader && s.reader->state() == HttpResponseReader::State::kBody) {
+                if (s.cold->target.check.type == HealthCheckType::kUdp) return "(no reply)";
+                if (s.cold->reader && s.cold->reader->state() == HttpResponseReader::State::kBody) {
                     return "(reading the response body)";
                 }
                 return "(waiting for the response headers)";
@@ -692,6 +733,9 @@ struct ProbeEngine::Impl {
             case Phase::kConnecting: {
                 if (events & (EPOLLERR | EPOLLHUP)) {
                     int err = io->socket_error(s.fd);
+                    // A hang-up without an error on a reused socket is what
+                    // its last disconnect left: the connect goes on.
+                    if (err == 0 && !(events & EPOLLOUT) && s.reused) return;
                     if (err == 0 && !(events & EPOLLOUT)) err = ECONNRESET;
                     if (err != 0) {
                         fail_probe(s, err, udp);
@@ -720,7 +764,9 @@ struct ProbeEngine::Impl {
     // the next probe opens a new connection; nothing failed. A readable edge
     // can also be the last response's, read before its event came: then
     // there is nothing to read.
+    // A tcp probe's idle socket is disconnected: its hang-up is expected.
     void idle_event(Slot& s, std::uint32_t events) {
+        if (s.type == HealthCheckType::kTcp) return;
         if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
         if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
             const ssize_t n = io->recv(s.fd, scratch.data(), 1, MSG_PEEK);
@@ -731,15 +777,15 @@ struct ProbeEngine::Impl {
 
     void on_deadline(Slot& s) {
         const auto timeout = s.timeout;
-        set_abortive(s.fd);
+        if (s.type != HealthCheckType::kTcp) set_abortive(s.fd);  // tcp: disconnect()
         finish(s, Failure::kTimeout, "timeout after " + human(timeout) + " " + stage(s));
     }
 
     ProbeResult result_base(const Slot& s, Failure failure, std::string detail) const {
         ProbeResult r;
-        r.key = s.target.key;
+        r.key = s.cold->target.key;
         r.type = s.type;
-        r.port = s.target.port;
+        r.port = s.cold->target.port;
         r.failure = failure;
         r.detail = std::move(detail);
         r.scheduled = s.scheduled;
@@ -761,30 +807,30 @@ struct ProbeEngine::Impl {
             st_in_flight = in_flight;
         }
         s.phase = Phase::kIdle;
+        if (s.type == HealthCheckType::kTcp && s.watched) keep_connection = disconnect(s);
         if (keep_connection && s.fd >= 0) {
             ++kept;
             st_kept = kept;
         } else if (s.fd >= 0) {
+            if (s.type == HealthCheckType::kTcp) set_abortive(s.fd);  // not disconnected
             io->close(s.fd);
             s.fd = -1;
+            s.watched = false;
             ++s.conn_gen;
         }
-        s.reader.reset();
+        s.cold->reader.reset();
         ++st_results;
-        // r carries the first subscriber's key (result_base): the others get
-        // copies, then r goes.
-        for (std::size_t k = 1; k < s.subscribers.size(); ++k) {
-            ProbeResult copy = r;
-            copy.key = s.subscribers[k];
-            report(std::move(copy));
-        }
-        report(std::move(r));
+        // One report for every target the probe serves: r's key is the
+        // first one's (result_base), the others follow in shared_targets.
+        if (s.cold->subscribers && s.cold->subscribers->size() > 1)
+            r.shared_targets = s.cold->subscribers;
+        report(r);
     }
 
     // The handler must not throw (engine.h): if it does, noexcept ends the
     // process here, with the exception, rather than lose it.
-    void report(ProbeResult r) noexcept {
-        if (on_result) on_result(std::move(r));
+    void report(const ProbeResult& r) noexcept {
+        if (on_result) on_result(r);
     }
 
     // --- The loop -------------------------------------------------------------------

@@ -27,10 +27,14 @@
 // process of its own, so that the case's CPU and RSS figures are the probing
 // alone, with a fresh heap.
 //
-// Floor. Before each case the same system calls are run one probe at a time
-// in a tight loop against the same server ("floor_us_per_probe": the
-// kernel's and libc's cost of a probe on this machine, both ends included on
-// loopback), to compare with the engine's CPU per probe.
+// Floor. Before and after each case's window the same system calls are run
+// one probe at a time in a tight loop against the same server for 2 s
+// ("floor_before_us", "floor_after_us", their mean "floor_us_per_probe": the
+// kernel's and libc's cost of a probe made the plain way on this machine,
+// both ends included on loopback), to compare with the engine's CPU per
+// probe ("engine_to_floor"). tcp: socket, SO_LINGER 0, connect, poll, close;
+// http: the same with the request and response; http with reuse: a request
+// and its response on an open connection.
 //
 // Ports. At 10,000 probes a second a client that closed first would leave
 // 600,000 sockets in TIME_WAIT per minute. The engine does not: tcp probes
@@ -273,7 +277,9 @@ struct Case {
     double rss_mib = 0, peak_rss_mib = 0;
     long time_wait = -1;
     double engine_us_per_probe = 0;  // the engine thread's CPU per probe
-    double floor_us_per_probe = 0;   // the same system calls in a tight loop
+    double floor_us_per_probe = 0;   // the same system calls in a tight loop: the mean of
+    double floor_before_us = 0;      // ... before the engine's window
+    double floor_after_us = 0;       // ... and after it
 };
 
 double thread_cpu_us() {
@@ -411,9 +417,13 @@ Snapshot snapshot(ProbeEngine& engine, const std::atomic<std::uint64_t>& failure
 
 Case run_case(const CaseSpec& spec, int backends, std::chrono::milliseconds interval,
               std::chrono::milliseconds timeout, std::chrono::milliseconds jitter,
-              std::chrono::seconds warmup, std::chrono::seconds duration, std::uint16_t port) {
+              std::chrono::seconds warmup, std::chrono::seconds duration, std::uint16_t port,
+              ProbeEngine::Options options) {
     const auto type = spec.type;
-    const double floor = floor_us_per_probe(type, spec.reuse, backends, port, 2s);
+    // The floor before and after the engine's window: this host's speed
+    // drifts by tens of percent over a minute, and their mean is what the
+    // window is compared with.
+    const double floor_before = floor_us_per_probe(type, spec.reuse, backends, port, 2s);
     std::vector<ProbeTarget> targets;
     targets.reserve(static_cast<std::size_t>(backends) * static_cast<std::size_t>(spec.vips));
     for (int v = 0; v < spec.vips; ++v) {
@@ -449,8 +459,8 @@ Case run_case(const CaseSpec& spec, int backends, std::chrono::milliseconds inte
     // A shared probe's result reaches every VIP it serves; its timing is
     // sampled once (the first VIP's).
     const std::string sampled_vip = "bench-0";
-    ProbeEngine engine(ProbeEngine::Options{}, [&](ProbeResult r) {
-        results.fetch_add(1, std::memory_order_relaxed);
+    ProbeEngine engine(options, [&](const ProbeResult& r) {
+        results.fetch_add(r.targets().size(), std::memory_order_relaxed);
         if (!r.ok() && failures++ == 0) first_failure = r.detail;
         if (r.key.vip == sampled_vip && samples.size() < samples.capacity()) {
             samples.push_back(
@@ -473,6 +483,8 @@ Case run_case(const CaseSpec& spec, int backends, std::chrono::milliseconds inte
     c.peak_rss_mib = static_cast<double>(proc_status_kib("VmHWM")) / 1024.0;
     c.time_wait = sockstat_time_wait();
     engine.stop();
+    const double floor_after = floor_us_per_probe(type, spec.reuse, backends, port, 2s);
+    const double floor = (floor_before + floor_after) / 2;
 
     const double wall = std::chrono::duration<double>(to - from).count();
     c.name = spec.name;
@@ -503,6 +515,8 @@ Case run_case(const CaseSpec& spec, int backends, std::chrono::milliseconds inte
     // counter: the samples are of one VIP's results.
     c.probes = last.started - first.started;
     c.floor_us_per_probe = floor;
+    c.floor_before_us = floor_before;
+    c.floor_after_us = floor_after;
     c.engine_us_per_probe = c.probes ? 1e6 * engine_cpu / static_cast<double>(c.probes) : 0;
     c.lateness_max_ms = lateness.empty() ? 0 : *std::max_element(lateness.begin(), lateness.end());
     c.lateness_p50_ms = percentile(lateness, 0.50);
@@ -545,6 +559,10 @@ nlohmann::json to_json(const Case& c) {
         {"time_wait", c.time_wait},
         {"engine_us_per_probe", round(c.engine_us_per_probe, 0.1)},
         {"floor_us_per_probe", round(c.floor_us_per_probe, 0.1)},
+        {"floor_before_us", round(c.floor_before_us, 0.1)},
+        {"floor_after_us", round(c.floor_after_us, 0.1)},
+        {"engine_to_floor",
+         round(c.floor_us_per_probe > 0 ? c.engine_us_per_probe / c.floor_us_per_probe : 0, 0.01)},
     };
 }
 
@@ -571,10 +589,17 @@ int main(int argc, char** argv) {
     app.add_option("--jitter-ms", jitter_ms, "probe jitter")->capture_default_str();
     app.add_option("--warmup", warmup_s, "seconds before measuring")->capture_default_str();
     app.add_option("--duration", duration_s, "seconds measured per case")->capture_default_str();
+    ProbeEngine::Options options;  // the agent's
+    long timer_resolution_us = options.timer_resolution.count();
+    app.add_option("--timer-resolution-us", timer_resolution_us,
+                   "the engine's timer resolution (ProbeEngine::Options; the agent's default)")
+        ->check(CLI::Range(0L, 100000L))
+        ->capture_default_str();
     app.add_option("--cases", names, "cases to run, in this order")
         ->check(CLI::IsMember(known))
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    options.timer_resolution = std::chrono::microseconds(timer_resolution_us);
 
     raise_fd_limit();
     const Server srv = loopback_server();
@@ -599,10 +624,11 @@ int main(int argc, char** argv) {
         const pid_t child = ::fork();
         if (child == 0) {
             ::close(pipefd[0]);
-            const Case c = run_case(
-                spec, backends, std::chrono::milliseconds(interval_ms),
-                std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(jitter_ms),
-                std::chrono::seconds(warmup_s), std::chrono::seconds(duration_s), srv.port);
+            const Case c =
+                run_case(spec, backends, std::chrono::milliseconds(interval_ms),
+                         std::chrono::milliseconds(timeout_ms),
+                         std::chrono::milliseconds(jitter_ms), std::chrono::seconds(warmup_s),
+                         std::chrono::seconds(duration_s), srv.port, options);
             nlohmann::json j = to_json(c);
             j["topology"] = "loopback";
             // How the bench was scheduled (e.g. under chrt -f or nice): CPU
@@ -657,7 +683,8 @@ int main(int argc, char** argv) {
         "us/probe <= 1.1 x floor us, tcp_shared_10_vips: 10,000 probes/s for 100,000\n"
         "(VIP, backend) pairs within 10%% of tcp's cpu %%. process %%: the whole probing\n"
         "process. us/probe: the engine thread's CPU per probe; floor us: the same system\n"
-        "calls one probe at a time in a tight loop (http: on a kept connection).\n"
+        "calls one probe at a time in a tight loop (http: on a kept connection), the mean\n"
+        "of 2 s before and 2 s after the engine's window.\n"
         "late: probe start minus the time it was due. tw: TCP sockets in TIME_WAIT in\n"
         "the current namespace, other programs' included.\n");
     const std::filesystem::path path(out_path);

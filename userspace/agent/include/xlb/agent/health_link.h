@@ -48,9 +48,11 @@ public:
                                               health::TimePoint now,
                                               control::Reconciler& reconciler);
 
-    // One probe result. Returns the transition it caused, if any, for the log.
-    std::optional<HealthEvent> apply(const health::ProbeResult& result, health::TimePoint now,
-                                     control::Reconciler& reconciler);
+    // One probe result, for every target it serves (a shared probe: each
+    // VIP's state machine judges it). Returns the transitions it caused, for
+    // the log.
+    std::vector<HealthEvent> apply(const health::ProbeResult& result, health::TimePoint now,
+                                   control::Reconciler& reconciler);
 
     // Hands the reconciler whatever changed with time (call at next_change()).
     // Returns how many observations changed.

@@ -11,14 +11,20 @@
 // stage it is at (connecting, waiting for the headers, reading the body).
 //
 // Probes:
-//  - tcp: a connect. Closed with a reset (SO_LINGER 0), so that this host keeps
-//    no TIME_WAIT socket per probe (at 10,000 probes/s TIME_WAIT would pin
-//    600,000 four-tuples);
-//  - http: HTTP/1.1 GET with "Connection: close" (http.h). The response is
-//    read to its end: the server closes first and keeps the TIME_WAIT, as for
-//    any Connection: close exchange; if the probe must close first (a timeout,
-//    a body too long to read, a server that keeps the connection open), the
-//    close is a reset, for the same reason as above;
+//  - tcp: a connect, ended with a reset so that this host keeps no TIME_WAIT
+//    socket per probe (at 10,000 probes/s TIME_WAIT would pin 600,000
+//    four-tuples): connect(AF_UNSPEC), which leaves the socket for the
+//    target's next probe (no socket(), setsockopt(), epoll_ctl() or close()
+//    per probe; a new source port each time, as a new socket would get);
+//    closed with SO_LINGER 0 when the target goes;
+//  - http: HTTP/1.1 GET (http.h). With reuse_connection (the default) the
+//    connection is kept for the next probe while the response allows it and
+//    it is younger than reuse_limit; a close by the server between probes
+//    drops it without a failure. Without reuse, "Connection: close": the
+//    response is read to its end, the server closes first and keeps the
+//    TIME_WAIT, as for any Connection: close exchange; if the probe must close
+//    first (a timeout, a body too long to read, a server that keeps the
+//    connection open), the close is a reset, for the same reason as above;
 //  - udp: the payload in one datagram to the backend (connected socket, so
 //    that an ICMP port unreachable fails it at once as "refused"); any reply
 //    passes, or one containing udp_expect.
@@ -85,9 +91,11 @@ public:
         std::chrono::milliseconds first_probe_spread{1000};
         // Due probes are started in batches, the loop waking at most once per
         // this much time (rounded up to a multiple of it): a probe starts up to
-        // this late, and 10,000 probes a second cost 1,000 wake-ups, not
-        // 10,000. 0: wake for every probe.
-        std::chrono::microseconds timer_resolution{1000};
+        // this late, and 10,000 probes a second cost 250 wake-ups, not 10,000.
+        // In a VM a timer wake-up costs several microseconds (xlb-bench-health,
+        // tcp: 1 ms gave 1.07-1.19 times the floor's CPU per probe, 4 ms
+        // 1.00-1.02, with lateness p99 0.9 and 3.4 ms). 0: wake for every probe.
+        std::chrono::microseconds timer_resolution{4000};
         std::size_t max_http_head = 16 * 1024;
         std::size_t max_http_body = 64 * 1024;  // read for body_contains
         std::uint64_t seed = 0;                 // 0: random
@@ -99,12 +107,17 @@ public:
         std::uint64_t probes_started = 0;
         std::uint64_t results = 0;  // probes finished (each fed every pair it serves)
         std::uint64_t in_flight = 0;
-        std::uint64_t waiting = 0;           // due, held back by max_in_flight
-        std::uint64_t kept_connections = 0;  // open between probes (http reuse)
-        std::uint64_t reused = 0;            // probes started on a kept connection
+        std::uint64_t waiting = 0;  // due, held back by max_in_flight
+        // Open between probes: http connections (reuse_connection) and tcp
+        // probes' sockets (disconnected, connected again by the next probe).
+        std::uint64_t kept_connections = 0;
+        std::uint64_t reused = 0;  // probes started on a kept connection or socket
     };
 
-    using ResultHandler = std::function<void(ProbeResult)>;
+    // Called once per finished probe; a shared probe's result names every
+    // (VIP, backend) target it serves (ProbeResult::targets()). The result is
+    // valid for the call only.
+    using ResultHandler = std::function<void(const ProbeResult&)>;
 
     ProbeEngine(Options options, ResultHandler on_result);  // the system's ProbeIo
     // With `io` (a fake, in tests), which must outlive the engine.

@@ -7,8 +7,11 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "xlb/config/model.h"
 #include "xlb/net/address.h"
@@ -60,6 +63,14 @@ struct TargetKey {
 // One probe's outcome, as the engine reports it.
 struct ProbeResult {
     TargetKey key;
+    // A shared probe (targets.h group_probes): every target it serves, key
+    // (the first) included; null when it serves key alone. targets() is the
+    // one list either way.
+    std::shared_ptr<const std::vector<TargetKey>> shared_targets;
+    std::span<const TargetKey> targets() const {
+        if (shared_targets) return {shared_targets->data(), shared_targets->size()};
+        return {&key, 1};
+    }
     config::HealthCheckType type = config::HealthCheckType::kTcp;
     std::uint16_t port = 0;
     Failure failure = Failure::kNone;
