@@ -147,63 +147,15 @@ void paint_in_place(Io& io, const std::string& frame, bool first) {
     *io.out << (first ? "\x1b[H\x1b[2J" : "\x1b[H") << painted << "\x1b[J";
 }
 
-int watch(const Command& c, Transport& transport, Io& io, const Style& style,
-          const Reporter& report) {
-    const HttpRequest request = build_request(c);
-    auto first = exchange(transport, request, c);
-    if (!first) return report.fail(first.error());
-    json before = std::move(first->body);
-    auto t0 = io.now();
-    if (io.on_watch_start) io.on_watch_start();
-    const auto interval =
-        std::chrono::milliseconds(static_cast<long>(std::llround(*c.watch_seconds * 1000)));
-    const bool in_place = io.out_is_tty && !c.json;
-    if (in_place)
-        *io.out << fmt::format("measuring rates over {}s (Ctrl-C to stop)...\n",
-                               format_number(*c.watch_seconds))
-                << std::flush;
-    std::uint64_t shown = 0;
-    while (!io.interrupted()) {
-        io.sleep(interval);
-        if (io.interrupted()) break;
-        auto next = exchange(transport, request, c);
-        if (!next) return report.fail(next.error());
-        const auto t1 = io.now();
-        const double seconds = std::chrono::duration<double>(t1 - t0).count();
-        try {
-            const json sample = watch_sample(before, next->body, seconds, io.wall_time());
-            if (c.json) {
-                *io.out << sample.dump() << "\n";
-            } else if (in_place) {
-                paint_in_place(io, render_watch(sample, style), shown == 0);
-            } else {
-                if (shown > 0) *io.out << "\n";
-                *io.out << render_watch(sample, style);
-            }
-        } catch (const json::exception& e) {
-            return report.fail(malformed(c, e));
-        }
-        io.out->flush();
-        before = std::move(next->body);
-        t0 = t1;
-        ++shown;
-        if (c.count && shown >= *c.count) break;
-    }
-    return kExitOk;
-}
-
-// top: GET /v1/backends and GET /v1/stats every interval; each refresh
-// shows the counters' rates since the one before (docs/xlbctl.md).
-int top(const Command& c, Transport& transport, Io& io, const Style& style,
-        const Reporter& report) {
-    const HttpRequest backends{"GET", "/v1/backends", ""}, stats{"GET", "/v1/stats", ""};
-    auto snapshot = [&]() -> std::expected<std::pair<json, json>, Failure> {
-        auto b = exchange(transport, backends, c);
-        if (!b) return std::unexpected(b.error());
-        auto s = exchange(transport, stats, c);
-        if (!s) return std::unexpected(s.error());
-        return std::pair{std::move(b->body), std::move(s->body)};
-    };
+// The loop of stats --watch and top: a first snapshot, then every interval
+// another and the rates between the two, as one JSON line (--json), painted
+// over the last refresh (a terminal) or appended; until Ctrl-C or `count`
+// refreshes (0: no limit). snapshot() gives the counters or a Failure; sample(before,
+// after, seconds, wall time) the refresh's document; render(document, the
+// terminal's rows when painting in place) its text.
+template <class Snapshot, class Sample, class Render>
+int refresh_loop(const Command& c, Io& io, const Reporter& report, std::uint64_t count,
+                 Snapshot snapshot, Sample sample, Render render) {
     auto before = snapshot();
     if (!before) return report.fail(before.error());
     auto t0 = io.now();
@@ -211,10 +163,6 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
     const auto interval =
         std::chrono::milliseconds(static_cast<long>(std::llround(*c.watch_seconds * 1000)));
     const bool in_place = io.out_is_tty && !c.json;
-    // --json: one snapshot unless --count says how many
-    const std::optional<std::uint64_t> count = c.count  ? c.count
-                                               : c.json ? std::optional<std::uint64_t>(1)
-                                                        : std::nullopt;
     if (in_place)
         *io.out << fmt::format("measuring rates over {}s (Ctrl-C to stop)...\n",
                                format_number(*c.watch_seconds))
@@ -228,17 +176,16 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
         const auto t1 = io.now();
         const double seconds = std::chrono::duration<double>(t1 - t0).count();
         try {
-            const json sample = top_sample(before->first, before->second, after->first,
-                                           after->second, seconds, io.wall_time());
+            const json document = sample(*before, *after, seconds, io.wall_time());
             if (c.json) {
-                *io.out << sample.dump() << "\n";
+                *io.out << document.dump() << "\n";
             } else if (in_place) {
                 const std::optional<int> rows =
                     io.terminal_rows ? io.terminal_rows() : std::nullopt;
-                paint_in_place(io, render_top(sample, style, rows), shown == 0);
+                paint_in_place(io, render(document, rows), shown == 0);
             } else {
                 if (shown > 0) *io.out << "\n";
-                *io.out << render_top(sample, style, std::nullopt);
+                *io.out << render(document, std::nullopt);
             }
         } catch (const json::exception& e) {
             return report.fail(malformed(c, e));
@@ -247,9 +194,51 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
         before = std::move(after);
         t0 = t1;
         ++shown;
-        if (count && shown >= *count) break;
+        if (count != 0 && shown >= count) break;
     }
     return kExitOk;
+}
+
+int watch(const Command& c, Transport& transport, Io& io, const Style& style,
+          const Reporter& report) {
+    const HttpRequest request = build_request(c);
+    return refresh_loop(
+        c, io, report, c.count.value_or(0),
+        [&]() -> std::expected<json, Failure> {
+            auto r = exchange(transport, request, c);
+            if (!r) return std::unexpected(r.error());
+            return std::move(r->body);
+        },
+        [](const json& before, const json& after, double seconds, auto wall) {
+            return watch_sample(before, after, seconds, wall);
+        },
+        [&](const json& sample, std::optional<int>) { return render_watch(sample, style); });
+}
+
+// top: GET /v1/backends and GET /v1/stats every interval; each refresh
+// shows the counters' rates since the one before (docs/xlbctl.md).
+int top(const Command& c, Transport& transport, Io& io, const Style& style,
+        const Reporter& report) {
+    const HttpRequest backends{"GET", "/v1/backends", ""}, stats{"GET", "/v1/stats", ""};
+    using Counters = std::pair<json, json>;  // backends, stats
+    // --json: one snapshot unless --count says how many
+    const std::uint64_t count = c.count.value_or(c.json ? 1 : 0);
+    return refresh_loop(
+        c, io, report, count,
+        [&]() -> std::expected<Counters, Failure> {
+            auto b = exchange(transport, backends, c);
+            if (!b) return std::unexpected(b.error());
+            auto s = exchange(transport, stats, c);
+            if (!s) return std::unexpected(s.error());
+            return Counters{std::move(b->body), std::move(s->body)};
+        },
+        [](const Counters& before, const Counters& after, double seconds, auto wall) {
+            return top_sample(before.first, before.second, after.first, after.second, seconds,
+                              wall);
+        },
+        [&](const json& sample, std::optional<int> rows) {
+            return render_top(sample, style, rows);
+        });
 }
 
 // status --peers: this host's status and each peer's (from its socket, or
