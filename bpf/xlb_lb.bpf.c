@@ -57,12 +57,14 @@ struct {
 	__array(values, struct xlb_ring);
 } xlb_prev_rings SEC(".maps");
 
+/* abi.h, struct xlb_ct_set: element 0 the header, then the sets. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, XLB_CONNTRACK_DEFAULT);
-	__type(key, struct xlb_flow_key);
-	__type(value, struct xlb_ct_value);
-} xlb_conntrack3 SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XLB_CT_ELEMENTS(XLB_CONNTRACK_DEFAULT));
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xlb_ct_set);
+} xlb_conntrack4 SEC(".maps");
 
 /* abi.h, XLB_MAP_VIP_BUCKETS: 0 = no VIP address in the bucket, else its
  * epoch; the extra last slot is the agent's epoch counter. */
@@ -401,26 +403,111 @@ static __always_inline int xlb_ct_admit(const struct xlb_config *cfg)
 	return 1;
 }
 
-/* The backend an entry names when it is still the one recorded (same
- * generation), the entry's age refreshed; NULL when it went away. */
-static __always_inline struct xlb_backend *xlb_ct_backend(struct xlb_ct_value *ct)
-{
-	__u32 id = ct->backend_id, now;
-	struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, &id);
-
-	if (!xlb_backend_live(be, ct->generation))
-		return NULL;
-	now = xlb_ct_clock;
-	if (now - ct->last_seen >= XLB_CT_LOOKUP_UNITS)
-		ct->last_seen = now;
-	return be;
-}
-
 static __always_inline int xlb_same_flow(const struct xlb_flow_key *a, const struct xlb_flow_key *b)
 {
 	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
 
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+/* A flow's place in the connection table (abi.h, struct xlb_ct_set). */
+struct xlb_ct_ref {
+	struct xlb_ct_set *set; /* the flow's set; NULL: no table yet */
+	__u32 way; /* valid when found */
+	int found;
+	struct xlb_ct_value v; /* found: a consistent copy of the way's value */
+};
+
+/* Finds the flow in its set. A way being written, or rewritten while its
+ * value was copied, does not count: that entry is on its way out. */
+static __noinline void xlb_ct_find(struct xlb_ct_ref *ref, const struct xlb_flow_key *key)
+{
+	__u32 index = 0;
+	__u64 seq;
+	struct xlb_ct_header *hdr = bpf_map_lookup_elem(&xlb_conntrack4, &index);
+	struct xlb_ct_set *set;
+
+	ref->set = NULL;
+	ref->found = 0;
+	if (!hdr || hdr->magic != XLB_CT_MAGIC)
+		return;
+	index = xlb_ct_set_index(key, hdr->seed, hdr->sets);
+	set = bpf_map_lookup_elem(&xlb_conntrack4, &index);
+	if (!set)
+		return;
+	ref->set = set;
+	for (__u32 w = 0; w < XLB_CT_WAYS; w++) {
+		seq = *(volatile __u64 *)&set->seq[w];
+		if (seq & 1)
+			continue;
+		asm volatile("" ::: "memory");
+		if (!xlb_same_flow(&set->key[w], key))
+			continue;
+		__builtin_memcpy(&ref->v, &set->value[w], sizeof(ref->v));
+		asm volatile("" ::: "memory");
+		if (*(volatile __u64 *)&set->seq[w] != seq)
+			return;
+		ref->way = w;
+		ref->found = 1;
+		return;
+	}
+}
+
+/* The way an insert takes: an empty one, else the one seen longest ago. */
+static __always_inline __u32 xlb_ct_victim(const struct xlb_ct_set *set, __u32 now)
+{
+	__u32 victim = 0, longest = 0;
+
+	for (__u32 w = 0; w < XLB_CT_WAYS; w++) {
+		__s32 idle;
+
+		if (set->key[w].family == 0)
+			return w;
+		idle = (__s32)(now - set->value[w].last_seen);
+		if (idle < 0)
+			idle = 0; /* refreshed after the clock was read */
+		if ((__u32)idle >= longest) {
+			longest = idle;
+			victim = w;
+		}
+	}
+	return victim;
+}
+
+/* Writes key and value into the way (abi.h: claimed through its seq).
+ * Returns 0 when another writer holds it. */
+static __always_inline int xlb_ct_write(struct xlb_ct_set *set, __u32 way,
+					const struct xlb_flow_key *key,
+					const struct xlb_ct_value *val)
+{
+	__u64 seq;
+
+	way &= XLB_CT_WAYS - 1;
+	seq = *(volatile __u64 *)&set->seq[way];
+	if ((seq & 1) || __sync_val_compare_and_swap(&set->seq[way], seq, seq + 1) != seq)
+		return 0;
+	__builtin_memcpy(&set->key[way], key, sizeof(*key));
+	__builtin_memcpy(&set->value[way], val, sizeof(*val));
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)&set->seq[way] = seq + 2;
+	return 1;
+}
+
+/* The backend a found entry names when it is still the one recorded (same
+ * generation), the entry's age refreshed; NULL when it went away. */
+static __always_inline struct xlb_backend *xlb_ct_backend(struct xlb_ct_ref *ref)
+{
+	__u32 id = ref->v.backend_id, now;
+	struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, &id);
+
+	if (!xlb_backend_live(be, ref->v.generation))
+		return NULL;
+	now = xlb_ct_clock;
+	if (now - ref->v.last_seen >= XLB_CT_LOOKUP_UNITS) {
+		ref->v.last_seen = now;
+		ref->set->value[ref->way & (XLB_CT_WAYS - 1)].last_seen = now;
+	}
+	return be;
 }
 
 /* The cached copy of the flow's entry in `fc` (its slot on this CPU), when
@@ -480,15 +567,19 @@ static __always_inline void xlb_flow_cache_drop_everywhere(const struct xlb_flow
 	bpf_loop(XLB_FLOW_CACHE_MAX_CPUS, xlb_flow_cache_drop_on_cpu, &drop, 0);
 }
 
-/* Brings an entry's record of its VIP up to date (see struct xlb_ct_value). */
-static __always_inline void xlb_ct_note_vip(struct xlb_ct_value *ct, __u32 vip_id, __u32 epoch,
+/* Brings a found entry's record of its VIP up to date (see struct
+ * xlb_ct_value). */
+static __always_inline void xlb_ct_note_vip(struct xlb_ct_ref *ref, __u32 vip_id, __u32 epoch,
 					    __u32 hash)
 {
-	if (ct->vip_id != vip_id || ct->vip_epoch != epoch || ct->hash != hash) {
-		ct->vip_id = vip_id;
-		ct->vip_epoch = epoch;
-		ct->hash = hash;
-	}
+	struct xlb_ct_value *ct;
+
+	if (ref->v.vip_id == vip_id && ref->v.vip_epoch == epoch && ref->v.hash == hash)
+		return;
+	ct = &ref->set->value[ref->way & (XLB_CT_WAYS - 1)];
+	ct->vip_id = vip_id;
+	ct->vip_epoch = epoch;
+	ct->hash = hash;
 }
 
 /* The backend id `rings` (xlb_rings or xlb_prev_rings) names for the flow
@@ -544,9 +635,9 @@ static __always_inline struct xlb_backend *xlb_ct_hint(const struct xlb_ct_value
 
 /*
  * Chooses the backend for a flow on the full path: the connection-table
- * entry `ct` when there is one with a live backend (the caller looked it up,
- * or passes NULL when the VIP skips the table or this is a TCP SYN, which
- * always starts a new connection), else the ring. record: write the ring's
+ * entry `ref` found when it names a live backend and use_entry is set (not
+ * for a TCP SYN, which always starts a new connection; ref->set is NULL when
+ * the VIP skips the table), else the ring. record: write the ring's
  * choice into the connection table, within the insert budget. repoint (a
  * SYN): an entry already there for the tuple is an earlier connection's; it
  * is rewritten in place to the ring's choice, or the handshake's ACK would
@@ -560,23 +651,24 @@ static __always_inline struct xlb_backend *xlb_ct_hint(const struct xlb_ct_value
  */
 static __always_inline int
 xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key,
-		 const struct xlb_config *cfg, struct xlb_ct_value *ct, int record, int repoint,
-		 int second_chance, __u32 hash, __u32 epoch, struct xlb_vip_stats *vstats,
-		 __u32 *id_out, struct xlb_backend **be_out, struct xlb_backend **hint_out)
+		 const struct xlb_config *cfg, struct xlb_ct_ref *ref, int use_entry, int record,
+		 int repoint, int second_chance, __u32 hash, __u32 epoch,
+		 struct xlb_vip_stats *vstats, __u32 *id_out, struct xlb_backend **be_out,
+		 struct xlb_backend **hint_out)
 {
 	struct xlb_backend *be, *hint = NULL;
 	__u32 vip_id = vip->vip_id, prev_id = 0;
 	int err;
 
-	if (ct) {
-		be = xlb_ct_backend(ct);
+	if (use_entry && ref->set && ref->found) {
+		be = xlb_ct_backend(ref);
 		if (be) {
-			xlb_ct_note_vip(ct, vip_id, epoch, hash);
+			xlb_ct_note_vip(ref, vip_id, epoch, hash);
 			if (vstats)
 				vstats->conntrack_hits += 1;
-			*id_out = ct->backend_id;
+			*id_out = ref->v.backend_id;
 			*be_out = be;
-			*hint_out = xlb_ct_hint(ct, be, cfg);
+			*hint_out = xlb_ct_hint(&ref->v, be, cfg);
 			return 0;
 		}
 	}
@@ -591,22 +683,23 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 		vstats->new_flows += 1;
 	if (second_chance && xlb_ring_pick(&xlb_prev_rings, vip_id, hash, &prev_id) == 0)
 		hint = xlb_hint_target(prev_id, *id_out, be, cfg);
-	if (repoint) {
-		ct = bpf_map_lookup_elem(&xlb_conntrack3, key);
-		if (ct) {
-			__u32 now = xlb_ct_clock;
+	if (repoint && ref->set && ref->found) {
+		__u32 now = xlb_ct_clock;
+		struct xlb_ct_value val = {
+			.backend_id = *id_out,
+			.generation = be->generation,
+			.created = now,
+			.last_seen = now,
+			.vip_id = vip_id,
+			.vip_epoch = epoch,
+			.hash = hash,
+		};
 
-			ct->backend_id = *id_out;
-			ct->generation = be->generation;
-			ct->created = now;
-			ct->last_seen = now;
-			ct->second_chance = 0;
-			xlb_ct_note_vip(ct, vip_id, epoch, hash);
-			/* Other CPUs may hold the earlier connection's copy. */
-			xlb_flow_cache_drop_everywhere(key);
-		}
+		xlb_ct_write(ref->set, ref->way, key, &val);
+		/* Other CPUs may hold the earlier connection's copy. */
+		xlb_flow_cache_drop_everywhere(key);
 	}
-	if (record) {
+	if (record && ref->set) {
 		if (xlb_ct_admit(cfg)) {
 			__u32 now = xlb_ct_clock;
 			struct xlb_ct_value val = {
@@ -620,7 +713,9 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 				.second_chance = hint ? prev_id + 1 : 0,
 			};
 
-			bpf_map_update_elem(&xlb_conntrack3, key, &val, BPF_ANY);
+			/* A stale entry of the flow is rewritten where it is. */
+			xlb_ct_write(ref->set, ref->found ? ref->way : xlb_ct_victim(ref->set, now),
+				     key, &val);
 		}
 	}
 	*be_out = be;
@@ -767,7 +862,7 @@ int xlb_lb(struct xdp_md *ctx)
 	struct xlb_vip_stats *vstats;
 	struct xlb_backend_stats *bstats;
 	struct xlb_backend *be = NULL, *hint = NULL;
-	struct xlb_ct_value *ct = NULL;
+	struct xlb_ct_ref ct;
 	struct xlb_config *cfg;
 	struct ethhdr *eth = data;
 	__u32 zero = 0, backend_id = 0, vip_id = XLB_CAPTURE_NO_VIP, hash, bucket, *epoch;
@@ -775,6 +870,9 @@ int xlb_lb(struct xdp_md *ctx)
 	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0, matched, action;
 	enum xlb_outcome outcome;
 
+	/* Not "= {}": zeroing the copy costs every packet stores. */
+	ct.set = NULL;
+	ct.found = 0;
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
 		XLB_VERDICT(XLB_OUT_PASS_NO_CONFIG, XDP_PASS);
@@ -836,24 +934,24 @@ int xlb_lb(struct xdp_md *ctx)
 			 * found is never cached as checked after the delete. */
 			__u32 now = xlb_ct_clock;
 
-			ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
+			xlb_ct_find(&ct, &pkt.key);
 			ct_looked_up = 1;
-			if (ct && ct->vip_epoch == *epoch) {
-				be = xlb_ct_backend(ct);
+			if (ct.found && ct.v.vip_epoch == *epoch) {
+				be = xlb_ct_backend(&ct);
 				if (be) {
-					backend_id = ct->backend_id;
-					vip_id = ct->vip_id;
-					hash = ct->hash;
+					backend_id = ct.v.backend_id;
+					vip_id = ct.v.vip_id;
+					hash = ct.v.hash;
 					hit = 1;
 					err = 0;
 					/* A copy taken in the tick of the agent's
 					 * last delete would not be used: skip it.
 					 * A flow with a hint is never copied: the
 					 * cache's hits carry none. */
-					if (ct->second_chance)
-						hint = xlb_ct_hint(ct, be, cfg);
+					if (ct.v.second_chance)
+						hint = xlb_ct_hint(&ct.v, be, cfg);
 					else if (fc && (__s32)(now - xlb_ct_erased) > 0)
-						xlb_flow_cache_fill(fc, &pkt.key, ct, now);
+						xlb_flow_cache_fill(fc, &pkt.key, &ct.v, now);
 				}
 			}
 		}
@@ -896,14 +994,15 @@ int xlb_lb(struct xdp_md *ctx)
 			 * is the one the handshake's ACK gets, which records the
 			 * flow (see shared/design.md). An ICMP error must not
 			 * create one either. */
-			if (!use_ct || pkt.tcp_syn)
-				ct = NULL;
+			if (!use_ct)
+				ct.set = NULL;
 			else if (!ct_looked_up)
-				ct = bpf_map_lookup_elem(&xlb_conntrack3, &pkt.key);
-			err = xlb_pick_backend(
-				vip, &pkt.key, cfg, ct, use_ct && !icmp_error && !pkt.tcp_syn,
-				use_ct && pkt.tcp_syn, second_chance, hash, seen_epoch,
-				icmp_error ? NULL : vstats, &backend_id, &be, &hint);
+				xlb_ct_find(&ct, &pkt.key);
+			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, !pkt.tcp_syn,
+					       use_ct && !icmp_error && !pkt.tcp_syn,
+					       use_ct && pkt.tcp_syn, second_chance, hash,
+					       seen_epoch, icmp_error ? NULL : vstats, &backend_id,
+					       &be, &hint);
 		}
 	}
 	if (err == 0)

@@ -51,7 +51,8 @@
 #define XLB_MAP_RINGS "xlb_rings"
 #define XLB_MAP_PREV_RINGS "xlb_prev_rings" /* second chance: see struct xlb_gue_hint */
 #define XLB_MAP_BACKENDS "xlb_backends"
-#define XLB_MAP_CONNTRACK "xlb_conntrack3" /* layout 3: struct xlb_ct_value */
+#define XLB_MAP_CONNTRACK "xlb_conntrack4" /* layout 4: struct xlb_ct_set */
+#define XLB_MAP_CONNTRACK_V3 "xlb_conntrack3" /* layout 3: LRU hash of struct xlb_ct_value */
 #define XLB_MAP_CONNTRACK_V2 "xlb_conntrack2" /* layout 2: struct xlb_ct_value_v2 */
 #define XLB_MAP_CONNTRACK_V1 "xlb_conntrack" /* layout 1: struct xlb_ct_value_v1 */
 #define XLB_MAP_VIP_BUCKETS "xlb_vip_buckets"
@@ -199,8 +200,9 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
  *  - same key; the VIP bucket's epoch is vip_epoch (no VIP change since);
  *  - the backend is live with the recorded generation;
  *  - checked, the time the table was last looked up for it, is less than
- *    XLB_CT_LOOKUP_UNITS old (so the entry's last_seen and its place in the
- *    LRU are still refreshed twice a second) and later than `xlb_ct_erased`,
+ *    XLB_CT_LOOKUP_UNITS old (so the entry's last_seen, which keeps an
+ *    insert from replacing it, is still refreshed twice a second) and later
+ *    than `xlb_ct_erased`,
  *    the clock when the agent last deleted entries (a flush or a sweep takes
  *    effect at once).
  * A SYN clears its slot on its own CPU; a SYN that repoints an existing entry
@@ -254,7 +256,61 @@ struct xlb_ct_value {
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 32, "xlb_ct_value layout");
 
-/* The values of older layouts (XLB_MAP_CONNTRACK_V2, _V1): an agent upgraded
+/*
+ * Layout 4: the connection table is set-associative, our own rather than the
+ * kernel's LRU hash (whose inserts cost three or four cache misses on a big
+ * table: the bucket walked twice, a free element from a random address). An
+ * mmap()able array map: element 0 is the table's header (struct
+ * xlb_ct_header, in the first bytes of an element), elements 1..sets are
+ * sets of XLB_CT_WAYS entries each (capacity = sets * XLB_CT_WAYS). A flow
+ * lives in set xlb_ct_set_index(key) (flow_hash.h, with the header's seed: a
+ * secret of the table, so that clients cannot aim flows at one set), in any
+ * of its ways. A lookup and an insert read the same five adjacent cache
+ * lines, fetched together; a new flow costs one memory round trip here.
+ *
+ * A way whose key has family 0 is empty. Writers (the program's inserts and
+ * rewrites, the agent's deletes and copies) claim a way by moving its seq
+ * from even to odd with a compare-and-swap, write key and value, and make it
+ * even again; a writer that finds the way claimed gives up (the flow is
+ * recorded by a later packet). A reader matches the key under an even seq,
+ * copies the value and uses it only if seq has not changed meanwhile (x86-64
+ * keeps loads in order and stores in order; both sides stop the compiler
+ * from reordering). Single-field updates of a found entry (last_seen, the
+ * VIP fields) are plain stores: at worst they land in the entry that just
+ * replaced the flow's, which concerns a flow whose packets arrive on two
+ * CPUs at once, which RSS prevents.
+ *
+ * An insert into a full set replaces the way seen longest ago (last_seen),
+ * not the least recently used entry of the whole table: a set's four flows
+ * compete only with each other.
+ */
+#define XLB_CT_WAYS 4
+#define XLB_CT_MAGIC 0x584c4354U /* "XLCT" */
+
+struct xlb_ct_set {
+	__u64 seq[XLB_CT_WAYS]; /* odd while a writer owns the way */
+	struct xlb_flow_key key[XLB_CT_WAYS]; /* family 0: empty */
+	struct xlb_ct_value value[XLB_CT_WAYS];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_set) == 320, "five cache lines a set");
+
+/* Element 0 of the table, written once by the agent when it creates the
+ * table; the program records nothing while magic is not XLB_CT_MAGIC. */
+struct xlb_ct_header {
+	__u32 magic; /* XLB_CT_MAGIC */
+	__u32 seed; /* of xlb_ct_set_index: random, kept with the table */
+	__u32 sets; /* max_entries - 1 */
+	__u32 ways; /* XLB_CT_WAYS */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "header fits");
+
+/* Map elements (header included) for a table of at least `entries` entries,
+ * and the entries of a table of `elements` elements. */
+#define XLB_CT_ELEMENTS(entries) (((entries) + XLB_CT_WAYS - 1) / XLB_CT_WAYS + 1)
+#define XLB_CT_CAPACITY(elements) (((elements)-1) * XLB_CT_WAYS)
+
+/* The values of older layouts (XLB_MAP_CONNTRACK_V3 keeps struct
+ * xlb_ct_value, XLB_MAP_CONNTRACK_V2, _V1): an agent upgraded
  * over such a table copies its entries into the new table, then unpins it. */
 struct xlb_ct_value_v2 {
 	__u32 backend_id;

@@ -21,10 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -653,12 +655,13 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     EXPECT_EQ(pins.names(PinAction::kReused).size(), 13u);
     const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
     ASSERT_NE(ct, nullptr);
-    EXPECT_EQ(ct->reason, "max_entries 1024, want 2048");
+    // The map's own size: the header and 1024 / 4 sets.
+    EXPECT_EQ(ct->reason, "max_entries 257, want 513");
     EXPECT_EQ(ct->path, dir + "/" XLB_MAP_CONNTRACK);
     EXPECT_NE(ct->map_id, old_ct);
     EXPECT_EQ(pinned_map_id(ct->path), map_id(lb.conntrack().fd()));
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK "~new"));
-    EXPECT_NE(pins.summary().find("replaced xlb_conntrack3 (max_entries 1024, want 2048)"),
+    EXPECT_NE(pins.summary().find("replaced xlb_conntrack4 (max_entries 257, want 513)"),
               std::string::npos)
         << pins.summary();
     // The new table holds the old one's entries, times included; everything
@@ -730,6 +733,67 @@ UniqueFd pin_v2_table(const std::string& dir, std::uint32_t entries) {
     return fd;
 }
 
+// A table as an agent of layout 3 pinned it: LRU hash of struct xlb_ct_value.
+UniqueFd pin_v3_table(const std::string& dir, std::uint32_t entries) {
+    fs::create_directories(dir);
+    UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, XLB_MAP_CONNTRACK_V3, sizeof(xlb_flow_key),
+                               sizeof(xlb_ct_value), 1024, nullptr));
+    EXPECT_TRUE(fd) << std::strerror(errno);
+    for (std::uint32_t i = 0; i < entries; ++i) {
+        const xlb_flow_key key = flow_n(i);
+        const xlb_ct_value value{.backend_id = i % 7,
+                                 .generation = 1 + i % 3,
+                                 .created = 1000 + i,
+                                 .last_seen = 2000 + i,
+                                 .vip_id = 3,
+                                 .vip_epoch = 40 + i,
+                                 .hash = 0xabc00000 + i,
+                                 .second_chance = i % 2};
+        EXPECT_EQ(bpf_map_update_elem(fd.get(), &key, &value, BPF_ANY), 0) << std::strerror(errno);
+    }
+    EXPECT_EQ(bpf_obj_pin(fd.get(), (dir + "/" XLB_MAP_CONNTRACK_V3).c_str()), 0)
+        << std::strerror(errno);
+    return fd;
+}
+
+TEST_F(LifecycleTest, ALayoutThreeTableIsMigratedWholeAndUnpinned) {
+    const std::string dir = pin_dir();
+    pin_v3_table(dir, 60);
+    pin_v2_table(dir, 5);  // an older leftover beside it: removed, not copied
+    LbProgram lb = load({.pin_dir = dir}, {16, 64, 4096});
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kMigrated);
+    EXPECT_EQ(ct.old_layout, 3);
+    EXPECT_EQ(ct.copied + ct.dropped, 60u);
+    EXPECT_EQ(ct.copied, table_size(lb));
+    // 60 flows over 1024 sets: a fifth set-mate is all but impossible.
+    EXPECT_EQ(ct.dropped, 0u);
+    EXPECT_EQ(ct.message,
+              "upgraded the connection table from layout 3 (xlb_conntrack3): copied 60 entries "
+              "into a new table of 4096 entries; removed the old pin; removed a leftover table "
+              "of an older layout");
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V3));
+    EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V2));
+    EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_CONNTRACK), map_id(lb.conntrack().fd()));
+    for (std::uint32_t i = 0; i < 60; ++i) {
+        auto e = lb.conntrack().get(flow_n(i));
+        ASSERT_TRUE(e && *e) << i;
+        // Every field as it was, the VIP fields included: the flow stays on
+        // the fast path.
+        EXPECT_EQ((*e)->backend_id, i % 7);
+        EXPECT_EQ((*e)->generation, 1 + i % 3);
+        EXPECT_EQ((*e)->created, 1000 + i);
+        EXPECT_EQ((*e)->last_seen, 2000 + i);
+        EXPECT_EQ((*e)->vip_id, 3u);
+        EXPECT_EQ((*e)->vip_epoch, 40 + i);
+        EXPECT_EQ((*e)->hash, 0xabc00000 + i);
+        EXPECT_EQ((*e)->second_chance, i % 2);
+    }
+    LbProgram again = load({.pin_dir = dir}, {16, 64, 4096});
+    EXPECT_EQ(again.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
+    EXPECT_EQ(table_size(again), ct.copied);
+}
+
 TEST_F(LifecycleTest, WithoutPinsTheConnectionTableIsNew) {
     LbProgram lb = load();
     const ConntrackLoad& ct = lb.conntrack_load();
@@ -765,7 +829,7 @@ TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
     bpf_map_info info{};
     __u32 len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(lb.conntrack().fd(), &info, &len), 0);
-    EXPECT_EQ(info.max_entries, 1024u);
+    EXPECT_EQ(info.max_entries, XLB_CT_ELEMENTS(1024u));
     EXPECT_EQ(table_size(lb), 10u);
     auto e = lb.conntrack().get(flow_n(3));
     ASSERT_TRUE(e && *e);
@@ -777,11 +841,15 @@ TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
     const std::string dir = pin_dir();
     constexpr std::uint32_t kOld = 600;
     const std::uint32_t now = ct_now();
+    std::size_t old_entries = 0;
     {
-        LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
+        LbProgram lb = load({.pin_dir = dir}, {16, 64, 4096});
         // Entry i was last seen i units ago; the times wrap around zero.
         for (std::uint32_t i = 0; i < kOld; ++i)
             ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, now - 5000, now - i}));
+        // A set drawing more than four of them kept the last put.
+        old_entries = table_size(lb);
+        EXPECT_GT(old_entries, kOld * 9 / 10);
     }
     LbProgram lb =
         load({.pin_dir = dir, .conntrack_resize = ConntrackResize::kReplace}, {16, 64, 256});
@@ -792,26 +860,39 @@ TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
     EXPECT_TRUE(ct.warn());
     const std::size_t in = table_size(lb);
     EXPECT_EQ(ct.copied, in);
-    EXPECT_EQ(ct.copied + ct.dropped, kOld);
+    EXPECT_EQ(ct.copied + ct.dropped, old_entries);
     EXPECT_LE(ct.copied, 256u);
-    // An LRU table may evict before it is full (per-CPU free lists), never
-    // below half of it here.
-    EXPECT_GE(ct.copied, 128u);
-    EXPECT_EQ(ct.message, "resized the connection table from 1024 to 256 entries: copied " +
+    // 600 flows over 64 sets of 4 leave almost every set full.
+    EXPECT_GE(ct.copied, 240u);
+    EXPECT_EQ(ct.message, "resized the connection table from 4096 to 256 entries: copied " +
                               std::to_string(ct.copied) + " entries, dropped " +
                               std::to_string(ct.dropped) + " entries that did not fit");
-    // What is kept are the most recently seen, intact.
+    // What is kept, intact, are the most recently seen of each set: a flow
+    // left out had its set filled by four seen more recently.
+    const xlb_ct_header header = lb.conntrack().header();
+    std::map<std::uint32_t, std::vector<std::uint32_t>> kept_by_set;
     auto keys = lb.conntrack().keys();
     ASSERT_TRUE(keys);
     for (const xlb_flow_key& key : *keys) {
         const std::uint32_t i = ntohl(key.src[0]) - 0x0a000000;
-        EXPECT_LT(i, 256u) << "entry last seen " << i << " units ago was kept";
+        kept_by_set[xlb_ct_set_index(&key, header.seed, header.sets)].push_back(i);
         auto e = lb.conntrack().get(key);
         ASSERT_TRUE(e && *e);
         EXPECT_EQ((*e)->backend_id, i);
         EXPECT_EQ((*e)->created, now - 5000);
         EXPECT_EQ((*e)->last_seen, now - i);
     }
+    std::size_t left_out = 0;
+    for (std::uint32_t i = 0; i < kOld; ++i) {
+        const xlb_flow_key key = flow_n(i);
+        const auto& kept = kept_by_set[xlb_ct_set_index(&key, header.seed, header.sets)];
+        if (std::find(kept.begin(), kept.end(), i) != kept.end()) continue;
+        ++left_out;
+        EXPECT_EQ(kept.size(), std::size_t{XLB_CT_WAYS}) << "flow " << i << " left out";
+        for (std::uint32_t other : kept)
+            EXPECT_LT(other, i) << "flow " << i << " left out for one seen longer ago";
+    }
+    EXPECT_EQ(left_out, kOld - in);
     auto newest = lb.conntrack().get(flow_n(0));
     ASSERT_TRUE(newest);
     EXPECT_TRUE(*newest);
@@ -820,7 +901,7 @@ TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
 TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMode) {
     const std::string dir = pin_dir();
     fs::create_directories(dir);
-    // The layout-2 name over 8-byte values: nothing to keep or copy.
+    // The current name over an LRU hash: nothing to keep or copy.
     UniqueFd odd(bpf_map_create(BPF_MAP_TYPE_LRU_HASH, XLB_MAP_CONNTRACK, sizeof(xlb_flow_key), 8,
                                 1024, nullptr));
     ASSERT_TRUE(odd) << std::strerror(errno);
@@ -830,8 +911,9 @@ TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMo
     EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kCreated);
     EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
     EXPECT_EQ(ct.message,
-              "new connection table of 1024 entries: the pinned one is incompatible (value size "
-              "8, want 32)");
+              "new connection table of 1024 entries: the pinned one is incompatible (type "
+              "lru_hash, want array, key size 40, want 4, value size 8, want 320, flags 0x0, "
+              "want 0x400)");
     const MapPin* pin = lb.pins().find(XLB_MAP_CONNTRACK);
     ASSERT_NE(pin, nullptr);
     EXPECT_EQ(pin->action, PinAction::kReplaced);
@@ -866,7 +948,7 @@ TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
         EXPECT_EQ((*e)->created, (*e)->last_seen);
         EXPECT_LE((*e)->last_seen - before, after - before);
     }
-    // The next load finds the layout-3 table and reuses it.
+    // The next load finds the current table and reuses it.
     LbProgram again = load({.pin_dir = dir});
     EXPECT_EQ(again.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
 }

@@ -31,6 +31,7 @@
 #include "packet.h"
 #include "testbed.h"
 #include "xlb/abi.h"
+#include "xlb/bpf/conntrack_table.h"
 #include "xlb/bpf/maps.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
@@ -523,8 +524,7 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
     send_ack(v4, 40077);
     xlb_ct_value ct{};
     {
-        bpf::UniqueFd fd = open_pinned(lab_->map_pin(XLB_MAP_CONNTRACK));
-        bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack(fd.get(), XLB_MAP_CONNTRACK);
+        auto conntrack = bpf::ConntrackTable::open_pinned(lab_->map_pin(XLB_MAP_CONNTRACK)).value();
         auto recorded = conntrack.get(flow);
         ASSERT_TRUE(recorded) << recorded.error().message();
         ASSERT_TRUE(recorded->has_value()) << "the ACK from the router namespace was not recorded";
@@ -533,8 +533,7 @@ TEST_F(AgentE2E, RestartKeepsPinnedMapsConnectionsTablesAndRuntimeChanges) {
         ASSERT_TRUE(ok) << ok.error().message();
     }
     auto conntrack_entries = [&] {
-        bpf::UniqueFd fd = open_pinned(lab_->map_pin(XLB_MAP_CONNTRACK));
-        bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack(fd.get(), XLB_MAP_CONNTRACK);
+        auto conntrack = bpf::ConntrackTable::open_pinned(lab_->map_pin(XLB_MAP_CONNTRACK)).value();
         int same = 0;
         for (const xlb_flow_key& k : {flow, inserted}) {
             auto got = conntrack.get(k);

@@ -471,7 +471,7 @@ Agent::Step Agent::open_data_plane() {
     ct_table_ = std::make_shared<const conntrack::BpfTable>(std::move(*ct_table));
     ct_status_->update([&](conntrack::Status& st) {
         st.capacity = ct_load.capacity;
-        st.requested_capacity = s.maps.conntrack_entries;
+        st.requested_capacity = ct_load.requested;  // rounded up to whole sets
     });
 
     // Desired state: the file, or the state file when it was written for it.

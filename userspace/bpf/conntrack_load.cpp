@@ -67,6 +67,7 @@ struct OldLayout {
     std::uint32_t value_size;
 };
 constexpr OldLayout kOldLayouts[] = {
+    {3, XLB_MAP_CONNTRACK_V3, sizeof(xlb_ct_value)},
     {2, XLB_MAP_CONNTRACK_V2, sizeof(xlb_ct_value_v2)},
     {1, XLB_MAP_CONNTRACK_V1, sizeof(xlb_ct_value_v1)},
 };
@@ -115,16 +116,8 @@ Result<Entries<V>> read_all(int fd, const std::string& what, const std::string& 
     return out;
 }
 
-Result<void> write_all(int fd, const std::vector<xlb_flow_key>& keys,
-                       const std::vector<xlb_ct_value>& values, const std::string& object) {
-    for (std::size_t done = 0; done < keys.size();) {
-        __u32 count = static_cast<__u32>(std::min<std::size_t>(kBatch, keys.size() - done));
-        LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
-        if (bpf_map_update_batch(fd, keys.data() + done, values.data() + done, &count, &opts) != 0)
-            return fail_on(errno, "copy entries into", object);
-        done += count;
-    }
-    return {};
+std::uint64_t capacity_of(std::uint32_t elements) {
+    return elements < 2 ? 0 : XLB_CT_CAPACITY(std::uint64_t{elements});
 }
 
 }  // namespace
@@ -133,7 +126,7 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
                                               ConntrackResize resize) {
     ConntrackLoader loader;
     ConntrackLoad& r = loader.result_;
-    r.requested = r.capacity = bpf_map__max_entries(map);
+    r.requested = r.capacity = static_cast<std::uint32_t>(capacity_of(bpf_map__max_entries(map)));
     r.outcome = Outcome::kCreated;
     r.message = "new connection table of " + std::to_string(r.capacity) + " entries";
     if (dir.empty()) return loader;
@@ -169,13 +162,14 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
         }
         auto info = map_info(current->get(), "the pinned connection table", current_path);
         if (!info) return std::unexpected(info.error());
-        const std::uint32_t pinned = info->max_entries;
-        if (pinned == r.requested) {
+        const std::uint32_t pinned_elements = info->max_entries;
+        const auto pinned = static_cast<std::uint32_t>(capacity_of(pinned_elements));
+        if (pinned_elements == bpf_map__max_entries(map)) {
             r.outcome = Outcome::kReused;
             r.message =
                 "reused the pinned connection table of " + std::to_string(pinned) + " entries";
         } else if (resize == ConntrackResize::kRefuse) {
-            if (int rc = bpf_map__set_max_entries(map, pinned); rc != 0)
+            if (int rc = bpf_map__set_max_entries(map, pinned_elements); rc != 0)
                 return fail_on(rc,
                                "size the connection table to the pinned one's " +
                                    std::to_string(pinned) + " entries",
@@ -211,7 +205,7 @@ Result<ConntrackLoader> ConntrackLoader::plan(const std::string& dir, bpf_map* m
     return loader;
 }
 
-Result<void> ConntrackLoader::fill(int table_fd) {
+Result<void> ConntrackLoader::fill(const ConntrackTable& into) {
     ConntrackLoad& r = result_;
     const std::string table = "connection table " XLB_MAP_CONNTRACK;
     std::vector<xlb_flow_key> keys;
@@ -220,10 +214,13 @@ Result<void> ConntrackLoader::fill(int table_fd) {
 
     if (source_ == Source::kNone) return {};
     if (source_ == Source::kResize) {
-        auto old = read_all<xlb_ct_value>(source_fd_.get(), "the pinned " + table, source_path_);
+        auto old = ConntrackTable::map(source_fd_.get(), "the pinned " + table);
         if (!old) return std::unexpected(old.error());
-        keys = std::move(old->keys);
-        values = std::move(old->values);
+        if (old->ready())
+            old->for_each([&](const xlb_flow_key& key, const xlb_ct_value& value) {
+                keys.push_back(key);
+                values.push_back(value);
+            });
     } else if (old_problem_.empty()) {
         // An older layout's values, converted; a read that fails makes the
         // table unreadable (below).
@@ -239,7 +236,9 @@ Result<void> ConntrackLoader::fill(int table_fd) {
             values.reserve(old->values.size());
             for (const V& v : old->values) values.push_back(convert(v));
         };
-        if (source_layout_ == 2) {
+        if (source_layout_ == 3) {
+            copy.operator()<xlb_ct_value>([](const xlb_ct_value& v) { return v; });
+        } else if (source_layout_ == 2) {
             // No VIP epoch: each flow's next packet takes the full path once.
             copy.operator()<xlb_ct_value_v2>([](const xlb_ct_value_v2& v) {
                 return xlb_ct_value{.backend_id = v.backend_id,
@@ -266,29 +265,21 @@ Result<void> ConntrackLoader::fill(int table_fd) {
         return {};
     }
 
-    // Into a smaller table the most recently seen entries go, inserted oldest
-    // first so that the LRU table, should it evict while filling up, evicts
-    // the oldest.
+    // Inserted oldest first: where a set overflows, a later (more recently
+    // seen) entry replaces the one seen longest ago, as the program's
+    // inserts do.
     std::vector<std::size_t> order(keys.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return now - values[a].last_seen > now - values[b].last_seen;
     });
-    const std::size_t skip = order.size() > r.capacity ? order.size() - r.capacity : 0;
-    std::vector<xlb_flow_key> kept_keys;
-    std::vector<xlb_ct_value> kept_values;
-    kept_keys.reserve(order.size() - skip);
-    kept_values.reserve(order.size() - skip);
-    for (std::size_t i = skip; i < order.size(); ++i) {
-        kept_keys.push_back(keys[order[i]]);
-        kept_values.push_back(values[order[i]]);
+    for (std::size_t i : order) {
+        if (keys[i].family == 0) continue;  // not a flow: nothing to copy
+        if (auto put = into.put(keys[i], values[i]); !put)
+            return std::unexpected(put.error().add_context("copy entries into the new " + table));
     }
-    const std::string new_table = "the new " + table;
-    if (auto ok = write_all(table_fd, kept_keys, kept_values, new_table); !ok) return ok;
-    // The LRU table may have evicted some while filling: count what is in.
-    auto in = read_all<xlb_ct_value>(table_fd, new_table, "");
-    if (!in) return std::unexpected(in.error());
-    r.copied = in->keys.size();
+    // Sets that overflowed kept their most recent entries: count what is in.
+    r.copied = into.count();
     r.dropped = keys.size() > r.copied ? keys.size() - r.copied : 0;
     source_fd_.reset();
 

@@ -6,7 +6,7 @@
 //   auto ct = ConntrackLoader::plan(dir, map, options.conntrack_resize);
 //   session->prepare(obj);        // reuses the pinned table when plan() kept it
 //   __load(skel)
-//   ct->fill(bpf_map__fd(map));   // copies old entries into a new table
+//   ct->fill(table);              // copies old entries into a new table
 //   session->commit();            // pins the new table over the old one
 //   ct->finish();                 // unpins tables of older layouts
 //
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "xlb/bpf/conntrack_table.h"
 #include "xlb/bpf/error.h"
 #include "xlb/bpf/fd.h"
 #include "xlb/bpf/pin.h"
@@ -36,8 +37,9 @@ public:
                                         ConntrackResize resize);
 
     // After load, before the commit: copies the entries of the old table (a
-    // resize or an older layout) into the new one, `table_fd`.
-    Result<void> fill(int table_fd);
+    // resize or an older layout) into the new one, `table` (its header
+    // written).
+    Result<void> fill(const ConntrackTable& table);
 
     // After the commit: unpins the tables of older layouts, migrated or not.
     Result<void> finish();
@@ -49,7 +51,7 @@ private:
 
     std::vector<std::string> old_paths_;  // pins of older layouts to remove
     Source source_ = Source::kNone;
-    int source_layout_ = 0;  // kOldLayout: 1 or 2
+    int source_layout_ = 0;  // kOldLayout: 1, 2 or 3
     UniqueFd source_fd_;
     std::string source_path_;
     std::uint32_t old_capacity_ = 0;  // kResize: the pinned table's size

@@ -220,12 +220,14 @@ void LbProgram::Unmap::operator()(xlb_vip_candidates* blocks) const {
 
 LbProgram::LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes,
                      PinReport pins, ConntrackLoad conntrack_load,
-                     std::unique_ptr<xlb_vip_candidates, Unmap> candidates)
+                     std::unique_ptr<xlb_vip_candidates, Unmap> candidates,
+                     ConntrackTable conntrack)
     : skel_(std::move(skel)),
       sizes_(sizes),
       pins_(std::move(pins)),
       conntrack_load_(std::move(conntrack_load)),
-      candidates_(std::move(candidates)) {}
+      candidates_(std::move(candidates)),
+      conntrack_(std::move(conntrack)) {}
 LbProgram::LbProgram(LbProgram&&) noexcept = default;
 LbProgram& LbProgram::operator=(LbProgram&&) noexcept = default;
 LbProgram::~LbProgram() = default;
@@ -244,19 +246,28 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_drops, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats, sizes.max_backends},
-          std::pair{maps.xlb_conntrack3, sizes.conntrack_entries}}) {
+          std::pair{maps.xlb_conntrack4,
+                    static_cast<std::uint32_t>(XLB_CT_ELEMENTS(sizes.conntrack_entries))}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
     }
     auto session = open_pins(options);
     if (!session) return std::unexpected(session.error());
     auto conntrack = detail::ConntrackLoader::plan(*session ? (*session)->dir() : std::string(),
-                                                   maps.xlb_conntrack3, options.conntrack_resize);
+                                                   maps.xlb_conntrack4, options.conntrack_resize);
     if (!conntrack) return std::unexpected(conntrack.error());
     if (auto ok = prepare_pins(*session, skel->obj); !ok) return std::unexpected(ok.error());
     if (int rc = xlb_lb__load(skel.get()); rc != 0)
         return fail(rc, "load the xlb_lb BPF program", load_failure_hint(-rc, *session));
-    if (auto ok = conntrack->fill(bpf_map__fd(maps.xlb_conntrack3)); !ok)
-        return std::unexpected(ok.error());
+    auto table = ConntrackTable::map(bpf_map__fd(maps.xlb_conntrack4), XLB_MAP_CONNTRACK);
+    if (!table) return std::unexpected(table.error());
+    // A new table, or one whose creator died before writing its header.
+    if (!table->ready()) {
+        std::uint32_t seed = 0;
+        if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed))
+            return fail(errno, "draw the connection table's seed");
+        table->format(seed);
+    }
+    if (auto ok = conntrack->fill(*table); !ok) return std::unexpected(ok.error());
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
@@ -267,7 +278,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     if (mapped == MAP_FAILED) return fail(errno, "map into memory", XLB_MAP_VIP_CANDIDATES);
     std::unique_ptr<xlb_vip_candidates, Unmap> candidates(static_cast<xlb_vip_candidates*>(mapped));
     LbProgram program(std::move(skel), sizes, std::move(*pins), conntrack->result(),
-                      std::move(candidates));
+                      std::move(candidates), std::move(*table));
     if (auto ok = sync_vip_buckets(program.vips(), program.vip_buckets(), program.blocks()); !ok)
         return std::unexpected(ok.error());
     return program;
@@ -276,7 +287,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
 Result<void> LbProgram::unpin(const std::string& dir) {
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
     if (!skel) return fail(errno, "open the xlb_lb BPF object");
-    const std::string older[] = {XLB_MAP_CONNTRACK_V2, XLB_MAP_CONNTRACK_V1};
+    const std::string older[] = {XLB_MAP_CONNTRACK_V3, XLB_MAP_CONNTRACK_V2, XLB_MAP_CONNTRACK_V1};
     return detail::unpin_object_maps(skel->obj, dir, older);
 }
 
@@ -364,9 +375,7 @@ PerCpuArrayMap<std::uint64_t> LbProgram::vip_hints() const {
 ArrayMap<xlb_backend> LbProgram::backends() const {
     return {bpf_map__fd(skel_->maps.xlb_backends), XLB_MAP_BACKENDS};
 }
-HashMap<xlb_flow_key, xlb_ct_value> LbProgram::conntrack() const {
-    return {bpf_map__fd(skel_->maps.xlb_conntrack3), XLB_MAP_CONNTRACK};
-}
+const ConntrackTable& LbProgram::conntrack() const { return conntrack_; }
 PerCpuArrayMap<xlb_ct_cpu> LbProgram::ct_cpu() const {
     return {bpf_map__fd(skel_->maps.xlb_ct_cpu), XLB_MAP_CT_CPU};
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "xlb/abi.h"
+#include "xlb/bpf/conntrack_table.h"
 #include "xlb/bpf/error.h"
 #include "xlb/bpf/maps.h"
 #include "xlb/bpf/pin.h"
@@ -98,7 +99,8 @@ public:
     // xlb_gue_hint); same layout as rings().
     MapView prev_rings() const;
     ArrayMap<xlb_backend> backends() const;
-    HashMap<xlb_flow_key, xlb_ct_value> conntrack() const;
+    // The connection table (abi.h, struct xlb_ct_set), mapped.
+    const ConntrackTable& conntrack() const;
     PerCpuArrayMap<xlb_ct_cpu> ct_cpu() const;  // the insert budget, one entry
     // Sets the program's entry-time clock (abi.h, `xlb_ct_clock`), in
     // XLB_CT_TIME_SHIFT units; CtClockTicker (ct_clock.h) keeps it current.
@@ -141,7 +143,8 @@ private:
         void operator()(xlb_vip_candidates* blocks) const;
     };
     LbProgram(std::unique_ptr<xlb_lb, SkeletonDeleter> skel, LbMapSizes sizes, PinReport pins,
-              ConntrackLoad conntrack_load, std::unique_ptr<xlb_vip_candidates, Unmap> candidates);
+              ConntrackLoad conntrack_load, std::unique_ptr<xlb_vip_candidates, Unmap> candidates,
+              ConntrackTable conntrack);
 
     std::span<xlb_vip_candidates> blocks() const;
     // Rewrites the bucket's candidates from the VIP map; returns whether any
@@ -153,6 +156,7 @@ private:
     PinReport pins_;
     ConntrackLoad conntrack_load_;
     std::unique_ptr<xlb_vip_candidates, Unmap> candidates_;  // XLB_VIP_BUCKETS blocks
+    ConntrackTable conntrack_;
 };
 
 class DecapProgram {

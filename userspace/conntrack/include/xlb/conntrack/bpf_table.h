@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// The connection table of a loaded (or pinned) balancer: batched lookups and
-// deletes on XLB_MAP_CONNTRACK, backends from XLB_MAP_BACKENDS, the clock of
-// the entry times. Every call is a few syscalls per batch; safe from several
-// threads at once (the kernel serialises nothing across batches, so a scan is
-// not a snapshot).
+// The connection table of a loaded (or pinned) balancer: its sets read and
+// written through their mapping (bpf/conntrack_table.h), backends from
+// XLB_MAP_BACKENDS (batched lookups), the clock of the entry times. Safe from
+// several threads at once; a scan is not a snapshot.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 
+#include "xlb/bpf/conntrack_table.h"
 #include "xlb/bpf/maps.h"
 #include "xlb/conntrack/table.h"
 
 namespace xlb::conntrack {
 
-// Entries per batched syscall: 4096 entries are 224 KiB of keys and values,
-// and a 1M-entry table takes 256 calls.
+// Entries handed to a scan's callback at once (and backends per batched
+// syscall).
 inline constexpr std::size_t kBatchSize = 4096;
 
 // Called after a delete that removed entries, so that the data path stops
@@ -24,10 +24,9 @@ using ErasedHook = std::function<void()>;
 
 class BpfTable : public Table {
 public:
-    // Reads max_entries of the map once.
-    static Result<BpfTable> open(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
-                                 bpf::ArrayMap<xlb_backend> backends, ErasedHook erased,
-                                 std::size_t batch_size = kBatchSize);
+    // Reads max_entries of the backends once.
+    static Result<BpfTable> open(bpf::ConntrackTable conntrack, bpf::ArrayMap<xlb_backend> backends,
+                                 ErasedHook erased, std::size_t batch_size = kBatchSize);
 
     std::uint32_t capacity() const override { return capacity_; }
     Units now() const override;
@@ -36,9 +35,8 @@ public:
     Result<Backends> backends() const override;
 
 private:
-    BpfTable(bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack,
-             bpf::ArrayMap<xlb_backend> backends, ErasedHook erased, std::uint32_t capacity,
-             std::uint32_t backend_slots, std::size_t batch_size)
+    BpfTable(bpf::ConntrackTable conntrack, bpf::ArrayMap<xlb_backend> backends, ErasedHook erased,
+             std::uint32_t capacity, std::uint32_t backend_slots, std::size_t batch_size)
         : conntrack_(std::move(conntrack)),
           backends_(std::move(backends)),
           erased_(std::move(erased)),
@@ -46,7 +44,7 @@ private:
           backend_slots_(backend_slots),
           batch_size_(batch_size) {}
 
-    bpf::HashMap<xlb_flow_key, xlb_ct_value> conntrack_;
+    bpf::ConntrackTable conntrack_;
     bpf::ArrayMap<xlb_backend> backends_;
     ErasedHook erased_;
     std::uint32_t capacity_ = 0;

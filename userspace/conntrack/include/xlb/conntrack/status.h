@@ -13,7 +13,7 @@ namespace xlb::conntrack {
 
 struct Status {
     std::uint32_t capacity = 0;             // max_entries of the table in use
-    std::uint32_t requested_capacity = 0;   // maps.conntrack_entries
+    std::uint32_t requested_capacity = 0;   // maps.conntrack_entries, rounded up to whole sets
     std::uint32_t insert_rate_per_cpu = 0;  // the budget in xlb_config (0: unlimited)
     std::uint32_t insert_burst = 0;
     std::uint64_t entries = 0;                   // after the last sweep

@@ -39,8 +39,9 @@ struct CtBudget {
 // The budget from the settings (conntrack.insert_rate / insert_burst, 0 =
 // derived) for a table of `capacity` entries on `possible_cpus` CPUs. The
 // derived rate lets all CPUs together fill 2% of the table per second, so a
-// flood of new flows needs nearly a minute to push established ones out
-// (LRU), while a legitimate ramp of that size is rare; at least 1 per CPU.
+// flood of new flows replaces idle entries (an insert takes the way of its
+// set seen longest ago, and live flows are refreshed twice a second), while
+// a legitimate ramp of that size is rare; at least 1 per CPU.
 // The derived burst is one second's worth.
 CtBudget ct_insert_budget(std::uint32_t rate_setting, std::uint32_t burst_setting,
                           std::uint32_t capacity, std::uint32_t possible_cpus);
