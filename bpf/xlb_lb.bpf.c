@@ -683,7 +683,10 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 		vstats->new_flows += 1;
 	if (second_chance && xlb_ring_pick(&xlb_prev_rings, vip_id, hash, &prev_id) == 0)
 		hint = xlb_hint_target(prev_id, *id_out, be, cfg);
-	if (repoint && ref->set && ref->found) {
+	/* A SYN rewrites an earlier connection's entry in place (no budget:
+	 * nothing is added); a recorded flow takes its stale entry's way, a
+	 * free one, or the one seen longest ago. */
+	if (ref->set && ((repoint && ref->found) || (record && xlb_ct_admit(cfg)))) {
 		__u32 now = xlb_ct_clock;
 		struct xlb_ct_value val = {
 			.backend_id = *id_out,
@@ -693,30 +696,14 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 			.vip_id = vip_id,
 			.vip_epoch = epoch,
 			.hash = hash,
+			.second_chance = hint ? prev_id + 1 : 0,
 		};
 
-		xlb_ct_write(ref->set, ref->way, key, &val);
+		xlb_ct_write(ref->set, ref->found ? ref->way : xlb_ct_victim(ref->set, now), key,
+			     &val);
 		/* Other CPUs may hold the earlier connection's copy. */
-		xlb_flow_cache_drop_everywhere(key);
-	}
-	if (record && ref->set) {
-		if (xlb_ct_admit(cfg)) {
-			__u32 now = xlb_ct_clock;
-			struct xlb_ct_value val = {
-				.backend_id = *id_out,
-				.generation = be->generation,
-				.created = now,
-				.last_seen = now,
-				.vip_id = vip_id,
-				.vip_epoch = epoch,
-				.hash = hash,
-				.second_chance = hint ? prev_id + 1 : 0,
-			};
-
-			/* A stale entry of the flow is rewritten where it is. */
-			xlb_ct_write(ref->set, ref->found ? ref->way : xlb_ct_victim(ref->set, now),
-				     key, &val);
-		}
+		if (repoint)
+			xlb_flow_cache_drop_everywhere(key);
 	}
 	*be_out = be;
 	*hint_out = hint;

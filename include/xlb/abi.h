@@ -336,7 +336,7 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value_v1) == 8, "xlb_ct_value_v1 layout")
 struct xlb_ct_cpu {
 	__u64 tokens; /* token-nanoseconds: one entry costs 10^9 */
 	__u64 refill_ns; /* coarse time of the last refill */
-	__u64 inserts; /* entries written */
+	__u64 inserts; /* entries written (or lost to another writer of the way) */
 	__u64 skipped; /* inserts skipped: over budget */
 	__u64 last_skip_ns; /* coarse time of the last skip; 0 = never */
 };

@@ -577,7 +577,7 @@ TEST_F(FlowCacheTest, ACopyStandsInForItsEntry) {
     ASSERT_TRUE(pinned.ok());
     auto ring = vip();
     const Cached c = cached_flow(ring, 48000);
-    // The entry deleted behind the agent's back (as the LRU evicts it): the
+    // The entry deleted behind the agent's back (as an insert replaces it): the
     // copy still sends the flow where the entry did, so the copy is used.
     ASSERT_TRUE(lb().conntrack().erase(c.key));
     expect_to(c, c.pinned);

@@ -103,8 +103,9 @@ constexpr std::uint16_t kDnsPort = 53;
 // Offset of the IPv4 source address in an Ethernet frame: the field the
 // wrapper rewrites on every repetition of new_flow_v4.
 constexpr std::uint32_t kIpv4SrcOffset = 14 + 12;
-// Spare connection-table entries: free LRU nodes parked on a CPU's local list
-// cannot serve another CPU, so the table counts as full this much early.
+// Spare connection-table entries: new_flow_v4 empties the table this much
+// before it would hold as many flows as entries (the sets fill unevenly: a
+// set-associative table replaces entries long before then anyway).
 constexpr std::uint64_t kLruSlackPerCpu = 512;
 constexpr std::uint64_t kLruSlack = 4096;
 // The insert budget of every case but new_flow_over_budget_v4: far above what
@@ -930,7 +931,7 @@ private:
                 check.expect_inserts(n, 0);
                 check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend),
                                           false);
-                // The sample's flows are the newest: the LRU evicted older ones.
+                // The sample's flows are the newest: inserts replaced older ones.
                 expect_recorded(check, c, s, balancer);
                 // And the table stayed full: every insert evicted one.
                 const std::uint64_t count = full_->conntrack_count();
