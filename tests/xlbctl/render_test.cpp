@@ -649,6 +649,13 @@ TEST(XlbctlRender, StatusConntrackLine) {
     r["conntrack"]["entries"] = 4000;
     EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour),
                "\x1b[33m4000 of 4096 entries (97.66%)");
+    // Yellow from 75%: most 4-entry sets are full by then.
+    r["conntrack"]["entries"] = 3072;
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour),
+               "\x1b[33m3072 of 4096 entries (75.00%)");
+    r["conntrack"]["entries"] = 3071;
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour),
+               "conntrack: 3071 of 4096 entries (74.98%)\x1b[33m (maps");
 }
 
 json count_reply() {

@@ -141,7 +141,9 @@ std::string occupancy_text(std::uint64_t entries, std::uint64_t capacity) {
 // status's connection-table line (docs/api.md, "conntrack" of GET /v1/status).
 std::string conntrack_line(const json& ct, const Style& style) {
     const std::uint64_t capacity = u64(ct, "capacity"), entries = u64(ct, "entries");
-    const bool nearly_full = capacity > 0 && entries * 10 >= capacity * 9;
+    // From 75% most of the table's 4-entry sets are full (docs/conntrack.md):
+    // new flows replace entries, live ones in crowded sets.
+    const bool nearly_full = capacity > 0 && entries * 4 >= capacity * 3;
     std::string out = "conntrack: " + paint(occupancy_text(entries, capacity),
                                             nearly_full ? Colour::kYellow : Colour::kNone, style);
     const std::uint64_t requested = ct.value("requested_capacity", capacity);
