@@ -16,6 +16,7 @@
 #include <linux/bpf.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -803,6 +804,53 @@ TEST_F(LifecycleTest, WithoutPinsTheConnectionTableIsNew) {
     EXPECT_EQ(ct.message, "new connection table of 1024 entries");
     EXPECT_FALSE(ct.warn());
     EXPECT_STREQ(to_string(ct.outcome), "created");
+}
+
+TEST_F(LifecycleTest, AWayAKilledAgentLeftClaimedIsReleasedAtTheNextStart) {
+    const std::string dir = pin_dir();
+    {
+        LbProgram lb = load({.pin_dir = dir});
+        for (std::uint32_t i = 0; i < 3; ++i)
+            ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, 5, 6}));
+        // An agent killed between claiming flow 1's way and releasing it.
+        const xlb_ct_header header = lb.conntrack().header();
+        const xlb_flow_key key = flow_n(1);
+        const std::size_t length = std::size_t{lb.conntrack().elements()} * sizeof(xlb_ct_set);
+        void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, lb.conntrack().fd(), 0);
+        ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+        xlb_ct_set& set =
+            static_cast<xlb_ct_set*>(p)[xlb_ct_set_index(&key, header.seed, header.sets)];
+        bool claimed = false;
+        for (unsigned w = 0; w < XLB_CT_WAYS; ++w) {
+            if (std::memcmp(&set.key[w], &key, sizeof key) != 0) continue;
+            set.seq[w] += 1;
+            claimed = true;
+        }
+        munmap(p, length);
+        ASSERT_TRUE(claimed);
+        // Meanwhile the way is nobody's: its flow is not found.
+        auto gone = lb.conntrack().get(key);
+        ASSERT_TRUE(gone);
+        EXPECT_FALSE(*gone);
+    }
+    LbProgram lb = load({.pin_dir = dir});
+    const ConntrackLoad& ct = lb.conntrack_load();
+    EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kReused);
+    EXPECT_EQ(ct.released_ways, 1u);
+    EXPECT_TRUE(ct.warn());
+    EXPECT_EQ(ct.message,
+              "reused the pinned connection table of 1024 entries; released 1 way a stopped "
+              "writer had left claimed (their entries dropped)");
+    EXPECT_EQ(table_size(lb), 2u);
+    EXPECT_FALSE(*lb.conntrack().get(flow_n(1)));
+    ASSERT_TRUE(lb.conntrack().put(flow_n(1), {9, 1, 5, 6}));
+    auto back = lb.conntrack().get(flow_n(1));
+    ASSERT_TRUE(back && *back);
+    EXPECT_EQ((*back)->backend_id, 9u);
+    // Nothing left to release.
+    LbProgram again = load({.pin_dir = dir});
+    EXPECT_EQ(again.conntrack_load().released_ways, 0u);
+    EXPECT_FALSE(again.conntrack_load().warn());
 }
 
 TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {

@@ -29,7 +29,8 @@ static_assert(std::size(kOutcomes) ==
 const char* to_string(ConntrackLoad::Outcome outcome) { return name_at(outcome, kOutcomes); }
 
 bool ConntrackLoad::warn() const {
-    return outcome == Outcome::kKeptPinnedSize || outcome == Outcome::kOldUnreadable || dropped > 0;
+    return outcome == Outcome::kKeptPinnedSize || outcome == Outcome::kOldUnreadable ||
+           dropped > 0 || released_ways > 0;
 }
 
 namespace detail {

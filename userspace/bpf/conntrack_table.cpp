@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "xlb/bpf/ct_clock.h"
 #include "xlb/flow_hash.h"
@@ -16,9 +17,10 @@ namespace xlb::bpf {
 namespace {
 
 // A writer of the program holds a way for tens of nanoseconds; a way still
-// claimed after this many looks belongs to a writer that died half way,
-// which cannot happen in the kernel: give up with EBUSY rather than spin.
-constexpr int kClaimAttempts = 1'000'000;
+// claimed after this many looks (tens of microseconds) belongs to a writer
+// that died half way (an agent killed mid-write; release_stuck_ways frees
+// it at the next start): give up rather than spin.
+constexpr int kClaimAttempts = 100'000;
 
 std::atomic_ref<__u64> seq_of(xlb_ct_set* s, unsigned way) {
     return std::atomic_ref<__u64>(s->seq[way]);
@@ -175,6 +177,37 @@ Result<ConntrackTable::Put> ConntrackTable::put(const xlb_flow_key& key,
     }
     if (auto ok = write_or_fail(s, victim, key, value); !ok) return std::unexpected(ok.error());
     return empty ? Put::kAdded : Put::kReplacedOther;
+}
+
+std::uint64_t ConntrackTable::release_stuck_ways(std::chrono::microseconds grace) const {
+    struct Claimed {
+        xlb_ct_set* set;
+        unsigned way;
+        __u64 seq;
+    };
+    std::vector<Claimed> claimed;
+    for (std::uint32_t index = 1; index <= sets(); ++index) {
+        xlb_ct_set* s = set(index);
+        for (unsigned way = 0; way < XLB_CT_WAYS; ++way) {
+            const __u64 seq = seq_of(s, way).load(std::memory_order_acquire);
+            if (seq & 1) claimed.push_back({s, way, seq});
+        }
+    }
+    if (claimed.empty()) return 0;
+    std::this_thread::sleep_for(grace);
+    std::uint64_t released = 0;
+    for (const Claimed& c : claimed) {
+        __u64 seq = c.seq;
+        // Still the same odd value: nobody finished the write. Taken over
+        // (odd still, readers keep off), emptied, released even.
+        if (!seq_of(c.set, c.way).compare_exchange_strong(seq, seq + 2, std::memory_order_acquire))
+            continue;
+        c.set->key[c.way] = xlb_flow_key{};
+        c.set->value[c.way] = xlb_ct_value{};
+        seq_of(c.set, c.way).store(seq + 3, std::memory_order_release);
+        ++released;
+    }
+    return released;
 }
 
 Result<bool> ConntrackTable::erase(const xlb_flow_key& key) const {

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -268,6 +269,8 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
         table->format(seed);
     }
     if (auto ok = conntrack->fill(*table); !ok) return std::unexpected(ok.error());
+    // A reused table may keep a way an agent was killed while writing.
+    const std::uint64_t stuck = table->release_stuck_ways(std::chrono::milliseconds(1));
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
@@ -277,7 +280,13 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
                         PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(maps.xlb_vip_cands), 0);
     if (mapped == MAP_FAILED) return fail(errno, "map into memory", XLB_MAP_VIP_CANDIDATES);
     std::unique_ptr<xlb_vip_candidates, Unmap> candidates(static_cast<xlb_vip_candidates*>(mapped));
-    LbProgram program(std::move(skel), sizes, std::move(*pins), conntrack->result(),
+    ConntrackLoad conntrack_load = conntrack->result();
+    conntrack_load.released_ways = stuck;
+    if (stuck > 0)
+        conntrack_load.message += "; released " + std::to_string(stuck) +
+                                  (stuck == 1 ? " way" : " ways") +
+                                  " a stopped writer had left claimed (their entries dropped)";
+    LbProgram program(std::move(skel), sizes, std::move(*pins), std::move(conntrack_load),
                       std::move(candidates), std::move(*table));
     if (auto ok = sync_vip_buckets(program.vips(), program.vip_buckets(), program.blocks()); !ok)
         return std::unexpected(ok.error());

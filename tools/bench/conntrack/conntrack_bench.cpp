@@ -515,9 +515,10 @@ int run(int argc, char** argv) {
     // ---- the table for people
     const double baseline = median(cases[0].ms);
     fmt::print(
-        "\nxlb-bench-conntrack: {}-entry table, full, {} VIPs x {} backends, {} samples, "
-        "batch {}, pinned to CPU {}\n",
-        opt.entries, kVips, kBackendsPerVip, opt.samples, ct::kBatchSize, cpu);
+        "\nxlb-bench-conntrack: {}-entry table holding {} ({:.1f}%), {} VIPs x {} backends, {} "
+        "samples, batch {}, pinned to CPU {}\n",
+        capacity, filled, 100.0 * static_cast<double>(filled) / static_cast<double>(capacity),
+        kVips, kBackendsPerVip, opt.samples, ct::kBatchSize, cpu);
     fmt::print("kernel {}, {}\n", kernel_release(), cpu_model());
     fmt::print(
         "fill: {:.0f} ms ({:.2f} M entries/s, written through the mapping); {} stale, {} "
@@ -572,6 +573,7 @@ int run(int argc, char** argv) {
     }
     const json doc = {
         {"entries", opt.entries},
+        {"entries_held", filled},
         {"least_entries_held", least_held},
         {"topped_up", topped_up},
         {"vips", kVips},

@@ -6,6 +6,7 @@
 // cheap (the mapping is shared) and stays valid while any copy lives.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +51,11 @@ public:
     // holds it, else an empty one, else over the one seen longest ago.
     enum class Put { kAdded, kUpdated, kReplacedOther };
     Result<Put> put(const xlb_flow_key& key, const xlb_ct_value& value) const;
+    // Ways a writer claimed and never released (an agent killed in the
+    // middle of a write; the program's writers take nanoseconds): after
+    // `grace` with the same odd seq, the way is emptied and released.
+    // Returns how many.
+    std::uint64_t release_stuck_ways(std::chrono::microseconds grace) const;
     // Returns whether the key was present.
     Result<bool> erase(const xlb_flow_key& key) const;
     Result<std::vector<xlb_flow_key>> keys() const;

@@ -46,7 +46,10 @@ struct ConntrackLoad {
     int old_layout = 0;           // kMigrated, kOldUnreadable: 1 or 2
     std::uint64_t copied = 0;     // entries carried over (kResized, kMigrated)
     std::uint64_t dropped = 0;    // entries that did not fit or could not be read
-    std::string message;          // one line for the log
+    // Ways of a reused table left claimed by a writer that stopped half way
+    // (an agent killed mid-write), emptied and released.
+    std::uint64_t released_ways = 0;
+    std::string message;  // one line for the log
 
     // Whether the log line deserves the warning level: the table is not what
     // was asked for, or entries were lost.
