@@ -56,7 +56,7 @@ namespace fs = std::filesystem;
 constexpr const char* kPrefix = "xlbt-";
 constexpr const char* kVeth = "xv0";
 constexpr const char* kPeer = "xv1";
-constexpr LbMapSizes kSizes{16, 64, 1024};
+constexpr LbMapSizes kSizes{16, 64, 4096};
 
 std::string own_prefix() { return kPrefix + std::to_string(::getpid()) + "-"; }
 
@@ -801,7 +801,7 @@ TEST_F(LifecycleTest, WithoutPinsTheConnectionTableIsNew) {
     EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kCreated);
     EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
     EXPECT_EQ(ct.requested, kSizes.conntrack_entries);
-    EXPECT_EQ(ct.message, "new connection table of 1024 entries");
+    EXPECT_EQ(ct.message, "new connection table of 4096 entries");
     EXPECT_FALSE(ct.warn());
     EXPECT_STREQ(to_string(ct.outcome), "created");
 }
@@ -839,7 +839,7 @@ TEST_F(LifecycleTest, AWayAKilledAgentLeftClaimedIsReleasedAtTheNextStart) {
     EXPECT_EQ(ct.released_ways, 1u);
     EXPECT_TRUE(ct.warn());
     EXPECT_EQ(ct.message,
-              "reused the pinned connection table of 1024 entries; released 1 way a stopped "
+              "reused the pinned connection table of 4096 entries; released 1 way a stopped "
               "writer had left claimed (their entries dropped)");
     EXPECT_EQ(table_size(lb), 2u);
     EXPECT_FALSE(*lb.conntrack().get(flow_n(1)));
@@ -959,7 +959,7 @@ TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMo
     EXPECT_EQ(ct.outcome, ConntrackLoad::Outcome::kCreated);
     EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
     EXPECT_EQ(ct.message,
-              "new connection table of 1024 entries: the pinned one is incompatible (type "
+              "new connection table of 4096 entries: the pinned one is incompatible (type "
               "lru_hash, want array, key size 40, want 4, value size 8, want 320, flags 0x0, "
               "want 0x400)");
     const MapPin* pin = lb.pins().find(XLB_MAP_CONNTRACK);
@@ -983,7 +983,7 @@ TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
     EXPECT_FALSE(ct.warn());
     EXPECT_EQ(ct.message,
               "upgraded the connection table from layout 1 (xlb_conntrack): copied 50 entries "
-              "into a new table of 1024 entries; removed the old pin");
+              "into a new table of 4096 entries; removed the old pin");
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
     EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_CONNTRACK), map_id(lb.conntrack().fd()));
     EXPECT_EQ(table_size(lb), 50u);
@@ -1013,7 +1013,7 @@ TEST_F(LifecycleTest, ALayoutTwoTableIsMigratedWithItsTimesAndUnpinned) {
     EXPECT_EQ(ct.dropped, 0u);
     EXPECT_EQ(ct.message,
               "upgraded the connection table from layout 2 (xlb_conntrack2): copied 40 entries "
-              "into a new table of 1024 entries; removed the old pin; removed a leftover table "
+              "into a new table of 4096 entries; removed the old pin; removed a leftover table "
               "of an older layout");
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V2));
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
@@ -1046,7 +1046,7 @@ TEST_F(LifecycleTest, AnUnreadableLayoutOneTableMeansAnEmptyTable) {
     EXPECT_EQ(ct.message, "could not read the layout-1 connection table at " + dir +
                               "/xlb_conntrack (array, key size 4, value size 4; want a hash of "
                               "40-byte keys and 8-byte values): starting with an empty table of "
-                              "1024 entries; removed the old pin");
+                              "4096 entries; removed the old pin");
     EXPECT_EQ(table_size(lb), 0u);
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
 }
@@ -1059,7 +1059,7 @@ TEST_F(LifecycleTest, ALeftoverLayoutOneTableIsRemoved) {
     LbProgram lb = load({.pin_dir = dir});
     EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
     EXPECT_EQ(lb.conntrack_load().message,
-              "reused the pinned connection table of 1024 entries; removed a leftover table of "
+              "reused the pinned connection table of 4096 entries; removed a leftover table of "
               "an older layout");
     EXPECT_EQ(table_size(lb), 0u);
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK_V1));
