@@ -13,6 +13,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xlb/abi.h"
+#include "xlb/ct_set.h"
 #include "xlb/flow_hash.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
@@ -451,27 +452,6 @@ static __noinline void xlb_ct_find(struct xlb_ct_ref *ref, const struct xlb_flow
 		ref->found = 1;
 		return;
 	}
-}
-
-/* The way an insert takes: an empty one, else the one seen longest ago. */
-static __always_inline __u32 xlb_ct_victim(const struct xlb_ct_set *set, __u32 now)
-{
-	__u32 victim = 0, longest = 0;
-
-	for (__u32 w = 0; w < XLB_CT_WAYS; w++) {
-		__s32 idle;
-
-		if (set->key[w].family == 0)
-			return w;
-		idle = (__s32)(now - set->value[w].last_seen);
-		if (idle < 0)
-			idle = 0; /* refreshed after the clock was read */
-		if ((__u32)idle >= longest) {
-			longest = idle;
-			victim = w;
-		}
-	}
-	return victim;
 }
 
 /* Writes key and value into the way (abi.h: claimed through its seq).

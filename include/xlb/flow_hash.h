@@ -111,14 +111,6 @@ XLB_HASH_INLINE __u32 xlb_flow_cache_slot(const struct xlb_flow_key *key)
 	return (x * 0x9e3779b1U) >> (32 - XLB_FLOW_CACHE_BITS);
 }
 
-/* The connection-table set (abi.h, struct xlb_ct_set) of a flow: element
- * 1..sets of the table, from the table's own secret seed. The multiply and
- * shift maps the hash onto any number of sets without a division. */
-XLB_HASH_INLINE __u32 xlb_ct_set_index(const struct xlb_flow_key *key, __u32 seed, __u32 sets)
-{
-	return 1 + (__u32)(((__u64)xlb_flow_hash(key, seed) * sets) >> 32);
-}
-
 /* The ring slot (1..ring_size) a flow hash selects; ring_size must be > 0. */
 XLB_HASH_INLINE __u32 xlb_ring_slot(__u32 hash, __u32 ring_size)
 {

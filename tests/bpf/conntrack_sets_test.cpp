@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "lb_fixture.h"
+#include "xlb/ct_set.h"
 
 namespace xlb::test {
 namespace {

@@ -44,6 +44,7 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/xdp.h"
+#include "xlb/ct_set.h"
 #include "xlb/flow_hash.h"
 
 extern char** environ;

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "xlb/bpf/ct_clock.h"
-#include "xlb/flow_hash.h"
+#include "xlb/ct_set.h"
 
 namespace xlb::bpf {
 
@@ -83,11 +83,6 @@ xlb_ct_header ConntrackTable::header() const {
     return h;
 }
 
-bool ConntrackTable::ready() const {
-    const xlb_ct_header h = header();
-    return h.magic == XLB_CT_MAGIC && h.sets == sets() && h.ways == XLB_CT_WAYS;
-}
-
 void ConntrackTable::format(std::uint32_t seed) const {
     auto* raw = reinterpret_cast<xlb_ct_header*>(set(0));
     std::atomic_ref<std::uint32_t>(raw->magic).store(0, std::memory_order_release);
@@ -136,12 +131,21 @@ Result<void> ConntrackTable::write_or_fail(xlb_ct_set* s, unsigned way, const xl
     return fail_on(EBUSY, "write an entry of", name_, "its way stayed claimed");
 }
 
-Result<std::optional<xlb_ct_value>> ConntrackTable::get(const xlb_flow_key& key) const {
+xlb_ct_set* ConntrackTable::set_of(const xlb_flow_key& key) const {
     const xlb_ct_header h = header();
-    if (!ready()) return std::optional<xlb_ct_value>{};
+    if (h.magic != XLB_CT_MAGIC || h.sets != sets() || h.ways != XLB_CT_WAYS) return nullptr;
+    return set(xlb_ct_set_index(&key, h.seed, h.sets));
+}
+
+bool ConntrackTable::ready() const {
+    const xlb_ct_header h = header();
+    return h.magic == XLB_CT_MAGIC && h.sets == sets() && h.ways == XLB_CT_WAYS;
+}
+
+Result<std::optional<xlb_ct_value>> ConntrackTable::get(const xlb_flow_key& key) const {
+    xlb_ct_set* s = set_of(key);
     xlb_ct_value value{};
-    if (find(set(xlb_ct_set_index(&key, h.seed, h.sets)), key, &value) < 0)
-        return std::optional<xlb_ct_value>{};
+    if (!s || find(s, key, &value) < 0) return std::optional<xlb_ct_value>{};
     return std::optional<xlb_ct_value>{value};
 }
 
@@ -149,32 +153,15 @@ Result<ConntrackTable::Put> ConntrackTable::put(const xlb_flow_key& key,
                                                 const xlb_ct_value& value) const {
     if (key.family == 0)
         return fail_on(EINVAL, "write an entry of", name_, "the key has no family");
-    const xlb_ct_header h = header();
-    if (!ready()) return fail_on(ENODATA, "write an entry of", name_, "the table has no header");
-    xlb_ct_set* s = set(xlb_ct_set_index(&key, h.seed, h.sets));
+    xlb_ct_set* s = set_of(key);
+    if (!s) return fail_on(ENODATA, "write an entry of", name_, "the table has no header");
     if (int way = find(s, key, nullptr); way >= 0) {
         if (auto ok = write_or_fail(s, static_cast<unsigned>(way), key, value); !ok)
             return std::unexpected(ok.error());
         return Put::kUpdated;
     }
-    // As the program chooses (bpf/xlb_lb.bpf.c, xlb_ct_victim).
-    const std::uint32_t now = ct_clock_now();
-    unsigned victim = 0;
-    std::uint32_t longest = 0;
-    bool empty = false;
-    for (unsigned way = 0; way < XLB_CT_WAYS && !empty; ++way) {
-        if (s->key[way].family == 0) {
-            victim = way;
-            empty = true;
-            break;
-        }
-        const auto idle = static_cast<std::int32_t>(now - s->value[way].last_seen);
-        const std::uint32_t age = idle < 0 ? 0 : static_cast<std::uint32_t>(idle);
-        if (age >= longest) {
-            longest = age;
-            victim = way;
-        }
-    }
+    const unsigned victim = xlb_ct_victim(s, ct_clock_now());
+    const bool empty = s->key[victim].family == 0;
     if (auto ok = write_or_fail(s, victim, key, value); !ok) return std::unexpected(ok.error());
     return empty ? Put::kAdded : Put::kReplacedOther;
 }
@@ -211,9 +198,8 @@ std::uint64_t ConntrackTable::release_stuck_ways(std::chrono::microseconds grace
 }
 
 Result<bool> ConntrackTable::erase(const xlb_flow_key& key) const {
-    const xlb_ct_header h = header();
-    if (!ready()) return false;
-    xlb_ct_set* s = set(xlb_ct_set_index(&key, h.seed, h.sets));
+    xlb_ct_set* s = set_of(key);
+    if (!s) return false;
     const int way = find(s, key, nullptr);
     if (way < 0) return false;
     // Claimed, the key is checked again: the program may have replaced it.

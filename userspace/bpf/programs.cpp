@@ -262,7 +262,8 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     auto table = ConntrackTable::map(bpf_map__fd(maps.xlb_conntrack4), XLB_MAP_CONNTRACK);
     if (!table) return std::unexpected(table.error());
     // A new table, or one whose creator died before writing its header.
-    if (!table->ready()) {
+    const bool fresh = !table->ready();
+    if (fresh) {
         std::uint32_t seed = 0;
         if (getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed))
             return fail(errno, "draw the connection table's seed");
@@ -270,7 +271,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     }
     if (auto ok = conntrack->fill(*table); !ok) return std::unexpected(ok.error());
     // A reused table may keep a way an agent was killed while writing.
-    const std::uint64_t stuck = table->release_stuck_ways(std::chrono::milliseconds(1));
+    const std::uint64_t stuck = fresh ? 0 : table->release_stuck_ways(std::chrono::milliseconds(1));
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());

@@ -26,10 +26,9 @@ Result<std::uint32_t> max_entries(int fd, const std::string& name) {
 
 Result<BpfTable> BpfTable::open(bpf::ConntrackTable conntrack, bpf::ArrayMap<xlb_backend> backends,
                                 ErasedHook erased, std::size_t batch_size) {
-    const std::uint32_t capacity = conntrack.capacity();
     auto slots = max_entries(backends.fd(), backends.name());
     if (!slots) return std::unexpected(slots.error());
-    return BpfTable(std::move(conntrack), std::move(backends), std::move(erased), capacity, *slots,
+    return BpfTable(std::move(conntrack), std::move(backends), std::move(erased), *slots,
                     batch_size == 0 ? kBatchSize : batch_size);
 }
 

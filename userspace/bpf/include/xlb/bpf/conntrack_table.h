@@ -73,6 +73,8 @@ private:
         ~Mapping();
     };
     xlb_ct_set* set(std::uint32_t index) const;
+    // The key's set; null while the table is not ready().
+    xlb_ct_set* set_of(const xlb_flow_key& key) const;
     // The way holding key in set s, or -1; *value gets a consistent copy.
     int find(xlb_ct_set* s, const xlb_flow_key& key, xlb_ct_value* value) const;
     bool write(xlb_ct_set* s, unsigned way, const xlb_flow_key& key,

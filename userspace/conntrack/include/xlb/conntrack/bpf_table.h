@@ -28,7 +28,7 @@ public:
     static Result<BpfTable> open(bpf::ConntrackTable conntrack, bpf::ArrayMap<xlb_backend> backends,
                                  ErasedHook erased, std::size_t batch_size = kBatchSize);
 
-    std::uint32_t capacity() const override { return capacity_; }
+    std::uint32_t capacity() const override { return conntrack_.capacity(); }
     Units now() const override;
     Result<void> scan(const std::function<void(std::span<const Entry>)>& batch) const override;
     Result<std::uint64_t> erase(std::span<const xlb_flow_key> keys) const override;
@@ -36,18 +36,16 @@ public:
 
 private:
     BpfTable(bpf::ConntrackTable conntrack, bpf::ArrayMap<xlb_backend> backends, ErasedHook erased,
-             std::uint32_t capacity, std::uint32_t backend_slots, std::size_t batch_size)
+             std::uint32_t backend_slots, std::size_t batch_size)
         : conntrack_(std::move(conntrack)),
           backends_(std::move(backends)),
           erased_(std::move(erased)),
-          capacity_(capacity),
           backend_slots_(backend_slots),
           batch_size_(batch_size) {}
 
     bpf::ConntrackTable conntrack_;
     bpf::ArrayMap<xlb_backend> backends_;
     ErasedHook erased_;
-    std::uint32_t capacity_ = 0;
     std::uint32_t backend_slots_ = 0;
     std::size_t batch_size_ = kBatchSize;
 };
