@@ -540,6 +540,32 @@ TEST_F(ApiTest, AddAndDeleteVip) {
     expect_rejected([&] { return del("/v1/vip?" + vq(key)); }, 404, "no VIP");
 }
 
+// Deleting and adding a VIP again through the API never gives an epoch a
+// second table: the answers and the state file go on above the old epochs.
+TEST_F(ApiTest, AVipDeletedAndAddedAgainGetsNewEpochs) {
+    json spec = {{"address", "198.51.100.77"},
+                 {"port", 80},
+                 {"backends", {{{"address", "203.0.113.11"}}, {{"address", "203.0.113.12"}}}}};
+    const std::string key = "198.51.100.77:80/tcp";
+    std::uint64_t last = 0;
+    std::set<std::uint64_t> checksums;
+    for (int round = 0; round < 3; ++round) {
+        spec["backends"][1]["weight"] = 10 + round;  // a different table each time
+        Reply added = post("/v1/vips", spec.dump());
+        ASSERT_EQ(added.status, 201) << added.text;
+        const std::uint64_t epoch = added.body["epoch"];
+        EXPECT_GT(epoch, last) << "round " << round << ": " << added.text;
+        last = epoch;
+        checksums.insert(std::stoull(added.body["checksum"].get<std::string>(), nullptr, 16));
+        StateStore reader(settings.state_file);
+        auto loaded = reader.load();
+        ASSERT_TRUE(loaded && loaded->has_value());
+        EXPECT_EQ((*loaded)->epochs.at(key), epoch) << "round " << round;
+        ASSERT_EQ(del("/v1/vip?" + vq(key)).status, 200);
+    }
+    EXPECT_EQ(checksums.size(), 3u) << "the rounds were meant to publish three tables";
+}
+
 TEST_F(ApiTest, VipChangesAreValidated) {
     json good = web_vip();
     good["port"] = 8080;
@@ -1448,6 +1474,23 @@ TEST_F(ApiTest, NulInAQueryParameterIs400) {
         },
         400, "query parameter address: contains a NUL byte");
     EXPECT_EQ(vip(kWeb)["backends"][0]["weight"], 100);
+}
+
+// An escaped NUL in a backend's address is refused, not cut at the NUL; the
+// dry run says so too, and a loopback backend is refused alike.
+TEST_F(ApiTest, BackendAddressWithNulOrLoopbackIs400) {
+    const std::string body = R"({"address": "203.0.113.19\u0000evil"})";
+    expect_rejected([&] { return post("/v1/backends?" + vq(kWeb) + "&dry_run=1", body); }, 400,
+                    "address");
+    expect_rejected([&] { return post("/v1/backends?" + vq(kWeb), body); }, 400, "address");
+    expect_rejected([&] { return post("/v1/backends?" + vq(kWeb), R"({"address": "127.0.0.1"})"); },
+                    400, "loopback address 127.0.0.1");
+    json spec = web_vip();
+    spec["port"] = 8443;
+    spec["backends"] = json::array({json{{"address", std::string("203.0.113.19\0evil", 17)}}});
+    expect_rejected([&] { return post("/v1/vips", spec.dump()); }, 400, "address");
+    for (const json& b : vip(kWeb)["backends"])
+        EXPECT_NE(b["address"], "203.0.113.19") << "the cut address was stored";
 }
 
 // ---- raw connections -------------------------------------------------------

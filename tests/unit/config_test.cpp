@@ -790,6 +790,40 @@ TEST(ConfigErrors, IPv6VipWithIPv4Backend) {
                           "IPv6-in-IPv4", "not supported"}));
 }
 
+// inet_pton reads up to a NUL: the text after one must not be dropped silently.
+TEST(ConfigErrors, AnAddressWithAnEscapedNulIsRejected) {
+    const auto errors = errors_of(kHead + kVip + "      - {address: \"203.0.113.19\\0evil\"}\n");
+    ASSERT_EQ(errors.size(), 1u) << listing(errors);
+    EXPECT_EQ(errors[0].line, 9);
+    EXPECT_NE(errors[0].message.find("backends[1].address"), std::string::npos)
+        << errors[0].to_string();
+    EXPECT_NE(errors[0].message.find(R"(found "203.0.113.19\x00evil", expected an IP address)"),
+              std::string::npos)
+        << errors[0].to_string();
+    using namespace std::string_view_literals;
+    for (std::string_view text : {"203.0.113.19\0evil"sv, "2001:db8::1\0"sv, "10.0.0.1\n"sv}) {
+        auto parsed = net::IpAddress::parse(text);
+        ASSERT_FALSE(parsed.has_value()) << "accepted as " << parsed->to_string();
+        EXPECT_NE(parsed.error().find("control character"), std::string::npos) << parsed.error();
+    }
+    auto json_backend = backend_from_json(json::parse(R"({"address": "203.0.113.19\u0000evil"})"));
+    ASSERT_FALSE(json_backend.has_value());
+    EXPECT_NE(json_backend.error().find("address"), std::string::npos) << json_backend.error();
+}
+
+TEST(ConfigErrors, ALoopbackOrUnspecifiedBackendIsRejected) {
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 127.0.0.1}\n", 9, 19,
+                         {"backends[1].address", "loopback address 127.0.0.1"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 127.3.4.5}\n", 9, 19,
+                         {"backends[1].address", "loopback address 127.3.4.5"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: \"::1\"}\n", 9, 19,
+                         {"backends[1].address", "loopback address ::1"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: 0.0.0.0}\n", 9, 19,
+                         {"backends[1].address", "expected a unicast address"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "      - {address: \"::\"}\n", 9, 19,
+                         {"backends[1].address", "expected a unicast address"}));
+}
+
 TEST(ConfigErrors, IPv4VipWithIPv6BackendIsFine) {
     parse_ok(kHead + kVip + "      - {address: \"2001:db8:1::1\"}\n");
 }

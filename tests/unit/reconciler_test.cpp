@@ -850,6 +850,68 @@ TEST_F(ReconcilerTest, RestartAdoptsAnIdenticalLiveTableWithoutPublishing) {
     EXPECT_EQ(restarted.vip_status(v.key())->epoch, before.epoch + 1);
 }
 
+// An epoch names one table of a VIP address/port/protocol for good: deleting
+// the VIP and adding it again continues above every epoch it had.
+TEST_F(ReconcilerTest, ADeletedAndReAddedVipNeverReusesAnEpoch) {
+    std::map<std::uint64_t, std::uint64_t> table_of_epoch;
+    auto note = [&](const VipSpec& spec) {
+        const auto st = *rec.vip_status(spec.key());
+        ASSERT_TRUE(st.published);
+        auto [it, fresh] = table_of_epoch.emplace(st.epoch, st.checksum);
+        EXPECT_TRUE(fresh || it->second == st.checksum)
+            << "epoch " << st.epoch << " named tables " << std::hex << it->second << " and "
+            << st.checksum;
+    };
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    reconcile();
+    note(v);
+    std::uint64_t highest = rec.vip_status(v.key())->epoch;
+    for (int round = 0; round < 3; ++round) {
+        rec.set_vips({});
+        reconcile();
+        ASSERT_FALSE(rec.vip_status(v.key()));
+        VipSpec again = web_vip(3);
+        again.backends[0].weight = 10 + round;  // another table each time
+        rec.set_vips({again});
+        reconcile();
+        note(again);
+        const std::uint64_t epoch = rec.vip_status(v.key())->epoch;
+        EXPECT_GT(epoch, highest) << "round " << round;
+        highest = epoch;
+    }
+}
+
+// The same across a restart: the journal keeps the epochs of a deleted VIP,
+// so the next process starts above them.
+TEST_F(ReconcilerTest, ADeletedVipsEpochsSurviveARestartInTheJournal) {
+    std::map<std::string, EpochRecord> journal;
+    auto keep = [&journal](Reconciler& r) -> Result<void> {
+        journal = r.epoch_records();
+        return {};
+    };
+    rec.set_epoch_journal(keep);
+    VipSpec v = web_vip(3);
+    rec.set_vips({v});
+    reconcile();
+    VipSpec heavier = v;
+    heavier.backends[0].weight = 300;
+    rec.set_vips({heavier});
+    reconcile();
+    const std::uint64_t before = rec.vip_status(v.key())->epoch;
+    rec.set_vips({});
+    reconcile();
+    ASSERT_TRUE(keep(rec));
+    ASSERT_TRUE(journal.contains(v.key())) << "the deleted VIP's epochs were dropped";
+
+    FakeDataPlane dp2;
+    Reconciler restarted(dp2, {16, 64});
+    for (const auto& [key, record] : journal) restarted.restore_epoch(key, record);
+    restarted.set_vips({v});
+    ASSERT_TRUE(restarted.reconcile(Clock::now()));
+    EXPECT_GT(restarted.vip_status(v.key())->epoch, before);
+}
+
 // ---- epochs across crashes (issue 13, item 10) -------------------------------------
 // What a kill -9 leaves: the journal's last successful write (the state
 // file) and the maps. The journal of these tests keeps what the agent's state

@@ -77,6 +77,13 @@ bool is_unicast(const net::IpAddress& a) {
     return !zero && b[0] != 0xff;
 }
 
+bool is_loopback(const net::IpAddress& a) {
+    const auto& b = a.bytes;
+    if (a.is_v4()) return b[0] == 127;
+    return std::all_of(b.begin(), b.begin() + 15, [](std::uint8_t x) { return x == 0; }) &&
+           b[15] == 1;
+}
+
 std::string family_name(const net::IpAddress& a) { return a.is_v4() ? "IPv4" : "IPv6"; }
 
 bool printable(std::string_view s) {
@@ -342,6 +349,10 @@ void check_backends(const VipSpec& vip, const Settings* settings, const Out& out
         };
         if (!is_unicast(b.address)) {
             bad_address("found " + addr + ", expected a unicast address");
+        } else if (is_loopback(b.address)) {
+            bad_address("found loopback address " + addr +
+                        ", expected the address of a server behind the VIP (packets to a "
+                        "backend leave this host encapsulated)");
         } else if (b.address == vip.address) {
             bad_address("found " + addr +
                             ", the VIP's own address; expected the address of a server behind it",

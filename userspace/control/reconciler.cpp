@@ -94,7 +94,7 @@ void Reconciler::set_vips(const std::vector<config::VipSpec>& vips) {
             }
             state.spec = *spec;
             state.plan_version += 1;
-            if (auto e = restored_epochs_.find(key); e != restored_epochs_.end())
+            if (auto e = known_epochs_.find(key); e != known_epochs_.end())
                 apply_epoch_record(state, e->second);
             vips_.emplace(key, std::move(state));
             continue;
@@ -141,12 +141,14 @@ void Reconciler::apply_epoch_record(VipState& v, const EpochRecord& record) {
 }
 
 void Reconciler::restore_epoch(const std::string& vip_key, EpochRecord record) {
-    restored_epochs_[vip_key] = record;
+    known_epochs_[vip_key] = record;
     if (auto it = vips_.find(vip_key); it != vips_.end()) apply_epoch_record(it->second, record);
 }
 
 std::map<std::string, EpochRecord> Reconciler::epoch_records() const {
     std::map<std::string, EpochRecord> out;
+    for (const auto& [key, record] : known_epochs_)
+        if (!vips_.contains(key)) out[key] = record;
     for (const auto& [key, v] : vips_) {
         const std::uint64_t reserved = std::max({v.epoch, v.epoch_floor, v.epoch_reserved});
         if (reserved == 0) continue;
@@ -423,6 +425,12 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
             ++it;
             continue;
         }
+        // Its table is gone, not its epochs: a VIP added again continues
+        // above all of them (no checksum: no table of it is live).
+        const VipState& gone = it->second;
+        const std::uint64_t used = std::max(gone.epoch, gone.epoch_floor);
+        known_epochs_[it->first] =
+            EpochRecord{used, std::nullopt, std::max(used, gone.epoch_reserved)};
         it = removed_.erase(it);
     }
 

@@ -11,6 +11,20 @@
 namespace xlb::net {
 
 std::expected<IpAddress, std::string> IpAddress::parse(std::string_view text) {
+    // inet_pton reads a C string: an embedded NUL would cut the text and the
+    // rest ("10.0.0.1\0evil") would be accepted silently.
+    if (auto bad = std::find_if(text.begin(), text.end(),
+                                [](char c) {
+                                    const auto u = static_cast<unsigned char>(c);
+                                    return u < 0x20 || u == 0x7f;
+                                });
+        bad != text.end()) {
+        char code[8];
+        std::snprintf(code, sizeof(code), "0x%02x", static_cast<unsigned char>(*bad));
+        return std::unexpected("found control character " + std::string(code) + " at offset " +
+                               std::to_string(bad - text.begin()) +
+                               " of an address, expected e.g. 10.0.0.1 or 2001:db8::1");
+    }
     std::string s(text);
     IpAddress out;
     if (s.find(':') == std::string::npos) {

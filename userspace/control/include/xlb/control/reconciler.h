@@ -197,7 +197,9 @@ public:
     void restore_epoch(const std::string& vip_key, std::uint64_t epoch) {
         restore_epoch(vip_key, EpochRecord{epoch, std::nullopt, epoch});
     }
-    // For the journal: every VIP that has an epoch or a reservation.
+    // For the journal: every VIP that has an epoch or a reservation, and
+    // the last record of every VIP key removed since (a key's epochs never
+    // start again, whatever was deleted in between).
     std::map<std::string, EpochRecord> epoch_records() const;
     // Once nothing will be published any more (a clean stop, after the
     // control loop stopped): the reservations shrink to the epochs used, so
@@ -345,7 +347,11 @@ private:
     IdRegistry registry_;
     std::map<std::string, VipState> vips_;
     std::map<std::string, VipState> removed_;  // waiting to be torn down
-    std::map<std::string, EpochRecord> restored_epochs_;
+    // Epoch records of VIP keys not in vips_: restored from the journal, or
+    // kept when a VIP is removed, so that a VIP added again continues above
+    // every epoch its key ever had (an epoch names one table of a key, for
+    // good), also across restarts (epoch_records() journals them).
+    std::map<std::string, EpochRecord> known_epochs_;
     EpochJournal epoch_journal_;
     std::vector<PanicChange> panic_changes_;
     std::vector<ApplyFailure> apply_failures_;
