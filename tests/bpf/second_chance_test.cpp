@@ -203,29 +203,40 @@ TEST_F(SecondChanceTest, TheMtuCountsTheHint) {
 }
 
 TEST_F(SecondChanceTest, ThePublishKeepsTheRingLiveUntilThenAsThePreviousOne) {
+    using control::PreviousRing;
     add_vip(kVipV4, kVipPort, kProtoTcp, kVipId);
     control::BpfDataPlane plane(lb());
     previous_ = build({{10}, {11}, {12}});
     current_ = build({{10}, {11}, {12}, {13}});
-    ASSERT_TRUE(plane.publish({{kVipId, previous_, true}}));
+    ASSERT_TRUE(plane.publish({{kVipId, previous_, PreviousRing::kLiveRing}}));
     // the first ring has nothing before it
     auto none = bpf::read_ring(lb().prev_rings().fd(), kVipId);
     EXPECT_FALSE(none);
-    ASSERT_TRUE(plane.publish({{kVipId, current_, true}}));
+    ASSERT_TRUE(plane.publish({{kVipId, current_, PreviousRing::kLiveRing}}));
     auto kept = bpf::read_ring(lb().prev_rings().fd(), kVipId);
     ASSERT_TRUE(kept) << kept.error().message();
     EXPECT_EQ(*kept, previous_);
     const Flow moved = flow(true);
     expect_sent(moved, {}, previous_backend(moved));
 
-    // a publish without keep_previous (second chance off) drops it
-    ASSERT_TRUE(plane.publish({{kVipId, current_, false}}));
+    // a weight-only step (slow start) leaves the previous ring as it was:
+    // still the ring from before the members changed
+    const auto step = build({{10}, {11}, {12}, {13, 60}});
+    ASSERT_NE(step, current_);
+    ASSERT_TRUE(plane.publish({{kVipId, step, PreviousRing::kUnchanged}}));
+    kept = bpf::read_ring(lb().prev_rings().fd(), kVipId);
+    ASSERT_TRUE(kept) << kept.error().message();
+    EXPECT_EQ(*kept, previous_);
+    EXPECT_EQ(*bpf::read_ring(lb().rings().fd(), kVipId), step);
+
+    // a publish with no previous ring (second chance off) drops it
+    ASSERT_TRUE(plane.publish({{kVipId, current_, PreviousRing::kNone}}));
     EXPECT_FALSE(bpf::read_ring(lb().prev_rings().fd(), kVipId));
-    ASSERT_TRUE(plane.publish({{kVipId, previous_, true}}));
+    ASSERT_TRUE(plane.publish({{kVipId, previous_, PreviousRing::kLiveRing}}));
     ASSERT_TRUE(bpf::read_ring(lb().prev_rings().fd(), kVipId));
     ASSERT_TRUE(plane.remove_previous_ring(kVipId));
     EXPECT_FALSE(bpf::read_ring(lb().prev_rings().fd(), kVipId));
-    ASSERT_TRUE(plane.publish({{kVipId, current_, true}}));
+    ASSERT_TRUE(plane.publish({{kVipId, current_, PreviousRing::kLiveRing}}));
     ASSERT_TRUE(plane.remove_ring(kVipId));
     EXPECT_FALSE(bpf::read_ring(lb().prev_rings().fd(), kVipId)) << "removed with the VIP's ring";
 }

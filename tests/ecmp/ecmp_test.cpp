@@ -37,8 +37,8 @@ class EcmpLab : public Lab {
 public:
     // Two LB hosts over BGP, a client, 3 backends; both agents started and
     // both hosts' routes on the router.
-    void up_ecmp(const std::string& extra = "") {
-        up(3, "--lb-hosts 2 --router bgp " + extra);
+    void up_ecmp(const std::string& extra = "", int backends = 3) {
+        up(backends, "--lb-hosts 2 --router bgp " + extra);
         for (const char* host : kHosts) script(std::string("agent-start ") + host);
     }
     std::string host_dir(const std::string& host) const {
@@ -117,9 +117,9 @@ protected:
         if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, BPF, BIRD)";
         if (run("command -v bird").rc != 0) GTEST_SKIP() << "bird is not installed";
     }
-    void up(const std::string& extra = "") {
+    void up(const std::string& extra = "", int backends = 3) {
         try {
-            lab_.up_ecmp(extra);
+            lab_.up_ecmp(extra, backends);
         } catch (const std::exception& e) {
             FAIL() << e.what();
         }
@@ -411,6 +411,44 @@ TEST_F(Ecmp, BirdDownIsReportedAndCaughtUp) {
                 static_cast<long long>(back->count()));
     st = wait_daemon_reachable("lb2", true);
     EXPECT_EQ(st["bgp"]["daemon"]["reachable"], true) << st["bgp"].dump();
+}
+
+// Second chance across slow start: a backend joins both hosts (health checks
+// on, slow start 3 s: a table per step), and 2 s later, in the middle of the
+// ramp, an LB host is lost. Its streams reach the other host, which has no
+// entry for them; the ring they started on is the one from before the join
+// (not the last slow-start step), so each one whose choice moved to the new
+// backend goes there with the old backend as its hint and is passed on.
+TEST_F(Ecmp, SecondChanceCoversAHostLostDuringSlowStart) {
+    up("--health --second-chance", 4);
+    Streams streams(lab_.client_ns(), kVip4, 80);
+    auto before = settled(streams);
+    for (std::size_t i = 0; i < before.size(); ++i)
+        ASSERT_EQ(before[i].error, "") << "stream " << i << " before any change";
+
+    const std::string add = R"({"address": ")" + backend_v4(4) + R"(", "weight": 100})";
+    for (const char* host : kHosts)
+        lab_.api_json(host, "POST", "/v1/backends?vip=" + vip_key4(), add);
+    std::this_thread::sleep_for(2s);
+    // the new backend is in the tables and still ramping
+    for (const char* host : kHosts) {
+        const json st = lab_.api_json(host, "GET", "/v1/backends?vip=" + vip_key4());
+        bool ramping = false;
+        for (const json& b : st["backends"])
+            if (b["address"] == backend_v4(4))
+                ramping = b["in_table"] == true && b["weight_factor"].get<double>() < 1.0;
+        EXPECT_TRUE(ramping) << host << ": " << st.dump();
+    }
+    lab_.script("host-fail lb2");
+    ASSERT_TRUE(lab_.wait_next_hops(kVip4, 1, 5s)) << "the router kept lb2's route";
+    std::this_thread::sleep_for(2s);
+    expect_streams_intact(streams, "b4 joined, lb2 lost 2 s later", before);
+    const std::uint64_t hints =
+        lab_.vip_stats("lb", vip_key4())["second_chance_hints"].get<std::uint64_t>();
+    std::printf("MEASURED lb sent %llu packets with a second-chance hint\n",
+                static_cast<unsigned long long>(hints));
+    EXPECT_GT(hints, 0u) << "no moved stream needed a hint: the test shows nothing";
+    streams.stop();
 }
 
 }  // namespace

@@ -27,9 +27,9 @@ public:
         publishes += updates.size();
         for (const control::RingUpdate& r : updates) {
             auto live = rings.find(r.vip_id);
-            if (r.keep_previous && live != rings.end())
+            if (r.previous == control::PreviousRing::kLiveRing && live != rings.end())
                 previous_rings[r.vip_id] = live->second;
-            else
+            else if (r.previous != control::PreviousRing::kUnchanged)
                 previous_rings.erase(r.vip_id);
             rings[r.vip_id] = r.backend_ids;
         }

@@ -54,9 +54,9 @@ public:
                 if (!backends.contains(id) || backends[id].generation == 0)
                     ring_names_missing_backend = true;
             log.push_back("ring " + std::to_string(r.vip_id));
-            if (r.keep_previous && rings.contains(r.vip_id))
+            if (r.previous == PreviousRing::kLiveRing && rings.contains(r.vip_id))
                 previous_rings[r.vip_id] = rings[r.vip_id];
-            else
+            else if (r.previous != PreviousRing::kUnchanged)
                 previous_rings.erase(r.vip_id);
             rings[r.vip_id] = r.backend_ids;
         }
@@ -544,6 +544,56 @@ TEST_F(ReconcilerSecondChance, EachNewRingKeepsTheOneBeforeForTheWindow) {
     rec.set_vips({v});
     ASSERT_TRUE(rec.reconcile(t1 + std::chrono::minutes(12)));
     EXPECT_FALSE(dp.previous_rings.contains(id));
+}
+
+// Slow start publishes a table per step. The previous ring stays the one from
+// before the members changed (the backend's arrival), with that change's
+// window, however many weight-only steps follow; a later change of members
+// starts over from the ring live then.
+TEST_F(ReconcilerSecondChance, WeightOnlyStepsKeepTheRingFromBeforeTheMembersChanged) {
+    VipSpec checked = v;
+    checked.health_check.type = config::HealthCheckType::kTcp;
+    rec.set_vips({checked});
+    for (const auto& b : checked.backends)
+        rec.set_observed(checked.key(), b.address, {Health::kHealthy, 1.0});
+    ASSERT_TRUE(rec.reconcile(t0));
+    const auto before_add = dp.rings[id];
+
+    const auto t1 = t0 + std::chrono::seconds(5);
+    checked.backends.push_back(web_vip(4).backends[3]);
+    rec.set_vips({checked});
+    rec.set_observed(checked.key(), checked.backends[3].address, {Health::kHealthy, 0.1});
+    ASSERT_TRUE(rec.reconcile(t1));
+    ASSERT_NE(dp.rings[id], before_add);
+    ASSERT_TRUE(dp.previous_rings.contains(id));
+    EXPECT_EQ(dp.previous_rings[id], before_add);
+
+    auto ring = dp.rings[id];
+    int steps = 0;
+    for (double factor : {0.3, 0.55, 0.8, 1.0}) {
+        rec.set_observed(checked.key(), checked.backends[3].address, {Health::kHealthy, factor});
+        ASSERT_TRUE(rec.reconcile(t1 + std::chrono::seconds(1 + steps)));
+        EXPECT_NE(dp.rings[id], ring) << "step " << factor << " published no new table";
+        ring = dp.rings[id];
+        ++steps;
+        ASSERT_TRUE(dp.previous_rings.contains(id));
+        EXPECT_EQ(dp.previous_rings[id], before_add) << "after the step to " << factor;
+    }
+    // the window runs from the change of members, not from the last step
+    auto due = rec.expire_previous_rings(t1 + std::chrono::seconds(10));
+    ASSERT_TRUE(due);
+    EXPECT_EQ(*due, t1 + std::chrono::minutes(10));
+
+    // a backend leaving is a change of members: the ring live then is kept
+    const auto full = dp.rings[id];
+    checked.backends[0].state = AdminState::kDrain;
+    rec.set_vips({checked});
+    const auto t2 = t1 + std::chrono::minutes(1);
+    ASSERT_TRUE(rec.reconcile(t2));
+    EXPECT_EQ(dp.previous_rings[id], full);
+    due = rec.expire_previous_rings(t2);
+    ASSERT_TRUE(due);
+    EXPECT_EQ(*due, t2 + std::chrono::minutes(10));
 }
 
 // After a restart the reconciler does not know when a pinned previous ring

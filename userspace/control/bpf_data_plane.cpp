@@ -30,13 +30,21 @@ bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& 
         if (!p) return std::unexpected(p.error());
         prepared.push_back(std::move(*p));
     }
-    // Second chance: each ring live now becomes its VIP's previous ring
-    // before the new one replaces it, so that no packet finds a new ring
-    // next to a stale previous one; the others lose theirs.
+    // Second chance: a ring live now becomes its VIP's previous ring before
+    // the new one replaces it, so that no packet finds a new ring next to a
+    // stale previous one.
     for (const RingUpdate& r : rings) {
-        auto ok = r.keep_previous ? bpf::keep_as_previous(program_.rings().fd(),
-                                                          program_.prev_rings().fd(), r.vip_id)
-                                  : bpf::unpublish_ring(program_.prev_rings().fd(), r.vip_id);
+        bpf::Result<void> ok;
+        switch (r.previous) {
+            case PreviousRing::kNone:
+                ok = bpf::unpublish_ring(program_.prev_rings().fd(), r.vip_id);
+                break;
+            case PreviousRing::kLiveRing:
+                ok = bpf::keep_as_previous(program_.rings().fd(), program_.prev_rings().fd(),
+                                           r.vip_id);
+                break;
+            case PreviousRing::kUnchanged: break;
+        }
         if (!ok) return std::unexpected(ok.error());
     }
     PublishTiming timing;

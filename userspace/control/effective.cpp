@@ -24,24 +24,37 @@ static_assert(std::size(kPanicReasons) ==
 const char* to_string(Health h) { return name_at(h, kHealths); }
 const char* to_string(PanicReason r) { return name_at(r, kPanicReasons); }
 
-bool VipPlan::same_table_inputs(const VipPlan& other) const {
-    // Walks both member lists in step instead of copying them out (this runs
-    // on every plan, with thousands of backends); the weight is compared
-    // before the identity string because it is the cheap, usual difference.
+namespace {
+
+// Walks both member lists in step instead of copying them out (this runs on
+// every plan, with thousands of backends); the weight is compared before the
+// identity string because it is the cheap, usual difference.
+bool same_members(const VipPlan& one, const VipPlan& other, bool compare_weights) {
     auto next_member = [](const std::vector<PlannedBackend>& backends, std::size_t i) {
         while (i < backends.size() && !backends[i].in_table) ++i;
         return i;
     };
-    std::size_t a = next_member(backends, 0), b = next_member(other.backends, 0);
-    while (a < backends.size() && b < other.backends.size()) {
-        const PlannedBackend& mine = backends[a];
+    std::size_t a = next_member(one.backends, 0), b = next_member(other.backends, 0);
+    while (a < one.backends.size() && b < other.backends.size()) {
+        const PlannedBackend& mine = one.backends[a];
         const PlannedBackend& theirs = other.backends[b];
-        if (mine.effective_weight != theirs.effective_weight || mine.identity != theirs.identity)
+        if ((compare_weights && mine.effective_weight != theirs.effective_weight) ||
+            mine.identity != theirs.identity)
             return false;
-        a = next_member(backends, a + 1);
+        a = next_member(one.backends, a + 1);
         b = next_member(other.backends, b + 1);
     }
-    return a == backends.size() && b == other.backends.size();
+    return a == one.backends.size() && b == other.backends.size();
+}
+
+}  // namespace
+
+bool VipPlan::same_table_inputs(const VipPlan& other) const {
+    return same_members(*this, other, /*compare_weights=*/true);
+}
+
+bool VipPlan::same_table_members(const VipPlan& other) const {
+    return same_members(*this, other, /*compare_weights=*/false);
 }
 
 namespace {

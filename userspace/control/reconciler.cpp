@@ -529,7 +529,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
                 continue;
             }
         }
-        rings.push_back({*vip_id, std::move(r.ring), options_.second_chance_window.has_value()});
+        rings.push_back({*vip_id, std::move(r.ring), previous_ring_for(v)});
         accepted.push_back(&r);
     }
     std::vector<PublishRecord> records;
@@ -571,10 +571,17 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         return std::unexpected(timing.error());
     }
 
-    for (BuildResult* r : accepted) {
+    for (std::size_t i = 0; i < accepted.size(); ++i) {
+        BuildResult* r = accepted[i];
         VipState& v = vips_.at(r->vip_key);
-        v.previous_until = options_.second_chance_window ? now + *options_.second_chance_window
-                                                         : Clock::time_point::max();
+        switch (rings[i].previous) {
+            case PreviousRing::kLiveRing:
+                v.previous_until = now + *options_.second_chance_window;
+                break;
+            case PreviousRing::kNone: v.previous_until = Clock::time_point::max(); break;
+            case PreviousRing::kUnchanged:
+                break;  // the window of the last change of members goes on
+        }
         v.epoch = next_epoch(v);
         ++v.applies_published;
         install_table(v, *r);
@@ -588,6 +595,18 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
     reserve_epochs(kEpochReserve / 2);
     if (!first_error) return std::unexpected(first_error.error());
     return records;
+}
+
+PreviousRing Reconciler::previous_ring_for(const VipState& v) const {
+    if (!options_.second_chance_window) return PreviousRing::kNone;
+    // Only a change of the table's members moves flows between backends;
+    // weight-only steps (slow start, a weight) keep the ring from before the
+    // last such change, so that second chance still finds where a flow began
+    // however many steps were published since.
+    const bool weight_only = v.table_plan && v.pending_plan &&
+                             v.table_ring_size == v.spec.ring_size &&
+                             v.pending_plan->same_table_members(*v.table_plan);
+    return weight_only ? PreviousRing::kUnchanged : PreviousRing::kLiveRing;
 }
 
 void Reconciler::set_second_chance(std::optional<Clock::duration> window) {

@@ -19,12 +19,19 @@ class LbProgram;
 
 namespace xlb::control {
 
+// What a publish does with a VIP's previous ring (second chance).
+enum class PreviousRing {
+    kNone,       // the VIP keeps no previous ring (second chance off)
+    kLiveRing,   // the ring live until now becomes the previous ring, before
+                 // the new one goes live (the members changed)
+    kUnchanged,  // the previous ring stays as it is (a weight-only change:
+                 // the ring from before the last change of members stays)
+};
+
 struct RingUpdate {
     std::uint32_t vip_id = 0;
     std::vector<std::uint32_t> backend_ids;  // one per slot; empty: the explicit empty ring
-    // Second chance: the ring live until now becomes the VIP's previous ring
-    // (before the new one goes live); false: the VIP keeps no previous ring.
-    bool keep_previous = false;
+    PreviousRing previous = PreviousRing::kNone;
 };
 
 // When the outer-map update was issued (the rings are live from then) and when

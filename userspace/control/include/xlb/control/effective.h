@@ -57,6 +57,9 @@ struct VipPlan {
     bool in_panic() const { return panic != PanicReason::kNone; }
     // What the table is built from: identities and weights of in_table members.
     bool same_table_inputs(const VipPlan& other) const;
+    // The same identities in the table, whatever their weights: a change
+    // between two such plans (a slow-start step, a weight) is weight-only.
+    bool same_table_members(const VipPlan& other) const;
 };
 
 // `observed` is indexed like spec.backends. A VIP without a health check has

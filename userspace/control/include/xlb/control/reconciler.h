@@ -341,6 +341,8 @@ private:
     // epochs left to next_epoch - 1 + kEpochReserve, then writes the
     // journal once (nothing when no VIP is that low or no journal is set).
     void reserve_epochs(std::uint64_t low_water);
+    // What the publish of v's pending table does with its previous ring.
+    PreviousRing previous_ring_for(const VipState& v) const;
 
     DataPlane& data_plane_;
     Options options_;
