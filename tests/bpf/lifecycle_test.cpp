@@ -503,6 +503,38 @@ TEST_F(LifecycleTest, DecapAttachesTooAndAForeignProgramIsNotReplaced) {
     EXPECT_EQ(status(veth_).prog_name, "xlb_lb");
 }
 
+// An agent replaces an earlier xlb_lb only when that one uses the maps
+// pinned for it: one over other pins (another agent's pin_dir) is refused.
+TEST_F(LifecycleTest, AnEarlierXlbLbOverOtherPinsIsNotReplaced) {
+    const std::string first_pins = pin_dir();
+    LbProgram first = load({.pin_dir = first_pins});
+    auto a = XdpAttachment::attach(first, veth_, {.mode = XdpMode::kGeneric});
+    ASSERT_TRUE(a) << a.error().message();
+    a->keep();
+
+    LbProgram other = load({.pin_dir = pin_dir()});
+    auto other_config = other.config_map_id();
+    ASSERT_TRUE(other_config) << other_config.error().message();
+    auto refused = XdpAttachment::attach(
+        other, veth_, {.mode = XdpMode::kGeneric, .earlier_must_use_map = *other_config});
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, EBUSY);
+    EXPECT_NE(refused.error().message().find("maps other than this agent's pinned ones"),
+              std::string::npos)
+        << refused.error().message();
+    EXPECT_EQ(status(veth_).prog_id, a->prog_id()) << "the first program was replaced";
+
+    // the same pins again (a restarted agent): replaced as always
+    LbProgram again = load({.pin_dir = first_pins});
+    auto again_config = again.config_map_id();
+    ASSERT_TRUE(again_config);
+    EXPECT_EQ(*again_config, *first.config_map_id());
+    auto replaced = XdpAttachment::attach(
+        again, veth_, {.mode = XdpMode::kGeneric, .earlier_must_use_map = *again_config});
+    ASSERT_TRUE(replaced) << replaced.error().message();
+    EXPECT_EQ(replaced->report().replaced_prog_id, a->prog_id());
+}
+
 // --- pinning ----------------------------------------------------------------
 
 TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {

@@ -36,6 +36,7 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
+#include "xlb/bpf/xdp.h"
 #include "xlb/datapath/setup.h"
 #include "xlb/flow_hash.h"
 #include "xlb/maglev/maglev.h"
@@ -1226,6 +1227,24 @@ TEST_F(AgentSafetyE2E, SecondAgentOnTheSameInterfaceExitsAtOnceNamingTheFirstAnd
         MEASURED("second agent (%s): exit %d after %.0f ms: %s", c.what, *f.rc, f.ms,
                  said == std::string::npos ? "?" : f.log.substr(said, 120).c_str());
     }
+    // A cleanup of /run (every file under /run/xlb removed) does not free the
+    // interface: the lock is a socket name no file operation removes.
+    for (const auto& entry : fs::directory_iterator("/run/xlb"))
+        if (!entry.is_directory()) fs::remove(entry.path());
+    for (const Case& c : cases) {
+        SCOPED_TRACE(std::string("after /run/xlb was emptied: ") + c.what);
+        const Failed f = run_failing(c.args);
+        ASSERT_TRUE(f.rc.has_value()) << "the second agent did not exit:\n" << f.log;
+        EXPECT_EQ(*f.rc, 1) << f.log;
+        EXPECT_NE(f.log.find("already served"), std::string::npos) << f.log;
+        EXPECT_TRUE(agent_->running());
+        EXPECT_EQ(snapshot(), before)
+            << "the second agent changed the data plane or the state file";
+        EXPECT_FALSE(fs::exists(other_pins + "/" + Lab::kLbIf))
+            << "pins created under the other pin_dir";
+    }
+    EXPECT_EQ(api_->get("/readyz").status, 200);
+
     // The first agent's metrics port is its own: nothing else answers there.
     const Reply m = http_get_in_netns(lab_->lb_ns(), "127.0.0.1", kMetricsPort, "/metrics");
     EXPECT_EQ(m.status, 200);
@@ -1239,6 +1258,39 @@ TEST_F(AgentSafetyE2E, SecondAgentOnTheSameInterfaceExitsAtOnceNamingTheFirstAnd
     start_agent();
     MEASURED("after kill -9 of the first agent, a new one was ready in %.0f ms", ms_since(t0));
     EXPECT_EQ(lab_->xdp_prog_id() != 0, true);
+}
+
+// A first start refused at the attach step (another XDP program on the
+// interface) removes what it made: pins, the pin directories it created, the
+// state file; the foreign program stays.
+TEST_F(AgentSafetyE2E, AFirstStartRefusedAtAttachLeavesNoPinDirectory) {
+    write_config({web4(), web6()});
+    auto decap = in_netns(lab_->lb_ns(), [] { return bpf::DecapProgram::load(); });
+    ASSERT_TRUE(decap) << decap.error().message();
+    // kept attached: the lab's teardown removes it with its namespace
+    auto foreign = in_netns(lab_->lb_ns(), [&]() -> bpf::Result<void> {
+        auto iface = bpf::Interface::by_name(Lab::kLbIf);
+        if (!iface) return std::unexpected(iface.error());
+        auto xdp = bpf::XdpAttachment::attach(*decap, *iface, {bpf::XdpMode::kGeneric});
+        if (!xdp) return std::unexpected(xdp.error());
+        xdp->keep();
+        return {};
+    });
+    ASSERT_TRUE(foreign) << foreign.error().message();
+    const std::uint32_t foreign_id = lab_->xdp_prog_id();
+    ASSERT_NE(foreign_id, 0u);
+
+    // a pin_dir two levels below what exists: both levels are the agent's
+    const std::string root = "/sys/fs/bpf/" + lab_->prefix() + "-fresh";
+    ASSERT_FALSE(fs::exists(root));
+    const Failed f = run_failing({"--pin-dir", root + "/pins"});
+    ASSERT_TRUE(f.rc.has_value()) << f.log;
+    EXPECT_EQ(*f.rc, 1) << f.log;
+    EXPECT_NE(f.log.find("xlb_decap"), std::string::npos) << "the error names the program:\n"
+                                                          << f.log;
+    EXPECT_FALSE(fs::exists(root)) << "pin directories left behind:\n" << f.log;
+    EXPECT_FALSE(fs::exists(state_path())) << "state file left behind";
+    EXPECT_EQ(lab_->xdp_prog_id(), foreign_id) << "the foreign program was touched";
 }
 
 TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlaneOnARestart) {

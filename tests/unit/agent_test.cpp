@@ -58,28 +58,42 @@ TEST(InstanceLock, SecondHolderIsRefusedWithThePidAndTheLockIsFreeOnceReleased) 
     TempDir dir;
     auto lo = identify_interface("lo");
     ASSERT_TRUE(lo);
-    const std::string locks = dir.path() + "/locks";  // created on demand
+    // a scope of this test's own: an agent on this host's lo is not disturbed
+    const InstanceLock::Place place{dir.path() + "/locks",  // created on demand
+                                    "xlbd-test-" + std::to_string(::getpid())};
     {
-        auto first = InstanceLock::acquire(*lo, locks);
+        auto first = InstanceLock::acquire(*lo, place);
         ASSERT_TRUE(first) << first.error();
-        EXPECT_EQ(first->path(), lock_path(locks, *lo));
-        auto second = InstanceLock::acquire(*lo, locks);
+        EXPECT_EQ(first->path(), lock_path(place.dir, *lo));
+        EXPECT_EQ(first->name(), "@" + lock_socket_name(place.scope, *lo));
+        auto second = InstanceLock::acquire(*lo, place);
         ASSERT_FALSE(second);
         EXPECT_NE(second.error().message().find("pid " + std::to_string(::getpid())),
                   std::string::npos)
             << second.error();
         EXPECT_NE(second.error().message().find("lo"), std::string::npos);
-        // The same interface under another name would still be the same file.
+        // The same interface under another name is still the same lock.
         InterfaceIdentity renamed = *lo;
         renamed.name = "renamed0";
-        EXPECT_FALSE(InstanceLock::acquire(renamed, locks));
+        EXPECT_FALSE(InstanceLock::acquire(renamed, place));
         // Another interface is another lock.
         InterfaceIdentity other = *lo;
         other.ifindex += 1000;
-        EXPECT_TRUE(InstanceLock::acquire(other, locks));
+        EXPECT_TRUE(InstanceLock::acquire(other, place));
+
+        // A cleanup of /run removes the file, not the lock: still refused,
+        // only the pid is no longer known.
+        ASSERT_EQ(::unlink(first->path().c_str()), 0);
+        fs::remove_all(place.dir);
+        auto after_cleanup = InstanceLock::acquire(*lo, place);
+        ASSERT_FALSE(after_cleanup) << "the lock went with its file";
+        EXPECT_NE(after_cleanup.error().message().find("already served"), std::string::npos)
+            << after_cleanup.error();
+        EXPECT_NE(after_cleanup.error().message().find("pid is unknown"), std::string::npos)
+            << after_cleanup.error();
     }
     // Released with its owner (as the kernel does when a holder dies).
-    auto again = InstanceLock::acquire(*lo, locks);
+    auto again = InstanceLock::acquire(*lo, place);
     EXPECT_TRUE(again) << again.error();
 }
 

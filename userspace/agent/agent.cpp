@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -32,11 +33,14 @@
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/files/files.h"
 #include "xlb/health/engine.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
 
 namespace xlb::agent {
+
+namespace fs = std::filesystem;
 
 void apply_overrides(const AgentOptions& o, config::Settings& s) {
     if (o.interface) s.interface = *o.interface;
@@ -130,6 +134,7 @@ private:
     std::string pin_dir_;
     std::optional<InterfaceIdentity> interface_;
     std::optional<InstanceLock> lock_;
+    std::vector<std::string> created_pin_dirs_;  // by open_data_plane, deepest first
     // What this start found, so that a failed first start removes exactly
     // what it created and a failed restart leaves the previous data plane.
     bool first_start_ = true;  // no pinned map was reused
@@ -445,6 +450,12 @@ Agent::Step Agent::open_data_plane() {
     had_state_file_ = state->has_value();
 
     pin_dir_ = s.pin_dir + "/" + s.interface;
+    // The directories the load may create: a first start that is undone
+    // removes them again (deepest first).
+    created_pin_dirs_.clear();
+    for (std::string dir = pin_dir_; !dir.empty() && dir != "/" && !fs::exists(dir);
+         dir = files::parent_dir(dir))
+        created_pin_dirs_.push_back(dir);
     bpf::LoadOptions load_options;
     load_options.pin_dir = pin_dir_;
     load_options.conntrack_resize = s.conntrack.resize == config::ConntrackResize::kReplace
@@ -614,7 +625,12 @@ Agent::Step Agent::go_live() {
     auto attach = [&]() -> Step {
         auto iface = bpf::Interface::by_name(s.interface);
         if (!iface) return std::unexpected(std::move(iface.error()));
-        auto xdp = bpf::XdpAttachment::attach(*lb_, *iface, {to_bpf_mode(s.xdp_mode), false});
+        auto config_map = lb_->config_map_id();
+        if (!config_map) return std::unexpected(std::move(config_map.error()));
+        // An xlb_lb is replaced only when it is this agent's (uses the maps
+        // pinned in pin_dir_): never another agent's, whatever its lock.
+        auto xdp =
+            bpf::XdpAttachment::attach(*lb_, *iface, {to_bpf_mode(s.xdp_mode), false, *config_map});
         if (!xdp) return std::unexpected(std::move(xdp.error()));
         xdp_.emplace(std::move(*xdp));
         attached_mode_.set(bpf::to_string(xdp_->mode()));
@@ -738,6 +754,11 @@ void Agent::undo_start() {
         lb_.reset();
         if (auto ok = bpf::LbProgram::unpin(pin_dir_); !ok)
             spdlog::error("unpin {}: {}", pin_dir_, ok.error().message());
+        for (const std::string& dir : created_pin_dirs_)
+            if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+                spdlog::error("remove pin directory {}: {}", dir, std::strerror(errno));
+                break;
+            }
         if (!had_state_file_ && state_) ::unlink(state_->path().c_str());
         spdlog::info("first start undone: pins in {} removed{}", pin_dir_,
                      detached ? ", XDP program detached" : "");

@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <string_view>
 
@@ -22,6 +25,31 @@ std::string read_holder(int fd) {
     std::string_view text(buf, static_cast<std::size_t>(n));
     const auto end = text.find_first_not_of("0123456789");
     return std::string(text.substr(0, end));
+}
+
+// Who holds the interface, as its lock file says: "pid N", or why unknown.
+std::string holder_from_file(const std::string& path) {
+    bpf::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) return "whose pid is unknown (" + path + ": " + std::strerror(errno) + ")";
+    const std::string pid = read_holder(fd.get());
+    if (pid.empty() || ::access(("/proc/" + pid).c_str(), F_OK) != 0)
+        return "whose pid is unknown (" + path + " names no running process)";
+    return "pid " + pid;
+}
+
+// Writes who holds the lock into its file. Informational only (the file may
+// be removed by anyone who cleans /run): the socket name is the lock.
+Result<void> write_holder_file(const std::string& dir, const std::string& path,
+                               const std::string& interface) {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+        return fail_on(errno, "create lock directory", dir);
+    bpf::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!fd) return fail_on(errno, "open lock file", path);
+    const std::string text = std::to_string(::getpid()) + "\n" + interface + "\n";
+    if (::ftruncate(fd.get(), 0) != 0 ||
+        ::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+        return fail_on(errno, "write lock file", path);
+    return {};
 }
 
 }  // namespace
@@ -49,26 +77,35 @@ std::string lock_path(const std::string& dir, const InterfaceIdentity& iface) {
            std::to_string(iface.ifindex) + ".lock";
 }
 
-Result<InstanceLock> InstanceLock::acquire(const InterfaceIdentity& iface, const std::string& dir) {
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return fail_on(errno, "create lock directory", dir);
-    std::string path = lock_path(dir, iface);
-    bpf::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (!fd) return fail_on(errno, "open lock file", path);
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+std::string lock_socket_name(const std::string& scope, const InterfaceIdentity& iface) {
+    return scope + "/netns" + std::to_string(iface.netns_ino) + "/if" +
+           std::to_string(iface.ifindex);
+}
+
+Result<InstanceLock> InstanceLock::acquire(const InterfaceIdentity& iface, const Place& place) {
+    const std::string name = lock_socket_name(place.scope, iface);
+    const std::string shown = "@" + name;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (name.size() + 1 > sizeof(addr.sun_path))
+        return fail("lock socket name " + shown + " is too long");
+    // An abstract name: sun_path starts with a NUL, no file is created.
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+
+    bpf::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!socket) return fail_on(errno, "create lock socket", shown);
+    const std::string path = lock_path(place.dir, iface);
+    if (::bind(socket.get(), reinterpret_cast<const sockaddr*>(&addr), length) != 0) {
         const int err = errno;
-        if (err != EWOULDBLOCK) return fail_on(err, "lock", path);
-        const std::string holder = read_holder(fd.get());
-        return fail("interface " + iface.name + " is already served by xlbd" +
-                        (holder.empty() ? std::string() : " pid " + holder) + " (lock " + path +
-                        ")",
+        if (err != EADDRINUSE) return fail_on(err, "bind lock socket", shown);
+        return fail("interface " + iface.name + " is already served by xlbd " +
+                        holder_from_file(path) + " (lock " + shown + ")",
                     "stop that agent first: one agent per interface");
     }
-    const std::string text = std::to_string(::getpid()) + "\n" + iface.name + "\n";
-    if (::ftruncate(fd.get(), 0) != 0 ||
-        ::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-        return fail_on(errno, "write lock file", path);
-    return InstanceLock(std::move(fd), std::move(path));
+    if (auto ok = write_holder_file(place.dir, path, iface.name); !ok)
+        return std::unexpected(std::move(ok.error()));
+    return InstanceLock(std::move(socket), shown, path);
 }
 
 }  // namespace xlb::agent

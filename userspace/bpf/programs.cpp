@@ -306,6 +306,13 @@ int LbProgram::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_lb); }
 ArrayMap<xlb_config> LbProgram::config() const {
     return {bpf_map__fd(skel_->maps.xlb_config), XLB_MAP_CONFIG};
 }
+Result<std::uint32_t> LbProgram::config_map_id() const {
+    bpf_map_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(bpf_map__fd(skel_->maps.xlb_config), &info, &len) != 0)
+        return fail(errno, std::string("inspect map ") + XLB_MAP_CONFIG);
+    return info.id;
+}
 HashMap<xlb_vip_key, xlb_vip_value> LbProgram::vips() const {
     return {bpf_map__fd(skel_->maps.xlb_vips), XLB_MAP_VIPS};
 }

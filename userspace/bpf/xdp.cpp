@@ -141,6 +141,25 @@ Result<ProgInfo> prog_info(int fd) {
     return ProgInfo{info.id, info.type, info.name};
 }
 
+// The ids of the maps a program uses.
+Result<std::vector<std::uint32_t>> prog_map_ids(int fd) {
+    bpf_prog_info info{};
+    __u32 len = sizeof info;
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+        return fail(errno, "inspect BPF program fd " + std::to_string(fd));
+    std::vector<std::uint32_t> ids(info.nr_map_ids);
+    if (ids.empty()) return ids;
+    const __u32 count = info.nr_map_ids;
+    info = {};
+    len = sizeof info;
+    info.nr_map_ids = count;
+    info.map_ids = reinterpret_cast<std::uintptr_t>(ids.data());
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+        return fail(errno, "read the maps of BPF program fd " + std::to_string(fd));
+    ids.resize(std::min(count, info.nr_map_ids));
+    return ids;
+}
+
 std::string quoted(const std::string& name) {
     return name.empty() ? "a program" : "'" + name + "'";
 }
@@ -321,6 +340,19 @@ Result<XdpAttachment> XdpAttachment::attach(int prog_fd, const Interface& iface,
         if (!old)
             return fail(errno, to + ": open the attached " + current->describe(),
                         errno == EPERM ? "replacing a program needs CAP_SYS_ADMIN" : "");
+        if (ours_by_name && options.earlier_must_use_map != 0) {
+            auto maps = prog_map_ids(old.get());
+            if (!maps) return std::unexpected(maps.error());
+            if (std::find(maps->begin(), maps->end(), options.earlier_must_use_map) == maps->end())
+                return fail(EBUSY, to,
+                            current->describe() +
+                                " is attached with maps other than this agent's pinned ones: "
+                                "another agent (another pin_dir) serves " +
+                                iface.name +
+                                ", or its pins were removed; stop that agent, or detach it "
+                                "(ip link set dev " +
+                                iface.name + " xdp off) and start again");
+        }
         report.replaced_prog_id = current->prog_id;
         report.replaced_prog_name = current->prog_name;
         report.replaced_mode = old_mode;

@@ -80,6 +80,9 @@ public:
     const ConntrackLoad& conntrack_load() const { return conntrack_load_; }
 
     ArrayMap<xlb_config> config() const;
+    // The kernel's id of the configuration map: a program attached somewhere
+    // that uses it is this program or an earlier one over the same pins.
+    Result<std::uint32_t> config_map_id() const;
     // Read-only use: change VIPs with put_vip / erase_vip / clear_vips, which
     // keep the VIP buckets (abi.h, XLB_MAP_VIP_BUCKETS) in step.
     HashMap<xlb_vip_key, xlb_vip_value> vips() const;

@@ -92,6 +92,12 @@ struct AttachOptions {
     // the same name as the new one: an earlier xlb_lb from a previous run.
     // Set this to replace whatever is there.
     bool replace_foreign = false;
+    // Non-zero: an earlier program of the same name is replaced only when it
+    // uses this map (by id), e.g. the configuration map pinned for this
+    // agent: an xlb_lb with other maps belongs to another agent (another pin
+    // directory) or to pins that were removed, and replacing it would put
+    // empty tables under its flows.
+    std::uint32_t earlier_must_use_map = 0;
 };
 
 struct AttachReport {
