@@ -707,28 +707,6 @@ static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet
 	return xlb_push_encap(ctx, pkt, be, cfg, hash, hint);
 }
 
-/* The quoted IPv4 header's checksum holds: ihl (5..15) words at `quoted`,
- * already checked to lie inside the packet. */
-static __always_inline int xlb_quoted_ipv4_valid(const struct xlb_cursor *cur,
-						 const struct iphdr *quoted)
-{
-	const __u16 *word = (const __u16 *)quoted;
-	__u32 words = quoted->ihl * 2, sum = 0;
-
-	for (__u32 i = 0; i < 30; i++) {
-		if (i >= words)
-			break;
-		/* Keeps clang from turning the bound into an index compare the
-		 * verifier cannot follow. */
-		asm volatile("" : "+r"(word));
-		if (!xlb_in_ip_packet(cur, word, sizeof(*word)))
-			return 0;
-		sum += *word;
-		word++;
-	}
-	return xlb_csum_fold(sum) == 0;
-}
-
 /*
  * An ICMP "fragmentation needed" / ICMPv6 "packet too big" addressed to a VIP
  * quotes a packet the backend sent to the client (source = VIP). Reverse the
@@ -737,8 +715,10 @@ static __always_inline int xlb_quoted_ipv4_valid(const struct xlb_cursor *cur,
  * VIP it quotes qualifies (one to this host's own address is the kernel's),
  * and for IPv4 only one whose quoted header has a valid checksum: anything
  * else could make us forward junk to a backend. Fills pkt->key with the
- * client's flow and returns 1 with its VIP in *vip, or 0 when the packet is
- * not such an error. bucket: the VIP bucket of the destination (the quoted
+ * client's flow and returns 1 with its VIP in *vip, 0 when the packet is not
+ * such an error, or -XLB_OUT_DROP_ICMP_QUOTE for such an error whose quote
+ * is not an IP packet of the error's family (dropped: it is addressed to a
+ * VIP, and no backend should see it). bucket: the VIP bucket of the destination (the quoted
  * source). The caller has checked that the ICMP header lies in the packet.
  */
 static __always_inline int xlb_match_icmp_error(const struct xlb_cursor *cur,
@@ -758,13 +738,15 @@ static __always_inline int xlb_match_icmp_error(const struct xlb_cursor *cur,
 		if (icmp->type != ICMP_DEST_UNREACH || icmp->code != ICMP_FRAG_NEEDED)
 			return 0;
 		inner = (void *)(icmp + 1);
-		if (!xlb_in_ip_packet(cur, inner, sizeof(*inner)) || inner->ihl < 5)
+		if (!xlb_in_ip_packet(cur, inner, sizeof(*inner)))
 			return 0;
+		if (inner->version != 4 || inner->ihl < 5)
+			return -XLB_OUT_DROP_ICMP_QUOTE;
 		ports = (void *)inner + inner->ihl * 4;
 		if (!xlb_in_ip_packet(cur, ports, 4))
 			return 0;
 		/* the quoted packet went VIP -> client; the flow is client -> VIP */
-		if (inner->saddr != key->dst[0] || !xlb_quoted_ipv4_valid(cur, inner))
+		if (inner->saddr != key->dst[0] || !xlb_ipv4_csum_valid(cur, inner))
 			return 0;
 		inner_proto = inner->protocol;
 		key->src[0] = inner->daddr;
@@ -780,6 +762,10 @@ static __always_inline int xlb_match_icmp_error(const struct xlb_cursor *cur,
 		ports = (void *)(inner + 1);
 		if (!xlb_in_ip_packet(cur, ports, 4))
 			return 0;
+		/* Its addresses would be read from whatever it quotes: a
+		 * quote that is no IPv6 packet must not pick a backend. */
+		if (inner->version != 6)
+			return -XLB_OUT_DROP_ICMP_QUOTE;
 		if (inner->saddr.in6_u.u6_addr32[0] != key->dst[0] ||
 		    inner->saddr.in6_u.u6_addr32[1] != key->dst[1] ||
 		    inner->saddr.in6_u.u6_addr32[2] != key->dst[2] ||
@@ -877,6 +863,11 @@ int xlb_lb(struct xdp_md *ctx)
 	epoch = bpf_map_lookup_elem(&xlb_vip_buckets, &bucket);
 	if (!epoch || *epoch == 0)
 		XLB_VERDICT(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
+	/* Checked only here, for packets that may be a VIP's: the kernel checks
+	 * the ones it gets, and forwarding a damaged header would hand the
+	 * backend's kernel a packet it drops after we spent a table slot on it. */
+	if (pkt.key.family == XLB_FAMILY_V4 && !xlb_ipv4_csum_valid(&cur, (void *)(eth + 1)))
+		XLB_VERDICT(XLB_OUT_DROP_IPV4_CSUM, XDP_DROP);
 
 	/* An established TCP flow: its entry, while the bucket's epoch is the
 	 * one it recorded, says everything needed (VIP, backend, hash); this
@@ -939,6 +930,8 @@ int xlb_lb(struct xdp_md *ctx)
 		else
 			matched = xlb_match_vip(bucket, pkt.key.dst, pkt.key.dport, pkt.key.proto,
 						pkt.key.family, &vip_match);
+		if (matched < 0)
+			XLB_VERDICT(-matched, XDP_DROP);
 		if (!matched)
 			XLB_VERDICT(XLB_OUT_PASS_NOT_VIP, XDP_PASS);
 		vip = &vip_match;

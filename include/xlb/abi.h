@@ -449,7 +449,10 @@ enum xlb_outcome {
 	XLB_OUT_DROP_FAMILY = 15, /* IPv6 VIP with an IPv4 backend: unsupported */
 	XLB_OUT_DROP_BAD_BACKEND = 16, /* ring names an unused backend id */
 	XLB_OUT_DROP_HEADROOM = 17, /* bpf_xdp_adjust_head (or the padding trim) failed */
-	XLB_OUT__MAX = 18,
+	XLB_OUT_DROP_IPV4_CSUM = 18, /* IPv4 header checksum wrong (to a VIP's address) */
+	XLB_OUT_DROP_ICMP_QUOTE =
+		19, /* "too big" error to a VIP quoting no IP packet of its family */
+	XLB_OUT__MAX = 20,
 };
 
 struct xlb_vip_stats {

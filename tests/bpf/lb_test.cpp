@@ -765,6 +765,56 @@ void add_icmp_error_cases(std::vector<PacketCase>& cases) {
     }
 }
 
+// The IPv4 header checksum of a packet to a VIP's address is checked: a
+// damaged header is dropped and counted, never forwarded; to any other
+// address the packet is the kernel's, which checks it itself.
+void add_checksum_cases(std::vector<PacketCase>& cases) {
+    const Bytes good = make_frame(v4_flow(41000));
+    Bytes bad = good;
+    bad[14 + 10] ^= 0x5a;
+    cases.push_back(
+        drop("Ipv4HeaderWithABadChecksumIsDropped", v4_seed(), bad, XLB_OUT_DROP_IPV4_CSUM));
+    Bytes zero = good;
+    zero[14 + 10] = 0;
+    zero[14 + 11] = 0;
+    cases.push_back(
+        drop("Ipv4HeaderWithAZeroChecksumIsDropped", v4_seed(), zero, XLB_OUT_DROP_IPV4_CSUM));
+    Bytes ttl = good;
+    ttl[14 + 8] -= 1;  // a router that forgot to update the checksum
+    cases.push_back(drop("Ipv4HeaderChangedWithoutItsChecksumIsDropped", v4_seed(), ttl,
+                         XLB_OUT_DROP_IPV4_CSUM));
+    FrameOptions with_options;
+    with_options.ipv4_options = {0x01, 0x01, 0x01, 0x00};
+    Bytes options_bad = make_frame(v4_flow(41001), with_options);
+    options_bad[14 + 21] ^= 0x01;  // an option byte: the checksum covers it
+    cases.push_back(drop("Ipv4OptionsOutsideTheChecksumAreDropped", v4_seed(), options_bad,
+                         XLB_OUT_DROP_IPV4_CSUM));
+    Flow other = v4_flow(41002);
+    other.dst = ip("198.51.100.77");
+    Bytes other_bad = make_frame(other);
+    other_bad[14 + 10] ^= 0x5a;
+    cases.push_back(pass("Ipv4BadChecksumToAnotherAddressIsTheKernels", v4_seed(), other_bad,
+                         XLB_OUT_PASS_NOT_VIP));
+
+    // A "too big" error to a VIP must quote an IP packet of its own family:
+    // its addresses and ports would be read from whatever it quotes.
+    Flow reply4{kVipV4, kClientV4, kVipPort, 49000, kProtoTcp};
+    Flow reply6{kVipV6, kClientV6, kVipPort, 49100, kProtoTcp};
+    cases.push_back(
+        drop("IcmpV6TooBigQuotingAnIpv4PacketIsDropped", v6_seed(),
+             make_icmp_too_big_frame(kRouterV6, make_ip_packet(reply4), 1280, {}, kVipV6),
+             XLB_OUT_DROP_ICMP_QUOTE));
+    Bytes not_ip = make_ip_packet(reply6);
+    not_ip[0] = 0x00;  // version 0
+    cases.push_back(drop("IcmpV6TooBigQuotingNoIpPacketIsDropped", v6_seed(),
+                         make_icmp_too_big_frame(kRouterV6, not_ip, 1280, {}, kVipV6),
+                         XLB_OUT_DROP_ICMP_QUOTE));
+    Bytes version6 = make_icmp_too_big_frame(kRouterV4, make_ip_packet(reply4), 1280);
+    version6[14 + 20 + 8] = 0x65;  // the quote says version 6 (the ICMP checksum is not ours)
+    cases.push_back(drop("IcmpFragNeededQuotingNoIpv4PacketIsDropped", v4_seed(), version6,
+                         XLB_OUT_DROP_ICMP_QUOTE));
+}
+
 std::vector<PacketCase> packet_cases() {
     std::vector<PacketCase> cases;
     add_forwarding_cases(cases);
@@ -773,6 +823,7 @@ std::vector<PacketCase> packet_cases() {
     add_malformed_cases(cases);
     add_vip_drop_cases(cases);
     add_too_big_cases(cases);
+    add_checksum_cases(cases);
     add_icmp_error_cases(cases);
     add_gue_cases(cases);
     return cases;

@@ -190,6 +190,8 @@ constexpr OutcomeName kOutcomes[] = {
     {XLB_OUT_DROP_FAMILY, "DROP_FAMILY", "IPv6 VIP with an IPv4 backend"},
     {XLB_OUT_DROP_BAD_BACKEND, "DROP_BAD_BACKEND", "ring names an unused backend id"},
     {XLB_OUT_DROP_HEADROOM, "DROP_HEADROOM", "no headroom for the outer header"},
+    {XLB_OUT_DROP_IPV4_CSUM, "DROP_IPV4_CSUM", "IPv4 header checksum wrong"},
+    {XLB_OUT_DROP_ICMP_QUOTE, "DROP_ICMP_QUOTE", "\"too big\" error quoting no IP packet"},
 };
 static_assert(std::size(kOutcomes) == XLB_OUT__MAX,
               "a new xlb_outcome needs a name in xlb-demo's table");

@@ -68,6 +68,8 @@ const char* outcome_name(std::uint32_t outcome) {
         case XLB_OUT_DROP_FAMILY: return "drop_family";
         case XLB_OUT_DROP_BAD_BACKEND: return "drop_bad_backend";
         case XLB_OUT_DROP_HEADROOM: return "drop_headroom";
+        case XLB_OUT_DROP_IPV4_CSUM: return "drop_ipv4_csum";
+        case XLB_OUT_DROP_ICMP_QUOTE: return "drop_icmp_quote";
         case XLB_OUT__MAX: break;
     }
     return "unknown";
