@@ -1408,6 +1408,22 @@ TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisrupti
     EXPECT_EQ(ctl.rc, 1) << ctl.out;
     EXPECT_NE(ctl.out.find(config_path_ + ":"), std::string::npos) << ctl.out;
 
+    // A file without hash_seed: invalid (there is no default seed to fall
+    // back on), nothing applied.
+    std::string unseeded = render_config(*lab_, next);
+    const std::size_t seed_at = unseeded.find("hash_seed: ");
+    ASSERT_NE(seed_at, std::string::npos);
+    unseeded.erase(seed_at, unseeded.find('\n', seed_at) + 1 - seed_at);
+    write_file(config_path_, unseeded);
+    r = reload();
+    EXPECT_EQ(r.status, 422) << r.text;
+    EXPECT_EQ(r.body["result"], "invalid");
+    ASSERT_FALSE(r.body["errors"].empty()) << r.text;
+    EXPECT_NE(r.body["errors"][0].get<std::string>().find("hash_seed is not set"),
+              std::string::npos)
+        << r.text;
+    EXPECT_EQ(vip_summaries(), before);
+
     // A new hash_seed remaps flows: refused unless confirmed.
     const std::uint32_t seed_before = live_hash_seed();
     std::string seeded = render_config(*lab_, next);
@@ -1441,7 +1457,7 @@ TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisrupti
     const auto series =
         parse_metrics(http_get_in_netns(lab_->lb_ns(), "127.0.0.1", kMetricsPort, "/metrics").text);
     EXPECT_EQ(series.at("xlb_reloads_total{result=\"applied\"}"), 2);
-    EXPECT_EQ(series.at("xlb_reloads_total{result=\"invalid\"}"), 2);
+    EXPECT_EQ(series.at("xlb_reloads_total{result=\"invalid\"}"), 3);
     EXPECT_EQ(series.at("xlb_reloads_total{result=\"disruptive_refused\"}"), 3);
     EXPECT_EQ(series.at("xlb_reloads_total{result=\"failed\"}"), 0);
     EXPECT_TRUE(agent_->running());

@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -222,7 +223,7 @@ TEST(ConfigParse, ExampleFileParsesCleanWithItsValues) {
     auto loaded = load_config_file(example_path());
     ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
     const Config& c = *loaded;
-    EXPECT_EQ(c.settings.hash_seed, 0x5eed1234u);
+    EXPECT_FALSE(c.settings.hash_seed_set) << "the example must not ship a usable seed";
     EXPECT_EQ(c.settings.encap_source.ipv4_prefix_len, 24);
     ASSERT_TRUE(c.settings.encap_source.ipv6);
     EXPECT_EQ(c.settings.encap_source.ipv6->to_string(), "2001:db8:e::1");
@@ -250,6 +251,56 @@ TEST(ConfigParse, ExampleFileParsesCleanWithItsValues) {
     EXPECT_EQ(dns->slow_start.window, Duration::zero());
     EXPECT_EQ(dns->panic_threshold, 0.0);
     EXPECT_TRUE(check_config(c).empty());
+}
+
+// There is no default seed: a file without hash_seed parses (the reader
+// checks what is there), and missing_hash_seed() says what xlbd says before
+// it runs with it: how to make one, and that a fleet shares it.
+TEST(ConfigSeed, AFileWithoutASeedHasNone) {
+    const Config c = parse_ok(kMinimal);
+    EXPECT_FALSE(c.settings.hash_seed_set);
+    const auto missing = missing_hash_seed(c, "/etc/xlb/xlbd.yaml");
+    ASSERT_TRUE(missing.has_value());
+    EXPECT_EQ(missing->file, "/etc/xlb/xlbd.yaml");
+    EXPECT_EQ(missing->line, 0) << "not tied to a line: the key is absent";
+    const std::string text = missing->to_string();
+    EXPECT_TRUE(text.starts_with("/etc/xlb/xlbd.yaml: hash_seed is not set")) << text;
+    for (const char* part : {"no default", "xlbctl gen-seed", "every LB host", "same value"})
+        EXPECT_NE(text.find(part), std::string::npos) << "lacks \"" << part << "\": " << text;
+}
+
+TEST(ConfigSeed, AnySeedTheFileSetsIsTaken) {
+    for (const auto& [line, value] : std::vector<std::pair<std::string, std::uint32_t>>{
+             {"hash_seed: 0x3f6c19a2\n", 0x3f6c19a2u},
+             {"hash_seed: 7\n", 7u},
+             {"hash_seed: 0\n", 0u}}) {
+        const Config c = parse_ok(kMinimal + line);
+        EXPECT_TRUE(c.settings.hash_seed_set) << line;
+        EXPECT_EQ(c.settings.hash_seed, value) << line;
+        EXPECT_FALSE(missing_hash_seed(c, "test.yaml").has_value()) << line;
+    }
+}
+
+TEST(ConfigSeed, TheExampleShipsNoSeedAndSaysHowToMakeOne) {
+    std::ifstream in(example_path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("xlbctl gen-seed"), std::string::npos);
+    auto loaded = load_config_file(example_path());
+    ASSERT_TRUE(loaded.has_value()) << listing(loaded.error());
+    EXPECT_TRUE(missing_hash_seed(*loaded, example_path()).has_value());
+}
+
+TEST(ConfigSeed, WrittenBackOnlyWhenSet) {
+    const Config unset = parse_ok(kMinimal);
+    EXPECT_EQ(to_yaml(unset).find("hash_seed"), std::string::npos) << to_yaml(unset);
+    const Config set = parse_ok(kMinimal + "hash_seed: 0x0000002a\n");
+    const std::string written = to_yaml(set);
+    EXPECT_NE(written.find("hash_seed: 0x0000002a"), std::string::npos) << written;
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error());
+    EXPECT_EQ(*reread, set);
+    EXPECT_EQ(format_hash_seed(0x5eed1234u), "0x5eed1234");
+    EXPECT_EQ(format_hash_seed(42), "0x0000002a");
 }
 
 TEST(ConfigParse, ExampleFileRoundTripsThroughYaml) {
@@ -1344,6 +1395,7 @@ TEST(Json, StateFileListPathsCarryTheIndex) {
 TEST(Json, SettingsForStatus) {
     auto loaded = load_config_file(example_path());
     ASSERT_TRUE(loaded.has_value());
+    loaded->settings.hash_seed = 0x5eed1234;
     const json j = settings_to_json(loaded->settings);
     EXPECT_EQ(j["interface"], "eth0");
     EXPECT_EQ(j["hash_seed"], "0x5eed1234");

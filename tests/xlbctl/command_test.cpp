@@ -93,7 +93,7 @@ TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(
         parse_error({}),
         "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, capture, top, "
-        "stats, table, lookup or reload");
+        "stats, table, lookup, reload or gen-seed");
     EXPECT_HAS(parse_error({"conntrack"}),
                "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
@@ -112,7 +112,7 @@ TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
     // nothing close: the verbs there are
     EXPECT_HAS(parse_error({"frobnicate"}),
                "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
-               "conntrack, capture, top, stats, table, lookup or reload");
+               "conntrack, capture, top, stats, table, lookup, reload or gen-seed");
     EXPECT_HAS(parse_error({"status", "--jsn"}),
                "unknown option '--jsn' for 'xlbctl status': did you mean --json?");
     EXPECT_HAS(parse_error({"stats", "--wacth=2"}), "did you mean --watch?");

@@ -115,7 +115,17 @@ std::string write_file(const std::string& name, const std::string& text) {
     return path;
 }
 
-const std::string kExample = std::string(XLB_SOURCE_DIR) + "/etc/xlbd.example.yaml";
+// The example as shipped: no hash_seed (there is no default seed).
+const std::string kShippedExample = std::string(XLB_SOURCE_DIR) + "/etc/xlbd.example.yaml";
+
+// The example with a seed, as an operator completes it: a valid file.
+std::string seeded_example() {
+    std::ifstream in(kShippedExample);
+    std::stringstream text;
+    text << in.rdbuf() << "\nhash_seed: 0x5eed1234\n";
+    return write_file("xlbd_cli_example.yaml", text.str());
+}
+const std::string kExample = seeded_example();
 
 // "colour" is an unknown key at line 6, column 5; nothing else is wrong.
 const std::string kInvalid =
@@ -158,6 +168,23 @@ TEST(XlbdCli, InvalidConfigExitsOneNamingLineAndColumn) {
         EXPECT_HAS(r.err, path + ": 1 error(s)");
         EXPECT_EQ(r.out, "");
     }
+}
+
+// No default seed: --check-config and a start refuse a file without one,
+// and say how to make one and that the fleet shares it.
+TEST(XlbdCli, AFileWithoutASeedIsRefused) {
+    const Ran check = xlbd({"--check-config", kShippedExample});
+    EXPECT_EQ(check.code, 1) << check.out << check.err;
+    EXPECT_HAS(check.err, kShippedExample + ": hash_seed is not set");
+    EXPECT_HAS(check.err, "xlbctl gen-seed");
+    EXPECT_HAS(check.err, "every LB host of a fleet");
+    EXPECT_HAS(check.err, kShippedExample + ": 1 error(s)");
+    EXPECT_EQ(check.out, "");
+    // the agent stops there, before touching anything
+    const Ran start = xlbd({"--config", kShippedExample});
+    EXPECT_EQ(start.code, 1);
+    EXPECT_HAS(start.out + start.err, kShippedExample + ": hash_seed is not set");
+    EXPECT_HAS(start.out + start.err, "xlbctl gen-seed");
 }
 
 TEST(XlbdCli, MissingFileIsAConfigErrorWithExitOne) {

@@ -409,6 +409,10 @@ Agent::Step Agent::read_config() {
         return xlb::fail(options_.config_path + " has " + std::to_string(loaded.error().size()) +
                          " error(s)");
     }
+    if (auto seed = config::missing_hash_seed(*loaded, options_.config_path)) {
+        spdlog::error("{}", seed->to_string());
+        return xlb::fail(options_.config_path + " has 1 error(s)");
+    }
     config_ = std::move(*loaded);
     apply_overrides(options_, config_.settings);
     return {};
@@ -804,6 +808,12 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
         report.outcome = Outcome::kInvalid;
         report.error =
             options_.config_path + " has " + std::to_string(loaded.error().size()) + " error(s)";
+        return report;
+    }
+    if (auto seed = config::missing_hash_seed(*loaded, options_.config_path)) {
+        report.errors.push_back(seed->to_string());
+        report.outcome = Outcome::kInvalid;
+        report.error = options_.config_path + " has 1 error(s)";
         return report;
     }
     config::Config next = std::move(*loaded);

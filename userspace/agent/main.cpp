@@ -52,6 +52,11 @@ int check_config(const std::string& path, const xlb::agent::AgentOptions& option
             fmt::format("{}: {} error(s)", path, config.error().size()));
         return kExitInvalid;
     }
+    if (auto seed = xlb::config::missing_hash_seed(*config, path)) {
+        say(stderr, spdlog::level::err, seed->to_string());
+        say(stderr, spdlog::level::err, path + ": 1 error(s)");
+        return kExitInvalid;
+    }
     xlb::agent::apply_overrides(options, config->settings);
     const std::vector<std::string> problems = xlb::agent::check_host(config->settings);
     if (!problems.empty()) {

@@ -253,6 +253,17 @@ std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view ya
     return std::unexpected(std::move(errors));
 }
 
+std::optional<ConfigError> missing_hash_seed(const Config& config, const std::string& source_name) {
+    if (config.settings.hash_seed_set) return std::nullopt;
+    return ConfigError{
+        source_name, 0, 0,
+        "hash_seed is not set, and there is no default: the flow hash needs a secret seed of "
+        "your own. Make one with `xlbctl gen-seed` and put the line it prints "
+        "(hash_seed: 0x...) at the top level of the file; every LB host of a fleet (the "
+        "hosts behind one ECMP group) needs the same value, so make it once and copy it to "
+        "the others"};
+}
+
 std::expected<Config, std::vector<ConfigError>> load_config_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
@@ -295,9 +306,8 @@ std::string to_yaml(const Config& config) {
                  std::to_string(s.encap_source.ipv6_prefix_len);
     }
     e << YAML::EndMap;
-    char seed[16];
-    std::snprintf(seed, sizeof(seed), "0x%08x", s.hash_seed);
-    e << YAML::Key << "hash_seed" << YAML::Value << seed;
+    if (s.hash_seed_set)
+        e << YAML::Key << "hash_seed" << YAML::Value << format_hash_seed(s.hash_seed);
     e << YAML::Key << "mtu" << YAML::Value << s.mtu;
     e << YAML::Key << "icmp_too_big" << YAML::Value << s.icmp_too_big;
     e << YAML::Key << "encap" << YAML::Value << to_string(s.encap);

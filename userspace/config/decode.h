@@ -646,6 +646,7 @@ Decoded decode_config(const V& root, Sink& s) {
     }
     field(*f, top, "hash_seed", st.hash_seed,
           [&](const V& x, const std::string& p) { return read_u32_hex(x, p, s); });
+    st.hash_seed_set = f->get("hash_seed") != nullptr;
     field(*f, top, "mtu", st.mtu, [&](const V& x, const std::string& p) {
         return read_uint(x, p, s, 65535, "an integer 576-9000");
     });

@@ -217,14 +217,12 @@ json settings_to_json(const Settings& s) {
         encap["ipv6"] =
             s.encap_source.ipv6->to_string() + "/" + std::to_string(s.encap_source.ipv6_prefix_len);
     }
-    char seed[16];
-    std::snprintf(seed, sizeof(seed), "0x%08x", s.hash_seed);
     return json{
         {"interface", s.interface},
         {"xdp_mode", to_string(s.xdp_mode)},
         {"next_hop", next_hop},
         {"encap_source", encap},
-        {"hash_seed", seed},
+        {"hash_seed", format_hash_seed(s.hash_seed)},
         {"mtu", s.mtu},
         {"icmp_too_big", s.icmp_too_big},
         {"encap", to_string(s.encap)},

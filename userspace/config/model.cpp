@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -62,6 +63,12 @@ const char* to_string(AdminState v) { return name_of(v, kAdminStates); }
 const char* to_string(HealthCheckType v) { return name_of(v, kCheckTypes); }
 const char* to_string(UnhealthyPolicy v) { return name_of(v, kPolicies); }
 const char* to_string(ConntrackResize v) { return name_of(v, kResizes); }
+
+std::string format_hash_seed(std::uint32_t seed) {
+    char text[16];
+    std::snprintf(text, sizeof(text), "0x%08x", seed);
+    return text;
+}
 
 std::optional<XdpMode> parse_xdp_mode(std::string_view t) { return lookup(t, kXdpModes); }
 std::optional<Encap> parse_encap(std::string_view t) { return lookup(t, kEncaps); }

@@ -20,6 +20,7 @@
 
 #include "xlb/cli/suggest.h"
 #include "xlb/config/config.h"
+#include "xlb/xlbctl/seed.h"
 
 #ifndef XLBCTL_VERSION
 #define XLBCTL_VERSION "unknown"
@@ -381,6 +382,8 @@ struct Cli {
         "xlbctl"};
     Raw raw;
     std::map<const CLI::App*, Verb> leaves;
+    // Answered here, without the agent (no Verb, no request).
+    CLI::App* gen_seed = nullptr;
 };
 
 void add_common(CLI::App* app, Raw& raw) {
@@ -835,6 +838,17 @@ void build(Cli& cli) {
     reload->add_flag("--allow-disruptive", raw.allow_disruptive,
                      "apply changes that remap flows: flows of VIPs without conntrack, and flows "
                      "that other LB hosts (not yet reloaded) receive, move to other backends");
+
+    cli.gen_seed = app.add_subcommand(
+        "gen-seed",
+        "Print a new random hash_seed line (from getrandom) for the configuration file.\n"
+        "xlbd refuses to start without a seed, and there is no default. Every LB host\n"
+        "of a fleet (behind one ECMP group) needs the same seed: make it once and copy\n"
+        "the line to each host's file. Needs no agent.");
+    cli.gen_seed->footer(
+        "Examples:\n"
+        "  xlbctl gen-seed                          # hash_seed: 0x3f6c19a2\n"
+        "  xlbctl gen-seed >> /etc/xlb/xlbd.yaml    # a file that has no hash_seed line yet\n");
 }
 
 // The deepest subcommand given on the line.
@@ -1172,6 +1186,11 @@ ParseResult parse_command(const std::vector<std::string>& args, const GetEnv& ge
                      " --help shows usage and examples)");
     }
     CLI::App* at = selected(cli.app);
+    if (at == cli.gen_seed) {
+        auto seed = random_seed();
+        if (!seed) return ParseExit{kExitFailed, "", "gen-seed: " + seed.error()};
+        return ParseExit{kExitOk, seed_line(*seed), ""};
+    }
     auto it = cli.leaves.find(at);
     if (it == cli.leaves.end())
         return usage("expected a verb after '" + path_of(at) + "': " + verbs_of(at));

@@ -138,10 +138,11 @@ struct Command {
     std::vector<std::string> peers;
 };
 
-// --help, --version, or a usage error: what to print and the exit code.
+// --help, --version, gen-seed's line, or a usage error: what to print and the
+// exit code.
 struct ParseExit {
     int code = kExitOk;
-    std::string out;    // help or version text (stdout)
+    std::string out;    // help, version or gen-seed text (stdout)
     std::string error;  // one line without "xlbctl: " or newline; empty for help
 };
 

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,14 @@ std::expected<Config, std::vector<ConfigError>> load_config_file(const std::stri
 // the errors.
 std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view yaml,
                                                              const std::string& source_name);
+
+// What a file needs before an agent runs with it, beyond being valid: a
+// hash_seed of its own. There is no default seed (one built in would be the
+// same, readable value on every install, and a client that knows the seed
+// can aim flows at one backend). An error naming `xlbctl gen-seed` when the
+// file sets none; nullopt when it does. xlbd checks it at start, on
+// --check-config and on every reload.
+std::optional<ConfigError> missing_hash_seed(const Config& config, const std::string& source_name);
 
 // A semantic problem, located by key path rather than by line.
 struct ValidationIssue {

@@ -264,6 +264,10 @@ struct Settings {
     NextHop next_hop;
     EncapSource encap_source;
     std::uint32_t hash_seed = 0;
+    // Whether the file sets hash_seed. The agent refuses to run without it:
+    // a seed built in would be the same, public value on every install
+    // (missing_hash_seed() in config.h).
+    bool hash_seed_set = false;
     std::uint16_t mtu = 1500;
     bool icmp_too_big = true;
     Encap encap = Encap::kIpip;
@@ -302,6 +306,9 @@ const char* to_string(AdminState);
 const char* to_string(HealthCheckType);
 const char* to_string(UnhealthyPolicy);
 const char* to_string(ConntrackResize);
+
+// A hash seed as the file and the API write it: "0x5eed1234".
+std::string format_hash_seed(std::uint32_t seed);
 
 // The inverses: exact names as above; nullopt for anything else.
 std::optional<XdpMode> parse_xdp_mode(std::string_view);
