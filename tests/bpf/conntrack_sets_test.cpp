@@ -228,8 +228,16 @@ TEST_F(ConntrackSetsTest, InsertsOnTwoCpusWithDeletesLeaveOnlyWholeEntries) {
     };
     std::thread a(hammer, 0), b(hammer, 1);
     std::uint64_t reads = 0, found = 0, deleted = 0, torn = 0;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
-    for (std::size_t i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    // At least 400 ms, and until enough happened to judge: on a busy machine
+    // the two CPUs' threads may get little time (at most 10 s).
+    const auto start = std::chrono::steady_clock::now();
+    auto enough = [&] {
+        const auto spent = std::chrono::steady_clock::now() - start;
+        if (spent > std::chrono::seconds(10)) return true;
+        return spent > std::chrono::milliseconds(400) && runs.load() > 10'000u && found > 100u &&
+               deleted > 100u;
+    };
+    for (std::size_t i = 0; !enough(); ++i) {
         const xlb_flow_key key = flow_key(flows[i % flows.size()]);
         auto e = lb().conntrack().get(key);
         ++reads;
