@@ -12,7 +12,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -1696,6 +1698,99 @@ TEST_F(ApiTest, ConnectionsPerPeerAreLimited) {
     ::close(again);
     for (int fd : held) ::close(fd);
     limited.stop();
+}
+
+// Every local user connects to the metrics port from 127.0.0.1: local peers
+// are limited per uid (the peer socket's owner, from the kernel's socket
+// diagnostics), not per address. A child running as an unprivileged uid holds
+// its 32 idle connections: a scrape by root is still answered 200 at once,
+// and the child's 33rd connection is still answered 503.
+TEST_F(ApiTest, LocalUserHoldingItsConnectionsDoesNotStarveScrapes) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (a child becomes another uid)";
+    constexpr uid_t kNobody = 65534;
+    ConnectionLimits limits;  // 32 per peer
+    // Idle connections are closed after request_timeout: keep them for the test.
+    limits.request_timeout = 10s;
+    MetricsServer metrics(services(), "127.0.0.1:0", limits);
+    auto started = metrics.start();
+    ASSERT_TRUE(started) << started.error();
+    const std::uint16_t port = metrics.port();
+    ASSERT_EQ(limits.max_per_peer, 32u);
+
+    int pair[2];  // [0] the parent's end, [1] the child's
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+        // The child of a threaded process: system calls only.
+        ::close(pair[0]);  // or the parent's close would not end the child's wait
+        const int parent = pair[1];
+        auto say = [&](char c) { (void)!::send(parent, &c, 1, MSG_NOSIGNAL); };
+        char c = 0;
+        if (::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+            ::syscall(SYS_setresgid, kNobody, kNobody, kNobody) != 0 ||
+            ::syscall(SYS_setresuid, kNobody, kNobody, kNobody) != 0) {
+            say('u');
+            ::_exit(1);
+        }
+        int held[32];
+        for (int& fd : held) {
+            fd = connect_tcp(port);
+            if (fd < 0) {
+                say('c');
+                ::_exit(1);
+            }
+        }
+        say('h');  // holding every connection the uid may have
+        if (::recv(parent, &c, 1, 0) != 1) ::_exit(1);
+        const int extra = connect_tcp(port);
+        const char request[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        char reply[13] = {};
+        std::size_t got = 0;
+        if (extra >= 0 && ::send(extra, request, sizeof request - 1, MSG_NOSIGNAL) > 0) {
+            const timeval tv{5, 0};
+            ::setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            while (got < 12) {
+                const ssize_t n = ::recv(extra, reply + got, 12 - got, 0);
+                if (n <= 0) break;
+                got += static_cast<std::size_t>(n);
+            }
+        }
+        say(got == 12 && std::memcmp(reply, "HTTP/1.1 503", 12) == 0 ? '5' : 'x');
+        (void)!::recv(parent, &c, 1, 0);  // hold until the parent is done
+        ::_exit(0);
+    }
+    ::close(pair[1]);
+    const int child = pair[0];
+    auto hear = [&] {
+        char c = 0;
+        return ::recv(child, &c, 1, 0) == 1 ? c : '?';
+    };
+    auto tell = [&] {
+        const char c = 'g';
+        (void)!::send(child, &c, 1, MSG_NOSIGNAL);
+    };
+    const char held = hear();
+    EXPECT_EQ(held, 'h') << "u: could not become uid " << kNobody << ", c: connect failed";
+    if (held == 'h') {
+        std::this_thread::sleep_for(300ms);  // every held connection admitted
+        const auto start = Clock::now();
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(5, 0);
+        auto r = c.Get("/metrics");
+        EXPECT_TRUE(r) << httplib::to_string(r.error());
+        if (r) {
+            EXPECT_EQ(r->status, 200) << r->body;
+        }
+        EXPECT_LT(Clock::now() - start, 1s);
+        tell();
+        EXPECT_EQ(hear(), '5') << "the unprivileged uid's 33rd connection was not refused";
+    }
+    ::close(child);  // the child's recv returns: it exits
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    metrics.stop();
 }
 
 // ---- the metrics port is not shared ------------------------------------------
