@@ -2011,5 +2011,71 @@ TEST_F(ConntrackApiTest, StatusAndMetricsShowTheSweepersWord) {
     metrics.stop();
 }
 
+// ---- BGP announcements while BIRD does not answer ----------------------------
+
+// An announcer that cannot reach BIRD (here: no control socket, as after a
+// kill -9 of bird): every VIP's announcement is "unknown", whatever the agent
+// wants, and the error says "BGP daemon unreachable" once.
+class BgpApiTest : public ApiTest {
+protected:
+    Services services() override {
+        Services s = ApiTest::services();
+        bgp_settings.enabled = true;
+        bgp_settings.control_socket = dir + "/run/bird.ctl";  // nothing listens
+        bgp_settings.routes_file = dir + "/run/xlb/bird/xlb.conf";
+        s.host.state = [] { return HostState{}; };
+        s.host.bgp = [this]() -> std::optional<BgpInfo> {
+            std::lock_guard lock(bgp_mu);
+            return BgpInfo{bgp_settings, bgp_status};
+        };
+        return s;
+    }
+    void announce(announce::TimePoint now) {
+        announce::AnnouncerOptions o;
+        o.control_socket = bgp_settings.control_socket;
+        o.routes_file = bgp_settings.routes_file;
+        if (!announcer) announcer.emplace(o);
+        announce::VipInput v;
+        v.key = kWeb;
+        v.address = ip("198.51.100.10");
+        v.table_live = true;
+        v.serving_backends = v.configured_backends = 2;
+        announce::HostInput in;
+        in.startup_complete = true;
+        in.vips = {v};
+        const announce::AnnouncerStatus& st = announcer->update(in, now);
+        std::lock_guard lock(bgp_mu);
+        bgp_status = st;
+    }
+    config::BgpSettings bgp_settings;
+    std::mutex bgp_mu;
+    announce::AnnouncerStatus bgp_status;
+    std::optional<announce::Announcer> announcer;
+};
+
+TEST_F(BgpApiTest, UnreachableBirdMakesAnnouncementsUnknownAndSaysSoOnce) {
+    const announce::TimePoint t0 = announce::Clock::now();
+    announce(t0);
+    announce(t0 + 3s);  // a retry: the text must not grow
+    const Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& daemon = r.body["bgp"]["daemon"];
+    EXPECT_EQ(daemon["reachable"], false) << daemon.dump();
+    EXPECT_EQ(daemon["problem"], "daemon_unreachable") << daemon.dump();
+    const std::string error = daemon["error"].get<std::string>();
+    EXPECT_EQ(error.rfind("BGP daemon unreachable: connect to BIRD control socket", 0), 0u)
+        << error;
+    EXPECT_EQ(error.find("unreachable", error.find("unreachable") + 1), std::string::npos)
+        << "repeated: " << error;
+    ASSERT_EQ(r.body["vips"].size(), 1u);
+    const json& a = r.body["vips"][0]["announcement"];
+    EXPECT_EQ(a["state"], "unknown") << a.dump();
+    EXPECT_EQ(a["reason"], "serving") << "what the agent wants stays visible: " << a.dump();
+
+    const Reply host = get("/v1/host");
+    ASSERT_EQ(host.status, 200) << host.text;
+    EXPECT_EQ(host.body["daemon"]["error"], daemon["error"]) << host.text;
+}
+
 }  // namespace
 }  // namespace xlb::api
