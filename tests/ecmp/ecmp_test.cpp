@@ -546,5 +546,32 @@ TEST_F(Ecmp, BirdDownIsReportedAndCaughtUp) {
     EXPECT_EQ(st["bgp"]["daemon"]["reachable"], true) << st["bgp"].dump();
 }
 
+// BIRD killed (-9) on one host: the router withdraws its routes, and the
+// host's agent no longer claims them announced: every VIP "unknown" in the
+// API and in xlbctl status, the error said once, until BIRD answers again.
+TEST_F(Ecmp, BirdKilledShowsAnnouncementsUnknownUntilItAnswers) {
+    up();
+    CmdResult killed = run("kill -9 $(cat " + shell_quote(lab_.dir() + "/bird-lb2.pid") + ")");
+    ASSERT_EQ(killed.rc, 0) << killed.out;
+    ASSERT_TRUE(lab_.wait_next_hops(kVip4, 1, 5s)) << "the router kept lb2's routes";
+    json st = wait_daemon_reachable("lb2", false);
+    ASSERT_EQ(st["bgp"]["daemon"]["reachable"], false) << st["bgp"].dump();
+    const std::string error = st["bgp"]["daemon"]["error"].get<std::string>();
+    EXPECT_EQ(error.rfind("BGP daemon unreachable: ", 0), 0u) << error;
+    EXPECT_EQ(error.find("unreachable", error.find("unreachable") + 1), std::string::npos)
+        << "repeated: " << error;
+    for (const json& v : st["vips"]) EXPECT_EQ(v["announcement"]["state"], "unknown") << v.dump();
+    CmdResult status = lab_.xlbctl("lb2", "status");
+    std::printf("%s\n", status.out.c_str());
+    EXPECT_NE(status.out.find("unknown (daemon unreachable)"), std::string::npos) << status.out;
+    EXPECT_EQ(status.out.find("announced"), std::string::npos) << status.out;
+
+    lab_.script("bird-start lb2");
+    ASSERT_TRUE(lab_.wait_next_hops(kVip4, 2, 15s)) << "lb2's routes did not come back";
+    st = wait_daemon_reachable("lb2", true);
+    EXPECT_EQ(st["bgp"]["daemon"]["reachable"], true) << st["bgp"].dump();
+    for (const json& v : st["vips"]) EXPECT_EQ(v["announcement"]["state"], "announced") << v.dump();
+}
+
 }  // namespace
 }  // namespace xlb::e2e_tcp
