@@ -12,7 +12,8 @@
 #                                       `-- b3  .13  / ::13  (--backends N: 0 to 9)
 #
 # With several LB hosts the router spreads the VIPs' flows over them by ECMP on
-# the 5-tuple (fib_multipath_hash_policy=1): with --router static through a
+# the 5-tuple of the headers (fib_multipath_hash_policy=3 with the five
+# fields, never a hash the packet brought along): with --router static through a
 # multipath route, with --router bgp through BIRD 2: the router's BIRD (AS
 # 65000) has a BGP session (IPv4 and IPv6, BFD 100 ms x 3) with each LB host's
 # BIRD (AS 65001), which announces what xlbd writes to its routes file, and
@@ -642,8 +643,16 @@ lab_up() {
   ip -n "${ns_router}" addr add 203.0.113.1/24 dev br0
   ip -n "${ns_router}" addr add 2001:db8:b::1/64 dev br0 nodad
   ip -n "${ns_router}" link set br0 up
-  # VIPs via the LB hosts, never on-link: ECMP on the 5-tuple over them
-  sysctl_in "${ns_router}" net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1
+  # VIPs via the LB hosts, never on-link: ECMP on the 5-tuple over them.
+  # Policy 1 would reuse a hash already on the packet, and a packet that
+  # crossed a veth still carries the client socket's hash, which the client's
+  # kernel changes after a retransmission timeout: the flow would jump hosts.
+  # Policy 3 (custom) always hashes the headers' fields, here source and
+  # destination address, protocol, source and destination port (0x37), as a
+  # router with its own hardware would.
+  sysctl_in "${ns_router}" net.ipv4.fib_multipath_hash_policy=3 \
+    net.ipv4.fib_multipath_hash_fields=0x37 \
+    net.ipv6.fib_multipath_hash_policy=3 net.ipv6.fib_multipath_hash_fields=0x37
   if [ "${router_mode}" = static ]; then
     local -a via4=() via6=()
     for ((k = 1; k <= nlb; k++)); do

@@ -178,6 +178,65 @@ TEST(Announcer, PeriodicCheckNoticesBirdGoing) {
         << "nothing changed: BIRD reads the file when it is back";
 }
 
+// How often `needle` occurs in `text`.
+int occurrences(const std::string& text, const std::string& needle) {
+    int n = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+}
+
+// BIRD killed: whether its socket is gone (no connection) or it hangs up in
+// the middle of an exchange, the routers' view of every VIP is unknown, said
+// once as "BGP daemon unreachable", until BIRD answers again.
+TEST(Announcer, BirdKilledMakesEveryRouteUnknownUntilItAnswers) {
+    TempDir dir;
+    const HostInput in = host(
+        {vip("192.0.2.10:80/tcp", "192.0.2.10", 2), vip("192.0.2.20:80/tcp", "192.0.2.20", 0)});
+    Announcer a(options(dir));
+    EXPECT_EQ(a.status().route_state(VipDecision{}), RouteState::kUnknown)
+        << "never reached: nothing is known";
+    {
+        FakeBird bird(dir / "bird.ctl", test::healthy_bird({"192.0.2.10/32"}, {}));
+        a.update(in, t0);
+        ASSERT_TRUE(a.status().daemon_reachable);
+        ASSERT_EQ(a.status().vips.size(), 2u);
+        EXPECT_EQ(a.status().route_state(a.status().vips[0]), RouteState::kAnnounced);
+        EXPECT_EQ(a.status().route_state(a.status().vips[1]), RouteState::kWithdrawn);
+    }
+    // the socket gone: the next periodic check cannot connect
+    a.update(in, t0 + seconds(11));
+    const AnnouncerStatus& s = a.status();
+    EXPECT_FALSE(s.daemon_reachable);
+    EXPECT_EQ(s.problem, Problem::kUnreachable);
+    for (const VipDecision& d : s.vips) {
+        EXPECT_EQ(s.route_state(d), RouteState::kUnknown) << d.key;
+        EXPECT_EQ(to_string(s.route_state(d)), "unknown");
+    }
+    EXPECT_EQ(s.vips[0].announced, true) << "the decision itself stays";
+    EXPECT_EQ(s.last_error.rfind("BGP daemon unreachable: ", 0), 0u) << s.last_error;
+    EXPECT_EQ(occurrences(s.last_error, "unreachable"), 1) << s.last_error;
+    a.update(in, t0 + seconds(12));
+    EXPECT_EQ(occurrences(a.status().last_error, "unreachable"), 1) << a.status().last_error;
+
+    // BIRD back: known again
+    {
+        FakeBird bird(dir / "bird.ctl", test::healthy_bird({"192.0.2.10/32"}, {}));
+        a.update(in, t0 + seconds(30));
+        EXPECT_TRUE(a.status().daemon_reachable);
+        EXPECT_EQ(a.status().route_state(a.status().vips[0]), RouteState::kAnnounced);
+        EXPECT_EQ(a.status().route_state(a.status().vips[1]), RouteState::kWithdrawn);
+    }
+
+    // killed in the middle of an exchange: it greets, then hangs up
+    FakeBird dying(dir / "bird.ctl", [](const std::string&) { return FakeBird::kClose; });
+    a.update(in, t0 + seconds(45));
+    EXPECT_FALSE(a.status().daemon_reachable);
+    EXPECT_EQ(a.status().problem, Problem::kUnreachable);
+    EXPECT_EQ(a.status().route_state(a.status().vips[0]), RouteState::kUnknown);
+    EXPECT_EQ(occurrences(a.status().last_error, "BGP daemon unreachable"), 1)
+        << a.status().last_error;
+}
+
 TEST(Announcer, RefusedConfigurationIsReportedWithBirdsText) {
     TempDir dir;
     int refusals = 1;

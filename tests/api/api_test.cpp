@@ -12,7 +12,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -1741,6 +1743,99 @@ TEST_F(ApiTest, ConnectionsPerPeerAreLimited) {
     limited.stop();
 }
 
+// Every local user connects to the metrics port from 127.0.0.1: local peers
+// are limited per uid (the peer socket's owner, from the kernel's socket
+// diagnostics), not per address. A child running as an unprivileged uid holds
+// its 32 idle connections: a scrape by root is still answered 200 at once,
+// and the child's 33rd connection is still answered 503.
+TEST_F(ApiTest, LocalUserHoldingItsConnectionsDoesNotStarveScrapes) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (a child becomes another uid)";
+    constexpr uid_t kNobody = 65534;
+    ConnectionLimits limits;  // 32 per peer
+    // Idle connections are closed after request_timeout: keep them for the test.
+    limits.request_timeout = 10s;
+    MetricsServer metrics(services(), "127.0.0.1:0", limits);
+    auto started = metrics.start();
+    ASSERT_TRUE(started) << started.error();
+    const std::uint16_t port = metrics.port();
+    ASSERT_EQ(limits.max_per_peer, 32u);
+
+    int pair[2];  // [0] the parent's end, [1] the child's
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+        // The child of a threaded process: system calls only.
+        ::close(pair[0]);  // or the parent's close would not end the child's wait
+        const int parent = pair[1];
+        auto say = [&](char c) { (void)!::send(parent, &c, 1, MSG_NOSIGNAL); };
+        char c = 0;
+        if (::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+            ::syscall(SYS_setresgid, kNobody, kNobody, kNobody) != 0 ||
+            ::syscall(SYS_setresuid, kNobody, kNobody, kNobody) != 0) {
+            say('u');
+            ::_exit(1);
+        }
+        int held[32];
+        for (int& fd : held) {
+            fd = connect_tcp(port);
+            if (fd < 0) {
+                say('c');
+                ::_exit(1);
+            }
+        }
+        say('h');  // holding every connection the uid may have
+        if (::recv(parent, &c, 1, 0) != 1) ::_exit(1);
+        const int extra = connect_tcp(port);
+        const char request[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        char reply[13] = {};
+        std::size_t got = 0;
+        if (extra >= 0 && ::send(extra, request, sizeof request - 1, MSG_NOSIGNAL) > 0) {
+            const timeval tv{5, 0};
+            ::setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            while (got < 12) {
+                const ssize_t n = ::recv(extra, reply + got, 12 - got, 0);
+                if (n <= 0) break;
+                got += static_cast<std::size_t>(n);
+            }
+        }
+        say(got == 12 && std::memcmp(reply, "HTTP/1.1 503", 12) == 0 ? '5' : 'x');
+        (void)!::recv(parent, &c, 1, 0);  // hold until the parent is done
+        ::_exit(0);
+    }
+    ::close(pair[1]);
+    const int child = pair[0];
+    auto hear = [&] {
+        char c = 0;
+        return ::recv(child, &c, 1, 0) == 1 ? c : '?';
+    };
+    auto tell = [&] {
+        const char c = 'g';
+        (void)!::send(child, &c, 1, MSG_NOSIGNAL);
+    };
+    const char held = hear();
+    EXPECT_EQ(held, 'h') << "u: could not become uid " << kNobody << ", c: connect failed";
+    if (held == 'h') {
+        std::this_thread::sleep_for(300ms);  // every held connection admitted
+        const auto start = Clock::now();
+        httplib::Client c("127.0.0.1", port);
+        c.set_read_timeout(5, 0);
+        auto r = c.Get("/metrics");
+        EXPECT_TRUE(r) << httplib::to_string(r.error());
+        if (r) {
+            EXPECT_EQ(r->status, 200) << r->body;
+        }
+        EXPECT_LT(Clock::now() - start, 1s);
+        tell();
+        EXPECT_EQ(hear(), '5') << "the unprivileged uid's 33rd connection was not refused";
+    }
+    ::close(child);  // the child's recv returns: it exits
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    metrics.stop();
+}
+
 // ---- the metrics port is not shared ------------------------------------------
 
 TEST_F(ApiTest, MetricsPortAlreadyBoundIsAddressInUse) {
@@ -1957,6 +2052,72 @@ TEST_F(ConntrackApiTest, StatusAndMetricsShowTheSweepersWord) {
           "xlb_conntrack_expired_total 3\n", "xlb_conntrack_sweep_seconds 0.01254\n"})
         EXPECT_NE(m->body.find(line), std::string::npos) << line;
     metrics.stop();
+}
+
+// ---- BGP announcements while BIRD does not answer ----------------------------
+
+// An announcer that cannot reach BIRD (here: no control socket, as after a
+// kill -9 of bird): every VIP's announcement is "unknown", whatever the agent
+// wants, and the error says "BGP daemon unreachable" once.
+class BgpApiTest : public ApiTest {
+protected:
+    Services services() override {
+        Services s = ApiTest::services();
+        bgp_settings.enabled = true;
+        bgp_settings.control_socket = dir + "/run/bird.ctl";  // nothing listens
+        bgp_settings.routes_file = dir + "/run/xlb/bird/xlb.conf";
+        s.host.state = [] { return HostState{}; };
+        s.host.bgp = [this]() -> std::optional<BgpInfo> {
+            std::lock_guard lock(bgp_mu);
+            return BgpInfo{bgp_settings, bgp_status};
+        };
+        return s;
+    }
+    void announce(announce::TimePoint now) {
+        announce::AnnouncerOptions o;
+        o.control_socket = bgp_settings.control_socket;
+        o.routes_file = bgp_settings.routes_file;
+        if (!announcer) announcer.emplace(o);
+        announce::VipInput v;
+        v.key = kWeb;
+        v.address = ip("198.51.100.10");
+        v.table_live = true;
+        v.serving_backends = v.configured_backends = 2;
+        announce::HostInput in;
+        in.startup_complete = true;
+        in.vips = {v};
+        const announce::AnnouncerStatus& st = announcer->update(in, now);
+        std::lock_guard lock(bgp_mu);
+        bgp_status = st;
+    }
+    config::BgpSettings bgp_settings;
+    std::mutex bgp_mu;
+    announce::AnnouncerStatus bgp_status;
+    std::optional<announce::Announcer> announcer;
+};
+
+TEST_F(BgpApiTest, UnreachableBirdMakesAnnouncementsUnknownAndSaysSoOnce) {
+    const announce::TimePoint t0 = announce::Clock::now();
+    announce(t0);
+    announce(t0 + 3s);  // a retry: the text must not grow
+    const Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& daemon = r.body["bgp"]["daemon"];
+    EXPECT_EQ(daemon["reachable"], false) << daemon.dump();
+    EXPECT_EQ(daemon["problem"], "daemon_unreachable") << daemon.dump();
+    const std::string error = daemon["error"].get<std::string>();
+    EXPECT_EQ(error.rfind("BGP daemon unreachable: connect to BIRD control socket", 0), 0u)
+        << error;
+    EXPECT_EQ(error.find("unreachable", error.find("unreachable") + 1), std::string::npos)
+        << "repeated: " << error;
+    ASSERT_EQ(r.body["vips"].size(), 1u);
+    const json& a = r.body["vips"][0]["announcement"];
+    EXPECT_EQ(a["state"], "unknown") << a.dump();
+    EXPECT_EQ(a["reason"], "serving") << "what the agent wants stays visible: " << a.dump();
+
+    const Reply host = get("/v1/host");
+    ASSERT_EQ(host.status, 200) << host.text;
+    EXPECT_EQ(host.body["daemon"]["error"], daemon["error"]) << host.text;
 }
 
 }  // namespace

@@ -773,6 +773,47 @@ TEST(XlbctlFormat, ElapsedMilliseconds) {
     EXPECT_EQ(format_elapsed_ms(3'725'000), "1h 2m 5s");
 }
 
+// BIRD killed: the agent reports the daemon unreachable and every VIP's
+// announcement unknown (docs/api.md); status says so instead of "announced".
+TEST(XlbctlRender, StatusWithBirdUnreachable) {
+    json r = status_reply();
+    r["bgp"] = {{"enabled", true},
+                {"host", {{"drained", false}, {"since", nullptr}}},
+                {"routes_file", "/run/xlb/bird/xlb.conf"},
+                {"protocol", "xlb"},
+                {"daemon",
+                 {{"control_socket", "/run/bird/bird.ctl"},
+                  {"reachable", false},
+                  {"version", "2.0.12"},
+                  {"problem", "daemon_unreachable"},
+                  {"error",
+                   "BGP daemon unreachable: connect to BIRD control socket /run/bird/bird.ctl: "
+                   "Connection refused (is bird running? check bgp.control_socket)"}}},
+                {"routes", {"198.51.100.10/32"}}};
+    r["vips"][0]["announcement"] = {{"policy", "when_serving"},
+                                    {"state", "unknown"},
+                                    {"reason", "serving"},
+                                    {"detail", "3 of 3 backends take new flows"},
+                                    {"since", "2026-12-01T15:02:12Z"}};
+    r["vips"][1]["announcement"] = {{"policy", "when_serving"},
+                                    {"state", "unknown"},
+                                    {"reason", "no_serving_backend"},
+                                    {"detail", "0 of 2 backends take new flows"},
+                                    {"since", "2026-12-01T15:02:12Z"}};
+    const std::string out = render_human(cmd(Verb::kStatus), r, kPlain);
+    EXPECT_HAS(out, "BGP: BGP daemon unreachable: connect to BIRD control socket");
+    EXPECT_EQ(out.find("announced"), std::string::npos) << out;
+    EXPECT_EQ(out.find("withdrawn"), std::string::npos) << out;
+    std::size_t unknown = 0;
+    for (auto at = out.find("unknown (daemon unreachable)"); at != std::string::npos;
+         at = out.find("unknown (daemon unreachable)", at + 1))
+        ++unknown;
+    EXPECT_EQ(unknown, 2u) << out;
+    expect_aligned(out, {"VIP", "NAME", "BACKENDS", "PANIC", "EPOCH", "CHECKSUM", "TABLE", "BGP"});
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour),
+               "\x1b[31munknown (daemon unreachable)\x1b[0m");
+}
+
 TEST(XlbctlRender, MissingFieldsThrow) {
     EXPECT_THROW(render_human(cmd(Verb::kStatus), json{{"version", "x"}}, kPlain), json::exception);
 }

@@ -14,9 +14,13 @@ namespace {
 constexpr std::string_view kProblems[] = {"none", "file", "daemon_unreachable", "config_refused",
                                           "not_included"};
 static_assert(std::size(kProblems) == static_cast<std::size_t>(Problem::kNotIncluded) + 1);
+// Indexed by RouteState, in its order.
+constexpr std::string_view kRouteStates[] = {"announced", "withdrawn", "unknown"};
+static_assert(std::size(kRouteStates) == static_cast<std::size_t>(RouteState::kUnknown) + 1);
 }  // namespace
 
 std::string_view to_string(Problem p) { return name_at(p, kProblems); }
+std::string_view to_string(RouteState s) { return name_at(s, kRouteStates); }
 
 Announcer::Announcer(AnnouncerOptions options) : options_(std::move(options)) {}
 

@@ -23,10 +23,9 @@ json bgp_json(const HostState& host, const std::optional<BgpInfo>& bgp) {
     json out{{"enabled", bgp.has_value()}, {"host", host_json(host)}};
     if (!bgp) return out;
     const announce::AnnouncerStatus& s = bgp->status;
-    // The operator's words for the one failure that matters most: the
-    // routers hear nothing new from this host while it lasts.
-    std::string error = s.last_error;
-    if (s.problem == announce::Problem::kUnreachable) error = "BGP daemon unreachable: " + error;
+    // The announcer's text starts with "BGP daemon unreachable" for that
+    // problem already.
+    const std::string& error = s.last_error;
     json protocols = json::array();
     for (const auto& p : s.protocols)
         protocols.push_back({{"name", p.name}, {"state", p.state}, {"info", p.info}});
@@ -60,7 +59,7 @@ json announcement_json(const std::optional<BgpInfo>& bgp, const std::string& vip
     for (const announce::VipDecision& d : bgp->status.vips) {
         if (d.key != vip_key) continue;
         return {{"policy", std::string(announce::to_string(d.policy))},
-                {"state", d.announced ? "announced" : "withdrawn"},
+                {"state", std::string(announce::to_string(bgp->status.route_state(d)))},
                 {"reason", std::string(announce::to_string(d.reason))},
                 {"detail", d.detail},
                 {"since", utc_text(d.since)}};

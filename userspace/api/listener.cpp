@@ -2,8 +2,12 @@
 #include "listener.h"
 
 #include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -17,6 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
+
+#include "xlb/bpf/fd.h"
 
 namespace xlb::api::detail {
 namespace {
@@ -72,8 +78,96 @@ void address_of(const sockaddr_storage& ss, std::string& ip, int& port) {
     ip = text;
 }
 
-// Who is at the other end: "uid N" on a Unix socket (SO_PEERCRED), the
-// address for TCP.
+// An IPv4-mapped IPv6 address (a dual-stack listener's IPv4 peer) as the
+// IPv4 address it is: the peer's own socket is an IPv4 one.
+sockaddr_storage unmapped(const sockaddr_storage& ss) {
+    if (ss.ss_family != AF_INET6) return ss;
+    const auto& a6 = reinterpret_cast<const sockaddr_in6&>(ss);
+    if (!IN6_IS_ADDR_V4MAPPED(&a6.sin6_addr)) return ss;
+    sockaddr_storage out{};
+    auto& a4 = reinterpret_cast<sockaddr_in&>(out);
+    a4.sin_family = AF_INET;
+    a4.sin_port = a6.sin6_port;
+    std::memcpy(&a4.sin_addr, &a6.sin6_addr.s6_addr[12], 4);
+    return out;
+}
+
+// The uid of the process at the other end of an accepted TCP connection
+// when that end is a socket of this network namespace, i.e. a local user:
+// every local user connects from the same loopback address, so a limit per
+// address would let one user's idle connections starve the others. The
+// kernel's socket diagnostics (NETLINK_SOCK_DIAG, inet_diag) look the peer's
+// socket up by its exact 4-tuple: its source is our peer, its destination
+// is us. nullopt for a remote peer (no such socket here) or any failure.
+// Only an established socket with an inode counts: an orphaned one (closed
+// by its owner) is reported with uid 0 and must not pass for root.
+std::optional<uid_t> local_peer_uid(const sockaddr_storage& local_raw,
+                                    const sockaddr_storage& peer_raw) {
+    const sockaddr_storage local = unmapped(local_raw), peer = unmapped(peer_raw);
+    if (local.ss_family != peer.ss_family ||
+        (peer.ss_family != AF_INET && peer.ss_family != AF_INET6))
+        return std::nullopt;
+    struct {
+        nlmsghdr header;
+        inet_diag_req_v2 body;
+    } request{};
+    request.header.nlmsg_len = sizeof request;
+    request.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    request.header.nlmsg_flags = NLM_F_REQUEST;
+    inet_diag_req_v2& r = request.body;
+    r.sdiag_family = static_cast<std::uint8_t>(peer.ss_family);
+    r.sdiag_protocol = IPPROTO_TCP;
+    r.idiag_states = 1u << TCP_ESTABLISHED;
+    r.id.idiag_cookie[0] = r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    if (peer.ss_family == AF_INET) {
+        const auto& p = reinterpret_cast<const sockaddr_in&>(peer);
+        const auto& l = reinterpret_cast<const sockaddr_in&>(local);
+        r.id.idiag_sport = p.sin_port;
+        r.id.idiag_dport = l.sin_port;
+        std::memcpy(r.id.idiag_src, &p.sin_addr, 4);
+        std::memcpy(r.id.idiag_dst, &l.sin_addr, 4);
+    } else {
+        const auto& p = reinterpret_cast<const sockaddr_in6&>(peer);
+        const auto& l = reinterpret_cast<const sockaddr_in6&>(local);
+        r.id.idiag_sport = p.sin6_port;
+        r.id.idiag_dport = l.sin6_port;
+        std::memcpy(r.id.idiag_src, &p.sin6_addr, 16);
+        std::memcpy(r.id.idiag_dst, &l.sin6_addr, 16);
+    }
+    bpf::UniqueFd nl(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+    if (!nl) return std::nullopt;
+    const timeval wait{1, 0};  // the kernel answers at once; never hang a connection on it
+    ::setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (::sendto(nl.get(), &request, sizeof request, 0, reinterpret_cast<sockaddr*>(&kernel),
+                 sizeof kernel) != static_cast<ssize_t>(sizeof request))
+        return std::nullopt;
+    alignas(nlmsghdr) char answer[8192];
+    ssize_t n;
+    do {
+        n = ::recv(nl.get(), answer, sizeof answer, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return std::nullopt;
+    const auto* h = reinterpret_cast<const nlmsghdr*>(answer);
+    for (int left = static_cast<int>(n); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+            h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
+            return std::nullopt;  // NLMSG_ERROR: ENOENT for a remote peer
+        const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        // The addresses are not compared: an IPv6 socket connected to an
+        // IPv4 address answers with them mapped.
+        if (m->idiag_state != TCP_ESTABLISHED || m->idiag_inode == 0 ||
+            m->id.idiag_sport != r.id.idiag_sport || m->id.idiag_dport != r.id.idiag_dport)
+            return std::nullopt;
+        return static_cast<uid_t>(m->idiag_uid);
+    }
+    return std::nullopt;
+}
+
+// Who is at the other end: "uid N" on a Unix socket (SO_PEERCRED); for TCP
+// "local uid N" when the peer is a process of this host (local_peer_uid),
+// else its address.
 std::string peer_of(int fd) {
     sockaddr_storage local{};
     socklen_t len = sizeof(local);
@@ -87,6 +181,7 @@ std::string peer_of(int fd) {
     sockaddr_storage peer{};
     len = sizeof(peer);
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "unknown peer";
+    if (const auto uid = local_peer_uid(local, peer)) return "local uid " + std::to_string(*uid);
     std::string ip;
     int port = 0;
     address_of(peer, ip, port);

@@ -9,8 +9,10 @@
 //     kBacklog, SO_REUSEADDR but never SO_REUSEPORT, errors with errno text
 //     and the address) and hands it to the server;
 //   - every connection gets its own thread, up to max_connections;
-//   - a peer (uid for the Unix socket, address for TCP) holds at most
-//     max_per_peer connections; more are answered 503 at once;
+//   - a peer holds at most max_per_peer connections; more are answered 503
+//     at once. A peer is a uid on the Unix socket (SO_PEERCRED); on TCP the
+//     uid of a local process (its socket found through NETLINK_SOCK_DIAG:
+//     every local user shares 127.0.0.1), else the client's address;
 //   - a request (head and body) must arrive within request_timeout of the
 //     moment the server starts waiting for it; a request still incomplete
 //     then is answered 408 and the connection closed, an idle connection is

@@ -123,6 +123,9 @@ Cell announcement_cell(const json& vip) {
     const std::string state = str(*it, "state"), reason = str(*it, "reason");
     if (state == "announced")
         return {reason == "serving" ? "announced" : "announced (" + reason + ")", Colour::kGreen};
+    // BIRD does not answer: the routers may have dropped the routes or may
+    // hold older ones.
+    if (state == "unknown") return {"unknown (daemon unreachable)", Colour::kRed};
     return {"withdrawn (" + reason + ")",
             reason == "policy_never" ? Colour::kDim : Colour::kYellow};
 }

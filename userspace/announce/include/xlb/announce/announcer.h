@@ -56,6 +56,17 @@ enum class Problem {
 // "none", "file", "daemon_unreachable", "config_refused", "not_included"
 std::string_view to_string(Problem);
 
+// What the routers hear of a VIP from this host, as far as the agent knows.
+enum class RouteState {
+    kAnnounced,
+    kWithdrawn,
+    // BIRD does not answer (killed, stopped, wedged) or was never reached:
+    // its sessions and routes may be gone or may still hold an older file.
+    kUnknown,
+};
+// "announced", "withdrawn", "unknown"
+std::string_view to_string(RouteState);
+
 struct AnnouncerStatus {
     // The last contact with BIRD succeeded. False before the first contact.
     bool daemon_reachable = false;
@@ -83,6 +94,13 @@ struct AnnouncerStatus {
     std::uint64_t writes_total = 0;
     std::uint64_t configures_total = 0;          // accepted by BIRD
     std::uint64_t configure_failures_total = 0;  // unreachable or refused
+
+    // The decision says what the agent wants; only a BIRD that answers says
+    // it is what the routers hear. Unknown until BIRD answers (again).
+    RouteState route_state(const VipDecision& decision) const {
+        if (!daemon_reachable) return RouteState::kUnknown;
+        return decision.announced ? RouteState::kAnnounced : RouteState::kWithdrawn;
+    }
 };
 
 class Announcer {
