@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "xlb/version.h"
+
 namespace {
 
 struct Outcome {
@@ -132,6 +134,13 @@ TEST(SimCli, BadArgumentsGetClearErrors) {
         EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
         EXPECT_EQ(r.out, "");
     }
+}
+
+TEST(SimCli, VersionIsTheProjectVersion) {
+    const auto r = run({"--version"});
+    EXPECT_EQ(r.code, xlb::sim::kExitOk);
+    EXPECT_EQ(r.out, std::string("xlb-sim ") + XLB_VERSION + "\n");
+    EXPECT_EQ(r.err, "");
 }
 
 TEST(SimCli, HelpSucceeds) {

@@ -14,6 +14,7 @@
 #include "xlb/sim/balance.h"
 #include "xlb/sim/placement.h"
 #include "xlb/sim/report.h"
+#include "xlb/version.h"
 
 namespace xlb::sim {
 
@@ -426,6 +427,7 @@ std::expected<std::string, std::string> run_balance_command(const BalanceArgs& a
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
     CLI::App app{"xlb-sim: fixed-seed simulations of key placement and request balancing",
                  "xlb-sim"};
+    app.set_version_flag("--version", "xlb-sim " XLB_VERSION);
     app.require_subcommand(1);
 
     Common placement_common, churn_common, balance_common;
