@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The xlbctl binary against a real xlbd in network namespaces (lab.h): every
 // verb, human and --json, and each error path with its exit code (bad
-// arguments: 1, before anything is sent; the agent's refusal: 1 with its
-// message; no agent: 2 with one line). `lookup` is checked against the
+// arguments: 2, before anything is sent; the agent's refusal: 1 with its
+// message; no agent: 3 with one line). `lookup` is checked against the
 // backend the XDP program itself picks (BPF_PROG_TEST_RUN on a second
 // instance of the balancer sharing the agent's pinned maps), and a change
 // made with xlbctl is checked to survive an agent restart.
@@ -56,6 +56,14 @@ json parse(const std::string& text) {
     return j;
 }
 
+// The line of `text` that starts with `start`, or "".
+std::string line_of(const std::string& text, const std::string& start) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with(start)) return line;
+    return "";
+}
+
 int lines(const std::string& text) {
     return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -84,7 +92,7 @@ TEST(XlbctlBinary, HelpAndVersionNeedNoAgent) {
     EXPECT_EQ(v.code, 0);
     EXPECT_HAS(v.out, "xlbctl ");
     ProcessResult none = xlbctl({});
-    EXPECT_EQ(none.code, 1);
+    EXPECT_EQ(none.code, 2) << "a usage error, as in every xlb tool";
     EXPECT_HAS(none.err, "xlbctl: expected a verb after 'xlbctl'");
 }
 
@@ -129,12 +137,16 @@ protected:
         return r.err;
     }
 
-    // Refused by xlbctl's own checks: with a socket nobody serves, exit 1
-    // (not 2) shows that nothing was sent.
+    // Refused by xlbctl's own checks: with a socket nobody serves, exit 2
+    // (a usage error, not 3) shows that nothing was sent.
     std::string refused_before_sending(std::vector<std::string> args) {
         args.push_back("--socket");
         args.push_back(kNoSocket);
-        return refused(args);
+        ProcessResult r = ctl(args);
+        EXPECT_EQ(r.code, 2) << join(args) << "\nstdout: " << r.out << "\nstderr: " << r.err;
+        EXPECT_EQ(r.out, "") << join(args);
+        EXPECT_EQ(lines(r.err), 1) << join(args) << ": " << r.err;
+        return r.err;
     }
 
     static std::string join(const std::vector<std::string>& args) {
@@ -180,9 +192,11 @@ TEST_F(XlbctlAgent, Status) {
     const std::string out = ok({"status"});
     EXPECT_HAS(out, std::string("on ") + Lab::kInterface + ", native XDP, up ");
     EXPECT_HAS(out, ", ready\n");
-    EXPECT_HAS(out, "VIP                   NAME  BACKENDS  HEALTHY WEIGHT  PANIC");
-    EXPECT_HAS(out, "198.51.100.10:80/tcp  web        3/3         100.00%  no");
-    EXPECT_HAS(out, "198.51.100.20:0/tcp   any        2/2");
+    EXPECT_HAS(out, "VIP                   NAME     BACKENDS  HEALTHY WEIGHT  PANIC");
+    // The lab's VIPs have no health check: their backends are never probed,
+    // so none is called healthy.
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   3 unchecked               -  no");
+    EXPECT_HAS(out, "198.51.100.20:0/tcp   any   2 unchecked");
     EXPECT_HAS(out, "live\n");
 
     const json j = ok_json({"status"});
@@ -201,8 +215,8 @@ TEST_F(XlbctlAgent, Status) {
 
 TEST_F(XlbctlAgent, VipListAddDel) {
     std::string out = ok({"vip", "list"});
-    EXPECT_HAS(out, "VIP                   NAME  HASH    CONNTRACK  RING  PANIC AT  BACKENDS");
-    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   5tuple  yes         251       50%       3/3");
+    EXPECT_HAS(out, "VIP                   NAME  HASH    CONNTRACK  RING  PANIC AT     BACKENDS");
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   5tuple  yes         251       50%  3 unchecked");
     EXPECT_EQ(ok({"vip", "list", "-q"}), std::string(kWeb) + "\n" + kAny + "\n");
 
     out = ok({"vip", "add", "198.51.100.30:443", "--name", "tls", "--hash", "source", "--ring-size",
@@ -245,6 +259,89 @@ TEST_F(XlbctlAgent, VipListAddDel) {
     EXPECT_EQ(ok({"vip", "list", "-q"}), std::string(kWeb) + "\n" + kAny + "\n");
 }
 
+// A VIP without a health check: its backends are never probed, and neither
+// status, top nor backend list calls them healthy. vip add and vip set take
+// every setting of the file; vip set changes only those given, refuses what
+// moves flows unless confirmed, and is checked by the agent as the file is.
+TEST_F(XlbctlAgent, VipAddAndSetTakeTheFilesSettings) {
+    EXPECT_HAS(line_of(ok({"status"}), "198.51.100.10:80/tcp"), "3 unchecked");
+    for (const json& b : ok_json({"backend", "list", kWeb})["backends"])
+        EXPECT_EQ(b["health"], "unchecked") << b.dump();
+    const json top = ok_json({"top", "--interval", "0.2"});
+    for (const json& v : top["vips"])
+        for (const json& b : v["backends"]) EXPECT_EQ(b["health"], "unchecked") << b.dump();
+
+    // A checked VIP, added with settings of the file.
+    const json added = ok_json({"vip",
+                                "add",
+                                "198.51.100.30:443",
+                                "-b",
+                                "203.0.113.21",
+                                "--health-check.type",
+                                "tcp",
+                                "--health-check.port",
+                                "1",
+                                "--health-check.interval",
+                                "200ms",
+                                "--health-check.timeout",
+                                "100ms",
+                                "--health-check.jitter",
+                                "0s",
+                                "--slow-start.window",
+                                "0s",
+                                "--announce",
+                                "never",
+                                "--conntrack-idle-timeout",
+                                "5m"});
+    EXPECT_EQ(added["spec"]["health_check"]["type"], "tcp");
+    EXPECT_EQ(added["spec"]["health_check"]["interval"], "200ms");
+    EXPECT_EQ(added["spec"]["slow_start"]["window"], "0s");
+    EXPECT_EQ(added["spec"]["announce"], "never");
+    EXPECT_EQ(added["spec"]["conntrack_idle_timeout"], "5m");
+    EXPECT_NE(added["backends"][0]["health"], "unchecked");
+    EXPECT_HAS(line_of(ok({"status"}), "198.51.100.30:443/tcp"), "0/1");
+
+    // vip set: only what is given changes.
+    const json before = ok_json({"vip", "list"})["vips"][0];
+    EXPECT_EQ(ok({"vip", "set", kWeb, "--slow-start.window", "5s", "--announce", "always"}),
+              "VIP 198.51.100.10:80/tcp: 2 settings changed, epoch " + before["epoch"].dump() +
+                  "\n  announce: when_serving -> always\n  slow_start.window: " +
+                  before["spec"]["slow_start"]["window"].get<std::string>() + " -> 5s\n");
+    json web = ok_json({"backend", "list", kWeb});
+    const json spec = ok_json({"vip", "list"})["vips"][0]["spec"];
+    EXPECT_EQ(spec["slow_start"]["window"], "5s");
+    EXPECT_EQ(spec["announce"], "always");
+    EXPECT_EQ(spec["ring_size"], 251);
+    EXPECT_EQ(web["backends"].size(), 3u);
+
+    // A change that moves flows: refused, tried, then confirmed.
+    EXPECT_HAS(refused({"vip", "set", kWeb, "--ring-size", "509"}),
+               "refused: VIP 198.51.100.10:80/tcp: ring_size 251 -> 509");
+    EXPECT_EQ(ok({"vip", "set", kWeb, "--ring-size", "509", "--allow-disruptive", "--dry-run"}),
+              "dry run of vip set 198.51.100.10:80/tcp: nothing was changed; 1 setting would "
+              "change\n  ring_size: 251 -> 509\n");
+    EXPECT_EQ(ok_json({"table", kWeb})["ring_size"], 251);
+    ok({"vip", "set", kWeb, "--ring-size", "509", "--allow-disruptive"});
+    EXPECT_EQ(ok_json({"table", kWeb})["ring_size"], 509);
+
+    // The agent checks a setting against the VIP's others, as the file's.
+    EXPECT_HAS(refused({"vip", "set", kWeb, "--health-check.type", "tcp", "--health-check.timeout",
+                        "20s"}),
+               "health_check.timeout");
+    EXPECT_HAS(refused({"vip", "set", "198.51.100.99:80", "--name", "x"}),
+               "no VIP 198.51.100.99:80/tcp");
+    EXPECT_HAS(refused_before_sending({"vip", "set", kWeb, "--health-check.type", "icmp"}),
+               "--health-check.type: found \"icmp\"");
+    EXPECT_EQ(ok_json({"vip", "list"})["vips"][0]["spec"]["health_check"]["type"], "none");
+
+    // Kept across a restart, like every change made through the API.
+    EXPECT_EQ(lab->stop_agent(), 0);
+    lab->start_agent();
+    const json after = ok_json({"vip", "list"})["vips"];
+    EXPECT_EQ(after[0]["spec"]["slow_start"]["window"], "5s");
+    EXPECT_EQ(after[0]["spec"]["ring_size"], 509);
+}
+
 TEST_F(XlbctlAgent, BadArgumentsChangeNothing) {
     const std::string state = read_file(lab->state_file());
     const json before = ok_json({"status"});
@@ -275,9 +372,9 @@ TEST_F(XlbctlAgent, BackendVerbs) {
     std::string out = ok({"backend", "list", kWeb});
     EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp  epoch ");
     EXPECT_HAS(out,
-               "ADDRESS       STATE   HEALTH   WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS  "
+               "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS  "
                "BYTES  LAST FAILURE\n");
-    EXPECT_HAS(out, "203.0.113.13  active  healthy      50         50");
+    EXPECT_HAS(out, "203.0.113.13  active  unchecked      50         50");
     EXPECT_EQ(ok({"backend", "list", kWeb, "-q"}), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
     json list = ok_json({"backend", "list", kWeb});
     EXPECT_EQ(list["vip"], kWeb);
@@ -385,7 +482,7 @@ TEST_F(XlbctlAgent, BackendHistoryShowsARealVerdictChange) {
 
     // A backend without a check, and the same errors as the other backend verbs.
     EXPECT_HAS(ok({"backend", "history", kWeb, "203.0.113.11"}),
-               "VIP 198.51.100.10:80/tcp backend 203.0.113.11: healthy, not health-checked");
+               "VIP 198.51.100.10:80/tcp backend 203.0.113.11: unchecked, not health-checked");
     EXPECT_EQ(refused({"backend", "history", vip, "203.0.113.99"}),
               "xlbctl: xlbd: VIP 198.51.100.40:80/tcp has no backend 203.0.113.99 (GET "
               "/v1/backends?vip=198.51.100.40:80/tcp lists them)\n");
@@ -671,7 +768,7 @@ TEST_F(XlbctlAgent, ChangesSurviveARestart) {
 
     EXPECT_EQ(lab->stop_agent(), 0);
     ProcessResult down = ctl({"backend", "list", kWeb});
-    EXPECT_EQ(down.code, 2);
+    EXPECT_EQ(down.code, 3);
     lab->start_agent();
 
     const json after = ok_json({"backend", "list", kWeb});
@@ -684,22 +781,23 @@ TEST_F(XlbctlAgent, ChangesSurviveARestart) {
     EXPECT_HAS(ok({"vip", "list", "-q"}), "198.51.100.30:443/tcp\n");
 }
 
-TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
+TEST_F(XlbctlAgent, AgentDownIsExitThreeWithOneLine) {
     lab->stop_agent();
     ProcessResult r = ctl({"status"});
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(r.err, "xlbctl: cannot connect to xlbd at " + lab->socket() +
                          ": No such file or directory (is xlbd running? systemctl status xlbd; "
                          "another socket: --socket PATH or XLB_SOCKET)\n");
     ProcessResult j = ctl({"vip", "list", "--json"});
-    EXPECT_EQ(j.code, 2);
+    EXPECT_EQ(j.code, 3);
     json e = parse(j.err);
-    EXPECT_EQ(e["exit_code"], 2);
+    EXPECT_EQ(e["exit_code"], 3);
     EXPECT_HAS(e["error"].get<std::string>(), "No such file or directory");
-    // Arguments are still checked first: a bad one is exit 1, not 2.
-    EXPECT_HAS(refused({"backend", "set", kWeb, "203.0.113.11", "--weight", "x"}),
-               "--weight: found 'x'");
+    // Arguments are still checked first: a bad one is exit 2, not 3.
+    ProcessResult bad = ctl({"backend", "set", kWeb, "203.0.113.11", "--weight", "x"});
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_HAS(bad.err, "--weight: found 'x'");
 
     // A stale socket (an agent that crashed): refused.
     {
@@ -711,7 +809,7 @@ TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
         ::close(fd);
     }
     r = ctl({"stats"});
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_HAS(r.err, ": Connection refused (nothing accepts connections on it: is xlbd running?");
     EXPECT_EQ(lines(r.err), 1);
 
@@ -720,7 +818,7 @@ TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
     nobody.uid = 65534;
     r = ctl({"status"}, nobody);
     if (r.code == 126 || r.code == 127) GTEST_SKIP() << "cannot run xlbctl as nobody: " << r.err;
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_HAS(r.err,
                ": Permission denied (the socket is mode 0660: run as root or as a member of "
                "its group");
@@ -732,7 +830,7 @@ TEST_F(XlbctlAgent, SocketOptionBeatsTheEnvironment) {
     r = xlbctl({"--socket", lab->socket(), "vip", "list", "-q"});
     EXPECT_EQ(r.code, 0) << r.err;
     r = xlbctl({"status"}, {{"XLB_SOCKET=" + lab->dir() + "/other.sock"}});
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_HAS(r.err, "cannot connect to xlbd at " + lab->dir() + "/other.sock");
 }
 
