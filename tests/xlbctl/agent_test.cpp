@@ -9,13 +9,21 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
+#include <poll.h>
+#include <pty.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
+#include <utmp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -340,6 +348,102 @@ TEST_F(XlbctlAgent, VipAddAndSetTakeTheFilesSettings) {
     const json after = ok_json({"vip", "list"})["vips"];
     EXPECT_EQ(after[0]["spec"]["slow_start"]["window"], "5s");
     EXPECT_EQ(after[0]["spec"]["ring_size"], 509);
+}
+
+// top on a real terminal (a pty of 80 columns): no line wider than it, the
+// keyboard read a key at a time without echo while it runs, q quits at once,
+// and the terminal is as it was afterwards.
+TEST_F(XlbctlAgent, TopOnATerminalFitsItAndQuitsOnQ) {
+    int master = -1, slave = -1;
+    winsize size{};
+    size.ws_row = 40;
+    size.ws_col = 80;
+    ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, &size), 0) << std::strerror(errno);
+    termios before{};
+    ASSERT_EQ(::tcgetattr(slave, &before), 0);
+    ASSERT_TRUE(before.c_lflag & ICANON);
+    const std::string socket = "XLB_SOCKET=" + lab->socket();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(master);
+        if (::login_tty(slave) != 0) ::_exit(126);
+        char* const argv[] = {const_cast<char*>(XLBCTL_PATH), const_cast<char*>("top"),
+                              const_cast<char*>("--interval"), const_cast<char*>("0.2"), nullptr};
+        char* const envp[] = {const_cast<char*>(socket.c_str()), const_cast<char*>("TERM=xterm"),
+                              nullptr};
+        ::execve(XLBCTL_PATH, argv, envp);
+        ::_exit(127);
+    }
+    // Whatever fails below, the child does not outlive the test.
+    struct Reaper {
+        pid_t pid;
+        bool reaped = false;
+        ~Reaper() {
+            if (reaped) return;
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+    } reaper{pid};
+    std::string screen;
+    auto read_for = [&](std::chrono::milliseconds limit, const std::function<bool()>& done) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (!done() && std::chrono::steady_clock::now() < until) {
+            pollfd p{master, POLLIN, 0};
+            if (::poll(&p, 1, 50) <= 0) continue;
+            char buf[4096];
+            const ssize_t n = ::read(master, buf, sizeof(buf));
+            if (n <= 0) break;
+            screen.append(buf, static_cast<std::size_t>(n));
+        }
+    };
+    read_for(10s, [&] { return screen.find("VIP / BACKEND") != std::string::npos; });
+    ASSERT_NE(screen.find("VIP / BACKEND"), std::string::npos) << screen;
+    termios during{};
+    ASSERT_EQ(::tcgetattr(slave, &during), 0);
+    EXPECT_FALSE(during.c_lflag & ICANON) << "a key at a time";
+    EXPECT_FALSE(during.c_lflag & ECHO);
+    EXPECT_TRUE(during.c_lflag & ISIG) << "Ctrl-C still a signal";
+
+    ASSERT_EQ(::write(master, "q", 1), 1);
+    int status = -1;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    pid_t done = 0;
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < until)
+        read_for(50ms, [] { return false; });
+    if (done == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "q did not end top:\n" << screen;
+    }
+    reaper.reaped = true;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    termios after{};
+    ASSERT_EQ(::tcgetattr(slave, &after), 0);
+    EXPECT_EQ(after.c_lflag, before.c_lflag) << "the terminal given back as it was";
+    EXPECT_EQ(after.c_cc[VMIN], before.c_cc[VMIN]);
+    ::close(master);
+    ::close(slave);
+
+    // Each painted line, escape sequences left out, fits the 80 columns.
+    std::string line;
+    std::size_t widest = 0;
+    for (std::size_t i = 0; i < screen.size(); ++i) {
+        const char ch = screen[i];
+        if (ch == '\x1b') {
+            while (i < screen.size() && !std::isalpha(static_cast<unsigned char>(screen[i]))) ++i;
+            continue;
+        }
+        if (ch == '\r') continue;
+        if (ch == '\n') {
+            widest = std::max(widest, line.size());
+            line.clear();
+            continue;
+        }
+        line += ch;
+    }
+    EXPECT_LE(widest, 80u) << screen;
 }
 
 TEST_F(XlbctlAgent, BadArgumentsChangeNothing) {
