@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
+#include <sstream>
 
 #include "xlb/config/json.h"
 #include "xlb/xlbctl/request.h"
@@ -726,6 +729,63 @@ TEST(XlbctlParse, VipSetSendsOnlyWhatIsGiven) {
         build_request(parse_ok({"vip", "set", "198.51.100.10:80", "--health-check.timeout", "2s"}))
             .body,
         R"({"health_check":{"timeout":"2s"}})");
+}
+
+// Every verb is in the man page's synopsis, and every verb and option in the
+// bash completion (the VIP settings it asks the binary for, so they are
+// left out here).
+TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
+    auto read = [](const std::string& path) {
+        std::ifstream in(path);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    };
+    const std::string man = read(XLB_SOURCE_DIR "/docs/xlbctl.8");
+    const std::string completion = read(XLB_SOURCE_DIR "/scripts/xlbctl.bash-completion");
+    ASSERT_FALSE(man.empty());
+    ASSERT_FALSE(completion.empty());
+    const std::size_t from = man.find(".SH SYNOPSIS"), to = man.find(".SH DESCRIPTION");
+    ASSERT_LT(from, to);
+    const std::string synopsis = man.substr(from, to - from);
+    auto has_word = [](const std::string& text, const std::string& word) {
+        for (std::size_t at = text.find(word); at != std::string::npos;
+             at = text.find(word, at + 1)) {
+            auto edge = [&](std::size_t i) {
+                return i >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[i])) ||
+                                             text[i] == '-' || text[i] == '_' || text[i] == '.');
+            };
+            if ((at == 0 || edge(at - 1)) && edge(at + word.size())) return true;
+        }
+        return false;
+    };
+    for (int v = 0; v <= static_cast<int>(Verb::kTop); ++v) {
+        const std::string name = verb_name(static_cast<Verb>(v));
+        SCOPED_TRACE(name);
+        Args args;
+        std::istringstream words(name);
+        for (std::string w; words >> w;) args.push_back(w);
+        EXPECT_HAS(synopsis, ".B xlbctl " + args[0]);
+        for (const std::string& w : args) {
+            EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
+            EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
+        }
+        args.push_back("--help");
+        const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
+        const std::string own = help.substr(0, help.find("VIP settings ("));
+        std::istringstream lines(own);
+        for (std::string line; std::getline(lines, line);) {
+            // "  -w,--write FILE ..." -> -w, --write
+            std::istringstream fields(line);
+            std::string first;
+            if (!(fields >> first) || !first.starts_with("-")) continue;
+            std::istringstream flags(first);
+            for (std::string flag; std::getline(flags, flag, ',');) {
+                if (flag == "-h" || flag == "--help") continue;
+                EXPECT_TRUE(has_word(completion, flag)) << flag << " not in the completion";
+            }
+        }
+    }
 }
 
 TEST(XlbctlParse, Conntrack) {
