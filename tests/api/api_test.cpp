@@ -314,7 +314,10 @@ TEST_F(ApiTest, StatusShowsAgentAndVips) {
     EXPECT_DOUBLE_EQ(v["healthy_share"].get<double>(), 1.0);
     EXPECT_EQ(v["published"], true);
     EXPECT_EQ(v["backends_total"], 3);
-    EXPECT_EQ(v["backends_healthy"], 3);
+    // kWeb has no health check: its backends are never probed, so none is
+    // called healthy; they take traffic all the same (healthy_share 1).
+    EXPECT_EQ(v["backends_healthy"], 0);
+    EXPECT_EQ(v["backends_unchecked"], 3);
     EXPECT_EQ(v["last_error"], "");
 
     attached = false;
@@ -360,7 +363,7 @@ TEST_F(ApiTest, BackendsShowStateWeightsSlotsAndCounters) {
                                   "in_table", "id", "generation", "packets", "bytes"})
             EXPECT_TRUE(b.contains(field)) << field;
         EXPECT_EQ(b["state"], "active");
-        EXPECT_EQ(b["health"], "healthy");
+        EXPECT_EQ(b["health"], "unchecked") << "kWeb has no health check";
         EXPECT_EQ(b["last_failure"], "");
         EXPECT_EQ(b["weight"], 100);
         EXPECT_EQ(b["effective_weight"], 100 * control::kWeightScale);
@@ -600,6 +603,103 @@ TEST_F(ApiTest, VipChangesAreValidated) {
     expect_rejected(post_vip(json(web_vip()).dump()), 409, "already exists");
 
     ASSERT_EQ(post("/v1/vips", good.dump()).status, 201) << "the valid one is accepted";
+}
+
+// PATCH /v1/vip: the given settings of a VIP change, the others and its
+// backends stay; persisted like every change.
+TEST_F(ApiTest, PatchVipChangesTheGivenSettings) {
+    const std::uint64_t epoch = vip(kWeb)["epoch"];
+    const std::string path = "/v1/vip?" + vq(kWeb);
+    Reply r = patch(path, R"({"health_check": {"type": "tcp", "interval": "2s"},
+                              "slow_start": {"window": "5s"}, "announce": "always",
+                              "conntrack_idle_timeout": "5m", "panic_threshold": 0.25})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& spec = r.body["spec"];
+    EXPECT_EQ(spec["health_check"]["type"], "tcp");
+    EXPECT_EQ(spec["health_check"]["interval"], "2s");
+    EXPECT_EQ(spec["health_check"]["timeout"], "1s") << "not given: kept";
+    EXPECT_EQ(spec["slow_start"]["window"], "5s");
+    EXPECT_DOUBLE_EQ(spec["slow_start"]["floor"].get<double>(), 0.1);
+    EXPECT_EQ(spec["announce"], "always");
+    EXPECT_EQ(spec["conntrack_idle_timeout"], "5m");
+    EXPECT_DOUBLE_EQ(spec["panic_threshold"].get<double>(), 0.25);
+    EXPECT_EQ(spec["ring_size"], 251);
+    EXPECT_EQ(spec["name"], "web");
+    EXPECT_EQ(r.body["backends"].size(), 3u) << "the backends stay";
+    std::set<std::string> changed;
+    for (const json& c : r.body["changes"]) changed.insert(c["key"].get<std::string>());
+    EXPECT_EQ(changed, (std::set<std::string>{"health_check.type", "health_check.interval",
+                                              "slow_start.window", "announce",
+                                              "conntrack_idle_timeout", "panic_threshold"}));
+    EXPECT_GE(r.body["epoch"].get<std::uint64_t>(), epoch);
+    EXPECT_NE(read_file(settings.state_file).find("\"always\""), std::string::npos) << "persisted";
+    EXPECT_EQ(vip(kWeb)["spec"], spec);
+
+    // Checked now: its backends are no longer "unchecked".
+    for (const json& b : get("/v1/backends?" + vq(kWeb)).body["backends"])
+        EXPECT_NE(b["health"], "unchecked") << b.dump();
+}
+
+// A change that moves established flows needs allow_disruptive=1, as a
+// reload does; the refusal changes nothing.
+TEST_F(ApiTest, PatchVipRefusesADisruptiveChangeUnlessAllowed) {
+    const std::string path = "/v1/vip?" + vq(kWeb);
+    expect_rejected([&] { return patch(path, R"({"ring_size": 509})"); }, 409,
+                    "ring_size 251 -> 509: its flows move to new ring slots");
+    expect_rejected([&] { return patch(path, R"({"hash": "source", "name": "www"})"); }, 409,
+                    "hash 5tuple -> source");
+    const std::uint64_t epoch = vip(kWeb)["epoch"];
+    Reply r = patch(path + "&allow_disruptive=1", R"({"ring_size": 509})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["spec"]["ring_size"], 509);
+    EXPECT_GT(r.body["epoch"].get<std::uint64_t>(), epoch) << "a new table";
+    EXPECT_EQ(get("/v1/table?" + vq(kWeb)).body["ring_size"], 509);
+    ASSERT_EQ(r.body["changes"].size(), 1u);
+    EXPECT_EQ(r.body["changes"][0], (json{{"key", "ring_size"}, {"from", 251}, {"to", 509}}));
+}
+
+TEST_F(ApiTest, PatchVipValidatesLikeTheFile) {
+    const std::string path = "/v1/vip?" + vq(kWeb);
+    expect_rejected(
+        [&] { return patch(path, R"({"health_check": {"type": "tcp", "timeout": "20s"}})"); }, 400,
+        "health_check.timeout");
+    // invalid before disruptive: nothing to confirm
+    expect_rejected([&] { return patch(path, R"({"ring_size": 250})"); }, 400, "ring_size: ");
+    expect_rejected([&] { return patch(path, R"({"health_check": {"type": "icmp"}})"); }, 400,
+                    "health_check.type: found \"icmp\"");
+    expect_rejected([&] { return patch(path, R"({"colour": "blue"})"); }, 400, "colour");
+    expect_rejected([&] { return patch(path, R"({"port": 81})"); }, 400, "port: a VIP's address");
+    expect_rejected([&] { return patch(path, R"({"backends": []})"); }, 400, "/v1/backends");
+    expect_rejected([&] { return patch(path, R"({})"); }, 400, "at least one VIP setting");
+    expect_rejected([&] { return patch(path, R"([1])"); }, 400, "expected an object");
+    expect_rejected([&] { return patch(path + "&dry_run=maybe", R"({"name": "x"})"); }, 400,
+                    "dry_run: found \"maybe\"");
+    expect_rejected([&] { return patch("/v1/vip?" + vq("198.51.100.99:80"), R"({"name": "x"})"); },
+                    404, "no VIP 198.51.100.99:80/tcp");
+}
+
+// Dry runs of VIP changes: validated like the real change, nothing changed.
+TEST_F(ApiTest, VipDryRunsChangeNothing) {
+    const World before = world();
+    Reply r = patch("/v1/vip?" + vq(kWeb) + "&dry_run=1", R"({"name": "www"})");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["dry_run"], true);
+    EXPECT_EQ(r.body["changes"], json::parse(R"([{"key": "name", "from": "web", "to": "www"}])"));
+    EXPECT_EQ(r.body["spec"]["name"], "www");
+    expect_rejected(
+        [&] { return patch("/v1/vip?" + vq(kWeb) + "&dry_run=1", R"({"ring_size": 509})"); }, 409,
+        "ring_size 251 -> 509");
+
+    json good = {{"address", "198.51.100.11"}, {"port", 443}, {"ring_size", 251}};
+    r = post("/v1/vips?dry_run=1", good.dump());
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["vip"], "198.51.100.11:443/tcp");
+    EXPECT_EQ(r.body["dry_run"], true);
+    EXPECT_EQ(r.body["spec"]["ring_size"], 251);
+    good["ring_size"] = 250;
+    expect_error(post("/v1/vips?dry_run=1", good.dump()), 400, "ring_size");
+    expect_error(post("/v1/vips?dry_run=1", json(web_vip()).dump()), 409, "already exists");
+    EXPECT_EQ(world(), before);
 }
 
 TEST_F(ApiTest, AddPatchAndDeleteBackends) {
@@ -1256,10 +1356,10 @@ TEST_F(HealthApiTest, HistoryShowsABackendGoingDownAndUp) {
     EXPECT_EQ(r.body["health"], "unknown");
     EXPECT_EQ(r.body["checked"], true);
     EXPECT_EQ(r.body["history"], json::array());
-    // A VIP without a check: its backends are healthy and have no history.
+    // A VIP without a check: its backends are unchecked and have no history.
     r = get(history_path(kWeb, "203.0.113.11"));
     ASSERT_EQ(r.status, 200) << r.text;
-    EXPECT_EQ(r.body["health"], "healthy");
+    EXPECT_EQ(r.body["health"], "unchecked");
     EXPECT_EQ(r.body["checked"], false);
     EXPECT_EQ(r.body["history"], json::array());
     // The backend list shows the last change as the reason of the verdict.

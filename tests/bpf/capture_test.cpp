@@ -228,5 +228,53 @@ TEST_F(CaptureTest, BadSelectionsAreRefused) {
     EXPECT_TRUE(lb().capture_on()) << "the refused one leaves the first running";
 }
 
+// What a capture writes of the ring's records (capture::PacketRecords): at
+// most --count packets, each whole. The ring may hold, past the count, the
+// sent copy of a packet whose received copy was left out, and records of
+// several CPUs interleave; no such sent copy is written, and the count of
+// records is exactly that of the packets taken.
+TEST(PacketRecords, TakesWholePacketsUpToTheCount) {
+    auto record = [](std::uint8_t outcome, std::uint8_t direction, std::uint32_t ifindex = 2) {
+        xlb_capture_record r{};
+        r.ifindex = ifindex;
+        r.vip_id = kVipId;
+        r.flags = XLB_CAPTURE_F_VIP;
+        r.outcome = outcome;
+        r.direction = direction;
+        return r;
+    };
+    using Take = capture::PacketRecords::Take;
+    const auto in = record(XLB_OUT_TX, XLB_CAPTURE_RECEIVED);
+    const auto out = record(XLB_OUT_TX, XLB_CAPTURE_SENT);
+    const auto drop = record(XLB_OUT_DROP_NO_BACKEND, XLB_CAPTURE_RECEIVED);
+
+    capture::PacketRecords p(3);
+    EXPECT_EQ(p.take(out), Take::kSkip) << "a sent copy whose packet began before the capture";
+    EXPECT_EQ(p.take(in), Take::kPacket);
+    EXPECT_EQ(p.take(drop), Take::kPacket);
+    EXPECT_EQ(p.take(out), Take::kRecord) << "the first packet's sent copy, after another CPU's";
+    EXPECT_EQ(p.take(in), Take::kPacket);
+    EXPECT_TRUE(p.full());
+    EXPECT_EQ(p.take(in), Take::kSkip) << "a fourth packet";
+    EXPECT_EQ(p.take(out), Take::kRecord) << "the third packet's sent copy, after the count";
+    EXPECT_EQ(p.take(out), Take::kSkip)
+        << "the fourth packet's sent copy: its packet was not taken";
+    EXPECT_EQ(p.take(drop), Take::kSkip);
+    EXPECT_EQ(p.packets(), 3u);
+    EXPECT_EQ(p.records(), 5u) << "two packets sent on, one dropped";
+
+    // a sent copy belongs to a received one of its own interface and outcome
+    capture::PacketRecords q(std::nullopt);
+    EXPECT_EQ(q.take(record(XLB_OUT_TX, XLB_CAPTURE_RECEIVED, 2)), Take::kPacket);
+    EXPECT_EQ(q.take(record(XLB_OUT_TX, XLB_CAPTURE_SENT, 3)), Take::kSkip);
+    EXPECT_EQ(q.take(record(XLB_OUT_TX_ICMP_ERROR, XLB_CAPTURE_SENT, 2)), Take::kSkip);
+    EXPECT_EQ(q.take(record(XLB_OUT_TX, XLB_CAPTURE_SENT, 2)), Take::kRecord);
+    // an answered "too big" is the one record of its packet
+    EXPECT_EQ(q.take(record(XLB_OUT_TX_ICMP_TOO_BIG, XLB_CAPTURE_SENT)), Take::kPacket);
+    EXPECT_EQ(q.packets(), 2u);
+    EXPECT_EQ(q.records(), 3u);
+    EXPECT_FALSE(q.full());
+}
+
 }  // namespace
 }  // namespace xlb::test

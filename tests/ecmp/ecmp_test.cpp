@@ -304,6 +304,8 @@ TEST_F(Ecmp, DrainWithdrawsAndResumeAnnouncesAgain) {
 
     CmdResult drain = lab_.xlbctl("lb2", "host drain");
     ASSERT_EQ(drain.rc, 0) << drain.out;
+    // The answer shows the routes after the drain, not those from before.
+    EXPECT_NE(drain.out.find(" 0 routes in "), std::string::npos) << drain.out;
     auto withdrawn = lab_.wait_next_hops(kVip4, 1, 5s);
     ASSERT_TRUE(withdrawn) << "lb2 still announced after drain";
     std::printf("MEASURED drain -> route withdrawn after %lld ms\n",
@@ -328,6 +330,8 @@ TEST_F(Ecmp, DrainWithdrawsAndResumeAnnouncesAgain) {
     before = streams.snapshot();
     CmdResult resume = lab_.xlbctl("lb2", "host resume");
     ASSERT_EQ(resume.rc, 0) << resume.out;
+    EXPECT_EQ(resume.out.find(" 0 routes in "), std::string::npos) << "the VIPs announced again:\n"
+                                                                   << resume.out;
     ASSERT_TRUE(lab_.wait_next_hops(kVip4, 2, 5s)) << "lb2 did not announce after resume";
     const auto p0 = packets(vip_key4());
     auto counts = count_backends(lab_.client_ns(), kVip4, 200);

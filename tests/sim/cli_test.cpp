@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "xlb/version.h"
+
 namespace {
 
 struct Outcome {
@@ -101,23 +103,23 @@ TEST(SimCli, BadArgumentsGetClearErrors) {
         {{}, xlb::sim::kExitUsage, "subcommand"},
         {{"placement", "--backends", "0"}, xlb::sim::kExitUsage, "--backends"},
         {{"placement", "--algorithms", "ring,cuckoo"},
-         xlb::sim::kExitFailure,
+         xlb::sim::kExitUsage,
          "unknown algorithm 'cuckoo'"},
-        {{"placement", "--keys", "100", "--ring-size", "65536"}, xlb::sim::kExitFailure, "prime"},
+        {{"placement", "--keys", "100", "--ring-size", "65536"}, xlb::sim::kExitUsage, "prime"},
         {{"placement", "--keys", "100", "--backends", "10000", "-a", "maglev"},
-         xlb::sim::kExitFailure,
+         xlb::sim::kExitUsage,
          "maglev"},
         {{"placement", "--csv", "--json"}, xlb::sim::kExitUsage, "excludes"},
-        {{"placement", "--keys", "100", "--plot", "x.svg"}, xlb::sim::kExitFailure, "sweep"},
+        {{"placement", "--keys", "100", "--plot", "x.svg"}, xlb::sim::kExitUsage, "sweep"},
         {{"churn", "--keys", "100", "--script", "join,explode"},
-         xlb::sim::kExitFailure,
+         xlb::sim::kExitUsage,
          "unknown step 'explode'"},
         {{"churn", "--keys", "100", "--script", "leave:500"},
-         xlb::sim::kExitFailure,
+         xlb::sim::kExitUsage,
          "no backend 500"},
         {{"balance", "--utilisation", "1.5"}, xlb::sim::kExitUsage, "--utilisation"},
-        {{"balance", "--policies", "fastest"}, xlb::sim::kExitFailure, "unknown policy"},
-        {{"balance", "--scenarios", "tsunami"}, xlb::sim::kExitFailure, "unknown scenario"},
+        {{"balance", "--policies", "fastest"}, xlb::sim::kExitUsage, "unknown policy"},
+        {{"balance", "--scenarios", "tsunami"}, xlb::sim::kExitUsage, "unknown scenario"},
         {{"frobnicate"}, xlb::sim::kExitUsage, "subcommand"},
         {{"placment"}, xlb::sim::kExitUsage, "unknown verb 'placment': did you mean placement?"},
         {{"placement", "--backnds", "10"},
@@ -125,6 +127,7 @@ TEST(SimCli, BadArgumentsGetClearErrors) {
          "unknown option '--backnds': did you mean --backends?"},
         {{"balance", "--polices", "p2c"}, xlb::sim::kExitUsage, "did you mean --policies?"},
     };
+    // Every one is a wrong command line: exit 2, as in every xlb tool.
     for (const auto& c : cases) {
         const auto r = run(c.args);
         SCOPED_TRACE(c.message);
@@ -132,6 +135,21 @@ TEST(SimCli, BadArgumentsGetClearErrors) {
         EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
         EXPECT_EQ(r.out, "");
     }
+}
+
+// Writing the plot is the one failure that is not the command line's.
+TEST(SimCli, AnUnwritablePlotIsAFailureNotAUsageError) {
+    const auto r = run({"placement", "--keys", "1000", "--backends", "5,10", "--algorithms", "jump",
+                        "--plot", "/nonexistent-dir/plot.svg"});
+    EXPECT_EQ(r.code, xlb::sim::kExitFailure) << r.err;
+    EXPECT_NE(r.err.find("cannot write plot file"), std::string::npos) << r.err;
+}
+
+TEST(SimCli, VersionIsTheProjectVersion) {
+    const auto r = run({"--version"});
+    EXPECT_EQ(r.code, xlb::sim::kExitOk);
+    EXPECT_EQ(r.out, std::string("xlb-sim ") + XLB_VERSION + "\n");
+    EXPECT_EQ(r.err, "");
 }
 
 TEST(SimCli, HelpSucceeds) {

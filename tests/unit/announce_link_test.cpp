@@ -96,6 +96,31 @@ TEST_F(DrainFile, AbsentIsNotDrainedAndADrainSurvivesAReload) {
     EXPECT_TRUE(file.save({.drained = false})) << "resuming an active host is no error";
 }
 
+// `host drain` answers with the routes after the change: once wait_applied()
+// returns, status() has the announcer's run with that input (here BIRD is
+// absent, the routes file is still written).
+TEST_F(DrainFile, WaitAppliedGivesTheStatusOfThatInput) {
+    announce::AnnouncerOptions options;
+    options.routes_file = (dir_ / "xlb.conf").string();
+    options.control_socket = (dir_ / "no-bird.ctl").string();
+    options.timeout = 100ms;
+    AnnounceLink link(options, {}, 1h);  // no tick: only submissions run it
+    link.start();
+    std::vector<control::VipStatus> vips{vip("198.51.100.10", 1, {{true, 100}}),
+                                         vip("198.51.100.20", 1, {{true, 100}})};
+    for (int round = 0; round < 5; ++round) {
+        const std::uint64_t serving = link.submit(announce_input(vips, false, true));
+        ASSERT_TRUE(link.wait_applied(serving, 5s));
+        EXPECT_EQ(link.status().routes.size(), 2u) << "round " << round;
+        const std::uint64_t drained = link.submit(announce_input(vips, true, true));
+        EXPECT_GT(drained, serving);
+        ASSERT_TRUE(link.wait_applied(drained, 5s));
+        EXPECT_EQ(link.status().routes.size(), 0u) << "round " << round << ": drained";
+    }
+    EXPECT_FALSE(link.wait_applied(1000, 50ms)) << "an input never submitted";
+    link.stop();
+}
+
 TEST_F(DrainFile, AFileXlbdDidNotWriteIsAnErrorNamingIt) {
     std::ofstream(path()) << "drained, I think\n";
     auto r = HostDrainFile(path()).load();

@@ -1,21 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 // The xlbctl binary against a real xlbd in network namespaces (lab.h): every
 // verb, human and --json, and each error path with its exit code (bad
-// arguments: 1, before anything is sent; the agent's refusal: 1 with its
-// message; no agent: 2 with one line). `lookup` is checked against the
+// arguments: 2, before anything is sent; the agent's refusal: 1 with its
+// message; no agent: 3 with one line). `lookup` is checked against the
 // backend the XDP program itself picks (BPF_PROG_TEST_RUN on a second
 // instance of the balancer sharing the agent's pinned maps), and a change
 // made with xlbctl is checked to survive an agent restart.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>
+#include <poll.h>
+#include <pty.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
+#include <utmp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -56,6 +64,14 @@ json parse(const std::string& text) {
     return j;
 }
 
+// The line of `text` that starts with `start`, or "".
+std::string line_of(const std::string& text, const std::string& start) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with(start)) return line;
+    return "";
+}
+
 int lines(const std::string& text) {
     return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -84,7 +100,7 @@ TEST(XlbctlBinary, HelpAndVersionNeedNoAgent) {
     EXPECT_EQ(v.code, 0);
     EXPECT_HAS(v.out, "xlbctl ");
     ProcessResult none = xlbctl({});
-    EXPECT_EQ(none.code, 1);
+    EXPECT_EQ(none.code, 2) << "a usage error, as in every xlb tool";
     EXPECT_HAS(none.err, "xlbctl: expected a verb after 'xlbctl'");
 }
 
@@ -129,12 +145,16 @@ protected:
         return r.err;
     }
 
-    // Refused by xlbctl's own checks: with a socket nobody serves, exit 1
-    // (not 2) shows that nothing was sent.
+    // Refused by xlbctl's own checks: with a socket nobody serves, exit 2
+    // (a usage error, not 3) shows that nothing was sent.
     std::string refused_before_sending(std::vector<std::string> args) {
         args.push_back("--socket");
         args.push_back(kNoSocket);
-        return refused(args);
+        ProcessResult r = ctl(args);
+        EXPECT_EQ(r.code, 2) << join(args) << "\nstdout: " << r.out << "\nstderr: " << r.err;
+        EXPECT_EQ(r.out, "") << join(args);
+        EXPECT_EQ(lines(r.err), 1) << join(args) << ": " << r.err;
+        return r.err;
     }
 
     static std::string join(const std::vector<std::string>& args) {
@@ -180,9 +200,11 @@ TEST_F(XlbctlAgent, Status) {
     const std::string out = ok({"status"});
     EXPECT_HAS(out, std::string("on ") + Lab::kInterface + ", native XDP, up ");
     EXPECT_HAS(out, ", ready\n");
-    EXPECT_HAS(out, "VIP                   NAME  BACKENDS  HEALTHY WEIGHT  PANIC");
-    EXPECT_HAS(out, "198.51.100.10:80/tcp  web        3/3         100.00%  no");
-    EXPECT_HAS(out, "198.51.100.20:0/tcp   any        2/2");
+    EXPECT_HAS(out, "VIP                   NAME     BACKENDS  HEALTHY WEIGHT  PANIC");
+    // The lab's VIPs have no health check: their backends are never probed,
+    // so none is called healthy.
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   3 unchecked               -  no");
+    EXPECT_HAS(out, "198.51.100.20:0/tcp   any   2 unchecked");
     EXPECT_HAS(out, "live\n");
 
     const json j = ok_json({"status"});
@@ -201,8 +223,8 @@ TEST_F(XlbctlAgent, Status) {
 
 TEST_F(XlbctlAgent, VipListAddDel) {
     std::string out = ok({"vip", "list"});
-    EXPECT_HAS(out, "VIP                   NAME  HASH    CONNTRACK  RING  PANIC AT  BACKENDS");
-    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   5tuple  yes         251       50%       3/3");
+    EXPECT_HAS(out, "VIP                   NAME  HASH    CONNTRACK  RING  PANIC AT     BACKENDS");
+    EXPECT_HAS(out, "198.51.100.10:80/tcp  web   5tuple  yes         251       50%  3 unchecked");
     EXPECT_EQ(ok({"vip", "list", "-q"}), std::string(kWeb) + "\n" + kAny + "\n");
 
     out = ok({"vip", "add", "198.51.100.30:443", "--name", "tls", "--hash", "source", "--ring-size",
@@ -245,6 +267,185 @@ TEST_F(XlbctlAgent, VipListAddDel) {
     EXPECT_EQ(ok({"vip", "list", "-q"}), std::string(kWeb) + "\n" + kAny + "\n");
 }
 
+// A VIP without a health check: its backends are never probed, and neither
+// status, top nor backend list calls them healthy. vip add and vip set take
+// every setting of the file; vip set changes only those given, refuses what
+// moves flows unless confirmed, and is checked by the agent as the file is.
+TEST_F(XlbctlAgent, VipAddAndSetTakeTheFilesSettings) {
+    EXPECT_HAS(line_of(ok({"status"}), "198.51.100.10:80/tcp"), "3 unchecked");
+    for (const json& b : ok_json({"backend", "list", kWeb})["backends"])
+        EXPECT_EQ(b["health"], "unchecked") << b.dump();
+    const json top = ok_json({"top", "--interval", "0.2"});
+    for (const json& v : top["vips"])
+        for (const json& b : v["backends"]) EXPECT_EQ(b["health"], "unchecked") << b.dump();
+
+    // A checked VIP, added with settings of the file.
+    const json added = ok_json({"vip",
+                                "add",
+                                "198.51.100.30:443",
+                                "-b",
+                                "203.0.113.21",
+                                "--health-check.type",
+                                "tcp",
+                                "--health-check.port",
+                                "1",
+                                "--health-check.interval",
+                                "200ms",
+                                "--health-check.timeout",
+                                "100ms",
+                                "--health-check.jitter",
+                                "0s",
+                                "--slow-start.window",
+                                "0s",
+                                "--announce",
+                                "never",
+                                "--conntrack-idle-timeout",
+                                "5m"});
+    EXPECT_EQ(added["spec"]["health_check"]["type"], "tcp");
+    EXPECT_EQ(added["spec"]["health_check"]["interval"], "200ms");
+    EXPECT_EQ(added["spec"]["slow_start"]["window"], "0s");
+    EXPECT_EQ(added["spec"]["announce"], "never");
+    EXPECT_EQ(added["spec"]["conntrack_idle_timeout"], "5m");
+    EXPECT_NE(added["backends"][0]["health"], "unchecked");
+    EXPECT_HAS(line_of(ok({"status"}), "198.51.100.30:443/tcp"), "0/1");
+
+    // vip set: only what is given changes.
+    const json before = ok_json({"vip", "list"})["vips"][0];
+    EXPECT_EQ(ok({"vip", "set", kWeb, "--slow-start.window", "5s", "--announce", "always"}),
+              "VIP 198.51.100.10:80/tcp: 2 settings changed, epoch " + before["epoch"].dump() +
+                  "\n  announce: when_serving -> always\n  slow_start.window: " +
+                  before["spec"]["slow_start"]["window"].get<std::string>() + " -> 5s\n");
+    json web = ok_json({"backend", "list", kWeb});
+    const json spec = ok_json({"vip", "list"})["vips"][0]["spec"];
+    EXPECT_EQ(spec["slow_start"]["window"], "5s");
+    EXPECT_EQ(spec["announce"], "always");
+    EXPECT_EQ(spec["ring_size"], 251);
+    EXPECT_EQ(web["backends"].size(), 3u);
+
+    // A change that moves flows: refused, tried, then confirmed.
+    EXPECT_HAS(refused({"vip", "set", kWeb, "--ring-size", "509"}),
+               "refused: VIP 198.51.100.10:80/tcp: ring_size 251 -> 509");
+    EXPECT_EQ(ok({"vip", "set", kWeb, "--ring-size", "509", "--allow-disruptive", "--dry-run"}),
+              "dry run of vip set 198.51.100.10:80/tcp: nothing was changed; 1 setting would "
+              "change\n  ring_size: 251 -> 509\n");
+    EXPECT_EQ(ok_json({"table", kWeb})["ring_size"], 251);
+    ok({"vip", "set", kWeb, "--ring-size", "509", "--allow-disruptive"});
+    EXPECT_EQ(ok_json({"table", kWeb})["ring_size"], 509);
+
+    // The agent checks a setting against the VIP's others, as the file's.
+    EXPECT_HAS(refused({"vip", "set", kWeb, "--health-check.type", "tcp", "--health-check.timeout",
+                        "20s"}),
+               "health_check.timeout");
+    EXPECT_HAS(refused({"vip", "set", "198.51.100.99:80", "--name", "x"}),
+               "no VIP 198.51.100.99:80/tcp");
+    EXPECT_HAS(refused_before_sending({"vip", "set", kWeb, "--health-check.type", "icmp"}),
+               "--health-check.type: found \"icmp\"");
+    EXPECT_EQ(ok_json({"vip", "list"})["vips"][0]["spec"]["health_check"]["type"], "none");
+
+    // Kept across a restart, like every change made through the API.
+    EXPECT_EQ(lab->stop_agent(), 0);
+    lab->start_agent();
+    const json after = ok_json({"vip", "list"})["vips"];
+    EXPECT_EQ(after[0]["spec"]["slow_start"]["window"], "5s");
+    EXPECT_EQ(after[0]["spec"]["ring_size"], 509);
+}
+
+// top on a real terminal (a pty of 80 columns): no line wider than it, the
+// keyboard read a key at a time without echo while it runs, q quits at once,
+// and the terminal is as it was afterwards.
+TEST_F(XlbctlAgent, TopOnATerminalFitsItAndQuitsOnQ) {
+    int master = -1, slave = -1;
+    winsize size{};
+    size.ws_row = 40;
+    size.ws_col = 80;
+    ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, &size), 0) << std::strerror(errno);
+    termios before{};
+    ASSERT_EQ(::tcgetattr(slave, &before), 0);
+    ASSERT_TRUE(before.c_lflag & ICANON);
+    const std::string socket = "XLB_SOCKET=" + lab->socket();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(master);
+        if (::login_tty(slave) != 0) ::_exit(126);
+        char* const argv[] = {const_cast<char*>(XLBCTL_PATH), const_cast<char*>("top"),
+                              const_cast<char*>("--interval"), const_cast<char*>("0.2"), nullptr};
+        char* const envp[] = {const_cast<char*>(socket.c_str()), const_cast<char*>("TERM=xterm"),
+                              nullptr};
+        ::execve(XLBCTL_PATH, argv, envp);
+        ::_exit(127);
+    }
+    // Whatever fails below, the child does not outlive the test.
+    struct Reaper {
+        pid_t pid;
+        bool reaped = false;
+        ~Reaper() {
+            if (reaped) return;
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+    } reaper{pid};
+    std::string screen;
+    auto read_for = [&](std::chrono::milliseconds limit, const std::function<bool()>& done) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (!done() && std::chrono::steady_clock::now() < until) {
+            pollfd p{master, POLLIN, 0};
+            if (::poll(&p, 1, 50) <= 0) continue;
+            char buf[4096];
+            const ssize_t n = ::read(master, buf, sizeof(buf));
+            if (n <= 0) break;
+            screen.append(buf, static_cast<std::size_t>(n));
+        }
+    };
+    read_for(10s, [&] { return screen.find("VIP / BACKEND") != std::string::npos; });
+    ASSERT_NE(screen.find("VIP / BACKEND"), std::string::npos) << screen;
+    termios during{};
+    ASSERT_EQ(::tcgetattr(slave, &during), 0);
+    EXPECT_FALSE(during.c_lflag & ICANON) << "a key at a time";
+    EXPECT_FALSE(during.c_lflag & ECHO);
+    EXPECT_TRUE(during.c_lflag & ISIG) << "Ctrl-C still a signal";
+
+    ASSERT_EQ(::write(master, "q", 1), 1);
+    int status = -1;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    pid_t done = 0;
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < until)
+        read_for(50ms, [] { return false; });
+    if (done == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "q did not end top:\n" << screen;
+    }
+    reaper.reaped = true;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    termios after{};
+    ASSERT_EQ(::tcgetattr(slave, &after), 0);
+    EXPECT_EQ(after.c_lflag, before.c_lflag) << "the terminal given back as it was";
+    EXPECT_EQ(after.c_cc[VMIN], before.c_cc[VMIN]);
+    ::close(master);
+    ::close(slave);
+
+    // Each painted line, escape sequences left out, fits the 80 columns.
+    std::string line;
+    std::size_t widest = 0;
+    for (std::size_t i = 0; i < screen.size(); ++i) {
+        const char ch = screen[i];
+        if (ch == '\x1b') {
+            while (i < screen.size() && !std::isalpha(static_cast<unsigned char>(screen[i]))) ++i;
+            continue;
+        }
+        if (ch == '\r') continue;
+        if (ch == '\n') {
+            widest = std::max(widest, line.size());
+            line.clear();
+            continue;
+        }
+        line += ch;
+    }
+    EXPECT_LE(widest, 80u) << screen;
+}
+
 TEST_F(XlbctlAgent, BadArgumentsChangeNothing) {
     const std::string state = read_file(lab->state_file());
     const json before = ok_json({"status"});
@@ -275,9 +476,9 @@ TEST_F(XlbctlAgent, BackendVerbs) {
     std::string out = ok({"backend", "list", kWeb});
     EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp  epoch ");
     EXPECT_HAS(out,
-               "ADDRESS       STATE   HEALTH   WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS  "
+               "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS  "
                "BYTES  LAST FAILURE\n");
-    EXPECT_HAS(out, "203.0.113.13  active  healthy      50         50");
+    EXPECT_HAS(out, "203.0.113.13  active  unchecked      50         50");
     EXPECT_EQ(ok({"backend", "list", kWeb, "-q"}), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
     json list = ok_json({"backend", "list", kWeb});
     EXPECT_EQ(list["vip"], kWeb);
@@ -385,7 +586,7 @@ TEST_F(XlbctlAgent, BackendHistoryShowsARealVerdictChange) {
 
     // A backend without a check, and the same errors as the other backend verbs.
     EXPECT_HAS(ok({"backend", "history", kWeb, "203.0.113.11"}),
-               "VIP 198.51.100.10:80/tcp backend 203.0.113.11: healthy, not health-checked");
+               "VIP 198.51.100.10:80/tcp backend 203.0.113.11: unchecked, not health-checked");
     EXPECT_EQ(refused({"backend", "history", vip, "203.0.113.99"}),
               "xlbctl: xlbd: VIP 198.51.100.40:80/tcp has no backend 203.0.113.99 (GET "
               "/v1/backends?vip=198.51.100.40:80/tcp lists them)\n");
@@ -671,7 +872,7 @@ TEST_F(XlbctlAgent, ChangesSurviveARestart) {
 
     EXPECT_EQ(lab->stop_agent(), 0);
     ProcessResult down = ctl({"backend", "list", kWeb});
-    EXPECT_EQ(down.code, 2);
+    EXPECT_EQ(down.code, 3);
     lab->start_agent();
 
     const json after = ok_json({"backend", "list", kWeb});
@@ -684,22 +885,23 @@ TEST_F(XlbctlAgent, ChangesSurviveARestart) {
     EXPECT_HAS(ok({"vip", "list", "-q"}), "198.51.100.30:443/tcp\n");
 }
 
-TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
+TEST_F(XlbctlAgent, AgentDownIsExitThreeWithOneLine) {
     lab->stop_agent();
     ProcessResult r = ctl({"status"});
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(r.err, "xlbctl: cannot connect to xlbd at " + lab->socket() +
                          ": No such file or directory (is xlbd running? systemctl status xlbd; "
                          "another socket: --socket PATH or XLB_SOCKET)\n");
     ProcessResult j = ctl({"vip", "list", "--json"});
-    EXPECT_EQ(j.code, 2);
+    EXPECT_EQ(j.code, 3);
     json e = parse(j.err);
-    EXPECT_EQ(e["exit_code"], 2);
+    EXPECT_EQ(e["exit_code"], 3);
     EXPECT_HAS(e["error"].get<std::string>(), "No such file or directory");
-    // Arguments are still checked first: a bad one is exit 1, not 2.
-    EXPECT_HAS(refused({"backend", "set", kWeb, "203.0.113.11", "--weight", "x"}),
-               "--weight: found 'x'");
+    // Arguments are still checked first: a bad one is exit 2, not 3.
+    ProcessResult bad = ctl({"backend", "set", kWeb, "203.0.113.11", "--weight", "x"});
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_HAS(bad.err, "--weight: found 'x'");
 
     // A stale socket (an agent that crashed): refused.
     {
@@ -711,7 +913,7 @@ TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
         ::close(fd);
     }
     r = ctl({"stats"});
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_HAS(r.err, ": Connection refused (nothing accepts connections on it: is xlbd running?");
     EXPECT_EQ(lines(r.err), 1);
 
@@ -720,7 +922,7 @@ TEST_F(XlbctlAgent, AgentDownIsExitTwoWithOneLine) {
     nobody.uid = 65534;
     r = ctl({"status"}, nobody);
     if (r.code == 126 || r.code == 127) GTEST_SKIP() << "cannot run xlbctl as nobody: " << r.err;
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_HAS(r.err,
                ": Permission denied (the socket is mode 0660: run as root or as a member of "
                "its group");
@@ -732,7 +934,7 @@ TEST_F(XlbctlAgent, SocketOptionBeatsTheEnvironment) {
     r = xlbctl({"--socket", lab->socket(), "vip", "list", "-q"});
     EXPECT_EQ(r.code, 0) << r.err;
     r = xlbctl({"status"}, {{"XLB_SOCKET=" + lab->dir() + "/other.sock"}});
-    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.code, 3);
     EXPECT_HAS(r.err, "cannot connect to xlbd at " + lab->dir() + "/other.sock");
 }
 

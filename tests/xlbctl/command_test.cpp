@@ -6,11 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
+#include <sstream>
 
+#include "xlb/config/json.h"
 #include "xlb/xlbctl/request.h"
+#include "xlb/xlbctl/vip_settings.h"
 
 namespace xlb::xlbctl {
 namespace {
@@ -36,11 +43,11 @@ Command parse_ok(const Args& args, const Env& env = {}) {
     return std::get<Command>(r);
 }
 
-// The usage error for args (exit code 1), or "" with a failure.
+// The usage error for args (exit code 2, as in every xlb tool), or "" with a failure.
 std::string parse_error(const Args& args, const Env& env = {}) {
     ParseResult r = parse_command(args, env.get());
     if (auto* e = std::get_if<ParseExit>(&r)) {
-        EXPECT_EQ(e->code, kExitFailed);
+        EXPECT_EQ(e->code, 2);
         EXPECT_TRUE(e->out.empty());
         EXPECT_EQ(e->error.find('\n'), std::string::npos) << "one line: " << e->error;
         return e->error;
@@ -85,8 +92,26 @@ TEST(XlbctlParse, SocketPathTooLong) {
 
 TEST(XlbctlParse, Timeout) {
     std::string e = parse_error({"status", "--timeout", "soon"});
-    EXPECT_HAS(e, "--timeout: found 'soon', expected seconds 0.1-3600, e.g. --timeout 10");
-    EXPECT_HAS(parse_error({"status", "--timeout", "0"}), "expected seconds 0.1-3600");
+    EXPECT_HAS(e,
+               "--timeout: found 'soon', expected seconds or a duration of 100ms to 1h, e.g. "
+               "--timeout 10s");
+    EXPECT_HAS(parse_error({"status", "--timeout", "0"}), "of 100ms to 1h");
+    EXPECT_HAS(parse_error({"status", "--timeout", "2h"}), "of 100ms to 1h");
+    // One form in every verb: seconds alone or a duration.
+    EXPECT_EQ(parse_ok({"status", "--timeout", "1500ms"}).timeout, std::chrono::milliseconds(1500));
+    EXPECT_EQ(parse_ok({"capture", "-w", "-", "--timeout", "2m"}).timeout, std::chrono::minutes(2));
+    EXPECT_EQ(parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                        "--timeout", "20s"})
+                  .timeout,
+              std::chrono::seconds(20));
+}
+
+// A short option means one thing in every verb: -w is --write (capture), and
+// stats has --watch alone.
+TEST(XlbctlParse, OneMeaningPerFlag) {
+    EXPECT_HAS(parse_error({"stats", "-w", "2"}), "-w");
+    EXPECT_EQ(parse_ok({"capture", "-w", "out.pcap"}).write_to, "out.pcap");
+    EXPECT_EQ(parse_ok({"capture", "--write", "out.pcap"}).write_to, "out.pcap");
 }
 
 TEST(XlbctlParse, MissingVerb) {
@@ -96,7 +121,7 @@ TEST(XlbctlParse, MissingVerb) {
         "stats, table, lookup, reload or gen-seed");
     EXPECT_HAS(parse_error({"conntrack"}),
                "expected a verb after 'xlbctl conntrack': count, list or flush");
-    EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add or del");
+    EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add, set or del");
     EXPECT_HAS(parse_error({"backend"}),
                "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable, "
                "disable or history");
@@ -230,7 +255,7 @@ TEST(XlbctlParse, Stats) {
     EXPECT_EQ(one.vip, "198.51.100.10:80/tcp");
 
     EXPECT_EQ(parse_ok({"stats", "--watch"}).watch_seconds, 2.0) << "default interval";
-    EXPECT_EQ(parse_ok({"stats", "-w", "0.5"}).watch_seconds, 0.5);
+    EXPECT_EQ(parse_ok({"stats", "--watch", "0.5"}).watch_seconds, 0.5);
     Command w = parse_ok({"stats", "198.51.100.10:80", "--watch", "5", "--count", "3"});
     EXPECT_EQ(w.vip, "198.51.100.10:80/tcp");
     EXPECT_EQ(w.watch_seconds, 5.0);
@@ -493,19 +518,23 @@ INSTANTIATE_TEST_SUITE_P(
         UsageError{"WaitOnADryRun",
                    {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--dry-run"},
                    {"--wait with --dry-run"}},
-        UsageError{
-            "WaitTimeoutNotADuration",
-            {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--timeout", "soon"},
-            {"--timeout: found 'soon', expected a duration of 1s to 24h (or seconds "
-             "alone), e.g. --timeout 10m"}},
-        UsageError{
-            "WaitTimeoutTooLong",
-            {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--timeout", "25h"},
-            {"--timeout: found '25h'"}},
+        UsageError{"WaitTimeoutNotADuration",
+                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                    "--wait-timeout", "soon"},
+                   {"--wait-timeout: found 'soon', expected seconds or a duration of 1s to 24h, "
+                    "e.g. --wait-timeout 10m"}},
+        UsageError{"WaitTimeoutTooLong",
+                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                    "--wait-timeout", "25h"},
+                   {"--wait-timeout: found '25h'"}},
         UsageError{"WaitTimeoutTooShort",
-                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait", "--timeout",
-                    "500ms"},
-                   {"--timeout: found '500ms'"}},
+                   {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
+                    "--wait-timeout", "500ms"},
+                   {"--wait-timeout: found '500ms'"}},
+        UsageError{
+            "WaitTimeoutWithoutWait",
+            {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait-timeout", "10m"},
+            {"--wait-timeout 10m without --wait"}},
         UsageError{"ActiveWithinNotADuration",
                    {"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
                     "--active-within", "a while"},
@@ -522,6 +551,7 @@ TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
         {"vip"},
         {"vip", "list"},
         {"vip", "add"},
+        {"vip", "set"},
         {"vip", "del"},
         {"backend"},
         {"backend", "list"},
@@ -554,6 +584,206 @@ TEST(XlbctlParse, HelpOnEveryVerbHasExamples) {
         if (args.size() > 1 && args[0] != "vip" && args[0] != "backend" && args[0] != "conntrack") {
             EXPECT_HAS(e.out, "--json");
             EXPECT_HAS(e.out, "--socket");
+        }
+    }
+}
+
+// vip add and vip set take every per-VIP key of the configuration file as
+// an option named after its path.
+TEST(XlbctlParse, EveryVipKeyOfTheFileIsAnOption) {
+    // The keys of the file's VIP (the config library's JSON form of one with
+    // every optional key set), but its key and backends.
+    config::VipSpec full;
+    full.announce = announce::Policy::kNever;
+    full.conntrack_idle_timeout = std::chrono::minutes(5);
+    std::vector<std::string> keys;
+    std::function<void(const nlohmann::json&, const std::string&)> walk =
+        [&](const nlohmann::json& j, const std::string& prefix) {
+            for (auto it = j.begin(); it != j.end(); ++it) {
+                const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+                if (it.value().is_object())
+                    walk(it.value(), path);
+                else if (path != "address" && path != "port" && path != "protocol" &&
+                         path != "backends")
+                    keys.push_back(path);
+            }
+        };
+    walk(nlohmann::json(full), "");
+    ASSERT_GT(keys.size(), 30u);
+    std::set<std::string> options;
+    for (const VipSetting& s : vip_settings()) options.insert(s.path);
+    for (const std::string& key : keys) EXPECT_TRUE(options.contains(key)) << key;
+    EXPECT_EQ(options.size(), keys.size());
+
+    const ParseExit set_help =
+        std::get<ParseExit>(parse_command({"vip", "set", "--help"}, nullptr));
+    const ParseExit add_help =
+        std::get<ParseExit>(parse_command({"vip", "add", "--help"}, nullptr));
+    for (const VipSetting& s : vip_settings()) {
+        EXPECT_HAS(set_help.out, s.option);
+        if (s.path != "conntrack") {
+            EXPECT_HAS(add_help.out, s.option);  // add has --no-conntrack instead
+        }
+    }
+    EXPECT_HAS(set_help.out, "--health-check.failure-accrual.min-probes");
+    EXPECT_HAS(set_help.out, "--allow-disruptive");
+    EXPECT_HAS(add_help.out, "--dry-run");
+}
+
+TEST(XlbctlParse, VipAddTakesEverySetting) {
+    Command c = parse_ok({"vip",
+                          "add",
+                          "198.51.100.10:80",
+                          "--health-check.type",
+                          "http",
+                          "--health-check.path",
+                          "/healthz",
+                          "--health-check.interval",
+                          "2s",
+                          "--health-check.expected-statuses",
+                          "200-299,301",
+                          "--slow-start.window",
+                          "10s",
+                          "--announce",
+                          "never",
+                          "--conntrack-idle-timeout",
+                          "5m",
+                          "--on-unhealthy",
+                          "keep",
+                          "--health-check.failure-accrual.enabled",
+                          "true",
+                          "--ring-size",
+                          "251",
+                          "--dry-run"});
+    EXPECT_EQ(c.spec.health_check.type, config::HealthCheckType::kHttp);
+    EXPECT_EQ(c.spec.health_check.path, "/healthz");
+    EXPECT_EQ(c.spec.health_check.interval, std::chrono::seconds(2));
+    ASSERT_EQ(c.spec.health_check.expected_statuses.size(), 2u);
+    EXPECT_EQ(c.spec.health_check.expected_statuses[1].first, 301);
+    EXPECT_EQ(c.spec.slow_start.window, std::chrono::seconds(10));
+    EXPECT_EQ(c.spec.announce, announce::Policy::kNever);
+    EXPECT_EQ(c.spec.conntrack_idle_timeout, std::chrono::minutes(5));
+    EXPECT_EQ(c.spec.on_unhealthy, config::UnhealthyPolicy::kKeep);
+    EXPECT_TRUE(c.spec.health_check.failure_accrual.enabled);
+    EXPECT_EQ(c.spec.ring_size, 251u);
+    EXPECT_TRUE(c.dry_run);
+    const HttpRequest r = build_request(c);
+    EXPECT_EQ(r.target, "/v1/vips?dry_run=1");
+    const auto body = nlohmann::json::parse(r.body);
+    EXPECT_EQ(body["health_check"]["type"], "http");
+    EXPECT_EQ(body["health_check"]["expected_statuses"],
+              nlohmann::json::parse(R"(["200-299", 301])"));
+    EXPECT_EQ(body["health_check"]["failure_accrual"]["enabled"], true);
+    EXPECT_EQ(body["slow_start"]["window"], "10s");
+    EXPECT_EQ(body["announce"], "never");
+    EXPECT_EQ(body["ring_size"], 251);
+    EXPECT_FALSE(body["health_check"].contains("timeout")) << "only what was given";
+    EXPECT_EQ(build_request(parse_ok({"vip", "add", "198.51.100.10:80"})).target, "/v1/vips");
+}
+
+TEST(XlbctlParse, VipSettingsAreCheckedAsTheFilesAre) {
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:80", "--health-check.type", "icmp"}),
+               "--health-check.type: found \"icmp\", expected");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:80", "--slow-start.window", "10"}),
+               "--slow-start.window: found");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:80", "--slow-start.window", "10"}),
+               "units are required");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:80", "--health-check.unhealthy-threshold",
+                            "many"}),
+               "--health-check.unhealthy-threshold: found \"many\"");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:80", "--health-check.type", "tcp",
+                            "--health-check.timeout", "20s"}),
+               "--health-check.timeout: ");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:80", "--announce", "sometimes"}),
+               "--announce: found \"sometimes\"");
+    EXPECT_HAS(
+        parse_error({"vip", "set", "198.51.100.10:80", "--health-check.reuse-connection", "yes"}),
+        "--health-check.reuse-connection: found \"yes\", expected true or false");
+    EXPECT_HAS(parse_error({"vip", "set", "198.51.100.10:80", "--ring-size", "big"}),
+               "--ring-size: found \"big\"");
+    EXPECT_HAS(parse_error({"vip", "set", "198.51.100.10:80"}),
+               "vip set: expected at least one setting to change");
+    EXPECT_HAS(parse_error({"vip", "set", "198.51.100.10:80", "--backend", "203.0.113.11"}),
+               "--backend");
+}
+
+TEST(XlbctlParse, VipSetSendsOnlyWhatIsGiven) {
+    Command c = parse_ok({"vip", "set", "198.51.100.10:80", "--health-check.type", "tcp",
+                          "--health-check.port", "8080", "--name", "www", "--conntrack", "false",
+                          "--panic-threshold", "0"});
+    EXPECT_EQ(c.verb, Verb::kVipSet);
+    EXPECT_EQ(c.vip, "198.51.100.10:80/tcp");
+    HttpRequest r = build_request(c);
+    EXPECT_EQ(r.method, "PATCH");
+    EXPECT_EQ(r.target, "/v1/vip?vip=198.51.100.10%3A80%2Ftcp");
+    EXPECT_EQ(nlohmann::json::parse(r.body), nlohmann::json::parse(R"({
+        "health_check": {"type": "tcp", "port": 8080}, "name": "www", "conntrack": false,
+        "panic_threshold": 0})"));
+    Command d = parse_ok({"vip", "set", "198.51.100.10:80", "--ring-size", "251",
+                          "--allow-disruptive", "--dry-run"});
+    EXPECT_EQ(build_request(d).target,
+              "/v1/vip?vip=198.51.100.10%3A80%2Ftcp&dry_run=1&allow_disruptive=1");
+    EXPECT_EQ(build_request(d).body, R"({"ring_size":251})");
+    // one key of a nested object: the agent keeps the object's others
+    EXPECT_EQ(
+        build_request(parse_ok({"vip", "set", "198.51.100.10:80", "--health-check.timeout", "2s"}))
+            .body,
+        R"({"health_check":{"timeout":"2s"}})");
+}
+
+// Every verb is in the man page's synopsis, and every verb and option in the
+// bash completion (the VIP settings it asks the binary for, so they are
+// left out here).
+TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
+    auto read = [](const std::string& path) {
+        std::ifstream in(path);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    };
+    const std::string man = read(XLB_SOURCE_DIR "/docs/xlbctl.8");
+    const std::string completion = read(XLB_SOURCE_DIR "/scripts/xlbctl.bash-completion");
+    ASSERT_FALSE(man.empty());
+    ASSERT_FALSE(completion.empty());
+    const std::size_t from = man.find(".SH SYNOPSIS"), to = man.find(".SH DESCRIPTION");
+    ASSERT_LT(from, to);
+    const std::string synopsis = man.substr(from, to - from);
+    auto has_word = [](const std::string& text, const std::string& word) {
+        for (std::size_t at = text.find(word); at != std::string::npos;
+             at = text.find(word, at + 1)) {
+            auto edge = [&](std::size_t i) {
+                return i >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[i])) ||
+                                             text[i] == '-' || text[i] == '_' || text[i] == '.');
+            };
+            if ((at == 0 || edge(at - 1)) && edge(at + word.size())) return true;
+        }
+        return false;
+    };
+    for (int v = 0; v <= static_cast<int>(Verb::kTop); ++v) {
+        const std::string name = verb_name(static_cast<Verb>(v));
+        SCOPED_TRACE(name);
+        Args args;
+        std::istringstream words(name);
+        for (std::string w; words >> w;) args.push_back(w);
+        EXPECT_HAS(synopsis, ".B xlbctl " + args[0]);
+        for (const std::string& w : args) {
+            EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
+            EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
+        }
+        args.push_back("--help");
+        const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
+        const std::string own = help.substr(0, help.find("VIP settings ("));
+        std::istringstream lines(own);
+        for (std::string line; std::getline(lines, line);) {
+            // "  -w,--write FILE ..." -> -w, --write
+            std::istringstream fields(line);
+            std::string first;
+            if (!(fields >> first) || !first.starts_with("-")) continue;
+            std::istringstream flags(first);
+            for (std::string flag; std::getline(flags, flag, ',');) {
+                if (flag == "-h" || flag == "--help") continue;
+                EXPECT_TRUE(has_word(completion, flag)) << flag << " not in the completion";
+            }
         }
     }
 }
@@ -601,14 +831,15 @@ TEST(XlbctlParse, DrainWait) {
     EXPECT_EQ(wait.active_within, std::chrono::seconds(10));
     EXPECT_EQ(wait.timeout, std::chrono::seconds(30)) << "each request keeps the default";
     Command custom = parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
-                               "--timeout", "30m", "--active-within", "1m"});
+                               "--wait-timeout", "30m", "--active-within", "1m"});
     EXPECT_EQ(custom.wait_timeout, std::chrono::minutes(30));
+    EXPECT_EQ(custom.timeout, std::chrono::seconds(30)) << "--timeout stays the request's";
     EXPECT_EQ(custom.active_within, std::chrono::minutes(1));
     EXPECT_EQ(parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--wait",
-                        "--timeout", "90"})
+                        "--wait-timeout", "90"})
                   .wait_timeout,
               std::chrono::seconds(90))
-        << "seconds alone, like --timeout elsewhere";
+        << "seconds alone, like --timeout";
     EXPECT_EQ(parse_ok({"backend", "drain", "198.51.100.10:80", "203.0.113.11", "--timeout", "2"})
                   .timeout,
               std::chrono::seconds(2))

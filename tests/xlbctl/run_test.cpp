@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A whole xlbctl run against a scripted agent (no process, no kernel): exit
-// codes (0 done, 1 rejected, 2 unreachable), what goes to stdout and stderr,
+// codes (0 done, 1 rejected, 2 usage, 3 unreachable), what goes to stdout and stderr,
 // --json errors, colour rules, the watch loop; and the HTTP transport against
 // small socket servers in this process (refused, missing, silent, garbage).
 #include "xlb/xlbctl/run.h"
@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,10 @@ struct Harness {
     // Ctrl-C after this many sleeps (never when negative).
     int interrupt_after_sleeps = -1;
     std::function<std::optional<int>()> terminal_rows;
+    std::function<std::optional<int>()> terminal_columns;
+    // top's keyboard: taken (and given back) how many times.
+    int keys_taken = 0, keys_given_back = 0;
+    bool keyboard = false;  // a terminal on standard input
 
     int run(const std::vector<std::string>& args) {
         Io io;
@@ -90,6 +95,12 @@ struct Harness {
         };
         io.on_watch_start = [this] { watch_started = true; };
         io.terminal_rows = terminal_rows;
+        io.terminal_columns = terminal_columns;
+        io.take_keys = [this]() -> std::shared_ptr<void> {
+            if (!keyboard) return nullptr;
+            ++keys_taken;
+            return std::shared_ptr<void>(nullptr, [this](void*) { ++keys_given_back; });
+        };
         return xlbctl::run(args, io);
     }
 };
@@ -149,7 +160,7 @@ TEST(XlbctlRun, JsonOutputIsTheReply) {
 TEST(XlbctlRun, BadArgumentsAreExitOneAndNothingIsSent) {
     Harness h;
     EXPECT_EQ(h.run({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "20000"}),
-              1);
+              2);
     EXPECT_TRUE(h.sent.empty());
     EXPECT_EQ(h.out.str(), "");
     EXPECT_EQ(h.err.str(),
@@ -159,9 +170,9 @@ TEST(XlbctlRun, BadArgumentsAreExitOneAndNothingIsSent) {
 
 TEST(XlbctlRun, BadArgumentsWithJsonAreAJsonError) {
     Harness h;
-    EXPECT_EQ(h.run({"table", "nonsense", "--json"}), 1);
+    EXPECT_EQ(h.run({"table", "nonsense", "--json"}), 2);
     json e = json::parse(h.err.str());
-    EXPECT_EQ(e["exit_code"], 1);
+    EXPECT_EQ(e["exit_code"], 2);
     EXPECT_HAS(e["error"].get<std::string>(), "VIP: 'nonsense' is not a VIP");
     EXPECT_FALSE(e.contains("http_status"));
     EXPECT_EQ(h.out.str(), "");
@@ -192,11 +203,11 @@ TEST(XlbctlRun, ErrorWithoutJsonBody) {
     EXPECT_EQ(h.err.str(), "xlbctl: xlbd: not ready: XDP program not attached\n");
 }
 
-TEST(XlbctlRun, UnreachableIsExitTwoOnOneLine) {
+TEST(XlbctlRun, UnreachableIsExitThreeOnOneLine) {
     Harness h;
     h.replies.push_back(std::unexpected(
         TransportError{TransportError::Stage::kConnect, ENOENT, "No such file or directory"}));
-    EXPECT_EQ(h.run({"status", "--socket", "/tmp/nowhere.sock"}), 2);
+    EXPECT_EQ(h.run({"status", "--socket", "/tmp/nowhere.sock"}), 3);
     EXPECT_EQ(
         h.err.str(),
         "xlbctl: cannot connect to xlbd at /tmp/nowhere.sock: No such file or directory (is "
@@ -205,21 +216,21 @@ TEST(XlbctlRun, UnreachableIsExitTwoOnOneLine) {
     Harness j;
     j.replies.push_back(std::unexpected(
         TransportError{TransportError::Stage::kConnect, EACCES, "Permission denied"}));
-    EXPECT_EQ(j.run({"vip", "list", "--json"}), 2);
+    EXPECT_EQ(j.run({"vip", "list", "--json"}), 3);
     json e = json::parse(j.err.str());
-    EXPECT_EQ(e["exit_code"], 2);
+    EXPECT_EQ(e["exit_code"], 3);
     EXPECT_HAS(e["error"].get<std::string>(), "Permission denied (the socket is mode 0660");
 }
 
-TEST(XlbctlRun, MalformedRepliesAreExitTwo) {
+TEST(XlbctlRun, MalformedRepliesAreExitThree) {
     Harness h;
     h.replies.push_back(HttpResponse{200, "<html>"});
-    EXPECT_EQ(h.run({"status"}), 2);
+    EXPECT_EQ(h.run({"status"}), 3);
     EXPECT_HAS(h.err.str(), "sent a malformed reply: HTTP 200 without a JSON object");
 
     Harness j;
     j.replies.push_back(ok(json{{"version", "9"}}));
-    EXPECT_EQ(j.run({"status"}), 2);
+    EXPECT_EQ(j.run({"status"}), 3);
     EXPECT_HAS(j.err.str(), "sent a reply xlbctl does not understand");
 }
 
@@ -417,7 +428,7 @@ TEST(XlbctlRun, WatchRefreshesInPlaceOnATerminal) {
     Harness h;
     h.tty = true;
     for (std::uint64_t p : {1000u, 3000u, 7000u}) h.replies.push_back(ok(stats(p)));
-    EXPECT_EQ(h.run({"stats", "-w", "1", "-n", "2"}), 0);
+    EXPECT_EQ(h.run({"stats", "--watch", "1", "-n", "2"}), 0);
     const std::string out = h.out.str();
     EXPECT_HAS(out, "measuring rates over 1s");
     EXPECT_HAS(out, "\x1b[H\x1b[2J");
@@ -426,7 +437,7 @@ TEST(XlbctlRun, WatchRefreshesInPlaceOnATerminal) {
 
     Harness pipe;
     for (std::uint64_t p : {1000u, 3000u, 7000u}) pipe.replies.push_back(ok(stats(p)));
-    EXPECT_EQ(pipe.run({"stats", "-w", "1", "-n", "2"}), 0);
+    EXPECT_EQ(pipe.run({"stats", "--watch", "1", "-n", "2"}), 0);
     EXPECT_EQ(pipe.out.str().find('\x1b'), std::string::npos) << "frames one after another";
     EXPECT_HAS(pipe.out.str(), "2.00 kpps");
     EXPECT_HAS(pipe.out.str(), "4.00 kpps");
@@ -519,6 +530,157 @@ TEST(XlbctlRun, TopFitsTheTerminal) {
     EXPECT_EQ(tall.out.str().find("more lines"), std::string::npos);
 }
 
+// An 80-column terminal: no line wider than 80 (a wider one wraps and
+// scrolls the heading away); the least needed columns go first and the
+// heading says how many.
+TEST(XlbctlRun, TopFitsTheTerminalsWidth) {
+    auto widest = [](const std::string& text) {
+        std::size_t w = 0;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);) {
+            std::string plain;  // without the escape sequences of painting in place
+            for (std::size_t i = 0; i < line.size(); ++i) {
+                if (line[i] == '\x1b') {
+                    while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i])))
+                        ++i;
+                    continue;
+                }
+                plain += line[i];
+            }
+            w = std::max(w, plain.size());
+        }
+        return w;
+    };
+    for (int columns : {80, 60, 40}) {
+        SCOPED_TRACE(columns);
+        Harness h;
+        h.tty = true;
+        h.replies = {ok(backends(1000)), ok(stats(1000)), ok(backends(3000)), ok(stats(4000))};
+        h.terminal_rows = [] { return std::optional<int>(40); };
+        h.terminal_columns = [columns] { return std::optional<int>(columns); };
+        EXPECT_EQ(h.run({"top", "--count", "1"}), 0) << h.err.str();
+        const std::string out = h.out.str();
+        EXPECT_LE(widest(out), static_cast<std::size_t>(columns)) << out;
+        EXPECT_HAS(out, "203.0.113.12");
+        if (columns >= 60) {
+            EXPECT_HAS(out, "unhealthy");
+            EXPECT_HAS(out, "3.00 kpps") << "the VIP's packet rate always stays";
+        }
+        if (columns == 80) {
+            EXPECT_HAS(out, "THROUGHPUT");
+            EXPECT_EQ(out.find("NAME"), std::string::npos) << "the name goes first";
+            EXPECT_HAS(out, "columns hidden");
+        }
+    }
+    Harness wide;
+    wide.tty = true;
+    wide.replies = {ok(backends(1000)), ok(stats(1000)), ok(backends(3000)), ok(stats(4000))};
+    wide.terminal_columns = [] { return std::optional<int>(200); };
+    EXPECT_EQ(wide.run({"top", "--count", "1"}), 0);
+    EXPECT_HAS(wide.out.str(), "NAME");
+    EXPECT_EQ(wide.out.str().find("hidden"), std::string::npos);
+}
+
+// top reads the keyboard while it paints in place (q quits), and gives the
+// terminal back on every way out: its count, Ctrl-C, `q`, a failure.
+TEST(XlbctlRun, TopGivesTheKeyboardBackOnEveryExit) {
+    auto replies = [] {
+        return std::deque<std::expected<HttpResponse, TransportError>>{
+            ok(backends(1000)), ok(stats(1000)),    ok(backends(3000)),
+            ok(stats(4000)),    ok(backends(5000)), ok(stats(6000))};
+    };
+    {
+        Harness h;
+        h.tty = h.keyboard = true;
+        h.replies = replies();
+        EXPECT_EQ(h.run({"top", "--count", "1"}), 0);
+        EXPECT_EQ(h.keys_taken, 1);
+        EXPECT_EQ(h.keys_given_back, 1);
+        EXPECT_HAS(h.out.str(), "q or Ctrl-C to stop");
+    }
+    {
+        Harness h;  // Ctrl-C or q (both end the wait through interrupted())
+        h.tty = h.keyboard = true;
+        h.replies = replies();
+        h.interrupt_after_sleeps = 2;
+        EXPECT_EQ(h.run({"top"}), 0);
+        EXPECT_EQ(h.keys_given_back, 1);
+    }
+    {
+        Harness h;  // the agent goes away
+        h.tty = h.keyboard = true;
+        h.replies = {ok(backends(1000)), ok(stats(1000)),
+                     std::unexpected(TransportError{TransportError::Stage::kConnect, ECONNREFUSED,
+                                                    "Connection refused"})};
+        EXPECT_EQ(h.run({"top"}), 3);
+        EXPECT_EQ(h.keys_taken, 1);
+        EXPECT_EQ(h.keys_given_back, 1);
+    }
+    {
+        Harness h;  // --json and pipes leave the keyboard alone
+        h.keyboard = true;
+        h.replies = replies();
+        EXPECT_EQ(h.run({"top", "--count", "1"}), 0);
+        h.tty = true;
+        h.replies = replies();
+        EXPECT_EQ(h.run({"top", "--json"}), 0);
+        EXPECT_EQ(h.keys_taken, 0);
+    }
+}
+
+// capture -w FILE: the file is created once the agent accepted the capture;
+// a refused one (another capture runs, a bad outcome, no agent) leaves a file
+// of that name as it was.
+TEST(XlbctlRun, ARefusedCaptureLeavesTheFileAlone) {
+    const fs::path dir = fs::path(::testing::TempDir()) / "xlbctl_capture_refused";
+    fs::create_directories(dir);
+    const std::string file = (dir / "keep.pcap").string();
+    auto write = [&] { std::ofstream(file) << "an earlier capture"; };
+    auto read = [&] {
+        std::ifstream in(file);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    };
+    for (auto reply : std::vector<std::expected<HttpResponse, TransportError>>{
+             HttpResponse{409, R"J({"error": "a capture is already running (one at a time)"})J"},
+             HttpResponse{400, R"({"error": "outcomes: unknown outcome \"dorp\""})"},
+             std::unexpected(TransportError{TransportError::Stage::kConnect, ENOENT,
+                                            "No such file or directory"})}) {
+        write();
+        Harness h;
+        h.replies = {reply};
+        EXPECT_NE(h.run({"capture", "--count", "1", "-w", file}), 0);
+        EXPECT_EQ(read(), "an earlier capture") << h.err.str();
+    }
+    const std::string fresh = (dir / "fresh.pcap").string();
+    fs::remove(fresh);
+    Harness h;
+    h.replies = {HttpResponse{409, R"({"error": "a capture is already running"})"}};
+    EXPECT_EQ(h.run({"capture", "-w", fresh}), 1);
+    EXPECT_FALSE(fs::exists(fresh)) << "nothing created for a refused capture";
+
+    // accepted: the file holds what the agent streamed
+    auto frame = [](char type, const std::string& payload) {
+        std::string f(1, type);
+        for (int shift = 24; shift >= 0; shift -= 8)
+            f += static_cast<char>((payload.size() >> shift) & 0xff);
+        return f + payload;
+    };
+    Harness accepted;
+    accepted.replies = {HttpResponse{
+        200, frame('P', "PCAPHEADER") + frame('P', "RECORD") +
+                 frame('E', R"({"ended": "count", "packets": 1, "records": 1, "matched": 1,
+                               "lost": 0})")}};
+    EXPECT_EQ(accepted.run({"capture", "--count", "1", "-w", fresh}), 0) << accepted.err.str();
+    std::ifstream in(fresh);
+    std::stringstream got;
+    got << in.rdbuf();
+    EXPECT_EQ(got.str(), "PCAPHEADERRECORD");
+    EXPECT_HAS(accepted.err.str(), "captured 1 packets (1 records)");
+    fs::remove_all(dir);
+}
+
 TEST(XlbctlRun, WatchEndsCleanlyOnCtrlC) {
     Harness h;
     for (std::uint64_t p : {1000u, 3000u, 7000u, 9000u}) h.replies.push_back(ok(stats(p)));
@@ -535,7 +697,7 @@ TEST(XlbctlRun, WatchStopsOnAgentFailure) {
     h.replies.push_back(ok(stats(1)));
     h.replies.push_back(std::unexpected(
         TransportError{TransportError::Stage::kConnect, ECONNREFUSED, "Connection refused"}));
-    EXPECT_EQ(h.run({"stats", "--watch", "1"}), 2);
+    EXPECT_EQ(h.run({"stats", "--watch", "1"}), 3);
     EXPECT_HAS(h.err.str(), "cannot connect to xlbd");
 }
 
@@ -680,16 +842,17 @@ TEST(XlbctlRun, DrainWaitTimesOutExitOne) {
     Harness h;
     h.replies.push_back(ok(vip_object()));
     for (int i = 0; i < 5; ++i) h.replies.push_back(ok(count_of(1)));
-    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait", "--timeout",
-                     "3s", "--active-within", "1m"}),
+    EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait",
+                     "--wait-timeout", "3s", "--active-within", "1m"}),
               1);
     EXPECT_HAS(h.sent[1].target, "&active_within=1m");
     EXPECT_EQ(h.sent.size(), 5u) << "the drain, then a count at 0, 1, 2 and 3 s";
     EXPECT_HAS(h.out.str(), "203.0.113.14: 1 active connection\n");
-    EXPECT_EQ(h.err.str(),
-              "xlbctl: backend drain --wait: 203.0.113.14 of 198.51.100.10:80/tcp still has 1 "
-              "active connection after 3s (--timeout); it stays draining (xlbctl conntrack list "
-              "--vip 198.51.100.10:80/tcp --backend 203.0.113.14 shows them)\n");
+    EXPECT_EQ(
+        h.err.str(),
+        "xlbctl: backend drain --wait: 203.0.113.14 of 198.51.100.10:80/tcp still has 1 "
+        "active connection after 3s (--wait-timeout); it stays draining (xlbctl conntrack list "
+        "--vip 198.51.100.10:80/tcp --backend 203.0.113.14 shows them)\n");
 }
 
 TEST(XlbctlRun, DrainWaitJsonLines) {
@@ -725,13 +888,13 @@ TEST(XlbctlRun, DrainWaitFailures) {
         EXPECT_EQ(h.sent.size(), 1u);
     }
     {
-        // The agent goes away while waiting: exit 2, its message.
+        // The agent goes away while waiting: exit 3, its message.
         Harness h;
         h.replies.push_back(ok(vip_object()));
         h.replies.push_back(ok(count_of(4)));
         h.replies.push_back(std::unexpected(
             TransportError{TransportError::Stage::kConnect, ECONNREFUSED, "Connection refused"}));
-        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 2);
+        EXPECT_EQ(h.run({"backend", "drain", "198.51.100.10:80", "203.0.113.14", "--wait"}), 3);
         EXPECT_HAS(h.err.str(), "cannot connect to xlbd");
     }
     {
@@ -771,7 +934,7 @@ TEST(XlbctlRun, ConntrackFlushJsonIsTheReply) {
     EXPECT_EQ(h.run({"conntrack", "flush", "--stale", "--json"}), 0);
     EXPECT_EQ(json::parse(h.out.str()), reply);
     Harness none;
-    EXPECT_EQ(none.run({"conntrack", "flush"}), 1);
+    EXPECT_EQ(none.run({"conntrack", "flush"}), 2);
     EXPECT_TRUE(none.sent.empty());
     EXPECT_HAS(none.err.str(), "xlbctl: conntrack flush: expected at least one selector");
 }

@@ -45,9 +45,9 @@ std::string identity_of(int fd) {
     return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
-// Runs xlbd with `args`; gives up (and fails) after 20 s.
-Ran xlbd(std::vector<std::string> args, RunOptions options = {}) {
-    args.insert(args.begin(), XLBD_PATH);
+// Runs the program `path` with `args`; gives up (and fails) after 20 s.
+Ran run_tool(const char* path, std::vector<std::string> args, RunOptions options = {}) {
+    args.insert(args.begin(), path);
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
         ADD_FAILURE() << "pipe: " << std::strerror(errno);
@@ -103,6 +103,10 @@ Ran xlbd(std::vector<std::string> args, RunOptions options = {}) {
     ::waitpid(pid, &status, 0);
     run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return run;
+}
+
+Ran xlbd(std::vector<std::string> args, RunOptions options = {}) {
+    return run_tool(XLBD_PATH, std::move(args), options);
 }
 
 #define EXPECT_HAS(text, part) \
@@ -237,6 +241,48 @@ TEST(XlbdCli, VersionIsTheProjectVersion) {
     EXPECT_EQ(r.code, 0);
     EXPECT_EQ(r.out, std::string("xlbd ") + XLB_VERSION + "\n");
     EXPECT_EQ(std::string(XLB_VERSION), XLB_PROJECT_VERSION);  // project(xlb VERSION ...)
+}
+
+// Every xlb tool: the same version line, and exit 2 for a wrong command line
+// (an unknown option, a missing or malformed argument), with one message.
+TEST(XlbTools, VersionLineAndUsageExitAreTheSameInEveryTool) {
+    const std::vector<std::pair<std::string, const char*>> tools = {{"xlbd", XLBD_PATH},
+                                                                    {"xlbctl", XLBCTL_PATH},
+                                                                    {"xlb-decap", XLB_DECAP_PATH},
+                                                                    {"xlb-sim", XLB_SIM_PATH}};
+    for (const auto& [name, path] : tools) {
+        SCOPED_TRACE(name);
+        const Ran version = run_tool(path, {"--version"});
+        EXPECT_EQ(version.code, 0) << version.err;
+        EXPECT_EQ(version.out, name + " " + XLB_VERSION + "\n");
+        const Ran unknown = run_tool(path, {"--no-such-flag"});
+        EXPECT_EQ(unknown.code, 2) << unknown.out << unknown.err;
+        EXPECT_NE(unknown.err, "");
+    }
+    // xlb-decap: a missing --interface, a mistyped option, and arguments
+    // that do not parse are usage errors, found before any interface is touched.
+    const Ran no_interface = run_tool(XLB_DECAP_PATH, {"--address", "203.0.113.11"});
+    EXPECT_EQ(no_interface.code, 2) << no_interface.err;
+    EXPECT_HAS(no_interface.err, "--interface");
+    const Ran typo = run_tool(XLB_DECAP_PATH, {"--interfce", "eth0"});
+    EXPECT_EQ(typo.code, 2) << typo.err;
+    EXPECT_HAS(typo.err, "did you mean --interface?");
+    const Ran mode = run_tool(XLB_DECAP_PATH, {"-i", "no-such-if0", "--xdp-mode", "fast"});
+    EXPECT_EQ(mode.code, 2) << mode.err;
+    EXPECT_HAS(mode.err, "--xdp-mode: found \"fast\"");
+    const Ran address = run_tool(XLB_DECAP_PATH, {"-i", "no-such-if0", "-a", "203.0.113.300"});
+    EXPECT_EQ(address.code, 2) << address.err;
+    EXPECT_HAS(address.err, "--address 203.0.113.300");
+    const Ran hop = run_tool(XLB_DECAP_PATH, {"-i", "no-such-if0", "--next-hop", "router"});
+    EXPECT_EQ(hop.code, 2) << hop.err;
+    // a good command line on a missing interface is a failure, not a usage error
+    const Ran missing = run_tool(XLB_DECAP_PATH, {"-i", "no-such-if0", "-a", "203.0.113.11"});
+    EXPECT_EQ(missing.code, 1) << missing.err;
+    EXPECT_HAS(missing.err, "no-such-if0");
+    // xlbctl: an argument its checks refuse is a usage error; nothing is sent
+    const Ran weight = run_tool(XLBCTL_PATH, {"backend", "set", "198.51.100.10:80", "203.0.113.11",
+                                              "--weight", "x", "--socket", "/nonexistent.sock"});
+    EXPECT_EQ(weight.code, 2) << weight.err;
 }
 
 TEST(XlbdCli, HelpNamesEveryFlag) {

@@ -24,10 +24,12 @@
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
+#include "xlb/cli/suggest.h"
 #include "xlb/exposition/exposition.h"
 #include "xlb/files/files.h"
 #include "xlb/net/address.h"
 #include "xlb/netlink/neighbor.h"
+#include "xlb/version.h"
 
 namespace {
 
@@ -114,9 +116,18 @@ std::vector<std::string> addresses_from_environment() {
     return out;
 }
 
+// Exit status (xlb-decap(8)): 2 for a wrong command line, as in every xlb tool.
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
 int fail(const std::string& message) {
     fmt::print(stderr, "xlb-decap: {}\n", message);
-    return 1;
+    return kExitFailure;
+}
+
+int usage_error(const std::string& message) {
+    fmt::print(stderr, "xlb-decap: {} (xlb-decap --help lists the options)\n", message);
+    return kExitUsage;
 }
 
 }  // namespace
@@ -191,11 +202,51 @@ int main(int argc, char** argv) {
         "  xlb-decap --interface eth0 --address 203.0.113.11 --address 2001:db8:b::11\n"
         "  xlb-decap --interface eth0 --address 203.0.113.11 --next-hop 203.0.113.1\n"
         "  xlb-decap --interface eth0 --detach\n"
-        "Exit status: 0 after SIGTERM/SIGINT (or a successful --detach), 1 on error.");
-    CLI11_PARSE(app, argc, argv);
+        "Exit status: 0 after SIGTERM/SIGINT (or a successful --detach), 1 on error,\n"
+        "2 a wrong command line.");
+    app.set_version_flag("--version", "xlb-decap " XLB_VERSION);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (auto hint = xlb::cli::did_you_mean(&app)) return usage_error(*hint);
+        const int code = app.exit(e);  // prints help, the version, or the error
+        return code == 0 ? 0 : kExitUsage;
+    }
     const bool addresses_from_env = addresses.empty();
     if (addresses_from_env) addresses = addresses_from_environment();
     const char* address_source = addresses_from_env ? "XLB_DECAP_ADDRESSES" : "--address";
+
+    // The arguments are checked before anything is touched.
+    auto mode = xlb::bpf::parse_xdp_mode(mode_text);
+    if (!mode)
+        return usage_error(
+            fmt::format("--xdp-mode: found \"{}\", expected native, generic or auto", mode_text));
+    std::vector<xlb_decap_addr> keys;
+    for (const std::string& text : addresses) {
+        auto addr = xlb::net::IpAddress::parse(text);
+        if (!addr) return usage_error(fmt::format("{} {}: {}", address_source, text, addr.error()));
+        xlb_decap_addr key{};
+        addr->to_words(key.addr);
+        key.family = addr->family;
+        keys.push_back(key);
+    }
+    std::optional<xlb::net::MacAddress> next_hop_mac;
+    std::optional<xlb::net::IpAddress> next_hop_address;
+    if (!next_hop_text.empty()) {
+        if (auto mac = xlb::net::parse_mac(next_hop_text)) {
+            if (!xlb::net::is_unicast_mac(*mac))
+                return usage_error(
+                    fmt::format("--next-hop: found {}, expected the unicast MAC of the "
+                                "router (or its IP address)",
+                                next_hop_text));
+            next_hop_mac = *mac;
+        } else if (auto hop = xlb::net::IpAddress::parse(next_hop_text)) {
+            next_hop_address = *hop;
+        } else {
+            return usage_error(fmt::format(
+                "--next-hop: found \"{}\", expected an IP address or a MAC", next_hop_text));
+        }
+    }
 
     auto iface = xlb::bpf::Interface::by_name(ifname);
     if (!iface) return fail(fmt::format("interface {}: {}", ifname, iface.error().message()));
@@ -209,39 +260,12 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    auto mode = xlb::bpf::parse_xdp_mode(mode_text);
-    if (!mode)
-        return fail(
-            fmt::format("--xdp-mode: found \"{}\", expected native, generic or auto", mode_text));
-    std::vector<xlb_decap_addr> keys;
-    for (const std::string& text : addresses) {
-        auto addr = xlb::net::IpAddress::parse(text);
-        if (!addr) return fail(fmt::format("{} {}: {}", address_source, text, addr.error()));
-        xlb_decap_addr key{};
-        addr->to_words(key.addr);
-        key.family = addr->family;
-        keys.push_back(key);
-    }
-
-    std::optional<xlb::net::MacAddress> next_hop_mac;
-    if (!next_hop_text.empty()) {
-        if (auto mac = xlb::net::parse_mac(next_hop_text)) {
-            if (!xlb::net::is_unicast_mac(*mac))
-                return fail(
-                    fmt::format("--next-hop: found {}, expected the unicast MAC of the "
-                                "router (or its IP address)",
-                                next_hop_text));
-            next_hop_mac = *mac;
-        } else if (auto hop = xlb::net::IpAddress::parse(next_hop_text)) {
-            auto resolver = xlb::netlink::NeighborResolver::open(ifname);
-            if (!resolver) return fail(fmt::format("--next-hop: {}", resolver.error().message()));
-            auto resolved = resolver->resolve(*hop);
-            if (!resolved) return fail(fmt::format("--next-hop: {}", resolved.error().message()));
-            next_hop_mac = *resolved;
-        } else {
-            return fail(fmt::format("--next-hop: found \"{}\", expected an IP address or a MAC",
-                                    next_hop_text));
-        }
+    if (next_hop_address) {
+        auto resolver = xlb::netlink::NeighborResolver::open(ifname);
+        if (!resolver) return fail(fmt::format("--next-hop: {}", resolver.error().message()));
+        auto resolved = resolver->resolve(*next_hop_address);
+        if (!resolved) return fail(fmt::format("--next-hop: {}", resolved.error().message()));
+        next_hop_mac = *resolved;
     }
 
     auto prog = xlb::bpf::DecapProgram::load();

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -52,6 +53,9 @@ void apply_overrides(const AgentOptions& o, config::Settings& s) {
 }
 
 namespace {
+
+// How long `host drain|resume` waits for the routes file to follow.
+constexpr std::chrono::milliseconds kHostChangeWait{3000};
 
 bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
     switch (mode) {
@@ -124,7 +128,8 @@ private:
                                    control::Reconciler& r);
     std::expected<void, std::string> attach_probe_encap();
     // BGP announcements (docs/scale-out.md).
-    void submit_announcements(control::Reconciler& r);
+    // Returns the input's number (AnnounceLink::wait_applied), 0 without BGP.
+    std::uint64_t submit_announcements(control::Reconciler& r);
     Result<api::HostState> set_drained(bool drained);
     api::HostState host_state() const;
 
@@ -187,11 +192,11 @@ private:
     api::HostState host_;
 };
 
-void Agent::submit_announcements(control::Reconciler& r) {
-    if (!announce_) return;
+std::uint64_t Agent::submit_announcements(control::Reconciler& r) {
+    if (!announce_) return 0;
     const std::vector<control::VipStatus> vips = r.status();
     const bool complete = startup_gate_->complete(vips, std::chrono::steady_clock::now());
-    announce_->submit(announce_input(vips, host_state().drained, complete));
+    return announce_->submit(announce_input(vips, host_state().drained, complete));
 }
 
 api::HostState Agent::host_state() const {
@@ -221,7 +226,17 @@ Result<api::HostState> Agent::set_drained(bool drained) {
     }
     spdlog::info("host {}",
                  drained ? "drained: withdrawing every VIP" : "resumed: announcing again");
-    loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
+    // The answer reports the routes after the change: wait (a little) for
+    // the announcer to have rewritten the routes file. A wedged BIRD only
+    // delays the answer; the change goes ahead either way.
+    auto submitted = loop_->call<std::uint64_t>(
+        [this](control::Reconciler& r) { return submit_announcements(r); });
+    if (submitted.wait_for(kHostChangeWait) == std::future_status::ready && announce_ &&
+        !announce_->wait_applied(submitted.get(), kHostChangeWait))
+        spdlog::warn(
+            "host {}: the routes file was not rewritten within {} ms; the answer shows "
+            "the routes from before",
+            drained ? "drain" : "resume", kHostChangeWait.count());
     return next;
 }
 

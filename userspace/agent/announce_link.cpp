@@ -94,13 +94,22 @@ void AnnounceLink::stop() {
     if (thread_.joinable()) thread_.join();
 }
 
-void AnnounceLink::submit(announce::HostInput input) {
+std::uint64_t AnnounceLink::submit(announce::HostInput input) {
+    std::uint64_t number = 0;
     {
         std::lock_guard lock(mu_);
         input_ = std::move(input);
         fresh_ = true;
+        number = ++submitted_;
     }
     wake_.notify_all();
+    return number;
+}
+
+bool AnnounceLink::wait_applied(std::uint64_t number, std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(mu_);
+    return applied_cv_.wait_for(lock, timeout, [&] { return applied_ >= number || stop_; }) &&
+           applied_ >= number;
 }
 
 announce::AnnouncerStatus AnnounceLink::status() const {
@@ -119,6 +128,7 @@ void AnnounceLink::run() {
         }
         if (stop_ || !input_) continue;
         announce::HostInput input = *input_;
+        const std::uint64_t number = submitted_;
         fresh_ = false;
         lock.unlock();
         const announce::AnnouncerStatus& s = announcer_.update(input, announce::Clock::now());
@@ -133,6 +143,8 @@ void AnnounceLink::run() {
         }
         lock.lock();
         status_ = s;
+        applied_ = number;
+        applied_cv_.notify_all();
     }
 }
 

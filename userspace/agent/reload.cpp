@@ -116,14 +116,8 @@ std::vector<std::string> disruptive_changes(const S& before, const S& after,
     for (const auto& v : next) {
         auto it = now.find(v.key());
         if (it == now.end()) continue;
-        const config::VipSpec& was = *it->second;
-        if (was.hash != v.hash)
-            out.push_back("VIP " + v.key() + ": hash " + config::to_string(was.hash) + " -> " +
-                          config::to_string(v.hash) + ": its flows move to new ring slots");
-        if (was.ring_size != v.ring_size)
-            out.push_back("VIP " + v.key() + ": ring_size " + std::to_string(was.ring_size) +
-                          " -> " + std::to_string(v.ring_size) +
-                          ": its flows move to new ring slots");
+        for (std::string& change : config::disruptive_vip_changes(*it->second, v))
+            out.push_back(std::move(change));
     }
     return out;
 }

@@ -20,7 +20,8 @@ CaptureStream::CaptureStream(std::unique_ptr<capture::Session> session, capture:
     : session_(std::move(session)),
       pcap_(std::move(pcap)),
       limits_(limits),
-      on_end_(std::move(on_end)) {}
+      on_end_(std::move(on_end)),
+      packets_(limits.packets) {}
 
 CaptureStream::~CaptureStream() {
     session_.reset();  // the flag off before the slot is free
@@ -28,18 +29,9 @@ CaptureStream::~CaptureStream() {
 }
 
 void CaptureStream::take(const capture::Record& r) {
-    // A packet starts with its received record (a "too big" answer has only
-    // the sent one); records of packets past the limit are left out.
-    const bool starts_packet =
-        r.header.direction == XLB_CAPTURE_RECEIVED || r.header.outcome == XLB_OUT_TX_ICMP_TOO_BIG;
-    if (starts_packet) {
-        if (limits_.packets && packets_ >= *limits_.packets) return;
-        ++packets_;
-        ++by_outcome_[r.header.outcome];
-    } else if (limits_.packets && packets_ > *limits_.packets) {
-        return;
-    }
-    ++records_;
+    const auto taken = packets_.take(r.header);
+    if (taken == capture::PacketRecords::Take::kSkip) return;
+    if (taken == capture::PacketRecords::Take::kPacket) ++by_outcome_[r.header.outcome];
     pcap_.write(r, to_realtime_ns_);
 }
 
@@ -50,8 +42,8 @@ std::string CaptureStream::finish(std::string why) {
     (void)session_->poll(0, sink);
     const auto counters = session_->counters();
     nlohmann::json summary = {{"ended", std::move(why)},
-                              {"packets", packets_},
-                              {"records", records_},
+                              {"packets", packets_.packets()},
+                              {"records", packets_.records()},
                               {"matched", counters.matched},
                               {"lost", counters.lost}};
     nlohmann::json outcomes = nlohmann::json::object();
@@ -78,7 +70,7 @@ std::optional<std::string> CaptureStream::next(std::chrono::milliseconds wait) {
     const capture::Session::Sink sink = [this](const capture::Record& r) { take(r); };
     auto polled = session_->poll(static_cast<int>(wait.count()), sink);
     if (!polled) return finish("error: " + polled.error().message());
-    if (limits_.packets && packets_ >= *limits_.packets) return finish("count");
+    if (packets_.full()) return finish("count");
     return capture_frame(kCapturePcapFrame, pcap_.take());
 }
 

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "xlb/capture/capture.h"
+#include "xlb/capture/pcap_stream.h"
 
 namespace xlb::api::detail {
 
@@ -58,7 +59,7 @@ private:
     std::int64_t to_realtime_ns_ = capture::monotonic_to_realtime_ns();
     bool header_sent_ = false;
     bool ended_ = false;
-    std::uint64_t packets_ = 0, records_ = 0;
+    capture::PacketRecords packets_;
     std::map<std::uint32_t, std::uint64_t> by_outcome_;  // packets per outcome
 };
 

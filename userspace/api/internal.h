@@ -67,6 +67,9 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
 using HealthDetails = std::map<std::pair<std::string, net::IpAddress>, BackendHealthInfo>;
 HealthDetails collect_health(const Services& services, const std::vector<control::VipStatus>& vips);
 
+// A backend's health when its VIP has no health check (it is never probed).
+inline constexpr const char* kUnchecked = "unchecked";
+
 json vip_summary_json(const control::VipStatus& vip);
 json backend_json(const control::VipStatus& vip, const control::BackendStatus& backend,
                   const Counters& counters, const HealthDetails& health = {});
@@ -75,7 +78,10 @@ json vip_detail_json(const control::VipStatus& vip, const Counters& counters,
 json table_json(const control::VipStatus& vip);
 // GET /v1/backend/history: one backend's current health and its last verdict
 // changes, oldest first; `history` nullopt: the backend is not checked.
+// `vip_checked`: the VIP has a health check (its backends are otherwise
+// "unchecked").
 json backend_history_json(const std::string& vip_key, const control::BackendStatus& backend,
+                          bool vip_checked,
                           const std::optional<std::vector<health::Transition>>& history,
                           std::uint32_t capacity);
 json vip_stats_json(const control::VipStatus& vip, const Counters& counters);

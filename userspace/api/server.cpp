@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -187,6 +189,52 @@ std::string shown_json(const json& value) {
     return text.size() <= config::kShownValueBytes ? text : config::shown_value(text, '\'');
 }
 
+// A JSON document's leaves by dotted path ("health_check.interval"); a list
+// is one leaf.
+void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
+    if (j.is_object() && !(j.empty() && !prefix.empty())) {
+        for (auto it = j.begin(); it != j.end(); ++it)
+            flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+        return;
+    }
+    out[prefix] = j;
+}
+
+// What a change of a VIP's settings changed, leaf by leaf, in the order of
+// the VIP object: [{"key", "from", "to"}] (null: not set, e.g.
+// conntrack_idle_timeout back to its default).
+json settings_changes(const config::VipSpec& was, const config::VipSpec& now) {
+    json before = was, after = now;
+    before.erase("backends");
+    after.erase("backends");
+    // Written only when not the default: compared with its default's name.
+    for (json* j : {&before, &after})
+        if (!j->contains("announce"))
+            (*j)["announce"] = announce::to_string(announce::Policy::kWhenServing);
+    std::map<std::string, json> a, b;
+    flatten(before, "", a);
+    flatten(after, "", b);
+    for (const auto& [key, value] : b) a.try_emplace(key, nullptr);
+    json changes = json::array();
+    for (const auto& [key, from] : a) {
+        const auto it = b.find(key);
+        const json to = it == b.end() ? json(nullptr) : it->second;
+        if (from != to) changes.push_back({{"key", key}, {"from", from}, {"to", to}});
+    }
+    return changes;
+}
+
+// Merges `patch` into `target` key by key, objects recursively (a JSON
+// merge patch, RFC 7396, without null meaning removal).
+void merge_into(json& target, const json& patch) {
+    for (auto it = patch.begin(); it != patch.end(); ++it) {
+        if (it.value().is_object() && target.contains(it.key()) && target[it.key()].is_object())
+            merge_into(target[it.key()], it.value());
+        else
+            target[it.key()] = it.value();
+    }
+}
+
 class Handlers {
 public:
     explicit Handlers(Services services) : s_(std::move(services)) {}
@@ -202,6 +250,7 @@ public:
         router.add("POST", "/v1/vips", bind(&Handlers::add_vip));
         router.add("GET", "/v1/vip", bind(&Handlers::get_vip));
         router.add("DELETE", "/v1/vip", bind(&Handlers::delete_vip));
+        router.add("PATCH", "/v1/vip", bind(&Handlers::patch_vip));
         router.add("GET", "/v1/backends", bind(&Handlers::list_backends));
         router.add("POST", "/v1/backends", bind(&Handlers::add_backend));
         router.add("DELETE", "/v1/backends", bind(&Handlers::delete_backend));
@@ -245,6 +294,17 @@ private:
         auto address = net::IpAddress::parse(req.get_param_value("address"));
         if (!address) return std::unexpected(HttpError{400, "address: " + address.error()});
         return *address;
+    }
+
+    // ?NAME=1|true|0|false; absent: false.
+    static std::expected<bool, HttpError> flag_param(const httplib::Request& req,
+                                                     const std::string& name) {
+        if (!req.has_param(name)) return false;
+        const std::string value = req.get_param_value(name);
+        if (value == "1" || value == "true") return true;
+        if (value == "0" || value == "false") return false;
+        return std::unexpected(
+            HttpError{400, name + ": found \"" + value + "\", expected 1 or true (or 0, false)"});
     }
 
     // ?vip=KEY&address=ADDR: one backend of one VIP.
@@ -361,16 +421,19 @@ private:
 
     // Validate, persist, apply, wait for the publish, answer with the VIP.
     // With dry_run=1 (backend changes): validate and predict only.
+    // dry_run_handled: the caller took the dry_run parameter itself;
+    // `amend` adds to a successful answer.
     void apply(const httplib::Request& req, httplib::Response& res, Mutator mutate,
-               int success_status) {
-        if (req.has_param("dry_run")) {
+               int success_status, bool dry_run_handled = false,
+               std::function<void(json&)> amend = {}) {
+        if (req.has_param("dry_run") && !dry_run_handled) {
             const std::string value = req.get_param_value("dry_run");
             if (req.path != "/v1/backends")
                 return reject(req, res,
                               {400,
-                               "dry_run: only backend changes (/v1/backends) can be "
-                               "tried; found it on " +
-                                   req.path});
+                               "dry_run: only changes of backends (/v1/backends) and VIPs "
+                               "(POST /v1/vips, PATCH /v1/vip) can be tried; found it on " +
+                                   req.method + " " + req.path});
             if (value == "1" || value == "true") return predict(req, res, std::move(mutate));
             if (value != "0" && value != "false")
                 return reject(
@@ -444,6 +507,7 @@ private:
         const control::VipStatus& vip = (*after)->status;
         const detail::Counters counters = detail::read_counters(s_.data_plane, {vip});
         json body = detail::vip_detail_json(vip, counters, (*after)->health);
+        if (amend) amend(body);
         if (vip.published) {
             spdlog::info("api: VIP {}: {} (epoch {}, checksum {})", key, change.what, vip.epoch,
                          detail::hex64(vip.checksum));
@@ -939,24 +1003,134 @@ private:
     }
 
     void add_vip(const httplib::Request& req, httplib::Response& res) {
+        auto dry_run = flag_param(req, "dry_run");
+        if (!dry_run) return reject(req, res, dry_run.error());
         auto body = body_json(req, "a VIP object (docs/api.md)");
         if (!body) return reject(req, res, body.error());
         auto spec = config::vip_from_json(*body);
         if (!spec) return reject(req, res, {400, "invalid VIP: " + spec.error()});
-        apply(
-            req, res,
+        Mutator mutate =
             [spec = *spec](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
-                const std::string key = spec.key();
-                if (find_vip(vips, key) != vips.end())
-                    return std::unexpected(
-                        HttpError{409, "VIP " + key +
-                                           " already exists (change its backends with "
-                                           "/v1/backends, or delete it first)"});
-                vips.push_back(spec);
-                return Change{std::move(vips), key, false, std::nullopt,
-                              "added with " + std::to_string(spec.backends.size()) + " backends"};
-            },
-            201);
+            const std::string key = spec.key();
+            if (find_vip(vips, key) != vips.end())
+                return std::unexpected(
+                    HttpError{409, "VIP " + key +
+                                       " already exists (change its settings with PATCH "
+                                       "/v1/vip, its backends with /v1/backends)"});
+            vips.push_back(spec);
+            return Change{std::move(vips), key, false, std::nullopt,
+                          "added with " + std::to_string(spec.backends.size()) + " backends"};
+        };
+        if (*dry_run) {
+            auto checked = try_change(std::move(mutate));
+            if (!checked) return reject(req, res, checked.error());
+            return send_json(res, 200,
+                             json{{"vip", spec->key()}, {"dry_run", true}, {"spec", *spec}});
+        }
+        // apply() takes dry_run for backends only: this one is done.
+        apply(req, res, std::move(mutate), 201, /*dry_run_handled=*/true);
+    }
+
+    // PATCH /v1/vip?vip=KEY[&dry_run=1][&allow_disruptive=1]: the given
+    // settings of an existing VIP (its key and backends stay), validated like
+    // the file; a change that moves established flows (hash, ring_size) only
+    // with allow_disruptive, as reloads.
+    void patch_vip(const httplib::Request& req, httplib::Response& res) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        auto dry_run = flag_param(req, "dry_run");
+        if (!dry_run) return reject(req, res, dry_run.error());
+        auto allow_disruptive = flag_param(req, "allow_disruptive");
+        if (!allow_disruptive) return reject(req, res, allow_disruptive.error());
+        auto body =
+            body_json(req, "an object with the VIP settings to change, e.g. {\"ring_size\": 251}");
+        if (!body) return reject(req, res, body.error());
+        if (!body->is_object() || body->empty())
+            return reject(req, res,
+                          {400, "found " + shown_json(*body) +
+                                    ", expected an object with at least one VIP setting, e.g. "
+                                    "{\"health_check\": {\"type\": \"tcp\"}}"});
+        for (const char* fixed : {"address", "port", "protocol"})
+            if (body->contains(fixed))
+                return reject(req, res,
+                              {400, std::string(fixed) +
+                                        ": a VIP's address, port and protocol are its key and "
+                                        "do not change (add a VIP with the new key, then "
+                                        "delete this one)"});
+        if (body->contains("backends"))
+            return reject(req, res,
+                          {400, "backends: change them with /v1/backends (POST, PATCH, DELETE)"});
+        const bool allow = *allow_disruptive;
+        auto changes = std::make_shared<json>();
+        const config::Settings settings = s_.settings->get();
+        Mutator mutate =
+            [key = *key, patch = *body, allow, changes,
+             settings](std::vector<config::VipSpec> vips) -> std::expected<Change, HttpError> {
+            auto it = find_vip(vips, key);
+            if (it == vips.end()) return std::unexpected(unknown_vip(key));
+            json merged = *it;
+            merge_into(merged, patch);
+            auto next = config::vip_from_json(merged);
+            if (!next)
+                return std::unexpected(HttpError{400, "invalid VIP " + key + ": " + next.error()});
+            // Invalid before disruptive: a change that could never apply is
+            // not worth confirming.
+            {
+                std::vector<config::VipSpec> candidate = vips;
+                *find_vip(candidate, key) = *next;
+                if (auto invalid = validate_change(
+                        Change{std::move(candidate), key, false, std::nullopt, ""}, settings))
+                    return std::unexpected(*invalid);
+            }
+            if (const auto disruptive = config::disruptive_vip_changes(*it, *next);
+                !disruptive.empty() && !allow) {
+                std::string message = "refused: ";
+                for (std::size_t i = 0; i < disruptive.size(); ++i)
+                    message += (i ? "; " : "") + disruptive[i];
+                return std::unexpected(HttpError{
+                    409, message +
+                             " (established flows of a VIP without conntrack, and flows other "
+                             "LB hosts receive, change backend; confirm with allow_disruptive=1)"});
+            }
+            *changes = settings_changes(*it, *next);
+            std::string what = "settings changed:";
+            for (const json& c : *changes) what += " " + c.at("key").get<std::string>();
+            if (changes->empty()) what = "settings unchanged";
+            *it = std::move(*next);
+            return Change{std::move(vips), key, false, std::nullopt, what};
+        };
+        if (*dry_run) {
+            auto checked = try_change(std::move(mutate));
+            if (!checked) return reject(req, res, checked.error());
+            json spec = *checked;
+            return send_json(res, 200,
+                             json{{"vip", *key},
+                                  {"dry_run", true},
+                                  {"changes", *changes},
+                                  {"spec", std::move(spec)}});
+        }
+        apply(req, res, std::move(mutate), 200, /*dry_run_handled=*/true,
+              [changes](json& answer) { answer["changes"] = *changes; });
+    }
+
+    // A change validated exactly as apply() would, on the control thread,
+    // then dropped: the VIP it would give, or why it is refused.
+    std::expected<config::VipSpec, HttpError> try_change(Mutator mutate) {
+        const config::Settings settings = s_.settings->get();
+        auto outcome = call<std::expected<config::VipSpec, HttpError>>(
+            [mutate = std::move(mutate),
+             settings](control::Reconciler& r) -> std::expected<config::VipSpec, HttpError> {
+                auto change = mutate(r.vips());
+                if (!change) return std::unexpected(change.error());
+                if (auto invalid = validate_change(*change, settings))
+                    return std::unexpected(*invalid);
+                auto it = find_vip(change->vips, change->vip_key);
+                if (it == change->vips.end())
+                    return std::unexpected(HttpError{500, "internal error: changed VIP missing"});
+                return *it;
+            });
+        if (!outcome) return std::unexpected(outcome.error());
+        return std::move(*outcome);
     }
 
     void delete_vip(const httplib::Request& req, httplib::Response& res) {
@@ -1018,6 +1192,7 @@ private:
         if (!ref) return reject(req, res, ref.error());
         struct Found {
             control::BackendStatus backend;
+            bool vip_checked = false;
             std::optional<std::vector<health::Transition>> history;
         };
         const Services& services = s_;
@@ -1030,16 +1205,19 @@ private:
                     [&](const control::BackendStatus& x) { return x.address == ref.address; });
                 if (b == vip->backends.end())
                     return std::unexpected(unknown_backend(ref.vip_key, ref.address));
-                Found out{std::move(*b), std::nullopt};
+                Found out{std::move(*b),
+                          vip->spec.health_check.type != config::HealthCheckType::kNone,
+                          std::nullopt};
                 if (services.health_history)
                     out.history = services.health_history(ref.vip_key, ref.address);
                 return out;
             });
         if (!found) return reject(req, res, found.error());
         if (!*found) return reject(req, res, found->error());
-        send_json(res, 200,
-                  detail::backend_history_json(ref->vip_key, (*found)->backend, (*found)->history,
-                                               s_.settings->get().health_history));
+        send_json(
+            res, 200,
+            detail::backend_history_json(ref->vip_key, (*found)->backend, (*found)->vip_checked,
+                                         (*found)->history, s_.settings->get().health_history));
     }
 
     void add_backend(const httplib::Request& req, httplib::Response& res) {

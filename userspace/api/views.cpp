@@ -104,11 +104,22 @@ namespace {
 
 json optional_id(const std::optional<std::uint32_t>& id) { return id ? json(*id) : json(nullptr); }
 
+// A VIP without a health check never probes its backends: the reconciler
+// takes them as fit, and the API calls them "unchecked", never "healthy".
+bool health_checked(const config::VipSpec& vip) {
+    return vip.health_check.type != config::HealthCheckType::kNone;
+}
+
 std::size_t healthy_count(const control::VipStatus& vip) {
+    if (!health_checked(vip.spec)) return 0;
     std::size_t n = 0;
     for (const auto& b : vip.backends)
         if (b.health == control::Health::kHealthy) ++n;
     return n;
+}
+
+std::string health_text(const config::VipSpec& vip, control::Health health) {
+    return health_checked(vip) ? control::to_string(health) : kUnchecked;
 }
 
 double share(std::uint64_t part, std::uint64_t whole) {
@@ -209,6 +220,7 @@ json vip_summary_json(const control::VipStatus& v) {
         {"published", v.published},
         {"backends_total", v.backends.size()},
         {"backends_healthy", healthy_count(v)},
+        {"backends_unchecked", health_checked(v.spec) ? 0 : v.backends.size()},
         {"last_error", v.last_error},
     };
 }
@@ -227,7 +239,7 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
         {"address", b.address.to_string()},
         {"hash_key", spec ? spec->hash_key : std::string()},
         {"state", config::to_string(b.state)},
-        {"health", control::to_string(b.health)},
+        {"health", health_text(vip.spec, b.health)},
         {"last_failure", ""},
         {"weight", b.weight},
         {"effective_weight", b.effective_weight},
@@ -282,6 +294,7 @@ json table_json(const control::VipStatus& v) {
 }
 
 json backend_history_json(const std::string& vip_key, const control::BackendStatus& backend,
+                          bool vip_checked,
                           const std::optional<std::vector<health::Transition>>& history,
                           std::uint32_t capacity) {
     json entries = json::array();
@@ -299,7 +312,7 @@ json backend_history_json(const std::string& vip_key, const control::BackendStat
     }
     return json{{"vip", vip_key},
                 {"address", backend.address.to_string()},
-                {"health", control::to_string(backend.health)},
+                {"health", vip_checked ? control::to_string(backend.health) : kUnchecked},
                 {"checked", history.has_value()},
                 {"capacity", capacity},
                 {"history", std::move(entries)}};

@@ -87,6 +87,29 @@ void PcapStream::write(const Record& r, std::int64_t monotonic_to_realtime) {
     pcap_dump(reinterpret_cast<u_char*>(state_->dumper), &h, frame.data());
 }
 
+PacketRecords::Take PacketRecords::take(const xlb_capture_record& r) {
+    const bool sent_on = r.outcome == XLB_OUT_TX || r.outcome == XLB_OUT_TX_ICMP_ERROR;
+    if (r.direction == XLB_CAPTURE_SENT && sent_on) {
+        for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+            if (it->ifindex != r.ifindex || it->vip_id != r.vip_id || it->outcome != r.outcome ||
+                it->flags != r.flags)
+                continue;
+            waiting_.erase(it);
+            ++records_;
+            return Take::kRecord;
+        }
+        return Take::kSkip;  // its received copy was not written
+    }
+    if (full()) return Take::kSkip;
+    if (r.direction == XLB_CAPTURE_RECEIVED && sent_on) {
+        if (waiting_.size() >= kMaxWaiting) waiting_.pop_front();
+        waiting_.push_back({r.ifindex, r.vip_id, r.outcome, r.flags});
+    }
+    ++packets_;
+    ++records_;
+    return Take::kPacket;
+}
+
 std::string PcapStream::take() {
     pcap_dump_flush(state_->dumper);
     std::string out;

@@ -111,6 +111,17 @@ std::string BackendSpec::identity() const { return maglev_identity(address, hash
 
 std::string VipSpec::key() const { return vip_key().to_string(); }
 
+std::vector<std::string> disruptive_vip_changes(const VipSpec& was, const VipSpec& now) {
+    std::vector<std::string> out;
+    if (was.hash != now.hash)
+        out.push_back("VIP " + now.key() + ": hash " + to_string(was.hash) + " -> " +
+                      to_string(now.hash) + ": its flows move to new ring slots");
+    if (was.ring_size != now.ring_size)
+        out.push_back("VIP " + now.key() + ": ring_size " + std::to_string(was.ring_size) + " -> " +
+                      std::to_string(now.ring_size) + ": its flows move to new ring slots");
+    return out;
+}
+
 const BackendSpec* VipSpec::find_backend(const net::IpAddress& a) const {
     auto it = std::find_if(backends.begin(), backends.end(),
                            [&](const BackendSpec& b) { return b.address == a; });

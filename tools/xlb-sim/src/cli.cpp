@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "xlb/cli/suggest.h"
 #include "xlb/sim/balance.h"
 #include "xlb/sim/placement.h"
 #include "xlb/sim/report.h"
+#include "xlb/version.h"
 
 namespace xlb::sim {
 
@@ -113,8 +116,12 @@ struct PlacementArgs {
     bool no_timing = false;
 };
 
+// A plot to write once the simulation is done: path and SVG.
+using PlotFile = std::optional<std::pair<std::string, std::string>>;
+
 std::expected<std::string, std::string> run_placement_command(const PlacementArgs& args,
-                                                              const Common& common) {
+                                                              const Common& common,
+                                                              PlotFile& plot_file) {
     auto algorithms = parse_algorithms(args.algorithms);
     if (!algorithms) return std::unexpected(algorithms.error());
     const bool sweep_backends = args.backends.size() > 1;
@@ -247,8 +254,7 @@ std::expected<std::string, std::string> run_placement_command(const PlacementArg
             }
             drop_off_scale(plot, "rendezvous", 10);
         }
-        if (auto w = write_file(common.plot, render_svg(plot)); !w)
-            return std::unexpected(w.error());
+        plot_file.emplace(common.plot, render_svg(plot));
     }
     return render(report, common.format());
 }
@@ -265,7 +271,8 @@ struct ChurnArgs {
 };
 
 std::expected<std::string, std::string> run_churn_command(const ChurnArgs& args,
-                                                          const Common& common) {
+                                                          const Common& common,
+                                                          PlotFile& plot_file) {
     auto algorithms = parse_algorithms(args.algorithms);
     if (!algorithms) return std::unexpected(algorithms.error());
     ChurnStudy study;
@@ -323,8 +330,7 @@ std::expected<std::string, std::string> run_churn_command(const ChurnArgs& args,
         }
         plot.series.push_back(std::move(ideal));
         drop_off_scale(plot, "ideal", 5);
-        if (auto w = write_file(common.plot, render_svg(plot)); !w)
-            return std::unexpected(w.error());
+        plot_file.emplace(common.plot, render_svg(plot));
     }
     return render(report, common.format());
 }
@@ -426,6 +432,7 @@ std::expected<std::string, std::string> run_balance_command(const BalanceArgs& a
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
     CLI::App app{"xlb-sim: fixed-seed simulations of key placement and request balancing",
                  "xlb-sim"};
+    app.set_version_flag("--version", "xlb-sim " XLB_VERSION);
     app.require_subcommand(1);
 
     Common placement_common, churn_common, balance_common;
@@ -533,17 +540,27 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         return code == 0 ? kExitOk : kExitUsage;
     }
 
+    // Every error of a simulation comes from the values on the command line
+    // (an unknown algorithm, a ring size that is not prime, ...): a usage
+    // error, 2 as in every xlb tool. Writing the plot is the one failure.
     std::expected<std::string, std::string> result;
+    PlotFile plot_file;
     if (p->parsed()) {
-        result = run_placement_command(placement, placement_common);
+        result = run_placement_command(placement, placement_common, plot_file);
     } else if (c->parsed()) {
-        result = run_churn_command(churn, churn_common);
+        result = run_churn_command(churn, churn_common, plot_file);
     } else {
         result = run_balance_command(balance, balance_common);
     }
     if (!result) {
         err << "xlb-sim: error: " << result.error() << '\n';
-        return kExitFailure;
+        return kExitUsage;
+    }
+    if (plot_file) {
+        if (auto w = write_file(plot_file->first, plot_file->second); !w) {
+            err << "xlb-sim: error: " << w.error() << '\n';
+            return kExitFailure;
+        }
     }
     out << *result;
     return kExitOk;

@@ -20,7 +20,9 @@
 
 #include "xlb/cli/suggest.h"
 #include "xlb/config/config.h"
+#include "xlb/config/json.h"
 #include "xlb/xlbctl/seed.h"
+#include "xlb/xlbctl/vip_settings.h"
 
 #ifndef XLBCTL_VERSION
 #define XLBCTL_VERSION "unknown"
@@ -33,11 +35,11 @@ namespace {
 // Indexed by Verb, in its order. (xlbctl does not link userspace/error, where
 // the name-table helper lives; a Verb is never parsed back from its name.)
 constexpr const char* kVerbNames[] = {
-    "status",          "vip list",        "vip add",     "vip del",         "backend list",
-    "backend add",     "backend del",     "backend set", "backend drain",   "backend enable",
-    "backend disable", "backend history", "stats",       "table",           "lookup",
-    "reload",          "host drain",      "host resume", "conntrack count", "conntrack list",
-    "conntrack flush", "capture",         "top",
+    "status",         "vip list",        "vip add",         "vip del",     "vip set",
+    "backend list",   "backend add",     "backend del",     "backend set", "backend drain",
+    "backend enable", "backend disable", "backend history", "stats",       "table",
+    "lookup",         "reload",          "host drain",      "host resume", "conntrack count",
+    "conntrack list", "conntrack flush", "capture",         "top",
 };
 static_assert(std::size(kVerbNames) == static_cast<std::size_t>(Verb::kTop) + 1,
               "a name for every Verb");
@@ -59,7 +61,7 @@ template <typename T>
 using Checked = std::expected<T, std::string>;
 
 constexpr double kMinWatch = 0.1, kMaxWatch = 3600;
-constexpr double kMinTimeout = 0.1, kMaxTimeout = 3600;
+constexpr std::chrono::milliseconds kMinTimeout{100}, kMaxTimeout{3'600'000};
 constexpr std::size_t kMaxSocketPath = config::kMaxSocketPathBytes;
 
 // Arguments as typed, before checking.
@@ -79,12 +81,18 @@ struct Raw {
     std::string src, proto, dport;
     std::vector<std::string> peers;
     // conntrack selectors; backend drain --wait.
-    std::string ct_backend, client, limit, active_within;
+    std::string ct_backend, client, limit, active_within, wait_timeout;
     bool stale = false;
     bool wait = false;
     // capture
     std::vector<std::string> outcomes;
     std::string duration, snaplen, write_to;
+    // vip add, vip set: the VIP settings' options (by path), and which were given.
+    std::map<std::string, std::string> settings;
+    std::vector<std::pair<std::string, std::string>> given;
+    // The options add_vip_settings() made, per verb, with their paths.
+    std::map<const CLI::App*, std::vector<std::pair<const CLI::Option*, std::string>>>
+        setting_options;
 };
 
 // Documentation-range examples in the VIP's family.
@@ -261,6 +269,17 @@ Checked<config::VipSpec> check_vip_add(const Raw& raw, const config::VipKey& key
         if (!b) return std::unexpected(b.error());
         spec.backends.push_back(*b);
     }
+    // The other settings given: decoded by the config library as the file's.
+    if (!raw.given.empty()) {
+        nlohmann::json whole = spec;
+        whole.update(settings_object(raw.given), true);
+        auto decoded = config::vip_from_json(whole);
+        if (!decoded)
+            return std::unexpected(
+                with_example(with_options(decoded.error()),
+                             "xlbctl vip add " + ex.vip + " --health-check.type tcp"));
+        spec = std::move(*decoded);
+    }
 
     std::vector<std::string> problems;
     for (const config::ValidationIssue& issue : config::check_vip(spec, client_settings())) {
@@ -277,6 +296,8 @@ Checked<config::VipSpec> check_vip_add(const Raw& raw, const config::VipKey& key
         else if (p.starts_with("backends[")) {
             const std::size_t i = std::strtoul(p.c_str() + 9, nullptr, 10);
             if (i < raw.backends.size()) where = "--backend " + raw.backends[i];
+        } else if (const std::string option = option_of(p); !option.empty()) {
+            where = option;
         }
         std::string message = where + ": " + issue.message;
         if (p == "name") message = with_example(message, "--name web");
@@ -289,6 +310,27 @@ Checked<config::VipSpec> check_vip_add(const Raw& raw, const config::VipKey& key
             with_example(message, "xlbctl vip add " + ex.vip + " --ring-size 65537"));
     }
     return spec;
+}
+
+// vip set: the settings given, typed and decoded as the file's keys (the
+// agent checks them with the VIP's other settings, which only it has).
+Checked<std::string> check_vip_set(const Raw& raw, const config::VipKey& key, const Examples& ex) {
+    const std::string example = "xlbctl vip set " + ex.vip + " --health-check.type tcp";
+    if (raw.given.empty())
+        return std::unexpected("vip set: expected at least one setting to change, e.g. " + example +
+                               " (xlbctl vip set --help lists them)");
+    const nlohmann::json given = settings_object(raw.given);
+    // Over a VIP of defaults, as the agent merges them over the VIP's own
+    // (a health_check object needs its type, for one).
+    config::VipSpec base;
+    base.address = key.address;
+    base.port = key.port;
+    base.protocol = key.protocol;
+    nlohmann::json whole = base;
+    whole.update(given, true);
+    if (auto decoded = config::vip_from_json(whole); !decoded)
+        return std::unexpected(with_example(with_options(decoded.error()), example));
+    return given.dump();
 }
 
 Checked<double> check_seconds(const std::string& option, const std::string& text, double min,
@@ -321,26 +363,29 @@ Checked<config::Duration> check_duration(const std::string& option, const std::s
     return *d;
 }
 
-// drain --wait --timeout: a duration ("5m") or, like --timeout elsewhere,
-// seconds alone ("300").
-constexpr std::chrono::hours kMaxDrainWait{24};
-Checked<std::chrono::milliseconds> check_wait_timeout(const std::string& text) {
+// --timeout and --wait-timeout: seconds alone ("30", "0.5") or a duration
+// as the configuration writes it ("10m"), the same form for both.
+Checked<std::chrono::milliseconds> check_time_bound(
+    const std::string& option, const std::string& text, std::chrono::milliseconds min,
+    std::chrono::milliseconds max, const std::string& range, const std::string& example) {
     const std::string expected =
-        ", expected a duration of 1s to 24h (or seconds alone), e.g. --timeout 10m";
-    std::chrono::milliseconds wait{};
+        ", expected seconds or a duration of " + range + ", e.g. " + option + " " + example;
+    std::chrono::milliseconds bound{};
     if (auto seconds = parse_number(text)) {
-        if (*seconds < 0 || *seconds > 86400)
-            return std::unexpected("--timeout: found " + in_quotes(text) + expected);
-        wait = std::chrono::milliseconds(static_cast<long>(std::llround(*seconds * 1000)));
+        if (*seconds < 0 || *seconds > static_cast<double>(max.count()) / 1000)
+            return std::unexpected(option + ": found " + in_quotes(text) + expected);
+        bound = std::chrono::milliseconds(static_cast<long>(std::llround(*seconds * 1000)));
     } else if (auto d = config::parse_duration(text)) {
-        wait = *d;
+        bound = *d;
     } else {
-        return std::unexpected("--timeout: found " + in_quotes(text) + expected);
+        return std::unexpected(option + ": found " + in_quotes(text) + expected);
     }
-    if (wait < std::chrono::seconds(1) || wait > kMaxDrainWait)
-        return std::unexpected("--timeout: found " + in_quotes(text) + expected);
-    return wait;
+    if (bound < min || bound > max)
+        return std::unexpected(option + ": found " + in_quotes(text) + expected);
+    return bound;
 }
+
+constexpr std::chrono::hours kMaxDrainWait{24};
 
 // The conntrack selectors: a backend address, a client prefix. With a VIP,
 // one that no entry of the VIP can match is a mistake on the line: a client
@@ -393,8 +438,9 @@ void add_common(CLI::App* app, Raw& raw) {
         ->type_name("PATH");
     app->add_flag("--json", raw.json,
                   "print the reply as JSON (field names are stable: man xlbctl)");
-    app->add_option("--timeout", raw.timeout, "give up on the agent after SECS (default 30)")
-        ->type_name("SECS");
+    app->add_option("--timeout", raw.timeout,
+                    "give up on a request to the agent after SECS or DUR, 0.1-3600 s (default 30)")
+        ->type_name("SECS|DUR");
 }
 
 CLI::App* leaf(Cli& cli, CLI::App* parent, const std::string& name, const std::string& help,
@@ -435,6 +481,28 @@ CLI::App* backend_leaf(Cli& cli, CLI::App* parent, const std::string& name, cons
     return app;
 }
 
+// vip add and vip set can be tried first.
+void add_dry_run_flag_vip(CLI::App* app, Raw& raw, const std::string& verb) {
+    app->add_flag("--dry-run", raw.dry_run,
+                  "have the agent check the " + std::string(verb == "add" ? "VIP" : "change") +
+                      " as it would apply it, and change nothing");
+}
+
+// The per-VIP keys of the file as options (vip_settings.h). vip add has
+// options of its own for name, hash, ring_size, panic_threshold and
+// conntrack (--no-conntrack); vip set takes them as the others.
+void add_vip_settings(CLI::App* app, Raw& raw, bool with_dedicated) {
+    for (const VipSetting& s : vip_settings()) {
+        const bool dedicated = s.path == "name" || s.path == "hash" || s.path == "ring_size" ||
+                               s.path == "panic_threshold" || s.path == "conntrack";
+        if (dedicated && !with_dedicated) continue;
+        const CLI::Option* option = app->add_option(s.option, raw.settings[s.path], s.help)
+                                        ->type_name(s.type_name)
+                                        ->group("VIP settings (docs/config.md)");
+        raw.setting_options[app].emplace_back(option, s.path);
+    }
+}
+
 void build(Cli& cli) {
     CLI::App& app = cli.app;
     Raw& raw = cli.raw;
@@ -452,8 +520,8 @@ void build(Cli& cli) {
         "  xlbctl lookup 198.51.100.10:80/tcp --src 192.0.2.7:40000\n"
         "  xlbctl reload\n"
         "Every verb takes --json and --socket PATH, and --help with examples.\n"
-        "Exit status: 0 done; 1 rejected (by xlbctl's checks or by the agent);\n"
-        "2 the agent could not be reached. See man xlbctl.");
+        "Exit status: 0 done; 1 rejected by the agent; 2 a wrong command line\n"
+        "(nothing was sent); 3 the agent could not be reached. See man xlbctl.");
 
     CLI::App* status =
         leaf(cli, &app, "status",
@@ -486,13 +554,14 @@ void build(Cli& cli) {
     leaf(cli, host, "resume", "Announce the VIPs again, each by its announce policy.",
          Verb::kHostResume, "  xlbctl host resume\n");
 
-    CLI::App* vip = app.add_subcommand("vip", "List, add or delete VIPs.");
+    CLI::App* vip = app.add_subcommand("vip", "List, add, change or delete VIPs.");
     vip->require_subcommand(1);
     add_common(vip, raw);
     vip->footer(
         "Examples:\n"
         "  xlbctl vip list\n"
         "  xlbctl vip add 198.51.100.10:80/tcp --hash 5tuple --ring-size 65537\n"
+        "  xlbctl vip set 198.51.100.10:80/tcp --health-check.type tcp\n"
         "  xlbctl vip del 198.51.100.10:80/tcp\n");
     CLI::App* vip_list = leaf(cli, vip, "list",
                               "Every VIP: name, hash mode, conntrack, ring size, panic threshold,\n"
@@ -505,14 +574,20 @@ void build(Cli& cli) {
 
     CLI::App* vip_add = leaf(
         cli, vip, "add",
-        "Add a VIP (persisted: it survives an agent restart). Its other settings\n"
-        "(slow start, health check) take the configuration file's defaults.",
+        "Add a VIP (persisted: it survives an agent restart). Every per-VIP key of\n"
+        "the configuration file is an option, named after its path (docs/config.md);\n"
+        "those not given take the file's defaults (no health check: its backends are\n"
+        "never probed and show as unchecked).",
         Verb::kVipAdd,
         "  xlbctl vip add 10.0.0.10:80/tcp --hash 5tuple --ring-size 65537\n"
         "  xlbctl vip add 198.51.100.10:443 --name web --backend 203.0.113.11 --backend "
         "203.0.113.12=50\n"
         "  xlbctl vip add '[2001:db8::10]:53/udp' --hash source --no-conntrack\n"
-        "  xlbctl vip add 198.51.100.20:0/tcp --panic-threshold 0   # every port, never panic\n");
+        "  xlbctl vip add 198.51.100.20:0/tcp --panic-threshold 0   # every port, never panic\n"
+        "  xlbctl vip add 198.51.100.10:80 --health-check.type http --health-check.path /healthz "
+        "--slow-start.window 10s\n"
+        "  xlbctl vip add 198.51.100.10:80 --announce never --conntrack-idle-timeout 10m "
+        "--dry-run\n");
     add_vip_arg(vip_add, raw);
     vip_add->add_option("--name", raw.name, "label for logs and metrics (A-Z a-z 0-9 . _ -)");
     vip_add
@@ -535,6 +610,29 @@ void build(Cli& cli) {
         ->add_option("-b,--backend", raw.backends,
                      "a backend to start with, ADDR or ADDR=WEIGHT (repeatable)")
         ->type_name("ADDR[=W]");
+
+    add_dry_run_flag_vip(vip_add, raw, "add");
+    add_vip_settings(vip_add, raw, /*with_dedicated=*/false);
+
+    CLI::App* vip_set =
+        leaf(cli, vip, "set",
+             "Change settings of a VIP (persisted): only those given; its backends and\n"
+             "other settings stay. Every per-VIP key of the configuration file is an\n"
+             "option, named after its path (docs/config.md). A change that moves\n"
+             "established flows (hash, ring_size) is refused unless --allow-disruptive\n"
+             "confirms it, as for reloads.",
+             Verb::kVipSet,
+             "  xlbctl vip set 198.51.100.10:80/tcp --health-check.type http --health-check.path "
+             "/healthz\n"
+             "  xlbctl vip set 198.51.100.10:80/tcp --slow-start.window 10s --announce always\n"
+             "  xlbctl vip set 198.51.100.10:80/tcp --conntrack-idle-timeout 5m --dry-run\n"
+             "  xlbctl vip set 198.51.100.10:80/tcp --ring-size 131071 --allow-disruptive\n");
+    add_vip_arg(vip_set, raw);
+    add_dry_run_flag_vip(vip_set, raw, "set");
+    vip_set->add_flag("--allow-disruptive", raw.allow_disruptive,
+                      "apply a change of hash or ring_size, which moves established flows of a "
+                      "VIP without conntrack and flows other LB hosts receive");
+    add_vip_settings(vip_set, raw, /*with_dedicated=*/true);
 
     CLI::App* vip_del = leaf(cli, vip, "del",
                              "Delete a VIP: its table and entries leave the data plane, its "
@@ -604,11 +702,11 @@ void build(Cli& cli) {
         "Drain a backend: no new flows; established flows stay (through\n"
         "the connection table) until they end. With --wait, then shows its active\n"
         "connections (entries seen within --active-within) falling, one line per\n"
-        "change, and exits 0 when none are left, or 1 when --timeout passes first.",
+        "change, and exits 0 when none are left, or 1 when --wait-timeout passes first.",
         Verb::kBackendDrain,
         "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11\n"
         "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait\n"
-        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait --timeout 30m "
+        "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait --wait-timeout 30m "
         "--active-within 1m\n"
         "  xlbctl backend drain 198.51.100.10:80/tcp 203.0.113.11 --wait && "
         "xlbctl backend del 198.51.100.10:80/tcp 203.0.113.11\n");
@@ -620,10 +718,9 @@ void build(Cli& cli) {
                      "with --wait: a connection is active when its entry saw a packet within DUR "
                      "(default 10s)")
         ->type_name("DUR");
-    b_drain->get_option("--timeout")
-        ->description(
-            "give up on the agent after SECS (default 30); with --wait: give up waiting after "
-            "DUR, e.g. 10m (default 5m)")
+    b_drain
+        ->add_option("--wait-timeout", raw.wait_timeout,
+                     "with --wait: give up waiting after SECS or DUR, 1s-24h (default 5m)")
         ->type_name("SECS|DUR");
 
     backend_leaf(cli, backend, "enable", "Make a drained or disabled backend active again.",
@@ -792,7 +889,7 @@ void build(Cli& cli) {
                            "  xlbctl stats 198.51.100.10:80/tcp --watch 1\n"
                            "  xlbctl stats --watch 5 --count 12 --json   # JSON Lines\n");
     stats->add_option("VIP", raw.vip, "only this VIP (ADDRESS:PORT[/tcp|/udp])")->type_name("");
-    stats->add_option("-w,--watch", raw.watch, "show rates, refreshing every SECS (default 2)")
+    stats->add_option("--watch", raw.watch, "show rates, refreshing every SECS (default 2)")
         ->expected(0, 1)
         ->type_name("[SECS]");
     stats->add_option("-n,--count", raw.count, "with --watch: stop after N refreshes")
@@ -878,7 +975,7 @@ std::string verbs_of(CLI::App* app) {
     return text;
 }
 
-ParseExit usage(std::string message) { return ParseExit{kExitFailed, "", std::move(message)}; }
+ParseExit usage(std::string message) { return ParseExit{kExitUsage, "", std::move(message)}; }
 
 using xlb::cli::closest;
 using xlb::cli::option_names;
@@ -926,17 +1023,14 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                                " (the limit of a Unix socket address), e.g. --socket " +
                                kDefaultSocket);
     }
-    // backend drain --wait: --timeout bounds the wait (each request keeps the default).
-    const bool wait = verb == Verb::kBackendDrain && raw.wait;
-    if (wait && !raw.timeout.empty()) {
-        auto t = check_wait_timeout(raw.timeout);
+    // --timeout bounds each request, in every verb; the drain's wait has its own bound.
+    if (!raw.timeout.empty()) {
+        auto t = check_time_bound("--timeout", raw.timeout, kMinTimeout, kMaxTimeout, "100ms to 1h",
+                                  "10s");
         if (!t) return std::unexpected(t.error());
-        c.wait_timeout = *t;
-    } else if (!raw.timeout.empty()) {
-        auto t = check_seconds("--timeout", raw.timeout, kMinTimeout, kMaxTimeout, "--timeout 10");
-        if (!t) return std::unexpected(t.error());
-        c.timeout = std::chrono::milliseconds(static_cast<long>(std::llround(*t * 1000)));
+        c.timeout = *t;
     }
+    const bool wait = verb == Verb::kBackendDrain && raw.wait;
 
     std::string vip_text = raw.vip;
     // stats --watch VIP: the VIP was taken for SECS.
@@ -987,12 +1081,23 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
                                        " without --wait: it says which connections --wait "
                                        "waits for, e.g. " +
                                        example + " --wait --active-within 30s");
+            if (verb == Verb::kBackendDrain && !raw.wait && !raw.wait_timeout.empty())
+                return std::unexpected("--wait-timeout " + raw.wait_timeout +
+                                       " without --wait: it bounds the wait, e.g. " + example +
+                                       " --wait --wait-timeout 10m");
             if (wait) {
                 if (c.dry_run)
                     return std::unexpected(
                         "--wait with --dry-run: a dry run drains nothing, so there is nothing "
                         "to wait for (drop one of them)");
                 c.wait = true;
+                if (!raw.wait_timeout.empty()) {
+                    auto t = check_time_bound("--wait-timeout", raw.wait_timeout,
+                                              std::chrono::seconds(1), kMaxDrainWait, "1s to 24h",
+                                              "10m");
+                    if (!t) return std::unexpected(t.error());
+                    c.wait_timeout = *t;
+                }
                 c.active_within = kDefaultActiveWithin;
                 if (!raw.active_within.empty()) {
                     auto d =
@@ -1087,6 +1192,15 @@ Checked<Command> finish(const Raw& raw, Verb verb, const GetEnv& getenv) {
             auto spec = check_vip_add(raw, *c.vip_key, ex);
             if (!spec) return std::unexpected(spec.error());
             c.spec = std::move(*spec);
+            c.settings = settings_object(raw.given).dump();
+            c.dry_run = raw.dry_run;
+            break;
+        }
+        case Verb::kVipSet: {
+            auto settings = check_vip_set(raw, *c.vip_key, ex);
+            if (!settings) return std::unexpected(settings.error());
+            c.settings = std::move(*settings);
+            c.dry_run = raw.dry_run;
             break;
         }
         case Verb::kStats: {
@@ -1198,6 +1312,10 @@ ParseResult parse_command(const std::vector<std::string>& args, const GetEnv& ge
         at->get_option_no_throw("--watch") && at->get_option_no_throw("--watch")->count() > 0;
     cli.raw.count_given =
         at->get_option_no_throw("--count") && at->get_option_no_throw("--count")->count() > 0;
+    // The VIP settings given, in the order of vip_settings().
+    if (auto options = cli.raw.setting_options.find(at); options != cli.raw.setting_options.end())
+        for (const auto& [option, path] : options->second)
+            if (option->count() > 0) cli.raw.given.emplace_back(path, cli.raw.settings[path]);
     auto command = finish(cli.raw, it->second, getenv);
     if (!command) return usage(command.error());
     return *command;

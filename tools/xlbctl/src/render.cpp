@@ -53,6 +53,9 @@ Cell panic_cell(const json& vip) {
 
 Cell backends_cell(const json& vip) {
     const auto healthy = u64(vip, "backends_healthy"), total = u64(vip, "backends_total");
+    // A VIP without a health check: its backends are never probed.
+    const auto unchecked = vip.value("backends_unchecked", std::uint64_t{0});
+    if (total > 0 && unchecked == total) return {fmt::format("{} unchecked", total)};
     Colour c = Colour::kNone;
     if (total > 0 && healthy == 0)
         c = Colour::kRed;
@@ -74,6 +77,7 @@ Cell state_cell(const std::string& state) {
 Cell health_cell(const std::string& health) {
     if (health == "healthy") return {health, Colour::kGreen};
     if (health == "unhealthy") return {health, Colour::kRed};
+    if (health == "unchecked") return {health};  // no health check: never probed
     return {health, Colour::kYellow};
 }
 
@@ -211,10 +215,18 @@ std::string render_status(const json& r, const Style& style) {
     if (announcing) columns.push_back({"BGP"});
     Table t(columns);
     for (const json& v : vips) {
-        std::vector<Cell> row{str(v, "vip"),      name_or_dash(v),
-                              backends_cell(v),   format_percent(number(v, "healthy_share")),
-                              panic_cell(v),      std::to_string(u64(v, "epoch")),
-                              str(v, "checksum"), table_state_cell(v)};
+        const bool unchecked =
+            v.value("backends_unchecked", std::uint64_t{0}) > 0 &&
+            v.value("backends_unchecked", std::uint64_t{0}) == u64(v, "backends_total");
+        std::vector<Cell> row{
+            str(v, "vip"),
+            name_or_dash(v),
+            backends_cell(v),
+            unchecked ? Cell{"-"} : Cell{format_percent(number(v, "healthy_share"))},
+            panic_cell(v),
+            std::to_string(u64(v, "epoch")),
+            str(v, "checksum"),
+            table_state_cell(v)};
         if (announcing) row.push_back(announcement_cell(v));
         t.add(row);
     }
@@ -414,6 +426,30 @@ std::string render_vip_add(const json& r) {
     const std::size_t n = r.at("backends").size();
     return fmt::format("added VIP {}: {} backend{}, epoch {}, checksum {}\n", str(r, "vip"), n,
                        n == 1 ? "" : "s", u64(r, "epoch"), str(r, "checksum"));
+}
+
+// vip set (PATCH /v1/vip, docs/api.md): each setting that changed, from
+// and to; a dry run says it changed nothing.
+std::string render_vip_set(const json& r) {
+    const json& changes = r.at("changes");
+    const bool dry = r.value("dry_run", false);
+    auto text = [](const json& v) {
+        if (v.is_null()) return std::string("(default)");
+        return v.is_string() ? v.get<std::string>() : v.dump();
+    };
+    std::string out;
+    if (dry)
+        out = fmt::format("dry run of vip set {}: nothing was changed; ", str(r, "vip"));
+    else
+        out = fmt::format("VIP {}: ", str(r, "vip"));
+    if (changes.empty()) return out + (dry ? "no setting would change\n" : "no setting changed\n");
+    out += dry ? fmt::format("{} setting{} would change\n", changes.size(),
+                             changes.size() == 1 ? "" : "s")
+               : fmt::format("{} setting{} changed, epoch {}\n", changes.size(),
+                             changes.size() == 1 ? "" : "s", u64(r, "epoch"));
+    for (const json& c : changes)
+        out += fmt::format("  {}: {} -> {}\n", str(c, "key"), text(c.at("from")), text(c.at("to")));
+    return out;
 }
 
 std::string render_table(const json& r, const Style& style) {
@@ -677,7 +713,14 @@ std::string render_human(const Command& c, const json& r, const Style& style) {
     switch (c.verb) {
         case Verb::kStatus: return render_status(r, style);
         case Verb::kVipList: return render_vip_list(r, style, c.quiet);
-        case Verb::kVipAdd: return render_vip_add(r);
+        case Verb::kVipAdd:
+            if (r.value("dry_run", false))
+                return fmt::format(
+                    "dry run of vip add {}: the agent would add it as given; "
+                    "nothing was changed\n",
+                    str(r, "vip"));
+            return render_vip_add(r);
+        case Verb::kVipSet: return render_vip_set(r);
         case Verb::kVipDel: return fmt::format("deleted VIP {}\n", str(r, "vip"));
         case Verb::kBackendList: {
             if (!r.contains("vips")) return render_backend_list(r, style, c.quiet);
@@ -815,40 +858,129 @@ json top_sample(const json& backends_before, const json& stats_before, const jso
     return {{"time", time_utc}, {"interval_s", seconds}, {"vips", std::move(vips)}};
 }
 
-std::string render_top(const json& s, const Style& style, std::optional<int> rows) {
-    const std::string head =
-        paint(fmt::format("every {}s", format_number(s.at("interval_s").get<double>())),
-              Colour::kBold, style) +
-        fmt::format("  {}  (Ctrl-C to stop)\n", str(s, "time"));
-    Table t({{"VIP / BACKEND"},
-             {"NAME"},
-             {"STATE"},
-             {"HEALTH"},
-             {"WEIGHT", Align::kRight},
-             {"EFFECTIVE", Align::kRight},
-             {"SLOTS", Align::kRight},
-             {"PACKETS", Align::kRight},
-             {"THROUGHPUT", Align::kRight},
-             {"NEW FLOWS", Align::kRight},
-             {"DROPS", Align::kRight}});
+namespace {
+
+// The visible width of a line (what paint() adds takes no room).
+std::size_t visible_width(std::string_view line) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '\x1b') {
+            while (i < line.size() && line[i] != 'm') ++i;
+            continue;
+        }
+        // UTF-8: count lead bytes only
+        if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) ++n;
+    }
+    return n;
+}
+
+std::size_t widest_line(const std::string& text) {
+    std::size_t widest = 0, at = 0;
+    while (at < text.size()) {
+        const std::size_t eol = std::min(text.find('\n', at), text.size());
+        widest = std::max(widest, visible_width(std::string_view(text).substr(at, eol - at)));
+        at = eol + 1;
+    }
+    return widest;
+}
+
+// The first `width` visible characters of a plain (uncoloured) line.
+std::string cut_to(const std::string& line, std::size_t width) {
+    std::size_t n = 0, i = 0;
+    for (; i < line.size(); ++i) {
+        if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80) {
+            if (n == width) break;
+            ++n;
+        }
+    }
+    return line.substr(0, i);
+}
+
+}  // namespace
+
+std::string render_top(const json& s, const Style& style, std::optional<int> rows,
+                       std::optional<int> columns) {
+    const std::vector<Table::Column> all{{"VIP / BACKEND"},
+                                         {"NAME"},
+                                         {"STATE"},
+                                         {"HEALTH"},
+                                         {"WEIGHT", Align::kRight},
+                                         {"EFFECTIVE", Align::kRight},
+                                         {"SLOTS", Align::kRight},
+                                         {"PACKETS", Align::kRight},
+                                         {"THROUGHPUT", Align::kRight},
+                                         {"NEW FLOWS", Align::kRight},
+                                         {"DROPS", Align::kRight}};
+    // Left out in this order while the table is wider than the terminal, as
+    // top(1) does: VIP / BACKEND, HEALTH and PACKETS always stay.
+    constexpr std::size_t kDropOrder[] = {1, 6, 5, 4, 9, 10, 2, 8};
+    std::vector<std::vector<Cell>> cells;
     for (const json& v : s.at("vips")) {
         const json& drops = v.at("drops_per_s");
         const bool dropping = drops.is_number() && drops.get<double>() > 0;
-        t.add({Cell{str(v, "vip")}, name_or_dash(v), "", "", "", "", "",
-               rate_text(v.at("packets_per_s"), format_pps),
-               rate_text(v.at("bits_per_s"), format_bits),
-               rate_text(v.at("new_flows_per_s"), format_per_second),
-               Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone}});
+        cells.push_back(
+            {Cell{str(v, "vip")}, name_or_dash(v), "", "", "", "", "",
+             rate_text(v.at("packets_per_s"), format_pps),
+             rate_text(v.at("bits_per_s"), format_bits),
+             rate_text(v.at("new_flows_per_s"), format_per_second),
+             Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone}});
         for (const json& b : v.at("backends"))
-            t.add({"  " + str(b, "address"), "", state_cell(str(b, "state")),
-                   health_cell(str(b, "health")), std::to_string(u64(b, "weight")),
-                   format_number(number(b, "effective_weight")),
-                   format_number(number(b, "share_of_slots") * 100) + "%",
-                   rate_text(b.at("packets_per_s"), format_pps),
-                   rate_text(b.at("bits_per_s"), format_bits), "", ""});
+            cells.push_back({"  " + str(b, "address"), "", state_cell(str(b, "state")),
+                             health_cell(str(b, "health")), std::to_string(u64(b, "weight")),
+                             format_number(number(b, "effective_weight")),
+                             format_number(number(b, "share_of_slots") * 100) + "%",
+                             rate_text(b.at("packets_per_s"), format_pps),
+                             rate_text(b.at("bits_per_s"), format_bits), "", ""});
     }
-    std::string body =
-        s.at("vips").empty() ? "no VIPs (add one: xlbctl vip add VIP)\n" : t.render(style);
+    std::vector<bool> shown(all.size(), true);
+    auto table = [&](const Style& with) {
+        std::vector<Table::Column> cols;
+        for (std::size_t i = 0; i < all.size(); ++i)
+            if (shown[i]) cols.push_back(all[i]);
+        Table t(std::move(cols));
+        for (const auto& row : cells) {
+            std::vector<Cell> kept;
+            for (std::size_t i = 0; i < all.size(); ++i)
+                if (shown[i]) kept.push_back(row[i]);
+            t.add(std::move(kept));
+        }
+        return t.render(with);
+    };
+    const std::size_t width = columns ? static_cast<std::size_t>(std::max(*columns, 20)) : 0;
+    std::size_t hidden = 0;
+    if (columns)
+        for (std::size_t drop : kDropOrder) {
+            if (widest_line(table(Style{})) <= width) break;
+            shown[drop] = false;
+            ++hidden;
+        }
+
+    std::string head =
+        paint(fmt::format("every {}s", format_number(s.at("interval_s").get<double>())),
+              Colour::kBold, style) +
+        fmt::format("  {}  (q or Ctrl-C to stop)", str(s, "time"));
+    if (hidden > 0) head += fmt::format("  {} column{} hidden", hidden, hidden == 1 ? "" : "s");
+    if (columns && visible_width(head) > width) {
+        head = fmt::format("every {}s  {}", format_number(s.at("interval_s").get<double>()),
+                           str(s, "time"));
+        head = cut_to(head, width);
+    }
+    head += "\n";
+    std::string body;
+    if (s.at("vips").empty()) {
+        body = "no VIPs (add one: xlbctl vip add VIP)\n";
+    } else if (columns && widest_line(table(Style{})) > width) {
+        // Still too wide with only the columns that stay: cut, without colour
+        // (a cut escape sequence would colour the rest of the screen).
+        const std::string plain = table(Style{});
+        for (std::size_t at = 0; at < plain.size();) {
+            const std::size_t eol = std::min(plain.find('\n', at), plain.size());
+            body += cut_to(plain.substr(at, eol - at), width) + "\n";
+            at = eol + 1;
+        }
+    } else {
+        body = table(style);
+    }
     if (!rows) return head + body;
     // The heading, the table's lines that fit, and a last line saying what
     // did not.
@@ -862,9 +994,12 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
     if (lines.size() <= room) return head + body;
     std::string out = head;
     for (std::size_t i = 0; i + 1 < room; ++i) out += lines[i] + "\n";
-    out += fmt::format("... {} more lines (a taller terminal shows them; --json has every row)\n",
-                       lines.size() - (room - 1));
-    return out;
+    std::string more =
+        fmt::format("... {} more lines (a taller terminal shows them; --json has every row)",
+                    lines.size() - (room - 1));
+    if (columns && more.size() > width)
+        more = cut_to(fmt::format("... {} more lines", lines.size() - (room - 1)), width);
+    return out + more + "\n";
 }
 
 std::string render_watch(const json& s, const Style& style) {

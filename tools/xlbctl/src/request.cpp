@@ -90,8 +90,16 @@ HttpRequest build_request(const Command& c) {
                         json{{"address", b.address.to_string()}, {"weight", b.weight}});
                 body["backends"] = std::move(backends);
             }
-            return {"POST", "/v1/vips", body.dump()};
+            // the other settings given, as typed (the agent decodes them as the file's)
+            const json settings = json::parse(c.settings, nullptr, false);
+            if (settings.is_object()) body.update(settings, true);
+            return {"POST", std::string("/v1/vips") + (c.dry_run ? "?dry_run=1" : ""), body.dump()};
         }
+        case Verb::kVipSet:
+            return {"PATCH",
+                    "/v1/vip?" + vip_query(c) + dry_run(c) +
+                        (c.allow_disruptive ? "&allow_disruptive=1" : ""),
+                    c.settings};
         case Verb::kVipDel: return {"DELETE", "/v1/vip?" + vip_query(c), ""};
         case Verb::kBackendList:
             return {"GET", c.vip.empty() ? "/v1/backends" : "/v1/backends?" + vip_query(c), ""};

@@ -3,9 +3,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -152,7 +154,7 @@ void paint_in_place(Io& io, const std::string& frame, bool first) {
 // over the last refresh (a terminal) or appended; until Ctrl-C or `count`
 // refreshes (0: no limit). snapshot() gives the counters or a Failure; sample(before,
 // after, seconds, wall time) the refresh's document; render(document, the
-// terminal's rows when painting in place) its text.
+// terminal's rows and columns when painting in place) its text.
 template <class Snapshot, class Sample, class Render>
 int refresh_loop(const Command& c, Io& io, const Reporter& report, std::uint64_t count,
                  Snapshot snapshot, Sample sample, Render render) {
@@ -163,10 +165,16 @@ int refresh_loop(const Command& c, Io& io, const Reporter& report, std::uint64_t
     const auto interval =
         std::chrono::milliseconds(static_cast<long>(std::llround(*c.watch_seconds * 1000)));
     const bool in_place = io.out_is_tty && !c.json;
-    if (in_place)
-        *io.out << fmt::format("measuring rates over {}s (Ctrl-C to stop)...\n",
-                               format_number(*c.watch_seconds))
-                << std::flush;
+    if (in_place) {
+        std::string note = fmt::format("measuring rates over {}s (Ctrl-C to stop)...",
+                                       format_number(*c.watch_seconds));
+        // as wide as the terminal at most: a wrapped line would scroll
+        const std::optional<int> columns =
+            io.terminal_columns ? io.terminal_columns() : std::nullopt;
+        if (columns && note.size() > static_cast<std::size_t>(*columns))
+            note.resize(static_cast<std::size_t>(std::max(*columns, 1)));
+        *io.out << note << "\n" << std::flush;
+    }
     std::uint64_t shown = 0;
     while (!io.interrupted()) {
         io.sleep(interval);
@@ -182,10 +190,12 @@ int refresh_loop(const Command& c, Io& io, const Reporter& report, std::uint64_t
             } else if (in_place) {
                 const std::optional<int> rows =
                     io.terminal_rows ? io.terminal_rows() : std::nullopt;
-                paint_in_place(io, render(document, rows), shown == 0);
+                const std::optional<int> columns =
+                    io.terminal_columns ? io.terminal_columns() : std::nullopt;
+                paint_in_place(io, render(document, rows, columns), shown == 0);
             } else {
                 if (shown > 0) *io.out << "\n";
-                *io.out << render(document, std::nullopt);
+                *io.out << render(document, std::nullopt, std::nullopt);
             }
         } catch (const json::exception& e) {
             return report.fail(malformed(c, e));
@@ -212,7 +222,9 @@ int watch(const Command& c, Transport& transport, Io& io, const Style& style,
         [](const json& before, const json& after, double seconds, auto wall) {
             return watch_sample(before, after, seconds, wall);
         },
-        [&](const json& sample, std::optional<int>) { return render_watch(sample, style); });
+        [&](const json& sample, std::optional<int>, std::optional<int>) {
+            return render_watch(sample, style);
+        });
 }
 
 // top: GET /v1/backends and GET /v1/stats every interval; each refresh
@@ -223,6 +235,10 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
     using Counters = std::pair<json, json>;  // backends, stats
     // --json: one snapshot unless --count says how many
     const std::uint64_t count = c.count.value_or(c.json ? 1 : 0);
+    // Painting in place: `q` quits. The terminal is given back on every way
+    // out of the loop (the guard), Ctrl-C included (it only sets a flag).
+    std::shared_ptr<void> keys;
+    if (io.out_is_tty && !c.json && io.take_keys) keys = io.take_keys();
     return refresh_loop(
         c, io, report, count,
         [&]() -> std::expected<Counters, Failure> {
@@ -236,8 +252,8 @@ int top(const Command& c, Transport& transport, Io& io, const Style& style,
             return top_sample(before.first, before.second, after.first, after.second, seconds,
                               wall);
         },
-        [&](const json& sample, std::optional<int> rows) {
-            return render_top(sample, style, rows);
+        [&](const json& sample, std::optional<int> rows, std::optional<int> columns) {
+            return render_top(sample, style, rows, columns);
         });
 }
 
@@ -347,11 +363,12 @@ int wait_for_drain(const Command& c, const json& drained, Transport& transport, 
         case Outcome::kTimedOut:
             return report.fail(Failure{
                 kExitFailed,
-                fmt::format("backend drain --wait: {} of {} still has {} after {} (--timeout); "
-                            "it stays draining (xlbctl conntrack list --vip {} --backend {} shows "
-                            "them)",
-                            backend, c.vip, connections(r.remaining),
-                            config::format_duration(c.wait_timeout), c.vip, backend)});
+                fmt::format(
+                    "backend drain --wait: {} of {} still has {} after {} (--wait-timeout); "
+                    "it stays draining (xlbctl conntrack list --vip {} --backend {} shows "
+                    "them)",
+                    backend, c.vip, connections(r.remaining),
+                    config::format_duration(c.wait_timeout), c.vip, backend)});
         case Outcome::kInterrupted:
             return report.fail(
                 Failure{kExitFailed, fmt::format("interrupted: {} of {} still has {}; it stays "
@@ -362,8 +379,53 @@ int wait_for_drain(const Command& c, const json& drained, Transport& transport, 
 }
 
 std::atomic<bool> g_interrupted{false};
+// Standard input is in non-canonical mode (top): sleeps watch it for `q`.
+std::atomic<bool> g_keys{false};
 
 void on_signal(int) { g_interrupted = true; }
+
+// The keyboard of top: standard input without line buffering or echo
+// (signals still work: Ctrl-C stays SIGINT), as it was once destroyed.
+class KeyboardMode {
+public:
+    static std::shared_ptr<KeyboardMode> take() {
+        termios saved{};
+        if (::isatty(STDIN_FILENO) != 1 || ::tcgetattr(STDIN_FILENO, &saved) != 0) return nullptr;
+        termios raw = saved;
+        raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+        raw.c_cc[VMIN] = 0;
+        raw.c_cc[VTIME] = 0;
+        if (::tcsetattr(STDIN_FILENO, TCSANOW, &raw) != 0) return nullptr;
+        // Ctrl-\ and a hang-up end the loop too, so that the terminal is restored.
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGQUIT, &sa, nullptr);
+        ::sigaction(SIGHUP, &sa, nullptr);
+        g_keys = true;
+        return std::shared_ptr<KeyboardMode>(new KeyboardMode(saved));
+    }
+    ~KeyboardMode() {
+        g_keys = false;
+        ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+    }
+    KeyboardMode(const KeyboardMode&) = delete;
+    KeyboardMode& operator=(const KeyboardMode&) = delete;
+
+private:
+    explicit KeyboardMode(const termios& saved) : saved_(saved) {}
+    termios saved_;
+};
+
+// Waits up to `wait` for a key; `q` (or Q) sets the interrupted flag.
+void watch_keys(std::chrono::milliseconds wait) {
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    if (::poll(&in, 1, static_cast<int>(wait.count())) <= 0) return;
+    char keys[16];
+    const ssize_t n = ::read(STDIN_FILENO, keys, sizeof(keys));
+    for (ssize_t i = 0; i < n; ++i)
+        if (keys[i] == 'q' || keys[i] == 'Q') g_interrupted = true;
+}
 
 }  // namespace
 
@@ -410,10 +472,12 @@ private:
 };
 
 // capture: the agent streams frames (docs/api.md, POST /v1/capture): 'P'
-// frames are pcap bytes for the output, the last, 'E', the summary.
+// frames are pcap bytes for the output, the last, 'E', the summary. The
+// file is created at the first frame, once the agent has accepted the
+// capture: a refused one leaves an existing file as it was.
 int capture(const Command& c, Transport& transport, Io& io, const Reporter& report) {
-    auto out = PcapOutput::open(c.write_to, io);
-    if (!out) return report.fail(out.error());
+    std::optional<PcapOutput> out;
+    std::optional<Failure> open_failure;
     std::string buffered;
     std::optional<json> summary;
     std::string write_error;
@@ -427,6 +491,14 @@ int capture(const Command& c, Transport& transport, Io& io, const Reporter& repo
             if (buffered.size() < 5 + static_cast<std::size_t>(n)) break;
             const std::string_view payload(buffered.data() + 5, n);
             if (buffered[0] == 'P') {
+                if (!out) {
+                    auto opened = PcapOutput::open(c.write_to, io);
+                    if (!opened) {
+                        open_failure = opened.error();
+                        return false;
+                    }
+                    out.emplace(std::move(*opened));
+                }
                 if (!out->write(payload)) {
                     write_error = "capture: write " + c.write_to + ": " + std::strerror(errno);
                     return false;
@@ -440,6 +512,7 @@ int capture(const Command& c, Transport& transport, Io& io, const Reporter& repo
     };
     // The agent sends a frame at least every second while it captures.
     auto response = transport.stream(build_request(c), sink, std::chrono::seconds(10));
+    if (open_failure) return report.fail(*open_failure);
     if (!write_error.empty()) return report.fail(Failure{kExitFailed, write_error, std::nullopt});
     if (!response)
         return report.fail(
@@ -518,8 +591,12 @@ Io process_io() {
         const auto end = std::chrono::steady_clock::now() + total;
         while (!g_interrupted && std::chrono::steady_clock::now() < end) {
             const auto left = end - std::chrono::steady_clock::now();
-            std::this_thread::sleep_for(
+            const auto step = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
+            if (g_keys)
+                watch_keys(step);
+            else
+                std::this_thread::sleep_for(step);
         }
     };
     io.now = [] { return std::chrono::steady_clock::now(); };
@@ -537,6 +614,12 @@ Io process_io() {
         if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_row == 0) return std::nullopt;
         return static_cast<int>(size.ws_row);
     };
+    io.terminal_columns = []() -> std::optional<int> {
+        winsize size{};
+        if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_col == 0) return std::nullopt;
+        return static_cast<int>(size.ws_col);
+    };
+    io.take_keys = []() -> std::shared_ptr<void> { return KeyboardMode::take(); };
     io.on_watch_start = [] {
         struct sigaction sa {};
         sa.sa_handler = on_signal;

@@ -36,16 +36,18 @@ inline constexpr std::uint32_t kMaxListLimit = 100000;
 // (abi.h, XLB_CAPTURE_DATA_MAX).
 inline constexpr std::uint32_t kMaxSnaplen = 2048;
 
-// Exit codes (docs/xlbctl.md).
+// Exit codes (docs/xlbctl.md). 2 for a wrong command line, as in every xlb tool.
 inline constexpr int kExitOk = 0;           // done
-inline constexpr int kExitFailed = 1;       // rejected: by xlbctl's checks or by the agent
-inline constexpr int kExitUnreachable = 2;  // no usable agent on the socket
+inline constexpr int kExitFailed = 1;       // rejected by the agent (or a wait that failed)
+inline constexpr int kExitUsage = 2;        // the command line is wrong: nothing was sent
+inline constexpr int kExitUnreachable = 3;  // no usable agent on the socket
 
 enum class Verb {
     kStatus,
     kVipList,
     kVipAdd,
     kVipDel,
+    kVipSet,
     kBackendList,
     kBackendAdd,
     kBackendDel,
@@ -85,6 +87,10 @@ struct Command {
 
     // vip add: the VIP object sent to POST /v1/vips.
     config::VipSpec spec;
+    // vip add, vip set: the VIP settings given as options (vip_settings.h),
+    // a JSON object nested as the VIP object ("{}" when none): vip add sends
+    // them with the VIP, vip set sends them alone (PATCH /v1/vip).
+    std::string settings = "{}";
 
     // backend add|del|set|drain|enable|disable|history.
     net::IpAddress backend;
@@ -121,7 +127,7 @@ struct Command {
     bool wait = false;
     std::chrono::milliseconds wait_timeout{kDefaultDrainWait};
 
-    // reload: confirm changes that move established flows.
+    // reload, vip set: confirm changes that move established flows.
     bool allow_disruptive = false;
 
     // capture (docs/capture.md): the selectors besides --vip, how long, and

@@ -55,7 +55,11 @@ std::string render_watch(const json& sample, const Style& style);
 // weight's scale.
 json top_sample(const json& backends_before, const json& stats_before, const json& backends_after,
                 const json& stats_after, double seconds, const std::string& time_utc);
-// Its human form; with `rows`, no more lines than the terminal has.
-std::string render_top(const json& sample, const Style& style, std::optional<int> rows);
+// Its human form; with `rows`, no more lines than the terminal has; with
+// `columns`, no line wider than it: the least needed columns are left out
+// first (name, slots, effective weight, weight, new flows, drops, state,
+// throughput), and what still does not fit is cut.
+std::string render_top(const json& sample, const Style& style, std::optional<int> rows,
+                       std::optional<int> columns = std::nullopt);
 
 }  // namespace xlb::xlbctl

@@ -31,8 +31,15 @@ struct Io {
     std::function<bool()> interrupted;
     // Called once when a watch loop starts (main installs its SIGINT handler).
     std::function<void()> on_watch_start;
-    // top: the terminal's height in lines; empty or nullopt: not a terminal.
+    // top: the terminal's height in lines and width in columns; empty or
+    // nullopt: not a terminal.
     std::function<std::optional<int>()> terminal_rows;
+    std::function<std::optional<int>()> terminal_columns;
+    // top, painting in place: reads the keyboard one key at a time (standard
+    // input in non-canonical mode, no echo), so that `q` quits (interrupted()
+    // turns true); the terminal is as it was once the returned object is
+    // gone. Empty, or returning null: no keyboard (not a terminal).
+    std::function<std::shared_ptr<void>()> take_keys;
 };
 
 // The real process: std::cout/std::cerr, isatty(1), ::getenv, the Unix

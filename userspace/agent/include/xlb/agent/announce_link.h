@@ -77,7 +77,12 @@ public:
     void start();
     void stop();
     // The newest input wins; the thread runs the announcer with it promptly.
-    void submit(announce::HostInput input);
+    // Returns the input's number, for wait_applied().
+    std::uint64_t submit(announce::HostInput input);
+    // Waits until the announcer has run with input `number` (or a later one),
+    // so that status() tells what it did; false when `timeout` passed first
+    // (BIRD may keep a run waiting for seconds).
+    bool wait_applied(std::uint64_t number, std::chrono::milliseconds timeout) const;
     // A copy of the announcer's status after its last run.
     announce::AnnouncerStatus status() const;
 
@@ -89,6 +94,9 @@ private:
     std::chrono::milliseconds tick_;
     mutable std::mutex mu_;
     std::condition_variable wake_;
+    mutable std::condition_variable applied_cv_;
+    std::uint64_t submitted_ = 0;  // inputs submitted so far
+    std::uint64_t applied_ = 0;    // the number of the input of the last run
     std::optional<announce::HostInput> input_;
     bool fresh_ = false;
     bool stop_ = false;

@@ -297,6 +297,13 @@ struct Config {
     VipSpec* find_vip(const std::string& key);
 };
 
+// What in a change of one VIP's settings moves its established flows to
+// new ring slots (a reload and the API refuse it unless confirmed): a
+// changed `hash` or `ring_size`, each one line naming the VIP, e.g.
+// "VIP 198.51.100.10:80/tcp: ring_size 65537 -> 251: its flows move to new
+// ring slots". Empty: nothing disruptive.
+std::vector<std::string> disruptive_vip_changes(const VipSpec& was, const VipSpec& now);
+
 // Names as written in YAML and JSON.
 const char* to_string(XdpMode);
 const char* to_string(Encap);
