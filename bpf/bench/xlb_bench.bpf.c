@@ -24,6 +24,10 @@ __u8 frame_template[XLB_BENCH_FRAME_LEN] __attribute__((aligned(8)));
 /* Offset of a 32-bit field given a new value every run (a source address,
  * so each run is a new flow); 0 = none. */
 __u32 vary_offset;
+/* Offset of the 16-bit checksum that covers the varied field (the IPv4
+ * header's), updated with it (RFC 1624) so that the program under test sees
+ * a valid header; 0 = none. */
+__u32 vary_csum_offset;
 /* The running value of the varied field, one per CPU (masked with
  * XLB_BENCH_MAX_CPUS - 1) at vary_counters[cpu * XLB_BENCH_COUNTER_STRIDE],
  * each on its own cache line: benchmarks that run on every CPU at once must
@@ -73,8 +77,28 @@ int xlb_bench_wrapper(struct xdp_md *ctx)
 			&vary_counters[(bpf_get_smp_processor_id() & (XLB_BENCH_MAX_CPUS - 1)) *
 				       XLB_BENCH_COUNTER_STRIDE];
 
+		__u32 old = *field, now;
+
 		*counter += 1;
-		*field = bpf_htonl(*counter);
+		now = bpf_htonl(*counter);
+		*field = now;
+		if (vary_csum_offset) {
+			__u32 at = vary_csum_offset;
+			__u16 *check;
+			__u32 sum;
+
+			asm volatile("" : "+r"(at));
+			check = data + (at & (XLB_BENCH_FRAME_LEN - 1));
+			if ((void *)(check + 1) > data_end)
+				return XDP_ABORTED;
+			/* HC' = ~(~HC + ~m + m') over the field's two 16-bit words */
+			sum = (__u16) ~*check;
+			sum += (__u16) ~(old & 0xffff) + (__u16) ~(old >> 16);
+			sum += (now & 0xffff) + (now >> 16);
+			sum = (sum & 0xffff) + (sum >> 16);
+			sum = (sum & 0xffff) + (sum >> 16);
+			*check = (__u16)~sum;
+		}
 	}
 	bpf_tail_call(ctx, &xlb_bench_target, 0);
 	return XDP_ABORTED;

@@ -43,10 +43,12 @@ bpf::Result<void> Harness::set_target(int prog_fd) const {
     return {};
 }
 
-void Harness::set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset) const {
+void Harness::set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset,
+                           std::uint32_t vary_csum_offset) const {
     std::memset(skel_->bss->frame_template, 0, kFrameLen);
     std::memcpy(skel_->bss->frame_template, frame.data(), std::min(frame.size(), kFrameLen));
     skel_->bss->vary_offset = vary_offset;
+    skel_->bss->vary_csum_offset = vary_csum_offset;
 }
 
 namespace {

@@ -39,7 +39,9 @@ public:
     bpf::Result<void> set_target(int prog_fd) const;
     // The frame restored before every repetition, and the offset of the 32-bit
     // field given a new value (the running counter) on every repetition; 0 = none.
-    void set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset) const;
+    // vary_csum_offset: the 16-bit checksum over that field, kept valid.
+    void set_template(std::span<const std::uint8_t> frame, std::uint32_t vary_offset,
+                      std::uint32_t vary_csum_offset = 0) const;
     // The last value the wrapper wrote at vary_offset on `cpu` (counts every
     // repetition there that had one), and where that count goes on from.
     std::uint32_t vary_counter(int cpu) const;

@@ -103,6 +103,12 @@ constexpr std::uint16_t kDnsPort = 53;
 // Offset of the IPv4 source address in an Ethernet frame: the field the
 // wrapper rewrites on every repetition of new_flow_v4.
 constexpr std::uint32_t kIpv4SrcOffset = 14 + 12;
+// The IPv4 header checksum, which covers the source address: kept valid
+// (the program drops a header whose checksum is wrong).
+constexpr std::uint32_t kIpv4CsumOffset = 14 + 10;
+std::uint32_t csum_offset_for(std::uint32_t vary_offset) {
+    return vary_offset == kIpv4SrcOffset ? kIpv4CsumOffset : 0;
+}
 // Spare connection-table entries: new_flow_v4 empties the table this much
 // before it would hold as many flows as entries (the sets fill unevenly: a
 // set-associative table replaces entries long before then anyway).
@@ -434,6 +440,12 @@ Bytes frame_of_run(const Case& c, std::uint32_t counter) {
         const std::uint32_t value = htonl(counter);
         std::memcpy(frame.data() + c.vary_offset, &value, 4);
     }
+    if (const std::uint32_t at = csum_offset_for(c.vary_offset); at != 0) {
+        frame[at] = frame[at + 1] = 0;
+        const std::uint16_t sum = test::internet_checksum(frame.data() + 14, 20);
+        frame[at] = static_cast<std::uint8_t>(sum >> 8);
+        frame[at + 1] = static_cast<std::uint8_t>(sum);
+    }
     return frame;
 }
 
@@ -674,7 +686,7 @@ public:
         const Case& c = *std::find_if(cases_.begin(), cases_.end(),
                                       [](const Case& k) { return k.kind == Path::kNewFlowFull; });
         must(harness_.set_target(full_->lb().prog_fd()));
-        harness_.set_template(c.frame, c.vary_offset);
+        harness_.set_template(c.frame, c.vary_offset, csum_offset_for(c.vary_offset));
         const std::uint32_t chunk = 1'000'000;
         std::uint64_t inserted = 0, count = 0;
         while (true) {
@@ -801,7 +813,7 @@ private:
         must(harness_.set_target(floor                     ? harness_.floor_fd()
                                  : c.without_capture_check ? no_capture_->prog_fd()
                                                            : balancer.lb().prog_fd()));
-        harness_.set_template(c.frame, c.vary_offset);
+        harness_.set_template(c.frame, c.vary_offset, csum_offset_for(c.vary_offset));
         Sample s;
         s.repeat = repeat;
         s.cpus = cpus_for(c);
