@@ -4,7 +4,8 @@
  * established flow on its backend through the connection table or pick one
  * from the VIP's Maglev ring, encapsulate towards it and XDP_TX. Everything
  * that is not for a VIP goes on to the kernel untouched. See
- * shared/design.md ("Data plane") and include/xlb/abi.h for the contracts.
+ * docs/architecture.md ("Design contracts") and include/xlb/abi.h for the
+ * contracts.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -952,7 +953,7 @@ int xlb_lb(struct xdp_md *ctx)
 
 			/* A SYN never creates an entry: the ring's answer for it
 			 * is the one the handshake's ACK gets, which records the
-			 * flow (see shared/design.md). An ICMP error must not
+			 * flow (docs/conntrack.md). An ICMP error must not
 			 * create one either. */
 			if (!use_ct)
 				ct.set = NULL;

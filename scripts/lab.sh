@@ -21,8 +21,9 @@
 # paths"). Every LB host runs its own xlbd with the same VIPs, backends, seed.
 #
 # This script is the one definition of the lab: the demo, tests/e2e_tcp and,
-# through tests/support/lab.h (test::Lab), every other e2e suite build theirs
-# with it. The smallest lab (--backends 0 --no-client) is the LB and the router.
+# through tests/support/lab_driver.h (test::Lab), every other e2e suite
+# build theirs with it. The smallest lab (--backends 0 --no-client) is the LB
+# and the router.
 #
 #   VIPs (routed by the router via the LB, never on-link):
 #     web    198.51.100.10:80   -> the backends' IPv4 addresses
@@ -443,7 +444,7 @@ lab_up_client() {  # the client and its link to the router
   ip -n "${ns_router}" addr add 2001:db8:c::1/64 dev cl0 nodad
   ip -n "${ns_router}" link set cl0 up
   # complete TCP checksums at the source: a partial checksum forwarded to the
-  # LB's veth would reach the backends unfinished (measured.md)
+  # LB's veth would reach the backends unfinished (docs/architecture.md)
   nsx "${ns_client}" ethtool -K eth0 tx off tso off gso off >/dev/null 2>&1 || true
   nsx "${ns_router}" ethtool -K cl0 tx off tso off gso off >/dev/null 2>&1 || true
 }
@@ -677,7 +678,7 @@ lab_up() {
     pass_on=(--next-hop "${router_mac}")
     for ((i = 1; i <= nbackends; i++)); do
       # XDP_TX from the backend's veth needs a program on its peer; frames
-      # through a veth with XDP lose partial checksums (measured.md)
+      # through a veth with XDP lose partial checksums (docs/architecture.md)
       nsx "${ns_router}" "${decap_bin}" --interface "p-b$i" --keep --quiet \
         >"${state_dir}/router-xdp.log" 2>&1 ||
         die "could not attach the pass-through XDP program to p-b$i: $(cat "${state_dir}/router-xdp.log")"

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The state file as the epochs' journal (issue 13, item 10): the epoch
-// fields' round trip and compatibility, and a real StateStore written by a
-// reconciler through its EpochJournal, read back as a kill -9 would leave it.
+// The state file as the epochs' journal (docs/api.md, "Conventions"): the
+// epoch fields' round trip and compatibility, and a real StateStore written
+// by a reconciler through its EpochJournal, read back as a kill -9 would
+// leave it.
 #include "xlb/api/state_store.h"
 
 #include <gtest/gtest.h>
@@ -125,8 +126,9 @@ TEST(StateFileEpochs, RoundTripAndOlderFiles) {
     ASSERT_FALSE(decode_state(bad.dump()));
 }
 
-// The issue: SIGHUP saved the state (epoch 202) before its publish took 203;
-// kill -9; the restart named its table 202 and the next change 203.
+// The failure this guards against: SIGHUP saved the state (epoch 202) before
+// its publish took 203; kill -9; the restart named its table 202 and the next
+// change 203.
 TEST_F(StateStoreEpochs, SaveBeforeAPublishThenKillNineNeverRepeatsAnEpoch) {
     RingsOnly dp;
     std::map<std::uint64_t, std::uint64_t> named;  // epoch -> checksum, over every run

@@ -364,7 +364,7 @@ TEST_F(LifecycleTest, NativeWithoutDriverSupportFailsWithAHint) {
 
 TEST_F(LifecycleTest, TheKernelsReasonReachesTheError) {
     // Native XDP on a veth refuses a peer MTU above what one page holds
-    // (see shared/measured.md); the kernel says so in its extended ack.
+    // (docs/architecture.md); the kernel says so in its extended ack.
     ASSERT_EQ(run({"ip", "-n", netns_->name(), "link", "set", "dev", kPeer, "mtu", "9000"}), 0);
     LbProgram lb = load();
     auto native = XdpAttachment::attach(lb, veth_, {.mode = XdpMode::kNative});

@@ -56,8 +56,8 @@ constexpr auto kAddBackendAfter = 10s;
 // the two CPUs had too little left for the legitimate connections' own
 // packets (the client, router and backends share them with the flood): now
 // and then one of about a hundred timed out, or too few were made, with or
-// without issue 17's data path. 75% still floods thousands of times over
-// the insert budget.
+// without the established-flow path (docs/conntrack.md). 75% still floods
+// thousands of times over the insert budget.
 // XLB_FLOOD_RATE=N skips the probe and floods at N packets/s.
 constexpr double kProbeSeconds = 2;
 constexpr double kRateMargin = 0.75;

@@ -6,7 +6,7 @@
 // slot by slot, with tables computed here with the Maglev library.
 //
 // Needs root (namespaces, XDP, bpffs). Each test builds and removes its own
-// lab (lab.h); see issue 4, "Integration" and "Swap under load".
+// lab (lab.h).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/bpf.h>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Epochs never go backwards (issue 13, item 10), with the real xlbd in the
-// lab (lab.h): a SIGHUP change, kill -9, a restart, another change. At every
-// step (epoch, checksum) is read from /v1/status and from the agent's
-// "published" log lines: epochs strictly increase from step to step, and no
-// epoch ever names two table checksums. Needs root.
+// Epochs never go backwards (docs/api.md, "Conventions"), with the real xlbd
+// in the lab (lab.h): a SIGHUP change, kill -9, a restart, another change.
+// At every step (epoch, checksum) is read from /v1/status and from the
+// agent's "published" log lines: epochs strictly increase from step to step,
+// and no epoch ever names two table checksums. Needs root.
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <signal.h>

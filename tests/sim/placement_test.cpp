@@ -147,7 +147,8 @@ TEST(PlacementMaglev, WeightedSharesWithinHalfAPercent) {
     }
 }
 
-// Issue 3's bounds for the fraction of all slots that change owner.
+// The bounds docs/placement.md gives for the fraction of all slots that
+// change owner.
 TEST(PlacementMaglev, DisruptionWithinWhatMaglevInherentlyCosts) {
     struct Case {
         std::uint32_t n;

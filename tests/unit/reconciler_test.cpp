@@ -962,7 +962,7 @@ TEST_F(ReconcilerTest, ADeletedVipsEpochsSurviveARestartInTheJournal) {
     EXPECT_GT(restarted.vip_status(v.key())->epoch, before);
 }
 
-// ---- epochs across crashes (issue 13, item 10) -------------------------------------
+// ---- epochs across crashes (docs/architecture.md, "Epochs and checksums") ----------
 // What a kill -9 leaves: the journal's last successful write (the state
 // file) and the maps. The journal of these tests keeps what the agent's state
 // file keeps about epochs and ids.
@@ -1140,7 +1140,8 @@ TEST(EpochCrashTest, AKillAtAnyInstantNeverReusesOrRewindsAnEpoch) {
     }
 }
 
-// The issue's sequence: published (203) but the record still says 202.
+// The sequence that once repeated an epoch: published (203) but the record
+// still says 202.
 TEST(EpochCrashTest, TablePublishedButRecordNotUpdatedGetsAnEpochAboveEveryReserved) {
     FakeDataPlane dp;
     Durable durable;

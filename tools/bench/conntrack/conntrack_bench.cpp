@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // xlb-bench-conntrack: how long the operator's views of a full connection
-// table take (issue 16: `xlbctl conntrack count` must be cheap enough to call
+// table take (`xlbctl conntrack count` must be cheap enough to call
 // every few seconds on a 1M-entry table).
 //
 // Set-up. The balancer's maps are loaded unpinned (nothing attached, nothing

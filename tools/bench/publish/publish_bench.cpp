@@ -4,7 +4,7 @@
 //   decision to live   - from the reconciler's decision (plan) until the
 //                        outer-map update is issued; the table is live then;
 //   decision to return - until that update call returns, after the kernel's
-//                        RCU grace period (see shared/measured.md).
+//                        RCU grace period (see docs/architecture.md).
 // Each case changes one backend's weight per publish, so every publish
 // builds and swaps a full 65537-slot table. Each case runs twice: calling the
 // reconciler directly (plan, build, publish on one thread: p50_ms, p99_ms),

@@ -3,7 +3,7 @@
 // xlb-bench-xdp: nanoseconds per packet of the balancer's main paths, measured
 // with BPF_PROG_TEST_RUN.
 //
-// Method (issue 2, "Benchmark"):
+// Method:
 //  - Every measurement runs the wrapper of bpf/bench/xlb_bench.bpf.c, which
 //    restores the original 128-byte frame before each repetition (the kernel
 //    does not, and the balancer grows the frame) and tail-calls slot 0 of its
@@ -411,8 +411,9 @@ std::vector<Case> make_cases() {
                      .kind = Path::kNotVip,
                      .flow = Flow{test::kClientV4, test::kEncapSrcV4, 40000, 22},
                      .target_net_ns = 30});
-    // Issue 19: an idle capture flag costs at most kCaptureIdleTargetNs on
-    // these paths, measured against the same program without the check.
+    // An idle capture flag must cost at most kCaptureIdleTargetNs on these
+    // paths (docs/capture.md, "Cost"), measured against the same program
+    // without the check.
     for (const char* name : kCaptureIdleCases) {
         Case copy = *std::find_if(cases.begin(), cases.end(),
                                   [&](const Case& c) { return c.name == name; });
@@ -603,7 +604,7 @@ struct Options {
     std::uint32_t samples = 11;
     std::uint32_t repeat = 1'000'000;
     int cpu = -1;
-    // A production size (issue 17: at least 1M entries), small enough that
+    // A production size (at least 1M entries), small enough that
     // new_flow_full_v4 fills its own table in seconds.
     std::uint32_t conntrack_entries = 1U << 22;
     std::vector<std::string> only;  // case names; empty = all
@@ -1117,7 +1118,8 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
     if (bench.conntrack_clears() > 0)
         fmt::print("The connection table was emptied {} times to stay below full.\n",
                    bench.conntrack_clears());
-    // The host runs in phases (measured.md): everything slower for seconds.
+    // The host runs in phases (docs/architecture.md): everything slower for
+    // seconds.
     if (max_of(floors) > 1.25 * min_of(floors))
         fmt::print(
             "Note: the floor varied from {} to {} ns: the host changed speed during the run\n"

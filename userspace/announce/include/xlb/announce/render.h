@@ -35,7 +35,7 @@ enum class RouteForm {
     // protocol exports it, makes the kernel drop what XDP passes up instead
     // of looping it (see docs/bird-notes.md). The default.
     kBlackhole,
-    // `route X/32 via "lo";` as in ../shared/measured.md.
+    // `route X/32 via "lo";` (docs/bird-notes.md, "Route form").
     kViaLoopback,
 };
 std::string_view to_string(RouteForm);  // "blackhole", "via_lo"

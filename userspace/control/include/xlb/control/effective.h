@@ -3,7 +3,7 @@
 // agent observes (health, slow-start and rate-limit factors) to the weights a
 // VIP's next Maglev table is built from. Pure logic, no I/O, no clock.
 //
-// Rules (shared/design.md, "Control plane"):
+// Rules (docs/architecture.md, "Effective weights"):
 //  - disabled backends are gone; drained backends take no new flows (their
 //    established flows stay through the connection table);
 //  - only healthy backends take new flows, unless the VIP is in panic;
