@@ -58,7 +58,7 @@ struct VipInput {
     // a routine weight change must not withdraw the VIP.
     bool table_live = false;
     // Backends in the live table that take new flows (in_table with an
-    // effective weight > 0). In panic every non-disabled backend is in the
+    // effective weight > 0). In panic every active backend is in the
     // table, so panic counts as serving; with panic_threshold 0 and nothing
     // healthy the table is empty and this is 0.
     std::uint32_t serving_backends = 0;
