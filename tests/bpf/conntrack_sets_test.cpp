@@ -250,6 +250,12 @@ TEST_F(ConntrackSetsTest, InsertsOnTwoCpusWithDeletesLeaveOnlyWholeEntries) {
             deleted += gone && *gone ? 1 : 0;
         }
     }
+    // The two CPUs go on alone for a while: the deletes must not have the
+    // last word, or nothing may be left to check (a starved machine).
+    const std::uint64_t runs_at_last_delete = runs.load();
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (runs.load() < runs_at_last_delete + 1000 && std::chrono::steady_clock::now() < grace)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     stop = true;
     a.join();
     b.join();
