@@ -3,6 +3,9 @@
 #
 #   make          build everything (BPF objects, skeletons, C++)
 #   make test     install missing dependencies, check the style, build, run every test
+#   make check    build, then only the fast tier in parallel: unit, packet, API,
+#                 announcer (no BIRD), simulator, xlbd CLI and contrib tests (no lab,
+#                 no network namespaces; root for the packet tests)
 #   make format-check   clang-format over every C, C++ and BPF source (no changes)
 #   make format   rewrite the sources in the style
 #   make bench    build and run the benchmarks (JSON in build/bench/)
@@ -28,7 +31,7 @@ ifeq ($(V),1)
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all build deps configure test bench demo install deb clean help format format-check
+.PHONY: all build deps configure test check bench demo install deb clean help format format-check
 
 all: build
 
@@ -57,6 +60,12 @@ test: deps
 	@$(MAKE) --no-print-directory build
 	@./scripts/ensure-bpffs.sh
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_ARGS)
+
+# The fast tier: what needs neither a lab nor BIRD, run JOBS at a time.
+CHECK_LABELS := ^(unit|bpf|api|announce|sim|xlbd|contrib)$$
+check: build
+	@./scripts/ensure-bpffs.sh
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -L '$(CHECK_LABELS)' -LE '^bird$$' $(CTEST_ARGS)
 
 bench: deps
 	@$(MAKE) --no-print-directory build
