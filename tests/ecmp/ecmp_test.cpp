@@ -564,18 +564,28 @@ TEST_F(Ecmp, SecondChanceCoversAHostLostDuringSlowStart) {
         ASSERT_EQ(before[i].error, "") << "stream " << i << " before any change";
 
     const std::string add = R"({"address": ")" + backend_v4(4) + R"(", "weight": 100})";
+    const auto added = Clock::now();
     for (const char* host : kHosts)
         lab_.api_json(host, "POST", "/v1/backends?vip=" + vip_key4(), add);
-    std::this_thread::sleep_for(2s);
-    // the new backend is in the tables and still ramping
-    for (const char* host : kHosts) {
-        const json st = lab_.api_json(host, "GET", "/v1/backends?vip=" + vip_key4());
-        bool ramping = false;
+    // The new backend enters a host's table at its first healthy verdict
+    // (about 1 s: two probes 500 ms apart) and ramps for 3 s from there.
+    auto ramping_on = [&](const char* host, json& st) {
+        st = lab_.api_json(host, "GET", "/v1/backends?vip=" + vip_key4());
         for (const json& b : st["backends"])
             if (b["address"] == backend_v4(4))
-                ramping = b["in_table"] == true && b["weight_factor"].get<double>() < 1.0;
-        EXPECT_TRUE(ramping) << host << ": " << st.dump();
+                return b["in_table"] == true && b["weight_factor"].get<double>() < 1.0;
+        return false;
+    };
+    json st;
+    for (const char* host : kHosts) {
+        bool ramping = false;
+        while (!(ramping = ramping_on(host, st)) && Clock::now() - added < 5s)
+            std::this_thread::sleep_for(50ms);
+        ASSERT_TRUE(ramping) << host << ": not in the table and ramping: " << st.dump();
     }
+    std::this_thread::sleep_for(std::max<Clock::duration>(0s, added + 2s - Clock::now()));
+    for (const char* host : kHosts)
+        EXPECT_TRUE(ramping_on(host, st)) << host << ": the ramp ended already: " << st.dump();
     lab_.script("host-fail lb2");
     ASSERT_TRUE(lab_.wait_next_hops(kVip4, 1, 5s)) << "the router kept lb2's route";
     std::this_thread::sleep_for(2s);
