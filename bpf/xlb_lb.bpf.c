@@ -16,275 +16,15 @@
 #include "xlb/abi.h"
 #include "xlb/ct_set.h"
 #include "xlb/flow_hash.h"
+#include "lib/maps.h"
+#include "lib/capture.h"
+#include "lib/conntrack.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
-#include "lib/shared_maps.h"
 #include "lib/icmp.h"
 #include "lib/parse.h"
-#include "lib/stats.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
-	__type(key, struct xlb_vip_key);
-	__type(value, struct xlb_vip_value);
-} xlb_vips SEC(".maps");
-
-/* Inner map template: every VIP's ring is an array of backend ids, slot 0
- * holding the ring size. BPF_F_INNER_MAP lets rings of different sizes share
- * the outer map; BPF_F_MMAPABLE lets the agent fill a fresh ring in place. */
-struct xlb_ring {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_RING_SIZE_DEFAULT + 1);
-	__uint(map_flags, XLB_RING_MAP_FLAGS);
-	__type(key, __u32);
-	__type(value, __u32);
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
-	__type(key, __u32);
-	__array(values, struct xlb_ring);
-} xlb_rings SEC(".maps");
-
-/* Second chance (abi.h, struct xlb_gue_hint): each VIP's previous ring, for
- * a while after its ring changed; the agent publishes it before the new one. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
-	__type(key, __u32);
-	__array(values, struct xlb_ring);
-} xlb_prev_rings SEC(".maps");
-
-/* abi.h, struct xlb_ct_set: element 0 the header, then the sets. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_CT_ELEMENTS(XLB_CONNTRACK_DEFAULT));
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct xlb_ct_set);
-} xlb_conntrack4 SEC(".maps");
-
-/* abi.h, XLB_MAP_VIP_BUCKETS: 0 = no VIP address in the bucket, else its
- * epoch; the extra last slot is the agent's epoch counter. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_VIP_BUCKETS + 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} xlb_vip_buckets SEC(".maps");
-
-/* abi.h, XLB_MAP_VIP_CANDIDATES: the VIPs of each bucket. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_VIP_BUCKETS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct xlb_vip_candidates);
-} xlb_vip_cands SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xlb_ct_cpu);
-} xlb_ct_cpu SEC(".maps");
-
-/* Entry times (abi.h): written by the agent every XLB_CT_CLOCK_TICK_MS. */
-volatile __u32 xlb_ct_clock;
-/* The clock when the agent last deleted connection-table entries: cached
- * copies checked before then are not used (abi.h, XLB_MAP_FLOW_CACHE). */
-volatile __u32 xlb_ct_erased;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_FLOW_CACHE_SLOTS);
-	__type(key, __u32);
-	__type(value, struct xlb_flow_cache_entry);
-} xlb_flow_cache SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
-	__type(key, __u32);
-	__type(value, struct xlb_vip_stats);
-} xlb_vip_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_MAX_BACKENDS_DEFAULT);
-	__type(key, __u32);
-	__type(value, struct xlb_backend_stats);
-} xlb_backend_stats SEC(".maps");
-
-/* Per VIP: packets sent with a second-chance hint. Apart from
- * xlb_vip_stats so that its layout (and pin) stays as it was. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
-	__type(key, __u32);
-	__type(value, __u64);
-} xlb_vip_hints SEC(".maps");
-
-/* Per VIP: drops by reason (abi.h, struct xlb_vip_drops). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
-	__type(key, __u32);
-	__type(value, struct xlb_vip_drops);
-} xlb_vip_drops SEC(".maps");
-
-/* Capture (abi.h, struct xlb_capture_filter): the agent writes the filter,
- * then sets the flag; it clears the flag to stop. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, XLB_CAPTURE_RING_BYTES);
-} xlb_capture_ring SEC(".maps");
-/* In a section of their own, so that .bss (the connection-table clock) has
- * one layout whether or not the capture check is built in (the benchmark's
- * copy without it shares .bss with the balancer). */
-#define XLB_CAPTURE_SEC SEC(".data.capture")
-volatile __u32 xlb_capture_on XLB_CAPTURE_SEC;
-struct xlb_capture_filter xlb_capture_filter XLB_CAPTURE_SEC;
-/* Packets that matched the filter, and records the ring had no room for. */
-__u64 xlb_capture_matched XLB_CAPTURE_SEC;
-__u64 xlb_capture_lost XLB_CAPTURE_SEC;
-
-/* What the capture needs to know of a packet's verdict. */
-struct xlb_capture_meta {
-	__u8 outcome;
-	__u8 family; /* of src; 0: not parsed */
-	__u8 backend_family; /* 0: not sent to a backend */
-	__u8 has_vip;
-	__u32 vip_id;
-	__u32 inner_off; /* sent on: where the received IP packet now begins */
-	__be32 src[4];
-	__be32 backend[4];
-};
-
-static __always_inline __u8 *xlb_capture_data(struct xlb_capture_record *r)
-{
-	return (__u8 *)(r + 1);
-}
-
-/* Copies `len` bytes at `off` into the record's data (with_eth: an Ethernet
- * header, then len - 14 bytes from `off`), at most `room`; returns the bytes
- * kept. The Ethernet header of a packet sent on is not kept (the outer
- * header overwrote it): its addresses are those it was sent with, its type
- * the inner packet's. The empty asm hides what the compiler knows of `n`, so
- * that it keeps the clamp the verifier needs to see. */
-static __always_inline __u32 xlb_capture_copy(struct xdp_md *ctx, struct xlb_capture_record *r,
-					      const struct xlb_capture_meta *m, __u32 len,
-					      __u32 off, int with_eth, __u32 room)
-{
-	__u64 n = len;
-
-	if (with_eth) {
-		__u8 *data = xlb_capture_data(r);
-
-		if (n < sizeof(struct ethhdr) ||
-		    bpf_xdp_load_bytes(ctx, 0, data, 2 * ETH_ALEN) != 0)
-			return 0;
-		data[12] = m->family == XLB_FAMILY_V6 ? 0x86 : 0x08;
-		data[13] = m->family == XLB_FAMILY_V6 ? 0xdd : 0x00;
-		n -= sizeof(struct ethhdr);
-		asm volatile("" : "+r"(n));
-		if (n > room - sizeof(struct ethhdr))
-			n = room - sizeof(struct ethhdr);
-		if (n > 0 && bpf_xdp_load_bytes(
-				     ctx, off, xlb_capture_data(r) + sizeof(struct ethhdr), n) != 0)
-			return sizeof(struct ethhdr);
-		return n + sizeof(struct ethhdr);
-	}
-	asm volatile("" : "+r"(n));
-	if (n > room)
-		n = room;
-	if (n > 0 && bpf_xdp_load_bytes(ctx, off, xlb_capture_data(r), n) != 0)
-		return 0;
-	return n;
-}
-
-static __always_inline void xlb_capture_emit(struct xdp_md *ctx, const struct xlb_capture_meta *m,
-					     __u8 direction, __u32 len, __u32 off, int with_eth)
-{
-	struct xlb_capture_record *r;
-	__u32 keep = len, snaplen = xlb_capture_filter.snaplen;
-
-	if (keep > snaplen)
-		keep = snaplen;
-	if (keep <= XLB_CAPTURE_DATA_SMALL) {
-		r = bpf_ringbuf_reserve(&xlb_capture_ring, sizeof(*r) + XLB_CAPTURE_DATA_SMALL, 0);
-		if (r)
-			r->caplen = xlb_capture_copy(ctx, r, m, keep, off, with_eth,
-						     XLB_CAPTURE_DATA_SMALL);
-	} else {
-		r = bpf_ringbuf_reserve(&xlb_capture_ring, sizeof(*r) + XLB_CAPTURE_DATA_MAX, 0);
-		if (r)
-			r->caplen = xlb_capture_copy(ctx, r, m, keep, off, with_eth,
-						     XLB_CAPTURE_DATA_MAX);
-	}
-	if (!r) {
-		__sync_fetch_and_add(&xlb_capture_lost, 1);
-		return;
-	}
-	r->time_ns = bpf_ktime_get_ns();
-	r->ifindex = ctx->ingress_ifindex;
-	r->len = len;
-	r->vip_id = m->vip_id;
-	r->outcome = m->outcome;
-	r->direction = direction;
-	r->flags = m->has_vip ? XLB_CAPTURE_F_VIP : 0;
-	bpf_ringbuf_submit(r, 0);
-}
-
-static __always_inline int xlb_capture_addr_match(const __be32 *a, const __be32 *b,
-						  const __be32 *mask)
-{
-	return ((a[0] ^ b[0]) & mask[0]) == 0 && ((a[1] ^ b[1]) & mask[1]) == 0 &&
-	       ((a[2] ^ b[2]) & mask[2]) == 0 && ((a[3] ^ b[3]) & mask[3]) == 0;
-}
-
-/* Out of line and verified once: a capture's whole cost stays off the
- * packet's path until the flag is set. */
-__noinline int xlb_capture_packet(struct xdp_md *ctx, const struct xlb_capture_meta *m)
-{
-	static const __be32 all[4] = { 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff };
-	const struct xlb_capture_filter *f = &xlb_capture_filter;
-	__u32 now_len, outcome;
-
-	if (!ctx || !m)
-		return 0;
-	outcome = m->outcome;
-	if (outcome >= 32 || !(f->outcomes & (1U << outcome)))
-		return 0;
-	if ((f->flags & XLB_CAPTURE_F_VIP) && (!m->has_vip || m->vip_id != f->vip_id))
-		return 0;
-	if ((f->flags & XLB_CAPTURE_F_BACKEND) &&
-	    (m->backend_family != f->backend_family ||
-	     !xlb_capture_addr_match(m->backend, f->backend, all)))
-		return 0;
-	if ((f->flags & XLB_CAPTURE_F_SRC) &&
-	    (m->family != f->src_family || !xlb_capture_addr_match(m->src, f->src, f->src_mask)))
-		return 0;
-	__sync_fetch_and_add(&xlb_capture_matched, 1);
-	now_len = (__u32)(ctx->data_end - ctx->data);
-	if (outcome == XLB_OUT_TX || outcome == XLB_OUT_TX_ICMP_ERROR) {
-		if (m->inner_off < now_len)
-			xlb_capture_emit(ctx, m, XLB_CAPTURE_RECEIVED,
-					 sizeof(struct ethhdr) + now_len - m->inner_off,
-					 m->inner_off, 1);
-		xlb_capture_emit(ctx, m, XLB_CAPTURE_SENT, now_len, 0, 0);
-	} else if (outcome == XLB_OUT_TX_ICMP_TOO_BIG) {
-		/* rewritten in place into the answer: only that is left */
-		xlb_capture_emit(ctx, m, XLB_CAPTURE_SENT, now_len, 0, 0);
-	} else {
-		xlb_capture_emit(ctx, m, XLB_CAPTURE_RECEIVED, now_len, 0, 0);
-	}
-	return 0;
-}
 
 /*
  * The VIP for {addr, port, proto} from its bucket's block of candidates
@@ -360,209 +100,6 @@ static __always_inline int xlb_match_vip(__u32 bucket, const __be32 *addr, __be1
 	return 1;
 }
 
-static __always_inline int xlb_backend_live(const struct xlb_backend *be, __u32 generation)
-{
-	return be && be->generation != 0 && be->generation == generation;
-}
-
-/*
- * The connection table's insert budget (struct xlb_ct_cpu): takes one entry's
- * worth of tokens from this CPU's bucket. Returns 0 when the bucket is empty;
- * the caller then balances the packet without recording it.
- */
-static __always_inline int xlb_ct_admit(const struct xlb_config *cfg)
-{
-	const __u64 one = 1000000000ULL;
-	struct xlb_ct_cpu *cpu;
-	__u32 zero = 0;
-	__u64 elapsed, cap, now_ns;
-
-	cpu = bpf_map_lookup_elem(&xlb_ct_cpu, &zero);
-	if (!cpu)
-		return 1;
-	if (cfg->ct_insert_rate != 0) {
-		/* The bucket needs finer time than xlb_ct_clock's ticks; the
-		 * insert path can afford the helper. */
-		now_ns = bpf_ktime_get_coarse_ns();
-		/* Capped so that elapsed * rate fits 64 bits; a full bucket
-		 * needs no more than a second's worth anyway when burst <= rate. */
-		elapsed = now_ns - cpu->refill_ns;
-		if (elapsed > one)
-			elapsed = one;
-		cpu->refill_ns = now_ns;
-		cpu->tokens += elapsed * cfg->ct_insert_rate;
-		cap = (__u64)cfg->ct_insert_burst * one;
-		if (cpu->tokens > cap)
-			cpu->tokens = cap;
-		if (cpu->tokens < one) {
-			cpu->skipped += 1;
-			cpu->last_skip_ns = now_ns;
-			return 0;
-		}
-		cpu->tokens -= one;
-	}
-	cpu->inserts += 1;
-	return 1;
-}
-
-static __always_inline int xlb_same_flow(const struct xlb_flow_key *a, const struct xlb_flow_key *b)
-{
-	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
-
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
-}
-
-/* A flow's place in the connection table (abi.h, struct xlb_ct_set). */
-struct xlb_ct_ref {
-	struct xlb_ct_set *set; /* the flow's set; NULL: no table yet */
-	__u32 way; /* valid when found */
-	int found;
-	struct xlb_ct_value v; /* found: a consistent copy of the way's value */
-};
-
-/* Finds the flow in its set. A way being written, or rewritten while its
- * value was copied, does not count: that entry is on its way out. */
-static __noinline void xlb_ct_find(struct xlb_ct_ref *ref, const struct xlb_flow_key *key)
-{
-	__u32 index = 0;
-	__u64 seq;
-	struct xlb_ct_header *hdr = bpf_map_lookup_elem(&xlb_conntrack4, &index);
-	struct xlb_ct_set *set;
-
-	ref->set = NULL;
-	ref->found = 0;
-	if (!hdr || hdr->magic != XLB_CT_MAGIC)
-		return;
-	index = xlb_ct_set_index(key, hdr->seed, hdr->sets);
-	set = bpf_map_lookup_elem(&xlb_conntrack4, &index);
-	if (!set)
-		return;
-	ref->set = set;
-	for (__u32 w = 0; w < XLB_CT_WAYS; w++) {
-		seq = *(volatile __u64 *)&set->seq[w];
-		if (seq & 1)
-			continue;
-		asm volatile("" ::: "memory");
-		if (!xlb_same_flow(&set->key[w], key))
-			continue;
-		__builtin_memcpy(&ref->v, &set->value[w], sizeof(ref->v));
-		asm volatile("" ::: "memory");
-		if (*(volatile __u64 *)&set->seq[w] != seq)
-			return;
-		ref->way = w;
-		ref->found = 1;
-		return;
-	}
-}
-
-/* Writes key and value into the way (abi.h: claimed through its seq).
- * Returns 0 when another writer holds it. */
-static __always_inline int xlb_ct_write(struct xlb_ct_set *set, __u32 way,
-					const struct xlb_flow_key *key,
-					const struct xlb_ct_value *val)
-{
-	__u64 seq;
-
-	way &= XLB_CT_WAYS - 1;
-	seq = *(volatile __u64 *)&set->seq[way];
-	if ((seq & 1) || __sync_val_compare_and_swap(&set->seq[way], seq, seq + 1) != seq)
-		return 0;
-	__builtin_memcpy(&set->key[way], key, sizeof(*key));
-	__builtin_memcpy(&set->value[way], val, sizeof(*val));
-	asm volatile("" ::: "memory");
-	*(volatile __u64 *)&set->seq[way] = seq + 2;
-	return 1;
-}
-
-/* The backend a found entry names when it is still the one recorded (same
- * generation), the entry's age refreshed; NULL when it went away. */
-static __always_inline struct xlb_backend *xlb_ct_backend(struct xlb_ct_ref *ref)
-{
-	__u32 id = ref->v.backend_id, now;
-	struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, &id);
-
-	if (!xlb_backend_live(be, ref->v.generation))
-		return NULL;
-	now = xlb_ct_clock;
-	if (now - ref->v.last_seen >= XLB_CT_LOOKUP_UNITS) {
-		ref->v.last_seen = now;
-		ref->set->value[ref->way & (XLB_CT_WAYS - 1)].last_seen = now;
-	}
-	return be;
-}
-
-/* The cached copy of the flow's entry in `fc` (its slot on this CPU), when
- * it may stand in for the table (abi.h, XLB_MAP_FLOW_CACHE); NULL otherwise. */
-static __always_inline struct xlb_backend *
-xlb_flow_cache_backend(const struct xlb_flow_cache_entry *fc, const struct xlb_flow_key *key,
-		       __u32 epoch)
-{
-	__u32 now = xlb_ct_clock, id;
-	struct xlb_backend *be;
-
-	if (!xlb_same_flow(&fc->key, key) || fc->vip_epoch != epoch ||
-	    now - fc->checked >= XLB_CT_LOOKUP_UNITS || (__s32)(fc->checked - xlb_ct_erased) <= 0)
-		return NULL;
-	id = fc->backend_id;
-	be = bpf_map_lookup_elem(&xlb_backends, &id);
-	return xlb_backend_live(be, fc->generation) ? be : NULL;
-}
-
-static __always_inline void xlb_flow_cache_fill(struct xlb_flow_cache_entry *fc,
-						const struct xlb_flow_key *key,
-						const struct xlb_ct_value *ct, __u32 checked)
-{
-	__builtin_memcpy(&fc->key, key, sizeof(*key));
-	fc->backend_id = ct->backend_id;
-	fc->generation = ct->generation;
-	fc->vip_id = ct->vip_id;
-	fc->vip_epoch = ct->vip_epoch;
-	fc->hash = ct->hash;
-	fc->checked = checked;
-}
-
-struct xlb_flow_cache_drop {
-	struct xlb_flow_key key;
-	__u32 slot;
-};
-
-static long xlb_flow_cache_drop_on_cpu(__u64 cpu, void *data)
-{
-	struct xlb_flow_cache_drop *drop = data;
-	struct xlb_flow_cache_entry *fc;
-
-	fc = bpf_map_lookup_percpu_elem(&xlb_flow_cache, &drop->slot, (__u32)cpu);
-	if (!fc)
-		return 1; /* past the last CPU */
-	if (xlb_same_flow(&fc->key, &drop->key))
-		fc->vip_epoch = 0;
-	return 0;
-}
-
-/* Forgets the cached copies of a flow's entry on every CPU. */
-static __always_inline void xlb_flow_cache_drop_everywhere(const struct xlb_flow_key *key)
-{
-	struct xlb_flow_cache_drop drop = { .slot = xlb_flow_cache_slot(key) };
-
-	__builtin_memcpy(&drop.key, key, sizeof(*key));
-	bpf_loop(XLB_FLOW_CACHE_MAX_CPUS, xlb_flow_cache_drop_on_cpu, &drop, 0);
-}
-
-/* Brings a found entry's record of its VIP up to date (see struct
- * xlb_ct_value). */
-static __always_inline void xlb_ct_note_vip(struct xlb_ct_ref *ref, __u32 vip_id, __u32 epoch,
-					    __u32 hash)
-{
-	struct xlb_ct_value *ct;
-
-	if (ref->v.vip_id == vip_id && ref->v.vip_epoch == epoch && ref->v.hash == hash)
-		return;
-	ct = &ref->set->value[ref->way & (XLB_CT_WAYS - 1)];
-	ct->vip_id = vip_id;
-	ct->vip_epoch = epoch;
-	ct->hash = hash;
-}
-
 /* The backend id `rings` (xlb_rings or xlb_prev_rings) names for the flow
  * hash: 0 with *id set, or -outcome. */
 static __always_inline int xlb_ring_pick(void *rings, __u32 vip_id, __u32 hash, __u32 *id)
@@ -614,34 +151,43 @@ static __always_inline struct xlb_backend *xlb_ct_hint(const struct xlb_ct_value
 	return xlb_hint_target(ct->second_chance - 1, ct->backend_id, be, cfg);
 }
 
+/* What xlb_pick_backend may do besides reading the ring (a bitmask). */
+enum xlb_pick {
+	/* use the connection-table entry found, when its backend is live (not
+	 * for a TCP SYN, which always starts a new connection) */
+	XLB_PICK_USE_ENTRY = 1 << 0,
+	/* write the ring's choice into the connection table, within the
+	 * insert budget */
+	XLB_PICK_RECORD = 1 << 1,
+	/* a SYN: an entry already there for the tuple is an earlier
+	 * connection's; rewrite it in place to the ring's choice, or the
+	 * handshake's ACK would follow it to the old backend (rewriting
+	 * inserts nothing, so it needs no budget) */
+	XLB_PICK_REPOINT = 1 << 2,
+	/* a TCP packet that is not a SYN, with XLB_CFG_F_SECOND_CHANCE: when
+	 * the previous ring names another backend, it becomes the hint and is
+	 * recorded in the entry (abi.h, struct xlb_gue_hint) */
+	XLB_PICK_SECOND_CHANCE = 1 << 3,
+};
+
 /*
  * Chooses the backend for a flow on the full path: the connection-table
- * entry `ref` found when it names a live backend and use_entry is set (not
- * for a TCP SYN, which always starts a new connection; ref->set is NULL when
- * the VIP skips the table), else the ring. record: write the ring's
- * choice into the connection table, within the insert budget. repoint (a
- * SYN): an entry already there for the tuple is an earlier connection's; it
- * is rewritten in place to the ring's choice, or the handshake's ACK would
- * follow it to the old backend. Rewriting an existing entry inserts nothing,
- * so it needs no budget. epoch: the VIP bucket's, read before the VIP was
- * matched; entries written here carry it. second_chance (a TCP packet that
- * is not a SYN, with XLB_CFG_F_SECOND_CHANCE): when the previous
- * ring names another backend, that one goes in *hint_out and into the entry
- * recorded (abi.h, struct xlb_gue_hint); an entry's own hint is used too.
- * Returns 0 with id_out and be_out set, or -outcome.
+ * entry `ref` found (ref->set is NULL when the VIP skips the table), else the
+ * ring, as `pick` (enum xlb_pick) allows. epoch: the VIP bucket's, read
+ * before the VIP was matched; entries written here carry it. An entry's own
+ * hint is used too. Returns 0 with id_out and be_out set, or -outcome.
  */
 static __always_inline int
 xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key,
-		 const struct xlb_config *cfg, struct xlb_ct_ref *ref, int use_entry, int record,
-		 int repoint, int second_chance, __u32 hash, __u32 epoch,
-		 struct xlb_vip_stats *vstats, __u32 *id_out, struct xlb_backend **be_out,
-		 struct xlb_backend **hint_out)
+		 const struct xlb_config *cfg, struct xlb_ct_ref *ref, __u32 pick, __u32 hash,
+		 __u32 epoch, struct xlb_vip_stats *vstats, __u32 *id_out,
+		 struct xlb_backend **be_out, struct xlb_backend **hint_out)
 {
 	struct xlb_backend *be, *hint = NULL;
 	__u32 vip_id = vip->vip_id, prev_id = 0;
 	int err;
 
-	if (use_entry && ref->set && ref->found) {
+	if ((pick & XLB_PICK_USE_ENTRY) && ref->set && ref->found) {
 		be = xlb_ct_backend(ref);
 		if (be) {
 			xlb_ct_note_vip(ref, vip_id, epoch, hash);
@@ -662,12 +208,14 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 		return -XLB_OUT_DROP_BAD_BACKEND;
 	if (vstats)
 		vstats->new_flows += 1;
-	if (second_chance && xlb_ring_pick(&xlb_prev_rings, vip_id, hash, &prev_id) == 0)
+	if ((pick & XLB_PICK_SECOND_CHANCE) &&
+	    xlb_ring_pick(&xlb_prev_rings, vip_id, hash, &prev_id) == 0)
 		hint = xlb_hint_target(prev_id, *id_out, be, cfg);
 	/* A SYN rewrites an earlier connection's entry in place (no budget:
 	 * nothing is added); a recorded flow takes its stale entry's way, a
 	 * free one, or the one seen longest ago. */
-	if (ref->set && ((repoint && ref->found) || (record && xlb_ct_admit(cfg)))) {
+	if (ref->set && (((pick & XLB_PICK_REPOINT) && ref->found) ||
+			 ((pick & XLB_PICK_RECORD) && xlb_ct_admit(cfg)))) {
 		__u32 now = xlb_ct_clock;
 		struct xlb_ct_value val = {
 			.backend_id = *id_out,
@@ -683,7 +231,7 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 		xlb_ct_write(ref->set, ref->found ? ref->way : xlb_ct_victim(ref->set, now), key,
 			     &val);
 		/* Other CPUs may hold the earlier connection's copy. */
-		if (repoint)
+		if (pick & XLB_PICK_REPOINT)
 			xlb_flow_cache_drop_everywhere(key);
 	}
 	*be_out = be;
@@ -947,9 +495,17 @@ int xlb_lb(struct xdp_md *ctx)
 		hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
 		{
 			int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
-			int second_chance = use_ct && (cfg->flags & XLB_CFG_F_SECOND_CHANCE) &&
-					    pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn &&
-					    !icmp_error;
+			__u32 pick = 0;
+
+			if (!pkt.tcp_syn)
+				pick |= XLB_PICK_USE_ENTRY;
+			if (use_ct && !icmp_error && !pkt.tcp_syn)
+				pick |= XLB_PICK_RECORD;
+			if (use_ct && pkt.tcp_syn)
+				pick |= XLB_PICK_REPOINT;
+			if (use_ct && (cfg->flags & XLB_CFG_F_SECOND_CHANCE) &&
+			    pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn && !icmp_error)
+				pick |= XLB_PICK_SECOND_CHANCE;
 
 			/* A SYN never creates an entry: the ring's answer for it
 			 * is the one the handshake's ACK gets, which records the
@@ -959,11 +515,8 @@ int xlb_lb(struct xdp_md *ctx)
 				ct.set = NULL;
 			else if (!ct_looked_up)
 				xlb_ct_find(&ct, &pkt.key);
-			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, !pkt.tcp_syn,
-					       use_ct && !icmp_error && !pkt.tcp_syn,
-					       use_ct && pkt.tcp_syn, second_chance, hash,
-					       seen_epoch, icmp_error ? NULL : vstats, &backend_id,
-					       &be, &hint);
+			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, pick, hash, seen_epoch,
+					       icmp_error ? NULL : vstats, &backend_id, &be, &hint);
 		}
 	}
 	if (err == 0)
