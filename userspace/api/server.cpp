@@ -427,18 +427,15 @@ private:
                int success_status, bool dry_run_handled = false,
                std::function<void(json&)> amend = {}) {
         if (req.has_param("dry_run") && !dry_run_handled) {
-            const std::string value = req.get_param_value("dry_run");
             if (req.path != "/v1/backends")
                 return reject(req, res,
                               {400,
                                "dry_run: only changes of backends (/v1/backends) and VIPs "
                                "(POST /v1/vips, PATCH /v1/vip) can be tried; found it on " +
                                    req.method + " " + req.path});
-            if (value == "1" || value == "true") return predict(req, res, std::move(mutate));
-            if (value != "0" && value != "false")
-                return reject(
-                    req, res,
-                    {400, "dry_run: found \"" + value + "\", expected 1 or true (or 0, false)"});
+            auto dry_run = flag_param(req, "dry_run");
+            if (!dry_run) return reject(req, res, dry_run.error());
+            if (*dry_run) return predict(req, res, std::move(mutate));
         }
         const config::Settings settings = s_.settings->get();
         StateStore& state = s_.state;
