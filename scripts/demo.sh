@@ -60,8 +60,8 @@ if [ "${offline}" -eq 1 ]; then
   exec "${demo}" "$@"
 fi
 
-xlbctl="${build_dir}/tools/xlbctl/xlbctl"
-for bin in "${build_dir}/userspace/agent/xlbd" "${build_dir}/tools/xlb-decap/xlb-decap" "${xlbctl}"; do
+xlbctl="${build_dir}/userspace/front/xlbctl/xlbctl"
+for bin in "${build_dir}/userspace/front/agent/xlbd" "${build_dir}/tools/xlb-decap/xlb-decap" "${xlbctl}"; do
   [ -x "${bin}" ] || {
     echo "demo: ${bin} not found; build first: make (or make demo)" >&2
     exit 1

@@ -162,7 +162,7 @@ pin_dir="/sys/fs/bpf/xlb-lab-${prefix}"
 ns_client="${prefix}-client"
 ns_router="${prefix}-router"
 ns_lb="${prefix}-lb"
-xlbd_bin="${XLBD:-${build_dir}/userspace/agent/xlbd}"
+xlbd_bin="${XLBD:-${build_dir}/userspace/front/agent/xlbd}"
 decap_bin="${XLB_DECAP:-${build_dir}/tools/xlb-decap/xlb-decap}"
 
 router_mac=02:78:6c:62:00:01  # br0's, fixed: a bridge otherwise takes a port's MAC
@@ -865,8 +865,8 @@ lab_status() {
     dir="$(lb_dir "${k}")"
     if agent_running "${role}"; then
       echo "== xlbd on ${role}: pid $(cat "${dir}/xlbd.pid"), socket ${dir}/xlbd.sock, log ${dir}/xlbd.log"
-      if [ -x "${build_dir}/tools/xlbctl/xlbctl" ]; then
-        "${build_dir}/tools/xlbctl/xlbctl" --socket "${dir}/xlbd.sock" status || true
+      if [ -x "${build_dir}/userspace/front/xlbctl/xlbctl" ]; then
+        "${build_dir}/userspace/front/xlbctl/xlbctl" --socket "${dir}/xlbd.sock" status || true
       else
         api "${dir}/xlbd.sock" GET /v1/status || true
         echo

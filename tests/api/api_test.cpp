@@ -69,52 +69,52 @@ net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
 class FakeDataPlane : public control::DataPlane, public DataPlaneView {
 public:
     // DataPlane (control thread)
-    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
-    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
-    bpf::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
-    bpf::Result<control::PublishTiming> publish(
+    xlb::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    xlb::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    xlb::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
+    xlb::Result<control::PublishTiming> publish(
         const std::vector<control::RingUpdate>& updates) override {
-        if (fail_publish) return bpf::fail(EIO, "publish rings (injected)");
+        if (fail_publish) return xlb::fail(EIO, "publish rings (injected)");
         std::lock_guard lock(mu);
         for (const control::RingUpdate& r : updates) rings[r.vip_id] = r.backend_ids;
         auto now = control::Clock::now();
         return control::PublishTiming{now, now + 1ms};
     }
-    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+    xlb::Result<void> remove_ring(std::uint32_t vip_id) override {
         std::lock_guard lock(mu);
         rings.erase(vip_id);
         return {};
     }
-    bpf::Result<void> remove_previous_ring(std::uint32_t) override { return {}; }
+    xlb::Result<void> remove_previous_ring(std::uint32_t) override { return {}; }
 
     // DataPlaneView (API threads)
-    bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override {
+    xlb::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override {
         std::lock_guard lock(mu);
         auto it = rings.find(vip_id);
         if (it == rings.end())
-            return bpf::fail(ENOENT, "find ring of VIP id " + std::to_string(vip_id));
+            return xlb::fail(ENOENT, "find ring of VIP id " + std::to_string(vip_id));
         return it->second;
     }
-    bpf::Result<OutcomeCounts> outcomes() const override {
+    xlb::Result<OutcomeCounts> outcomes() const override {
         std::lock_guard lock(mu);
         return outcome_counts;
     }
-    bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override {
+    xlb::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override {
         std::lock_guard lock(mu);
         auto it = vip_counters.find(vip_id);
         return it == vip_counters.end() ? xlb_vip_stats{} : it->second;
     }
-    bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t id) const override {
+    xlb::Result<xlb_backend_stats> backend_stats(std::uint32_t id) const override {
         std::lock_guard lock(mu);
         auto it = backend_counters.find(id);
         return it == backend_counters.end() ? xlb_backend_stats{} : it->second;
     }
-    bpf::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override {
+    xlb::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override {
         std::lock_guard lock(mu);
         auto it = hint_counters.find(vip_id);
         return it == hint_counters.end() ? 0 : it->second;
     }
-    bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override {
+    xlb::Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override {
         std::lock_guard lock(mu);
         auto it = drop_counters.find(vip_id);
         return it == drop_counters.end() ? xlb_vip_drops{} : it->second;
@@ -1234,7 +1234,7 @@ TEST_F(ApiTest, MetricsExposition) {
 
 // ---- health: the history of verdict changes, the latency histogram ----------
 
-// The agent's health wiring (userspace/agent/health_link.cpp), played by the
+// The agent's health wiring (userspace/front/agent/health_link.cpp), played by the
 // test on the control thread: a tracker follows the checked backends of the
 // desired VIPs, is fed the probe results the test makes, hands its
 // observations to the reconciler, and serves its snapshots and histories.

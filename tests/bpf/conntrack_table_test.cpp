@@ -8,8 +8,8 @@
 #include <netinet/in.h>
 
 #include "xlb/bpf/programs.h"
-#include "xlb/conntrack/bpf_table.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/kernel/conntrack_bpf_table.h"
 
 namespace xlb::conntrack {
 namespace {

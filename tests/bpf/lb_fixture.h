@@ -100,7 +100,7 @@ std::optional<bpf::DecapProgram> decap_serving(std::initializer_list<net::IpAddr
 // Runs xlb_decap on `input` and checks the action, the whole output frame,
 // and that `outcome` alone was counted, once. run: how the program is run
 // (e.g. from inside a namespace); by default from the calling thread.
-using DecapRun = std::function<bpf::Result<bpf::TestRunResult>(int prog_fd, const Bytes& input)>;
+using DecapRun = std::function<xlb::Result<bpf::TestRunResult>(int prog_fd, const Bytes& input)>;
 void expect_decap_run(const bpf::DecapProgram& decap, const Bytes& input, std::uint32_t action,
                       xlb_decap_outcome outcome, const Bytes& expected, const DecapRun& run = {});
 

@@ -10,6 +10,7 @@
 #include "lb_fixture.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/control/data_plane.h"
+#include "xlb/kernel/bpf_data_plane.h"
 
 namespace xlb::test {
 namespace {

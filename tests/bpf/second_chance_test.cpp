@@ -14,6 +14,7 @@
 #include "testbed.h"
 #include "xlb/control/data_plane.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/kernel/bpf_data_plane.h"
 
 namespace xlb::test {
 namespace {

@@ -1268,7 +1268,7 @@ TEST_F(AgentSafetyE2E, AFirstStartRefusedAtAttachLeavesNoPinDirectory) {
     auto decap = in_netns(lab_->lb_ns(), [] { return bpf::DecapProgram::load(); });
     ASSERT_TRUE(decap) << decap.error().message();
     // kept attached: the lab's teardown removes it with its namespace
-    auto foreign = in_netns(lab_->lb_ns(), [&]() -> bpf::Result<void> {
+    auto foreign = in_netns(lab_->lb_ns(), [&]() -> xlb::Result<void> {
         auto iface = bpf::Interface::by_name(Lab::kLbIf);
         if (!iface) return std::unexpected(iface.error());
         auto xdp = bpf::XdpAttachment::attach(*decap, *iface, {bpf::XdpMode::kGeneric});

@@ -433,7 +433,7 @@ cmd_configure() {
     finish
   fi
   ok "configured with debian/rules' flags, without GoogleTest and Google Benchmark"
-  grep -q '"file": ".*userspace/agent/main.cpp"' "$tmp/compile_commands.json" ||
+  grep -q '"file": ".*userspace/front/agent/main.cpp"' "$tmp/compile_commands.json" ||
     fail "the configured tree does not compile xlbd"
   werror() { grep -rl -e '-Werror' "$tmp" --include='*.make' --include=compile_commands.json; }
   if [ -n "$(werror)" ]; then

@@ -16,13 +16,13 @@ namespace xlb::test {
 
 class RecordingDataPlane : public control::DataPlane {
 public:
-    bpf::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
-    bpf::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
-    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+    xlb::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    xlb::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    xlb::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
         backends[id] = be;
         return {};
     }
-    bpf::Result<control::PublishTiming> publish(
+    xlb::Result<control::PublishTiming> publish(
         const std::vector<control::RingUpdate>& updates) override {
         publishes += updates.size();
         for (const control::RingUpdate& r : updates) {
@@ -36,18 +36,18 @@ public:
         const auto now = std::chrono::steady_clock::now();
         return control::PublishTiming{now, now};
     }
-    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+    xlb::Result<void> remove_ring(std::uint32_t vip_id) override {
         rings.erase(vip_id);
         previous_rings.erase(vip_id);
         return {};
     }
-    bpf::Result<void> remove_previous_ring(std::uint32_t vip_id) override {
+    xlb::Result<void> remove_previous_ring(std::uint32_t vip_id) override {
         previous_rings.erase(vip_id);
         return {};
     }
     // With reports_live_rings, what a restarted agent finds in pinned maps: the
     // rings published so far (otherwise nothing is known, as for fresh maps).
-    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
+    xlb::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
         std::uint32_t vip_id) override {
         auto it = rings.find(vip_id);
         if (!reports_live_rings || it == rings.end())

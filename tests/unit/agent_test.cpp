@@ -19,7 +19,7 @@
 #include "xlb/agent/reload.h"
 #include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/fd.h"
-#include "xlb/conntrack/bpf_table.h"
+#include "xlb/kernel/conntrack_bpf_table.h"
 
 namespace xlb::agent {
 namespace {

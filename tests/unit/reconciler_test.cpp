@@ -27,25 +27,25 @@ net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
 // Records every write, in order, and keeps the resulting map contents.
 class FakeDataPlane : public DataPlane {
 public:
-    bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
+    xlb::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
         log.push_back("vip+ " + std::to_string(value.vip_id));
         vips[key.port] = value;
         return {};
     }
-    bpf::Result<void> remove_vip(const xlb_vip_key& key) override {
+    xlb::Result<void> remove_vip(const xlb_vip_key& key) override {
         log.push_back("vip- " + std::to_string(vips[key.port].vip_id));
         vips.erase(key.port);
         return {};
     }
-    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
-        if (fail_put_backend) return bpf::fail(ENOMEM, "update backend " + std::to_string(id));
+    xlb::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+        if (fail_put_backend) return xlb::fail(ENOMEM, "update backend " + std::to_string(id));
         log.push_back("backend " + std::to_string(id) + " gen " + std::to_string(be.generation));
         backends[id] = be;
         return {};
     }
-    bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
+    xlb::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
         ++publish_attempts;
-        if (fail_publish) return bpf::fail(EIO, "publish");
+        if (fail_publish) return xlb::fail(EIO, "publish");
         if (publish_delay.count() > 0) std::this_thread::sleep_for(publish_delay);
         ++publishes;
         for (const RingUpdate& r : updates) {
@@ -63,18 +63,18 @@ public:
         auto now = Clock::now();
         return PublishTiming{now, now};
     }
-    bpf::Result<void> remove_ring(std::uint32_t vip_id) override {
+    xlb::Result<void> remove_ring(std::uint32_t vip_id) override {
         log.push_back("ring- " + std::to_string(vip_id));
         rings.erase(vip_id);
         previous_rings.erase(vip_id);
         return {};
     }
-    bpf::Result<void> remove_previous_ring(std::uint32_t vip_id) override {
+    xlb::Result<void> remove_previous_ring(std::uint32_t vip_id) override {
         if (previous_rings.erase(vip_id) > 0) log.push_back("previous- " + std::to_string(vip_id));
         return {};
     }
 
-    bpf::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
+    xlb::Result<std::optional<std::vector<std::uint32_t>>> live_ring(
         std::uint32_t vip_id) override {
         if (!rings.contains(vip_id)) return std::optional<std::vector<std::uint32_t>>{};
         return std::optional<std::vector<std::uint32_t>>{rings[vip_id]};
@@ -1047,17 +1047,17 @@ class HookedDataPlane : public FakeDataPlane {
 public:
     std::function<void()> after_change;
     std::function<void()> before_publish;
-    bpf::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+    xlb::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
         auto ok = FakeDataPlane::put_backend(id, be);
         if (after_change) after_change();
         return ok;
     }
-    bpf::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
+    xlb::Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override {
         auto ok = FakeDataPlane::put_vip(key, value);
         if (after_change) after_change();
         return ok;
     }
-    bpf::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
+    xlb::Result<PublishTiming> publish(const std::vector<RingUpdate>& updates) override {
         if (before_publish) before_publish();
         auto ok = FakeDataPlane::publish(updates);
         if (after_change) after_change();

@@ -149,7 +149,7 @@ void check(bool ok, const std::string& what) {
 }
 
 template <typename T>
-T must(bpf::Result<T> result, std::string_view doing) {
+T must(xlb::Result<T> result, std::string_view doing) {
     if (!result) {
         const bpf::Error& e = result.error();
         std::string msg = fmt::format("{}: {}", doing, e.message());

@@ -68,10 +68,10 @@
 #include "host.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
-#include "xlb/conntrack/bpf_table.h"
 #include "xlb/conntrack/table.h"
 #include "xlb/datapath/setup.h"
 #include "xlb/files/files.h"
+#include "xlb/kernel/conntrack_bpf_table.h"
 #include "xlb/net/address.h"
 
 // ---------------------------------------------------------------------------

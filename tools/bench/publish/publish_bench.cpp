@@ -31,6 +31,7 @@
 #include "xlb/control/data_plane.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
+#include "xlb/kernel/bpf_data_plane.h"
 
 namespace {
 

@@ -22,7 +22,7 @@ Harness::Harness(Harness&&) noexcept = default;
 Harness& Harness::operator=(Harness&&) noexcept = default;
 Harness::~Harness() = default;
 
-bpf::Result<Harness> Harness::load() {
+xlb::Result<Harness> Harness::load() {
     std::unique_ptr<xlb_bench, SkeletonDeleter> skel(xlb_bench__open());
     if (!skel) return bpf::fail(errno, "open the xlb_bench BPF object");
     if (int rc = xlb_bench__load(skel.get()); rc != 0)
@@ -34,7 +34,7 @@ bpf::Result<Harness> Harness::load() {
 
 int Harness::floor_fd() const { return bpf_program__fd(skel_->progs.xlb_bench_floor); }
 
-bpf::Result<void> Harness::set_target(int prog_fd) const {
+xlb::Result<void> Harness::set_target(int prog_fd) const {
     const std::uint32_t slot = 0;
     const std::uint32_t fd = static_cast<std::uint32_t>(prog_fd);
     if (bpf_map_update_elem(bpf_map__fd(skel_->maps.xlb_bench_target), &slot, &fd, BPF_ANY) != 0)
@@ -73,7 +73,7 @@ void Harness::set_vary_counter(int cpu, std::uint32_t value) const {
     __atomic_store_n(counter_of(skel_.get(), cpu), value, __ATOMIC_RELAXED);
 }
 
-bpf::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame,
+xlb::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame,
                                              std::uint32_t repeat) const {
     if (frame.size() != kFrameLen)
         return bpf::fail(EINVAL, "run the bench wrapper on a frame of " +
@@ -95,7 +95,7 @@ NoCaptureCopy::NoCaptureCopy(NoCaptureCopy&&) noexcept = default;
 NoCaptureCopy& NoCaptureCopy::operator=(NoCaptureCopy&&) noexcept = default;
 NoCaptureCopy::~NoCaptureCopy() = default;
 
-bpf::Result<NoCaptureCopy> NoCaptureCopy::load(const bpf::LbProgram& program) {
+xlb::Result<NoCaptureCopy> NoCaptureCopy::load(const bpf::LbProgram& program) {
     std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel(xlb_lb_no_capture__open());
     if (!skel) return bpf::fail(errno, "open the xlb_lb_no_capture BPF object");
     const auto shared = program.map_fds();

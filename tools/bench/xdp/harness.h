@@ -27,7 +27,7 @@ inline constexpr std::size_t kFrameLen = 128;
 
 class Harness {
 public:
-    static bpf::Result<Harness> load();
+    static xlb::Result<Harness> load();
 
     Harness(Harness&&) noexcept;
     Harness& operator=(Harness&&) noexcept;
@@ -36,7 +36,7 @@ public:
     // Fd of xlb_bench_floor: wrapper + floor is the baseline of every case.
     int floor_fd() const;
     // The program the wrapper tail-calls from now on (slot 0 of its prog array).
-    bpf::Result<void> set_target(int prog_fd) const;
+    xlb::Result<void> set_target(int prog_fd) const;
     // The frame restored before every repetition, and the offset of the 32-bit
     // field given a new value (the running counter) on every repetition; 0 = none.
     // vary_csum_offset: the 16-bit checksum over that field, kept valid.
@@ -49,7 +49,7 @@ public:
     // CPUs the wrapper keeps apart counters for (XLB_BENCH_MAX_CPUS).
     static int max_cpus();
     // Runs the wrapper `repeat` times on `frame` (kFrameLen bytes).
-    bpf::Result<bpf::TestRunResult> run(std::span<const std::uint8_t> frame,
+    xlb::Result<bpf::TestRunResult> run(std::span<const std::uint8_t> frame,
                                         std::uint32_t repeat) const;
 
 private:
@@ -66,7 +66,7 @@ private:
 // paths minus the capture flag's read, for the capture_idle figure.
 class NoCaptureCopy {
 public:
-    static bpf::Result<NoCaptureCopy> load(const bpf::LbProgram& program);
+    static xlb::Result<NoCaptureCopy> load(const bpf::LbProgram& program);
     NoCaptureCopy(NoCaptureCopy&&) noexcept;
     NoCaptureCopy& operator=(NoCaptureCopy&&) noexcept;
     ~NoCaptureCopy();

@@ -85,7 +85,7 @@ struct Failure : std::runtime_error {
 };
 
 template <typename T>
-T must(bpf::Result<T> result) {
+T must(xlb::Result<T> result) {
     if (!result) throw Failure(result.error().message());
     if constexpr (!std::is_void_v<T>) return std::move(*result);
 }

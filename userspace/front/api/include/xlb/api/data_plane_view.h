@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "xlb/abi.h"
-#include "xlb/bpf/error.h"
+#include "xlb/error.h"
 
 namespace xlb::bpf {
 class LbProgram;
@@ -26,35 +26,19 @@ public:
     // The live ring of a VIP id: backend id per slot (slots 1..M of the map,
     // so index i is Maglev position i). Fails with ENOENT when the VIP has no
     // published ring.
-    virtual bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const = 0;
-    virtual bpf::Result<OutcomeCounts> outcomes() const = 0;
-    virtual bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const = 0;
-    virtual bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const = 0;
+    virtual Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const = 0;
+    virtual Result<OutcomeCounts> outcomes() const = 0;
+    virtual Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const = 0;
+    virtual Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const = 0;
     // Packets of the VIP sent with a second-chance hint (abi.h, struct
     // xlb_gue_hint). A view without them counts none.
-    virtual bpf::Result<std::uint64_t> vip_hints(std::uint32_t) const { return 0; }
+    virtual Result<std::uint64_t> vip_hints(std::uint32_t) const { return 0; }
     // The VIP's drops by reason (abi.h, struct xlb_vip_drops). A view
     // without them counts none.
-    virtual bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t) const { return xlb_vip_drops{}; }
+    virtual Result<xlb_vip_drops> vip_drops(std::uint32_t) const { return xlb_vip_drops{}; }
     // The balancer POST /v1/capture turns a capture on in (its one write:
     // the capture flag and filter, docs/capture.md); null: none to capture.
     virtual const bpf::LbProgram* capture_program() const { return nullptr; }
-};
-
-// Reads a loaded (or pinned and reused) balancer's maps.
-class BpfDataPlaneView : public DataPlaneView {
-public:
-    explicit BpfDataPlaneView(const bpf::LbProgram& program) : program_(program) {}
-    bpf::Result<std::vector<std::uint32_t>> ring(std::uint32_t vip_id) const override;
-    bpf::Result<OutcomeCounts> outcomes() const override;
-    bpf::Result<xlb_vip_stats> vip_stats(std::uint32_t vip_id) const override;
-    bpf::Result<xlb_backend_stats> backend_stats(std::uint32_t backend_id) const override;
-    bpf::Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override;
-    bpf::Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override;
-    const bpf::LbProgram* capture_program() const override { return &program_; }
-
-private:
-    const bpf::LbProgram& program_;
 };
 
 // Stable lower-case names of enum xlb_outcome without the XLB_OUT_ prefix

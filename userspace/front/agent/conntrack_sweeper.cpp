@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "xlb/bpf/ct_clock.h"
-#include "xlb/conntrack/bpf_table.h"
+#include "xlb/kernel/conntrack_bpf_table.h"
 
 namespace xlb::agent {
 

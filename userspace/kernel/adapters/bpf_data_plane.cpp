@@ -1,25 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
-#include "xlb/control/data_plane.h"
+#include "xlb/kernel/bpf_data_plane.h"
 
 namespace xlb::control {
 
-bpf::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) {
+xlb::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_value& value) {
     return program_.put_vip(key, value);
 }
 
-bpf::Result<void> BpfDataPlane::remove_vip(const xlb_vip_key& key) {
+xlb::Result<void> BpfDataPlane::remove_vip(const xlb_vip_key& key) {
     auto erased = program_.erase_vip(key);
     if (!erased) return std::unexpected(erased.error());
     return {};
 }
 
-bpf::Result<void> BpfDataPlane::put_backend(std::uint32_t id, const xlb_backend& backend) {
+xlb::Result<void> BpfDataPlane::put_backend(std::uint32_t id, const xlb_backend& backend) {
     return program_.backends().put(id, backend);
 }
 
-bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& rings) {
+xlb::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& rings) {
     std::vector<bpf::PreparedRing> prepared;
     prepared.reserve(rings.size());
     for (const RingUpdate& r : rings) {
@@ -34,7 +34,7 @@ bpf::Result<PublishTiming> BpfDataPlane::publish(const std::vector<RingUpdate>& 
     // the new one replaces it, so that no packet finds a new ring next to a
     // stale previous one.
     for (const RingUpdate& r : rings) {
-        bpf::Result<void> ok;
+        xlb::Result<void> ok;
         switch (r.previous) {
             case PreviousRing::kNone:
                 ok = bpf::unpublish_ring(program_.prev_rings().fd(), r.vip_id);
@@ -67,16 +67,16 @@ void BpfDataPlane::make_spare_rings(const std::vector<RingUpdate>& published) {
     }
 }
 
-bpf::Result<void> BpfDataPlane::remove_ring(std::uint32_t vip_id) {
+xlb::Result<void> BpfDataPlane::remove_ring(std::uint32_t vip_id) {
     if (auto ok = bpf::unpublish_ring(program_.rings().fd(), vip_id); !ok) return ok;
     return remove_previous_ring(vip_id);
 }
 
-bpf::Result<void> BpfDataPlane::remove_previous_ring(std::uint32_t vip_id) {
+xlb::Result<void> BpfDataPlane::remove_previous_ring(std::uint32_t vip_id) {
     return bpf::unpublish_ring(program_.prev_rings().fd(), vip_id);
 }
 
-bpf::Result<std::optional<std::vector<std::uint32_t>>> BpfDataPlane::live_ring(
+xlb::Result<std::optional<std::vector<std::uint32_t>>> BpfDataPlane::live_ring(
     std::uint32_t vip_id) {
     auto ring = bpf::read_ring(program_.rings().fd(), vip_id);
     if (!ring) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "xlb/conntrack/bpf_table.h"
+#include "xlb/kernel/conntrack_bpf_table.h"
 
 #include <bpf/bpf.h>
 

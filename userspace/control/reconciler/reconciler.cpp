@@ -275,7 +275,7 @@ void Reconciler::refresh_memo(VipState& v) {
     }
 }
 
-bpf::Result<void> Reconciler::ensure_backend_entries(const std::string& vip_key, VipState& v) {
+Result<void> Reconciler::ensure_backend_entries(const std::string& vip_key, VipState& v) {
     for (std::size_t i = 0; i < v.spec.backends.size(); ++i) {
         const config::BackendSpec& b = v.spec.backends[i];
         if (b.state == config::AdminState::kDisabled) continue;
@@ -298,7 +298,7 @@ bpf::Result<void> Reconciler::ensure_backend_entries(const std::string& vip_key,
     return {};
 }
 
-bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
+Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
     const std::string key = v.spec.key();
     for (const PlannedBackend& p : plan.backends) {
         const config::BackendSpec& b = v.spec.backends[p.spec_index];
@@ -325,7 +325,7 @@ bpf::Result<void> Reconciler::apply_liveness(VipState& v, const VipPlan& plan) {
     return {};
 }
 
-bpf::Result<void> Reconciler::release_removed_backends(VipState& v) {
+Result<void> Reconciler::release_removed_backends(VipState& v) {
     // This runs after every publish: first a cheap check that every applied
     // backend is still wanted (usually so), with no set built and no
     // find_backend() per entry (a linear search made it quadratic: seconds
@@ -363,7 +363,7 @@ bpf::Result<void> Reconciler::release_removed_backends(VipState& v) {
     return {};
 }
 
-bpf::Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
+Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
     auto vip_id = registry_.find_vip(key);
     if (v.vip_entry_written) {
         // packets for the address go to the kernel from here on
@@ -382,7 +382,7 @@ bpf::Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
     return {};
 }
 
-bpf::Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
+Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
     const xlb_vip_value value = datapath::vip_value(v.spec, vip_id);
     if (v.vip_entry_written && v.vip_value.vip_id == value.vip_id &&
         v.vip_value.flags == value.flags)
@@ -395,7 +395,7 @@ bpf::Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id)
 }
 
 // What follows a VIP's table going live (or a change that needs no table).
-bpf::Result<void> Reconciler::finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id) {
+Result<void> Reconciler::finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id) {
     if (auto ok = apply_vip_entry(v, vip_id); !ok) return ok;
     if (auto ok = apply_liveness(v, plan); !ok) return ok;
     if (auto ok = release_removed_backends(v); !ok) return ok;
@@ -504,8 +504,8 @@ void Reconciler::record_slots(VipState& v, const BuildResult& r) {
             v.slots_by_identity[p.identity] = r.slots[member++];
 }
 
-bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results,
-                                                            Clock::time_point now) {
+Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildResult> results,
+                                                       Clock::time_point now) {
     std::vector<RingUpdate> rings;
     std::vector<BuildResult*> accepted, adopted;
     for (BuildResult& r : results) {
@@ -533,7 +533,7 @@ bpf::Result<std::vector<PublishRecord>> Reconciler::publish(std::vector<BuildRes
         accepted.push_back(&r);
     }
     std::vector<PublishRecord> records;
-    bpf::Result<void> first_error;
+    Result<void> first_error;
     // Write-ahead: every epoch these tables may take is recorded as reserved
     // before any of them goes live or is named (only a VIP out of reserved
     // epochs writes here; reserve_epochs() below keeps them ahead).
@@ -643,7 +643,7 @@ std::optional<Clock::time_point> Reconciler::expire_previous_rings(Clock::time_p
     return next;
 }
 
-bpf::Result<std::vector<PublishRecord>> Reconciler::reconcile(Clock::time_point now) {
+Result<std::vector<PublishRecord>> Reconciler::reconcile(Clock::time_point now) {
     std::vector<BuildJob> jobs = plan(now);
     std::vector<BuildResult> results;
     results.reserve(jobs.size());

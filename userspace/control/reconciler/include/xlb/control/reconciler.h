@@ -224,10 +224,10 @@ public:
     // the data plane refuses (here or in plan()), the VIP is tried again
     // after a back-off from `now` (100 ms, doubling up to 5 s), or at once
     // when it changes again.
-    bpf::Result<std::vector<PublishRecord>> publish(std::vector<BuildResult> results,
-                                                    Clock::time_point now);
+    Result<std::vector<PublishRecord>> publish(std::vector<BuildResult> results,
+                                               Clock::time_point now);
     // plan + build here + publish: the synchronous path (tests, start-up).
-    bpf::Result<std::vector<PublishRecord>> reconcile(Clock::time_point now);
+    Result<std::vector<PublishRecord>> reconcile(Clock::time_point now);
 
     // Builds the table `next` (a changed spec of an existing VIP) would get
     // with the health observed now, and compares it with the table built for
@@ -325,15 +325,15 @@ private:
                                                      const VipState& v);
     static void refresh_memo(VipState& v);
     // Also records every non-disabled backend's id in v.memo.
-    bpf::Result<void> ensure_backend_entries(const std::string& vip_key, VipState& v);
-    bpf::Result<void> apply_liveness(VipState& v, const VipPlan& plan);
+    Result<void> ensure_backend_entries(const std::string& vip_key, VipState& v);
+    Result<void> apply_liveness(VipState& v, const VipPlan& plan);
     // Records the error and plans the VIP again after a back-off.
     void retry_later(VipState& v, Error error, Clock::time_point now);
-    bpf::Result<void> release_removed_backends(VipState& v);
-    bpf::Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
+    Result<void> release_removed_backends(VipState& v);
+    Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
     static void record_slots(VipState& v, const BuildResult& r);
-    bpf::Result<void> finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id);
-    bpf::Result<void> remove_vip(const std::string& key, VipState& v);
+    Result<void> finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id);
+    Result<void> remove_vip(const std::string& key, VipState& v);
     static std::uint64_t next_epoch(const VipState& v);
     static bool proven_live_epoch(const VipState& v, std::uint64_t checksum);
     static void apply_epoch_record(VipState& v, const EpochRecord& record);

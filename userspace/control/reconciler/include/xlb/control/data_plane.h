@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the reconciler asks of the kernel side. The real implementation writes
+// the balancer's maps; tests use a recording fake.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "xlb/abi.h"
+#include "xlb/error.h"
+
+namespace xlb::control {
+
+// What a publish does with a VIP's previous ring (second chance).
+enum class PreviousRing {
+    kNone,       // the VIP keeps no previous ring (second chance off)
+    kLiveRing,   // the ring live until now becomes the previous ring, before
+                 // the new one goes live (the members changed)
+    kUnchanged,  // the previous ring stays as it is (a weight-only change:
+                 // the ring from before the last change of members stays)
+};
+
+struct RingUpdate {
+    std::uint32_t vip_id = 0;
+    std::vector<std::uint32_t> backend_ids;  // one per slot; empty: the explicit empty ring
+    PreviousRing previous = PreviousRing::kNone;
+};
+
+// When the outer-map update was issued (the rings are live from then) and when
+// the call returned (after the kernel's RCU grace period).
+struct PublishTiming {
+    std::chrono::steady_clock::time_point issued;
+    std::chrono::steady_clock::time_point returned;
+};
+
+class DataPlane {
+public:
+    virtual ~DataPlane() = default;
+    virtual Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) = 0;
+    virtual Result<void> remove_vip(const xlb_vip_key& key) = 0;
+    virtual Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) = 0;
+    // Every ring complete in a fresh map first, then one outer-map update.
+    // Returns when the new rings are live and no packet still uses the old.
+    virtual Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) = 0;
+    // Removes the VIP's ring and its previous ring.
+    virtual Result<void> remove_ring(std::uint32_t vip_id) = 0;
+    // Ends a VIP's second-chance window: its previous ring goes (none: no-op).
+    virtual Result<void> remove_previous_ring(std::uint32_t vip_id) = 0;
+    // The ring live now for a VIP id (nullopt: none or unknown), so a
+    // restarted agent can adopt an identical table instead of publishing it
+    // again (and bumping its epoch).
+    virtual Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t) {
+        return std::optional<std::vector<std::uint32_t>>{};
+    }
+};
+
+}  // namespace xlb::control

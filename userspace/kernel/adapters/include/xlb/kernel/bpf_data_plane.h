@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reconciler's DataPlane over a loaded balancer's maps.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "xlb/bpf/ring.h"
+#include "xlb/control/data_plane.h"
+
+namespace xlb::bpf {
+class LbProgram;
+}
+
+namespace xlb::control {
+
+// Writes the maps of a loaded (or pinned and reused) balancer.
+class BpfDataPlane : public DataPlane {
+public:
+    explicit BpfDataPlane(const bpf::LbProgram& program) : program_(program) {}
+    Result<void> put_vip(const xlb_vip_key& key, const xlb_vip_value& value) override;
+    Result<void> remove_vip(const xlb_vip_key& key) override;
+    Result<void> put_backend(std::uint32_t id, const xlb_backend& backend) override;
+    Result<PublishTiming> publish(const std::vector<RingUpdate>& rings) override;
+    Result<void> remove_ring(std::uint32_t vip_id) override;
+    Result<void> remove_previous_ring(std::uint32_t vip_id) override;
+    Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override;
+
+private:
+    // Ring maps made after a publish for the ring sizes it used, so that the
+    // next publish of those sizes only writes slots (see bpf::BlankRing).
+    void make_spare_rings(const std::vector<RingUpdate>& published);
+
+    // Sizes kept spare at most: VIPs share a handful of ring sizes.
+    static constexpr std::size_t kMaxSpareRings = 8;
+
+    const bpf::LbProgram& program_;
+    std::map<std::uint32_t, bpf::BlankRing> spare_rings_;  // by ring size
+};
+
+}  // namespace xlb::control
