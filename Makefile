@@ -59,13 +59,13 @@ test: deps
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory build
 	@./scripts/ensure-bpffs.sh
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j 1 $(CTEST_ARGS)
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --resource-spec-file $(CURDIR)/tests/ctest-resources.json $(CTEST_ARGS)
 
 # The fast tier: what needs neither a lab nor BIRD, run JOBS at a time.
 CHECK_LABELS := ^(unit|bpf|api|announce|sim|xlbd|contrib)$$
 check: build
 	@./scripts/ensure-bpffs.sh
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -L '$(CHECK_LABELS)' -LE '^bird$$' $(CTEST_ARGS)
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --resource-spec-file $(CURDIR)/tests/ctest-resources.json -L '$(CHECK_LABELS)' -LE '^bird$$' $(CTEST_ARGS)
 
 bench: deps
 	@$(MAKE) --no-print-directory build

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "manual_loop_clock.h"
 #include "xlb/control/effective.h"
 #include "xlb/control/loop.h"
 
@@ -1252,28 +1253,51 @@ TEST(ControlLoopTest, FailingPublishesAreRetriedWithBackOffNotInALoop) {
     FakeDataPlane dp;
     dp.fail_publish = true;
     Reconciler rec(dp, {16, 64});
-    ControlLoop loop(rec, {});
+    test::ManualLoopClock clock;
+    const auto t0 = clock.now();
+    ControlLoop::Options options;
+    options.clock = &clock;
+    ControlLoop loop(rec, options);
     std::atomic<int> errors{0};
     loop.on_error([&](const Error&) { ++errors; });
     loop.start();
+    // returns once a pass at the clock's present time has run (and any
+    // publish it started has been tried); the value is all_published() as
+    // the pass began
+    auto pass = [&] {
+        return loop.call<bool>([](Reconciler& r) { return r.all_published(); }).get();
+    };
+
     loop.post([](Reconciler& r) { r.set_vips({web_vip(3)}); });
-    // attempts at about 0, 100, 300, 700 ms: four in 1 s, not thousands
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    const int attempts = dp.publish_attempts;
-    EXPECT_GE(attempts, 3) << "failed publishes are retried";
-    EXPECT_LE(attempts, 6) << "with a back-off";
-    EXPECT_EQ(errors.load(), attempts) << "each failure is reported once";
-    // and once the data plane recovers, the next retry publishes
-    dp.fail_publish = false;
-    const auto recovered = Clock::now();
-    bool published = false;
-    while (!published && Clock::now() - recovered < std::chrono::seconds(3)) {
-        published = loop.call<bool>([](Reconciler& r) { return r.all_published(); }).get();
-        if (!published) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<long> attempted_at_ms;  // on the loop's clock
+    int seen = 0;
+    auto note_attempts = [&] {
+        pass();
+        for (; seen < dp.publish_attempts; ++seen)
+            attempted_at_ms.push_back(static_cast<long>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - t0).count()));
+    };
+    note_attempts();
+    for (int step = 0; step < 100; ++step) {  // 1 s in steps of 10 ms
+        clock.advance(std::chrono::milliseconds(10));
+        note_attempts();
     }
+    // back-off 100, 200, 400, 800 ms: four attempts in the first second
+    EXPECT_EQ(attempted_at_ms, (std::vector<long>{0, 100, 300, 700}));
+    EXPECT_EQ(errors.load(), dp.publish_attempts.load()) << "each failure is reported once";
+
+    // once the data plane recovers, the next retry (at 1,500 ms) publishes
+    dp.fail_publish = false;
+    bool published = false;
+    while (!published && clock.now() - t0 < std::chrono::milliseconds(1500)) {
+        clock.advance(std::chrono::milliseconds(10));
+        pass();
+        published = pass();
+    }
+    const auto recovered_at = clock.now() - t0;
     loop.stop();
-    EXPECT_TRUE(published) << "published within the next back-off (800 ms)";
-    std::printf("  %d publish attempts in 1 s against a failing data plane\n", attempts);
+    EXPECT_TRUE(published);
+    EXPECT_EQ(recovered_at, std::chrono::milliseconds(1500)) << "published at the next retry";
 }
 
 TEST(ControlLoopTest, BurstsOfChangesAreCoalesced) {

@@ -3,13 +3,31 @@
 
 namespace xlb::control {
 
+namespace {
+
+class SteadyLoopClock final : public LoopClock {
+public:
+    Clock::time_point now() const override { return Clock::now(); }
+    bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                    Clock::time_point deadline, const std::function<bool()>& ready) const override {
+        return cv.wait_until(lock, deadline, ready);
+    }
+};
+
+}  // namespace
+
+const LoopClock& steady_loop_clock() {
+    static const SteadyLoopClock clock;
+    return clock;
+}
+
 ControlLoop::ControlLoop(Reconciler& reconciler, Options options)
     : reconciler_(reconciler), options_(options) {}
 
 ControlLoop::~ControlLoop() { stop(); }
 
 void ControlLoop::start() {
-    control_beat_ = Clock::now().time_since_epoch().count();
+    control_beat_ = options_.clock->now().time_since_epoch().count();
     worker_beat_ = control_beat_.load();
     worker_thread_ = std::thread([this] { worker_main(); });
     control_thread_ = std::thread([this] { control_main(); });
@@ -46,6 +64,7 @@ void ControlLoop::post_with_completion(CompletingTask task) {
 }
 
 void ControlLoop::control_main() {
+    const LoopClock& clock = *options_.clock;
     std::vector<std::function<void()>> waiting;    // completions of tasks not yet planned
     std::vector<std::function<void()>> in_flight;  // completions waiting for a build
     bool building = false;
@@ -61,24 +80,24 @@ void ControlLoop::control_main() {
         std::optional<std::vector<BuildResult>> built;
         {
             // a failed publish waiting out its back-off wakes the loop when due
-            auto wake_at = Clock::now() + options_.idle_tick;
+            auto wake_at = clock.now() + options_.idle_tick;
             if (auto retry = reconciler_.next_retry(); retry && !building)
                 wake_at = std::min(wake_at, *retry);
             if (previous_rings_due) wake_at = std::min(wake_at, *previous_rings_due);
             std::unique_lock lock(mu_);
-            cv_.wait_until(lock, wake_at,
-                           [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
+            clock.wait_until(lock, cv_, wake_at,
+                             [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
             if (stopping_) break;
             tasks.swap(tasks_);
             built.swap(built_);
         }
-        control_beat_ = Clock::now().time_since_epoch().count();
+        control_beat_ = clock.now().time_since_epoch().count();
 
         for (CompletingTask& task : tasks) waiting.push_back(task(reconciler_));
 
         if (built) {
             building = false;
-            auto records = reconciler_.publish(std::move(*built), Clock::now());
+            auto records = reconciler_.publish(std::move(*built), clock.now());
             if (!records) {
                 if (error_observer_) error_observer_(records.error());
             } else if (publish_observer_) {
@@ -87,8 +106,8 @@ void ControlLoop::control_main() {
             complete(in_flight);
         }
 
-        if (!building && reconciler_.has_pending_work(Clock::now())) {
-            std::vector<BuildJob> jobs = reconciler_.plan(Clock::now());
+        if (!building && reconciler_.has_pending_work(clock.now())) {
+            std::vector<BuildJob> jobs = reconciler_.plan(clock.now());
             if (pass_observer_) pass_observer_(reconciler_);
             if (!jobs.empty()) {
                 building = true;
@@ -102,7 +121,7 @@ void ControlLoop::control_main() {
                 worker_cv_.notify_one();
             }
         }
-        previous_rings_due = reconciler_.expire_previous_rings(Clock::now());
+        previous_rings_due = reconciler_.expire_previous_rings(clock.now());
         if (!building) complete(waiting);
     }
     complete(waiting);
@@ -110,13 +129,14 @@ void ControlLoop::control_main() {
 }
 
 void ControlLoop::worker_main() {
+    const LoopClock& clock = *options_.clock;
     while (true) {
         std::vector<BuildJob> jobs;
         {
             std::unique_lock lock(worker_mu_);
-            worker_cv_.wait_for(lock, options_.idle_tick,
-                                [&] { return worker_stopping_ || to_build_.has_value(); });
-            worker_beat_ = Clock::now().time_since_epoch().count();
+            clock.wait_until(lock, worker_cv_, clock.now() + options_.idle_tick,
+                             [&] { return worker_stopping_ || to_build_.has_value(); });
+            worker_beat_ = clock.now().time_since_epoch().count();
             if (worker_stopping_) return;
             if (!to_build_) continue;
             jobs = std::move(*to_build_);

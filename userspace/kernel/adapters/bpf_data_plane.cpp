@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "xlb/kernel/bpf_data_plane.h"
+
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
-#include "xlb/kernel/bpf_data_plane.h"
 
 namespace xlb::control {
 

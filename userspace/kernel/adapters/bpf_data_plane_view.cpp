@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/kernel/bpf_data_plane_view.h"
+
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/datapath/setup.h"
@@ -47,6 +48,5 @@ xlb::Result<xlb_backend_stats> BpfDataPlaneView::backend_stats(std::uint32_t bac
     if (!per_cpu) return std::unexpected(per_cpu.error());
     return datapath::sum_per_cpu(*per_cpu);
 }
-
 
 }  // namespace xlb::api

@@ -20,6 +20,23 @@
 
 namespace xlb::control {
 
+// The loop's only source of time: what it passes to the reconciler and how
+// long it sleeps. The steady clock in the agent; tests pass a clock they
+// move by hand, so back-offs and windows are checked without sleeping.
+class LoopClock {
+public:
+    virtual ~LoopClock() = default;
+    virtual Clock::time_point now() const = 0;
+    // Waits on cv (lock held) until ready() or until the clock reaches
+    // deadline; returns ready().
+    virtual bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                            Clock::time_point deadline,
+                            const std::function<bool()>& ready) const = 0;
+};
+
+// std::chrono::steady_clock.
+const LoopClock& steady_loop_clock();
+
 class ControlLoop {
 public:
     using Task = std::function<void(Reconciler&)>;
@@ -33,6 +50,7 @@ public:
         // How often the loop wakes without work: retries failed publishes
         // and proves to /livez that the thread is alive.
         std::chrono::milliseconds idle_tick{500};
+        const LoopClock* clock = &steady_loop_clock();
     };
 
     ControlLoop(Reconciler& reconciler, Options options);
