@@ -17,7 +17,7 @@ using xlb::sim::QueueScenario;
 
 std::uint64_t max_load(std::uint32_t servers, std::uint64_t jobs, Policy policy) {
     auto loads = xlb::sim::place_static(servers, jobs, policy, 1);
-    EXPECT_TRUE(loads.has_value()) << (loads ? "" : loads.error());
+    EXPECT_TRUE(loads.has_value()) << (loads ? std::string() : loads.error().message());
     if (!loads) return 0;
     EXPECT_EQ(std::accumulate(loads->begin(), loads->end(), std::uint64_t{0}), jobs);
     return *std::max_element(loads->begin(), loads->end());
@@ -50,7 +50,7 @@ TEST(BalanceStatic, RoundRobinIsExactlyCeil) {
 TEST(BalanceStatic, EwmaHasNothingToLearnFrom) {
     auto loads = xlb::sim::place_static(10, 100, Policy::kP2CEwma, 1);
     ASSERT_FALSE(loads.has_value());
-    EXPECT_NE(loads.error().find("queue model"), std::string::npos);
+    EXPECT_NE(loads.error().message().find("queue model"), std::string::npos);
 }
 
 QueueScenario small_scenario() {
@@ -104,7 +104,7 @@ TEST(BalanceQueue, RejectsBadScenarios) {
     s.utilisation = 1.2;
     auto r = xlb::sim::simulate_queue(s, Policy::kRandom);
     ASSERT_FALSE(r.has_value());
-    EXPECT_NE(r.error().find("utilisation"), std::string::npos);
+    EXPECT_NE(r.error().message().find("utilisation"), std::string::npos);
     s = small_scenario();
     s.servers = 0;
     EXPECT_FALSE(xlb::sim::simulate_queue(s, Policy::kRandom).has_value());

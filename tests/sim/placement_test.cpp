@@ -28,7 +28,7 @@ PlacementResult study_one(Algorithm algorithm, std::uint32_t backends, std::size
     study.algorithm.vnodes = vnodes;
     study.algorithms = {algorithm};
     auto results = xlb::sim::run_placement(study);
-    EXPECT_TRUE(results.has_value()) << (results ? "" : results.error());
+    EXPECT_TRUE(results.has_value()) << (results ? std::string() : results.error().message());
     return results ? results->front() : PlacementResult{};
 }
 
@@ -107,7 +107,7 @@ constexpr std::uint32_t kRingSize = 65537;
 std::vector<std::uint32_t> slot_owners(std::span<const Member> members) {
     auto maglev = xlb::sim::make_placement(Algorithm::kMaglev, {.ring_size = kRingSize});
     auto built = maglev->build(members);
-    EXPECT_TRUE(built.has_value()) << (built ? "" : built.error());
+    EXPECT_TRUE(built.has_value()) << (built ? std::string() : built.error().message());
     std::vector<Key> slots;
     for (std::uint32_t s = 0; s < kRingSize; ++s) slots.push_back({s, 0});
     return xlb::sim::assign(*maglev, members, slots);

@@ -17,14 +17,15 @@ public:
     explicit ManualLoopClock(Clock::time_point start = Clock::now())
         : now_(start.time_since_epoch().count()) {}
 
-    Clock::time_point now() const override { return Clock::time_point(Clock::duration(now_.load())); }
+    Clock::time_point now() const override {
+        return Clock::time_point(Clock::duration(now_.load()));
+    }
     void advance(Clock::duration by) { now_ += by.count(); }
 
     // A deadline is reached only by advance(), which cannot notify a
     // condition variable it does not know: look again every millisecond.
     bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                    Clock::time_point deadline,
-                    const std::function<bool()>& ready) const override {
+                    Clock::time_point deadline, const std::function<bool()>& ready) const override {
         while (!ready()) {
             if (now() >= deadline) return false;
             cv.wait_for(lock, std::chrono::milliseconds(1));

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "xlb/bpf/programs.h"
@@ -99,16 +100,16 @@ struct CaseResult {
 
 // Publishes through a ControlLoop, one change at a time, as the API does
 // (each call waits for the publish that follows it). Returns decision to live.
-std::expected<std::vector<double>, std::string> publish_through_loop(
-    const xlb::bpf::LbProgram& program, std::uint32_t n, int publishes) {
+xlb::Result<std::vector<double>> publish_through_loop(const xlb::bpf::LbProgram& program,
+                                                      std::uint32_t n, int publishes) {
     xlb::control::BpfDataPlane data_plane(program);
     xlb::control::Reconciler reconciler(data_plane, {16, 4096});
     xlb::control::ControlLoop loop(reconciler, {});
     std::vector<double> live_ms;  // control thread only until stop()
-    std::string error;
+    std::optional<xlb::Error> error;
     loop.on_publish(
         [&](const xlb::control::PublishRecord& r) { live_ms.push_back(r.decision_to_live_ms); });
-    loop.on_error([&](const xlb::Error& e) { error = e.message(); });
+    loop.on_error([&](const xlb::Error& e) { error = e; });
     loop.start();
     xlb::config::VipSpec vip = make_vip(n);
     for (int i = 0; i <= publishes; ++i) {  // the first publish is the VIP's first table
@@ -123,10 +124,9 @@ std::expected<std::vector<double>, std::string> publish_through_loop(
         published.get();
     }
     loop.stop();
-    if (!error.empty()) return std::unexpected(error);
+    if (error) return std::unexpected(*error);
     if (live_ms.size() != static_cast<std::size_t>(publishes) + 1)
-        return std::unexpected(
-            fmt::format("{} publishes for {} changes", live_ms.size(), publishes + 1));
+        return xlb::fail(fmt::format("{} publishes for {} changes", live_ms.size(), publishes + 1));
     live_ms.erase(live_ms.begin());
     return live_ms;
 }
@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
         auto through_loop = publish_through_loop(*program, n, publishes);
         if (!through_loop) {
             fmt::print(stderr, "xlb-bench-publish: through the control loop: {}\n",
-                       through_loop.error());
+                       through_loop.error().message());
             return 1;
         }
         result.loop_live_ms = std::move(*through_loop);

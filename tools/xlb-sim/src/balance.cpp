@@ -56,13 +56,13 @@ std::uint32_t least_loaded(std::span<const std::uint64_t> loads, Rng& rng) {
 }
 
 // A Maglev table over the servers, for the hash policy.
-std::expected<std::vector<std::uint32_t>, std::string> server_table(std::uint32_t servers) {
+xlb::Result<std::vector<std::uint32_t>> server_table(std::uint32_t servers) {
     std::vector<maglev::Backend> backends;
     for (std::uint32_t i = 0; i < servers; ++i) backends.push_back({make_member(i).key, 1});
     const std::uint32_t size =
         maglev::next_prime(std::max<std::uint32_t>(maglev::kDefaultRingSize, 10 * servers));
     auto table = maglev::build_table(backends, {.ring_size = size});
-    if (!table) return std::unexpected("hash policy: " + table.error().message);
+    if (!table) return xlb::fail("hash policy: " + table.error().message);
     return std::move(table->table);
 }
 
@@ -103,11 +103,11 @@ std::string_view policy_name(Policy policy) noexcept {
     return "?";
 }
 
-std::expected<Policy, std::string> parse_policy(std::string_view name) {
+xlb::Result<Policy> parse_policy(std::string_view name) {
     for (Policy p : kAllPolicies) {
         if (policy_name(p) == name) return p;
     }
-    return std::unexpected(fmt::format(
+    return xlb::fail(fmt::format(
         "unknown policy '{}': use random, round-robin, least-request, p2c, p2c-ewma or hash",
         name));
 }
@@ -116,11 +116,9 @@ std::string_view durations_name(Durations durations) noexcept {
     return durations == Durations::kUniform ? "uniform" : "heavy-tailed";
 }
 
-std::expected<std::vector<std::uint64_t>, std::string> place_static(std::uint32_t servers,
-                                                                    std::uint64_t jobs,
-                                                                    Policy policy,
-                                                                    std::uint64_t seed) {
-    if (servers < 1) return std::unexpected("static: need at least 1 server");
+xlb::Result<std::vector<std::uint64_t>> place_static(std::uint32_t servers, std::uint64_t jobs,
+                                                     Policy policy, std::uint64_t seed) {
+    if (servers < 1) return xlb::fail("static: need at least 1 server");
     std::vector<std::uint64_t> loads(servers, 0);
     Rng rng(derive_seed(seed, kChoicePurpose));
     std::vector<std::uint32_t> table;
@@ -141,7 +139,7 @@ std::expected<std::vector<std::uint64_t>, std::string> place_static(std::uint32_
                 break;
             }
             case Policy::kP2CEwma:
-                return std::unexpected(
+                return xlb::fail(
                     "static: p2c-ewma needs completions to learn latency; use the queue model");
             case Policy::kHash:
                 // Every job its own key.
@@ -153,23 +151,22 @@ std::expected<std::vector<std::uint64_t>, std::string> place_static(std::uint32_
     return loads;
 }
 
-std::expected<QueueResult, std::string> simulate_queue(const QueueScenario& scenario,
-                                                       Policy policy) {
+xlb::Result<QueueResult> simulate_queue(const QueueScenario& scenario, Policy policy) {
     const std::uint32_t n = scenario.servers;
-    if (n < 1) return std::unexpected("queue: need at least 1 server");
-    if (scenario.requests < 10) return std::unexpected("queue: need at least 10 requests");
+    if (n < 1) return xlb::fail("queue: need at least 1 server");
+    if (scenario.requests < 10) return xlb::fail("queue: need at least 10 requests");
     if (!(scenario.utilisation > 0 && scenario.utilisation < 1)) {
-        return std::unexpected(
+        return xlb::fail(
             fmt::format("queue: utilisation {} is out of range: use a value in (0, 1), e.g. 0.8",
                         scenario.utilisation));
     }
     if (!(scenario.slow_factor >= 1)) {
-        return std::unexpected("queue: slow factor must be >= 1 (1 means no slow server)");
+        return xlb::fail("queue: slow factor must be >= 1 (1 means no slow server)");
     }
     if (!(scenario.hot_share >= 0 && scenario.hot_share <= 1)) {
-        return std::unexpected("queue: hot-key share must be in [0, 1]");
+        return xlb::fail("queue: hot-key share must be in [0, 1]");
     }
-    if (scenario.key_space < 1) return std::unexpected("queue: key space must be >= 1");
+    if (scenario.key_space < 1) return xlb::fail("queue: key space must be >= 1");
 
     std::vector<std::uint32_t> table;
     if (policy == Policy::kHash) {

@@ -54,11 +54,11 @@ std::string render(const Report& report, Format format) {
     return render_text(report);
 }
 
-std::expected<void, std::string> write_file(const std::string& path, const std::string& text) {
+xlb::Result<void> write_file(const std::string& path, const std::string& text) {
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
     file << text;
     file.close();
-    if (!file) return std::unexpected(fmt::format("cannot write plot file '{}'", path));
+    if (!file) return xlb::fail(fmt::format("cannot write plot file '{}'", path));
     return {};
 }
 
@@ -91,8 +91,7 @@ void drop_off_scale(Plot& plot, const std::string& reference, double factor) {
     }
 }
 
-std::expected<std::vector<Algorithm>, std::string> parse_algorithms(
-    const std::vector<std::string>& names) {
+xlb::Result<std::vector<Algorithm>> parse_algorithms(const std::vector<std::string>& names) {
     std::vector<Algorithm> algorithms;
     for (const auto& name : names) {
         auto a = parse_algorithm(name);
@@ -119,20 +118,19 @@ struct PlacementArgs {
 // A plot to write once the simulation is done: path and SVG.
 using PlotFile = std::optional<std::pair<std::string, std::string>>;
 
-std::expected<std::string, std::string> run_placement_command(const PlacementArgs& args,
-                                                              const Common& common,
-                                                              PlotFile& plot_file) {
+xlb::Result<std::string> run_placement_command(const PlacementArgs& args, const Common& common,
+                                               PlotFile& plot_file) {
     auto algorithms = parse_algorithms(args.algorithms);
     if (!algorithms) return std::unexpected(algorithms.error());
     const bool sweep_backends = args.backends.size() > 1;
     const bool sweep_vnodes = args.vnodes.size() > 1;
     if (!common.plot.empty() && !sweep_backends && !sweep_vnodes) {
-        return std::unexpected(
+        return xlb::fail(
             "--plot needs a sweep to draw: give several --backends (moved keys vs N) or "
             "several --vnodes (ring balance vs virtual nodes)");
     }
     if (sweep_backends && sweep_vnodes) {
-        return std::unexpected("sweep either --backends or --vnodes, not both");
+        return xlb::fail("sweep either --backends or --vnodes, not both");
     }
 
     Report report;
@@ -270,9 +268,8 @@ struct ChurnArgs {
     std::vector<std::string> algorithms{"modulo", "ring", "rendezvous", "jump", "maglev"};
 };
 
-std::expected<std::string, std::string> run_churn_command(const ChurnArgs& args,
-                                                          const Common& common,
-                                                          PlotFile& plot_file) {
+xlb::Result<std::string> run_churn_command(const ChurnArgs& args, const Common& common,
+                                           PlotFile& plot_file) {
     auto algorithms = parse_algorithms(args.algorithms);
     if (!algorithms) return std::unexpected(algorithms.error());
     ChurnStudy study;
@@ -351,10 +348,9 @@ struct BalanceArgs {
                                       "p2c",    "p2c-ewma",    "hash"};
 };
 
-std::expected<std::string, std::string> run_balance_command(const BalanceArgs& args,
-                                                            const Common& common) {
+xlb::Result<std::string> run_balance_command(const BalanceArgs& args, const Common& common) {
     if (!common.plot.empty()) {
-        return std::unexpected(
+        return xlb::fail(
             "--plot: balance has no curve to draw; plot placement (--backends or --vnodes "
             "sweep) or churn");
     }
@@ -368,7 +364,7 @@ std::expected<std::string, std::string> run_balance_command(const BalanceArgs& a
                                                  "hot-key"};
     for (const auto& s : args.scenarios) {
         if (std::find(std::begin(kScenarios), std::end(kScenarios), s) == std::end(kScenarios)) {
-            return std::unexpected(fmt::format(
+            return xlb::fail(fmt::format(
                 "unknown scenario '{}': use static, uniform, heavy-tailed, slow-server or hot-key",
                 s));
         }
@@ -543,7 +539,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     // Every error of a simulation comes from the values on the command line
     // (an unknown algorithm, a ring size that is not prime, ...): a usage
     // error, 2 as in every xlb tool. Writing the plot is the one failure.
-    std::expected<std::string, std::string> result;
+    xlb::Result<std::string> result;
     PlotFile plot_file;
     if (p->parsed()) {
         result = run_placement_command(placement, placement_common, plot_file);

@@ -28,12 +28,12 @@ std::uint64_t identity_hash(std::string_view key) noexcept {
 // the textbook "hash mod N", and what most people mean by it.
 class ModuloPlacement final : public Placement {
 public:
-    std::expected<void, std::string> build(std::span<const Member> members) override {
+    xlb::Result<void> build(std::span<const Member> members) override {
         slots_.clear();
         for (std::uint32_t i = 0; i < members.size(); ++i) {
             slots_.insert(slots_.end(), members[i].weight, i);
         }
-        if (slots_.empty()) return std::unexpected("modulo: no backend with a nonzero weight");
+        if (slots_.empty()) return xlb::fail("modulo: no backend with a nonzero weight");
         return {};
     }
     std::uint32_t owner(const Key& key) const noexcept override {
@@ -54,7 +54,7 @@ class RingPlacement final : public Placement {
 public:
     explicit RingPlacement(std::uint32_t vnodes) : vnodes_(vnodes) {}
 
-    std::expected<void, std::string> build(std::span<const Member> members) override {
+    xlb::Result<void> build(std::span<const Member> members) override {
         std::vector<std::pair<std::uint64_t, std::uint32_t>> points;
         for (std::uint32_t i = 0; i < members.size(); ++i) {
             const std::uint64_t h = identity_hash(members[i].key);
@@ -65,7 +65,7 @@ public:
                 points.emplace_back(mix64(h + j * 0x9e3779b97f4a7c15ULL), i);
             }
         }
-        if (points.empty()) return std::unexpected("ring: no backend with a nonzero weight");
+        if (points.empty()) return xlb::fail("ring: no backend with a nonzero weight");
         // Ties (vanishingly rare) go to the lower position: a total order.
         std::sort(points.begin(), points.end());
         positions_.resize(points.size());
@@ -98,7 +98,7 @@ private:
 // under which a backend's chance to win is exactly its share of the weight.
 class RendezvousPlacement final : public Placement {
 public:
-    std::expected<void, std::string> build(std::span<const Member> members) override {
+    xlb::Result<void> build(std::span<const Member> members) override {
         hashes_.clear();
         weights_.clear();
         equal_weights_ = true;
@@ -107,7 +107,7 @@ public:
             weights_.push_back(m.weight);
             equal_weights_ = equal_weights_ && m.weight == members.front().weight;
         }
-        if (members.empty()) return std::unexpected("rendezvous: no backend");
+        if (members.empty()) return xlb::fail("rendezvous: no backend");
         return {};
     }
     std::uint32_t owner(const Key& key) const noexcept override {
@@ -153,8 +153,8 @@ private:
 // last one is cheap; weights are ignored.
 class JumpPlacement final : public Placement {
 public:
-    std::expected<void, std::string> build(std::span<const Member> members) override {
-        if (members.empty()) return std::unexpected("jump: no backend");
+    xlb::Result<void> build(std::span<const Member> members) override {
+        if (members.empty()) return xlb::fail("jump: no backend");
         buckets_ = static_cast<std::uint32_t>(members.size());
         return {};
     }
@@ -174,13 +174,13 @@ class MaglevPlacement final : public Placement {
 public:
     explicit MaglevPlacement(std::uint32_t ring_size) : ring_size_(ring_size) {}
 
-    std::expected<void, std::string> build(std::span<const Member> members) override {
+    xlb::Result<void> build(std::span<const Member> members) override {
         std::vector<maglev::Backend> backends;
         backends.reserve(members.size());
         for (const auto& m : members) backends.push_back({m.key, m.weight});
         auto table = maglev::build_table(backends, {.ring_size = ring_size_});
-        if (!table) return std::unexpected("maglev: " + table.error().message);
-        if (table->empty()) return std::unexpected("maglev: no backend with a nonzero weight");
+        if (!table) return xlb::fail("maglev: " + table.error().message);
+        if (table->empty()) return xlb::fail("maglev: no backend with a nonzero weight");
         table_ = std::move(table->table);
         return {};
     }
@@ -214,8 +214,9 @@ double fraction(std::size_t part, std::size_t whole) {
     return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
-std::expected<std::vector<std::uint32_t>, std::string> build_and_assign(
-    Placement& placement, std::span<const Member> members, std::span<const Key> keys) {
+xlb::Result<std::vector<std::uint32_t>> build_and_assign(Placement& placement,
+                                                         std::span<const Member> members,
+                                                         std::span<const Key> keys) {
     if (auto built = placement.build(members); !built) return std::unexpected(built.error());
     return assign(placement, members, keys);
 }
@@ -233,11 +234,11 @@ std::string_view algorithm_name(Algorithm algorithm) noexcept {
     return "?";
 }
 
-std::expected<Algorithm, std::string> parse_algorithm(std::string_view name) {
+xlb::Result<Algorithm> parse_algorithm(std::string_view name) {
     for (Algorithm a : kAllAlgorithms) {
         if (algorithm_name(a) == name) return a;
     }
-    return std::unexpected(
+    return xlb::fail(
         fmt::format("unknown algorithm '{}': use modulo, ring, rendezvous, jump or maglev", name));
 }
 
@@ -311,10 +312,9 @@ double ideal_moved_fraction(std::span<const Member> before, std::span<const Memb
     return distance / 2;
 }
 
-std::expected<std::vector<PlacementResult>, std::string> run_placement(
-    const PlacementStudy& study) {
-    if (study.backends < 1) return std::unexpected("placement: need at least 1 backend");
-    if (study.keys < 1) return std::unexpected("placement: need at least 1 key");
+xlb::Result<std::vector<PlacementResult>> run_placement(const PlacementStudy& study) {
+    if (study.backends < 1) return xlb::fail("placement: need at least 1 backend");
+    if (study.keys < 1) return xlb::fail("placement: need at least 1 key");
     const std::vector<Key> keys = generate_keys(study.keys, study.seed);
     const std::vector<Member> base = make_members(study.backends, study.weights);
 
@@ -369,8 +369,7 @@ std::expected<std::vector<PlacementResult>, std::string> run_placement(
         r.max_share_error = max_error;
         r.cv_noise = std::sqrt(noise_var / n);
 
-        const auto moved_to =
-            [&](std::span<const Member> members) -> std::expected<double, std::string> {
+        const auto moved_to = [&](std::span<const Member> members) -> xlb::Result<double> {
             auto after = build_and_assign(*placement, members, keys);
             if (!after) return std::unexpected(after.error());
             return fraction(count_moved(owners, *after), keys.size());
@@ -405,18 +404,17 @@ struct ChurnAction {
     std::string text;
 };
 
-std::expected<std::uint32_t, std::string> parse_number(std::string_view text,
-                                                       std::string_view step) {
+xlb::Result<std::uint32_t> parse_number(std::string_view text, std::string_view step) {
     std::uint32_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
-        return std::unexpected(
+        return xlb::fail(
             fmt::format("churn script: '{}' in step '{}' is not a number", text, step));
     }
     return value;
 }
 
-std::expected<std::vector<ChurnAction>, std::string> parse_script(std::string_view script) {
+xlb::Result<std::vector<ChurnAction>> parse_script(std::string_view script) {
     std::vector<ChurnAction> actions;
     std::size_t start = 0;
     while (start <= script.size()) {
@@ -438,8 +436,7 @@ std::expected<std::vector<ChurnAction>, std::string> parse_script(std::string_vi
         } else if (verb == "weight") {
             const std::size_t eq = arg.find('=');
             if (eq == std::string_view::npos) {
-                return std::unexpected(
-                    fmt::format("churn script: step '{}' needs weight:ID=W", step));
+                return xlb::fail(fmt::format("churn script: step '{}' needs weight:ID=W", step));
             }
             auto id = parse_number(arg.substr(0, eq), step);
             if (!id) return std::unexpected(id.error());
@@ -447,7 +444,7 @@ std::expected<std::vector<ChurnAction>, std::string> parse_script(std::string_vi
             if (!w) return std::unexpected(w.error());
             actions.push_back({ChurnAction::kWeight, *id, *w, std::string(step)});
         } else {
-            return std::unexpected(fmt::format(
+            return xlb::fail(fmt::format(
                 "churn script: unknown step '{}': use join, leave:ID, flap:ID or weight:ID=W",
                 step));
         }
@@ -458,9 +455,9 @@ std::expected<std::vector<ChurnAction>, std::string> parse_script(std::string_vi
 
 }  // namespace
 
-std::expected<std::vector<ChurnStep>, std::string> run_churn(const ChurnStudy& study) {
-    if (study.backends < 1) return std::unexpected("churn: need at least 1 backend");
-    if (study.keys < 1) return std::unexpected("churn: need at least 1 key");
+xlb::Result<std::vector<ChurnStep>> run_churn(const ChurnStudy& study) {
+    if (study.backends < 1) return xlb::fail("churn: need at least 1 backend");
+    if (study.keys < 1) return xlb::fail("churn: need at least 1 key");
     auto actions = parse_script(study.script);
     if (!actions) return std::unexpected(actions.error());
 
@@ -494,11 +491,11 @@ std::expected<std::vector<ChurnStep>, std::string> run_churn(const ChurnStudy& s
             case ChurnAction::kLeave: {
                 auto it = find(action.id);
                 if (it == next.end()) {
-                    return std::unexpected(fmt::format(
-                        "churn script: '{}': no backend {} is a member", action.text, action.id));
+                    return xlb::fail(fmt::format("churn script: '{}': no backend {} is a member",
+                                                 action.text, action.id));
                 }
                 if (next.size() == 1) {
-                    return std::unexpected(
+                    return xlb::fail(
                         fmt::format("churn script: '{}' would leave no backend", action.text));
                 }
                 departed[it->id] = *it;
@@ -517,11 +514,11 @@ std::expected<std::vector<ChurnStep>, std::string> run_churn(const ChurnStudy& s
             case ChurnAction::kWeight: {
                 auto it = find(action.id);
                 if (it == next.end()) {
-                    return std::unexpected(fmt::format(
-                        "churn script: '{}': no backend {} is a member", action.text, action.id));
+                    return xlb::fail(fmt::format("churn script: '{}': no backend {} is a member",
+                                                 action.text, action.id));
                 }
                 if (action.weight == 0) {
-                    return std::unexpected(fmt::format(
+                    return xlb::fail(fmt::format(
                         "churn script: '{}': use leave:{} to remove a backend, not weight 0",
                         action.text, action.id));
                 }

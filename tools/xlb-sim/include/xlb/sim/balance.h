@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "xlb/error.h"
+
 namespace xlb::sim {
 
 enum class Policy {
@@ -39,15 +41,17 @@ inline constexpr Policy kAllPolicies[] = {Policy::kRandom,       Policy::kRoundR
                                           Policy::kP2CEwma,      Policy::kHash};
 
 [[nodiscard]] std::string_view policy_name(Policy policy) noexcept;
-[[nodiscard]] std::expected<Policy, std::string> parse_policy(std::string_view name);
+[[nodiscard]] xlb::Result<Policy> parse_policy(std::string_view name);
 
 // ---- static model ---------------------------------------------------------
 
 // Final load of each server after `jobs` unit jobs, none finishing.
 // Least-request is exact here (ties broken at random). P2C-EWMA has no
 // latency to learn from, so it is not defined: returns an error.
-[[nodiscard]] std::expected<std::vector<std::uint64_t>, std::string> place_static(
-    std::uint32_t servers, std::uint64_t jobs, Policy policy, std::uint64_t seed);
+[[nodiscard]] xlb::Result<std::vector<std::uint64_t>> place_static(std::uint32_t servers,
+                                                                   std::uint64_t jobs,
+                                                                   Policy policy,
+                                                                   std::uint64_t seed);
 
 // ---- queue model ----------------------------------------------------------
 
@@ -88,7 +92,6 @@ struct QueueResult {
     double server0_share;
 };
 
-[[nodiscard]] std::expected<QueueResult, std::string> simulate_queue(const QueueScenario& scenario,
-                                                                     Policy policy);
+[[nodiscard]] xlb::Result<QueueResult> simulate_queue(const QueueScenario& scenario, Policy policy);
 
 }  // namespace xlb::sim

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "xlb/error.h"
 #include "xlb/sim/random.h"
 
 namespace xlb::sim {
@@ -32,7 +33,7 @@ inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kModulo, Algorithm::kR
 
 [[nodiscard]] std::string_view algorithm_name(Algorithm algorithm) noexcept;
 // Accepts the names algorithm_name() prints.
-[[nodiscard]] std::expected<Algorithm, std::string> parse_algorithm(std::string_view name);
+[[nodiscard]] xlb::Result<Algorithm> parse_algorithm(std::string_view name);
 
 // One backend. `id` is what ownership is compared by across rebuilds: a
 // backend that leaves and rejoins keeps its id, key and so its place.
@@ -58,7 +59,7 @@ class Placement {
 public:
     virtual ~Placement() = default;
     // Rebuilds for `members` (at least one). Errors say what is wrong.
-    virtual std::expected<void, std::string> build(std::span<const Member> members) = 0;
+    virtual xlb::Result<void> build(std::span<const Member> members) = 0;
     // Position, in the members of the last build, of the key's owner.
     [[nodiscard]] virtual std::uint32_t owner(const Key& key) const noexcept = 0;
     // Bytes of lookup state (what a data plane would have to hold).
@@ -123,8 +124,7 @@ struct PlacementResult {
 };
 
 // Runs the study for every algorithm in study.algorithms, in that order.
-[[nodiscard]] std::expected<std::vector<PlacementResult>, std::string> run_placement(
-    const PlacementStudy& study);
+[[nodiscard]] xlb::Result<std::vector<PlacementResult>> run_placement(const PlacementStudy& study);
 
 // ---- churn ----------------------------------------------------------------
 
@@ -154,6 +154,6 @@ struct ChurnStep {
     std::vector<double> moved_cumulative;
 };
 
-[[nodiscard]] std::expected<std::vector<ChurnStep>, std::string> run_churn(const ChurnStudy& study);
+[[nodiscard]] xlb::Result<std::vector<ChurnStep>> run_churn(const ChurnStudy& study);
 
 }  // namespace xlb::sim
