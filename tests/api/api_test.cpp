@@ -1510,7 +1510,7 @@ TEST(ApiMetrics, ParseListenAddress) {
         auto r = parse_listen_address(bad);
         EXPECT_FALSE(r) << bad;
         if (!r) {
-            EXPECT_NE(r.error().find("expected HOST:PORT"), std::string::npos);
+            EXPECT_NE(r.error().message().find("expected HOST:PORT"), std::string::npos);
         }
     }
 }

@@ -119,7 +119,8 @@ TEST(StateFileEpochs, RoundTripAndOlderFiles) {
     bad["checksums"][kWeb] = "5BF6";
     auto error = decode_state(bad.dump());
     ASSERT_FALSE(error);
-    EXPECT_NE(error.error().find("checksums[\"198.51.100.10:80/tcp\"]"), std::string::npos)
+    EXPECT_NE(error.error().message().find("checksums[\"198.51.100.10:80/tcp\"]"),
+              std::string::npos)
         << error.error();
     bad = json::parse(text);
     bad["epochs_reserved"][kWeb] = -1;

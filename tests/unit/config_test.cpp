@@ -1639,6 +1639,113 @@ TEST(ConntrackConfig, LongestIdleTimeoutIsAccepted) {
     EXPECT_EQ(*c.vips[0].conntrack_idle_timeout, std::chrono::hours(719));
 }
 
+// PATCH /v1/backends: the value errors are a new backend's, word for word.
+TEST(JsonBackendPatch, DecodesWeightStateOrBoth) {
+    auto w = backend_patch_from_json(json::parse(R"({"weight": 50})"));
+    ASSERT_TRUE(w) << w.error();
+    EXPECT_EQ(w->weight, 50u);
+    EXPECT_FALSE(w->state);
+    auto both = backend_patch_from_json(json::parse(R"({"state": "drain", "weight": 0})"));
+    ASSERT_TRUE(both) << both.error();
+    EXPECT_EQ(both->weight, 0u);
+    EXPECT_EQ(both->state, AdminState::kDrain);
+    // Above kMaxWeight is the validator's to refuse, with the VIP in context.
+    auto heavy = backend_patch_from_json(json::parse(R"({"weight": 20000})"));
+    ASSERT_TRUE(heavy) << heavy.error();
+    EXPECT_EQ(heavy->weight, 20000u);
+}
+
+TEST(JsonBackendPatch, ValueErrorsAreTheBackendDecodersOwn) {
+    for (const char* value : {"-1", "1.5", "\"heavy\"", "4294967296", "true"}) {
+        const std::string weight = std::string(R"({"weight": )") + value + "}";
+        auto patch = backend_patch_from_json(json::parse(weight));
+        ASSERT_FALSE(patch) << weight;
+        auto backend = backend_from_json(
+            json::parse(std::string(R"({"address": "203.0.113.11", "weight": )") + value + "}"));
+        ASSERT_FALSE(backend) << value;
+        EXPECT_EQ(patch.error(), backend.error());
+    }
+    EXPECT_EQ(backend_patch_from_json(json::parse(R"({"weight": -1})")).error(),
+              "weight: found -1, expected an integer 0-10000");
+    auto state = backend_patch_from_json(json::parse(R"({"state": "sleeping"})"));
+    ASSERT_FALSE(state);
+    EXPECT_EQ(state.error(), "state: found \"sleeping\", expected active, drain or disabled");
+    EXPECT_EQ(state.error(),
+              backend_from_json(json::parse(R"({"address": "203.0.113.11", "state": "sleeping"})"))
+                  .error());
+}
+
+TEST(JsonBackendPatch, UnknownFieldsAndNothingToChangeAreRefused) {
+    auto unknown = backend_patch_from_json(json::parse(R"({"colour": "red"})"));
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error(),
+              "found unknown field \"colour\", expected an object with \"weight\" (0-10000) "
+              "and/or \"state\" (active, drain or disabled), e.g. {\"weight\": 50}");
+    auto empty = backend_patch_from_json(json::object());
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error(), "nothing to change, expected " + std::string(kBackendPatchExpected));
+    auto list = backend_patch_from_json(json::array());
+    ASSERT_FALSE(list);
+    EXPECT_EQ(list.error(), "found a list, expected " + std::string(kBackendPatchExpected));
+    // Every problem at once, as the other decoders report them.
+    auto two = backend_patch_from_json(json::parse(R"({"state": 1, "weight": -1})"));
+    ASSERT_FALSE(two);
+    EXPECT_EQ(two.error(),
+              "state: found 1, expected active, drain or disabled; weight: found -1, expected an "
+              "integer 0-10000");
+}
+
+// POST /v1/capture's body.
+TEST(JsonCaptureRequest, DecodesEveryKey) {
+    auto r = capture_request_from_json(
+        json::parse(R"({"vip": "198.51.100.10:80", "backend": "203.0.113.11",
+                        "src": "192.0.2.0/24", "outcomes": ["drop", "tx"], "count": 100,
+                        "duration_ms": 10000, "snaplen": 256})"),
+        2048);
+    ASSERT_TRUE(r) << r.error();
+    ASSERT_TRUE(r->vip);
+    EXPECT_EQ(r->vip->to_string(), "198.51.100.10:80/tcp");
+    EXPECT_EQ(r->backend, *net::IpAddress::parse("203.0.113.11"));
+    EXPECT_EQ(r->src, *net::Prefix::parse("192.0.2.0/24"));
+    EXPECT_EQ(r->outcomes, (std::vector<std::string>{"drop", "tx"}));
+    EXPECT_EQ(r->count, 100u);
+    EXPECT_EQ(r->duration, std::chrono::milliseconds(10000));
+    EXPECT_EQ(r->snaplen, 256u);
+
+    auto none = capture_request_from_json(json::object(), 2048);
+    ASSERT_TRUE(none) << none.error();
+    EXPECT_FALSE(none->vip || none->backend || none->src || none->count || none->duration ||
+                 none->snaplen);
+    EXPECT_TRUE(none->outcomes.empty());
+}
+
+TEST(JsonCaptureRequest, ErrorsNameTheKey) {
+    auto error = [](const char* body, std::uint32_t max_snaplen = 2048) {
+        auto r = capture_request_from_json(json::parse(body), max_snaplen);
+        EXPECT_FALSE(r) << body;
+        return r ? std::string() : r.error();
+    };
+    EXPECT_EQ(error(R"({"count": 0})"), "count: found 0, expected an integer 1-1000000000");
+    EXPECT_EQ(error(R"({"count": 1000000001})"),
+              "count: found 1000000001, expected an integer 1-1000000000");
+    EXPECT_EQ(error(R"({"duration_ms": "1s"})"),
+              "duration_ms: found \"1s\", expected an integer 1-604800000");
+    EXPECT_EQ(error(R"({"snaplen": 2049})"), "snaplen: found 2049, expected an integer 1-2048");
+    EXPECT_EQ(error(R"({"snaplen": 65})", 64), "snaplen: found 65, expected an integer 1-64");
+    EXPECT_EQ(error(R"({"vip": 80})"), "vip: found 80, expected a string");
+    EXPECT_EQ(error(R"({"vip": "nope"})").rfind("vip: ", 0), 0u);
+    EXPECT_EQ(error(R"({"backend": "nope"})"), "backend: " + net::IpAddress::parse("nope").error());
+    EXPECT_EQ(error(R"({"src": "192.0.2.1/33"})"),
+              "src: " + net::Prefix::parse("192.0.2.1/33").error());
+    EXPECT_EQ(error(R"({"outcomes": []})"),
+              "outcomes: found a list, expected a list such as [\"drop\", \"tx\"]");
+    EXPECT_EQ(error(R"({"outcomes": "drop"})"),
+              "outcomes: found \"drop\", expected a list such as [\"drop\", \"tx\"]");
+    EXPECT_EQ(error(R"({"outcomes": ["drop", 3]})"), "outcomes[1]: found 3, expected a string");
+    EXPECT_EQ(error(R"({"snaplen": 10, "cuont": 5})"),
+              "cuont: unknown key; did you mean \"count\"?");
+}
+
 }  // namespace
 }  // namespace xlb::config
 

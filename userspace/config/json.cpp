@@ -182,6 +182,121 @@ std::expected<SlowStart, std::string> slow_start_from_json(const json& j) {
     return decode<SlowStart>(j, "", detail::decode_slow_start<JsonView>);
 }
 
+namespace {
+
+inline constexpr std::string_view kCaptureKeys[] = {"vip",   "backend",     "src",    "outcomes",
+                                                    "count", "duration_ms", "snaplen"};
+
+// A string parsed by `parse` (an expected<T, std::string>): a wrong type is
+// "found X, expected a string", a string that does not parse gives the
+// parser's own words ("backend: <why>").
+template <class Parse>
+auto read_text_parsed(const JsonView& v, const std::string& path, detail::Sink& s, Parse parse)
+    -> std::optional<typename std::invoke_result_t<Parse, const std::string&>::value_type> {
+    auto text = detail::read_string(v, path, s, "a string");
+    if (!text) return std::nullopt;
+    auto parsed = parse(*text);
+    if (parsed) return std::move(*parsed);
+    s.error(path, v.location(), parsed.error());
+    return std::nullopt;
+}
+
+std::optional<std::uint64_t> read_positive(const JsonView& v, const std::string& path,
+                                           detail::Sink& s, std::uint64_t max) {
+    return detail::read_parsed(
+        v, path, s, &JsonView::number_text,
+        [max](const std::string& t) {
+            auto n = detail::parse_decimal(t);
+            return n && *n >= 1 && *n <= max ? n : std::nullopt;
+        },
+        "an integer 1-" + std::to_string(max));
+}
+
+}  // namespace
+
+std::expected<BackendPatch, std::string> backend_patch_from_json(const json& j) {
+    return decode<BackendPatch>(
+        j, "", [](const JsonView& v, const std::string& p, detail::Sink& s) {
+            BackendPatch out;
+            if (v.kind() != Kind::kMap) {
+                s.error(p, v.location(),
+                        "found " + v.found() + ", expected " + std::string(kBackendPatchExpected));
+                return out;
+            }
+            // The weight and state readers are decode_backend's, so that a patch
+            // and a new backend refuse a value in the same words.
+            for (const auto& entry : v.entries()) {
+                const std::string& key = *entry.key;
+                if (key == "weight") {
+                    auto w = detail::read_uint(entry.value, detail::join(p, key), s, 0xffffffffULL,
+                                               "an integer 0-" + std::to_string(kMaxWeight));
+                    if (w) out.weight = static_cast<std::uint32_t>(*w);
+                } else if (key == "state") {
+                    out.state = detail::read_enum<AdminState>(entry.value, detail::join(p, key), s,
+                                                              parse_admin_state,
+                                                              "active, drain or disabled");
+                } else {
+                    s.error(p, entry.key_location,
+                            "found unknown field " + entry.key_found + ", expected " +
+                                std::string(kBackendPatchExpected));
+                }
+            }
+            if (s.count() == 0 && !out.weight && !out.state)
+                s.error(p, v.location(),
+                        "nothing to change, expected " + std::string(kBackendPatchExpected));
+            return out;
+        });
+}
+
+std::expected<CaptureRequest, std::string> capture_request_from_json(const json& j,
+                                                                     std::uint32_t max_snaplen) {
+    return decode<CaptureRequest>(
+        j, "", [max_snaplen](const JsonView& v, const std::string& p, detail::Sink& s) {
+            CaptureRequest out;
+            auto f = detail::read_fields(
+                v, p, s, kCaptureKeys,
+                "a capture: vip, backend, src, outcomes, count, duration_ms, snaplen");
+            if (!f) return out;
+            using Field = const JsonView&;
+            detail::field(*f, p, "vip", out.vip, [&](Field x, const std::string& path) {
+                return read_text_parsed(x, path, s, parse_vip_key);
+            });
+            detail::field(*f, p, "backend", out.backend, [&](Field x, const std::string& path) {
+                return read_text_parsed(x, path, s, net::IpAddress::parse);
+            });
+            detail::field(*f, p, "src", out.src, [&](Field x, const std::string& path) {
+                return read_text_parsed(x, path, s, net::Prefix::parse);
+            });
+            if (const JsonView* list = f->get("outcomes")) {
+                const std::string path = detail::join(p, "outcomes");
+                if (list->kind() != Kind::kList || list->items().empty()) {
+                    s.error(
+                        path, list->location(),
+                        "found " + list->found() + ", expected a list such as [\"drop\", \"tx\"]");
+                } else {
+                    std::size_t i = 0;
+                    for (const JsonView& word : list->items())
+                        if (auto w =
+                                detail::read_string(word, detail::index(path, i++), s, "a string"))
+                            out.outcomes.push_back(std::move(*w));
+                }
+            }
+            detail::field(*f, p, "count", out.count, [&](Field x, const std::string& path) {
+                return read_positive(x, path, s, kMaxCaptureCount);
+            });
+            detail::field(
+                *f, p, "duration_ms", out.duration, [&](Field x, const std::string& path) {
+                    auto ms = read_positive(x, path, s, kMaxCaptureDurationMs);
+                    return ms ? std::optional(std::chrono::milliseconds(*ms)) : std::nullopt;
+                });
+            detail::field(*f, p, "snaplen", out.snaplen, [&](Field x, const std::string& path) {
+                auto n = read_positive(x, path, s, max_snaplen);
+                return n ? std::optional(static_cast<std::uint32_t>(*n)) : std::nullopt;
+            });
+            return out;
+        });
+}
+
 json vips_to_json(const std::vector<VipSpec>& vips) {
     json out = json::array();
     for (const auto& v : vips) out.push_back(v);

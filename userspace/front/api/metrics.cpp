@@ -460,11 +460,10 @@ std::string render_metrics(const MetricsInput& in) {
     return w.take();
 }
 
-std::expected<std::pair<std::string, std::uint16_t>, std::string> parse_listen_address(
-    std::string_view text) {
+Result<std::pair<std::string, std::uint16_t>> parse_listen_address(std::string_view text) {
     auto bad = [&](const std::string& why) {
-        return std::unexpected("metrics address \"" + std::string(text) + "\": " + why +
-                               ", expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464");
+        return fail("metrics address \"" + std::string(text) + "\": " + why +
+                    ", expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464");
     };
     std::string host;
     std::string_view port;
@@ -496,7 +495,7 @@ MetricsServer::~MetricsServer() { stop(); }
 
 Result<void> check_listen_address(const std::string& listen) {
     auto address = parse_listen_address(listen);
-    if (!address) return fail(address.error());
+    if (!address) return std::unexpected(std::move(address.error()));
     auto fd = detail::bind_tcp(address->first, address->second, listen, false);
     if (!fd) return std::unexpected(std::move(fd.error()));
     ::close(*fd);
@@ -505,7 +504,7 @@ Result<void> check_listen_address(const std::string& listen) {
 
 Result<void> MetricsServer::start() {
     auto address = parse_listen_address(listen_);
-    if (!address) return std::unexpected(make_error(0, address.error()).add_context("metrics"));
+    if (!address) return std::unexpected(std::move(address.error()).add_context("metrics"));
     const auto& [host, port] = *address;
 
     detail::Router router;

@@ -110,17 +110,15 @@ std::string encode_state(const StateFile& state) {
 // The state file's per-VIP maps ({"<VIP key>": value}); keys are stored in
 // their canonical spelling.
 template <class ReadValue>
-std::expected<void, std::string> read_per_vip(const json& j, const std::string& name,
-                                              const std::string& value_noun,
-                                              std::map<std::string, std::uint64_t>& out,
-                                              ReadValue read_value) {
+Result<void> read_per_vip(const json& j, const std::string& name, const std::string& value_noun,
+                          std::map<std::string, std::uint64_t>& out, ReadValue read_value) {
     if (!j.is_object())
-        return std::unexpected(name + ": found " + Reader::found(j) +
-                               ", expected an object of VIP key to " + value_noun);
+        return fail(name + ": found " + Reader::found(j) + ", expected an object of VIP key to " +
+                    value_noun);
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string path = name + "[\"" + it.key() + "\"]";
         auto key = config::parse_vip_key(it.key());
-        if (!key) return std::unexpected(path + ": " + key.error());
+        if (!key) return fail(path + ": " + key.error());
         auto value = read_value(it.value(), path);
         if (!value) return std::unexpected(value.error());
         out[key->to_string()] = *value;
@@ -128,13 +126,12 @@ std::expected<void, std::string> read_per_vip(const json& j, const std::string& 
     return {};
 }
 
-std::expected<StateFile, std::string> decode_state(std::string_view text) {
+Result<StateFile> decode_state(std::string_view text) {
     json j;
     try {
         j = json::parse(text.begin(), text.end());
     } catch (const json::parse_error& e) {
-        return std::unexpected("not valid JSON (at byte " + std::to_string(e.byte) +
-                               "): " + e.what());
+        return fail("not valid JSON (at byte " + std::to_string(e.byte) + "): " + e.what());
     }
     Reader r;
     StateFile out;
@@ -153,41 +150,37 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
     if (!r.object(j, "", {"version", "config_digest", "vips", "epochs", "ids"},
                   "a state file: version, config_digest, vips, epochs, checksums, "
                   "epochs_reserved, ids"))
-        return std::unexpected(r.error);
+        return fail(r.error);
     std::uint64_t version = 0;
-    if (!r.uint(j["version"], "version", 1000, version)) return std::unexpected(r.error);
+    if (!r.uint(j["version"], "version", 1000, version)) return fail(r.error);
     if (version != kStateFileVersion)
-        return std::unexpected("version: found " + std::to_string(version) + ", expected " +
-                               std::to_string(kStateFileVersion) +
-                               " (written by a different xlbd version)");
+        return fail("version: found " + std::to_string(version) + ", expected " +
+                    std::to_string(kStateFileVersion) + " (written by a different xlbd version)");
     out.version = static_cast<int>(version);
-    if (!r.string(j["config_digest"], "config_digest", out.config_digest))
-        return std::unexpected(r.error);
+    if (!r.string(j["config_digest"], "config_digest", out.config_digest)) return fail(r.error);
 
     auto vips = config::vips_from_json(j["vips"]);
-    if (!vips) return std::unexpected("vips: " + vips.error());
+    if (!vips) return fail("vips: " + vips.error());
     out.vips = std::move(*vips);
 
-    auto read_epoch = [&r](const json& v,
-                           const std::string& path) -> std::expected<std::uint64_t, std::string> {
+    auto read_epoch = [&r](const json& v, const std::string& path) -> Result<std::uint64_t> {
         std::uint64_t epoch = 0;
-        if (!r.uint(v, path, UINT64_MAX, epoch)) return std::unexpected(r.error);
+        if (!r.uint(v, path, UINT64_MAX, epoch)) return fail(r.error);
         return epoch;
     };
     auto epochs = read_per_vip(j["epochs"], "epochs", "epoch", out.epochs, read_epoch);
     if (!epochs) return std::unexpected(epochs.error());
     auto sums = read_per_vip(
         checksums, "checksums", "checksum", out.checksums,
-        [&r](const json& v, const std::string& path) -> std::expected<std::uint64_t, std::string> {
+        [&r](const json& v, const std::string& path) -> Result<std::uint64_t> {
             std::string text;
-            if (!r.string(v, path, text)) return std::unexpected(r.error);
+            if (!r.string(v, path, text)) return fail(r.error);
             std::uint64_t checksum = 0;
             const bool hex = text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
                                  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
                              });
             if (!hex || std::sscanf(text.c_str(), "%16" SCNx64, &checksum) != 1)
-                return std::unexpected(path + ": found \"" + text +
-                                       "\", expected 16 lower-case hex digits");
+                return fail(path + ": found \"" + text + "\", expected 16 lower-case hex digits");
             return checksum;
         });
     if (!sums) return std::unexpected(sums.error());
@@ -196,11 +189,9 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
     if (!bounds) return std::unexpected(bounds.error());
 
     const json& ids = j["ids"];
-    if (!r.object(ids, "ids", {"vips", "backends"}, "ids: vips, backends"))
-        return std::unexpected(r.error);
+    if (!r.object(ids, "ids", {"vips", "backends"}, "ids: vips, backends")) return fail(r.error);
     if (!ids["vips"].is_array())
-        return std::unexpected("ids.vips: found " + Reader::found(ids["vips"]) +
-                               ", expected a list");
+        return fail("ids.vips: found " + Reader::found(ids["vips"]) + ", expected a list");
     for (std::size_t i = 0; i < ids["vips"].size(); ++i) {
         const json& item = ids["vips"][i];
         const std::string path = "ids.vips[" + std::to_string(i) + "]";
@@ -209,12 +200,11 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
         if (!r.object(item, path, {"vip", "id"}, "a VIP id: vip, id") ||
             !r.vip_key(item["vip"], path + ".vip", key) ||
             !r.uint(item["id"], path + ".id", UINT32_MAX, id))
-            return std::unexpected(r.error);
+            return fail(r.error);
         out.vip_ids.emplace_back(key, static_cast<std::uint32_t>(id));
     }
     if (!ids["backends"].is_array())
-        return std::unexpected("ids.backends: found " + Reader::found(ids["backends"]) +
-                               ", expected a list");
+        return fail("ids.backends: found " + Reader::found(ids["backends"]) + ", expected a list");
     for (std::size_t i = 0; i < ids["backends"].size(); ++i) {
         const json& item = ids["backends"][i];
         const std::string path = "ids.backends[" + std::to_string(i) + "]";
@@ -227,9 +217,9 @@ std::expected<StateFile, std::string> decode_state(std::string_view text) {
             !r.string(item["address"], path + ".address", address) ||
             !r.uint(item["id"], path + ".id", UINT32_MAX, id) ||
             !r.uint(item["generation"], path + ".generation", UINT32_MAX, generation))
-            return std::unexpected(r.error);
+            return fail(r.error);
         auto parsed = net::IpAddress::parse(address);
-        if (!parsed) return std::unexpected(path + ".address: " + parsed.error());
+        if (!parsed) return fail(path + ".address: " + parsed.error());
         a.address = *parsed;
         a.id = static_cast<std::uint32_t>(id);
         a.generation = static_cast<std::uint32_t>(generation);
@@ -327,7 +317,7 @@ Result<std::optional<StateFile>> StateStore::load() const {
     if (!text) return std::unexpected(std::move(text.error()).add_context("load state file"));
     if (!*text) return std::optional<StateFile>{};
     auto state = decode_state(**text);
-    if (!state) return fail("state file " + path_ + ": " + state.error());
+    if (!state) return std::unexpected(std::move(state.error()).add_context("state file " + path_));
     return std::optional<StateFile>(std::move(*state));
 }
 

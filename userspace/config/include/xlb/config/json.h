@@ -12,12 +12,16 @@
 // check_config() in config.h: run them on the decoded value.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <expected>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "xlb/config/model.h"
+#include "xlb/net/address.h"
 
 namespace xlb::config {
 
@@ -34,6 +38,37 @@ std::expected<VipSpec, std::string> vip_from_json(const nlohmann::json& j);
 std::expected<BackendSpec, std::string> backend_from_json(const nlohmann::json& j);
 std::expected<HealthCheck, std::string> health_check_from_json(const nlohmann::json& j);
 std::expected<SlowStart, std::string> slow_start_from_json(const nlohmann::json& j);
+
+// A change to one existing backend (PATCH /v1/backends): at least one of
+// weight and state. The errors name the field as backend_from_json does
+// ("weight: found -1, expected an integer 0-10000"); an unknown field or an
+// empty object is refused with kBackendPatchExpected.
+struct BackendPatch {
+    std::optional<std::uint32_t> weight;
+    std::optional<AdminState> state;
+};
+inline constexpr std::string_view kBackendPatchExpected =
+    "an object with \"weight\" (0-10000) and/or \"state\" (active, drain or disabled), e.g. "
+    "{\"weight\": 50}";
+std::expected<BackendPatch, std::string> backend_patch_from_json(const nlohmann::json& j);
+
+// What a packet capture selects and how long it runs (POST /v1/capture);
+// every key optional. The VIP key is parsed (parse_vip_key) but not looked
+// up; outcome words are left to the capture library, which knows them.
+struct CaptureRequest {
+    std::optional<VipKey> vip;
+    std::optional<net::IpAddress> backend;
+    std::optional<net::Prefix> src;
+    std::vector<std::string> outcomes;  // empty: every outcome
+    std::optional<std::uint64_t> count;
+    std::optional<std::chrono::milliseconds> duration;
+    std::optional<std::uint32_t> snaplen;
+};
+inline constexpr std::uint64_t kMaxCaptureCount = 1'000'000'000;
+inline constexpr std::uint64_t kMaxCaptureDurationMs = 7ULL * 24 * 3600 * 1000;
+// max_snaplen: the data path's largest snap length.
+std::expected<CaptureRequest, std::string> capture_request_from_json(const nlohmann::json& j,
+                                                                     std::uint32_t max_snaplen);
 
 // The state file's list of VIPs: a JSON array of VIP objects; error paths
 // start with the index ("[2].backends[0].address: ...").

@@ -116,8 +116,7 @@ std::string render_metrics(const MetricsInput& input);
 std::string escape_label_value(std::string_view value);
 
 // "127.0.0.1:9464", "[::1]:9464", "localhost:9464"; port 0 picks a free one.
-std::expected<std::pair<std::string, std::uint16_t>, std::string> parse_listen_address(
-    std::string_view text);
+Result<std::pair<std::string, std::uint16_t>> parse_listen_address(std::string_view text);
 // Binds the address as the metrics server would (SO_REUSEADDR, never
 // SO_REUSEPORT) and closes it again, so that a start can be refused before
 // it changes anything, with the error the server's start would give.

@@ -64,7 +64,7 @@ struct StateFile {
 // Canonical JSON text of a state (stable key order, 2-space indent).
 std::string encode_state(const StateFile& state);
 // The error names what is wrong ("vips[0].port: found ..., expected ...").
-std::expected<StateFile, std::string> decode_state(std::string_view text);
+Result<StateFile> decode_state(std::string_view text);
 
 // 16 hex digits: FNV-1a 64 of the canonical JSON of the VIPs, sorted by key.
 // Order of VIPs in the file does not matter; any other change does.

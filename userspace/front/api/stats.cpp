@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// GET /v1/stats: the data path's counters, by outcome and by VIP
+// (docs/api.md).
+#include "handlers.h"
+
+namespace xlb::api::detail {
+
+void stats(Api& api, const httplib::Request& req, httplib::Response& res) {
+    std::optional<std::string> only;
+    if (req.has_param("vip")) {
+        auto key = vip_param(req);
+        if (!key) return reject(req, res, key.error());
+        only = *key;
+    }
+    auto all = all_status(api);
+    if (!all) return reject(req, res, all.error());
+    std::vector<control::VipStatus> vips;
+    for (auto& v : *all)
+        if (!only || v.spec.key() == *only) vips.push_back(std::move(v));
+    if (only && vips.empty()) return reject(req, res, unknown_vip(*only));
+    auto outcomes = api.s.data_plane.outcomes();
+    if (!outcomes)
+        return reject(req, res,
+                      {503, "reading counters failed: " + outcomes.error().message()});
+    json by_outcome = json::object();
+    for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i)
+        by_outcome[outcome_name(i)] = (*outcomes)[i];
+    const Counters counters = read_counters(api.s.data_plane, vips);
+    json list = json::array();
+    for (const auto& v : vips) list.push_back(vip_stats_json(v, counters));
+    send_json(res, 200, json{{"outcomes", std::move(by_outcome)}, {"vips", std::move(list)}});
+}
+
+}  // namespace xlb::api::detail

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// GET /v1/status: the agent, its VIPs, BGP and the connection table at a
+// glance (docs/api.md).
+#include "bgp_json.h"
+#include "handlers.h"
+#include "reload_json.h"
+#include "xlb/config/json.h"
+#include "xlb/datapath/setup.h"
+
+namespace xlb::api::detail {
+
+namespace {
+
+json last_reload(const Api& api) {
+    if (!api.s.reloads) return nullptr;
+    auto last = api.s.reloads->last();
+    return last ? last_reload_json(*last) : json(nullptr);
+}
+
+}  // namespace
+
+void status(Api& api, const httplib::Request& req, httplib::Response& res) {
+    struct Snapshot {
+        std::vector<control::VipStatus> vips;
+        bool published = false;
+    };
+    auto snap = api.call<Snapshot>([](control::Reconciler& r) {
+        return Snapshot{r.status(), r.all_published()};
+    });
+    if (!snap) return reject(req, res, snap.error());
+    std::optional<std::string> not_attached = api.s.readiness ? api.s.readiness() : std::nullopt;
+    const std::optional<BgpInfo> bgp = api.s.host.bgp ? api.s.host.bgp() : std::nullopt;
+    const std::uint32_t seed = api.s.settings->get().hash_seed;
+    json vips = json::array();
+    for (const auto& v : snap->vips) {
+        json j = vip_summary_json(v);
+        j["inputs_checksum"] = hex64(datapath::table_inputs_checksum(v.spec, seed));
+        // What inputs_checksum covers, for `xlbctl status --peers` to say what differs.
+        json backends = json::array();
+        for (const config::BackendSpec& b : v.spec.backends)
+            backends.push_back({{"identity", b.identity()},
+                                {"address", b.address.to_string()},
+                                {"weight", b.weight},
+                                {"state", config::to_string(b.state)}});
+        j["table_inputs"] = {{"hash_seed", seed},
+                             {"ring_size", v.spec.ring_size},
+                             {"hash", config::to_string(v.spec.hash)},
+                             {"backends", std::move(backends)}};
+        j["announcement"] = announcement_json(bgp, v.spec.key());
+        vips.push_back(std::move(j));
+    }
+    const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::steady_clock::now() - api.s.info.started);
+    send_json(
+        res, 200,
+        json{{"version", api.s.info.version},
+             {"interface", api.s.info.interface},
+             {"xdp_mode", api.s.info.xdp_mode},
+             {"uptime_s", uptime.count()},
+             {"ready", !not_attached && snap->published},
+             {"last_reload", last_reload(api)},
+             {"hash_seed", seed},
+             {"bgp", bgp_json(api.s.host.state ? api.s.host.state() : HostState{}, bgp)},
+             {"conntrack", api.s.conntrack_status
+                               ? conntrack_status_json(api.s.conntrack_status->get())
+                               : json(nullptr)},
+             {"vips", std::move(vips)}});
+}
+
+}  // namespace xlb::api::detail
