@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "xlb/agent/announce_link.h"
+#include "xlb/agent/component.h"
+#include "xlb/agent/components.h"
 #include "xlb/agent/conntrack_sweeper.h"
 #include "xlb/agent/health_link.h"
 #include "xlb/agent/instance_lock.h"
@@ -84,13 +86,11 @@ std::optional<control::Clock::duration> second_chance_window(const config::Setti
     return s.second_chance.window;
 }
 
-std::expected<net::MacAddress, std::string> next_hop_mac(const config::Settings& s) {
+Result<net::MacAddress> next_hop_mac(const config::Settings& s) {
     if (s.next_hop.mac) return *s.next_hop.mac;
     auto resolver = netlink::NeighborResolver::open(s.interface);
-    if (!resolver) return std::unexpected(resolver.error().message());
-    auto mac = resolver->resolve(*s.next_hop.address);
-    if (!mac) return std::unexpected(mac.error().message());
-    return *mac;
+    if (!resolver) return std::unexpected(std::move(resolver.error()));
+    return resolver->resolve(*s.next_hop.address);
 }
 
 class Agent {
@@ -100,25 +100,31 @@ public:
 
 private:
     using Step = Result<void>;
-    // The start, in phases. Nothing before go_live() changes the kernel's
-    // data plane or the state file, so a failure there leaves the host as it
-    // was; go_live() itself undoes a first start that fails (undo_start()).
+    // The start: the configuration, then the components in order (see
+    // add_components). Nothing before "go live" changes the kernel's data
+    // plane or the state file, so a failure there leaves the host as it was;
+    // the data plane's component undoes a first start that fails.
     int start();
     Step read_config();
+    void add_components();
     Step check_host_first();
     Step lock_interface();
     Step open_data_plane();
-    Step start_services();
+    void close_data_plane();
+    void undo_data_plane();
+    Step prepare_loop();
+    void load_host_state();
+    api::Services services();
     Step go_live();
-    void run_control();
-    void start_sweeper();
-    void undo_start();
+    void start_watching();
+    void stop_watching();
+    ConntrackSweeperComponent::Setup sweeper_setup();
 
     api::ReloadReport reload(const std::string& source, bool allow_disruptive);
     api::ReloadReport reload_locked(api::ReloadReport report, bool allow_disruptive);
     void stop();
     void watch_next_hop();
-    std::expected<void, std::string> write_datapath_config(const net::MacAddress& mac);
+    Result<void> write_datapath_config(const net::MacAddress& mac);
     // Health checking; every one of these runs on the control thread.
     void refresh_health(control::Reconciler& r);
     void on_probe_result(const health::ProbeResult& result, control::Reconciler& r);
@@ -128,7 +134,7 @@ private:
     void log_apply_failures(control::Reconciler& r);
     void route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
                                    control::Reconciler& r);
-    std::expected<void, std::string> attach_probe_encap();
+    Result<void> attach_probe_encap();
     // BGP announcements (docs/scale-out.md).
     // Returns the input's number (AnnounceLink::wait_applied), 0 without BGP.
     std::uint64_t submit_announcements(control::Reconciler& r);
@@ -147,6 +153,7 @@ private:
     bool first_start_ = true;  // no pinned map was reused
     bool had_state_file_ = false;
     bool backup_state_ = false;
+    bool running_ = false;  // every component started
     std::optional<bpf::LbProgram> lb_;
     std::optional<control::BpfDataPlane> data_plane_;
     std::optional<control::Reconciler> reconciler_;
@@ -155,16 +162,11 @@ private:
     // of the engine for their next change with time (max: none pending).
     HealthLink health_;
     health::TimePoint health_timer_at_ = health::TimePoint::max();
-    std::optional<health::ProbeEngine> engine_;
     std::optional<api::StateStore> state_;
     std::optional<api::BpfDataPlaneView> view_;
     // The connection table: scanned by the API's threads and the sweeper.
     std::shared_ptr<const conntrack::Table> ct_table_;
     std::shared_ptr<conntrack::StatusBoard> ct_status_ = std::make_shared<conntrack::StatusBoard>();
-    std::optional<ConntrackSweeper> sweeper_;
-    // Keeps the program's entry-time clock current; reset before lb_.
-    std::optional<bpf::CtClockTicker> ct_clock_;
-    std::chrono::steady_clock::time_point ct_clock_started_;
     api::PublishMetrics publish_metrics_;
     std::optional<bpf::XdpAttachment> xdp_;
     // via_vip probes: the tc egress encapsulator, attached on first need
@@ -175,30 +177,36 @@ private:
     api::AttachedMode attached_mode_;
     // The API's view of config_.settings, replaced when a reload changes them.
     std::shared_ptr<api::SharedSettings> api_settings_;
-    // Reloads come from SIGHUP (main thread) and the API (its threads): one at a time.
+    // What the API and metrics servers share; built by the first to start.
+    std::optional<api::Services> services_;
+    // Reloads come from SIGHUP (main thread) and the API (its threads): one
+    // at a time. Also guards the next-hop watcher, which a reload replaces.
     std::mutex reload_mu_;
     std::shared_ptr<api::ReloadHistory> reloads_ = std::make_shared<api::ReloadHistory>();
-    std::optional<api::ApiServer> api_;
-    std::optional<api::MetricsServer> metrics_;
     std::optional<netlink::NeighborWatchThread> watcher_;
-    std::atomic<bool> stopping_{false};
-    std::thread watchdog_;
-    // Announcing VIPs through BIRD (bgp.enabled); the drain state is kept
-    // whether or not BGP is on. host_ is guarded by host_mu_ (API threads
-    // change it, the control thread reads it).
-    std::optional<AnnounceLink> announce_;
+    bool watching_ = false;  // the watcher's component runs
+    // The drain state is kept whether or not BGP is on. host_ is guarded by
+    // host_mu_ (API threads change it, the control thread reads it).
     config::BgpSettings bgp_;                  // as started (bgp is restart-only)
     std::optional<StartupGate> startup_gate_;  // control thread
     std::optional<HostDrainFile> drain_file_;
     mutable std::mutex host_mu_;
     api::HostState host_;
+    // The components that own threads, as the rest of the agent reaches
+    // them; they live in components_. announce_ is null without BGP.
+    CtClockComponent* ct_clock_ = nullptr;
+    HealthEngineComponent* engine_ = nullptr;
+    AnnouncerComponent* announce_ = nullptr;
+    ConntrackSweeperComponent* sweeper_ = nullptr;
+    // Last, so that it goes first: what its components use is declared above.
+    Components components_;
 };
 
 std::uint64_t Agent::submit_announcements(control::Reconciler& r) {
     if (!announce_) return 0;
     const std::vector<control::VipStatus> vips = r.status();
     const bool complete = startup_gate_->complete(vips, std::chrono::steady_clock::now());
-    return announce_->submit(announce_input(vips, host_state().drained, complete));
+    return announce_->link().submit(announce_input(vips, host_state().drained, complete));
 }
 
 api::HostState Agent::host_state() const {
@@ -234,7 +242,7 @@ Result<api::HostState> Agent::set_drained(bool drained) {
     auto submitted = loop_->call<std::uint64_t>(
         [this](control::Reconciler& r) { return submit_announcements(r); });
     if (submitted.wait_for(kHostChangeWait) == std::future_status::ready && announce_ &&
-        !announce_->wait_applied(submitted.get(), kHostChangeWait))
+        !announce_->link().wait_applied(submitted.get(), kHostChangeWait))
         spdlog::warn(
             "host {}: the routes file was not rewritten within {} ms; the answer shows "
             "the routes from before",
@@ -242,7 +250,7 @@ Result<api::HostState> Agent::set_drained(bool drained) {
     return next;
 }
 
-std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddress& mac) {
+Result<void> Agent::write_datapath_config(const net::MacAddress& mac) {
     const config::ConntrackSettings& ct = config_.settings.conntrack;
     // Derived from the table actually in use, which a refused resize keeps
     // at the pinned size.
@@ -250,7 +258,7 @@ std::expected<void, std::string> Agent::write_datapath_config(const net::MacAddr
         datapath::ct_insert_budget(ct.insert_rate, ct.insert_burst, lb_->conntrack_load().capacity,
                                    static_cast<std::uint32_t>(bpf::possible_cpu_count()));
     auto ok = lb_->config().put(0, datapath::make_config(config_.settings, mac, budget));
-    if (!ok) return std::unexpected(ok.error().message());
+    if (!ok) return ok;
     mac_ = mac;
     ct_status_->update([&](conntrack::Status& s) {
         s.insert_rate_per_cpu = budget.rate;
@@ -274,18 +282,17 @@ void Agent::log_apply_failures(control::Reconciler& r) {
                       std::chrono::duration_cast<std::chrono::milliseconds>(f.retry_in).count());
 }
 
-std::expected<void, std::string> Agent::attach_probe_encap() {
+Result<void> Agent::attach_probe_encap() {
     if (probe_tc_) return {};
     // A failed attach is tried again at the next change of probe targets (an
     // API change or a reload, never on a timer): whatever stood in the way may
     // have been fixed by then, and the error is logged again if not.
-    auto fail = [](std::string why) { return std::unexpected(std::move(why)); };
     auto program = bpf::ProbeEncapProgram::load(*lb_);
-    if (!program) return fail(program.error().message());
+    if (!program) return std::unexpected(std::move(program.error()));
     auto iface = bpf::Interface::by_name(config_.settings.interface);
-    if (!iface) return fail(iface.error().message());
+    if (!iface) return std::unexpected(std::move(iface.error()));
     auto tc = bpf::TcAttachment::attach(*program, *iface);
-    if (!tc) return fail(tc.error().message());
+    if (!tc) return std::unexpected(std::move(tc.error()));
     probe_encap_.emplace(std::move(*program));
     probe_tc_.emplace(std::move(*tc));
     spdlog::info("health: probes through the VIPs are encapsulated by tc egress on {}",
@@ -330,7 +337,7 @@ void Agent::route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
         spdlog::error(
             "health: probes through the VIP cannot be encapsulated ({}); those "
             "checks will fail",
-            ok.error());
+            ok.error().message());
     }
 }
 
@@ -339,7 +346,7 @@ void Agent::refresh_health(control::Reconciler& r) {
     std::vector<health::ProbeTarget> targets = health_.set_vips(r.vips(), now, r);
     route_probes_through_vips(targets, r);
     spdlog::info("health: probing {} (VIP, backend) pair(s)", targets.size());
-    engine_->set_targets(std::move(targets));
+    engine_->engine().set_targets(std::move(targets));
     schedule_health_timer(now);
 }
 
@@ -368,7 +375,7 @@ void Agent::schedule_health_timer(health::TimePoint now) {
     if (next == health::TimePoint::max()) return;
     if (health_timer_at_ > now && health_timer_at_ <= next) return;
     health_timer_at_ = next;
-    engine_->call_at(
+    engine_->engine().call_at(
         next, [this] { loop_->post([this](control::Reconciler& r) { on_health_timer(r); }); });
 }
 
@@ -390,7 +397,7 @@ void Agent::watch_next_hop() {
                 spdlog::info("next hop {} moved from {} to {}", hop.to_string(),
                              net::mac_to_string(mac_), net::mac_to_string(mac));
                 if (auto ok = write_datapath_config(mac); !ok)
-                    spdlog::error("update next-hop MAC: {}", ok.error());
+                    spdlog::error("update next-hop MAC: {}", ok.error().message());
             });
         },
         netlink::WatchOptions{mac_, true});
@@ -406,17 +413,79 @@ void Agent::watch_next_hop() {
 }
 
 int Agent::start() {
-    for (auto phase : {&Agent::read_config, &Agent::lock_interface, &Agent::check_host_first,
-                       &Agent::open_data_plane, &Agent::start_services, &Agent::go_live}) {
-        if (auto ok = (this->*phase)(); !ok) {
-            spdlog::error("{}", ok.error().message());
-            spdlog::error("not starting");
-            undo_start();
-            return 1;
-        }
+    auto not_starting = [](const Error& e) {
+        spdlog::error("{}", e.message());
+        spdlog::error("not starting");
+    };
+    if (auto ok = read_config(); !ok) {
+        not_starting(ok.error());
+        return 1;
     }
-    run_control();
+    add_components();
+    if (auto ok = components_.start(not_starting); !ok) return 1;
+    running_ = true;
     return 0;
+}
+
+// The agent's parts in the order they start; they stop in reverse. Each
+// starts after what it needs and so stops before it: every part that posts
+// to the control loop or waits for it (the health engine, the servers, the
+// watcher, the announcer, the sweeper, the watchdog) stops before the loop,
+// and the loop before the data plane's last writes. The API and metrics
+// servers start before "go live" so that a socket that cannot be had stops
+// the start before the data plane is touched; the loop is created before
+// them (their requests wait for it) and runs from "go live" on, after the
+// first publish, which is the main thread's.
+void Agent::add_components() {
+    const config::Settings& s = config_.settings;
+    components_.add<StepComponent>(
+        "interface lock", [this] { return lock_interface(); }, [this] { lock_.reset(); });
+    components_.add<StepComponent>("host checks", [this] { return check_host_first(); });
+    components_.add<StepComponent>(
+        "data plane",
+        [this]() -> Step {
+            auto ok = open_data_plane();
+            if (!ok) undo_data_plane();
+            return ok;
+        },
+        [this] { close_data_plane(); });
+    ct_clock_ = &components_.add<CtClockComponent>(
+        [this](std::uint32_t units) { lb_->set_ct_clock(units); });
+    components_.add<StepComponent>(
+        "control loop", [this] { return prepare_loop(); }, [this] { loop_->stop(); });
+    components_.add<StepComponent>("drain state", [this]() -> Step {
+        load_host_state();
+        return {};
+    });
+    // Probes run on the engine's thread; their results are judged on the
+    // control thread, which owns the state machines and the reconciler.
+    engine_ = &components_.add<HealthEngineComponent>(
+        health::ProbeEngine::Options{}, [this](const health::ProbeResult& result) {
+            loop_->post([this, result](control::Reconciler& r) { on_probe_result(result, r); });
+        });
+    api::ApiServer::Options api_options;
+    api_options.socket_path = s.api_socket;
+    api_options.group = s.api_group;
+    components_.add<ApiServerComponent>([this] { return services(); }, api_options);
+    components_.add<MetricsServerComponent>([this] { return services(); }, s.metrics_listen);
+    components_.add<StepComponent>("go live", [this] { return go_live(); });
+    components_.add<StepComponent>(
+        "next-hop watcher",
+        [this]() -> Step {
+            start_watching();
+            return {};
+        },
+        [this] { stop_watching(); });
+    bgp_ = s.bgp;
+    if (s.bgp.enabled)
+        announce_ = &components_.add<AnnouncerComponent>(s.bgp, [this] {
+            loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
+        });
+    sweeper_ = &components_.add<ConntrackSweeperComponent>([this] { return sweeper_setup(); });
+    components_.add<SystemdComponent>(fmt::format("xlbd {} serving: API on {}, metrics on {}",
+                                                  kVersion, s.api_socket, s.metrics_listen),
+                                      "forwarding on " + s.interface,
+                                      [this] { return api::check_live(*loop_).ok; });
 }
 
 Agent::Step Agent::read_config() {
@@ -459,7 +528,7 @@ Agent::Step Agent::lock_interface() {
 Agent::Step Agent::open_data_plane() {
     const config::Settings& s = config_.settings;
     auto mac = next_hop_mac(s);
-    if (!mac) return xlb::fail("next hop: " + mac.error());
+    if (!mac) return std::unexpected(std::move(mac.error()).add_context("next hop"));
     mac_ = *mac;
 
     state_.emplace(s.state_file, api::config_digest(config_.vips));
@@ -486,10 +555,6 @@ Agent::Step Agent::open_data_plane() {
                                    load_options);
     if (!lb) return std::unexpected(std::move(lb.error()));
     lb_.emplace(std::move(*lb));
-    // Before anything can attach the program: entries get real times from
-    // the first packet on.
-    ct_clock_.emplace([this](std::uint32_t units) { lb_->set_ct_clock(units); });
-    ct_clock_started_ = std::chrono::steady_clock::now();
     first_start_ = lb_->pins().names(bpf::PinAction::kReused).empty();
     spdlog::info("maps in {}: {}", pin_dir_, lb_->pins().summary());
     const auto& ct_load = lb_->conntrack_load();
@@ -535,10 +600,9 @@ Agent::Step Agent::open_data_plane() {
     return {};
 }
 
-// The threads and listeners. The loop is created but runs only once the data
-// plane is live; API requests meanwhile wait for it (readiness says why).
-Agent::Step Agent::start_services() {
-    const config::Settings& s = config_.settings;
+// The loop is created here but runs only once the data plane is live (go
+// live); API requests meanwhile wait for it (readiness says why).
+Agent::Step Agent::prepare_loop() {
     loop_.emplace(*reconciler_, control::ControlLoop::Options{});
     loop_->on_publish([this](const control::PublishRecord& r) {
         publish_metrics_.record(r);
@@ -550,6 +614,16 @@ Agent::Step Agent::start_services() {
     });
     // Both run on the control thread, which owns the reconciler.
     loop_->on_error([this](const Error&) { log_apply_failures(*reconciler_); });
+    loop_->on_pass([this](control::Reconciler& r) {
+        log_panic_changes(r);
+        log_apply_failures(r);
+        submit_announcements(r);
+    });
+    return {};
+}
+
+void Agent::load_host_state() {
+    const config::Settings& s = config_.settings;
     drain_file_.emplace(s.state_file + ".drain");
     if (auto host = drain_file_->load()) {
         host_ = *host;
@@ -560,35 +634,13 @@ Agent::Step Agent::start_services() {
         host_ = api::HostState{.drained = true, .since = std::chrono::system_clock::now()};
         spdlog::error("{}; staying drained", host.error().message());
     }
-    bgp_ = s.bgp;
-    if (s.bgp.enabled) {
-        announce::AnnouncerOptions options;
-        options.routes_file = s.bgp.routes_file;
-        options.control_socket = s.bgp.control_socket;
-        options.render.protocol = s.bgp.protocol;
-        options.render.form = s.bgp.route;
-        // BIRD stopped or back is noticed within two seconds even when
-        // nothing here changes: one connect and "show protocols".
-        options.check_interval = std::chrono::seconds(2);
-        announce_.emplace(std::move(options), [this] {
-            loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
-        });
+    if (s.bgp.enabled)
         startup_gate_.emplace(std::chrono::steady_clock::now(), std::chrono::seconds(10));
-    }
-    loop_->on_pass([this](control::Reconciler& r) {
-        log_panic_changes(r);
-        log_apply_failures(r);
-        submit_announcements(r);
-    });
+}
 
-    // Probes run on the engine's thread; their results are judged on the
-    // control thread, which owns the state machines and the reconciler.
-    engine_.emplace(health::ProbeEngine::Options{}, [this](const health::ProbeResult& result) {
-        loop_->post([this, result](control::Reconciler& r) { on_probe_result(result, r); });
-    });
-    if (auto ok = engine_->start(); !ok)
-        return std::unexpected(std::move(ok.error()).add_context("health checks"));
-
+api::Services Agent::services() {
+    if (services_) return *services_;
+    const config::Settings& s = config_.settings;
     view_.emplace(*lb_);
     api_settings_ = std::make_shared<api::SharedSettings>(s);
     api::Services services{
@@ -614,30 +666,22 @@ Agent::Step Agent::start_services() {
         return health_.history(vip, backend);
     };
     services.on_vips_changed = [this](control::Reconciler& r) { refresh_health(r); };
-    services.probe_engine = [this] {
-        return api::ProbeEngineInfo{engine_->stats(), engine_->cpu_time()};
-    };
+    services.probe_engine = [engine = engine_] { return engine->info(); };
     services.reload = [this](bool allow_disruptive) { return reload("api", allow_disruptive); };
     services.reloads = reloads_;
     services.host.state = [this] { return host_state(); };
     services.host.set_drained = [this](bool drained) { return set_drained(drained); };
     services.host.bgp = [this]() -> std::optional<api::BgpInfo> {
         if (!announce_) return std::nullopt;
-        return api::BgpInfo{bgp_, announce_->status()};
+        return api::BgpInfo{bgp_, announce_->link().status()};
     };
     services.conntrack = ct_table_;
     services.conntrack_status = ct_status_;
-    api::ApiServer::Options api_options;
-    api_options.socket_path = s.api_socket;
-    api_options.group = s.api_group;
-    api_.emplace(services, api_options);
-    if (auto ok = api_->start(); !ok) return ok;
-    metrics_.emplace(services, s.metrics_listen);
-    if (auto ok = metrics_->start(); !ok) return ok;
-    return {};
+    services_.emplace(std::move(services));
+    return *services_;
 }
 
-// The only phase that changes the data plane. A restart attaches the new
+// The only component that changes the data plane. A restart attaches the new
 // program first: it finds the previous agent's tables in the reused maps, and
 // if the attach fails nothing has been written. A first start publishes the
 // tables first, so that the program finds them from its first packet.
@@ -665,7 +709,7 @@ Agent::Step Agent::go_live() {
         if (auto ok = attach(); !ok) return ok;
 
     if (auto ok = write_datapath_config(mac_); !ok)
-        return xlb::fail("write data-plane configuration: " + ok.error());
+        return std::unexpected(std::move(ok.error()).add_context("write data-plane configuration"));
     if (auto first = reconciler_->reconcile(control::Clock::now()); !first)
         spdlog::error("first publish: {}", first.error().message());
     for (const auto& v : reconciler_->status())
@@ -686,81 +730,92 @@ Agent::Step Agent::go_live() {
     }
     if (auto saved = state_->save_current(*reconciler_); !saved)
         spdlog::warn("{}", saved.error().message());
-    return {};
-}
 
-void Agent::start_sweeper() {
-    auto ct_cpu = lb_->ct_cpu();
-    sweeper_.emplace(
-        ConntrackSweeper::Inputs{
-            *ct_table_,
-            [ct_cpu]() -> Result<std::vector<xlb_ct_cpu>> { return ct_cpu.get_per_cpu(0); },
-            [this]() -> Result<std::vector<conntrack::VipInfo>> {
-                auto future =
-                    loop_->call<std::vector<conntrack::VipInfo>>([](control::Reconciler& r) {
-                        std::vector<conntrack::VipInfo> out;
-                        for (const auto& v : r.vips()) out.push_back(conntrack::vip_info(v));
-                        return out;
-                    });
-                if (future.wait_for(std::chrono::seconds(15)) != std::future_status::ready)
-                    return xlb::fail("the control thread did not answer within 15 s");
-                try {
-                    return future.get();
-                } catch (const std::future_error&) {
-                    return xlb::fail("the agent is stopping");
-                }
-            },
-            ct_status_, ct_clock_started_},
-        config_.settings.conntrack.sweep_interval);
-    sweeper_->start();
-}
-
-void Agent::run_control() {
     loop_->start();
-    watch_next_hop();
-    if (announce_) {
-        announce_->start();
-        const auto& b = bgp_;
-        spdlog::info("BGP: announcing through BIRD on {} (routes file {}, protocols {}4/{}6)",
-                     b.control_socket, b.routes_file, b.protocol, b.protocol);
-    }
     loop_->post([this](control::Reconciler& r) {
         log_panic_changes(r);
         health_.set_history_capacity(config_.settings.health_history);
         refresh_health(r);
         submit_announcements(r);
     });
-    const config::Settings& s = config_.settings;
-    start_sweeper();
-    spdlog::info("xlbd {} serving: API on {}, metrics on {}", kVersion, s.api_socket,
-                 s.metrics_listen);
-    notify("READY=1\nSTATUS=forwarding on " + s.interface);
-    std::uint64_t watchdog_usec = 0;
-    if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
-        watchdog_ = std::thread([this, period = std::chrono::microseconds(watchdog_usec / 2)] {
-            while (!stopping_) {
-                if (api::check_live(*loop_).ok) notify("WATCHDOG=1");
-                for (auto slept = std::chrono::microseconds(0); slept < period && !stopping_;
-                     slept += std::chrono::milliseconds(100))
-                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            }
-        });
+    return {};
+}
+
+ConntrackSweeperComponent::Setup Agent::sweeper_setup() {
+    auto ct_cpu = lb_->ct_cpu();
+    return {ConntrackSweeper::Inputs{
+                *ct_table_,
+                [ct_cpu]() -> Result<std::vector<xlb_ct_cpu>> { return ct_cpu.get_per_cpu(0); },
+                [this]() -> Result<std::vector<conntrack::VipInfo>> {
+                    auto future =
+                        loop_->call<std::vector<conntrack::VipInfo>>([](control::Reconciler& r) {
+                            std::vector<conntrack::VipInfo> out;
+                            for (const auto& v : r.vips()) out.push_back(conntrack::vip_info(v));
+                            return out;
+                        });
+                    if (future.wait_for(std::chrono::seconds(15)) != std::future_status::ready)
+                        return xlb::fail("the control thread did not answer within 15 s");
+                    try {
+                        return future.get();
+                    } catch (const std::future_error&) {
+                        return xlb::fail("the agent is stopping");
+                    }
+                },
+                ct_status_, ct_clock_->started()},
+            config_.settings.conntrack.sweep_interval};
+}
+
+// A reload through the API may replace the watcher at any time, until the
+// watcher's component has stopped.
+void Agent::start_watching() {
+    std::lock_guard lock(reload_mu_);
+    watching_ = true;
+    watch_next_hop();
+}
+
+void Agent::stop_watching() {
+    std::lock_guard lock(reload_mu_);
+    watching_ = false;
+    watcher_.reset();
+}
+
+// The data plane's last step. After a start that failed, undo_data_plane();
+// otherwise the loop has stopped: nothing publishes any more, so the epochs
+// are released and recorded (the next start can then prove its tables'
+// epochs) and the program stays attached, or is detached with
+// --detach-on-exit.
+void Agent::close_data_plane() {
+    if (!running_) {
+        undo_data_plane();
+        return;
+    }
+    reconciler_->release_epoch_reservations();
+    if (auto saved = state_->save_current(*reconciler_); !saved)
+        spdlog::warn("{}", saved.error().message());
+    probe_tc_.reset();  // probes are over; the XDP program stays
+    probe_encap_.reset();
+    if (xdp_) {
+        if (options_.detach_on_exit) {
+            if (auto ok = xdp_->detach(); !ok) spdlog::error("detach: {}", ok.error().message());
+            xdp_.reset();
+            lb_.reset();
+            if (auto ok = bpf::LbProgram::unpin(pin_dir_); !ok)
+                spdlog::error("unpin {}: {}", pin_dir_, ok.error().message());
+            spdlog::info("detached from {} and removed the pinned maps",
+                         config_.settings.interface);
+        } else {
+            xdp_->keep();
+            spdlog::info("exiting; the data plane keeps forwarding on {} (pinned in {})",
+                         config_.settings.interface, pin_dir_);
+        }
     }
 }
 
-// A start that failed: stop what runs; a first start also removes the pins,
-// the program and the state file it made. A restart leaves the previous
-// agent's data plane as it found it (nothing was written before go_live,
-// whose restart path writes only after its attach succeeded).
-void Agent::undo_start() {
-    sweeper_.reset();
-    ct_clock_.reset();
-    if (engine_) engine_->stop();
-    if (api_) api_->stop();
-    if (metrics_) metrics_->stop();
-    api_.reset();
-    metrics_.reset();
-    if (loop_) loop_->stop();
+// A start that failed, once every later component has stopped: a first start
+// removes the pins, the program and the state file it made. A restart leaves
+// the previous agent's data plane as it found it (nothing was written before
+// go live, whose restart path writes only after its attach succeeded).
+void Agent::undo_data_plane() {
     if (!lb_) return;
     if (first_start_) {
         const bool detached = xdp_.has_value();
@@ -768,6 +823,7 @@ void Agent::undo_start() {
             if (auto ok = xdp_->detach(); !ok) spdlog::error("detach: {}", ok.error().message());
             xdp_.reset();
         }
+        services_.reset();
         view_.reset();
         loop_.reset();
         reconciler_.reset();
@@ -844,7 +900,7 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
         auto resolved = next_hop_mac(applied);
         if (!resolved) {
             report.outcome = Outcome::kFailed;
-            report.error = "next hop: " + resolved.error();
+            report.error = "next hop: " + resolved.error().message();
             return report;
         }
         mac = *resolved;
@@ -877,7 +933,7 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
                      if (!out.settings_changed.empty()) {
                          config_.settings = applied;
                          if (auto ok = write_datapath_config(mac); !ok)
-                             out.warnings.push_back(ok.error());
+                             out.warnings.push_back(ok.error().message());
                          r.set_second_chance(second_chance_window(applied));
                          health_.set_history_capacity(applied.health_history);
                          // lookups hash with the seed the data path now uses
@@ -893,52 +949,13 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
                  .get();
     if (report.outcome != Outcome::kApplied) return report;
     config_.vips = new_file;
-    if (sweeper_) sweeper_->set_interval(config_.settings.conntrack.sweep_interval);
-    if (hop_changed) watch_next_hop();
+    sweeper_->set_interval(config_.settings.conntrack.sweep_interval);
+    // not once the watcher's component has stopped: nothing would stop it again
+    if (hop_changed && watching_) watch_next_hop();
     return report;
 }
 
-void Agent::stop() {
-    notify("STOPPING=1");
-    stopping_ = true;
-    if (watchdog_.joinable()) watchdog_.join();
-    // first: its thread posts results and timers to the control loop
-    if (engine_) engine_->stop();
-    // Announcements stay as they are: BIRD keeps announcing what the routes
-    // file says, and the pinned data plane keeps serving it.
-    if (announce_) announce_->stop();
-    if (api_) api_->stop();
-    if (metrics_) metrics_->stop();
-    // before the loop: its VIPs come from the control thread
-    sweeper_.reset();
-    // The program keeps forwarding with its clock standing still until the
-    // next agent ticks it (abi.h).
-    ct_clock_.reset();
-    watcher_.reset();
-    if (loop_) loop_->stop();
-    // nothing publishes any more: the next start can then prove its tables' epochs
-    if (reconciler_) reconciler_->release_epoch_reservations();
-    if (reconciler_ && state_)
-        if (auto saved = state_->save_current(*reconciler_); !saved)
-            spdlog::warn("{}", saved.error().message());
-    probe_tc_.reset();  // probes are over; the XDP program stays
-    probe_encap_.reset();
-    if (xdp_) {
-        if (options_.detach_on_exit) {
-            if (auto ok = xdp_->detach(); !ok) spdlog::error("detach: {}", ok.error().message());
-            xdp_.reset();
-            lb_.reset();
-            if (auto ok = bpf::LbProgram::unpin(pin_dir_); !ok)
-                spdlog::error("unpin {}: {}", pin_dir_, ok.error().message());
-            spdlog::info("detached from {} and removed the pinned maps",
-                         config_.settings.interface);
-        } else {
-            xdp_->keep();
-            spdlog::info("exiting; the data plane keeps forwarding on {} (pinned in {})",
-                         config_.settings.interface, pin_dir_);
-        }
-    }
-}
+void Agent::stop() { components_.stop(); }
 
 int Agent::run() {
     sigset_t signals;

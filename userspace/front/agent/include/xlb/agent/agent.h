@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // xlbd's wiring: configuration -> BPF program (pinned, reused) -> reconciler
-// and its loop -> XDP attach -> API, metrics, next-hop watcher -> signals.
-// The parts are libraries with one job each; this file only connects them.
+// and its loop -> API, metrics -> XDP attach -> next-hop watcher, announcer,
+// sweeper -> signals, as an ordered list of components (component.h). The
+// parts are libraries with one job each; this file only connects them.
 #pragma once
 
 #include <expected>

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent's parts that own threads, each a Component (component.h) that
+// holds its object: created or started by start(), stopped by stop(). What a
+// part needs from the rest of the agent is handed in as functions, called at
+// start, because most of it (the program, the loop) exists only by then.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "xlb/agent/announce_link.h"
+#include "xlb/agent/component.h"
+#include "xlb/agent/conntrack_sweeper.h"
+#include "xlb/api/metrics.h"
+#include "xlb/api/server.h"
+#include "xlb/api/services.h"
+#include "xlb/bpf/ct_clock.h"
+#include "xlb/config/model.h"
+#include "xlb/health/engine.h"
+
+namespace xlb::agent {
+
+// Ticks the program's entry-time clock (xlb/bpf/ct_clock.h). Started before
+// anything can attach the program, so that entries get real times from the
+// first packet on; stopped before the program is closed. The program keeps
+// forwarding with its clock standing still until the next agent ticks it.
+class CtClockComponent : public Component {
+public:
+    explicit CtClockComponent(std::function<void(std::uint32_t)> write)
+        : write_(std::move(write)) {}
+    std::string name() const override { return "connection-table clock"; }
+    Result<void> start() override;
+    void stop() override { ticker_.reset(); }
+    std::chrono::steady_clock::time_point started() const { return started_; }
+
+private:
+    std::function<void(std::uint32_t)> write_;
+    std::optional<bpf::CtClockTicker> ticker_;
+    std::chrono::steady_clock::time_point started_;
+};
+
+// The probe engine's thread. Its object outlives stop(): the control thread,
+// stopped later, may still hand it targets and timers, which it then ignores.
+class HealthEngineComponent : public Component {
+public:
+    HealthEngineComponent(health::ProbeEngine::Options options,
+                          health::ProbeEngine::ResultHandler on_result)
+        : options_(options), on_result_(std::move(on_result)) {}
+    std::string name() const override { return "health engine"; }
+    Result<void> start() override;
+    void stop() override { engine_->stop(); }
+    // Valid from start() on.
+    health::ProbeEngine& engine() { return *engine_; }
+    api::ProbeEngineInfo info() const { return {engine_->stats(), engine_->cpu_time()}; }
+
+private:
+    health::ProbeEngine::Options options_;
+    health::ProbeEngine::ResultHandler on_result_;
+    std::optional<health::ProbeEngine> engine_;
+};
+
+// The API on its Unix socket; `services` is called once, at start.
+class ApiServerComponent : public Component {
+public:
+    ApiServerComponent(std::function<api::Services()> services, api::ApiServer::Options options)
+        : services_(std::move(services)), options_(std::move(options)) {}
+    std::string name() const override { return "API server"; }
+    Result<void> start() override;
+    void stop() override;
+
+private:
+    std::function<api::Services()> services_;
+    api::ApiServer::Options options_;
+    std::optional<api::ApiServer> server_;
+};
+
+// /metrics, /livez and /readyz on TCP.
+class MetricsServerComponent : public Component {
+public:
+    MetricsServerComponent(std::function<api::Services()> services, std::string listen)
+        : services_(std::move(services)), listen_(std::move(listen)) {}
+    std::string name() const override { return "metrics server"; }
+    Result<void> start() override;
+    void stop() override;
+
+private:
+    std::function<api::Services()> services_;
+    std::string listen_;
+    std::optional<api::MetricsServer> server_;
+};
+
+// BIRD's control socket and the routes file (docs/scale-out.md). The link
+// exists from construction on, so that inputs can be submitted before its
+// thread runs; stopping leaves the announcements as they are: BIRD keeps
+// announcing what the routes file says.
+class AnnouncerComponent : public Component {
+public:
+    AnnouncerComponent(const config::BgpSettings& bgp, std::function<void()> refresh);
+    std::string name() const override { return "announcer"; }
+    Result<void> start() override;
+    void stop() override { link_.stop(); }
+    AnnounceLink& link() { return link_; }
+
+private:
+    config::BgpSettings bgp_;
+    AnnounceLink link_;
+};
+
+// Expiry, counting and flood detection over the connection table.
+// set_interval() may come from any thread (a reload through the API): it
+// applies while the sweeper runs and is dropped once it has stopped.
+class ConntrackSweeperComponent : public Component {
+public:
+    struct Setup {
+        ConntrackSweeper::Inputs inputs;
+        std::chrono::milliseconds interval;
+    };
+    explicit ConntrackSweeperComponent(std::function<Setup()> setup) : setup_(std::move(setup)) {}
+    std::string name() const override { return "connection-table sweeper"; }
+    Result<void> start() override;
+    void stop() override;
+    void set_interval(std::chrono::milliseconds interval);
+
+private:
+    std::function<Setup()> setup_;
+    std::mutex mu_;
+    std::unique_ptr<ConntrackSweeper> sweeper_;
+};
+
+// systemd's notifications: READY=1 once everything before it runs (after
+// logging `ready_line`), then, under WatchdogSec, WATCHDOG=1 from its own
+// thread while `alive` says so; STOPPING=1 first of all on the way out.
+class SystemdComponent : public Component {
+public:
+    SystemdComponent(std::string ready_line, std::string status, std::function<bool()> alive)
+        : ready_line_(std::move(ready_line)),
+          status_(std::move(status)),
+          alive_(std::move(alive)) {}
+    ~SystemdComponent() override { stop_watchdog(); }
+    std::string name() const override { return "systemd notification"; }
+    Result<void> start() override;
+    void stop() override;
+
+private:
+    void stop_watchdog();
+
+    std::string ready_line_;
+    std::string status_;
+    std::function<bool()> alive_;
+    std::atomic<bool> stopping_{false};
+    std::thread watchdog_;
+};
+
+}  // namespace xlb::agent
