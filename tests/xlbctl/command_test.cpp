@@ -17,6 +17,7 @@
 
 #include "xlb/config/json.h"
 #include "xlb/xlbctl/request.h"
+#include "xlb/xlbctl/verbs.h"
 #include "xlb/xlbctl/vip_settings.h"
 
 namespace xlb::xlbctl {
@@ -731,9 +732,52 @@ TEST(XlbctlParse, VipSetSendsOnlyWhatIsGiven) {
         R"({"health_check":{"timeout":"2s"}})");
 }
 
-// Every verb is in the man page's synopsis, and every verb and option in the
-// bash completion (the VIP settings it asks the binary for, so they are
-// left out here).
+// The verb table (verbs.h) is the list of verbs the command tree, the
+// requests and the rendering are built from: every Verb has exactly one row,
+// under one name, and that name on the command line parses to its Verb.
+TEST(XlbctlVerbs, EveryVerbHasOneRowThatParsesToIt) {
+    std::set<Verb> verbs;
+    std::set<std::string> names;
+    for (const Noun& noun : nouns()) {
+        ASSERT_FALSE(noun.verbs.empty()) << noun.name;
+        for (const VerbSpec& verb : noun.verbs) {
+            const std::string name = verb_name(verb.verb);
+            SCOPED_TRACE(name);
+            EXPECT_TRUE(verbs.insert(verb.verb).second) << "a second row";
+            EXPECT_TRUE(names.insert(name).second) << "a second verb of this name";
+            EXPECT_EQ(name, noun.is_verb() ? std::string(noun.name)
+                                           : std::string(noun.name) + " " + verb.name);
+            EXPECT_EQ(&verb_spec(verb.verb), &verb);
+            EXPECT_NE(verb.request, nullptr);
+            EXPECT_NE(std::string(verb.help), "");
+            EXPECT_NE(std::string(verb.examples), "");
+            Args args;
+            std::istringstream words(name);
+            for (std::string w; words >> w;) args.push_back(w);
+            // what its --help shows is its row's
+            Args help = args;
+            help.push_back("--help");
+            const ParseResult shown = parse_command(help, nullptr);
+            ASSERT_TRUE(std::holds_alternative<ParseExit>(shown));
+            const std::string text = std::get<ParseExit>(shown).out;
+            EXPECT_HAS(text, verb.help);
+            EXPECT_HAS(text, verb.examples);
+            // the line alone parses to this verb, or is refused by this
+            // verb (a missing argument), never by another
+            ParseResult r = parse_command(args, nullptr);
+            if (auto* c = std::get_if<Command>(&r))
+                EXPECT_EQ(c->verb, verb.verb);
+            else
+                EXPECT_HAS(std::get<ParseExit>(r).error, name);
+        }
+    }
+    EXPECT_EQ(verbs.size(), static_cast<std::size_t>(Verb::kTop) + 1) << "a Verb without a row";
+}
+
+// Every verb of the table is in the man page's synopsis, and every verb and
+// option in the bash completion (the VIP settings it asks the binary for, so
+// they are left out here); a noun's verbs are completed as the table lists
+// them.
 TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
     auto read = [](const std::string& path) {
         std::ifstream in(path);
@@ -759,33 +803,50 @@ TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
         }
         return false;
     };
-    for (int v = 0; v <= static_cast<int>(Verb::kTop); ++v) {
-        const std::string name = verb_name(static_cast<Verb>(v));
-        SCOPED_TRACE(name);
-        Args args;
-        std::istringstream words(name);
-        for (std::string w; words >> w;) args.push_back(w);
-        EXPECT_HAS(synopsis, ".B xlbctl " + args[0]);
-        for (const std::string& w : args) {
-            EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
-            EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
+    for (const Noun& noun : nouns()) {
+        SCOPED_TRACE(noun.name);
+        if (!noun.is_verb()) {
+            std::string listed;
+            for (const VerbSpec& verb : noun.verbs)
+                listed += (listed.empty() ? "" : " ") + std::string(verb.name);
+            EXPECT_HAS(completion, "compgen -W \"" + listed + "\"");
+            EXPECT_HAS(completion, "$verb == " + std::string(noun.name));
         }
-        args.push_back("--help");
-        const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
-        const std::string own = help.substr(0, help.find("VIP settings ("));
-        std::istringstream lines(own);
-        for (std::string line; std::getline(lines, line);) {
-            // "  -w,--write FILE ..." -> -w, --write
-            std::istringstream fields(line);
-            std::string first;
-            if (!(fields >> first) || !first.starts_with("-")) continue;
-            std::istringstream flags(first);
-            for (std::string flag; std::getline(flags, flag, ',');) {
-                if (flag == "-h" || flag == "--help") continue;
-                EXPECT_TRUE(has_word(completion, flag)) << flag << " not in the completion";
+        const std::size_t top = completion.find("compgen -W \"status ");
+        ASSERT_NE(top, std::string::npos);
+        const std::string nouns_listed =
+            completion.substr(top, completion.find('"', top + 12) - top);
+        EXPECT_TRUE(has_word(nouns_listed, noun.name))
+            << noun.name << " not completed after xlbctl";
+    }
+    for (const Noun& noun : nouns())
+        for (const VerbSpec& verb : noun.verbs) {
+            const std::string name = verb_name(verb.verb);
+            SCOPED_TRACE(name);
+            Args args;
+            std::istringstream words(name);
+            for (std::string w; words >> w;) args.push_back(w);
+            EXPECT_HAS(synopsis, ".B xlbctl " + args[0]);
+            for (const std::string& w : args) {
+                EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
+                EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
+            }
+            args.push_back("--help");
+            const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
+            const std::string own = help.substr(0, help.find("VIP settings ("));
+            std::istringstream lines(own);
+            for (std::string line; std::getline(lines, line);) {
+                // "  -w,--write FILE ..." -> -w, --write
+                std::istringstream fields(line);
+                std::string first;
+                if (!(fields >> first) || !first.starts_with("-")) continue;
+                std::istringstream flags(first);
+                for (std::string flag; std::getline(flags, flag, ',');) {
+                    if (flag == "-h" || flag == "--help") continue;
+                    EXPECT_TRUE(has_word(completion, flag)) << flag << " not in the completion";
+                }
             }
         }
-    }
 }
 
 TEST(XlbctlParse, Conntrack) {
