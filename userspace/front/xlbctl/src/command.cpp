@@ -218,7 +218,7 @@ ParseResult parse_command(const std::vector<std::string>& args, const GetEnv& ge
     CLI::App* at = selected(cli.app);
     if (at == cli.gen_seed) {
         auto seed = random_seed();
-        if (!seed) return ParseExit{kExitFailed, "", "gen-seed: " + seed.error()};
+        if (!seed) return ParseExit{kExitFailed, "", "gen-seed: " + seed.error().message()};
         return ParseExit{kExitOk, seed_line(*seed), ""};
     }
     auto it = cli.leaves.find(at);
