@@ -774,10 +774,49 @@ TEST(XlbctlVerbs, EveryVerbHasOneRowThatParsesToIt) {
     EXPECT_EQ(verbs.size(), static_cast<std::size_t>(Verb::kTop) + 1) << "a Verb without a row";
 }
 
-// Every verb of the table is in the man page's synopsis, and every verb and
-// option in the bash completion (the VIP settings it asks the binary for, so
-// they are left out here); a noun's verbs are completed as the table lists
-// them.
+// The options the bash completion offers after each verb, from its
+// `case` on the verb ("status", "vip add", "backend *": the noun's other
+// verbs), with $common written out.
+std::map<std::string, std::string> completed_options(const std::string& completion) {
+    std::map<std::string, std::string> options;
+    const std::size_t from = completion.find("local options=");
+    if (from == std::string::npos) return options;
+    std::istringstream lines(completion.substr(from));
+    std::string noun;
+    std::vector<std::string> at;  // the labels the next options="..." is for
+    for (std::string line; std::getline(lines, line);) {
+        const std::size_t indent = line.find_first_not_of(' ');
+        if (indent == std::string::npos) continue;
+        std::string rest = line.substr(indent);
+        // "del | enable | disable) options=..." or "vip)"
+        const std::size_t close = rest.find(')');
+        const bool label = (indent == 8 || indent == 16) && close != std::string::npos &&
+                           rest.find_first_of("\"$=") > close;
+        if (label) {
+            at.clear();
+            std::istringstream names(rest.substr(0, close));
+            for (std::string n; std::getline(names, n, '|');) {
+                n.erase(0, n.find_first_not_of(' '));
+                n.erase(n.find_last_not_of(' ') + 1);
+                if (indent == 8) noun = n;
+                at.push_back(indent == 8 ? n : noun + " " + n);
+            }
+            rest = rest.substr(close + 1);
+        }
+        const std::size_t o = rest.find("options=\"");
+        if (o == std::string::npos) continue;
+        std::string value = rest.substr(o + 9, rest.find('"', o + 9) - o - 9);
+        if (const std::size_t c = value.find("$common"); c != std::string::npos)
+            value.replace(c, 7, "--json --socket --timeout --help");
+        for (const std::string& key : at) options[key] = value;
+    }
+    return options;
+}
+
+// Every verb of the table is in the man page's synopsis and in the bash
+// completion, and each of its options is completed after it (but the VIP
+// settings, which the completion asks the binary for); a noun's verbs are
+// completed as the table lists them.
 TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
     auto read = [](const std::string& path) {
         std::ifstream in(path);
@@ -819,6 +858,7 @@ TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
         EXPECT_TRUE(has_word(nouns_listed, noun.name))
             << noun.name << " not completed after xlbctl";
     }
+    const std::map<std::string, std::string> completing = completed_options(completion);
     for (const Noun& noun : nouns())
         for (const VerbSpec& verb : noun.verbs) {
             const std::string name = verb_name(verb.verb);
@@ -831,6 +871,14 @@ TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
                 EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
                 EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
             }
+            // the verb's own case, else its noun's other verbs' ("*"), else the noun's
+            std::string offered;
+            for (const std::string& key : {name, args[0] + " *", args[0]})
+                if (auto it = completing.find(key); it != completing.end()) {
+                    offered = it->second;
+                    break;
+                }
+            EXPECT_NE(offered, "") << "no options completed after " << name;
             args.push_back("--help");
             const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
             const std::string own = help.substr(0, help.find("VIP settings ("));
@@ -843,7 +891,8 @@ TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
                 std::istringstream flags(first);
                 for (std::string flag; std::getline(flags, flag, ',');) {
                     if (flag == "-h" || flag == "--help") continue;
-                    EXPECT_TRUE(has_word(completion, flag)) << flag << " not in the completion";
+                    EXPECT_TRUE(has_word(offered, flag))
+                        << flag << " not completed after " << name << ": " << offered;
                 }
             }
         }
