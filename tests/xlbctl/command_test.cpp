@@ -17,6 +17,7 @@
 
 #include "xlb/config/json.h"
 #include "xlb/xlbctl/request.h"
+#include "xlb/xlbctl/verbs.h"
 #include "xlb/xlbctl/vip_settings.h"
 
 namespace xlb::xlbctl {
@@ -731,9 +732,91 @@ TEST(XlbctlParse, VipSetSendsOnlyWhatIsGiven) {
         R"({"health_check":{"timeout":"2s"}})");
 }
 
-// Every verb is in the man page's synopsis, and every verb and option in the
-// bash completion (the VIP settings it asks the binary for, so they are
-// left out here).
+// The verb table (verbs.h) is the list of verbs the command tree, the
+// requests and the rendering are built from: every Verb has exactly one row,
+// under one name, and that name on the command line parses to its Verb.
+TEST(XlbctlVerbs, EveryVerbHasOneRowThatParsesToIt) {
+    std::set<Verb> verbs;
+    std::set<std::string> names;
+    for (const Noun& noun : nouns()) {
+        ASSERT_FALSE(noun.verbs.empty()) << noun.name;
+        for (const VerbSpec& verb : noun.verbs) {
+            const std::string name = verb_name(verb.verb);
+            SCOPED_TRACE(name);
+            EXPECT_TRUE(verbs.insert(verb.verb).second) << "a second row";
+            EXPECT_TRUE(names.insert(name).second) << "a second verb of this name";
+            EXPECT_EQ(name, noun.is_verb() ? std::string(noun.name)
+                                           : std::string(noun.name) + " " + verb.name);
+            EXPECT_EQ(&verb_spec(verb.verb), &verb);
+            EXPECT_NE(verb.request, nullptr);
+            EXPECT_NE(std::string(verb.help), "");
+            EXPECT_NE(std::string(verb.examples), "");
+            Args args;
+            std::istringstream words(name);
+            for (std::string w; words >> w;) args.push_back(w);
+            // what its --help shows is its row's
+            Args help = args;
+            help.push_back("--help");
+            const ParseResult shown = parse_command(help, nullptr);
+            ASSERT_TRUE(std::holds_alternative<ParseExit>(shown));
+            const std::string text = std::get<ParseExit>(shown).out;
+            EXPECT_HAS(text, verb.help);
+            EXPECT_HAS(text, verb.examples);
+            // the line alone parses to this verb, or is refused by this
+            // verb (a missing argument), never by another
+            ParseResult r = parse_command(args, nullptr);
+            if (auto* c = std::get_if<Command>(&r))
+                EXPECT_EQ(c->verb, verb.verb);
+            else
+                EXPECT_HAS(std::get<ParseExit>(r).error, name);
+        }
+    }
+    EXPECT_EQ(verbs.size(), static_cast<std::size_t>(Verb::kTop) + 1) << "a Verb without a row";
+}
+
+// The options the bash completion offers after each verb, from its
+// `case` on the verb ("status", "vip add", "backend *": the noun's other
+// verbs), with $common written out.
+std::map<std::string, std::string> completed_options(const std::string& completion) {
+    std::map<std::string, std::string> options;
+    const std::size_t from = completion.find("local options=");
+    if (from == std::string::npos) return options;
+    std::istringstream lines(completion.substr(from));
+    std::string noun;
+    std::vector<std::string> at;  // the labels the next options="..." is for
+    for (std::string line; std::getline(lines, line);) {
+        const std::size_t indent = line.find_first_not_of(' ');
+        if (indent == std::string::npos) continue;
+        std::string rest = line.substr(indent);
+        // "del | enable | disable) options=..." or "vip)"
+        const std::size_t close = rest.find(')');
+        const bool label = (indent == 8 || indent == 16) && close != std::string::npos &&
+                           rest.find_first_of("\"$=") > close;
+        if (label) {
+            at.clear();
+            std::istringstream names(rest.substr(0, close));
+            for (std::string n; std::getline(names, n, '|');) {
+                n.erase(0, n.find_first_not_of(' '));
+                n.erase(n.find_last_not_of(' ') + 1);
+                if (indent == 8) noun = n;
+                at.push_back(indent == 8 ? n : noun + " " + n);
+            }
+            rest = rest.substr(close + 1);
+        }
+        const std::size_t o = rest.find("options=\"");
+        if (o == std::string::npos) continue;
+        std::string value = rest.substr(o + 9, rest.find('"', o + 9) - o - 9);
+        if (const std::size_t c = value.find("$common"); c != std::string::npos)
+            value.replace(c, 7, "--json --socket --timeout --help");
+        for (const std::string& key : at) options[key] = value;
+    }
+    return options;
+}
+
+// Every verb of the table is in the man page's synopsis and in the bash
+// completion, and each of its options is completed after it (but the VIP
+// settings, which the completion asks the binary for); a noun's verbs are
+// completed as the table lists them.
 TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
     auto read = [](const std::string& path) {
         std::ifstream in(path);
@@ -759,33 +842,60 @@ TEST(XlbctlDocs, EveryVerbAndOptionIsInTheManPageAndTheCompletion) {
         }
         return false;
     };
-    for (int v = 0; v <= static_cast<int>(Verb::kTop); ++v) {
-        const std::string name = verb_name(static_cast<Verb>(v));
-        SCOPED_TRACE(name);
-        Args args;
-        std::istringstream words(name);
-        for (std::string w; words >> w;) args.push_back(w);
-        EXPECT_HAS(synopsis, ".B xlbctl " + args[0]);
-        for (const std::string& w : args) {
-            EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
-            EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
+    for (const Noun& noun : nouns()) {
+        SCOPED_TRACE(noun.name);
+        if (!noun.is_verb()) {
+            std::string listed;
+            for (const VerbSpec& verb : noun.verbs)
+                listed += (listed.empty() ? "" : " ") + std::string(verb.name);
+            EXPECT_HAS(completion, "compgen -W \"" + listed + "\"");
+            EXPECT_HAS(completion, "$verb == " + std::string(noun.name));
         }
-        args.push_back("--help");
-        const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
-        const std::string own = help.substr(0, help.find("VIP settings ("));
-        std::istringstream lines(own);
-        for (std::string line; std::getline(lines, line);) {
-            // "  -w,--write FILE ..." -> -w, --write
-            std::istringstream fields(line);
-            std::string first;
-            if (!(fields >> first) || !first.starts_with("-")) continue;
-            std::istringstream flags(first);
-            for (std::string flag; std::getline(flags, flag, ',');) {
-                if (flag == "-h" || flag == "--help") continue;
-                EXPECT_TRUE(has_word(completion, flag)) << flag << " not in the completion";
+        const std::size_t top = completion.find("compgen -W \"status ");
+        ASSERT_NE(top, std::string::npos);
+        const std::string nouns_listed =
+            completion.substr(top, completion.find('"', top + 12) - top);
+        EXPECT_TRUE(has_word(nouns_listed, noun.name))
+            << noun.name << " not completed after xlbctl";
+    }
+    const std::map<std::string, std::string> completing = completed_options(completion);
+    for (const Noun& noun : nouns())
+        for (const VerbSpec& verb : noun.verbs) {
+            const std::string name = verb_name(verb.verb);
+            SCOPED_TRACE(name);
+            Args args;
+            std::istringstream words(name);
+            for (std::string w; words >> w;) args.push_back(w);
+            EXPECT_HAS(synopsis, ".B xlbctl " + args[0]);
+            for (const std::string& w : args) {
+                EXPECT_TRUE(has_word(synopsis, w)) << w << " not in the synopsis";
+                EXPECT_TRUE(has_word(completion, w)) << w << " not in the completion";
+            }
+            // the verb's own case, else its noun's other verbs' ("*"), else the noun's
+            std::string offered;
+            for (const std::string& key : {name, args[0] + " *", args[0]})
+                if (auto it = completing.find(key); it != completing.end()) {
+                    offered = it->second;
+                    break;
+                }
+            EXPECT_NE(offered, "") << "no options completed after " << name;
+            args.push_back("--help");
+            const std::string help = std::get<ParseExit>(parse_command(args, nullptr)).out;
+            const std::string own = help.substr(0, help.find("VIP settings ("));
+            std::istringstream lines(own);
+            for (std::string line; std::getline(lines, line);) {
+                // "  -w,--write FILE ..." -> -w, --write
+                std::istringstream fields(line);
+                std::string first;
+                if (!(fields >> first) || !first.starts_with("-")) continue;
+                std::istringstream flags(first);
+                for (std::string flag; std::getline(flags, flag, ',');) {
+                    if (flag == "-h" || flag == "--help") continue;
+                    EXPECT_TRUE(has_word(offered, flag))
+                        << flag << " not completed after " << name << ": " << offered;
+                }
             }
         }
-    }
 }
 
 TEST(XlbctlParse, Conntrack) {

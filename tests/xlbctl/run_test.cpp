@@ -716,8 +716,8 @@ struct DrainScript {
     DrainWaitResult run(std::chrono::milliseconds timeout,
                         std::chrono::milliseconds interval = std::chrono::seconds(1)) {
         DrainWaitIo io;
-        io.fetch = [this]() -> std::expected<std::uint64_t, std::string> {
-            if (fetched >= counts.size()) return std::unexpected(std::string("agent gone"));
+        io.fetch = [this]() -> Result<std::uint64_t> {
+            if (fetched >= counts.size()) return xlb::fail("agent gone");
             // each fetch takes 100 ms
             clock += std::chrono::milliseconds(100);
             return counts[fetched++];
@@ -786,7 +786,7 @@ TEST(XlbctlDrainWait, AFailedFetchEndsTheWait) {
     DrainScript d{{4, 2}};
     const DrainWaitResult r = d.run(std::chrono::minutes(5));
     EXPECT_EQ(r.outcome, Outcome::kFailed);
-    EXPECT_EQ(r.error, "agent gone");
+    EXPECT_EQ(r.error.message(), "agent gone");
     EXPECT_EQ(r.remaining, 2u);
 }
 
@@ -961,7 +961,11 @@ TEST(XlbctlHttp, ParsesResponses) {
 
     EXPECT_FALSE(parse_http_response("SSH-2.0-OpenSSH\r\n\r\n"));
     EXPECT_FALSE(parse_http_response("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"));
-    EXPECT_FALSE(parse_http_response(""));
+    // what is wrong, as an xlb::Error without an errno
+    auto empty = parse_http_response("");
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().code, 0);
+    EXPECT_EQ(empty.error().message(), "the connection closed without a reply");
 }
 
 // A Unix socket server in this process that does one thing per connection.

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Human renderings of the API's replies (field meanings: docs/api.md).
+// Human renderings of the API's replies (field meanings: docs/api.md): what
+// the verbs share (render_parts.h), stats --watch and top. Each verb's own
+// rendering is in its noun's file (src/nouns/).
 #include "xlb/xlbctl/render.h"
 
 #include <fmt/format.h>
@@ -7,12 +9,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "render_parts.h"
+#include "xlb/xlbctl/verbs.h"
+
 namespace xlb::xlbctl {
-
-namespace {
-
-using Align = Table::Align;
-using Cell = Table::Cell;
 
 std::string str(const json& j, const char* key) { return j.at(key).get<std::string>(); }
 
@@ -38,7 +38,7 @@ std::string name_or_dash(const json& j) {
     return name.empty() ? "-" : name;
 }
 
-std::string panic_text(const json& vip) {
+static std::string panic_text(const json& vip) {
     if (!flag(vip, "panic")) return "no";
     const std::string reason = str(vip, "panic_reason");
     if (reason == "below_threshold") return "yes (below threshold)";
@@ -174,95 +174,6 @@ std::string conntrack_line(const json& ct, const Style& style) {
     return out + "\n";
 }
 
-std::string render_status(const json& r, const Style& style) {
-    const bool ready = flag(r, "ready");
-    std::string out =
-        fmt::format("xlbd {} on {}, {} XDP, up {}, ", str(r, "version"), str(r, "interface"),
-                    str(r, "xdp_mode"), format_uptime(u64(r, "uptime_s")));
-    out += ready ? paint("ready", Colour::kGreen, style) : paint("not ready", Colour::kRed, style);
-    out += "\n";
-    // Agents before POST /v1/reload have no such field: shown as nothing.
-    if (const auto reload = r.find("last_reload"); reload != r.end() && reload->is_object()) {
-        const std::string result = str(*reload, "result");
-        out += fmt::format("last reload: {} ({}): ", str(*reload, "time"), str(*reload, "source"));
-        if (result == "applied")
-            out += paint("applied", Colour::kGreen, style) + "\n";
-        else
-            out += paint("rejected (" + result + ")", Colour::kRed, style) + ": " +
-                   reload->value("error", std::string()) + "\n";
-    }
-    // Agents before BGP announcements have no "bgp": shown as nothing.
-    const json* bgp = nullptr;
-    if (auto it = r.find("bgp"); it != r.end() && it->is_object()) bgp = &*it;
-    if (bgp) out += bgp_line(*bgp, style);
-    // Agents before the connection table's ages have no "conntrack".
-    if (const auto ct = r.find("conntrack"); ct != r.end() && ct->is_object())
-        out += conntrack_line(*ct, style);
-    const bool announcing = bgp && bgp->value("enabled", false);
-    const json& vips = r.at("vips");
-    if (vips.empty()) {
-        out += "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
-        return out;
-    }
-    std::vector<Table::Column> columns{{"VIP"},
-                                       {"NAME"},
-                                       {"BACKENDS", Align::kRight},
-                                       {"HEALTHY WEIGHT", Align::kRight},
-                                       {"PANIC"},
-                                       {"EPOCH", Align::kRight},
-                                       {"CHECKSUM"},
-                                       {"TABLE"}};
-    if (announcing) columns.push_back({"BGP"});
-    Table t(columns);
-    for (const json& v : vips) {
-        const bool unchecked =
-            v.value("backends_unchecked", std::uint64_t{0}) > 0 &&
-            v.value("backends_unchecked", std::uint64_t{0}) == u64(v, "backends_total");
-        std::vector<Cell> row{
-            str(v, "vip"),
-            name_or_dash(v),
-            backends_cell(v),
-            unchecked ? Cell{"-"} : Cell{format_percent(number(v, "healthy_share"))},
-            panic_cell(v),
-            std::to_string(u64(v, "epoch")),
-            str(v, "checksum"),
-            table_state_cell(v)};
-        if (announcing) row.push_back(announcement_cell(v));
-        t.add(row);
-    }
-    return out + t.render(style) + vip_errors(vips, style);
-}
-
-std::string render_host(const json& r, const Style& style) { return bgp_line(r, style); }
-
-std::string render_vip_list(const json& r, const Style& style, bool quiet) {
-    const json& vips = r.at("vips");
-    std::string out;
-    if (quiet) {
-        for (const json& v : vips) out += str(v, "vip") + "\n";
-        return out;
-    }
-    if (vips.empty()) return "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
-    Table t({{"VIP"},
-             {"NAME"},
-             {"HASH"},
-             {"CONNTRACK"},
-             {"RING", Align::kRight},
-             {"PANIC AT", Align::kRight},
-             {"BACKENDS", Align::kRight},
-             {"EPOCH", Align::kRight},
-             {"PANIC"},
-             {"TABLE"}});
-    for (const json& v : vips) {
-        const json& spec = v.at("spec");
-        t.add({str(v, "vip"), name_or_dash(v), str(spec, "hash"),
-               flag(spec, "conntrack") ? "yes" : "no", std::to_string(u64(spec, "ring_size")),
-               format_number(number(spec, "panic_threshold") * 100) + "%", backends_cell(v),
-               std::to_string(u64(v, "epoch")), panic_cell(v), table_state_cell(v)});
-    }
-    return t.render(style) + vip_errors(vips, style);
-}
-
 std::string header_line(const json& r, const Style& style) {
     return paint("VIP " + str(r, "vip"), Colour::kBold, style) +
            fmt::format("  epoch {}  checksum {}", u64(r, "epoch"), str(r, "checksum"));
@@ -273,126 +184,43 @@ std::string effective_text(const json& b) {
     return format_number(static_cast<double>(u64(b, "effective_weight")) / 100.0);
 }
 
-// The backends whose health probe serves other VIPs' identical checks too
-// (probe_shared_with, docs/config.md "Shared probes"): a line after the
-// table, the first few named; nothing when none is shared.
-std::string shared_probes_note(const json& backends) {
-    constexpr std::size_t kNamed = 5;
-    std::vector<std::string> shared;
-    for (const json& b : backends) {
-        const auto it = b.find("probe_shared_with");
-        if (it == b.end() || !it->is_array() || it->empty()) continue;
-        shared.push_back(fmt::format(
-            "{} (with {})", str(b, "address"),
-            it->size() == 1 ? it->front().get<std::string>() : fmt::format("{} VIPs", it->size())));
-    }
-    if (shared.empty()) return "";
-    std::string names;
-    for (std::size_t i = 0; i < std::min(shared.size(), kNamed); ++i)
-        names += (i ? ", " : "") + shared[i];
-    if (shared.size() > kNamed) names += fmt::format(" and {} more", shared.size() - kNamed);
-    return fmt::format("health probe shared with other VIPs' identical checks: {}\n", names);
-}
-
-std::string render_backend_list(const json& r, const Style& style, bool quiet) {
-    const json& backends = r.at("backends");
-    std::string out;
-    if (quiet) {
-        for (const json& b : backends) out += str(b, "address") + "\n";
-        return out;
-    }
-    out = header_line(r, style) + "\n";
-    if (backends.empty())
-        return out + "no backends (add one: xlbctl backend add " + str(r, "vip") + " ADDR)\n";
-    Table t({{"ADDRESS"},
-             {"STATE"},
-             {"HEALTH"},
-             {"WEIGHT", Align::kRight},
-             {"EFFECTIVE", Align::kRight},
-             {"SLOTS", Align::kRight},
-             {"SHARE", Align::kRight},
-             {"PACKETS", Align::kRight},
-             {"BYTES", Align::kRight},
-             {"LAST FAILURE"}});
-    for (const json& b : backends) {
-        const std::string failure = b.value("last_failure", "");
-        t.add({str(b, "address"), state_cell(str(b, "state")), health_cell(str(b, "health")),
-               std::to_string(u64(b, "weight")), effective_text(b), std::to_string(u64(b, "slots")),
-               format_percent(number(b, "share_of_slots")), count_or_dash(b, "packets"),
-               bytes_or_dash(b, "bytes"), failure.empty() ? "-" : failure});
-    }
-    return out + t.render(style) + shared_probes_note(backends);
-}
-
-const json* find_backend(const json& vip, const std::string& address) {
-    if (!vip.contains("backends")) return nullptr;
-    for (const json& b : vip.at("backends"))
-        if (b.value("address", "") == address) return &b;
-    return nullptr;
-}
-
-std::string slots_text(const json& b) {
-    return fmt::format("{} slots ({})", u64(b, "slots"),
-                       format_percent(number(b, "share_of_slots")));
-}
-
-std::string render_backend_change(const Command& c, const json& r) {
-    const std::string addr = c.backend.to_string();
-    const std::string vip = str(r, "vip");
-    const std::string epoch = fmt::format("epoch {}", u64(r, "epoch"));
-    const json* b = find_backend(r, addr);
-    auto weights = [&]() {
-        return fmt::format("weight {} (effective {}), {}", u64(*b, "weight"), effective_text(*b),
-                           slots_text(*b));
+// Outcomes with a nonzero total, in the API's order.
+std::vector<std::string> seen_outcomes(const json& outcomes) {
+    std::vector<std::string> names;
+    for (auto it = outcomes.begin(); it != outcomes.end(); ++it)
+        if (it.value().is_number() && it.value().get<std::uint64_t>() > 0)
+            names.push_back(it.key());
+    // tx first, then pass, then drops: easier to read than alphabetical
+    auto rank = [](const std::string& n) {
+        if (n.starts_with("tx")) return 0;
+        if (n.starts_with("pass")) return 1;
+        return 2;
     };
-    switch (c.verb) {
-        case Verb::kBackendAdd:
-            if (!b) break;
-            return fmt::format("added backend {} to {}: {}, {}\n", addr, vip, weights(), epoch);
-        case Verb::kBackendDel:
-            return fmt::format("removed backend {} from {}: its flows moved to the others, {}\n",
-                               addr, vip, epoch);
-        case Verb::kBackendSet:
-            if (!b) break;
-            return fmt::format("backend {} of {}: {}, {}\n", addr, vip, weights(), epoch);
-        case Verb::kBackendDrain:
-            return fmt::format(
-                "backend {} of {} is draining: no new flows, established flows stay; {}\n", addr,
-                vip, epoch);
-        case Verb::kBackendEnable:
-            if (!b) break;
-            return fmt::format("backend {} of {} is active: {}, {}\n", addr, vip, weights(), epoch);
-        case Verb::kBackendDisable:
-            return fmt::format(
-                "backend {} of {} is disabled: out of the table and the data plane; {}\n", addr,
-                vip, epoch);
-        default: break;
-    }
-    return fmt::format("backend {} of {}: done, {}\n", addr, vip, epoch);
+    std::stable_sort(names.begin(), names.end(),
+                     [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+    return names;
 }
 
-// A backend's last verdict changes (GET /v1/backend/history), oldest first.
-std::string render_backend_history(const json& r, const Style& style) {
-    std::string out = paint("VIP " + str(r, "vip"), Colour::kBold, style) + " backend " +
-                      str(r, "address") + ": " +
-                      paint(str(r, "health"), health_cell(str(r, "health")).colour, style);
-    if (!flag(r, "checked"))
-        return out +
-               ", not health-checked (its VIP has no health_check, or the backend is "
-               "disabled): no history\n";
-    const std::uint64_t capacity = u64(r, "capacity");
-    if (capacity == 0) return out + "; health_history is 0: the agent keeps no verdict changes\n";
-    const json& history = r.at("history");
-    if (history.empty()) return out + "; no verdict change since the agent started\n";
-    out += fmt::format("; {} verdict change{} (the agent keeps the last {})\n", history.size(),
-                       history.size() == 1 ? "" : "s", capacity);
-    Table t({{"TIME"}, {"FROM"}, {"TO"}, {"REASON"}});
-    for (const json& h : history)
-        t.add({str(h, "time"), health_cell(str(h, "from")), health_cell(str(h, "to")),
-               str(h, "reason")});
-    return out + t.render(style);
+Colour outcome_colour(const std::string& name) {
+    return name.starts_with("drop") ? Colour::kRed : Colour::kNone;
 }
 
+// later - earlier per second; null when either is null; 0 when it went back.
+json rate(const json& earlier, const json& later, double seconds) {
+    if (!earlier.is_number() || !later.is_number() || seconds <= 0) return nullptr;
+    const auto a = earlier.get<std::uint64_t>(), b = later.get<std::uint64_t>();
+    return b < a ? 0.0 : static_cast<double>(b - a) / seconds;
+}
+
+std::string rate_text(const json& v, std::string (*fmt_fn)(double)) {
+    return v.is_null() ? "-" : fmt_fn(v.get<double>());
+}
+
+std::string list_or_none(const json& items) {
+    std::string out;
+    for (const json& item : items) out += (out.empty() ? "" : ", ") + item.get<std::string>();
+    return out.empty() ? "none" : out;
+}
 // A dry run's prediction (docs/api.md, "Dry runs"): what would move, per
 // backend, and nothing changed.
 std::string render_dry_run(const Command& c, const json& r, const Style& style) {
@@ -422,337 +250,9 @@ std::string render_dry_run(const Command& c, const json& r, const Style& style) 
     return out + t.render(style);
 }
 
-std::string render_vip_add(const json& r) {
-    const std::size_t n = r.at("backends").size();
-    return fmt::format("added VIP {}: {} backend{}, epoch {}, checksum {}\n", str(r, "vip"), n,
-                       n == 1 ? "" : "s", u64(r, "epoch"), str(r, "checksum"));
-}
-
-// vip set (PATCH /v1/vip, docs/api.md): each setting that changed, from
-// and to; a dry run says it changed nothing.
-std::string render_vip_set(const json& r) {
-    const json& changes = r.at("changes");
-    const bool dry = r.value("dry_run", false);
-    auto text = [](const json& v) {
-        if (v.is_null()) return std::string("(default)");
-        return v.is_string() ? v.get<std::string>() : v.dump();
-    };
-    std::string out;
-    if (dry)
-        out = fmt::format("dry run of vip set {}: nothing was changed; ", str(r, "vip"));
-    else
-        out = fmt::format("VIP {}: ", str(r, "vip"));
-    if (changes.empty()) return out + (dry ? "no setting would change\n" : "no setting changed\n");
-    out += dry ? fmt::format("{} setting{} would change\n", changes.size(),
-                             changes.size() == 1 ? "" : "s")
-               : fmt::format("{} setting{} changed, epoch {}\n", changes.size(),
-                             changes.size() == 1 ? "" : "s", u64(r, "epoch"));
-    for (const json& c : changes)
-        out += fmt::format("  {}: {} -> {}\n", str(c, "key"), text(c.at("from")), text(c.at("to")));
-    return out;
-}
-
-std::string render_table(const json& r, const Style& style) {
-    const std::uint64_t ring = u64(r, "ring_size"), configured = u64(r, "configured_ring_size");
-    std::string out = header_line(r, style);
-    out += fmt::format("  {} slots", ring);
-    if (ring != configured) out += fmt::format(" (configured {})", configured);
-    out += "  ";
-    out += flag(r, "published") ? paint("live", Colour::kGreen, style)
-                                : paint("pending", Colour::kYellow, style);
-    out += "\n";
-    if (ring == 0)
-        out += paint("empty table: no backend can take new flows", Colour::kRed, style) + "\n";
-    const json& backends = r.at("backends");
-    if (backends.empty()) return out;
-    Table t({{"BACKEND"},
-             {"SLOTS", Align::kRight},
-             {"SHARE", Align::kRight},
-             {"TARGET", Align::kRight},
-             {"DEVIATION", Align::kRight},
-             {"IN TABLE"}});
-    for (const json& b : backends) {
-        const bool in = flag(b, "in_table");
-        const double share = number(b, "share"), target = number(b, "target_share");
-        std::string deviation = "-";
-        if (in && target > 0) deviation = format_signed_percent(share / target - 1);
-        t.add({str(b, "address"), std::to_string(u64(b, "slots")), format_percent(share),
-               in ? format_percent(target) : "-", deviation,
-               in ? Cell{"yes"} : Cell{"no", Colour::kYellow}});
-    }
-    return out + t.render(style);
-}
-
-std::string render_lookup(const json& r, const Style& style) {
-    const std::string outcome = str(r, "outcome");
-    std::string out = fmt::format("{}: a new {} flow from {} to port {} ", str(r, "vip"),
-                                  str(r, "proto"), str(r, "src"), u64(r, "dport"));
-    const std::uint64_t hash = u64(r, "hash");
-    if (outcome == "tx" && !r.at("backend").is_null()) {
-        out += "goes to " + paint(str(r, "backend"), Colour::kBold, style) + "\n";
-        out += fmt::format("  backend id {}, slot {} of {}, hash {} (0x{:08x}), epoch {}\n",
-                           u64(r, "backend_id"), u64(r, "slot"), u64(r, "ring_size"), hash, hash,
-                           u64(r, "epoch"));
-        return out;
-    }
-    std::string why = outcome;
-    if (outcome == "drop_no_table")
-        why = "the VIP has no published table";
-    else if (outcome == "drop_no_backend")
-        why = "the table is empty: no backend can take traffic";
-    out += paint("is dropped", Colour::kRed, style) + fmt::format(": {} ({})\n", why, outcome);
-    out += fmt::format("  hash {} (0x{:08x}), epoch {}\n", hash, hash, u64(r, "epoch"));
-    return out;
-}
-
-// Outcomes with a nonzero total, in the API's order.
-std::vector<std::string> seen_outcomes(const json& outcomes) {
-    std::vector<std::string> names;
-    for (auto it = outcomes.begin(); it != outcomes.end(); ++it)
-        if (it.value().is_number() && it.value().get<std::uint64_t>() > 0)
-            names.push_back(it.key());
-    // tx first, then pass, then drops: easier to read than alphabetical
-    auto rank = [](const std::string& n) {
-        if (n.starts_with("tx")) return 0;
-        if (n.starts_with("pass")) return 1;
-        return 2;
-    };
-    std::stable_sort(names.begin(), names.end(),
-                     [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
-    return names;
-}
-
-Colour outcome_colour(const std::string& name) {
-    return name.starts_with("drop") ? Colour::kRed : Colour::kNone;
-}
-
-// What stats and watch show: a table of the VIPs (or "no VIPs"), then one of
-// the outcomes the program has seen (or a line saying there are none yet).
-// The callers give the columns and make a VIP's or an outcome's row.
-template <typename VipRow, typename OutcomeRow>
-std::string render_vips_and_outcomes(const json& vips, std::vector<Table::Column> vip_columns,
-                                     VipRow vip_row, const json& outcomes,
-                                     std::vector<Table::Column> outcome_columns,
-                                     OutcomeRow outcome_row, const Style& style) {
-    std::string out;
-    if (vips.empty()) {
-        out += "no VIPs\n";
-    } else {
-        Table t(std::move(vip_columns));
-        for (const json& v : vips) t.add(vip_row(v));
-        out += t.render(style);
-    }
-    out += "\n";
-    const auto names = seen_outcomes(outcomes);
-    if (names.empty()) return out + "every packet the program saw, by outcome: none yet\n";
-    Table t(std::move(outcome_columns));
-    for (const auto& n : names) t.add(outcome_row(n));
-    return out + t.render(style);
-}
-
-std::string render_stats(const json& r, const Style& style) {
-    const json& outcomes = r.at("outcomes");
-    return render_vips_and_outcomes(
-        r.at("vips"),
-        {{"VIP"},
-         {"NAME"},
-         {"PACKETS", Align::kRight},
-         {"BYTES", Align::kRight},
-         {"NEW FLOWS", Align::kRight},
-         {"CT HITS", Align::kRight},
-         {"DROPS", Align::kRight},
-         {"HINTED", Align::kRight}},
-        [](const json& v) -> std::vector<Cell> {
-            const bool drops = !v.at("drops").is_null() && u64(v, "drops") > 0;
-            return {
-                str(v, "vip"), name_or_dash(v), count_or_dash(v, "packets"),
-                bytes_or_dash(v, "bytes"), count_or_dash(v, "new_flows"),
-                count_or_dash(v, "conntrack_hits"),
-                Cell{count_or_dash(v, "drops"), drops ? Colour::kRed : Colour::kNone},
-                // second-chance hints; absent from older agents' replies
-                v.contains("second_chance_hints") ? count_or_dash(v, "second_chance_hints") : "-"};
-        },
-        outcomes, {{"OUTCOME (every packet the program saw)"}, {"PACKETS", Align::kRight}},
-        [&](const std::string& n) -> std::vector<Cell> {
-            return {Cell{n, outcome_colour(n)},
-                    std::to_string(outcomes.at(n).get<std::uint64_t>())};
-        },
-        style);
-}
-
-// later - earlier per second; null when either is null; 0 when it went back.
-json rate(const json& earlier, const json& later, double seconds) {
-    if (!earlier.is_number() || !later.is_number() || seconds <= 0) return nullptr;
-    const auto a = earlier.get<std::uint64_t>(), b = later.get<std::uint64_t>();
-    return b < a ? 0.0 : static_cast<double>(b - a) / seconds;
-}
-
-std::string rate_text(const json& v, std::string (*fmt_fn)(double)) {
-    return v.is_null() ? "-" : fmt_fn(v.get<double>());
-}
-
-std::string list_or_none(const json& items) {
-    std::string out;
-    for (const json& item : items) out += (out.empty() ? "" : ", ") + item.get<std::string>();
-    return out.empty() ? "none" : out;
-}
-
-// "table: 1234 of 4096 entries (30.13%), scanned in 3.2 ms"
-std::string scan_line(const json& r) {
-    return "table: " + occupancy_text(u64(r, "scanned"), u64(r, "capacity")) + ", scanned in " +
-           format_number(number(r, "scan_ms")) + " ms\n";
-}
-
-std::string render_conntrack_count(const json& r, const Style& style) {
-    std::string out;
-    Table t({{"VIP"}, {"BACKEND"}, {"ENTRIES", Align::kRight}, {"STALE", Align::kRight}});
-    for (const json& v : r.at("vips")) {
-        const std::uint64_t stale = u64(v, "stale");
-        t.add({str(v, "vip"), Cell{"(all)", Colour::kDim}, std::to_string(u64(v, "entries")),
-               Cell{std::to_string(stale), stale > 0 ? Colour::kYellow : Colour::kNone}});
-        for (const json& b : v.at("backends"))
-            t.add({"", b.at("backend").is_string() ? str(b, "backend") : "unknown",
-                   std::to_string(u64(b, "entries")), "-"});
-    }
-    const std::uint64_t no_vip = r.value("no_vip", std::uint64_t{0});
-    if (no_vip > 0) t.add({Cell{"(no VIP)", Colour::kYellow}, "", std::to_string(no_vip), "-"});
-    out += t.empty() ? std::string("no entries match\n") : t.render(style);
-    const json& within = r.at("active_within");
-    out += fmt::format(
-        "{} matched{}; ", entries_text(u64(r, "matched")),
-        within.is_string() ? " (active within " + within.get<std::string>() + ")" : std::string());
-    return out + scan_line(r);
-}
-
-std::string render_conntrack_list(const json& r, const Style& style) {
-    const json& entries = r.at("entries");
-    std::string out;
-    if (entries.empty()) {
-        out += "no entries match\n";
-    } else {
-        Table t({{"CLIENT"},
-                 {"VIP"},
-                 {"BACKEND"},
-                 {"STATE"},
-                 {"IDLE", Align::kRight},
-                 {"AGE", Align::kRight}});
-        for (const json& e : entries) {
-            const std::string state = str(e, "state");
-            Cell vip = e.at("vip").is_string()
-                           ? Cell{str(e, "vip")}
-                           : Cell{str(e, "destination") + "/" + str(e, "protocol") + " (no VIP)",
-                                  Colour::kYellow};
-            Cell backend =
-                e.at("backend").is_string()
-                    ? Cell{str(e, "backend")}
-                    : Cell{fmt::format("id {} (unknown)", u64(e, "backend_id")), Colour::kYellow};
-            t.add({str(e, "client"), vip, backend,
-                   Cell{state, state == "valid" ? Colour::kNone : Colour::kYellow},
-                   format_elapsed_ms(u64(e, "idle_ms")), format_elapsed_ms(u64(e, "age_ms"))});
-        }
-        out += t.render(style);
-    }
-    const std::uint64_t matched = u64(r, "matched"), shown = entries.size();
-    if (flag(r, "truncated"))
-        out += paint(matched > shown
-                         ? fmt::format("showing {} of {} matching entries (truncated: --limit N "
-                                       "shows more)",
-                                       shown, matched)
-                         : fmt::format("showing the first {}; more entries match (truncated: "
-                                       "--limit N shows more)",
-                                       entries_text(shown)),
-                     Colour::kYellow, style) +
-               "\n";
-    else
-        out += entries_text(matched) + " matched\n";
-    return out + scan_line(r);
-}
-
-std::string render_conntrack_flush(const json& r) {
-    const std::uint64_t matched = u64(r, "matched"), deleted = u64(r, "deleted");
-    const std::string scan = " (scanned in " + format_number(number(r, "scan_ms")) + " ms)";
-    if (flag(r, "dry_run"))
-        return "would delete " + entries_text(matched) + scan + "; dry run: nothing deleted\n";
-    std::string out = "deleted " + entries_text(deleted);
-    if (deleted < matched)
-        out += fmt::format(" of {} matched (the others ended or changed meanwhile)", matched);
-    return out + scan + "\n";
-}
-
-std::string render_reload(const json& r, const Style& style) {
-    const std::string result = str(r, "result");
-    std::string out;
-    if (result == "applied") {
-        out += paint("reload applied", Colour::kGreen, style) +
-               fmt::format(": added {}; removed {}; changed {}; {} VIP(s) untouched\n",
-                           list_or_none(r.at("added")), list_or_none(r.at("removed")),
-                           list_or_none(r.at("changed")), u64(r, "untouched"));
-        out += fmt::format("settings changed: {}\n", list_or_none(r.at("settings_changed")));
-        for (const json& d : r.at("disruptive"))
-            out +=
-                paint("disruptive (confirmed): " + d.get<std::string>(), Colour::kYellow, style) +
-                "\n";
-    } else {
-        out += paint("reload rejected (" + result + ")", Colour::kRed, style) + ": " +
-               str(r, "error") + "\n";
-        for (const json& e : r.at("errors")) out += "  " + e.get<std::string>() + "\n";
-        for (const json& d : r.at("disruptive"))
-            out += "  disruptive: " + d.get<std::string>() + "\n";
-        out += "the running configuration stays\n";
-    }
-    if (!r.at("restart_required").empty())
-        out += fmt::format("takes effect at the next restart: {}\n",
-                           list_or_none(r.at("restart_required")));
-    for (const json& w : r.at("warnings")) out += "warning: " + w.get<std::string>() + "\n";
-    return out;
-}
-
-}  // namespace
-
 std::string render_human(const Command& c, const json& r, const Style& style) {
-    switch (c.verb) {
-        case Verb::kStatus: return render_status(r, style);
-        case Verb::kVipList: return render_vip_list(r, style, c.quiet);
-        case Verb::kVipAdd:
-            if (r.value("dry_run", false))
-                return fmt::format(
-                    "dry run of vip add {}: the agent would add it as given; "
-                    "nothing was changed\n",
-                    str(r, "vip"));
-            return render_vip_add(r);
-        case Verb::kVipSet: return render_vip_set(r);
-        case Verb::kVipDel: return fmt::format("deleted VIP {}\n", str(r, "vip"));
-        case Verb::kBackendList: {
-            if (!r.contains("vips")) return render_backend_list(r, style, c.quiet);
-            // every VIP: one section each, a blank line between
-            std::string out;
-            for (const json& vip : r.at("vips")) {
-                if (!out.empty() && !c.quiet) out += "\n";
-                out += render_backend_list(vip, style, c.quiet);
-            }
-            return out.empty() && !c.quiet ? "no VIPs (add one: xlbctl vip add VIP)\n" : out;
-        }
-        case Verb::kBackendAdd:
-        case Verb::kBackendDel:
-        case Verb::kBackendSet:
-        case Verb::kBackendDrain:
-        case Verb::kBackendEnable:
-        case Verb::kBackendDisable:
-            if (c.dry_run) return render_dry_run(c, r, style);
-            return render_backend_change(c, r);
-        case Verb::kBackendHistory: return render_backend_history(r, style);
-        case Verb::kStats: return render_stats(r, style);
-        case Verb::kTable: return render_table(r, style);
-        case Verb::kLookup: return render_lookup(r, style);
-        case Verb::kReload: return render_reload(r, style);
-        case Verb::kHostDrain:
-        case Verb::kHostResume: return render_host(r, style);
-        case Verb::kConntrackCount: return render_conntrack_count(r, style);
-        case Verb::kConntrackList: return render_conntrack_list(r, style);
-        case Verb::kConntrackFlush: return render_conntrack_flush(r);
-        case Verb::kCapture: break;  // streamed to its file by run.cpp, never rendered
-        case Verb::kTop: break;      // render_top
-    }
+    const VerbSpec& verb = verb_spec(c.verb);
+    if (verb.render) return verb.render(c, r, style);
     return r.dump(2) + "\n";
 }
 

@@ -326,17 +326,17 @@ int wait_for_drain(const Command& c, const json& drained, Transport& transport, 
     const HttpRequest request = drain_count_request(c);
     std::optional<Failure> failure;
     DrainWaitIo wait;
-    wait.fetch = [&]() -> std::expected<std::uint64_t, std::string> {
+    wait.fetch = [&]() -> Result<std::uint64_t> {
         auto reply = exchange(transport, request, c);
         if (!reply) {
             failure = reply.error();
-            return std::unexpected(failure->message);
+            return xlb::fail(failure->message);
         }
         try {
             return backend_entries(reply->body, c.vip, c.backend);
         } catch (const json::exception& e) {
             failure = malformed(c, e);
-            return std::unexpected(failure->message);
+            return xlb::fail(failure->message);
         }
     };
     wait.report = [&](std::uint64_t n, std::chrono::milliseconds elapsed) {

@@ -4,13 +4,12 @@
 #include <sys/random.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "xlb/config/model.h"
 
 namespace xlb::xlbctl {
 
-std::expected<std::uint32_t, std::string> random_seed() {
+Result<std::uint32_t> random_seed() {
     std::uint32_t seed = 0;
     auto* at = reinterpret_cast<unsigned char*>(&seed);
     std::size_t left = sizeof(seed);
@@ -19,7 +18,7 @@ std::expected<std::uint32_t, std::string> random_seed() {
         const ssize_t n = ::getrandom(at, left, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return std::unexpected(std::string("getrandom: ") + std::strerror(errno));
+            return fail(errno, "getrandom");
         }
         at += n;
         left -= static_cast<std::size_t>(n);

@@ -234,9 +234,9 @@ int wait_for(int fd, short events, Clock::time_point deadline) {
 
 }  // namespace
 
-std::expected<HttpResponse, std::string> parse_http_response(const std::string& raw) {
+Result<HttpResponse> parse_http_response(const std::string& raw) {
     Parsed p = try_parse(raw, true);
-    if (p.state != ParseState::kDone) return std::unexpected(p.error);
+    if (p.state != ParseState::kDone) return xlb::fail(p.error);
     return std::move(p.response);
 }
 

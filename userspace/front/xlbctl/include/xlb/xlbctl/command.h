@@ -42,6 +42,8 @@ inline constexpr int kExitFailed = 1;       // rejected by the agent (or a wait 
 inline constexpr int kExitUsage = 2;        // the command line is wrong: nothing was sent
 inline constexpr int kExitUnreachable = 3;  // no usable agent on the socket
 
+// Which verb a Command is; each has its row (name, options, checks, request,
+// rendering) in the verb table (verbs.h), and the last one is kTop.
 enum class Verb {
     kStatus,
     kVipList,
@@ -69,7 +71,7 @@ enum class Verb {
     kTop,
 };
 
-// "status", "vip add", "backend drain", ...
+// "status", "vip add", "backend drain", ... (from the verb table)
 const char* verb_name(Verb verb);
 
 struct Command {

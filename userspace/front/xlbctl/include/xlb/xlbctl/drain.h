@@ -7,11 +7,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <expected>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "xlb/error.h"
 #include "xlb/net/address.h"
 
 namespace xlb::xlbctl {
@@ -24,7 +24,7 @@ std::uint64_t backend_entries(const nlohmann::json& count_reply, const std::stri
 
 struct DrainWaitIo {
     // The backend's active connections now, or why they could not be had.
-    std::function<std::expected<std::uint64_t, std::string>()> fetch;
+    std::function<Result<std::uint64_t>()> fetch;
     // Called with the first count and with each one that differs from the
     // previous, and the time since the wait began.
     std::function<void(std::uint64_t count, std::chrono::milliseconds elapsed)> report;
@@ -38,7 +38,7 @@ struct DrainWaitResult {
     Outcome outcome = Outcome::kFailed;
     std::uint64_t remaining = 0;  // the last count seen
     std::chrono::milliseconds waited{0};
-    std::string error;  // kFailed: fetch's error
+    Error error;  // kFailed: fetch's error
 };
 
 // Fetches, reports a change, and returns kDrained at 0; otherwise sleeps

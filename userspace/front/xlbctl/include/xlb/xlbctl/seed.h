@@ -5,13 +5,14 @@
 #pragma once
 
 #include <cstdint>
-#include <expected>
 #include <string>
+
+#include "xlb/error.h"
 
 namespace xlb::xlbctl {
 
 // 32 bits from the kernel's random generator (getrandom(2)), or what failed.
-std::expected<std::uint32_t, std::string> random_seed();
+Result<std::uint32_t> random_seed();
 
 // The line gen-seed prints, as the configuration file takes it:
 // "hash_seed: 0x3f6c19a2\n".

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "xlb/error.h"
 #include "xlb/xlbctl/request.h"
 
 namespace xlb::xlbctl {
@@ -68,6 +69,6 @@ private:
 
 // Parses a complete HTTP/1.x response (status line, headers, then a body by
 // Content-Length, chunked, or up to the end of the stream). Exposed for tests.
-std::expected<HttpResponse, std::string> parse_http_response(const std::string& raw);
+Result<HttpResponse> parse_http_response(const std::string& raw);
 
 }  // namespace xlb::xlbctl

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// xlbctl status: the agent and its VIPs at a glance (GET /v1/status); with
+// --peers, the comparison with other LB hosts is run.cpp's (peers.cpp).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "../checks.h"
+#include "../render_parts.h"
+#include "nouns.h"
+
+namespace xlb::xlbctl::noun {
+
+namespace {
+
+std::string render_status(const json& r, const Style& style) {
+    const bool ready = flag(r, "ready");
+    std::string out =
+        fmt::format("xlbd {} on {}, {} XDP, up {}, ", str(r, "version"), str(r, "interface"),
+                    str(r, "xdp_mode"), format_uptime(u64(r, "uptime_s")));
+    out += ready ? paint("ready", Colour::kGreen, style) : paint("not ready", Colour::kRed, style);
+    out += "\n";
+    // Agents before POST /v1/reload have no such field: shown as nothing.
+    if (const auto reload = r.find("last_reload"); reload != r.end() && reload->is_object()) {
+        const std::string result = str(*reload, "result");
+        out += fmt::format("last reload: {} ({}): ", str(*reload, "time"), str(*reload, "source"));
+        if (result == "applied")
+            out += paint("applied", Colour::kGreen, style) + "\n";
+        else
+            out += paint("rejected (" + result + ")", Colour::kRed, style) + ": " +
+                   reload->value("error", std::string()) + "\n";
+    }
+    // Agents before BGP announcements have no "bgp": shown as nothing.
+    const json* bgp = nullptr;
+    if (auto it = r.find("bgp"); it != r.end() && it->is_object()) bgp = &*it;
+    if (bgp) out += bgp_line(*bgp, style);
+    // Agents before the connection table's ages have no "conntrack".
+    if (const auto ct = r.find("conntrack"); ct != r.end() && ct->is_object())
+        out += conntrack_line(*ct, style);
+    const bool announcing = bgp && bgp->value("enabled", false);
+    const json& vips = r.at("vips");
+    if (vips.empty()) {
+        out += "no VIPs (add one: xlbctl vip add ADDRESS:PORT/PROTO)\n";
+        return out;
+    }
+    std::vector<Table::Column> columns{{"VIP"},
+                                       {"NAME"},
+                                       {"BACKENDS", Align::kRight},
+                                       {"HEALTHY WEIGHT", Align::kRight},
+                                       {"PANIC"},
+                                       {"EPOCH", Align::kRight},
+                                       {"CHECKSUM"},
+                                       {"TABLE"}};
+    if (announcing) columns.push_back({"BGP"});
+    Table t(columns);
+    for (const json& v : vips) {
+        const bool unchecked =
+            v.value("backends_unchecked", std::uint64_t{0}) > 0 &&
+            v.value("backends_unchecked", std::uint64_t{0}) == u64(v, "backends_total");
+        std::vector<Cell> row{
+            str(v, "vip"),
+            name_or_dash(v),
+            backends_cell(v),
+            unchecked ? Cell{"-"} : Cell{format_percent(number(v, "healthy_share"))},
+            panic_cell(v),
+            std::to_string(u64(v, "epoch")),
+            str(v, "checksum"),
+            table_state_cell(v)};
+        if (announcing) row.push_back(announcement_cell(v));
+        t.add(row);
+    }
+    return out + t.render(style) + vip_errors(vips, style);
+}
+
+constexpr VerbSpec kVerbs[] = {
+    {.verb = Verb::kStatus,
+     .help = "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
+             "healthy/total backends, panic, epoch, table checksum and announcement.\n"
+             "With --peers, compares this host's tables with other LB hosts' and exits 1\n"
+             "when they differ (docs/scale-out.md).",
+     .examples = "  xlbctl status\n"
+                 "  xlbctl status --json\n"
+                 "  XLB_SOCKET=/tmp/lab/xlbd.sock xlbctl status\n"
+                 "  xlbctl status --peers /run/xlb-lab/p/lb2/xlbd.sock\n"
+                 "  ssh lb2 xlbctl status --json > lb2.json; xlbctl status --peers lb2.json\n",
+     .options =
+         [](CLI::App& app, Raw& raw) {
+             app.add_option("--peers", raw.peers,
+                            "other LB hosts: API socket paths, or files with their `xlbctl "
+                            "status --json`")
+                 ->type_name("SOCKET|FILE")
+                 ->expected(1, -1);
+         },
+     .request =
+         [](const Command&) {
+             return HttpRequest{"GET", "/v1/status", ""};
+         },
+     .render = [](const Command&, const json& r,
+                  const Style& style) { return render_status(r, style); }},
+};
+
+}  // namespace
+
+const Noun& status() {
+    static const Noun noun{.name = "status", .verbs = kVerbs};
+    return noun;
+}
+
+}  // namespace xlb::xlbctl::noun
