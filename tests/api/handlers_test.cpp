@@ -48,7 +48,8 @@ TEST(ApiRoutes, TheTableIsWhatDocsApiMdDocuments) {
     }
     const std::set<Endpoint> documented = documented_endpoints();
     for (const auto& [method, path] : table)
-        EXPECT_TRUE(documented.contains({method, path})) << "undocumented: " << method << " " << path;
+        EXPECT_TRUE(documented.contains({method, path}))
+            << "undocumented: " << method << " " << path;
     for (const auto& [method, path] : documented)
         EXPECT_TRUE(table.contains({method, path})) << "no route: " << method << " " << path;
     EXPECT_EQ(table.size(), 23u);
@@ -92,8 +93,9 @@ TEST(ApiChangePath, APatchIsValidatedOnceWhateverItsOutcome) {
     for (const Case& c : {
              Case{R"({"name": "www"})", false, 0, ""},
              Case{R"({"ring_size": 257})", true, 0, ""},
-             Case{R"({"ring_size": 257})", false, 409, "refused: VIP 198.51.100.10:80/tcp: "
-                                                       "ring_size 251 -> 257"},
+             Case{R"({"ring_size": 257})", false, 409,
+                  "refused: VIP 198.51.100.10:80/tcp: "
+                  "ring_size 251 -> 257"},
              // invalid and disruptive: the invalid value is what is reported
              Case{R"({"ring_size": 256})", false, 400, "ring_size"},
              Case{R"({"ring_size": 256})", true, 400, "ring_size"},

@@ -11,10 +11,9 @@ namespace xlb::api::detail {
 namespace {
 
 json backend_list_json(const control::VipStatus& vip, const Counters& counters,
-                              const HealthDetails& health) {
+                       const HealthDetails& health) {
     json backends = json::array();
-    for (const auto& b : vip.backends)
-        backends.push_back(backend_json(vip, b, counters, health));
+    for (const auto& b : vip.backends) backends.push_back(backend_json(vip, b, counters, health));
     return json{{"vip", vip.spec.key()},
                 {"epoch", vip.epoch},
                 {"checksum", hex64(vip.checksum)},
@@ -70,8 +69,7 @@ void backend_history(Api& api, const httplib::Request& req, httplib::Response& r
                 [&](const control::BackendStatus& x) { return x.address == ref.address; });
             if (b == vip->backends.end())
                 return std::unexpected(unknown_backend(ref.vip_key, ref.address));
-            Found out{std::move(*b),
-                      vip->spec.health_check.type != config::HealthCheckType::kNone,
+            Found out{std::move(*b), vip->spec.health_check.type != config::HealthCheckType::kNone,
                       std::nullopt};
             if (services.health_history)
                 out.history = services.health_history(ref.vip_key, ref.address);
@@ -79,10 +77,9 @@ void backend_history(Api& api, const httplib::Request& req, httplib::Response& r
         });
     if (!found) return reject(req, res, found.error());
     if (!*found) return reject(req, res, found->error());
-    send_json(
-        res, 200,
-        backend_history_json(ref->vip_key, (*found)->backend, (*found)->vip_checked,
-                                     (*found)->history, api.s.settings->get().health_history));
+    send_json(res, 200,
+              backend_history_json(ref->vip_key, (*found)->backend, (*found)->vip_checked,
+                                   (*found)->history, api.s.settings->get().health_history));
 }
 
 void add_backend(Api& api, const httplib::Request& req, httplib::Response& res) {
@@ -100,15 +97,14 @@ void add_backend(Api& api, const httplib::Request& req, httplib::Response& res) 
             auto it = find_vip(vips, key);
             if (it == vips.end()) return std::unexpected(unknown_vip(key));
             if (it->find_backend(b.address))
-                return std::unexpected(HttpError{
-                    409, "VIP " + key + " already has backend " + b.address.to_string() +
-                             " (change it with PATCH /v1/backends)"});
+                return std::unexpected(HttpError{409, "VIP " + key + " already has backend " +
+                                                          b.address.to_string() +
+                                                          " (change it with PATCH /v1/backends)"});
             it->backends.push_back(b);
             const std::size_t index = it->backends.size() - 1;
             return Change{std::move(vips), key, false, index,
                           "backend " + b.address.to_string() + " added (weight " +
-                              std::to_string(b.weight) + ", " + config::to_string(b.state) +
-                              ")"};
+                              std::to_string(b.weight) + ", " + config::to_string(b.state) + ")"};
         },
         201);
 }
@@ -146,8 +142,8 @@ void patch_backend(Api& api, const httplib::Request& req, httplib::Response& res
             auto b = found->it;
             std::string what = "backend " + address.to_string();
             if (patch.weight && *patch.weight != b->weight) {
-                what += " weight " + std::to_string(b->weight) + " -> " +
-                        std::to_string(*patch.weight);
+                what +=
+                    " weight " + std::to_string(b->weight) + " -> " + std::to_string(*patch.weight);
                 b->weight = *patch.weight;
             }
             if (patch.state && *patch.state != b->state) {

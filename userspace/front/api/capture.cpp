@@ -67,7 +67,7 @@ void start_capture(Api& api, const httplib::Request& req, httplib::Response& res
     spdlog::info("api: capture started: {}", req.body.empty() ? "{}" : req.body);
     auto stream =
         std::make_shared<CaptureStream>(std::move(*session), std::move(*pcap), limits,
-                                                [busy = api.capture_busy] { busy->store(false); });
+                                        [busy = api.capture_busy] { busy->store(false); });
     res.status = 200;
     res.set_chunked_content_provider(
         "application/vnd.xlb.capture",
@@ -95,6 +95,5 @@ void capture_status(Api& api, const httplib::Request&, httplib::Response& res) {
     }
     send_json(res, 200, body);
 }
-
 
 }  // namespace xlb::api::detail

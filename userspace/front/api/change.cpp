@@ -181,8 +181,7 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
     const Services& services = api.s;
     auto read_back = [&] {
         return api.call<std::optional<StatusWithHealth>>(
-            [key, &state,
-             &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
+            [key, &state, &services](control::Reconciler& r) -> std::optional<StatusWithHealth> {
                 if (auto saved = state.save_current(r); !saved)
                     spdlog::warn("api: VIP {}: ids and epochs not saved: {}", key,
                                  saved.error().message());
@@ -194,8 +193,8 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
     };
     auto after = read_back();
     const auto wait_until = std::chrono::steady_clock::now() + kPendingWait;
-    while (after && *after && !(*after)->status.published &&
-           (*after)->status.last_error.empty() && std::chrono::steady_clock::now() < wait_until)
+    while (after && *after && !(*after)->status.published && (*after)->status.last_error.empty() &&
+           std::chrono::steady_clock::now() < wait_until)
         after = read_back();
     if (!after) {
         spdlog::warn("api: VIP {}: {} (persisted; publish not confirmed: {})", key, change.what,

@@ -17,8 +17,8 @@ constexpr std::size_t kMaxListLimit = 100'000;
 
 // The VIPs as the reconciler has them and the backends as xlb_backends
 // has them now. A VIP named in the filter must exist (404).
-std::expected<conntrack::Context, HttpError> conntrack_context(Api& api,
-                                                              const std::optional<std::string>& vip) {
+std::expected<conntrack::Context, HttpError> conntrack_context(
+    Api& api, const std::optional<std::string>& vip) {
     auto vips = api.call<std::vector<conntrack::VipInfo>>([](control::Reconciler& r) {
         std::vector<conntrack::VipInfo> out;
         for (const auto& v : r.vips()) out.push_back(conntrack::vip_info(v));
@@ -32,9 +32,8 @@ std::expected<conntrack::Context, HttpError> conntrack_context(Api& api,
     return context;
 }
 
-std::optional<HttpError> read_filter_text(const std::string& name,
-                                                 const std::string& text,
-                                                 conntrack::Filter& f) {
+std::optional<HttpError> read_filter_text(const std::string& name, const std::string& text,
+                                          conntrack::Filter& f) {
     if (name == "vip") {
         auto key = config::parse_vip_key(text);
         if (!key) return HttpError{400, "vip: " + key.error()};
@@ -51,8 +50,8 @@ std::optional<HttpError> read_filter_text(const std::string& name,
         auto d = config::parse_duration(text);
         if (!d) return HttpError{400, "active_within: " + d.error()};
         if (d->count() <= 0)
-            return HttpError{400, "active_within: found " + text +
-                                      ", expected a positive duration, e.g. 10s"};
+            return HttpError{
+                400, "active_within: found " + text + ", expected a positive duration, e.g. 10s"};
         f.active_within = *d;
     }
     return std::nullopt;
@@ -73,8 +72,7 @@ std::expected<conntrack::Filter, HttpError> filter_params(
 std::optional<std::size_t> parse_size(const std::string& text) {
     std::size_t n = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
-        return std::nullopt;
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
     return n;
 }
 
@@ -100,10 +98,9 @@ void conntrack_list(Api& api, const httplib::Request& req, httplib::Response& re
         const std::string text = req.get_param_value("limit");
         auto n = parse_size(text);
         if (!n || *n < 1 || *n > kMaxListLimit)
-            return reject(
-                req, res,
-                {400, "limit: found " + config::shown_value(text) + ", expected an integer 1-" +
-                          std::to_string(kMaxListLimit)});
+            return reject(req, res,
+                          {400, "limit: found " + config::shown_value(text) +
+                                    ", expected an integer 1-" + std::to_string(kMaxListLimit)});
         limit = *n;
     }
     auto context = conntrack_context(api, filter->vip);
@@ -126,9 +123,9 @@ void conntrack_flush(Api& api, const httplib::Request& req, httplib::Response& r
         const std::string& key = it.key();
         if (key == "stale" || key == "dry_run") {
             if (!it.value().is_boolean())
-                return reject(req, res,
-                              {400, key + ": found " + shown_json(it.value()) +
-                                        ", expected true or false"});
+                return reject(
+                    req, res,
+                    {400, key + ": found " + shown_json(it.value()) + ", expected true or false"});
             (key == "stale" ? filter.stale_only : dry_run) = it.value().get<bool>();
         } else if (key == "vip" || key == "backend" || key == "client") {
             if (!it.value().is_string())

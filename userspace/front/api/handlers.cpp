@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the API's handlers share: replies, query parameters, bodies, and the
 // reconciler's status taken on the control thread.
+#include "handlers.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <set>
 
-#include "handlers.h"
 #include "xlb/config/config.h"
 
 namespace xlb::api::detail {
@@ -84,8 +85,8 @@ HttpError unknown_backend(const std::string& key, const net::IpAddress& address)
 
 std::expected<std::string, HttpError> vip_param(const httplib::Request& req) {
     if (!req.has_param("vip"))
-        return std::unexpected(HttpError{
-            400, "missing query parameter vip, expected e.g. ?vip=198.51.100.10:80/tcp"});
+        return std::unexpected(
+            HttpError{400, "missing query parameter vip, expected e.g. ?vip=198.51.100.10:80/tcp"});
     auto key = config::parse_vip_key(req.get_param_value("vip"));
     if (!key) return std::unexpected(HttpError{400, "vip: " + key.error()});
     return key->to_string();
@@ -157,8 +158,8 @@ std::expected<json, HttpError> body_json(const httplib::Request& req, const char
     try {
         j = json::parse(req.body, track);
     } catch (const json::parse_error& e) {
-        return std::unexpected(HttpError{
-            400, "malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what()});
+        return std::unexpected(
+            HttpError{400, "malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what()});
     } catch (const json::out_of_range& e) {
         // e.g. 1e309: no double holds it
         return std::unexpected(HttpError{400, std::string("number out of range in the body (") +

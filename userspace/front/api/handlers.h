@@ -122,8 +122,7 @@ struct StatusWithHealth {
     control::VipStatus status;
     HealthDetails health;
 };
-std::expected<StatusWithHealth, HttpError> one_status_with_health(Api& api,
-                                                                  const std::string& key);
+std::expected<StatusWithHealth, HttpError> one_status_with_health(Api& api, const std::string& key);
 
 // The same for the VIP the request names in its vip parameter.
 std::expected<control::VipStatus, HttpError> requested_status(Api& api,
@@ -167,8 +166,7 @@ std::expected<Change, HttpError> checked_change(const Mutator& mutate,
 // answers with the table the change would give instead; dry_run_handled:
 // the caller took the dry_run parameter itself.
 void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutator mutate,
-           int success_status, bool dry_run_handled = false,
-           std::function<void(json&)> amend = {});
+           int success_status, bool dry_run_handled = false, std::function<void(json&)> amend = {});
 
 // A change checked exactly as apply() checks it, then dropped: the VIP it
 // would give and, with `with_table`, the table it would give compared with

@@ -27,8 +27,7 @@ void reload(Api& api, const httplib::Request& req, httplib::Response& res) {
         }
     }
     const ReloadReport report = api.s.reload(allow_disruptive);
-    send_json(res, reload_http_status(report.outcome),
-              reload_report_json(report));
+    send_json(res, reload_http_status(report.outcome), reload_report_json(report));
 }
 
 }  // namespace xlb::api::detail

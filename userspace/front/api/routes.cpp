@@ -40,11 +40,11 @@ std::span<const Route> routes() { return kRoutes; }
 
 void install_routes(Router& router, const std::shared_ptr<Api>& api) {
     for (const Route& route : routes())
-        router.add(route.method, route.path,
-                   [api, handler = route.handler](const httplib::Request& req,
-                                                  httplib::Response& res) {
-                       handler(*api, req, res);
-                   });
+        router.add(
+            route.method, route.path,
+            [api, handler = route.handler](const httplib::Request& req, httplib::Response& res) {
+                handler(*api, req, res);
+            });
     add_probes(router, api->s);
 }
 

@@ -20,11 +20,9 @@ void stats(Api& api, const httplib::Request& req, httplib::Response& res) {
     if (only && vips.empty()) return reject(req, res, unknown_vip(*only));
     auto outcomes = api.s.data_plane.outcomes();
     if (!outcomes)
-        return reject(req, res,
-                      {503, "reading counters failed: " + outcomes.error().message()});
+        return reject(req, res, {503, "reading counters failed: " + outcomes.error().message()});
     json by_outcome = json::object();
-    for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i)
-        by_outcome[outcome_name(i)] = (*outcomes)[i];
+    for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i) by_outcome[outcome_name(i)] = (*outcomes)[i];
     const Counters counters = read_counters(api.s.data_plane, vips);
     json list = json::array();
     for (const auto& v : vips) list.push_back(vip_stats_json(v, counters));

@@ -51,20 +51,19 @@ void status(Api& api, const httplib::Request& req, httplib::Response& res) {
     }
     const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
         std::chrono::steady_clock::now() - api.s.info.started);
-    send_json(
-        res, 200,
-        json{{"version", api.s.info.version},
-             {"interface", api.s.info.interface},
-             {"xdp_mode", api.s.info.xdp_mode},
-             {"uptime_s", uptime.count()},
-             {"ready", !not_attached && snap->published},
-             {"last_reload", last_reload(api)},
-             {"hash_seed", seed},
-             {"bgp", bgp_json(api.s.host.state ? api.s.host.state() : HostState{}, bgp)},
-             {"conntrack", api.s.conntrack_status
-                               ? conntrack_status_json(api.s.conntrack_status->get())
-                               : json(nullptr)},
-             {"vips", std::move(vips)}});
+    send_json(res, 200,
+              json{{"version", api.s.info.version},
+                   {"interface", api.s.info.interface},
+                   {"xdp_mode", api.s.info.xdp_mode},
+                   {"uptime_s", uptime.count()},
+                   {"ready", !not_attached && snap->published},
+                   {"last_reload", last_reload(api)},
+                   {"hash_seed", seed},
+                   {"bgp", bgp_json(api.s.host.state ? api.s.host.state() : HostState{}, bgp)},
+                   {"conntrack", api.s.conntrack_status
+                                     ? conntrack_status_json(api.s.conntrack_status->get())
+                                     : json(nullptr)},
+                   {"vips", std::move(vips)}});
 }
 
 }  // namespace xlb::api::detail

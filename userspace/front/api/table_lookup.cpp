@@ -50,11 +50,10 @@ void lookup(Api& api, const httplib::Request& req, httplib::Response& res) {
         const std::string text = req.get_param_value("dport");
         unsigned long value = 0;
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec != std::errc() || end != text.data() + text.size() || value == 0 ||
-            value > 65535)
-            return reject(req, res,
-                          {400, "dport: found " + config::shown_value(text) +
-                                    ", expected a port 1-65535"});
+        if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 65535)
+            return reject(
+                req, res,
+                {400, "dport: found " + config::shown_value(text) + ", expected a port 1-65535"});
         if (spec.port != 0 && value != spec.port)
             return reject(req, res,
                           {400, "dport: found " + text + ", but VIP " + *key + " serves port " +
@@ -77,16 +76,15 @@ void lookup(Api& api, const httplib::Request& req, httplib::Response& res) {
     }
     std::optional<std::span<const std::uint32_t>> view;
     if (ring) view = std::span<const std::uint32_t>(*ring);
-    const LookupResult r = xlb::api::lookup(spec, *src, dport, api.s.settings->get().hash_seed, view);
+    const LookupResult r =
+        xlb::api::lookup(spec, *src, dport, api.s.settings->get().hash_seed, view);
 
     json backend = nullptr;
     if (r.backend_id) {
         for (const auto& b : vip->backends)
             if (b.id == r.backend_id) backend = b.address.to_string();
     }
-    auto opt = [](const std::optional<std::uint32_t>& v) {
-        return v ? json(*v) : json(nullptr);
-    };
+    auto opt = [](const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); };
     send_json(res, 200,
               json{{"vip", *key},
                    {"src", src->to_string()},

@@ -71,9 +71,9 @@ void list_vips(Api& api, const httplib::Request& req, httplib::Response& res) {
 void get_vip(Api& api, const httplib::Request& req, httplib::Response& res) {
     auto vip = requested_status_with_health(api, req);
     if (!vip) return reject(req, res, vip.error());
-    send_json(res, 200,
-              vip_detail_json(vip->status, read_counters(api.s.data_plane, {vip->status}),
-                              vip->health));
+    send_json(
+        res, 200,
+        vip_detail_json(vip->status, read_counters(api.s.data_plane, {vip->status}), vip->health));
 }
 
 void add_vip(Api& api, const httplib::Request& req, httplib::Response& res) {
@@ -157,11 +157,11 @@ void patch_vip(Api& api, const httplib::Request& req, httplib::Response& res) {
                                 "{\"health_check\": {\"type\": \"tcp\"}}"});
     for (const char* fixed : {"address", "port", "protocol"})
         if (body->contains(fixed))
-            return reject(req, res,
-                          {400, std::string(fixed) +
-                                    ": a VIP's address, port and protocol are its key and "
-                                    "do not change (add a VIP with the new key, then "
-                                    "delete this one)"});
+            return reject(
+                req, res,
+                {400, std::string(fixed) + ": a VIP's address, port and protocol are its key and "
+                                           "do not change (add a VIP with the new key, then "
+                                           "delete this one)"});
     if (body->contains("backends"))
         return reject(req, res,
                       {400, "backends: change them with /v1/backends (POST, PATCH, DELETE)"});
