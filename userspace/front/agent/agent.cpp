@@ -466,8 +466,10 @@ void Agent::add_components() {
     api::ApiServer::Options api_options;
     api_options.socket_path = s.api_socket;
     api_options.group = s.api_group;
-    components_.add<ApiServerComponent>([this] { return services(); }, api_options);
-    components_.add<MetricsServerComponent>([this] { return services(); }, s.metrics_listen);
+    components_.add<ApiServerComponent>(
+        "API server", [this] { return services(); }, api_options);
+    components_.add<MetricsServerComponent>(
+        "metrics server", [this] { return services(); }, s.metrics_listen);
     components_.add<StepComponent>("go live", [this] { return go_live(); });
     components_.add<StepComponent>(
         "next-hop watcher",

@@ -19,34 +19,6 @@ Result<void> HealthEngineComponent::start() {
     return {};
 }
 
-Result<void> ApiServerComponent::start() {
-    server_.emplace(services_(), options_);
-    if (auto ok = server_->start(); !ok) {
-        stop();
-        return ok;
-    }
-    return {};
-}
-
-void ApiServerComponent::stop() {
-    if (server_) server_->stop();
-    server_.reset();
-}
-
-Result<void> MetricsServerComponent::start() {
-    server_.emplace(services_(), listen_);
-    if (auto ok = server_->start(); !ok) {
-        stop();
-        return ok;
-    }
-    return {};
-}
-
-void MetricsServerComponent::stop() {
-    if (server_) server_->stop();
-    server_.reset();
-}
-
 namespace {
 
 announce::AnnouncerOptions announcer_options(const config::BgpSettings& bgp) {

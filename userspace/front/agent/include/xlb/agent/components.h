@@ -65,35 +65,38 @@ private:
     std::optional<health::ProbeEngine> engine_;
 };
 
-// The API on its Unix socket; `services` is called once, at start.
-class ApiServerComponent : public Component {
+// A server of the API's Services: the Unix-socket API (ApiServer, with its
+// Options) or /metrics, /livez and /readyz on TCP (MetricsServer, with the
+// address to listen on). The Services are asked for at start, once the parts
+// they point at exist.
+template <typename Server, typename Setting>
+class ServerComponent : public Component {
 public:
-    ApiServerComponent(std::function<api::Services()> services, api::ApiServer::Options options)
-        : services_(std::move(services)), options_(std::move(options)) {}
-    std::string name() const override { return "API server"; }
-    Result<void> start() override;
-    void stop() override;
+    ServerComponent(std::string name, std::function<api::Services()> services, Setting setting)
+        : name_(std::move(name)), services_(std::move(services)), setting_(std::move(setting)) {}
+    std::string name() const override { return name_; }
+    Result<void> start() override {
+        server_.emplace(services_(), setting_);
+        if (auto ok = server_->start(); !ok) {
+            stop();
+            return ok;
+        }
+        return {};
+    }
+    void stop() override {
+        if (server_) server_->stop();
+        server_.reset();
+    }
 
 private:
+    std::string name_;
     std::function<api::Services()> services_;
-    api::ApiServer::Options options_;
-    std::optional<api::ApiServer> server_;
+    Setting setting_;
+    std::optional<Server> server_;
 };
 
-// /metrics, /livez and /readyz on TCP.
-class MetricsServerComponent : public Component {
-public:
-    MetricsServerComponent(std::function<api::Services()> services, std::string listen)
-        : services_(std::move(services)), listen_(std::move(listen)) {}
-    std::string name() const override { return "metrics server"; }
-    Result<void> start() override;
-    void stop() override;
-
-private:
-    std::function<api::Services()> services_;
-    std::string listen_;
-    std::optional<api::MetricsServer> server_;
-};
+using ApiServerComponent = ServerComponent<api::ApiServer, api::ApiServer::Options>;
+using MetricsServerComponent = ServerComponent<api::MetricsServer, std::string>;
 
 // BIRD's control socket and the routes file (docs/scale-out.md). The link
 // exists from construction on, so that inputs can be submitted before its
