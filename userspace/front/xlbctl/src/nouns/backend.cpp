@@ -199,7 +199,7 @@ HttpRequest patch(const Command& c, const nlohmann::json& body) {
     return {"PATCH", "/v1/backends?" + backend_query(c) + dry_run(c), body.dump()};
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kBackendVerbs[] = {
     {.verb = Verb::kBackendList,
      .name = "list",
      .help = "A VIP's backends (without VIP: every VIP's): state, health and last\n"
@@ -422,7 +422,7 @@ const Noun& backend() {
             "  xlbctl backend del 198.51.100.10:80/tcp 203.0.113.14\n"
             "  xlbctl backend add 198.51.100.10:80/tcp 203.0.113.15 --dry-run   # what would move\n"
             "  xlbctl backend history 198.51.100.10:80/tcp 203.0.113.11\n",
-        .verbs = kVerbs};
+        .verbs = kBackendVerbs};
     return noun;
 }
 

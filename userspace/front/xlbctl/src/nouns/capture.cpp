@@ -83,7 +83,7 @@ HttpRequest capture_request(const Command& c) {
     return {"POST", "/v1/capture", body.dump()};
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kCaptureVerbs[] = {
     {.verb = Verb::kCapture,
      .help = "Copy the packets the balancer handles into a pcap file, filtered in the\n"
              "kernel: by VIP, backend, client prefix and outcome. A packet sent on gives\n"
@@ -105,7 +105,7 @@ constexpr VerbSpec kVerbs[] = {
 }  // namespace
 
 const Noun& capture() {
-    static const Noun noun{.name = "capture", .verbs = kVerbs};
+    static const Noun noun{.name = "capture", .verbs = kCaptureVerbs};
     return noun;
 }
 

@@ -164,7 +164,7 @@ void add_client_selector(CLI::App& app, Raw& raw) {
         ->type_name("CIDR");
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kConntrackVerbs[] = {
     {.verb = Verb::kConntrackCount,
      .name = "count",
      .help = "Count the table's entries per VIP and per backend (stale: the entry's backend\n"
@@ -274,7 +274,7 @@ const Noun& conntrack() {
             "  xlbctl conntrack count --vip 198.51.100.10:80/tcp --active-within 30s\n"
             "  xlbctl conntrack list --backend 203.0.113.11 --limit 20\n"
             "  xlbctl conntrack flush --stale --dry-run\n",
-        .verbs = kVerbs};
+        .verbs = kConntrackVerbs};
     return noun;
 }
 

@@ -13,7 +13,7 @@ std::string render_host(const Command&, const json& r, const Style& style) {
     return bgp_line(r, style);
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kHostVerbs[] = {
     {.verb = Verb::kHostDrain,
      .name = "drain",
      .help = "Withdraw every VIP from the routers (BGP): they move new and established flows\n"
@@ -42,7 +42,7 @@ constexpr VerbSpec kVerbs[] = {
 const Noun& host() {
     static const Noun noun{.name = "host",
                            .help = "Drain this LB host (withdraw every VIP) or resume it.",
-                           .verbs = kVerbs};
+                           .verbs = kHostVerbs};
     return noun;
 }
 

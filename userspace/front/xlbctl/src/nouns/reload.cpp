@@ -41,7 +41,7 @@ std::string render_reload(const json& r, const Style& style) {
     return out;
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kReloadVerbs[] = {
     {.verb = Verb::kReload,
      .help = "Ask the agent to re-read its configuration file. Prints what changed,\n"
              "or why nothing did (file:line:column errors) and exits 1. A change that\n"
@@ -69,7 +69,7 @@ constexpr VerbSpec kVerbs[] = {
 }  // namespace
 
 const Noun& reload() {
-    static const Noun noun{.name = "reload", .verbs = kVerbs};
+    static const Noun noun{.name = "reload", .verbs = kReloadVerbs};
     return noun;
 }
 

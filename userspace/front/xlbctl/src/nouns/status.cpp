@@ -72,7 +72,7 @@ std::string render_status(const json& r, const Style& style) {
     return out + t.render(style) + vip_errors(vips, style);
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kStatusVerbs[] = {
     {.verb = Verb::kStatus,
      .help = "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
              "healthy/total backends, panic, epoch, table checksum and announcement.\n"
@@ -102,7 +102,7 @@ constexpr VerbSpec kVerbs[] = {
 }  // namespace
 
 const Noun& status() {
-    static const Noun noun{.name = "status", .verbs = kVerbs};
+    static const Noun noun{.name = "status", .verbs = kStatusVerbs};
     return noun;
 }
 

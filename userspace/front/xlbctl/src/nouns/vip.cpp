@@ -283,7 +283,7 @@ HttpRequest vip_add_request(const Command& c) {
     return {"POST", std::string("/v1/vips") + (c.dry_run ? "?dry_run=1" : ""), body.dump()};
 }
 
-constexpr VerbSpec kVerbs[] = {
+constexpr VerbSpec kVipVerbs[] = {
     {.verb = Verb::kVipList,
      .name = "list",
      .help = "Every VIP: name, hash mode, conntrack, ring size, panic threshold,\n"
@@ -391,7 +391,7 @@ const Noun& vip() {
                                "  xlbctl vip set 198.51.100.10:80/tcp --health-check.type "
                                "tcp\n"
                                "  xlbctl vip del 198.51.100.10:80/tcp\n",
-                           .verbs = kVerbs};
+                           .verbs = kVipVerbs};
     return noun;
 }
 
