@@ -44,7 +44,6 @@ TEST(ApiRoutes, TheTableIsWhatDocsApiMdDocuments) {
     for (const Route& r : routes()) {
         EXPECT_TRUE(table.emplace(r.method, r.path).second)
             << "listed twice: " << r.method << " " << r.path;
-        EXPECT_NE(r.handler, nullptr) << r.method << " " << r.path;
     }
     const std::set<Endpoint> documented = documented_endpoints();
     for (const auto& [method, path] : table)

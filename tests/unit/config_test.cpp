@@ -1738,7 +1738,7 @@ TEST(JsonCaptureRequest, ErrorsNameTheKey) {
     EXPECT_EQ(error(R"({"src": "192.0.2.1/33"})"),
               "src: " + net::Prefix::parse("192.0.2.1/33").error());
     EXPECT_EQ(error(R"({"outcomes": []})"),
-              "outcomes: found a list, expected a list such as [\"drop\", \"tx\"]");
+              "outcomes: found an empty list, expected a list such as [\"drop\", \"tx\"]");
     EXPECT_EQ(error(R"({"outcomes": "drop"})"),
               "outcomes: found \"drop\", expected a list such as [\"drop\", \"tx\"]");
     EXPECT_EQ(error(R"({"outcomes": ["drop", 3]})"), "outcomes[1]: found 3, expected a string");

@@ -295,7 +295,7 @@ TEST(XlbctlParse, Lookup) {
     EXPECT_EQ(v6.src.address.family, 6);
 }
 
-// The usage errors: a command line xlbctl refuses (exit 1, one line), and
+// The usage errors: a command line xlbctl refuses (exit 2, one line), and
 // fragments its message must contain.
 struct UsageError {
     std::string name;  // the test's name: letters, digits, '_'
@@ -981,6 +981,8 @@ TEST(XlbctlParse, Capture) {
                            R"("outcomes":["drop","tx"],"snaplen":128,"src":"192.0.2.0/24",)"
                            R"("vip":"198.51.100.10:80/tcp"})"}));
     EXPECT_EQ(build_request(parse_ok({"capture", "-w", "-"})).body, "{}");
+    // -n is --count in every verb that takes --count
+    EXPECT_EQ(parse_ok({"capture", "-n", "7", "-w", "-"}).count, std::optional<std::uint64_t>(7));
     EXPECT_HAS(parse_error({"capture", "--count", "5"}), "-w");
     EXPECT_HAS(parse_error({"capture", "--snaplen", "4096", "-w", "-"}),
                "--snaplen: found '4096', expected 1-2048 bytes");

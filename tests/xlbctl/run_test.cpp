@@ -157,7 +157,7 @@ TEST(XlbctlRun, JsonOutputIsTheReply) {
     EXPECT_EQ(json::parse(h.out.str()), vip_object());
 }
 
-TEST(XlbctlRun, BadArgumentsAreExitOneAndNothingIsSent) {
+TEST(XlbctlRun, BadArgumentsAreExitTwoAndNothingIsSent) {
     Harness h;
     EXPECT_EQ(h.run({"backend", "set", "198.51.100.10:80", "203.0.113.14", "--weight", "20000"}),
               2);

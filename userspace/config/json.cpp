@@ -270,9 +270,11 @@ std::expected<CaptureRequest, std::string> capture_request_from_json(const json&
             if (const JsonView* list = f->get("outcomes")) {
                 const std::string path = detail::join(p, "outcomes");
                 if (list->kind() != Kind::kList || list->items().empty()) {
-                    s.error(
-                        path, list->location(),
-                        "found " + list->found() + ", expected a list such as [\"drop\", \"tx\"]");
+                    s.error(path, list->location(),
+                            "found " +
+                                (list->kind() == Kind::kList ? std::string("an empty list")
+                                                             : list->found()) +
+                                ", expected a list such as [\"drop\", \"tx\"]");
                 } else {
                     std::size_t i = 0;
                     for (const JsonView& word : list->items())

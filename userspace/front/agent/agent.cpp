@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
-#include <thread>
 
 #include "xlb/agent/announce_link.h"
 #include "xlb/agent/component.h"
@@ -26,7 +25,6 @@
 #include "xlb/api/server.h"
 #include "xlb/api/services.h"
 #include "xlb/api/state_store.h"
-#include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/probe.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
@@ -122,7 +120,6 @@ private:
 
     api::ReloadReport reload(const std::string& source, bool allow_disruptive);
     api::ReloadReport reload_locked(api::ReloadReport report, bool allow_disruptive);
-    void stop();
     void watch_next_hop();
     Result<void> write_datapath_config(const net::MacAddress& mac);
     // Health checking; every one of these runs on the control thread.
@@ -145,7 +142,6 @@ private:
     config::Config config_;
     net::MacAddress mac_{};
     std::string pin_dir_;
-    std::optional<InterfaceIdentity> interface_;
     std::optional<InstanceLock> lock_;
     std::vector<std::string> created_pin_dirs_;  // by open_data_plane, deepest first
     // What this start found, so that a failed first start removes exactly
@@ -187,7 +183,6 @@ private:
     bool watching_ = false;  // the watcher's component runs
     // The drain state is kept whether or not BGP is on. host_ is guarded by
     // host_mu_ (API threads change it, the control thread reads it).
-    config::BgpSettings bgp_;                  // as started (bgp is restart-only)
     std::optional<StartupGate> startup_gate_;  // control thread
     std::optional<HostDrainFile> drain_file_;
     mutable std::mutex host_mu_;
@@ -478,7 +473,6 @@ void Agent::add_components() {
             return {};
         },
         [this] { stop_watching(); });
-    bgp_ = s.bgp;
     if (s.bgp.enabled)
         announce_ = &components_.add<AnnouncerComponent>(s.bgp, [this] {
             loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
@@ -518,8 +512,7 @@ Agent::Step Agent::check_host_first() {
 Agent::Step Agent::lock_interface() {
     auto iface = identify_interface(config_.settings.interface);
     if (!iface) return std::unexpected(std::move(iface.error()));
-    interface_ = *iface;
-    auto lock = InstanceLock::acquire(*interface_);
+    auto lock = InstanceLock::acquire(*iface);
     if (!lock) return std::unexpected(std::move(lock.error()));
     lock_.emplace(std::move(*lock));
     return {};
@@ -675,7 +668,7 @@ api::Services Agent::services() {
     services.host.set_drained = [this](bool drained) { return set_drained(drained); };
     services.host.bgp = [this]() -> std::optional<api::BgpInfo> {
         if (!announce_) return std::nullopt;
-        return api::BgpInfo{bgp_, announce_->link().status()};
+        return api::BgpInfo{announce_->bgp(), announce_->link().status()};
     };
     services.conntrack = ct_table_;
     services.conntrack_status = ct_status_;
@@ -957,8 +950,6 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
     return report;
 }
 
-void Agent::stop() { components_.stop(); }
-
 int Agent::run() {
     sigset_t signals;
     sigemptyset(&signals);
@@ -980,7 +971,7 @@ int Agent::run() {
         spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;
     }
-    stop();
+    components_.stop();
     return 0;
 }
 

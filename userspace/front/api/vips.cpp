@@ -150,7 +150,7 @@ void patch_vip(Api& api, const httplib::Request& req, httplib::Response& res) {
     auto body =
         body_json(req, "an object with the VIP settings to change, e.g. {\"ring_size\": 251}");
     if (!body) return reject(req, res, body.error());
-    if (!body->is_object() || body->empty())
+    if (body->empty())  // body_json admits objects only
         return reject(req, res,
                       {400, "found " + shown_json(*body) +
                                 ", expected an object with at least one VIP setting, e.g. "

@@ -123,7 +123,6 @@ Checked<double> check_seconds(const std::string& option, const std::string& text
     return *value;
 }
 
-// A duration as the configuration writes it ("30s", "5m"), above zero.
 // --count N of stats --watch, top (refreshes) and capture (packets): 1 or more.
 Checked<std::uint64_t> check_count(const std::string& text, const char* of,
                                    const std::string& example) {
@@ -134,6 +133,7 @@ Checked<std::uint64_t> check_count(const std::string& text, const char* of,
     return *n;
 }
 
+// A duration as the configuration writes it ("30s", "5m"), above zero.
 Checked<config::Duration> check_duration(const std::string& option, const std::string& text,
                                          const std::string& example) {
     auto d = config::parse_duration(text);

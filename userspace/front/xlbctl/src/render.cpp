@@ -253,7 +253,7 @@ std::string render_dry_run(const Command& c, const json& r, const Style& style) 
 std::string render_human(const Command& c, const json& r, const Style& style) {
     const VerbSpec& verb = verb_spec(c.verb);
     if (verb.render) return verb.render(c, r, style);
-    return r.dump(2) + "\n";
+    return render_json(r);
 }
 
 std::string render_json(const json& reply) { return reply.dump(2) + "\n"; }

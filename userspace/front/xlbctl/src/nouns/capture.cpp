@@ -57,7 +57,7 @@ void capture_options(CLI::App& app, Raw& raw) {
                    "only these outcomes: tx, pass, drop, all, or an outcome's name as in "
                    "`xlbctl stats` (drop_no_backend, ...); repeatable (default all)")
         ->type_name("OUTCOME");
-    app.add_option("--count", raw.count, "stop after N packets")->type_name("N");
+    app.add_option("-n,--count", raw.count, "stop after N packets")->type_name("N");
     app.add_option("--duration", raw.duration, "stop after DUR, e.g. 30s")->type_name("DUR");
     app.add_option("--snaplen", raw.snaplen,
                    "keep at most N bytes of each packet, 1-" + std::to_string(kMaxSnaplen) +

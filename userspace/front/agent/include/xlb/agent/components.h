@@ -109,6 +109,7 @@ public:
     Result<void> start() override;
     void stop() override { link_.stop(); }
     AnnounceLink& link() { return link_; }
+    const config::BgpSettings& bgp() const { return bgp_; }
 
 private:
     config::BgpSettings bgp_;
