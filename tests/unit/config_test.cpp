@@ -1639,6 +1639,117 @@ TEST(ConntrackConfig, LongestIdleTimeoutIsAccepted) {
     EXPECT_EQ(*c.vips[0].conntrack_idle_timeout, std::chrono::hours(719));
 }
 
+// fleet: the store's address and this host's name; the file then holds only
+// the host's own settings.
+const std::string kFleet =
+    "fleet:\n"                                                                    // 3
+    "  endpoints: [https://198.18.0.11:2379, \"https://[2001:db8::11]:2379\"]\n"  // 4
+    "  ca: /etc/xlb/etcd/ca.pem\n"                                                // 5
+    "  cert: /etc/xlb/etcd/client.pem\n"                                          // 6
+    "  key: /etc/xlb/etcd/client-key.pem\n";                                      // 7
+
+TEST(FleetConfig, SectionIsReadWithItsDefaults) {
+    const Config c = parse_ok(kSettingsOnly + kFleet + "  host_name: lb-7\n");
+    const FleetSettings& f = c.settings.fleet;
+    EXPECT_TRUE(f.enabled);
+    EXPECT_EQ(f.name, "default");
+    EXPECT_EQ(fleet_prefix(f), "/xlb/default/");
+    ASSERT_EQ(f.endpoints.size(), 2u);
+    EXPECT_EQ(f.endpoints[1], "https://[2001:db8::11]:2379");
+    EXPECT_EQ(f.host_name, "lb-7");
+    EXPECT_EQ(f.key, "/etc/xlb/etcd/client-key.pem");
+    EXPECT_EQ(f.lease_ttl, std::chrono::seconds(10));
+    EXPECT_EQ(f.request_timeout, std::chrono::seconds(5));
+    // The seed is the fleet's: a host file without one is complete.
+    EXPECT_FALSE(missing_hash_seed(c, "test.yaml").has_value());
+    EXPECT_FALSE(parse_ok(kSettingsOnly).settings.fleet.enabled);
+}
+
+TEST(FleetConfig, NameAndPrefixMakeTheKeys) {
+    Config c = parse_ok(kSettingsOnly + kFleet + "  name: prod-eu\n");
+    EXPECT_EQ(fleet_prefix(c.settings.fleet), "/xlb/prod-eu/");
+    c = parse_ok(kSettingsOnly + kFleet + "  prefix: /lb/edge\n");
+    EXPECT_EQ(fleet_prefix(c.settings.fleet), "/lb/edge/");
+}
+
+TEST(FleetConfig, WrittenBackAsTheSameSection) {
+    const Config c = parse_ok(kSettingsOnly + kFleet + "  name: prod\n  lease_ttl: 15s\n");
+    const std::string yaml = to_yaml(c);
+    EXPECT_EQ(yaml.find("\nvips:"), std::string::npos) << yaml;
+    EXPECT_EQ(yaml.find("hash_seed"), std::string::npos) << yaml;
+    EXPECT_EQ(parse_ok(yaml), c) << yaml;
+}
+
+TEST(FleetConfig, GlobalSettingsFromJson) {
+    auto s = fleet_wide_from_json(json{
+        {"hash_seed", "0x1234abcd"}, {"encap", "gue"}, {"second_chance", {{"enabled", true}}}});
+    ASSERT_TRUE(s.has_value()) << s.error();
+    EXPECT_EQ(s->hash_seed, 0x1234abcdu);
+    EXPECT_TRUE(s->hash_seed_set);
+    EXPECT_EQ(s->encap, Encap::kGue);
+    EXPECT_TRUE(s->second_chance.enabled);
+    EXPECT_EQ(fleet_wide_from_json(fleet_wide_to_json(*s)).value(), *s);
+
+    auto missing = fleet_wide_from_json(json{{"encap", "gue"}});
+    ASSERT_FALSE(missing.has_value());
+    EXPECT_NE(missing.error().find("hash_seed: missing"), std::string::npos) << missing.error();
+    auto host_setting = fleet_wide_from_json(json{{"hash_seed", "0x1"}, {"mtu", 9000}});
+    ASSERT_FALSE(host_setting.has_value());
+    EXPECT_NE(host_setting.error().find("mtu: unknown key"), std::string::npos)
+        << host_setting.error();
+}
+
+TEST(FleetConfig, CopyingFleetWideLeavesTheHostsOwn) {
+    Config host = parse_ok(kSettingsOnly + kFleet + "mtu: 9000\n");
+    Settings global = *fleet_wide_from_json(json{{"hash_seed", "0x99"}, {"encap", "gue"}});
+    EXPECT_TRUE(fleet_wide_differ(host.settings, global));
+    copy_fleet_wide(host.settings, global);
+    EXPECT_EQ(host.settings.hash_seed, 0x99u);
+    EXPECT_EQ(host.settings.encap, Encap::kGue);
+    EXPECT_EQ(host.settings.mtu, 9000);
+    EXPECT_TRUE(host.settings.fleet.enabled);
+    EXPECT_FALSE(fleet_wide_differ(host.settings, global));
+}
+
+std::vector<ErrorCase> fleet_cases() {
+    const std::string ep = "  endpoints: [http://127.0.0.1:2379]\n";  // line 4
+    return {
+        E("FleetAndVips", kSettingsOnly + kFleet + "vips: []\n", 8, 7,
+          {"vips: set here and fleet: is set", "desired/vips/", "xlbctl fleet import"}),
+        E("FleetAndHashSeed", kSettingsOnly + "hash_seed: 0x12\n" + kFleet, 3, 12,
+          {"hash_seed: set here and fleet: is set", "desired/global"}),
+        E("FleetAndSecondChance", kSettingsOnly + kFleet + "second_chance: {enabled: false}\n", 8,
+          16, {"second_chance: set here and fleet: is set"}),
+        E("FleetWithoutEndpoints", kSettingsOnly + "fleet: {name: a}\n", 3, 8,
+          {"fleet.endpoints: missing", "etcd members' client URLs"}),
+        E("FleetEndpointWithoutScheme", kSettingsOnly + "fleet:\n  endpoints: [10.0.0.1:2379]\n", 4,
+          15, {"fleet.endpoints[0]: found \"10.0.0.1:2379\"", "http:// or https://"}),
+        E("FleetEndpointWithoutPort", kSettingsOnly + "fleet:\n  endpoints: [http://10.0.0.1]\n", 4,
+          15, {"fleet.endpoints[0]", "HOST:PORT"}),
+        E("FleetEndpointWithPath",
+          kSettingsOnly + "fleet:\n  endpoints: [\"http://10.0.0.1:2379/v3\"]\n", 4, 15,
+          {"fleet.endpoints[0]", "no path"}),
+        E("FleetHttpsWithoutCa", kSettingsOnly + "fleet:\n  endpoints: [https://10.0.0.1:2379]\n",
+          4, 3, {"fleet.ca: missing with https:// endpoints"}),
+        E("FleetCertWithoutKey",
+          kSettingsOnly + "fleet:\n  endpoints: [https://10.0.0.1:2379]\n  ca: /ca.pem\n"
+                          "  cert: /c.pem\n",
+          4, 3, {"fleet.key: missing", "both cert and key"}),
+        E("FleetCertOverHttp", kSettingsOnly + "fleet:\n" + ep + "  cert: /c.pem\n  key: /k.pem\n",
+          5, 9, {"fleet.cert: set with http:// endpoints only"}),
+        E("FleetBadName", kSettingsOnly + "fleet:\n" + ep + "  name: Prod/EU\n", 5, 9,
+          {"fleet.name: found \"Prod/EU\"", "a-z, 0-9"}),
+        E("FleetRelativeCa", kSettingsOnly + "fleet:\n" + ep + "  ca: ca.pem\n", 5, 7,
+          {"fleet.ca: found \"ca.pem\"", "absolute path"}),
+        E("FleetLeaseTooShort", kSettingsOnly + "fleet:\n" + ep + "  lease_ttl: 1s\n", 5, 14,
+          {"fleet.lease_ttl: found 1s", "expected 2s to 5m"}),
+        E("FleetUnknownKey", kSettingsOnly + "fleet:\n" + ep + "  endpoint: x\n", 5, 3,
+          {"fleet.endpoint: unknown key", "did you mean \"endpoints\""}),
+    };
+}
+INSTANTIATE_TEST_SUITE_P(Fleet, ConfigErrorTable, ::testing::ValuesIn(fleet_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 // PATCH /v1/backends: the value errors are a new backend's, word for word.
 TEST(JsonBackendPatch, DecodesWeightStateOrBoth) {
     auto w = backend_patch_from_json(json::parse(R"({"weight": 50})"));

@@ -254,7 +254,8 @@ std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view ya
 }
 
 std::optional<ConfigError> missing_hash_seed(const Config& config, const std::string& source_name) {
-    if (config.settings.hash_seed_set) return std::nullopt;
+    // A fleet's seed is in its store (desired/global), which the file may not set.
+    if (config.settings.hash_seed_set || config.settings.fleet.enabled) return std::nullopt;
     return ConfigError{
         source_name, 0, 0,
         "hash_seed is not set, and there is no default: the flow hash needs a secret seed of "
@@ -306,16 +307,20 @@ std::string to_yaml(const Config& config) {
                  std::to_string(s.encap_source.ipv6_prefix_len);
     }
     e << YAML::EndMap;
-    if (s.hash_seed_set)
+    // A fleet host's file holds none of what the fleet shares (its store does).
+    const bool fleet_wide = !s.fleet.enabled;
+    if (fleet_wide && s.hash_seed_set)
         e << YAML::Key << "hash_seed" << YAML::Value << format_hash_seed(s.hash_seed);
     e << YAML::Key << "mtu" << YAML::Value << s.mtu;
-    e << YAML::Key << "icmp_too_big" << YAML::Value << s.icmp_too_big;
-    e << YAML::Key << "encap" << YAML::Value << to_string(s.encap);
-    e << YAML::Key << "gue_port" << YAML::Value << s.gue_port;
-    e << YAML::Key << "second_chance" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "enabled" << YAML::Value << s.second_chance.enabled;
-    e << YAML::Key << "window" << YAML::Value << format_duration(s.second_chance.window);
-    e << YAML::EndMap;
+    if (fleet_wide) {
+        e << YAML::Key << "icmp_too_big" << YAML::Value << s.icmp_too_big;
+        e << YAML::Key << "encap" << YAML::Value << to_string(s.encap);
+        e << YAML::Key << "gue_port" << YAML::Value << s.gue_port;
+        e << YAML::Key << "second_chance" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "enabled" << YAML::Value << s.second_chance.enabled;
+        e << YAML::Key << "window" << YAML::Value << format_duration(s.second_chance.window);
+        e << YAML::EndMap;
+    }
     e << YAML::Key << "maps" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_vips" << YAML::Value << s.maps.max_vips;
     e << YAML::Key << "max_backends" << YAML::Value << s.maps.max_backends;
@@ -343,13 +348,27 @@ std::string to_yaml(const Config& config) {
     e << YAML::Key << "sweep_interval" << YAML::Value
       << format_duration(s.conntrack.sweep_interval);
     e << YAML::EndMap;
-    e << YAML::Key << "health_history" << YAML::Value << s.health_history;
+    if (fleet_wide) e << YAML::Key << "health_history" << YAML::Value << s.health_history;
+    if (s.fleet.enabled) {
+        const FleetSettings& f = s.fleet;
+        e << YAML::Key << "fleet" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "name" << YAML::Value << f.name;
+        if (!f.prefix.empty()) e << YAML::Key << "prefix" << YAML::Value << f.prefix;
+        e << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << f.endpoints;
+        for (auto [key, value] : {std::pair{"host_name", &f.host_name}, std::pair{"ca", &f.ca},
+                                  std::pair{"cert", &f.cert}, std::pair{"key", &f.key}})
+            if (!value->empty()) e << YAML::Key << key << YAML::Value << *value;
+        e << YAML::Key << "lease_ttl" << YAML::Value << format_duration(f.lease_ttl);
+        e << YAML::Key << "dial_timeout" << YAML::Value << format_duration(f.dial_timeout);
+        e << YAML::Key << "request_timeout" << YAML::Value << format_duration(f.request_timeout);
+        e << YAML::EndMap;
+    }
 
     auto optional_text = [&](const char* key, const std::string& value) {
         if (!value.empty()) e << YAML::Key << key << YAML::Value << value;
     };
-    e << YAML::Key << "vips" << YAML::Value << YAML::BeginSeq;
-    for (const VipSpec& v : config.vips) {
+    if (fleet_wide) e << YAML::Key << "vips" << YAML::Value << YAML::BeginSeq;
+    for (const VipSpec& v : fleet_wide ? config.vips : std::vector<VipSpec>{}) {
         e << YAML::BeginMap;
         e << YAML::Key << "address" << YAML::Value << v.address.to_string();
         e << YAML::Key << "port" << YAML::Value << v.port;
@@ -434,7 +453,7 @@ std::string to_yaml(const Config& config) {
         e << YAML::EndSeq;
         e << YAML::EndMap;
     }
-    e << YAML::EndSeq;
+    if (fleet_wide) e << YAML::EndSeq;
     e << YAML::EndMap;
     return std::string(e.c_str()) + "\n";
 }

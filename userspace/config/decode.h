@@ -574,7 +574,14 @@ inline constexpr std::string_view kRootKeys[] = {
     "interface", "xdp_mode",     "next_hop",       "encap_source", "hash_seed",
     "mtu",       "icmp_too_big", "encap",          "gue_port",     "second_chance",
     "maps",      "api",          "metrics",        "state_file",   "pin_dir",
-    "bgp",       "conntrack",    "health_history", "vips"};
+    "bgp",       "conntrack",    "health_history", "vips",         "fleet"};
+// What every host of a fleet shares: with fleet: set they come from the
+// store's desired/global, and a file that sets them is refused.
+inline constexpr std::string_view kFleetWideKeys[] = {
+    "hash_seed", "icmp_too_big", "encap", "gue_port", "second_chance", "health_history"};
+inline constexpr std::string_view kFleetKeys[] = {
+    "name", "prefix", "endpoints", "host_name",    "ca",
+    "cert", "key",    "lease_ttl", "dial_timeout", "request_timeout"};
 inline constexpr std::string_view kSecondChanceKeys[] = {"enabled", "window"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
@@ -589,6 +596,87 @@ inline constexpr std::string_view kBgpKeys[] = {"enabled", "control_socket", "ro
 struct Decoded {
     Config config;
 };
+
+// The fleet-wide settings of a mapping (the file's top level, or the
+// store's desired/global).
+template <class V>
+void decode_fleet_wide(const Fields<V>& f, const std::string& top, Settings& st, Sink& s) {
+    field(f, top, "hash_seed", st.hash_seed,
+          [&](const V& x, const std::string& p) { return read_u32_hex(x, p, s); });
+    st.hash_seed_set = f.get("hash_seed") != nullptr;
+    field(f, top, "icmp_too_big", st.icmp_too_big,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    field(f, top, "encap", st.encap, [&](const V& x, const std::string& p) {
+        return read_enum<Encap>(x, p, s, parse_encap, "ipip or gue");
+    });
+    field(f, top, "gue_port", st.gue_port, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 65535, "a UDP port 1-65535");
+    });
+    if (const V* x = f.get("second_chance")) {
+        const std::string p = join(top, "second_chance");
+        if (auto sc = read_fields(*x, p, s, kSecondChanceKeys, "second chance: enabled, window")) {
+            field(*sc, p, "enabled", st.second_chance.enabled,
+                  [&](const V& y, const std::string& q) { return read_bool(y, q, s); });
+            field(*sc, p, "window", st.second_chance.window,
+                  [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
+        }
+    }
+    field(f, top, "health_history", st.health_history, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 0xffffffffULL,
+                         "an integer 0-" + std::to_string(kMaxHealthHistory) +
+                             " (verdict changes kept per backend; 0 = none)");
+    });
+}
+
+// The store's desired/global settings: the fleet-wide keys only, hash_seed
+// required; everything else keeps its default.
+template <class V>
+Settings decode_fleet_global(const V& v, const std::string& path, Sink& s) {
+    Settings st;
+    auto f = read_fields(v, path, s, kFleetWideKeys, "the fleet-wide settings: hash_seed, ...");
+    if (!f) return st;
+    if (!f->get("hash_seed"))
+        missing(v, path, "hash_seed", s, "the fleet's hash seed (xlbctl gen-seed makes one)");
+    decode_fleet_wide(*f, path, st, s);
+    return st;
+}
+
+template <class V>
+FleetSettings decode_fleet(const V& v, const std::string& p, Sink& s) {
+    FleetSettings fl;
+    fl.enabled = true;
+    auto f = read_fields(v, p, s, kFleetKeys,
+                         "the fleet's store: endpoints, name, host_name, ca, cert, key, ...");
+    if (!f) return fl;
+    auto text = [&](const V& x, const std::string& q) { return read_text(x, q, s); };
+    auto dur = [&](const V& x, const std::string& q) { return read_duration(x, q, s); };
+    if (!f->get("endpoints"))
+        missing(v, p, "endpoints", s,
+                "the etcd members' client URLs, e.g. [https://10.0.0.1:2379]");
+    field(*f, p, "name", fl.name, text);
+    field(*f, p, "prefix", fl.prefix, text);
+    if (const V* x = f->get("endpoints")) {
+        const std::string q = join(p, "endpoints");
+        s.note(q, x->location());
+        if (x->kind() != Kind::kList) {
+            s.error(
+                q, x->location(),
+                "found " + x->found() + ", expected a list of URLs, e.g. [https://10.0.0.1:2379]");
+        } else {
+            std::size_t i = 0;
+            for (const V& item : x->items())
+                if (auto url = read_text(item, index(q, i++), s)) fl.endpoints.push_back(*url);
+        }
+    }
+    field(*f, p, "host_name", fl.host_name, text);
+    field(*f, p, "ca", fl.ca, text);
+    field(*f, p, "cert", fl.cert, text);
+    field(*f, p, "key", fl.key, text);
+    field(*f, p, "lease_ttl", fl.lease_ttl, dur);
+    field(*f, p, "dial_timeout", fl.dial_timeout, dur);
+    field(*f, p, "request_timeout", fl.request_timeout, dur);
+    return fl;
+}
 
 template <class V>
 Decoded decode_config(const V& root, Sink& s) {
@@ -644,29 +732,10 @@ Decoded decode_config(const V& root, Sink& s) {
             }
         }
     }
-    field(*f, top, "hash_seed", st.hash_seed,
-          [&](const V& x, const std::string& p) { return read_u32_hex(x, p, s); });
-    st.hash_seed_set = f->get("hash_seed") != nullptr;
+    decode_fleet_wide(*f, top, st, s);
     field(*f, top, "mtu", st.mtu, [&](const V& x, const std::string& p) {
         return read_uint(x, p, s, 65535, "an integer 576-9000");
     });
-    field(*f, top, "icmp_too_big", st.icmp_too_big,
-          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
-    field(*f, top, "encap", st.encap, [&](const V& x, const std::string& p) {
-        return read_enum<Encap>(x, p, s, parse_encap, "ipip or gue");
-    });
-    field(*f, top, "gue_port", st.gue_port, [&](const V& x, const std::string& p) {
-        return read_uint(x, p, s, 65535, "a UDP port 1-65535");
-    });
-    if (const V* x = f->get("second_chance")) {
-        const std::string p = "second_chance";
-        if (auto sc = read_fields(*x, p, s, kSecondChanceKeys, "second chance: enabled, window")) {
-            field(*sc, p, "enabled", st.second_chance.enabled,
-                  [&](const V& y, const std::string& q) { return read_bool(y, q, s); });
-            field(*sc, p, "window", st.second_chance.window,
-                  [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
-        }
-    }
     if (const V* x = f->get("maps")) {
         const std::string p = "maps";
         if (auto m = read_fields(*x, p, s, kMapsKeys,
@@ -731,11 +800,20 @@ Decoded decode_config(const V& root, Sink& s) {
                   [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
         }
     }
-    field(*f, top, "health_history", st.health_history, [&](const V& x, const std::string& p) {
-        return read_uint(x, p, s, 0xffffffffULL,
-                         "an integer 0-" + std::to_string(kMaxHealthHistory) +
-                             " (verdict changes kept per backend; 0 = none)");
-    });
+    if (const V* x = f->get("fleet")) {
+        st.fleet = decode_fleet(*x, "fleet", s);
+        // One source for what the hosts share: the store.
+        auto belongs_to_store = [&](std::string_view key, std::string_view where) {
+            if (const V* y = f->get(key))
+                s.error(std::string(key), y->location(),
+                        "set here and fleet: is set, expected it only in the fleet's store (" +
+                            std::string(where) +
+                            "): remove it from this file; `xlbctl fleet import` moves a file's "
+                            "VIPs and fleet-wide settings into the store");
+        };
+        for (std::string_view key : kFleetWideKeys) belongs_to_store(key, "desired/global");
+        belongs_to_store("vips", "desired/vips/");
+    }
 
     if (const V* x = f->get("vips")) {
         const std::string p = "vips";

@@ -334,7 +334,7 @@ json settings_to_json(const Settings& s) {
         encap["ipv6"] =
             s.encap_source.ipv6->to_string() + "/" + std::to_string(s.encap_source.ipv6_prefix_len);
     }
-    return json{
+    json out{
         {"interface", s.interface},
         {"xdp_mode", to_string(s.xdp_mode)},
         {"next_hop", next_hop},
@@ -368,6 +368,35 @@ json settings_to_json(const Settings& s) {
           {"sweep_interval", format_duration(s.conntrack.sweep_interval)}}},
         {"health_history", s.health_history},
     };
+    if (s.fleet.enabled) {
+        const FleetSettings& f = s.fleet;
+        out["fleet"] = {{"name", f.name},
+                        {"prefix", fleet_prefix(f)},
+                        {"endpoints", f.endpoints},
+                        {"host_name", f.host_name},
+                        {"ca", f.ca},
+                        {"cert", f.cert},
+                        {"key", f.key},
+                        {"lease_ttl", format_duration(f.lease_ttl)},
+                        {"dial_timeout", format_duration(f.dial_timeout)},
+                        {"request_timeout", format_duration(f.request_timeout)}};
+    }
+    return out;
+}
+
+json fleet_wide_to_json(const Settings& s) {
+    return json{{"hash_seed", format_hash_seed(s.hash_seed)},
+                {"icmp_too_big", s.icmp_too_big},
+                {"encap", to_string(s.encap)},
+                {"gue_port", s.gue_port},
+                {"second_chance",
+                 {{"enabled", s.second_chance.enabled},
+                  {"window", format_duration(s.second_chance.window)}}},
+                {"health_history", s.health_history}};
+}
+
+std::expected<Settings, std::string> fleet_wide_from_json(const json& j) {
+    return decode<Settings>(j, "", detail::decode_fleet_global<JsonView>);
 }
 
 }  // namespace xlb::config

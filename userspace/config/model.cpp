@@ -215,4 +215,25 @@ std::string format_duration(Duration d) {
     return std::to_string(ms) + "ms";
 }
 
+std::string fleet_prefix(const FleetSettings& fleet) {
+    if (fleet.prefix.empty()) return "/xlb/" + fleet.name + "/";
+    return fleet.prefix.ends_with('/') ? fleet.prefix : fleet.prefix + "/";
+}
+
+void copy_fleet_wide(Settings& to, const Settings& from) {
+    to.hash_seed = from.hash_seed;
+    to.hash_seed_set = from.hash_seed_set;
+    to.icmp_too_big = from.icmp_too_big;
+    to.encap = from.encap;
+    to.gue_port = from.gue_port;
+    to.second_chance = from.second_chance;
+    to.health_history = from.health_history;
+}
+
+bool fleet_wide_differ(const Settings& a, const Settings& b) {
+    Settings x = a;
+    copy_fleet_wide(x, b);
+    return !(x == a);
+}
+
 }  // namespace xlb::config

@@ -2,6 +2,7 @@
 // The semantic rules: one place, used by the file reader and by the API.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -506,6 +507,86 @@ bool check_path(const std::string& value, const char* key, const Out& out) {
     return true;
 }
 
+bool fleet_name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+}
+
+// "http://HOST:PORT" or "https://HOST:PORT" (HOST a name, an IPv4 address or
+// a bracketed IPv6 one); the reason when it is not.
+std::optional<std::string> endpoint_problem(const std::string& url) {
+    std::string_view rest = url;
+    if (rest.starts_with("https://"))
+        rest.remove_prefix(8);
+    else if (rest.starts_with("http://"))
+        rest.remove_prefix(7);
+    else
+        return "expected http:// or https:// first";
+    const auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) return "expected HOST:PORT after the scheme";
+    const std::string_view host = rest.substr(0, colon), port = rest.substr(colon + 1);
+    if (host.front() == '[' ? host.back() != ']'
+                            : !std::all_of(host.begin(), host.end(), [](char c) {
+                                  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                         c == '-';
+                              }))
+        return "expected a host name or address before the port";
+    unsigned number = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (ec != std::errc{} || end != port.data() + port.size() || number == 0 || number > 65535)
+        return "expected a port 1-65535 at the end (and no path)";
+    return std::nullopt;
+}
+
+void check_fleet(const FleetSettings& f, const Out& out) {
+    if (f.name.empty() || f.name.size() > 63 ||
+        !std::all_of(f.name.begin(), f.name.end(), fleet_name_char))
+        out.add("fleet.name", "found " + shown_value(f.name) +
+                                  ", expected 1-63 characters of a-z, 0-9, '-', '_' or '.'");
+    if (!f.prefix.empty() && (f.prefix.front() != '/' || !printable(f.prefix)))
+        out.add("fleet.prefix",
+                "found " + shown_value(f.prefix) + ", expected a key prefix starting with '/'");
+    if (f.endpoints.empty())
+        out.add("fleet.endpoints", "found an empty list, expected at least one etcd member's URL");
+    bool https = false;
+    for (std::size_t i = 0; i < f.endpoints.size(); ++i) {
+        const std::string& url = f.endpoints[i];
+        https = https || url.starts_with("https://");
+        if (auto problem = endpoint_problem(url))
+            out.add(
+                "fleet.endpoints[" + std::to_string(i) + "]",
+                "found " + shown_value(url) + ", " + *problem + " (e.g. https://10.0.0.1:2379)");
+    }
+    if (!f.host_name.empty() && (f.host_name.size() > 253 ||
+                                 !std::all_of(f.host_name.begin(), f.host_name.end(), [](char c) {
+                                     return std::isalnum(static_cast<unsigned char>(c)) ||
+                                            c == '-' || c == '_' || c == '.';
+                                 })))
+        out.add("fleet.host_name", "found " + shown_value(f.host_name) +
+                                       ", expected a host name (letters, digits, '-', '_', '.')");
+    for (auto [key, value] : {std::pair{"fleet.ca", &f.ca}, std::pair{"fleet.cert", &f.cert},
+                              std::pair{"fleet.key", &f.key}})
+        if (!value->empty()) check_path(*value, key, out);
+    if (https && f.ca.empty())
+        out.add("fleet.ca",
+                "missing with https:// endpoints, expected the PEM file of the CA "
+                "that signed the etcd members' certificates");
+    if (f.cert.empty() != f.key.empty())
+        out.add(f.cert.empty() ? "fleet.cert" : "fleet.key",
+                "missing, expected both cert and key (this host's client certificate) or "
+                "neither");
+    if (!f.cert.empty() && !https)
+        out.add("fleet.cert",
+                "set with http:// endpoints only, expected https:// endpoints "
+                "(a client certificate is sent over TLS)");
+    auto range = [&](const char* key, Duration d, Duration lo, Duration hi) {
+        if (d < lo || d > hi)
+            out.add(key, "found " + dur(d) + ", expected " + dur(lo) + " to " + dur(hi));
+    };
+    range("fleet.lease_ttl", f.lease_ttl, Duration{2'000}, Duration{300'000});
+    range("fleet.dial_timeout", f.dial_timeout, Duration{100}, Duration{60'000});
+    range("fleet.request_timeout", f.request_timeout, Duration{100}, Duration{60'000});
+}
+
 void check_settings(const Settings& s, const Out& out) {
     if (s.interface.empty()) {
         out.add("interface", "found an empty name, expected a network interface, e.g. eth0");
@@ -616,6 +697,7 @@ void check_settings(const Settings& s, const Out& out) {
     if (auto ok = announce::validate(announce::RenderOptions{.protocol = s.bgp.protocol}); !ok)
         out.add("bgp.protocol",
                 "found " + shown_value(s.bgp.protocol) + ": " + ok.error().message());
+    if (s.fleet.enabled) check_fleet(s.fleet, out);
     const Duration sweep = s.conntrack.sweep_interval;
     if (sweep < kMinSweepInterval || sweep > kMaxSweepInterval) {
         out.add("conntrack.sweep_interval", "found " + dur(sweep) + ", expected " +

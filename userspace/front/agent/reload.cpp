@@ -78,6 +78,8 @@ constexpr std::array kSettingRows = {
     field_row<&S::conntrack, &Ct::resize>("conntrack.resize", false),
     // The histories are resized at once (a smaller one drops the oldest).
     row<&S::health_history>("health_history", true),
+    // Which store, and this host's name in it: read at start.
+    row<&S::fleet>("fleet", false),
 };
 
 std::vector<std::string> changes(const S& a, const S& b, bool reloadable) {

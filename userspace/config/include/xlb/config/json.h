@@ -79,4 +79,10 @@ std::expected<std::vector<VipSpec>, std::string> vips_from_json(const nlohmann::
 // only: settings come from the file).
 nlohmann::json settings_to_json(const Settings& settings);
 
+// The fleet-wide settings (the store's desired/global "settings" object):
+// hash_seed, icmp_too_big, encap, gue_port, second_chance, health_history.
+// Decoding requires hash_seed and leaves every other setting at its default.
+nlohmann::json fleet_wide_to_json(const Settings& settings);
+std::expected<Settings, std::string> fleet_wide_from_json(const nlohmann::json& j);
+
 }  // namespace xlb::config

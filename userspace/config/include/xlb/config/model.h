@@ -258,6 +258,33 @@ struct SecondChance {
 inline constexpr std::uint32_t kDefaultHealthHistory = 20;
 inline constexpr std::uint32_t kMaxHealthHistory = 1000;
 
+// fleet: this host is one of a fleet configured through etcd (docs/fleet.md).
+// The file then holds only the host's own settings; VIPs, backends and the
+// fleet-wide settings (kFleetWideKeys in the schema) come from the store.
+struct FleetSettings {
+    bool enabled = false;  // the section is there
+    std::string name = "default";
+    // Where the fleet's keys live; empty: "/xlb/<name>/" (fleet_prefix()).
+    std::string prefix;
+    std::vector<std::string> endpoints;  // "https://198.18.0.11:2379", ...
+    // This host's name in the fleet (its hosts/<name> key); empty: the
+    // machine's host name, which the agent looks up.
+    std::string host_name;
+    // PEM files: the CA that signed the members' certificates (https needs
+    // it), and this host's client certificate and key (both or neither).
+    std::string ca;
+    std::string cert;
+    std::string key;
+    // The lease under this host's key: a host silent for this long is gone
+    // from the fleet's view.
+    Duration lease_ttl{10'000};
+    Duration dial_timeout{2'000};
+    Duration request_timeout{5'000};
+    bool operator==(const FleetSettings&) const = default;
+};
+// The prefix the fleet's keys live under, always ending in '/'.
+std::string fleet_prefix(const FleetSettings& fleet);
+
 struct Settings {
     std::string interface;
     XdpMode xdp_mode = XdpMode::kAuto;
@@ -284,8 +311,15 @@ struct Settings {
     BgpSettings bgp;
     ConntrackSettings conntrack;
     std::uint32_t health_history = kDefaultHealthHistory;  // 0: none kept
+    FleetSettings fleet;
     bool operator==(const Settings&) const = default;
 };
+
+// The settings every host of a fleet shares (the fleet's desired/global):
+// copies them from `from` into `to`, leaving the host's own settings.
+void copy_fleet_wide(Settings& to, const Settings& from);
+// Whether two settings differ in a fleet-wide setting.
+bool fleet_wide_differ(const Settings& a, const Settings& b);
 
 struct Config {
     Settings settings;

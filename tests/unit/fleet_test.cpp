@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fleet's values in the store and a host's reading of them: what is
+// applied, what is refused and with which key and revision.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "xlb/config/config.h"
+#include "xlb/config/json.h"
+#include "xlb/fleet/desired.h"
+#include "xlb/fleet/values.h"
+
+namespace xlb::fleet {
+namespace {
+
+using nlohmann::json;
+
+const Layout kLayout{"/xlb/lab/"};
+
+config::VipSpec vip(const char* address, std::vector<const char*> backends) {
+    config::VipSpec v;
+    v.address = *net::IpAddress::parse(address);
+    v.port = 80;
+    for (const char* b : backends) {
+        config::BackendSpec spec;
+        spec.address = *net::IpAddress::parse(b);
+        v.backends.push_back(spec);
+    }
+    return v;
+}
+
+GlobalValue global(std::uint32_t seed) {
+    GlobalValue g;
+    g.settings.hash_seed = seed;
+    g.settings.hash_seed_set = true;
+    g.written = Written{"alice", 1000, "ops1", "2026-12-06T10:00:00Z", "first import", "xlbctl"};
+    return g;
+}
+
+StoredKey stored(std::string key, std::string value, std::int64_t revision) {
+    return StoredKey{std::move(key), std::move(value), revision};
+}
+
+config::Settings host_settings() {
+    auto parsed = config::parse_config(
+        "interface: eth0\nnext_hop: {address: 192.0.2.1}\nencap_source: {ipv4: 203.0.113.1}\n"
+        "fleet: {endpoints: [\"http://127.0.0.1:2379\"], name: lab}\n",
+        "host.yaml");
+    EXPECT_TRUE(parsed.has_value());
+    return parsed ? parsed->settings : config::Settings{};
+}
+
+TEST(FleetValues, EachValueComesBackAsWritten) {
+    const GlobalValue g = global(0xabcdef01);
+    auto g2 = decode_global(encode(g));
+    ASSERT_TRUE(g2.has_value()) << g2.error().message();
+    EXPECT_EQ(g2->settings, g.settings);
+    EXPECT_EQ(g2->written, g.written);
+    EXPECT_FALSE(g2->allow_disruptive);
+
+    VipValue v{vip("198.51.100.10", {"203.0.113.11", "203.0.113.12"}), true, g.written};
+    auto v2 = decode_vip(encode(v));
+    ASSERT_TRUE(v2.has_value()) << v2.error().message();
+    EXPECT_EQ(v2->vip, v.vip);
+    EXPECT_TRUE(v2->allow_disruptive);
+    // The VIP is the same JSON the API uses.
+    EXPECT_EQ(json::parse(encode(v))["vip"], json(*v.vip));
+
+    VipValue tombstone{std::nullopt, false, g.written};
+    auto t2 = decode_vip(encode(tombstone));
+    ASSERT_TRUE(t2.has_value()) << t2.error().message();
+    EXPECT_FALSE(t2->vip.has_value());
+    EXPECT_EQ(t2->written.reason, "first import");
+
+    auto d2 = decode_drain(encode(DrainValue{true, g.written}));
+    ASSERT_TRUE(d2.has_value());
+    EXPECT_TRUE(d2->drained);
+
+    HostRecord r;
+    r.host = "lb2";
+    r.config_revision = 41;
+    r.seen_revision = 42;
+    r.refused = HostRecord::Refusal{42, "invalid", {"k@42: vip.port: found"}};
+    r.vips = json::array({json{{"vip", "198.51.100.10:80/tcp"}, {"epoch", 3}}});
+    auto r2 = decode_host(encode(r));
+    ASSERT_TRUE(r2.has_value()) << r2.error().message();
+    EXPECT_EQ(r2->config_revision, 41);
+    EXPECT_EQ(r2->refused, r.refused);
+    EXPECT_EQ(r2->vips, r.vips);
+}
+
+TEST(FleetValues, UnknownFormatsAndFieldsAreRefusedNotGuessed) {
+    json j = json::parse(encode(global(1)));
+    j["format"] = 2;
+    auto newer = decode_global(j.dump());
+    ASSERT_FALSE(newer.has_value());
+    EXPECT_NE(newer.error().message().find("format 2 is not understood"), std::string::npos)
+        << newer.error().message();
+    j = json::parse(encode(global(1)));
+    j["weights_by_zone"] = json::object();
+    auto unknown = decode_global(j.dump());
+    ASSERT_FALSE(unknown.has_value());
+    EXPECT_NE(unknown.error().message().find("unknown field \"weights_by_zone\""),
+              std::string::npos);
+    EXPECT_NE(decode_vip("{not json").error().message().find("not valid JSON"), std::string::npos);
+    EXPECT_NE(decode_vip(R"({"format":1})").error().message().find("vip: missing"),
+              std::string::npos);
+    auto bad_port = decode_vip(
+        R"({"format":1,"vip":{"address":"198.51.100.10","port":"http","backends":[]}})");
+    ASSERT_FALSE(bad_port.has_value());
+    EXPECT_NE(bad_port.error().message().find("vip.port"), std::string::npos)
+        << bad_port.error().message();
+}
+
+TEST(FleetDesired, ReadsEveryKeyAndTheNewestRevision) {
+    const config::VipSpec a = vip("198.51.100.10", {"203.0.113.11"});
+    const config::VipSpec b = vip("198.51.100.20", {"203.0.113.12"});
+    const std::vector<StoredKey> keys{
+        stored(kLayout.global(), encode(global(7)), 3),
+        stored(kLayout.vip(a.key()), encode(VipValue{a, false, {}}), 9),
+        stored(kLayout.vip(b.key()), encode(VipValue{std::nullopt, false, {}}), 12),
+        stored(kLayout.drain("lb2"), encode(DrainValue{true, {}}), 5)};
+    auto d = read_desired(kLayout, keys);
+    ASSERT_TRUE(d.has_value()) << d.error().front().to_string();
+    EXPECT_EQ(d->config_revision, 12);
+    EXPECT_EQ(d->vips.size(), 2u);
+    EXPECT_TRUE(d->drains.at("lb2").value.drained);
+
+    auto c = host_config(kLayout, *d, host_settings());
+    ASSERT_TRUE(c.has_value()) << c.error().front().to_string();
+    ASSERT_EQ(c->vips.size(), 1u) << "the deleted VIP is not run";
+    EXPECT_EQ(c->vips[0], a);
+    EXPECT_EQ(c->settings.hash_seed, 7u);
+    EXPECT_EQ(c->settings.interface, "eth0");
+}
+
+TEST(FleetDesired, BadKeysAreNamedWithTheirRevision) {
+    const config::VipSpec a = vip("198.51.100.10", {"203.0.113.11"});
+    const std::vector<StoredKey> keys{
+        stored(kLayout.global(), encode(global(7)), 3),
+        stored(kLayout.vip("198.51.100.99:80/tcp"), encode(VipValue{a, false, {}}), 8),
+        stored(kLayout.vip("not-a-vip"), "{}", 9),
+        stored(kLayout.desired() + "extras", "{}", 10),
+        stored(kLayout.vip("198.51.100.11:80/tcp"), "[1,2]", 11)};
+    auto d = read_desired(kLayout, keys);
+    ASSERT_FALSE(d.has_value());
+    const auto& p = d.error();
+    ASSERT_EQ(p.size(), 4u);
+    EXPECT_EQ(p[0].to_string(),
+              "/xlb/lab/desired/vips/198.51.100.99:80/tcp@8: the value is VIP "
+              "198.51.100.10:80/tcp, expected the key's 198.51.100.99:80/tcp");
+    EXPECT_EQ(p[1].revision, 9);
+    EXPECT_NE(p[1].message.find("does not name a VIP"), std::string::npos);
+    EXPECT_NE(p[2].message.find("not a key of the fleet's layout"), std::string::npos);
+    EXPECT_NE(p[3].message.find("expected an object"), std::string::npos);
+}
+
+TEST(FleetDesired, ValidationProblemsPointAtTheVipsKey) {
+    config::VipSpec a = vip("198.51.100.10", {"203.0.113.11"});
+    config::VipSpec b = vip("198.51.100.20", {"203.0.113.12"});
+    b.backends[0].weight = 0;
+    b.ring_size = 100;  // not prime
+    const std::vector<StoredKey> keys{stored(kLayout.global(), encode(global(7)), 3),
+                                      stored(kLayout.vip(a.key()), encode(VipValue{a, false, {}}), 4),
+                                      stored(kLayout.vip(b.key()), encode(VipValue{b, false, {}}), 6)};
+    auto d = read_desired(kLayout, keys);
+    ASSERT_TRUE(d.has_value());
+    auto c = host_config(kLayout, *d, host_settings());
+    ASSERT_FALSE(c.has_value());
+    for (const Problem& p : c.error()) {
+        EXPECT_EQ(p.key, kLayout.vip(b.key())) << p.to_string();
+        EXPECT_EQ(p.revision, 6);
+        EXPECT_TRUE(p.message.starts_with("vip.")) << p.to_string();
+    }
+    EXPECT_FALSE(c.error().empty());
+
+    auto no_global = read_desired(kLayout, std::vector<StoredKey>{keys[1]});
+    ASSERT_TRUE(no_global.has_value());
+    auto c2 = host_config(kLayout, *no_global, host_settings());
+    ASSERT_FALSE(c2.has_value());
+    EXPECT_EQ(c2.error().front().key, kLayout.global());
+    EXPECT_NE(c2.error().front().message.find("no hash seed"), std::string::npos);
+}
+
+TEST(FleetDesired, DisruptiveChangesNeedTheWritersConfirmation) {
+    const config::VipSpec a = vip("198.51.100.10", {"203.0.113.11"});
+    config::VipSpec a_small = a;
+    a_small.ring_size = 251;
+    auto desired = [&](std::uint32_t seed, bool seed_ok, const config::VipSpec& v, bool vip_ok) {
+        GlobalValue g = global(seed);
+        g.allow_disruptive = seed_ok;
+        const std::vector<StoredKey> keys{
+            stored(kLayout.global(), encode(g), 20),
+            stored(kLayout.vip(v.key()), encode(VipValue{v, vip_ok, {}}), 21)};
+        return *read_desired(kLayout, keys);
+    };
+    const config::Settings host = host_settings();
+    const Desired before = desired(7, false, a, false);
+    const config::Config running = *host_config(kLayout, before, host);
+
+    // Nothing running: the first seed moves nothing.
+    EXPECT_TRUE(unconfirmed_disruptive(kLayout, config::Config{host, {}}, before, running).empty());
+    // Same state: nothing.
+    EXPECT_TRUE(unconfirmed_disruptive(kLayout, running, before, running).empty());
+
+    const Desired new_seed = desired(8, false, a, false);
+    auto refused = unconfirmed_disruptive(kLayout, running, new_seed,
+                                          *host_config(kLayout, new_seed, host));
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].key, kLayout.global());
+    EXPECT_EQ(refused[0].revision, 20);
+    EXPECT_NE(refused[0].message.find("--allow-disruptive"), std::string::npos);
+    const Desired confirmed_seed = desired(8, true, a, false);
+    EXPECT_TRUE(unconfirmed_disruptive(kLayout, running, confirmed_seed,
+                                       *host_config(kLayout, confirmed_seed, host))
+                    .empty());
+
+    const Desired new_ring = desired(7, false, a_small, false);
+    refused = unconfirmed_disruptive(kLayout, running, new_ring,
+                                     *host_config(kLayout, new_ring, host));
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_EQ(refused[0].key, kLayout.vip(a.key()));
+    EXPECT_NE(refused[0].message.find("ring_size 65537 -> 251"), std::string::npos)
+        << refused[0].message;
+    const Desired confirmed_ring = desired(7, false, a_small, true);
+    EXPECT_TRUE(unconfirmed_disruptive(kLayout, running, confirmed_ring,
+                                       *host_config(kLayout, confirmed_ring, host))
+                    .empty());
+}
+
+}  // namespace
+}  // namespace xlb::fleet

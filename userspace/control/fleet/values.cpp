@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/fleet/values.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <string_view>
+
+#include "xlb/config/json.h"
+
+namespace xlb::fleet {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The value as an object of known fields in the expected format.
+Result<json> object_of(std::string_view text, std::initializer_list<std::string_view> fields) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return xlb::fail("not valid JSON");
+    if (!j.is_object()) return xlb::fail("found " + std::string(j.type_name()) + ", expected an object");
+    for (const auto& [key, value] : j.items()) {
+        if (key == "format") continue;
+        if (std::find(fields.begin(), fields.end(), key) == fields.end())
+            return xlb::fail("unknown field \"" + key + "\" (format " + std::to_string(kFormat) +
+                             " has none such: written by a newer xlbctl?)");
+    }
+    auto format = j.find("format");
+    if (format == j.end() || !format->is_number_integer())
+        return xlb::fail("format: missing, expected " + std::to_string(kFormat));
+    if (format->get<std::int64_t>() != kFormat)
+        return xlb::fail("format " + format->dump() + " is not understood by this version (it reads " +
+                         std::to_string(kFormat) + "): upgrade it");
+    return j;
+}
+
+template <class T>
+Result<T> field(const json& j, const char* key, T fallback) {
+    auto it = j.find(key);
+    if (it == j.end()) return fallback;
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        return xlb::fail(std::string(key) + ": found " + it->dump() + ", expected " +
+                         (std::is_same_v<T, bool>          ? "true or false"
+                          : std::is_same_v<T, std::string> ? "a string"
+                                                           : "a number"));
+    }
+}
+
+Result<Written> decode_written(const json& j) {
+    auto it = j.find("written");
+    if (it == j.end()) return Written{};
+    if (!it->is_object()) return xlb::fail("written: found " + it->dump() + ", expected an object");
+    Written w;
+    for (const auto& [key, value] : it->items())
+        if (key != "by" && key != "uid" && key != "host" && key != "at" && key != "reason" &&
+            key != "tool")
+            return xlb::fail("written: unknown field \"" + key + "\"");
+    auto text = [&](const char* key, std::string& out) -> Result<void> {
+        auto v = field<std::string>(*it, key, "");
+        if (!v) return std::unexpected(std::move(v.error()).add_context("written"));
+        out = *v;
+        return {};
+    };
+    for (auto [key, out] : {std::pair{"by", &w.by}, std::pair{"host", &w.host},
+                            std::pair{"at", &w.at}, std::pair{"reason", &w.reason},
+                            std::pair{"tool", &w.tool}})
+        if (auto ok = text(key, *out); !ok) return std::unexpected(std::move(ok.error()));
+    auto uid = field<std::uint32_t>(*it, "uid", 0);
+    if (!uid) return std::unexpected(std::move(uid.error()).add_context("written"));
+    w.uid = *uid;
+    return w;
+}
+
+json stamp(json j) {
+    j["format"] = kFormat;
+    return j;
+}
+
+}  // namespace
+
+json written_json(const Written& w) {
+    return json{{"by", w.by},     {"uid", w.uid},       {"host", w.host},
+                {"at", w.at},     {"reason", w.reason}, {"tool", w.tool}};
+}
+
+std::string encode(const GlobalValue& v) {
+    return stamp(json{{"settings", config::fleet_wide_to_json(v.settings)},
+                      {"allow_disruptive", v.allow_disruptive},
+                      {"written", written_json(v.written)}})
+        .dump();
+}
+
+std::string encode(const VipValue& v) {
+    json j{{"written", written_json(v.written)}};
+    if (v.vip) {
+        j["vip"] = *v.vip;
+        j["allow_disruptive"] = v.allow_disruptive;
+    } else {
+        j["deleted"] = true;
+    }
+    return stamp(std::move(j)).dump();
+}
+
+std::string encode(const DrainValue& v) {
+    return stamp(json{{"drained", v.drained}, {"written", written_json(v.written)}}).dump();
+}
+
+Result<GlobalValue> decode_global(std::string_view text) {
+    auto j = object_of(text, {"settings", "allow_disruptive", "written"});
+    if (!j) return std::unexpected(std::move(j.error()));
+    GlobalValue out;
+    auto settings = j->find("settings");
+    if (settings == j->end()) return xlb::fail("settings: missing, expected the fleet-wide settings");
+    auto decoded = config::fleet_wide_from_json(*settings);
+    if (!decoded) return xlb::fail("settings." + decoded.error());
+    out.settings = std::move(*decoded);
+    auto allow = field<bool>(*j, "allow_disruptive", false);
+    if (!allow) return std::unexpected(std::move(allow.error()));
+    out.allow_disruptive = *allow;
+    auto written = decode_written(*j);
+    if (!written) return std::unexpected(std::move(written.error()));
+    out.written = std::move(*written);
+    return out;
+}
+
+Result<VipValue> decode_vip(std::string_view text) {
+    auto j = object_of(text, {"vip", "deleted", "allow_disruptive", "written"});
+    if (!j) return std::unexpected(std::move(j.error()));
+    VipValue out;
+    auto deleted = field<bool>(*j, "deleted", false);
+    if (!deleted) return std::unexpected(std::move(deleted.error()));
+    auto vip = j->find("vip");
+    if (*deleted == (vip != j->end()))
+        return xlb::fail(*deleted ? "vip: present in a deleted VIP's value"
+                                  : "vip: missing, expected the VIP and its backends");
+    if (!*deleted) {
+        auto spec = config::vip_from_json(*vip);
+        if (!spec) return xlb::fail("vip." + spec.error());
+        out.vip = std::move(*spec);
+    }
+    auto allow = field<bool>(*j, "allow_disruptive", false);
+    if (!allow) return std::unexpected(std::move(allow.error()));
+    out.allow_disruptive = *allow;
+    auto written = decode_written(*j);
+    if (!written) return std::unexpected(std::move(written.error()));
+    out.written = std::move(*written);
+    return out;
+}
+
+Result<DrainValue> decode_drain(std::string_view text) {
+    auto j = object_of(text, {"drained", "written"});
+    if (!j) return std::unexpected(std::move(j.error()));
+    DrainValue out;
+    if (!j->contains("drained")) return xlb::fail("drained: missing, expected true or false");
+    auto drained = field<bool>(*j, "drained", false);
+    if (!drained) return std::unexpected(std::move(drained.error()));
+    out.drained = *drained;
+    auto written = decode_written(*j);
+    if (!written) return std::unexpected(std::move(written.error()));
+    out.written = std::move(*written);
+    return out;
+}
+
+std::string encode(const HostRecord& r) {
+    json refused = nullptr;
+    if (r.refused)
+        refused = json{{"revision", r.refused->revision},
+                       {"reason", r.refused->reason},
+                       {"errors", r.refused->errors}};
+    return stamp(json{{"host", r.host},
+                      {"version", r.version},
+                      {"config_revision", r.config_revision},
+                      {"seen_revision", r.seen_revision},
+                      {"drained", r.drained},
+                      {"store",
+                       {{"reachable", r.store_reachable},
+                        {"since", r.store_since},
+                        {"error", r.store_error}}},
+                      {"refused", refused},
+                      {"updated_at", r.updated_at},
+                      {"vips", r.vips}})
+        .dump();
+}
+
+Result<HostRecord> decode_host(std::string_view text) {
+    auto j = object_of(text, {"host", "version", "config_revision", "seen_revision", "drained",
+                              "store", "refused", "updated_at", "vips"});
+    if (!j) return std::unexpected(std::move(j.error()));
+    HostRecord r;
+    try {
+        r.host = j->value("host", "");
+        r.version = j->value("version", "");
+        r.config_revision = j->value("config_revision", std::int64_t{0});
+        r.seen_revision = j->value("seen_revision", std::int64_t{0});
+        r.drained = j->value("drained", false);
+        if (auto s = j->find("store"); s != j->end() && s->is_object()) {
+            r.store_reachable = s->value("reachable", true);
+            r.store_since = s->value("since", "");
+            r.store_error = s->value("error", "");
+        }
+        if (auto f = j->find("refused"); f != j->end() && f->is_object())
+            r.refused = HostRecord::Refusal{f->value("revision", std::int64_t{0}),
+                                            f->value("reason", ""),
+                                            f->value("errors", std::vector<std::string>{})};
+        r.updated_at = j->value("updated_at", "");
+        if (auto v = j->find("vips"); v != j->end()) {
+            if (!v->is_array()) return xlb::fail("vips: found " + v->dump() + ", expected a list");
+            r.vips = *v;
+        }
+    } catch (const json::exception& e) {
+        return xlb::fail(std::string("a field has the wrong type: ") + e.what());
+    }
+    return r;
+}
+
+}  // namespace xlb::fleet
