@@ -28,7 +28,51 @@ packages=(
   # cmake build system, lintian; dpkg-deb, dpkg --root and groupadd/groupdel
   # --prefix for the throwaway root; systemd-analyze verify for the units
   dpkg-dev debhelper lintian passwd systemd
+  # the fleet's store: real etcd members for the fleet tests and the lab
+  # (tests/support/etcd_members.h), their certificates (scripts/fleet-certs.sh);
+  # libssl-dev for the etcd client's TLS error texts
+  etcd-server etcd-client openssl libssl-dev
 )
+
+# etcd-server enables the distribution's etcd (etcd.service, or its SysV
+# script where systemd does not run) and starts it unless policy-rc.d
+# forbids it. The tests and the lab run their own members, on their own ports
+# and data directories; a store nobody asked for must neither keep running
+# nor come back at boot. Checked on every run, silent when there is nothing
+# to do.
+quiet_distribution_etcd() {
+  [ -e /lib/systemd/system/etcd.service ] || [ -e /etc/init.d/etcd ] || return 0
+  local systemd= enabled= running=
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemd=1; fi
+  if [ -n "$systemd" ]; then
+    systemctl -q is-enabled etcd.service 2>/dev/null && enabled=1
+    systemctl -q is-active etcd.service 2>/dev/null && running=1
+  else
+    # The SysV start links, and the daemon its script runs as user etcd.
+    compgen -G '/etc/rc[2-5].d/S[0-9][0-9]etcd' >/dev/null && enabled=1
+    pgrep -u etcd -x etcd >/dev/null 2>&1 && running=1
+  fi
+  [ -n "$enabled$running" ] || return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: the distribution's etcd is enabled or running; as root: systemctl disable --now etcd" >&2
+    return 0
+  fi
+  if [ -n "$systemd" ]; then
+    systemctl disable --now etcd.service >/dev/null 2>&1 || true
+  else
+    if [ -n "$enabled" ]; then
+      if command -v systemctl >/dev/null; then
+        systemctl disable etcd.service >/dev/null 2>&1 || true  # its links and the SysV ones
+      fi
+      update-rc.d etcd disable >/dev/null 2>&1 || true
+    fi
+    if [ -n "$running" ]; then
+      /etc/init.d/etcd stop >/dev/null 2>&1 ||
+        kill $(pgrep -u etcd -x etcd) 2>/dev/null || true
+    fi
+  fi
+  echo "install-deps: the distribution's etcd is now stopped and off at boot (tests run their own members)"
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -38,6 +82,7 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
+  quiet_distribution_etcd
   exit 0
 fi
 
@@ -68,4 +113,5 @@ if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/nul
    [ -d /run/systemd/system ]; then
   systemctl disable --now prometheus.service >/dev/null 2>&1 || true
 fi
+quiet_distribution_etcd
 echo "install-deps: done"
