@@ -56,8 +56,9 @@ std::expected<Desired, std::vector<Problem>> read_desired(const Layout& layout,
                 out.drains.emplace(k.key.substr(layout.drains().size()),
                                    Versioned<DrainValue>{std::move(*v), k.mod_revision});
         } else {
-            problem("not a key of the fleet's layout (desired/global, desired/vips/<vip>, "
-                    "desired/hosts/<host>)");
+            problem(
+                "not a key of the fleet's layout (desired/global, desired/vips/<vip>, "
+                "desired/hosts/<host>)");
         }
     }
     if (!problems.empty()) return std::unexpected(std::move(problems));
@@ -96,8 +97,8 @@ std::expected<config::Config, std::vector<Problem>> host_config(const Layout& la
                 path = dot == std::string::npos ? std::string() : "vip." + path.substr(dot + 2);
             }
         }
-        problems.push_back(Problem{key, revision,
-                                   path.empty() ? issue.message : path + ": " + issue.message});
+        problems.push_back(
+            Problem{key, revision, path.empty() ? issue.message : path + ": " + issue.message});
     }
     if (!problems.empty()) return std::unexpected(std::move(problems));
     return out;

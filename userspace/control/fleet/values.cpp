@@ -17,7 +17,8 @@ using json = nlohmann::json;
 Result<json> object_of(std::string_view text, std::initializer_list<std::string_view> fields) {
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded()) return xlb::fail("not valid JSON");
-    if (!j.is_object()) return xlb::fail("found " + std::string(j.type_name()) + ", expected an object");
+    if (!j.is_object())
+        return xlb::fail("found " + std::string(j.type_name()) + ", expected an object");
     for (const auto& [key, value] : j.items()) {
         if (key == "format") continue;
         if (std::find(fields.begin(), fields.end(), key) == fields.end())
@@ -28,8 +29,9 @@ Result<json> object_of(std::string_view text, std::initializer_list<std::string_
     if (format == j.end() || !format->is_number_integer())
         return xlb::fail("format: missing, expected " + std::to_string(kFormat));
     if (format->get<std::int64_t>() != kFormat)
-        return xlb::fail("format " + format->dump() + " is not understood by this version (it reads " +
-                         std::to_string(kFormat) + "): upgrade it");
+        return xlb::fail("format " + format->dump() +
+                         " is not understood by this version (it reads " + std::to_string(kFormat) +
+                         "): upgrade it");
     return j;
 }
 
@@ -62,9 +64,9 @@ Result<Written> decode_written(const json& j) {
         out = *v;
         return {};
     };
-    for (auto [key, out] : {std::pair{"by", &w.by}, std::pair{"host", &w.host},
-                            std::pair{"at", &w.at}, std::pair{"reason", &w.reason},
-                            std::pair{"tool", &w.tool}})
+    for (auto [key, out] :
+         {std::pair{"by", &w.by}, std::pair{"host", &w.host}, std::pair{"at", &w.at},
+          std::pair{"reason", &w.reason}, std::pair{"tool", &w.tool}})
         if (auto ok = text(key, *out); !ok) return std::unexpected(std::move(ok.error()));
     auto uid = field<std::uint32_t>(*it, "uid", 0);
     if (!uid) return std::unexpected(std::move(uid.error()).add_context("written"));
@@ -80,8 +82,8 @@ json stamp(json j) {
 }  // namespace
 
 json written_json(const Written& w) {
-    return json{{"by", w.by},     {"uid", w.uid},       {"host", w.host},
-                {"at", w.at},     {"reason", w.reason}, {"tool", w.tool}};
+    return json{{"by", w.by}, {"uid", w.uid},       {"host", w.host},
+                {"at", w.at}, {"reason", w.reason}, {"tool", w.tool}};
 }
 
 std::string encode(const GlobalValue& v) {
@@ -111,7 +113,8 @@ Result<GlobalValue> decode_global(std::string_view text) {
     if (!j) return std::unexpected(std::move(j.error()));
     GlobalValue out;
     auto settings = j->find("settings");
-    if (settings == j->end()) return xlb::fail("settings: missing, expected the fleet-wide settings");
+    if (settings == j->end())
+        return xlb::fail("settings: missing, expected the fleet-wide settings");
     auto decoded = config::fleet_wide_from_json(*settings);
     if (!decoded) return xlb::fail("settings." + decoded.error());
     out.settings = std::move(*decoded);
@@ -200,9 +203,9 @@ Result<HostRecord> decode_host(std::string_view text) {
             r.store_error = s->value("error", "");
         }
         if (auto f = j->find("refused"); f != j->end() && f->is_object())
-            r.refused = HostRecord::Refusal{f->value("revision", std::int64_t{0}),
-                                            f->value("reason", ""),
-                                            f->value("errors", std::vector<std::string>{})};
+            r.refused =
+                HostRecord::Refusal{f->value("revision", std::int64_t{0}), f->value("reason", ""),
+                                    f->value("errors", std::vector<std::string>{})};
         r.updated_at = j->value("updated_at", "");
         if (auto v = j->find("vips"); v != j->end()) {
             if (!v->is_array()) return xlb::fail("vips: found " + v->dump() + ", expected a list");

@@ -16,6 +16,7 @@
 #include "xlb/agent/component.h"
 #include "xlb/agent/components.h"
 #include "xlb/agent/conntrack_sweeper.h"
+#include "xlb/agent/fleet_link.h"
 #include "xlb/agent/health_link.h"
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
@@ -25,6 +26,7 @@
 #include "xlb/api/server.h"
 #include "xlb/api/services.h"
 #include "xlb/api/state_store.h"
+#include "xlb/api/status_json.h"
 #include "xlb/bpf/probe.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
@@ -34,6 +36,7 @@
 #include "xlb/control/reconciler.h"
 #include "xlb/datapath/setup.h"
 #include "xlb/files/files.h"
+#include "xlb/fleet/desired.h"
 #include "xlb/health/engine.h"
 #include "xlb/kernel/bpf_data_plane.h"
 #include "xlb/kernel/bpf_data_plane_view.h"
@@ -120,6 +123,18 @@ private:
 
     api::ReloadReport reload(const std::string& source, bool allow_disruptive);
     api::ReloadReport reload_locked(api::ReloadReport report, bool allow_disruptive);
+    api::ReloadReport apply_locked(api::ReloadReport report, config::Config next,
+                                   bool allow_disruptive);
+    // Fleet mode (docs/fleet.md).
+    Result<void> open_fleet();
+    Step read_fleet_first();
+    void start_fleet();
+    void apply_fleet(const FleetSnapshot& snapshot);
+    void refuse_fleet(const char* reason, std::int64_t revision,
+                      const std::vector<fleet::Problem>& problems);
+    void on_store_reachability(bool reachable, const std::string& error);
+    std::string host_record();
+    api::FleetInfo fleet_info() const;
     void watch_next_hop();
     Result<void> write_datapath_config(const net::MacAddress& mac);
     // Health checking; every one of these runs on the control thread.
@@ -193,6 +208,17 @@ private:
     HealthEngineComponent* engine_ = nullptr;
     AnnouncerComponent* announce_ = nullptr;
     ConntrackSweeperComponent* sweeper_ = nullptr;
+    // Fleet mode: empty for a host configured by its file. fleet_info_ is
+    // what status shows (fleet_mu_); the snapshot the start applied seeds
+    // the watch; the record's body and time are the writer thread's.
+    std::optional<fleet::Layout> fleet_layout_;
+    std::unique_ptr<FleetLink> fleet_;
+    std::optional<SnapshotFile> fleet_file_;
+    std::optional<FleetSnapshot> fleet_start_;
+    mutable std::mutex fleet_mu_;
+    api::FleetInfo fleet_info_;
+    std::string record_body_;
+    std::string record_at_;
     // Last, so that it goes first: what its components use is declared above.
     Components components_;
 };
@@ -436,6 +462,9 @@ void Agent::add_components() {
     components_.add<StepComponent>(
         "interface lock", [this] { return lock_interface(); }, [this] { lock_.reset(); });
     components_.add<StepComponent>("host checks", [this] { return check_host_first(); });
+    if (fleet_)
+        components_.add<StepComponent>("fleet desired state",
+                                       [this] { return read_fleet_first(); });
     components_.add<StepComponent>(
         "data plane",
         [this]() -> Step {
@@ -473,6 +502,14 @@ void Agent::add_components() {
             return {};
         },
         [this] { stop_watching(); });
+    if (fleet_)
+        components_.add<StepComponent>(
+            "fleet store",
+            [this]() -> Step {
+                start_fleet();
+                return {};
+            },
+            [this] { fleet_->stop(); });
     if (s.bgp.enabled)
         announce_ = &components_.add<AnnouncerComponent>(s.bgp, [this] {
             loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
@@ -497,6 +534,40 @@ Agent::Step Agent::read_config() {
     }
     config_ = std::move(*loaded);
     apply_overrides(options_, config_.settings);
+    if (config_.settings.fleet.enabled) return open_fleet();
+    return {};
+}
+
+// The store's client and this host's name; nothing is read yet.
+Result<void> Agent::open_fleet() {
+    config::FleetSettings& f = config_.settings.fleet;
+    if (f.host_name.empty()) {
+        char name[256] = {};
+        if (::gethostname(name, sizeof(name) - 1) != 0)
+            return xlb::fail(errno, "fleet: this host's name",
+                             "set fleet.host_name in " + options_.config_path);
+        f.host_name = name;
+    }
+    etcd::ClientOptions options;
+    options.endpoints = f.endpoints;
+    options.ca = f.ca;
+    options.cert = f.cert;
+    options.key = f.key;
+    options.dial_timeout = f.dial_timeout;
+    options.request_timeout = f.request_timeout;
+    auto client = etcd::Client::open(std::move(options));
+    if (!client) return std::unexpected(std::move(client.error()).add_context("fleet"));
+    fleet_layout_ = fleet::Layout{config::fleet_prefix(f)};
+    FleetLink::Options link;
+    link.layout = *fleet_layout_;
+    link.host = f.host_name;
+    link.lease_ttl = std::chrono::duration_cast<std::chrono::seconds>(f.lease_ttl);
+    fleet_ = std::make_unique<FleetLink>(std::move(*client), std::move(link));
+    fleet_file_.emplace(config_.settings.state_file + ".fleet");
+    fleet_info_.name = f.name;
+    fleet_info_.host = f.host_name;
+    spdlog::info("fleet {}: this host is {}, its keys under {} on {}", f.name, f.host_name,
+                 fleet_layout_->prefix, vip_list(f.endpoints));
     return {};
 }
 
@@ -647,6 +718,14 @@ api::Services Agent::services() {
         api::AgentInfo{kVersion, s.interface, attached_mode_, std::chrono::steady_clock::now()},
         [this]() -> std::optional<std::string> {
             if (!attached_) return std::string("XDP program not attached");
+            if (fleet_) {
+                const api::FleetInfo f = fleet_info();
+                if (f.applied_revision == 0)
+                    return "waiting for fleet " + f.name + "'s desired state (" +
+                           (f.store_reachable ? std::string("none applied yet")
+                                              : "the store is unreachable: " + f.store_error) +
+                           ")";
+            }
             return std::nullopt;
         }};
     services.health = [this](
@@ -672,6 +751,14 @@ api::Services Agent::services() {
     };
     services.conntrack = ct_table_;
     services.conntrack_status = ct_status_;
+    if (fleet_) {
+        services.fleet.refusal =
+            "this host takes its VIPs, backends and drain from fleet " +
+            config_.settings.fleet.name + " (" + vip_list(config_.settings.fleet.endpoints) +
+            "): change them there, with xlbctl --fleet, so that every host of the fleet applies "
+            "the same change";
+        services.fleet.status = [this] { return fleet_info(); };
+    }
     services_.emplace(std::move(services));
     return *services_;
 }
@@ -886,6 +973,20 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
     }
     config::Config next = std::move(*loaded);
     apply_overrides(options_, next.settings);
+    if (fleet_) {
+        // The file holds the host's own settings only; the rest stays the fleet's.
+        next.vips = config_.vips;
+        config::copy_fleet_wide(next.settings, config_.settings);
+    }
+    return apply_locked(std::move(report), std::move(next), allow_disruptive);
+}
+
+// What a reload and a fleet revision share: `next` (settings and VIPs)
+// replaces the running configuration, the way docs/api.md describes for a
+// reload. reload_mu_ held.
+api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config next,
+                                      bool allow_disruptive) {
+    using Outcome = api::ReloadReport::Outcome;
     report.restart_required = restart_only_changes(config_.settings, next.settings);
     const config::Settings applied = reloadable_settings(config_.settings, next.settings);
     report.settings_changed = reloadable_changes(config_.settings, applied);
@@ -948,6 +1049,223 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
     // not once the watcher's component has stopped: nothing would stop it again
     if (hop_changed && watching_) watch_next_hop();
     return report;
+}
+
+api::FleetInfo Agent::fleet_info() const {
+    std::lock_guard lock(fleet_mu_);
+    return fleet_info_;
+}
+
+// Before the data plane: what the host runs from its first instant. The
+// store's desired state if it answers; otherwise what this host applied
+// last (persisted); otherwise nothing, and readiness says it waits.
+Agent::Step Agent::read_fleet_first() {
+    const fleet::Layout& layout = *fleet_layout_;
+    auto usable = [&](const FleetSnapshot& snap, const char* source) -> bool {
+        auto desired = fleet::read_desired(layout, snap.keys);
+        std::optional<config::Config> next;
+        if (desired) {
+            auto made = fleet::host_config(layout, *desired, config_.settings);
+            if (!made) {
+                refuse_fleet("invalid", desired->config_revision, made.error());
+                return false;
+            }
+            next = std::move(*made);
+        } else {
+            refuse_fleet("invalid", snap.revision, desired.error());
+            return false;
+        }
+        config_ = std::move(*next);
+        fleet_start_ = snap;
+        std::lock_guard lock(fleet_mu_);
+        fleet_info_.applied_revision = desired->config_revision;
+        fleet_info_.seen_revision = snap.revision;
+        fleet_info_.source = source;
+        spdlog::info("fleet: starting from the {} desired state of revision {}: {} VIP(s)", source,
+                     desired->config_revision, config_.vips.size());
+        return true;
+    };
+    auto read = fleet_->read();
+    if (read && read->keys.empty()) {
+        on_store_reachability(true, {});
+        spdlog::warn(
+            "fleet: the store has no desired state for fleet {} yet ({}desired/ is empty; "
+            "`xlbctl fleet import` writes one): the host starts with no VIP and /readyz "
+            "answers 503 until it is there",
+            config_.settings.fleet.name, layout.prefix);
+        return {};
+    }
+    if (read) {
+        on_store_reachability(true, {});
+        if (usable(*read, "store")) return {};
+    } else {
+        on_store_reachability(false, read.error().message());
+    }
+    auto persisted = fleet_file_->load();
+    if (!persisted) {
+        spdlog::error("fleet: {}", persisted.error().message());
+    } else if (*persisted && usable(**persisted, "persisted")) {
+        if (!read)
+            spdlog::warn(
+                "fleet: serving the desired state this host applied last (revision {}, {}) "
+                "until the store answers",
+                fleet_info().applied_revision, fleet_file_->path());
+        return {};
+    }
+    spdlog::warn(
+        "fleet: no desired state to run yet ({}): the host starts with no VIP and /readyz "
+        "answers 503 until the store gives one",
+        read ? "the store's is refused" : "the store is unreachable and nothing was persisted");
+    return {};
+}
+
+void Agent::start_fleet() {
+    fleet_->start_watch(
+        fleet_start_, [this](const FleetSnapshot& snap) { apply_fleet(snap); },
+        [this](bool reachable, const std::string& error) {
+            on_store_reachability(reachable, error);
+        });
+    fleet_->start_records([this] { return host_record(); });
+}
+
+// Logged when it changes; while unreachable, the newest error is kept.
+void Agent::on_store_reachability(bool reachable, const std::string& error) {
+    {
+        std::lock_guard lock(fleet_mu_);
+        const bool same = fleet_info_.store_since && fleet_info_.store_reachable == reachable;
+        fleet_info_.store_error = error;
+        if (same) return;
+        fleet_info_.store_reachable = reachable;
+        fleet_info_.store_since = std::chrono::system_clock::now();
+    }
+    if (reachable)
+        spdlog::info("fleet: the store answers");
+    else
+        spdlog::warn(
+            "fleet: the store is unreachable ({}); tables, routes and health checks go "
+            "on with what was applied last",
+            error);
+    if (fleet_) fleet_->poke_record();
+}
+
+// The same revision is refused once in the log; status and the host record
+// keep saying it until a newer one applies.
+void Agent::refuse_fleet(const char* reason, std::int64_t revision,
+                         const std::vector<fleet::Problem>& problems) {
+    std::vector<std::string> errors;
+    for (const fleet::Problem& p : problems) errors.push_back(p.to_string());
+    {
+        std::lock_guard lock(fleet_mu_);
+        if (fleet_info_.refused_revision == revision && fleet_info_.refused_errors == errors)
+            return;
+        fleet_info_.refused_revision = revision;
+        fleet_info_.refused_reason = reason;
+        fleet_info_.refused_errors = errors;
+    }
+    for (const std::string& e : errors) spdlog::error("fleet: {}", e);
+    spdlog::error("fleet: desired revision {} refused ({}); running revision {} as before",
+                  revision, reason, fleet_info().applied_revision);
+    if (fleet_) fleet_->poke_record();
+}
+
+// A new revision of the desired keys: applied as a reload applies a file,
+// or refused whole with the key and revision at fault (every host that
+// reads the same revision refuses it the same way).
+void Agent::apply_fleet(const FleetSnapshot& snap) {
+    std::lock_guard lock(reload_mu_);
+    const fleet::Layout& layout = *fleet_layout_;
+    {
+        std::lock_guard fl(fleet_mu_);
+        fleet_info_.seen_revision = std::max(fleet_info_.seen_revision, snap.revision);
+    }
+    // Nothing desired (before the first import): nothing to refuse either.
+    if (snap.keys.empty()) return;
+    auto desired = fleet::read_desired(layout, snap.keys);
+    if (!desired) return refuse_fleet("invalid", snap.revision, desired.error());
+    auto next = fleet::host_config(layout, *desired, config_.settings);
+    if (!next) return refuse_fleet("invalid", desired->config_revision, next.error());
+    const std::vector<fleet::Problem> disruptive =
+        fleet::unconfirmed_disruptive(layout, config_, *desired, *next);
+    if (!disruptive.empty())
+        return refuse_fleet("disruptive", desired->config_revision, disruptive);
+    const std::int64_t revision = desired->config_revision;
+    if (!(*next == config_)) {
+        notify("RELOADING=1");
+        api::ReloadReport report;
+        report.source = "fleet revision " + std::to_string(revision);
+        report = apply_locked(std::move(report), std::move(*next), /*allow_disruptive=*/true);
+        reloads_->record(report);
+        notify("READY=1");
+        for (const auto& w : report.warnings) spdlog::warn("fleet: {}", w);
+        if (report.outcome != api::ReloadReport::Outcome::kApplied)
+            return refuse_fleet("failed", revision,
+                                {fleet::Problem{layout.desired(), revision, report.error}});
+        spdlog::info(
+            "fleet: revision {} applied: added {}; removed {}; changed {}; settings "
+            "changed: {}",
+            revision, vip_list(report.added), vip_list(report.removed), vip_list(report.changed),
+            vip_list(report.settings_changed));
+    }
+    {
+        std::lock_guard fl(fleet_mu_);
+        fleet_info_.applied_revision = revision;
+        fleet_info_.source = "store";
+        fleet_info_.refused_revision = 0;
+        fleet_info_.refused_reason.clear();
+        fleet_info_.refused_errors.clear();
+    }
+    if (auto saved = fleet_file_->save(snap); !saved)
+        spdlog::warn("fleet: the applied desired state is not persisted: {}",
+                     saved.error().message());
+    const std::string& host = fleet_info().host;
+    auto drain = desired->drains.find(host);
+    const bool drained = drain != desired->drains.end() && drain->second.value.drained;
+    if (drained != host_state().drained) {
+        if (auto changed = set_drained(drained); !changed)
+            spdlog::error("fleet: {}: {}", layout.drain(host), changed.error().message());
+    }
+    fleet_->poke_record();
+}
+
+// This host's record (docs/fleet.md): rebuilt each second by the writer,
+// which puts it only when it changed; updated_at says when it last did.
+std::string Agent::host_record() {
+    if (!loop_) return {};
+    std::optional<api::BgpInfo> bgp;
+    if (announce_) bgp = api::BgpInfo{announce_->bgp(), announce_->link().status()};
+    const std::uint32_t seed = api_settings_ ? api_settings_->get().hash_seed : 0;
+    auto vips = loop_->call<nlohmann::json>([seed, &bgp](control::Reconciler& r) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const control::VipStatus& v : r.status())
+            out.push_back(api::vip_status_json(v, seed, bgp));
+        return out;
+    });
+    if (vips.wait_for(std::chrono::seconds(2)) != std::future_status::ready) return {};
+    fleet::HostRecord record;
+    try {
+        record.vips = vips.get();
+    } catch (const std::future_error&) {
+        return {};
+    }
+    const api::FleetInfo f = fleet_info();
+    record.host = f.host;
+    record.version = kVersion;
+    record.config_revision = f.applied_revision;
+    record.seen_revision = f.seen_revision;
+    record.drained = host_state().drained;
+    record.store_reachable = f.store_reachable;
+    record.store_since = f.store_since ? api::utc_text(*f.store_since) : std::string();
+    record.store_error = f.store_error;
+    if (f.refused_revision != 0)
+        record.refused =
+            fleet::HostRecord::Refusal{f.refused_revision, f.refused_reason, f.refused_errors};
+    const std::string body = fleet::encode(record);
+    if (body != record_body_) {
+        record_body_ = body;
+        record_at_ = api::utc_text(std::chrono::system_clock::now());
+    }
+    record.updated_at = record_at_;
+    return fleet::encode(record);
 }
 
 int Agent::run() {

@@ -38,10 +38,14 @@ struct Api {
 // --- The route table (routes.cpp) ---
 
 using Handler = void (*)(Api&, const httplib::Request&, httplib::Response&);
+// Whether a route changes the desired state (VIPs, backends, the host's
+// drain), which a fleet's host takes from the store only.
+enum class Changes { kNothing, kDesired };
 struct Route {
     const char* method;
     const char* path;
     Handler handler;
+    Changes changes = Changes::kNothing;
 };
 std::span<const Route> routes();
 // Every route of the table, then the probes (GET /livez, GET /readyz).

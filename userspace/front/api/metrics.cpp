@@ -366,6 +366,21 @@ std::string render_metrics(const MetricsInput& in) {
                      (*in.reloads)[i]);
     }
 
+    if (in.fleet) {
+        const FleetInfo& f = *in.fleet;
+        w.family("xlb_fleet_store_reachable", "gauge",
+                 "1 while the fleet's store (etcd) answers this host, 0 while it does not (the "
+                 "host keeps running what it applied last).");
+        w.sample("xlb_fleet_store_reachable", {{"fleet", f.name}}, f.store_reachable ? 1 : 0);
+        w.family("xlb_fleet_applied_revision", "gauge",
+                 "The fleet's config revision this host runs (0: none yet).");
+        w.sample("xlb_fleet_applied_revision", {{"fleet", f.name}}, f.applied_revision);
+        w.family("xlb_fleet_refused_revision", "gauge",
+                 "The newest desired revision this host refused (invalid or an unconfirmed "
+                 "disruptive change); 0: none.");
+        w.sample("xlb_fleet_refused_revision", {{"fleet", f.name}}, f.refused_revision);
+    }
+
     w.family("xlb_table_epoch", "gauge", "Epoch of the VIP's live table (0: never published).");
     for (const control::VipStatus& v : in.vips)
         w.sample("xlb_table_epoch", {{"vip", v.spec.key()}}, v.epoch);
@@ -546,6 +561,7 @@ Result<void> MetricsServer::start() {
         }
         in.hash_seed = s.settings->get().hash_seed;
         if (s.host.state) in.host = s.host.state();
+        if (s.fleet.status) in.fleet = s.fleet.status();
         if (s.host.bgp) in.bgp = s.host.bgp();
         if (s.conntrack_status) in.conntrack = s.conntrack_status->get();
         res.status = 200;

@@ -16,8 +16,6 @@ const char* to_string(ReloadReport::Outcome outcome) {
     return "failed";
 }
 
-namespace detail {
-
 std::string utc_text(std::chrono::system_clock::time_point at) {
     const std::time_t t = std::chrono::system_clock::to_time_t(at);
     std::tm utc{};
@@ -26,6 +24,8 @@ std::string utc_text(std::chrono::system_clock::time_point at) {
     std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
     return text;
 }
+
+namespace detail {
 
 std::string utc_text_ms(std::chrono::system_clock::time_point at) {
     const auto seconds = std::chrono::floor<std::chrono::seconds>(at);

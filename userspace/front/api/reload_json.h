@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "xlb/api/services.h"
+#include "xlb/api/status_json.h"
 
 namespace xlb::api::detail {
 
-// "2026-12-01T17:45:42Z": the API's one spelling of a wall-clock time.
-std::string utc_text(std::chrono::system_clock::time_point at);
+using api::utc_text;
 // "2026-12-01T17:45:42.250Z": the same to the millisecond, for events that
 // may follow each other within a second (the health history).
 std::string utc_text_ms(std::chrono::system_clock::time_point at);

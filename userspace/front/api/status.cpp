@@ -4,6 +4,7 @@
 #include "bgp_json.h"
 #include "handlers.h"
 #include "reload_json.h"
+#include "xlb/api/status_json.h"
 #include "xlb/config/json.h"
 #include "xlb/datapath/setup.h"
 
@@ -19,6 +20,52 @@ json last_reload(const Api& api) {
 
 }  // namespace
 
+}  // namespace xlb::api::detail
+
+namespace xlb::api {
+
+using detail::hex64;
+using json = nlohmann::json;
+
+nlohmann::json vip_status_json(const control::VipStatus& v, std::uint32_t seed,
+                               const std::optional<BgpInfo>& bgp) {
+    json j = detail::vip_summary_json(v);
+    j["inputs_checksum"] = hex64(datapath::table_inputs_checksum(v.spec, seed));
+    // What inputs_checksum covers, for `xlbctl status --peers` to say what differs.
+    json backends = json::array();
+    for (const config::BackendSpec& b : v.spec.backends)
+        backends.push_back({{"identity", b.identity()},
+                            {"address", b.address.to_string()},
+                            {"weight", b.weight},
+                            {"state", config::to_string(b.state)}});
+    j["table_inputs"] = {{"hash_seed", seed},
+                         {"ring_size", v.spec.ring_size},
+                         {"hash", config::to_string(v.spec.hash)},
+                         {"backends", std::move(backends)}};
+    j["announcement"] = detail::announcement_json(bgp, v.spec.key());
+    return j;
+}
+
+nlohmann::json fleet_json(const FleetInfo& f) {
+    return json{{"name", f.name},
+                {"host", f.host},
+                {"source", f.source},
+                {"store",
+                 {{"reachable", f.store_reachable},
+                  {"since", f.store_since ? json(detail::utc_text(*f.store_since)) : json(nullptr)},
+                  {"error", f.store_error}}},
+                {"applied_revision", f.applied_revision},
+                {"seen_revision", f.seen_revision},
+                {"refused", f.refused_revision == 0 ? json(nullptr)
+                                                    : json{{"revision", f.refused_revision},
+                                                           {"reason", f.refused_reason},
+                                                           {"errors", f.refused_errors}}}};
+}
+
+}  // namespace xlb::api
+
+namespace xlb::api::detail {
+
 void status(Api& api, const httplib::Request& req, httplib::Response& res) {
     struct Snapshot {
         std::vector<control::VipStatus> vips;
@@ -32,38 +79,24 @@ void status(Api& api, const httplib::Request& req, httplib::Response& res) {
     const std::optional<BgpInfo> bgp = api.s.host.bgp ? api.s.host.bgp() : std::nullopt;
     const std::uint32_t seed = api.s.settings->get().hash_seed;
     json vips = json::array();
-    for (const auto& v : snap->vips) {
-        json j = vip_summary_json(v);
-        j["inputs_checksum"] = hex64(datapath::table_inputs_checksum(v.spec, seed));
-        // What inputs_checksum covers, for `xlbctl status --peers` to say what differs.
-        json backends = json::array();
-        for (const config::BackendSpec& b : v.spec.backends)
-            backends.push_back({{"identity", b.identity()},
-                                {"address", b.address.to_string()},
-                                {"weight", b.weight},
-                                {"state", config::to_string(b.state)}});
-        j["table_inputs"] = {{"hash_seed", seed},
-                             {"ring_size", v.spec.ring_size},
-                             {"hash", config::to_string(v.spec.hash)},
-                             {"backends", std::move(backends)}};
-        j["announcement"] = announcement_json(bgp, v.spec.key());
-        vips.push_back(std::move(j));
-    }
+    for (const auto& v : snap->vips) vips.push_back(vip_status_json(v, seed, bgp));
     const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
         std::chrono::steady_clock::now() - api.s.info.started);
-    send_json(res, 200,
-              json{{"version", api.s.info.version},
-                   {"interface", api.s.info.interface},
-                   {"xdp_mode", api.s.info.xdp_mode},
-                   {"uptime_s", uptime.count()},
-                   {"ready", !not_attached && snap->published},
-                   {"last_reload", last_reload(api)},
-                   {"hash_seed", seed},
-                   {"bgp", bgp_json(api.s.host.state ? api.s.host.state() : HostState{}, bgp)},
-                   {"conntrack", api.s.conntrack_status
-                                     ? conntrack_status_json(api.s.conntrack_status->get())
-                                     : json(nullptr)},
-                   {"vips", std::move(vips)}});
+    json body{
+        {"version", api.s.info.version},
+        {"interface", api.s.info.interface},
+        {"xdp_mode", api.s.info.xdp_mode},
+        {"uptime_s", uptime.count()},
+        {"ready", !not_attached && snap->published},
+        {"last_reload", last_reload(api)},
+        {"hash_seed", seed},
+        {"bgp", bgp_json(api.s.host.state ? api.s.host.state() : HostState{}, bgp)},
+        {"conntrack", api.s.conntrack_status ? conntrack_status_json(api.s.conntrack_status->get())
+                                             : json(nullptr)},
+        {"vips", std::move(vips)}};
+    // Only on a fleet's host: a host configured by its file answers as before.
+    if (api.s.fleet.status) body["fleet"] = fleet_json(api.s.fleet.status());
+    send_json(res, 200, body);
 }
 
 }  // namespace xlb::api::detail

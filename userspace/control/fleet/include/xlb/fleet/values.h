@@ -13,9 +13,8 @@
 // Pure: no I/O; the agent and xlbctl move the text.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,7 +86,7 @@ nlohmann::json written_json(const Written& written);
 // does. Written by the agent, read by xlbctl.
 struct HostRecord {
     std::string host;
-    std::string version;        // xlbd's
+    std::string version;               // xlbd's
     std::int64_t config_revision = 0;  // of the desired state it applied; 0: none yet
     std::int64_t seen_revision = 0;    // the newest store revision it has read
     bool drained = false;

@@ -107,6 +107,7 @@ struct MetricsInput {
     std::optional<HostState> host;               // nullopt: no host control
     std::optional<BgpInfo> bgp;                  // nullopt: BGP announcements off
     std::optional<conntrack::Status> conntrack;  // nullopt: no connection-table series
+    std::optional<FleetInfo> fleet;              // nullopt: not a fleet's host
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE per family, label

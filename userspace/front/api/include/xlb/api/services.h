@@ -208,6 +208,30 @@ struct HostControl {
     std::function<std::optional<BgpInfo>()> bgp;
 };
 
+// Fleet mode (docs/fleet.md): the host's VIPs, backends and drain come from
+// the fleet's store, so the API refuses to change them (409, `refusal`, which
+// says how to change them instead), and status and metrics show the store.
+struct FleetInfo {
+    std::string name;
+    std::string host;
+    bool store_reachable = true;
+    std::optional<std::chrono::system_clock::time_point> store_since;  // of the last change
+    std::string store_error;                                           // when unreachable
+    std::int64_t applied_revision = 0;  // the config revision running; 0: none yet
+    std::int64_t seen_revision = 0;     // the newest store revision read
+    // The newest desired state not applied, and why (invalid, disruptive).
+    std::int64_t refused_revision = 0;  // 0: none
+    std::string refused_reason;
+    std::vector<std::string> refused_errors;
+    // Where the running desired state came from: "store", or "persisted"
+    // (a start with the store unreachable), or "none" (waiting for it).
+    std::string source = "none";
+};
+struct FleetHooks {
+    std::string refusal;                // empty: not in a fleet
+    std::function<FleetInfo()> status;  // set with refusal
+};
+
 struct Services {
     control::ControlLoop& loop;
     StateStore& state;                // persists every change before it is applied
@@ -231,6 +255,7 @@ struct Services {
     // (null: status shows "conntrack": null, no metrics).
     std::shared_ptr<const conntrack::Table> conntrack;
     std::shared_ptr<const conntrack::StatusBoard> conntrack_status;
+    FleetHooks fleet;  // empty: a host configured by its file alone
 };
 
 // /livez: the control and worker threads of the loop have iterated within

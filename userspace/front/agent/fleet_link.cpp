@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xlb/agent/fleet_link.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "xlb/files/files.h"
+
+namespace xlb::agent {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kSnapshotFormat = 1;
+
+}  // namespace
+
+Result<std::optional<FleetSnapshot>> SnapshotFile::load() const {
+    auto text = files::read_file(path_);
+    if (!text) return std::unexpected(std::move(text.error()));
+    if (!*text) return std::optional<FleetSnapshot>{};
+    auto bad = [&](const std::string& what) {
+        return xlb::fail(path_ + ": " + what,
+                         "move it aside: the agent then waits for the fleet's store");
+    };
+    json j = json::parse(**text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+    if (j.value("format", 0) != kSnapshotFormat)
+        return bad("format " + j.value("format", json(nullptr)).dump() + ", expected " +
+                   std::to_string(kSnapshotFormat));
+    FleetSnapshot out;
+    try {
+        out.revision = j.at("revision").get<std::int64_t>();
+        for (const json& k : j.at("keys"))
+            out.keys.push_back(fleet::StoredKey{k.at("key").get<std::string>(),
+                                                k.at("value").get<std::string>(),
+                                                k.at("mod_revision").get<std::int64_t>()});
+    } catch (const json::exception& e) {
+        return bad(e.what());
+    }
+    return std::optional<FleetSnapshot>(std::move(out));
+}
+
+Result<void> SnapshotFile::save(const FleetSnapshot& snapshot) const {
+    json keys = json::array();
+    for (const fleet::StoredKey& k : snapshot.keys)
+        keys.push_back({{"key", k.key}, {"value", k.value}, {"mod_revision", k.mod_revision}});
+    const json j{{"format", kSnapshotFormat}, {"revision", snapshot.revision}, {"keys", keys}};
+    return files::write_file_atomic(path_, j.dump(1) + "\n", 0600);
+}
+
+FleetLink::FleetLink(etcd::Client client, Options options)
+    : client_(std::make_shared<etcd::Client>(std::move(client))), options_(std::move(options)) {}
+
+FleetLink::~FleetLink() { stop(); }
+
+Result<FleetSnapshot> FleetLink::read() {
+    auto range = client_->get_prefix(options_.layout.desired());
+    if (!range) return std::unexpected(std::move(range.error()));
+    FleetSnapshot out;
+    out.revision = range->revision;
+    for (etcd::KeyValue& kv : range->kvs)
+        out.keys.push_back(fleet::StoredKey{std::move(kv.key), std::move(kv.value), kv.mod_revision});
+    return out;
+}
+
+void FleetLink::start_watch(std::optional<FleetSnapshot> from, OnSnapshot on_snapshot,
+                            OnReachability on_reachability) {
+    on_snapshot_ = std::move(on_snapshot);
+    on_reachability_ = std::move(on_reachability);
+    watch_thread_ = std::thread([this, from = std::move(from)] { watch_loop(from); });
+}
+
+void FleetLink::start_records(RecordSource source) {
+    record_source_ = std::move(source);
+    record_thread_ = std::thread([this] { record_loop(); });
+}
+
+void FleetLink::poke_record() {
+    std::lock_guard lock(mu_);
+    poked_ = true;
+    wake_.notify_all();
+}
+
+void FleetLink::stop() {
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_ && !watch_thread_.joinable() && !record_thread_.joinable()) return;
+        stopping_ = true;
+        watch_.stop();
+        wake_.notify_all();
+    }
+    if (watch_thread_.joinable()) watch_thread_.join();
+    if (record_thread_.joinable()) record_thread_.join();
+}
+
+void FleetLink::set_reachable(bool reachable, const std::string& error) {
+    {
+        std::lock_guard lock(mu_);
+        if (reachable_ == reachable && reachable) return;
+        reachable_ = reachable;
+    }
+    if (on_reachability_) on_reachability_(reachable, error);
+}
+
+// Sleeps the back-off (doubling it up to retry_max); false when stopping.
+bool FleetLink::wait_retry(std::chrono::milliseconds& backoff) {
+    std::unique_lock lock(mu_);
+    wake_.wait_for(lock, backoff, [this] { return stopping_; });
+    backoff = std::min(backoff * 2, options_.retry_max);
+    return !stopping_;
+}
+
+void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
+    std::chrono::milliseconds backoff = options_.retry_min;
+    // Without a revision to go on from (none yet, or compacted), everything
+    // is read first; the watch then starts right after what was read.
+    bool read_all = !from.has_value();
+    std::int64_t revision = from ? from->revision : 0;
+    if (from)
+        for (const fleet::StoredKey& k : from->keys) keys_[k.key] = k;
+    auto deliver = [&] {
+        FleetSnapshot snapshot;
+        snapshot.revision = revision;
+        for (const auto& [key, k] : keys_) snapshot.keys.push_back(k);
+        on_snapshot_(snapshot);
+    };
+    while (true) {
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_) return;
+        }
+        if (read_all) {
+            auto snapshot = read();
+            if (!snapshot) {
+                set_reachable(false, snapshot.error().message());
+                if (!wait_retry(backoff)) return;
+                continue;
+            }
+            set_reachable(true, {});
+            backoff = options_.retry_min;
+            keys_.clear();
+            for (fleet::StoredKey& k : snapshot->keys) keys_[k.key] = std::move(k);
+            revision = snapshot->revision;
+            read_all = false;
+            deliver();
+        }
+        etcd::Watch handle;
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_) return;
+            watch_ = handle;
+        }
+        bool heard = false;
+        auto ended = client_->watch(
+            options_.layout.desired(), revision + 1, [&](const etcd::WatchBatch& batch) {
+                if (!heard) {
+                    heard = true;
+                    set_reachable(true, {});
+                    backoff = options_.retry_min;
+                }
+                for (const etcd::Event& e : batch.events) {
+                    if (e.type == etcd::Event::Type::kDelete)
+                        keys_.erase(e.kv.key);
+                    else
+                        keys_[e.kv.key] = fleet::StoredKey{e.kv.key, e.kv.value, e.kv.mod_revision};
+                }
+                revision = std::max(revision, batch.revision);
+                if (!batch.events.empty()) deliver();
+            },
+            handle);
+        if (ended && ended->reason == etcd::WatchEnd::Reason::kStopped) return;
+        if (ended) {
+            spdlog::warn(
+                "fleet: the store compacted its history past revision {} (oldest kept {}): "
+                "reading the whole desired state again",
+                revision + 1, ended->compact_revision);
+            read_all = true;
+            continue;
+        }
+        set_reachable(false, ended.error().message());
+        if (!wait_retry(backoff)) return;
+        // A store that answers the range but not the watch (or the other
+        // way round) is caught up by reading everything again.
+        read_all = true;
+    }
+}
+
+void FleetLink::record_loop() {
+    std::int64_t lease = 0;
+    std::string written;  // the record as last put under `lease`
+    auto renew_at = std::chrono::steady_clock::now();
+    const auto renew_every = std::max<std::chrono::milliseconds>(
+        std::chrono::milliseconds(500), options_.lease_ttl / 3);
+    const std::string key = options_.layout.host(options_.host);
+    std::string last_error;
+    auto report = [&](const Error& e) {
+        if (e.message() != last_error)
+            spdlog::warn("fleet: host record {}: {}", key, e.message());
+        last_error = e.message();
+    };
+    while (true) {
+        {
+            std::unique_lock lock(mu_);
+            wake_.wait_for(lock, options_.record_interval, [this] { return stopping_ || poked_; });
+            if (stopping_) return;
+            poked_ = false;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (lease != 0 && now >= renew_at) {
+            auto left = client_->keep_alive(lease);
+            if (!left) {
+                report(left.error());
+                continue;  // the store is away: the lease may still live
+            }
+            if (left->count() <= 0) {
+                spdlog::warn("fleet: the lease of {} expired; granting a new one", key);
+                lease = 0;
+            } else {
+                renew_at = now + renew_every;
+            }
+        }
+        if (lease == 0) {
+            auto granted = client_->grant(options_.lease_ttl);
+            if (!granted) {
+                report(granted.error());
+                continue;
+            }
+            lease = granted->id;
+            renew_at = now + renew_every;
+            written.clear();
+        }
+        std::string record = record_source_();
+        if (record.empty() || record == written) continue;
+        if (auto put = client_->put(key, record, lease); !put) {
+            report(put.error());
+            continue;
+        }
+        if (!last_error.empty()) spdlog::info("fleet: host record {} written again", key);
+        last_error.clear();
+        written = std::move(record);
+    }
+}
+
+}  // namespace xlb::agent

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent's link to its fleet's store (docs/fleet.md). One thread reads
+// every key under <prefix>desired/, then watches them from the revision it
+// read and hands each new revision, whole, to the agent; when the store
+// stops answering it says so and tries again, and it re-reads everything
+// when the revision it watched from was compacted. Another thread keeps
+// this host's record (hosts/<host>) under a lease: granted, kept alive every
+// third of its TTL, written again whenever the record changes, and granted
+// anew if it expired meanwhile.
+//
+// The last desired state the agent applied is kept in a file
+// (SnapshotFile), so that a start with the store unreachable serves it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xlb/error.h"
+#include "xlb/etcd/client.h"
+#include "xlb/fleet/desired.h"
+
+namespace xlb::agent {
+
+// Every desired key at one store revision.
+struct FleetSnapshot {
+    std::vector<fleet::StoredKey> keys;
+    std::int64_t revision = 0;  // the store's, when it was read
+};
+
+// The snapshot the agent applied last, on disk: {"format": 1, "revision": N,
+// "keys": [{"key", "value", "mod_revision"}]}, written atomically (0600: the
+// values name who changed what).
+class SnapshotFile {
+public:
+    explicit SnapshotFile(std::string path) : path_(std::move(path)) {}
+    const std::string& path() const { return path_; }
+    // nullopt: no file (nothing applied yet on this host).
+    Result<std::optional<FleetSnapshot>> load() const;
+    Result<void> save(const FleetSnapshot& snapshot) const;
+
+private:
+    std::string path_;
+};
+
+class FleetLink {
+public:
+    struct Options {
+        fleet::Layout layout;
+        std::string host;
+        std::chrono::seconds lease_ttl{10};
+        // Waits between attempts while the store does not answer.
+        std::chrono::milliseconds retry_min{250};
+        std::chrono::milliseconds retry_max{2000};
+        // How often the host record is rebuilt to see whether it changed.
+        std::chrono::milliseconds record_interval{1000};
+    };
+    // Each new revision of the desired keys (the link's thread; it waits
+    // for the call to return before it reads on).
+    using OnSnapshot = std::function<void(const FleetSnapshot&)>;
+    // The store answered again, or stopped answering (with why).
+    using OnReachability = std::function<void(bool reachable, const std::string& error)>;
+    // The host record's text as it is now (the writer's thread).
+    using RecordSource = std::function<std::string()>;
+
+    FleetLink(etcd::Client client, Options options);
+    ~FleetLink();
+    FleetLink(const FleetLink&) = delete;
+    FleetLink& operator=(const FleetLink&) = delete;
+
+    // One read of every desired key, on the caller's thread (the start).
+    Result<FleetSnapshot> read();
+
+    // Watches from the revision after `from`'s (what the agent runs: a read
+    // at start or the persisted snapshot), keeping its keys up to date;
+    // nullopt: reads everything first.
+    void start_watch(std::optional<FleetSnapshot> from, OnSnapshot on_snapshot,
+                     OnReachability on_reachability);
+    void start_records(RecordSource source);
+    // Asks for the record to be rebuilt and written now (after a change).
+    void poke_record();
+    void stop();
+
+private:
+    void watch_loop(std::optional<FleetSnapshot> from);
+    void record_loop();
+    void set_reachable(bool reachable, const std::string& error);
+    bool wait_retry(std::chrono::milliseconds& backoff);
+
+    std::shared_ptr<etcd::Client> client_;
+    Options options_;
+    OnSnapshot on_snapshot_;
+    OnReachability on_reachability_;
+    RecordSource record_source_;
+
+    std::mutex mu_;
+    std::condition_variable wake_;
+    bool stopping_ = false;
+    bool poked_ = false;
+    std::optional<bool> reachable_;  // as last reported
+    etcd::Watch watch_;  // the one running (a handle serves one watch), to stop it
+    std::map<std::string, fleet::StoredKey> keys_;  // watch thread only
+    std::thread watch_thread_;
+    std::thread record_thread_;
+};
+
+}  // namespace xlb::agent
