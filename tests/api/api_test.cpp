@@ -1238,6 +1238,77 @@ TEST_F(ApiTest, MetricsExposition) {
 // test on the control thread: a tracker follows the checked backends of the
 // desired VIPs, is fed the probe results the test makes, hands its
 // observations to the reconciler, and serves its snapshots and histories.
+// A fleet's host: VIPs, backends and the drain come from the store, so the
+// API refuses to change them and says where to; status and metrics show the
+// store.
+class FleetApiTest : public ApiTest {
+protected:
+    Services services() override {
+        Services s = ApiTest::services();
+        s.fleet.refusal = "this host takes its VIPs from fleet lab";
+        s.fleet.status = [this] { return fleet; };
+        s.host.set_drained = [](bool) -> Result<HostState> { return HostState{}; };
+        return s;
+    }
+    FleetInfo fleet{.name = "lab",
+                    .host = "lb2",
+                    .store_reachable = false,
+                    .store_since = std::chrono::system_clock::from_time_t(1'800'000'000),
+                    .store_error = "etcd http://198.18.0.11:2379: connect: Connection refused",
+                    .applied_revision = 57,
+                    .seen_revision = 58,
+                    .refused_revision = 58,
+                    .refused_reason = "invalid",
+                    .refused_errors = {"/xlb/lab/desired/global@58: not valid JSON"},
+                    .source = "store"};
+};
+
+TEST_F(FleetApiTest, ChangesOfTheDesiredStateAre409AndChangeNothing) {
+    const std::string web = "/v1/backends?" + vq(kWeb);
+    expect_rejected([&] { return post(web, R"({"address": "203.0.113.99"})"); }, 409, "fleet lab");
+    expect_rejected([&] { return del(web + "&address=203.0.113.11"); }, 409, "fleet lab");
+    expect_rejected([&] { return patch(web + "&address=203.0.113.11", R"({"weight": 5})"); }, 409,
+                    "fleet lab");
+    expect_rejected([&] { return patch("/v1/vip?" + vq(kWeb), R"({"panic_threshold": 0.2})"); },
+                    409, "fleet lab");
+    expect_rejected([&] { return del("/v1/vip?" + vq(kWeb)); }, 409, "fleet lab");
+    expect_rejected([&] { return post("/v1/vips", R"({"address": "198.51.100.77", "port": 80})"); },
+                    409, "fleet lab");
+    expect_rejected([&] { return post("/v1/host/drain", ""); }, 409, "fleet lab");
+    expect_rejected([&] { return post("/v1/host/resume", ""); }, 409, "fleet lab");
+    // Reading is as on any host.
+    EXPECT_EQ(get("/v1/vips").status, 200);
+    EXPECT_EQ(get("/v1/backends?" + vq(kWeb)).status, 200);
+}
+
+TEST_F(FleetApiTest, StatusAndMetricsShowTheStore) {
+    Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& f = r.body["fleet"];
+    EXPECT_EQ(f["name"], "lab");
+    EXPECT_EQ(f["host"], "lb2");
+    EXPECT_EQ(f["source"], "store");
+    EXPECT_EQ(f["applied_revision"], 57);
+    EXPECT_EQ(f["seen_revision"], 58);
+    EXPECT_EQ(f["store"]["reachable"], false);
+    EXPECT_EQ(f["store"]["since"], "2027-01-15T08:00:00Z");
+    EXPECT_EQ(f["refused"]["revision"], 58);
+    EXPECT_EQ(f["refused"]["errors"][0], "/xlb/lab/desired/global@58: not valid JSON");
+    MetricsInput in;
+    in.fleet = fleet;
+    const std::string text = render_metrics(in);
+    EXPECT_NE(text.find("xlb_fleet_store_reachable{fleet=\"lab\"} 0\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("xlb_fleet_applied_revision{fleet=\"lab\"} 57\n"), std::string::npos);
+    EXPECT_NE(text.find("xlb_fleet_refused_revision{fleet=\"lab\"} 58\n"), std::string::npos);
+}
+
+TEST_F(ApiTest, AHostWithoutAFleetShowsNoFleet) {
+    Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_FALSE(r.body.contains("fleet")) << r.text;
+    EXPECT_EQ(render_metrics(MetricsInput{}).find("xlb_fleet_"), std::string::npos);
+}
+
 class HealthApiTest : public ApiTest {
 protected:
     static constexpr const char* kChecked = "198.51.100.20:80/tcp";

@@ -105,8 +105,8 @@ TEST(FleetValues, UnknownFormatsAndFieldsAreRefusedNotGuessed) {
     EXPECT_NE(decode_vip("{not json").error().message().find("not valid JSON"), std::string::npos);
     EXPECT_NE(decode_vip(R"({"format":1})").error().message().find("vip: missing"),
               std::string::npos);
-    auto bad_port = decode_vip(
-        R"({"format":1,"vip":{"address":"198.51.100.10","port":"http","backends":[]}})");
+    auto bad_port =
+        decode_vip(R"({"format":1,"vip":{"address":"198.51.100.10","port":"http","backends":[]}})");
     ASSERT_FALSE(bad_port.has_value());
     EXPECT_NE(bad_port.error().message().find("vip.port"), std::string::npos)
         << bad_port.error().message();
@@ -139,8 +139,7 @@ TEST(FleetDesired, BadKeysAreNamedWithTheirRevision) {
     const std::vector<StoredKey> keys{
         stored(kLayout.global(), encode(global(7)), 3),
         stored(kLayout.vip("198.51.100.99:80/tcp"), encode(VipValue{a, false, {}}), 8),
-        stored(kLayout.vip("not-a-vip"), "{}", 9),
-        stored(kLayout.desired() + "extras", "{}", 10),
+        stored(kLayout.vip("not-a-vip"), "{}", 9), stored(kLayout.desired() + "extras", "{}", 10),
         stored(kLayout.vip("198.51.100.11:80/tcp"), "[1,2]", 11)};
     auto d = read_desired(kLayout, keys);
     ASSERT_FALSE(d.has_value());
@@ -160,9 +159,10 @@ TEST(FleetDesired, ValidationProblemsPointAtTheVipsKey) {
     config::VipSpec b = vip("198.51.100.20", {"203.0.113.12"});
     b.backends[0].weight = 0;
     b.ring_size = 100;  // not prime
-    const std::vector<StoredKey> keys{stored(kLayout.global(), encode(global(7)), 3),
-                                      stored(kLayout.vip(a.key()), encode(VipValue{a, false, {}}), 4),
-                                      stored(kLayout.vip(b.key()), encode(VipValue{b, false, {}}), 6)};
+    const std::vector<StoredKey> keys{
+        stored(kLayout.global(), encode(global(7)), 3),
+        stored(kLayout.vip(a.key()), encode(VipValue{a, false, {}}), 4),
+        stored(kLayout.vip(b.key()), encode(VipValue{b, false, {}}), 6)};
     auto d = read_desired(kLayout, keys);
     ASSERT_TRUE(d.has_value());
     auto c = host_config(kLayout, *d, host_settings());
@@ -204,8 +204,8 @@ TEST(FleetDesired, DisruptiveChangesNeedTheWritersConfirmation) {
     EXPECT_TRUE(unconfirmed_disruptive(kLayout, running, before, running).empty());
 
     const Desired new_seed = desired(8, false, a, false);
-    auto refused = unconfirmed_disruptive(kLayout, running, new_seed,
-                                          *host_config(kLayout, new_seed, host));
+    auto refused =
+        unconfirmed_disruptive(kLayout, running, new_seed, *host_config(kLayout, new_seed, host));
     ASSERT_EQ(refused.size(), 1u);
     EXPECT_EQ(refused[0].key, kLayout.global());
     EXPECT_EQ(refused[0].revision, 20);
@@ -216,8 +216,8 @@ TEST(FleetDesired, DisruptiveChangesNeedTheWritersConfirmation) {
                     .empty());
 
     const Desired new_ring = desired(7, false, a_small, false);
-    refused = unconfirmed_disruptive(kLayout, running, new_ring,
-                                     *host_config(kLayout, new_ring, host));
+    refused =
+        unconfirmed_disruptive(kLayout, running, new_ring, *host_config(kLayout, new_ring, host));
     ASSERT_EQ(refused.size(), 1u);
     EXPECT_EQ(refused[0].key, kLayout.vip(a.key()));
     EXPECT_NE(refused[0].message.find("ring_size 65537 -> 251"), std::string::npos)

@@ -63,7 +63,8 @@ Result<FleetSnapshot> FleetLink::read() {
     FleetSnapshot out;
     out.revision = range->revision;
     for (etcd::KeyValue& kv : range->kvs)
-        out.keys.push_back(fleet::StoredKey{std::move(kv.key), std::move(kv.value), kv.mod_revision});
+        out.keys.push_back(
+            fleet::StoredKey{std::move(kv.key), std::move(kv.value), kv.mod_revision});
     return out;
 }
 
@@ -156,7 +157,8 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
         }
         bool heard = false;
         auto ended = client_->watch(
-            options_.layout.desired(), revision + 1, [&](const etcd::WatchBatch& batch) {
+            options_.layout.desired(), revision + 1,
+            [&](const etcd::WatchBatch& batch) {
                 if (!heard) {
                     heard = true;
                     set_reachable(true, {});
@@ -193,13 +195,12 @@ void FleetLink::record_loop() {
     std::int64_t lease = 0;
     std::string written;  // the record as last put under `lease`
     auto renew_at = std::chrono::steady_clock::now();
-    const auto renew_every = std::max<std::chrono::milliseconds>(
-        std::chrono::milliseconds(500), options_.lease_ttl / 3);
+    const auto renew_every =
+        std::max<std::chrono::milliseconds>(std::chrono::milliseconds(500), options_.lease_ttl / 3);
     const std::string key = options_.layout.host(options_.host);
     std::string last_error;
     auto report = [&](const Error& e) {
-        if (e.message() != last_error)
-            spdlog::warn("fleet: host record {}: {}", key, e.message());
+        if (e.message() != last_error) spdlog::warn("fleet: host record {}: {}", key, e.message());
         last_error = e.message();
     };
     while (true) {

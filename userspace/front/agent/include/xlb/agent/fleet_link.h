@@ -106,7 +106,7 @@ private:
     bool stopping_ = false;
     bool poked_ = false;
     std::optional<bool> reachable_;  // as last reported
-    etcd::Watch watch_;  // the one running (a handle serves one watch), to stop it
+    etcd::Watch watch_;              // the one running (a handle serves one watch), to stop it
     std::map<std::string, fleet::StoredKey> keys_;  // watch thread only
     std::thread watch_thread_;
     std::thread record_thread_;

@@ -4,12 +4,11 @@
 // the same fields `xlbctl status --peers` does.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdint>
-#include <string>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "xlb/api/services.h"
 #include "xlb/control/reconciler.h"
