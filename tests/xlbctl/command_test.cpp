@@ -119,7 +119,7 @@ TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(
         parse_error({}),
         "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, capture, top, "
-        "stats, table, lookup, reload or gen-seed");
+        "stats, table, lookup, reload, fleet or gen-seed");
     EXPECT_HAS(parse_error({"conntrack"}),
                "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add, set or del");
@@ -138,7 +138,7 @@ TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
     // nothing close: the verbs there are
     EXPECT_HAS(parse_error({"frobnicate"}),
                "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
-               "conntrack, capture, top, stats, table, lookup, reload or gen-seed");
+               "conntrack, capture, top, stats, table, lookup, reload, fleet or gen-seed");
     EXPECT_HAS(parse_error({"status", "--jsn"}),
                "unknown option '--jsn' for 'xlbctl status': did you mean --json?");
     EXPECT_HAS(parse_error({"stats", "--wacth=2"}), "did you mean --watch?");
@@ -779,6 +779,13 @@ TEST(XlbctlVerbs, EveryVerbHasOneRowThatParsesToIt) {
 // verbs), with $common written out.
 std::map<std::string, std::string> completed_options(const std::string& completion) {
     std::map<std::string, std::string> options;
+    auto local = [&](const std::string& name) {
+        const std::size_t at = completion.find("local " + name + "=\"");
+        if (at == std::string::npos) return std::string();
+        const std::size_t start = at + name.size() + 8;
+        return completion.substr(start, completion.find('"', start) - start);
+    };
+    const std::string common = local("common"), fleetw = local("fleetw");
     const std::size_t from = completion.find("local options=");
     if (from == std::string::npos) return options;
     std::istringstream lines(completion.substr(from));
@@ -807,7 +814,9 @@ std::map<std::string, std::string> completed_options(const std::string& completi
         if (o == std::string::npos) continue;
         std::string value = rest.substr(o + 9, rest.find('"', o + 9) - o - 9);
         if (const std::size_t c = value.find("$common"); c != std::string::npos)
-            value.replace(c, 7, "--json --socket --timeout --help");
+            value.replace(c, 7, common);
+        if (const std::size_t c = value.find("$fleetw"); c != std::string::npos)
+            value.replace(c, 7, fleetw);
         for (const std::string& key : at) options[key] = value;
     }
     return options;

@@ -253,6 +253,64 @@ std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view ya
     return std::unexpected(std::move(errors));
 }
 
+std::expected<FleetSettings, std::vector<ConfigError>> parse_client_config(
+    std::string_view yaml, const std::string& source_name) {
+    const std::string text(yaml);
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        const Location at = location_of(e.mark, Location{1, 1});
+        return std::unexpected(std::vector<ConfigError>{ConfigError{
+            source_name, at.line, at.column,
+            "not valid YAML: " + e.msg + " (expected a mapping with a fleet: section)"}});
+    }
+    detail::Sink sink;
+    const YamlView view(root, location_of(root.Mark(), Location{1, 1}));
+    FleetSettings fleet;
+    static constexpr std::string_view kClientKeys[] = {"fleet"};
+    if (view.kind() == Kind::kNull) {
+        sink.error("", Location{1, 1},
+                   "the document is empty, expected a mapping with a fleet: section "
+                   "(endpoints, name, ca, cert, key)");
+    } else if (auto f =
+                   detail::read_fields(view, "", sink, kClientKeys, "xlbctl's settings: fleet")) {
+        if (const YamlView* x = f->get("fleet"))
+            fleet = detail::decode_fleet(*x, "fleet", sink);
+        else
+            detail::missing(view, "", "fleet", sink,
+                            "the fleet's store: endpoints, name, ca, cert, key");
+    }
+    std::vector<ConfigError> errors;
+    for (const auto& d : sink.errors())
+        errors.push_back(ConfigError{source_name, d.location.line, d.location.column,
+                                     detail::with_path(d.path, d.message)});
+    if (errors.empty()) {
+        std::vector<detail::Issue> issues;
+        detail::check_fleet_settings(fleet, issues);
+        for (const auto& issue : issues) {
+            const Location at = sink.locate(issue.issue.path);
+            errors.push_back(ConfigError{source_name, at.line, at.column, issue.issue.to_string()});
+        }
+    }
+    if (!errors.empty()) return std::unexpected(std::move(errors));
+    return fleet;
+}
+
+std::expected<FleetSettings, std::vector<ConfigError>> load_client_config(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        const int err = errno;
+        return std::unexpected(std::vector<ConfigError>{
+            ConfigError{path, 0, 0,
+                        std::string("cannot read the file: ") + std::strerror(err) +
+                            " (expected a readable YAML file with a fleet: section)"}});
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_client_config(text.str(), path);
+}
+
 std::optional<ConfigError> missing_hash_seed(const Config& config, const std::string& source_name) {
     // A fleet's seed is in its store (desired/global), which the file may not set.
     if (config.settings.hash_seed_set || config.settings.fleet.enabled) return std::nullopt;

@@ -4,6 +4,7 @@
 #include "xlb/config/json.h"
 
 #include <cstdio>
+#include <map>
 
 #include "decode.h"
 #include "xlb/config/config.h"
@@ -397,6 +398,51 @@ json fleet_wide_to_json(const Settings& s) {
 
 std::expected<Settings, std::string> fleet_wide_from_json(const json& j) {
     return decode<Settings>(j, "", detail::decode_fleet_global<JsonView>);
+}
+
+namespace {
+
+// A JSON document's leaves by dotted path ("health_check.interval"); a list
+// is one leaf.
+void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
+    if (j.is_object() && !(j.empty() && !prefix.empty())) {
+        for (auto it = j.begin(); it != j.end(); ++it)
+            flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+        return;
+    }
+    out[prefix] = j;
+}
+
+}  // namespace
+
+void merge_patch(json& target, const json& patch) {
+    for (auto it = patch.begin(); it != patch.end(); ++it) {
+        if (it.value().is_object() && target.contains(it.key()) && target[it.key()].is_object())
+            merge_patch(target[it.key()], it.value());
+        else
+            target[it.key()] = it.value();
+    }
+}
+
+json vip_settings_changes(const VipSpec& was, const VipSpec& now) {
+    json before = was, after = now;
+    before.erase("backends");
+    after.erase("backends");
+    // Written only when not the default: compared with its default's name.
+    for (json* j : {&before, &after})
+        if (!j->contains("announce"))
+            (*j)["announce"] = announce::to_string(announce::Policy::kWhenServing);
+    std::map<std::string, json> a, b;
+    flatten(before, "", a);
+    flatten(after, "", b);
+    for (const auto& [key, value] : b) a.try_emplace(key, nullptr);
+    json changes = json::array();
+    for (const auto& [key, from] : a) {
+        const auto it = b.find(key);
+        const json to = it == b.end() ? json(nullptr) : it->second;
+        if (from != to) changes.push_back({{"key", key}, {"from", from}, {"to", to}});
+    }
+    return changes;
 }
 
 }  // namespace xlb::config

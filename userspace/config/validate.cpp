@@ -717,6 +717,10 @@ bool related(std::string_view a, std::string_view b) {
     return b.size() == a.size() || b[a.size()] == '.' || b[a.size()] == '[';
 }
 
+void check_fleet_settings(const FleetSettings& fleet, std::vector<Issue>& issues) {
+    check_fleet(fleet, Out{issues, ""});
+}
+
 void check_config(const Config& config, std::vector<Issue>& issues) {
     const Settings& s = config.settings;
     const Out top{issues, ""};
@@ -808,6 +812,14 @@ std::vector<std::string> validate_vip(const VipSpec& vip, const Settings& settin
 
 std::vector<std::string> validate_config(const Config& config) {
     return strings(check_config(config));
+}
+
+std::vector<ValidationIssue> check_fleet(const FleetSettings& fleet) {
+    std::vector<detail::Issue> issues;
+    detail::check_fleet_settings(fleet, issues);
+    std::vector<ValidationIssue> out;
+    for (auto& issue : issues) out.push_back(std::move(issue.issue));
+    return out;
 }
 
 }  // namespace xlb::config

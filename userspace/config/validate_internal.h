@@ -21,6 +21,8 @@ struct Issue {
 };
 
 void check_config(const Config& config, std::vector<Issue>& out);
+// The fleet: section alone (xlbctl's own file has nothing else).
+void check_fleet_settings(const FleetSettings& fleet, std::vector<Issue>& out);
 
 // True when one path is the other or contains it ("vips[0]" and
 // "vips[0].port", "a.b" and "a.b[2]"), false otherwise ("a.b" and "a.bc").

@@ -6,56 +6,6 @@
 #include "xlb/config/json.h"
 
 namespace xlb::api::detail {
-namespace {
-
-// A JSON document's leaves by dotted path ("health_check.interval"); a list
-// is one leaf.
-void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
-    if (j.is_object() && !(j.empty() && !prefix.empty())) {
-        for (auto it = j.begin(); it != j.end(); ++it)
-            flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-        return;
-    }
-    out[prefix] = j;
-}
-
-// What a change of a VIP's settings changed, leaf by leaf, in the order of
-// the VIP object: [{"key", "from", "to"}] (null: not set, e.g.
-// conntrack_idle_timeout back to its default).
-json settings_changes(const config::VipSpec& was, const config::VipSpec& now) {
-    json before = was, after = now;
-    before.erase("backends");
-    after.erase("backends");
-    // Written only when not the default: compared with its default's name.
-    for (json* j : {&before, &after})
-        if (!j->contains("announce"))
-            (*j)["announce"] = announce::to_string(announce::Policy::kWhenServing);
-    std::map<std::string, json> a, b;
-    flatten(before, "", a);
-    flatten(after, "", b);
-    for (const auto& [key, value] : b) a.try_emplace(key, nullptr);
-    json changes = json::array();
-    for (const auto& [key, from] : a) {
-        const auto it = b.find(key);
-        const json to = it == b.end() ? json(nullptr) : it->second;
-        if (from != to) changes.push_back({{"key", key}, {"from", from}, {"to", to}});
-    }
-    return changes;
-}
-
-// Merges `patch` into `target` key by key, objects recursively (a JSON
-// merge patch, RFC 7396, without null meaning removal).
-void merge_into(json& target, const json& patch) {
-    for (auto it = patch.begin(); it != patch.end(); ++it) {
-        if (it.value().is_object() && target.contains(it.key()) && target[it.key()].is_object())
-            merge_into(target[it.key()], it.value());
-        else
-            target[it.key()] = it.value();
-    }
-}
-
-}  // namespace
-
 void list_vips(Api& api, const httplib::Request& req, httplib::Response& res) {
     auto all = all_status(api);
     if (!all) return reject(req, res, all.error());
@@ -112,7 +62,7 @@ Mutator vip_patch(std::string key, json patch, bool allow_disruptive,
         auto it = find_vip(vips, key);
         if (it == vips.end()) return std::unexpected(unknown_vip(key));
         json merged = *it;
-        merge_into(merged, patch);
+        config::merge_patch(merged, patch);
         auto next = config::vip_from_json(merged);
         if (!next)
             return std::unexpected(HttpError{400, "invalid VIP " + key + ": " + next.error()});
@@ -127,7 +77,7 @@ Mutator vip_patch(std::string key, json patch, bool allow_disruptive,
                          " (established flows of a VIP without conntrack, and flows other "
                          "LB hosts receive, change backend; confirm with allow_disruptive=1)"};
         }
-        *changes = settings_changes(*it, *next);
+        *changes = config::vip_settings_changes(*it, *next);
         std::string what = "settings changed:";
         for (const json& c : *changes) what += " " + c.at("key").get<std::string>();
         if (changes->empty()) what = "settings unchanged";

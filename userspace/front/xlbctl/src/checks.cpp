@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "xlb/xlbctl/fleet.h"
+
 namespace xlb::xlbctl {
 
 Examples examples_for(const std::optional<config::VipKey>& key) {
@@ -176,6 +178,48 @@ void add_common(CLI::App* app, Raw& raw) {
     app->add_option("--timeout", raw.timeout,
                     "give up on a request to the agent after SECS or DUR, 0.1-3600 s (default 30)")
         ->type_name("SECS|DUR");
+    const char* group = "Fleet (docs/fleet.md)";
+    app->add_option("--fleet", raw.fleet,
+                    "the fleet's etcd members, comma-separated URLs: write verbs change the "
+                    "fleet's store instead of this agent")
+        ->type_name("URLS")
+        ->group(group);
+    app->add_option("--fleet-name", raw.fleet_name, "the fleet's name (default: default)")
+        ->type_name("NAME")
+        ->group(group);
+    app->add_option("--fleet-prefix", raw.fleet_prefix, "its key prefix (default: /xlb/NAME/)")
+        ->type_name("PREFIX")
+        ->group(group);
+    app->add_option("--fleet-ca", raw.fleet_ca, "PEM file of the CA of the etcd members")
+        ->type_name("FILE")
+        ->group(group);
+    app->add_option("--fleet-cert", raw.fleet_cert, "PEM file of this client's certificate")
+        ->type_name("FILE")
+        ->group(group);
+    app->add_option("--fleet-key", raw.fleet_key, "PEM file of its key")
+        ->type_name("FILE")
+        ->group(group);
+    app->add_option("--config-file", raw.config_file,
+                    std::string("xlbctl's file with a fleet: section (default: $") + kConfigEnv +
+                        ", else " + kDefaultConfigFile + " when it exists)")
+        ->type_name("FILE")
+        ->group(group);
+}
+
+void add_fleet_write_options(CLI::App* app, Raw& raw, bool allow_disruptive) {
+    const char* group = "With a fleet (docs/fleet.md)";
+    app->add_option("--reason", raw.reason, "why: kept with the value, shown by fleet history")
+        ->type_name("TEXT")
+        ->group(group);
+    app->add_option("--if-revision", raw.if_revision,
+                    "write only if the key's revision is still N (0: it must not exist); "
+                    "default: the revision just read")
+        ->type_name("N")
+        ->group(group);
+    if (allow_disruptive)
+        app->add_flag("--allow-disruptive", raw.allow_disruptive,
+                      "confirm a change that moves established flows (hash, ring_size)")
+            ->group(group);
 }
 
 void add_vip_arg(CLI::App* app, Raw& raw) {

@@ -51,6 +51,14 @@ struct Raw {
     // capture
     std::vector<std::string> outcomes;
     std::string duration, snaplen, write_to;
+    // the fleet (every verb) and the write verbs' fleet options
+    std::string fleet, fleet_name, fleet_prefix, fleet_ca, fleet_cert, fleet_key, config_file;
+    std::string reason, if_revision, host;
+    bool fleet_given = false;
+    // fleet import|export|history
+    std::string file, output;
+    bool replace = false;
+    std::vector<std::string> diff;
     // vip add, vip set: the VIP settings' options (by path), and which were given.
     std::map<std::string, std::string> settings;
     std::vector<std::pair<std::string, std::string>> given;
@@ -100,8 +108,13 @@ Checked<std::chrono::milliseconds> check_time_bound(
     const std::string& option, const std::string& text, std::chrono::milliseconds min,
     std::chrono::milliseconds max, const std::string& range, const std::string& example);
 
-// The options of every verb: --socket, --json, --timeout.
+// The options of every verb: --socket, --json, --timeout, and the fleet's
+// (--fleet, --fleet-name, --fleet-prefix, --fleet-ca, --fleet-cert,
+// --fleet-key, --config-file).
 void add_common(CLI::App* app, Raw& raw);
+// The write verbs' options with a fleet: --reason, --if-revision, and
+// --allow-disruptive unless the verb has it already (vip set).
+void add_fleet_write_options(CLI::App* app, Raw& raw, bool allow_disruptive);
 void add_vip_arg(CLI::App* app, Raw& raw);
 void add_addr_arg(CLI::App* app, Raw& raw);
 // The backend verbs that change something can be tried first.

@@ -6,11 +6,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <climits>
+#include <filesystem>
 #include <map>
 #include <optional>
 
 #include "checks.h"
 #include "xlb/cli/suggest.h"
+#include "xlb/xlbctl/fleet.h"
 #include "xlb/xlbctl/seed.h"
 #include "xlb/xlbctl/verbs.h"
 
@@ -46,6 +49,8 @@ CLI::App* leaf(Cli& cli, CLI::App* parent, const std::string& name, const VerbSp
     app->footer("Examples:\n" + std::string(verb.examples));
     cli.leaves[app] = &verb;
     if (verb.options) verb.options(*app, cli.raw);
+    if (fleet_write_verb(verb.verb))
+        add_fleet_write_options(app, cli.raw, verb.verb != Verb::kVipSet);
     return app;
 }
 
@@ -147,6 +152,123 @@ std::optional<std::string> suggestion(CLI::App* at) {
            "': " + (near ? "did you mean " + *near + "?" : "expected " + verbs_of(at));
 }
 
+// The fleet of the line (--fleet and its options), else of xlbctl's file
+// (--config-file, $XLBCTL_CONFIG, /etc/xlb/xlbctl.yaml when it exists);
+// nullopt: none.
+Checked<std::optional<config::FleetSettings>> fleet_of(const Raw& raw, const GetEnv& getenv,
+                                                       std::string& source) {
+    if (raw.fleet.empty()) {
+        for (auto [option, value] :
+             {std::pair{"--fleet-name", &raw.fleet_name},
+              std::pair{"--fleet-prefix", &raw.fleet_prefix},
+              std::pair{"--fleet-ca", &raw.fleet_ca}, std::pair{"--fleet-cert", &raw.fleet_cert},
+              std::pair{"--fleet-key", &raw.fleet_key}})
+            if (!value->empty())
+                return std::unexpected(std::string(option) +
+                                       " without --fleet: it describes the fleet --fleet names, "
+                                       "e.g. --fleet https://10.0.0.1:2379 " +
+                                       option + " ...");
+        // A file named on the line or in the environment must be there.
+        std::string path = raw.config_file;
+        if (path.empty())
+            if (const char* env = getenv ? getenv(kConfigEnv) : nullptr; env && *env) path = env;
+        if (path.empty()) {
+            std::error_code ec;
+            if (!std::filesystem::exists(kDefaultConfigFile, ec)) return std::nullopt;
+            path = kDefaultConfigFile;
+        }
+        auto loaded = config::load_client_config(path);
+        if (!loaded) {
+            std::string message;
+            for (const auto& e : loaded.error())
+                message += (message.empty() ? "" : "; ") + e.to_string();
+            return std::unexpected(message);
+        }
+        source = path;
+        return *loaded;
+    }
+    if (!raw.config_file.empty())
+        return std::unexpected(
+            "--fleet with --config-file: give the fleet on the line or in the file, not both");
+    config::FleetSettings f;
+    f.enabled = true;
+    std::string rest = raw.fleet;
+    for (std::size_t at; !rest.empty();) {
+        at = rest.find(',');
+        f.endpoints.push_back(rest.substr(0, at));
+        rest = at == std::string::npos ? "" : rest.substr(at + 1);
+    }
+    if (!raw.fleet_name.empty()) f.name = raw.fleet_name;
+    f.prefix = raw.fleet_prefix;
+    f.ca = raw.fleet_ca;
+    f.cert = raw.fleet_cert;
+    f.key = raw.fleet_key;
+    std::string message;
+    for (const config::ValidationIssue& issue : config::check_fleet(f)) {
+        std::string path = issue.path;
+        for (auto [key, option] :
+             {std::pair{"fleet.endpoints", "--fleet"}, std::pair{"fleet.name", "--fleet-name"},
+              std::pair{"fleet.prefix", "--fleet-prefix"}, std::pair{"fleet.ca", "--fleet-ca"},
+              std::pair{"fleet.cert", "--fleet-cert"}, std::pair{"fleet.key", "--fleet-key"}})
+            if (path.starts_with(key)) path = option + path.substr(std::string(key).size());
+        message += (message.empty() ? "" : "; ") + path + ": " + issue.message;
+    }
+    if (!message.empty()) return std::unexpected(message);
+    source = "--fleet";
+    return f;
+}
+
+bool fleet_verb(Verb v) {
+    return v == Verb::kFleetStatus || v == Verb::kFleetImport || v == Verb::kFleetExport ||
+           v == Verb::kFleetHistory;
+}
+
+// The fleet and what only a fleet takes.
+Checked<void> check_fleet_options(const Raw& raw, Command& c, const GetEnv& getenv) {
+    auto fleet = fleet_of(raw, getenv, c.fleet_source);
+    if (!fleet) return std::unexpected(fleet.error());
+    c.fleet = *fleet;
+    const std::string name = verb_name(c.verb);
+    const std::string hint = " (with a fleet: --fleet URLS, or a fleet: section in " +
+                             std::string(kDefaultConfigFile) + "; see xlbctl " + name + " --help)";
+    if (!c.fleet) {
+        if (fleet_verb(c.verb))
+            return std::unexpected(name +
+                                   ": no fleet to read: expected --fleet URLS or a fleet: "
+                                   "section in --config-file, $" +
+                                   kConfigEnv + " or " + kDefaultConfigFile);
+        if (!raw.reason.empty())
+            return std::unexpected("--reason: only a fleet's store keeps a reason" + hint);
+        if (!raw.if_revision.empty())
+            return std::unexpected("--if-revision: only a fleet's store has revisions" + hint);
+        if (!raw.host.empty())
+            return std::unexpected("host " + raw.host +
+                                   ": without a fleet, host drain|resume acts on this host's "
+                                   "agent only; drop the name" +
+                                   hint);
+        if (raw.allow_disruptive && fleet_write_verb(c.verb) && c.verb != Verb::kVipSet)
+            return std::unexpected("--allow-disruptive: " + name +
+                                   " sends no disruptive change to the agent" + hint);
+        return {};
+    }
+    c.reason = raw.reason;
+    if (!raw.if_revision.empty()) {
+        auto n = parse_unsigned(raw.if_revision);
+        if (!n || *n > static_cast<std::uint64_t>(INT64_MAX))
+            return std::unexpected("--if-revision: found " + in_quotes(raw.if_revision) +
+                                   ", expected a store revision (an integer, 0: the key must not "
+                                   "exist yet), e.g. --if-revision 41");
+        c.if_revision = static_cast<std::int64_t>(*n);
+    }
+    c.host = raw.host;
+    if (c.wait)
+        return std::unexpected(
+            "--wait with a fleet: the drain is written to the fleet's store, and each host's "
+            "connections are its own; wait on a host with xlbctl --socket PATH conntrack count "
+            "--vip VIP --backend ADDR");
+    return {};
+}
+
 // Checks what every verb has (the socket, the timeout, the VIP), then the
 // verb's own arguments, and fills the Command.
 Checked<Command> finish(const Raw& raw, const VerbSpec& verb, const GetEnv& getenv) {
@@ -185,6 +307,7 @@ Checked<Command> finish(const Raw& raw, const VerbSpec& verb, const GetEnv& gete
     }
     if (verb.check)
         if (auto ok = verb.check(raw, c); !ok) return std::unexpected(ok.error());
+    if (auto ok = check_fleet_options(raw, c, getenv); !ok) return std::unexpected(ok.error());
     if (c.vip_key) c.vip = c.vip_key->to_string();
     return c;
 }

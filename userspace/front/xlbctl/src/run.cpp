@@ -555,6 +555,21 @@ int run(const std::vector<std::string>& args, Io& io) {
     }
     const Command& c = std::get<Command>(parsed);
     const Style style{colour_enabled(io)};
+    if (c.fleet &&
+        (fleet_write_verb(c.verb) || c.verb == Verb::kFleetStatus || c.verb == Verb::kFleetImport ||
+         c.verb == Verb::kFleetExport || c.verb == Verb::kFleetHistory)) {
+        auto store = io.open_store(c);
+        if (!store)
+            return report.fail(Failure{c.verb == Verb::kFleetStatus ? kExitFleetError : kExitUsage,
+                                       "fleet store: " + store.error().message(), std::nullopt});
+        const FleetRun r =
+            run_fleet(c, **store, io.writer(), style,
+                      io.wall_now ? io.wall_now() : std::chrono::system_clock::now());
+        *io.out << r.out;
+        io.out->flush();
+        if (!r.error.empty()) return report.fail(Failure{r.code, r.error, std::nullopt});
+        return r.code;
+    }
     std::unique_ptr<Transport> transport = io.connect(c);
     if (c.verb == Verb::kTop) return top(c, *transport, io, style, report);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
@@ -620,6 +635,9 @@ Io process_io() {
         return static_cast<int>(size.ws_col);
     };
     io.take_keys = []() -> std::shared_ptr<void> { return KeyboardMode::take(); };
+    io.open_store = [](const Command& c) { return open_etcd_store(*c.fleet, c.timeout); };
+    io.wall_now = [] { return std::chrono::system_clock::now(); };
+    io.writer = [wall = io.wall_time] { return local_writer(wall()); };
     io.on_watch_start = [] {
         struct sigaction sa {};
         sa.sa_handler = on_signal;

@@ -59,6 +59,13 @@ std::expected<Config, std::vector<ConfigError>> load_config_file(const std::stri
 std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view yaml,
                                                              const std::string& source_name);
 
+// xlbctl's own file (/etc/xlb/xlbctl.yaml): a mapping with one key, fleet:,
+// decoded and checked exactly as xlbd's fleet: section (the same keys,
+// rules and messages, with file:line:column).
+std::expected<FleetSettings, std::vector<ConfigError>> parse_client_config(
+    std::string_view yaml, const std::string& source_name);
+std::expected<FleetSettings, std::vector<ConfigError>> load_client_config(const std::string& path);
+
 // What a file needs before an agent runs with it, beyond being valid: a
 // hash_seed of its own. There is no default seed (one built in would be the
 // same, readable value on every install, and a client that knows the seed
@@ -91,6 +98,8 @@ std::vector<std::string> validate_vip(const VipSpec& vip, const Settings& settin
 // change) with this before applying a change.
 std::vector<ValidationIssue> check_config(const Config& config);
 std::vector<std::string> validate_config(const Config& config);
+// The fleet: section alone, as check_config checks it ("fleet.endpoints[0]: ...").
+std::vector<ValidationIssue> check_fleet(const FleetSettings& fleet);
 
 // A YAML document that parse_config() reads back to an equal Config: every
 // key written out, defaults included: the effective configuration, for

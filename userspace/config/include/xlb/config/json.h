@@ -85,4 +85,13 @@ nlohmann::json settings_to_json(const Settings& settings);
 nlohmann::json fleet_wide_to_json(const Settings& settings);
 std::expected<Settings, std::string> fleet_wide_from_json(const nlohmann::json& j);
 
+// A change of a VIP's settings as PATCH /v1/vip and `xlbctl vip set` make
+// it: `patch` merged into `target` key by key, objects recursively (a JSON
+// merge patch, RFC 7396, without null meaning removal).
+void merge_patch(nlohmann::json& target, const nlohmann::json& patch);
+// What changed between two VIPs' settings (backends left out), leaf by leaf
+// by dotted path: [{"key", "from", "to"}] (null: not set, e.g.
+// conntrack_idle_timeout back to its default).
+nlohmann::json vip_settings_changes(const VipSpec& was, const VipSpec& now);
+
 }  // namespace xlb::config

@@ -17,5 +17,6 @@ const Noun& stats();
 const Noun& table();
 const Noun& lookup();
 const Noun& reload();
+const Noun& fleet();
 
 }  // namespace xlb::xlbctl::noun

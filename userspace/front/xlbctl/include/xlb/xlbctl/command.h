@@ -68,6 +68,10 @@ enum class Verb {
     kConntrackList,
     kConntrackFlush,
     kCapture,
+    kFleetStatus,
+    kFleetImport,
+    kFleetExport,
+    kFleetHistory,
     kTop,
 };
 
@@ -144,6 +148,24 @@ struct Command {
     // status --peers: other LB hosts to compare with, each an API socket path
     // or a file holding a host's `xlbctl status --json`.
     std::vector<std::string> peers;
+
+    // The fleet (--fleet, or xlbctl.yaml: docs/xlbctl.md): the write verbs
+    // change its store instead of the local agent, and the fleet verbs read
+    // it. nullopt: no fleet, everything goes to the agent's socket.
+    std::optional<config::FleetSettings> fleet;
+    std::string fleet_source;  // "--fleet" or the file it came from
+    // Write verbs with a fleet: why (kept in the value), and the revision
+    // to compare the key with instead of the one just read.
+    std::string reason;
+    std::optional<std::int64_t> if_revision;
+    // host drain|resume HOST (fleet only; empty: this host).
+    std::string host;
+    // fleet import FILE [--replace]; fleet export -o FILE.
+    std::string file;
+    bool replace = false;
+    std::string output;
+    // fleet history VIP --diff REV1 REV2.
+    std::optional<std::pair<std::int64_t, std::int64_t>> diff;
 };
 
 // --help, --version, gen-seed's line, or a usage error: what to print and the

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "xlb/xlbctl/command.h"
+#include "xlb/xlbctl/fleet.h"
 #include "xlb/xlbctl/transport.h"
 
 namespace xlb::xlbctl {
@@ -40,6 +41,10 @@ struct Io {
     // turns true); the terminal is as it was once the returned object is
     // gone. Empty, or returning null: no keyboard (not a terminal).
     std::function<std::shared_ptr<void>()> take_keys;
+    // With a fleet: its store (etcd), and who writes (user, uid, host, now).
+    std::function<Result<std::unique_ptr<FleetStore>>(const Command&)> open_store;
+    std::function<fleet::Written()> writer;
+    std::function<std::chrono::system_clock::time_point()> wall_now;
 };
 
 // The real process: std::cout/std::cerr, isatty(1), ::getenv, the Unix
