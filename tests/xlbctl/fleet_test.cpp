@@ -3,6 +3,8 @@
 // as etcd's keys do (a revision per write, compare-and-swap on a key's
 // mod_revision, the value at an older revision): the write verbs, the
 // refusals, fleet status, import, export and history.
+#include "xlb/xlbctl/fleet.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +14,6 @@
 
 #include "xlb/config/config.h"
 #include "xlb/fleet/values.h"
-#include "xlb/xlbctl/fleet.h"
 #include "xlb/xlbctl/run.h"
 
 namespace xlb::xlbctl {
@@ -201,24 +202,23 @@ TEST(XlbctlFleet, WriteVerbsChangeTheValueAndKeepWhoWroteIt) {
 
 TEST(XlbctlFleet, TwoWritersOnOneRevisionOneWinsTheOtherIsRefusedNamingIt) {
     Harness h;
-    ASSERT_EQ(h.run({"vip", "add", kVip, "--backend", "203.0.113.11", "--backend",
-                     "203.0.113.12"}),
+    ASSERT_EQ(h.run({"vip", "add", kVip, "--backend", "203.0.113.11", "--backend", "203.0.113.12"}),
               0);
     const std::string read = std::to_string(h.vip_revision());
     h.user = "bob";
-    ASSERT_EQ(h.run({"backend", "drain", kVip, "203.0.113.11", "--if-revision", read,
-                     "--reason", "drain for kernel upgrade"}),
+    ASSERT_EQ(h.run({"backend", "drain", kVip, "203.0.113.11", "--if-revision", read, "--reason",
+                     "drain for kernel upgrade"}),
               0)
         << h.err.str();
     const std::int64_t won = h.vip_revision();
     h.user = "alice";
-    EXPECT_EQ(h.run({"backend", "set", kVip, "203.0.113.12", "--weight", "7", "--if-revision",
-                     read}),
-              1);
+    EXPECT_EQ(
+        h.run({"backend", "set", kVip, "203.0.113.12", "--weight", "7", "--if-revision", read}), 1);
     EXPECT_HAS(h.err.str(), "refused: VIP " + kVip + " is not at revision " + read);
-    EXPECT_HAS(h.err.str(), "-> " + std::to_string(won) + ", by bob on ops2 at "
-                                                         "2026-12-06T11:02:03Z: \"drain for "
-                                                         "kernel upgrade\"");
+    EXPECT_HAS(h.err.str(), "-> " + std::to_string(won) +
+                                ", by bob on ops2 at "
+                                "2026-12-06T11:02:03Z: \"drain for "
+                                "kernel upgrade\"");
     EXPECT_HAS(h.err.str(), "nothing written");
     // the value is the winner's whole
     fleet::VipValue v = h.vip();
@@ -269,8 +269,8 @@ TEST(XlbctlFleet, ImportWritesEverythingAtOneRevisionOnceAndExportRoundTrips) {
 TEST(XlbctlFleet, ImportRefusesAFileWithoutASeed) {
     Harness h;
     std::string text = kFile;
-    text.erase(text.find("hash_seed"), text.find('\n', text.find("hash_seed")) -
-                                           text.find("hash_seed") + 1);
+    text.erase(text.find("hash_seed"),
+               text.find('\n', text.find("hash_seed")) - text.find("hash_seed") + 1);
     EXPECT_EQ(h.run({"fleet", "import", write_file("xlbctl-fleet-noseed.yaml", text)}), 2);
     EXPECT_HAS(h.err.str(), "xlbctl gen-seed");
     EXPECT_EQ(h.store.writes, 0);
@@ -304,20 +304,19 @@ std::string host_record(const std::string& name, std::int64_t revision, const st
     r.host = name;
     r.config_revision = revision;
     r.updated_at = "2026-12-06T11:02:10Z";
-    r.vips = nlohmann::json::array(
-        {{{"vip", kVip},
-          {"epoch", 3},
-          {"checksum", checksum},
-          {"inputs_checksum", "i" + checksum},
-          {"table_inputs",
-           {{"hash_seed", "0x1"},
-            {"ring_size", 65537},
-            {"hash", "5tuple"},
-            {"backends",
-             {{{"identity", "203.0.113.11"},
-               {"address", "203.0.113.11"},
-               {"weight", weight},
-               {"state", "active"}}}}}}}});
+    r.vips = nlohmann::json::array({{{"vip", kVip},
+                                     {"epoch", 3},
+                                     {"checksum", checksum},
+                                     {"inputs_checksum", "i" + checksum},
+                                     {"table_inputs",
+                                      {{"hash_seed", "0x1"},
+                                       {"ring_size", 65537},
+                                       {"hash", "5tuple"},
+                                       {"backends",
+                                        {{{"identity", "203.0.113.11"},
+                                          {"address", "203.0.113.11"},
+                                          {"weight", weight},
+                                          {"state", "active"}}}}}}}});
     return fleet::encode(r);
 }
 
@@ -340,10 +339,10 @@ TEST(XlbctlFleet, StatusExitsZeroOnlyWhenEveryHostAppliedTheNewestAndAgrees) {
 }
 
 TEST(XlbctlFleet, FleetFromXlbctlsFileWithXlbdsKeysAndErrorsWithTheirLine) {
-    const std::string good = write_file("xlbctl-good.yaml",
-                                        "fleet:\n  name: lab\n  endpoints: [http://10.0.0.1:2379]\n");
-    const std::string bad = write_file("xlbctl-bad.yaml",
-                                       "fleet:\n  endpoints: [http://10.0.0.1:2379]\n  lease: 3s\n");
+    const std::string good = write_file(
+        "xlbctl-good.yaml", "fleet:\n  name: lab\n  endpoints: [http://10.0.0.1:2379]\n");
+    const std::string bad =
+        write_file("xlbctl-bad.yaml", "fleet:\n  endpoints: [http://10.0.0.1:2379]\n  lease: 3s\n");
     std::map<std::string, std::string> env{{kConfigEnv, good}};
     GetEnv getenv = [&](const char* n) -> const char* {
         auto it = env.find(n);

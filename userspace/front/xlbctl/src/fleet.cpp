@@ -2,6 +2,8 @@
 // The pure parts of xlbctl with a fleet (fleet.h): a write verb applied to
 // a VIP's value with the API's rules, the refusal texts, the status
 // comparison, import, export, and the field-level difference of two values.
+#include "xlb/xlbctl/fleet.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "xlb/config/config.h"
 #include "xlb/config/json.h"
 #include "xlb/fleet/desired.h"
-#include "xlb/xlbctl/fleet.h"
 #include "xlb/xlbctl/render.h"
 
 namespace xlb::xlbctl {
@@ -50,8 +51,8 @@ std::optional<std::string> invalid(const config::VipSpec& next,
             path = path.substr(prefix.size() + 1);
         else
             continue;
-        message += (message.empty() ? "" : "; ") + (path.empty() ? issue.message
-                                                                  : path + ": " + issue.message);
+        message += (message.empty() ? "" : "; ") +
+                   (path.empty() ? issue.message : path + ": " + issue.message);
     }
     if (message.empty()) return std::nullopt;
     return (backend_change ? "invalid backend for VIP " : "invalid VIP ") + next.key() + ": " +
@@ -105,92 +106,92 @@ std::expected<VipApplied, std::string> apply_to_vip(const Command& c,
                             [&](const config::BackendSpec& b) { return b.address == c.backend; });
     };
     switch (c.verb) {
-    case Verb::kVipAdd:
-        if (current)
-            return std::unexpected("VIP " + key +
-                                   " already exists in the fleet (change its settings with "
-                                   "xlbctl vip set, its backends with xlbctl backend)");
-        out.next = c.spec;
-        out.summary = fmt::format("added with {} backend{}", c.spec.backends.size(),
-                                  c.spec.backends.size() == 1 ? "" : "s");
-        break;
-    case Verb::kVipSet: {
-        json merged = *current;
-        config::merge_patch(merged, json::parse(c.settings));
-        auto next = config::vip_from_json(merged);
-        if (!next) return std::unexpected("invalid VIP " + key + ": " + next.error());
-        if (const auto disruptive = config::disruptive_vip_changes(*current, *next);
-            !disruptive.empty() && !c.allow_disruptive) {
-            std::string message;
-            for (const auto& d : disruptive) message += (message.empty() ? "" : "; ") + d;
-            return std::unexpected(
-                "refused: " + message +
-                " (established flows of a VIP without conntrack, and flows the routers move "
-                "between hosts, change backend; confirm with --allow-disruptive); nothing written");
+        case Verb::kVipAdd:
+            if (current)
+                return std::unexpected("VIP " + key +
+                                       " already exists in the fleet (change its settings with "
+                                       "xlbctl vip set, its backends with xlbctl backend)");
+            out.next = c.spec;
+            out.summary = fmt::format("added with {} backend{}", c.spec.backends.size(),
+                                      c.spec.backends.size() == 1 ? "" : "s");
+            break;
+        case Verb::kVipSet: {
+            json merged = *current;
+            config::merge_patch(merged, json::parse(c.settings));
+            auto next = config::vip_from_json(merged);
+            if (!next) return std::unexpected("invalid VIP " + key + ": " + next.error());
+            if (const auto disruptive = config::disruptive_vip_changes(*current, *next);
+                !disruptive.empty() && !c.allow_disruptive) {
+                std::string message;
+                for (const auto& d : disruptive) message += (message.empty() ? "" : "; ") + d;
+                return std::unexpected(
+                    "refused: " + message +
+                    " (established flows of a VIP without conntrack, and flows the routers move "
+                    "between hosts, change backend; confirm with --allow-disruptive); nothing "
+                    "written");
+            }
+            out.changes = config::vip_settings_changes(*current, *next);
+            out.summary = out.changes.empty() ? "settings unchanged" : "settings changed:";
+            for (const json& ch : out.changes)
+                out.summary += fmt::format(" {} {} -> {}", ch.at("key").get<std::string>(),
+                                           ch.at("from").dump(), ch.at("to").dump());
+            out.next = std::move(*next);
+            break;
         }
-        out.changes = config::vip_settings_changes(*current, *next);
-        out.summary = out.changes.empty() ? "settings unchanged" : "settings changed:";
-        for (const json& ch : out.changes)
-            out.summary += fmt::format(" {} {} -> {}", ch.at("key").get<std::string>(),
-                                       ch.at("from").dump(), ch.at("to").dump());
-        out.next = std::move(*next);
-        break;
-    }
-    case Verb::kVipDel:
-        out.summary = "deleted";
-        break;
-    case Verb::kBackendAdd: {
-        config::VipSpec next = *current;
-        if (find(next) != next.backends.end())
-            return std::unexpected("VIP " + key + " already has backend " + address +
-                                   " (change it with xlbctl backend set)");
-        config::BackendSpec b;
-        b.address = c.backend;
-        b.weight = c.weight.value_or(config::kDefaultWeight);
-        b.hash_key = c.hash_key;
-        next.backends.push_back(b);
-        out.summary = "backend " + address + " added (" + backend_text(b) + ")";
-        out.next = std::move(next);
-        backend_change = true;
-        break;
-    }
-    case Verb::kBackendDel:
-    case Verb::kBackendSet:
-    case Verb::kBackendDrain:
-    case Verb::kBackendEnable:
-    case Verb::kBackendDisable: {
-        config::VipSpec next = *current;
-        auto b = find(next);
-        if (b == next.backends.end())
-            return std::unexpected("VIP " + key + " has no backend " + address +
-                                   " (xlbctl backend list, or fleet export, shows its backends)");
-        backend_change = true;
-        if (c.verb == Verb::kBackendDel) {
-            next.backends.erase(b);
-            out.summary = "backend " + address + " removed";
-        } else if (c.verb == Verb::kBackendSet) {
-            const std::uint32_t w = c.weight.value_or(0);
-            out.summary = b->weight == w ? "backend " + address + " unchanged (weight " +
-                                               std::to_string(w) + ")"
-                                         : fmt::format("backend {} weight {} -> {}", address,
-                                                       b->weight, w);
-            b->weight = w;
-        } else {
-            const config::AdminState state = c.verb == Verb::kBackendDrain ? config::AdminState::kDrain
-                                               : c.verb == Verb::kBackendEnable
-                                                   ? config::AdminState::kActive
-                                                   : config::AdminState::kDisabled;
-            out.summary = b->state == state
-                              ? "backend " + address + " unchanged (" + config::to_string(state) + ")"
-                              : fmt::format("backend {} {} -> {}", address,
-                                            config::to_string(b->state), config::to_string(state));
-            b->state = state;
+        case Verb::kVipDel: out.summary = "deleted"; break;
+        case Verb::kBackendAdd: {
+            config::VipSpec next = *current;
+            if (find(next) != next.backends.end())
+                return std::unexpected("VIP " + key + " already has backend " + address +
+                                       " (change it with xlbctl backend set)");
+            config::BackendSpec b;
+            b.address = c.backend;
+            b.weight = c.weight.value_or(config::kDefaultWeight);
+            b.hash_key = c.hash_key;
+            next.backends.push_back(b);
+            out.summary = "backend " + address + " added (" + backend_text(b) + ")";
+            out.next = std::move(next);
+            backend_change = true;
+            break;
         }
-        out.next = std::move(next);
-        break;
-    }
-    default:
-        return std::unexpected(std::string(verb_name(c.verb)) + " does not change a VIP");
+        case Verb::kBackendDel:
+        case Verb::kBackendSet:
+        case Verb::kBackendDrain:
+        case Verb::kBackendEnable:
+        case Verb::kBackendDisable: {
+            config::VipSpec next = *current;
+            auto b = find(next);
+            if (b == next.backends.end())
+                return std::unexpected(
+                    "VIP " + key + " has no backend " + address +
+                    " (xlbctl backend list, or fleet export, shows its backends)");
+            backend_change = true;
+            if (c.verb == Verb::kBackendDel) {
+                next.backends.erase(b);
+                out.summary = "backend " + address + " removed";
+            } else if (c.verb == Verb::kBackendSet) {
+                const std::uint32_t w = c.weight.value_or(0);
+                out.summary =
+                    b->weight == w
+                        ? "backend " + address + " unchanged (weight " + std::to_string(w) + ")"
+                        : fmt::format("backend {} weight {} -> {}", address, b->weight, w);
+                b->weight = w;
+            } else {
+                const config::AdminState state =
+                    c.verb == Verb::kBackendDrain    ? config::AdminState::kDrain
+                    : c.verb == Verb::kBackendEnable ? config::AdminState::kActive
+                                                     : config::AdminState::kDisabled;
+                out.summary =
+                    b->state == state
+                        ? "backend " + address + " unchanged (" + config::to_string(state) + ")"
+                        : fmt::format("backend {} {} -> {}", address, config::to_string(b->state),
+                                      config::to_string(state));
+                b->state = state;
+            }
+            out.next = std::move(next);
+            break;
+        }
+        default: return std::unexpected(std::string(verb_name(c.verb)) + " does not change a VIP");
     }
     if (out.next)
         if (auto problem = invalid(*out.next, others, settings, backend_change))
@@ -306,15 +307,14 @@ int fleet_status_exit(const json& status) {
 }
 
 std::string render_fleet_status(const json& s, const Style& style) {
-    std::string out = fmt::format("fleet {}: config revision {} (store at revision {})\n",
-                                  s.at("prefix").get<std::string>(),
-                                  s.at("config_revision").get<std::int64_t>(),
-                                  s.at("revision").get<std::int64_t>());
+    std::string out = fmt::format(
+        "fleet {}: config revision {} (store at revision {})\n", s.at("prefix").get<std::string>(),
+        s.at("config_revision").get<std::int64_t>(), s.at("revision").get<std::int64_t>());
     const json& hosts = s.at("hosts");
     if (hosts.empty()) {
-        out += paint("no host reports to the fleet (no live hosts/<host> key)", Colour::kRed,
-                     style) +
-               "\n";
+        out +=
+            paint("no host reports to the fleet (no live hosts/<host> key)", Colour::kRed, style) +
+            "\n";
     } else {
         Table t({{"HOST"},
                  {"APPLIED", Align::kRight},
@@ -377,7 +377,9 @@ ImportPlan plan_import(const fleet::Layout& layout, const config::Config& file,
             auto v = fleet::decode_vip(was->value);
             return v && !v->vip;
         }();
-        std::string action = !was ? "create" : tombstone ? "create (over a deleted VIP)" : "replace";
+        std::string action = !was        ? "create"
+                             : tombstone ? "create (over a deleted VIP)"
+                                         : "replace";
         if (was && !tombstone && !replace) {
             std::string who;
             if (auto w = written_of(was->value)) who = ", " + written_text(*w);
@@ -396,8 +398,7 @@ ImportPlan plan_import(const fleet::Layout& layout, const config::Config& file,
     global.allow_disruptive = allow_disruptive;
     global.written = written;
     add(layout.global(), fleet::encode(global),
-        fmt::format("hash_seed {}, encap {}",
-                    config::format_hash_seed(file.settings.hash_seed),
+        fmt::format("hash_seed {}, encap {}", config::format_hash_seed(file.settings.hash_seed),
                     config::to_string(file.settings.encap)));
     if (current && current->global && !allow_disruptive &&
         current->global->value.settings.hash_seed != file.settings.hash_seed) {
@@ -417,8 +418,10 @@ ImportPlan plan_import(const fleet::Layout& layout, const config::Config& file,
         add(layout.vip(key), fleet::encode(value),
             fmt::format("{} backend{}", v.backends.size(), v.backends.size() == 1 ? "" : "s"));
         if (current && !allow_disruptive)
-            if (auto it = current->vips.find(key); it != current->vips.end() && it->second.value.vip)
-                for (const std::string& d : config::disruptive_vip_changes(*it->second.value.vip, v))
+            if (auto it = current->vips.find(key);
+                it != current->vips.end() && it->second.value.vip)
+                for (const std::string& d :
+                     config::disruptive_vip_changes(*it->second.value.vip, v))
                     plan.refusals.push_back("VIP " + key + ": " + d +
                                             " (confirm with --allow-disruptive)");
     }
@@ -429,8 +432,10 @@ ImportPlan plan_import(const fleet::Layout& layout, const config::Config& file,
             auto v = fleet::decode_vip(kv.value);
             if (in_file.contains(key) || (v && !v->vip)) continue;
             fleet::VipValue tomb{std::nullopt, false, written};
-            plan.keys.push_back(json{{"key", kv.key}, {"action", "delete"},
-                                     {"summary", "not in the file: a tombstone keeps who and why"}});
+            plan.keys.push_back(
+                json{{"key", kv.key},
+                     {"action", "delete"},
+                     {"summary", "not in the file: a tombstone keeps who and why"}});
             plan.writes.push_back(StoreWrite{kv.key, fleet::encode(tomb), kv.mod_revision});
         }
     return plan;

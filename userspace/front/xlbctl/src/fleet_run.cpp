@@ -60,11 +60,11 @@ FleetRun written(const Command& c, const std::string& key, std::int64_t read_rev
                                     "nothing written\n{}\n",
                                     what, summary, key, read_revision, value),
                         ""};
-    return FleetRun{kExitOk,
-                    fmt::format("{}: {}; written at revision {} (was {}), {}\n", what, summary,
-                                revision, read_revision == 0 ? "absent" : std::to_string(read_revision),
-                                key),
-                    ""};
+    return FleetRun{
+        kExitOk,
+        fmt::format("{}: {}; written at revision {} (was {}), {}\n", what, summary, revision,
+                    read_revision == 0 ? "absent" : std::to_string(read_revision), key),
+        ""};
 }
 
 // The write, or the refusal naming who changed the key since.
@@ -82,7 +82,7 @@ std::expected<std::int64_t, FleetRun> write_one(FleetStore& store, const std::st
 
 FleetRun write_host(const Command& c, FleetStore& store, const fleet::Layout& layout,
                     const fleet::Written& who) {
-    const std::string host = !c.host.empty()                 ? c.host
+    const std::string host = !c.host.empty()               ? c.host
                              : !c.fleet->host_name.empty() ? c.fleet->host_name
                                                            : who.host;
     const std::string key = layout.drain(host);
@@ -169,8 +169,7 @@ FleetRun import(const Command& c, FleetStore& store, const fleet::Layout& layout
                             "the file, and import it again"};
     auto read = store.get_prefix(layout.desired());
     if (!read) return unreachable(read.error());
-    const ImportPlan plan =
-        plan_import(layout, *file, *read, c.replace, c.allow_disruptive, who);
+    const ImportPlan plan = plan_import(layout, *file, *read, c.replace, c.allow_disruptive, who);
     std::string refusals;
     for (const auto& r : plan.refusals) refusals += (refusals.empty() ? "" : "; ") + r;
     if (!plan.refusals.empty() && !c.dry_run)
@@ -187,8 +186,8 @@ FleetRun import(const Command& c, FleetStore& store, const fleet::Layout& layout
                 for (const StoreWrite& w : plan.writes)
                     if (w.key == kv.key) read_rev = w.expect_revision;
                 if (kv.mod_revision == read_rev) continue;
-                who_changed += fmt::format("; {} revision {} -> {}", kv.key, read_rev,
-                                           kv.mod_revision);
+                who_changed +=
+                    fmt::format("; {} revision {} -> {}", kv.key, read_rev, kv.mod_revision);
                 if (auto w = written_of(kv.value)) who_changed += ", " + written_text(*w);
             }
             return refused("refused: the fleet changed since it was read" + who_changed +
@@ -205,9 +204,10 @@ FleetRun import(const Command& c, FleetStore& store, const fleet::Layout& layout
                                 .dump(2) +
                             "\n",
                         ""};
-    std::string out = c.dry_run ? fmt::format("dry run of fleet import {}: would write {} keys "
-                                              "in one transaction; nothing written\n",
-                                              c.file, plan.keys.size())
+    std::string out = c.dry_run ? fmt::format(
+                                      "dry run of fleet import {}: would write {} keys "
+                                      "in one transaction; nothing written\n",
+                                      c.file, plan.keys.size())
                                 : fmt::format("imported {}: {} keys written at revision {}\n",
                                               c.file, plan.keys.size(), revision);
     for (const json& k : plan.keys)
@@ -229,19 +229,17 @@ FleetRun export_file(const Command& c, FleetStore& store, const fleet::Layout& l
         out.flush();
         if (!out)
             return FleetRun{kExitFailed, "",
-                            "fleet export: cannot write " + c.output + ": " +
-                                std::strerror(errno)};
+                            "fleet export: cannot write " + c.output + ": " + std::strerror(errno)};
     }
     if (c.json)
-        return FleetRun{kExitOk,
-                        json{{"revision", read->revision}, {"output", c.output}, {"yaml", *yaml}}
-                                .dump(2) +
-                            "\n",
-                        ""};
+        return FleetRun{
+            kExitOk,
+            json{{"revision", read->revision}, {"output", c.output}, {"yaml", *yaml}}.dump(2) +
+                "\n",
+            ""};
     if (!c.output.empty())
-        return FleetRun{kExitOk, fmt::format("wrote {} (store revision {})\n", c.output,
-                                             read->revision),
-                        ""};
+        return FleetRun{
+            kExitOk, fmt::format("wrote {} (store revision {})\n", c.output, read->revision), ""};
     return FleetRun{kExitOk, *yaml, ""};
 }
 
@@ -260,8 +258,8 @@ FleetRun history(const Command& c, FleetStore& store, const fleet::Layout& layou
             const std::int64_t rev = i == 0 ? c.diff->first : c.diff->second;
             auto read = store.get(key, rev);
             if (!read)
-                return refused(fmt::format("fleet history --diff: {} at revision {}: {}", key,
-                                           rev, read.error().message()));
+                return refused(fmt::format("fleet history --diff: {} at revision {}: {}", key, rev,
+                                           read.error().message()));
             at[i] = decoded(find(*read, key));
         }
         const auto lines = vip_diff(at[0], at[1]);
@@ -274,8 +272,8 @@ FleetRun history(const Command& c, FleetStore& store, const fleet::Layout& layou
                                     .dump(2) +
                                 "\n",
                             ""};
-        std::string out = fmt::format("VIP {} from revision {} to {}:\n", c.vip, c.diff->first,
-                                      c.diff->second);
+        std::string out =
+            fmt::format("VIP {} from revision {} to {}:\n", c.vip, c.diff->first, c.diff->second);
         if (lines.empty()) out += "  no difference\n";
         for (const auto& l : lines) out += "  " + l + "\n";
         return FleetRun{kExitOk, out, ""};
@@ -302,29 +300,31 @@ FleetRun history(const Command& c, FleetStore& store, const fleet::Layout& layou
         if (kv->mod_revision <= 1) break;
         at = kv->mod_revision - 1;
     }
-    if (versions.empty()) return refused("fleet history: no VIP " + c.vip + " in the store's history (" + key + ")");
+    if (versions.empty())
+        return refused("fleet history: no VIP " + c.vip + " in the store's history (" + key + ")");
     json entries = json::array();
     for (std::size_t i = versions.size(); i-- > 0;) {
         const auto& v = versions[i];
         const std::optional<fleet::VipValue> before =
             i + 1 < versions.size() ? versions[i + 1].value : std::nullopt;
         const fleet::Written w = v.value ? v.value->written : fleet::Written{};
-        entries.push_back(json{{"revision", v.revision},
-                               {"at", w.at},
-                               {"by", w.by},
-                               {"uid", w.uid},
-                               {"host", w.host},
-                               {"reason", w.reason},
-                               {"tool", w.tool},
-                               {"changes", v.value ? json(vip_diff(before, v.value))
-                                                   : json::array({"a value that does not decode"})}});
+        entries.push_back(
+            json{{"revision", v.revision},
+                 {"at", w.at},
+                 {"by", w.by},
+                 {"uid", w.uid},
+                 {"host", w.host},
+                 {"reason", w.reason},
+                 {"tool", w.tool},
+                 {"changes", v.value ? json(vip_diff(before, v.value))
+                                     : json::array({"a value that does not decode"})}});
     }
     if (c.json)
-        return FleetRun{kExitOk,
-                        json{{"vip", c.vip}, {"key", key}, {"changes", entries}, {"note", end_note}}
-                                .dump(2) +
-                            "\n",
-                        ""};
+        return FleetRun{
+            kExitOk,
+            json{{"vip", c.vip}, {"key", key}, {"changes", entries}, {"note", end_note}}.dump(2) +
+                "\n",
+            ""};
     Table t({{"REVISION", Align::kRight}, {"WHEN"}, {"WHO"}, {"HOST"}, {"REASON"}, {"WHAT"}});
     for (const json& e : entries) {
         std::string what;
@@ -353,20 +353,18 @@ config::Settings client_fleet_settings() {
 
 bool fleet_write_verb(Verb v) {
     switch (v) {
-    case Verb::kVipAdd:
-    case Verb::kVipDel:
-    case Verb::kVipSet:
-    case Verb::kBackendAdd:
-    case Verb::kBackendDel:
-    case Verb::kBackendSet:
-    case Verb::kBackendDrain:
-    case Verb::kBackendEnable:
-    case Verb::kBackendDisable:
-    case Verb::kHostDrain:
-    case Verb::kHostResume:
-        return true;
-    default:
-        return false;
+        case Verb::kVipAdd:
+        case Verb::kVipDel:
+        case Verb::kVipSet:
+        case Verb::kBackendAdd:
+        case Verb::kBackendDel:
+        case Verb::kBackendSet:
+        case Verb::kBackendDrain:
+        case Verb::kBackendEnable:
+        case Verb::kBackendDisable:
+        case Verb::kHostDrain:
+        case Verb::kHostResume: return true;
+        default: return false;
     }
 }
 
@@ -376,25 +374,21 @@ FleetRun run_fleet(const Command& c, FleetStore& store, const fleet::Written& wh
     fleet::Written who = who_in;
     who.reason = c.reason;
     switch (c.verb) {
-    case Verb::kHostDrain:
-    case Verb::kHostResume:
-        return write_host(c, store, layout, who);
-    case Verb::kFleetImport:
-        return import(c, store, layout, who);
-    case Verb::kFleetExport:
-        return export_file(c, store, layout);
-    case Verb::kFleetHistory:
-        return history(c, store, layout);
-    case Verb::kFleetStatus: {
-        auto read = store.get_prefix(layout.prefix);
-        if (!read)
-            return FleetRun{kExitFleetError, "", "fleet status: " + read.error().message()};
-        const json status = fleet_status(layout, *read, now);
-        return FleetRun{fleet_status_exit(status),
-                        c.json ? status.dump(2) + "\n" : render_fleet_status(status, style), ""};
-    }
-    default:
-        return write_vip(c, store, layout, who);
+        case Verb::kHostDrain:
+        case Verb::kHostResume: return write_host(c, store, layout, who);
+        case Verb::kFleetImport: return import(c, store, layout, who);
+        case Verb::kFleetExport: return export_file(c, store, layout);
+        case Verb::kFleetHistory: return history(c, store, layout);
+        case Verb::kFleetStatus: {
+            auto read = store.get_prefix(layout.prefix);
+            if (!read)
+                return FleetRun{kExitFleetError, "", "fleet status: " + read.error().message()};
+            const json status = fleet_status(layout, *read, now);
+            return FleetRun{fleet_status_exit(status),
+                            c.json ? status.dump(2) + "\n" : render_fleet_status(status, style),
+                            ""};
+        }
+        default: return write_vip(c, store, layout, who);
     }
 }
 

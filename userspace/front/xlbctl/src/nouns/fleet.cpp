@@ -85,11 +85,10 @@ constexpr VerbSpec kFleetVerbs[] = {
              app.add_option("-o,--output", raw.output, "write it to FILE (default: stdout)")
                  ->type_name("FILE");
          },
-     .check =
-         [](const Raw& raw, Command& c) -> Checked<void> {
-             c.output = raw.output;
-             return {};
-         },
+     .check = [](const Raw& raw, Command& c) -> Checked<void> {
+         c.output = raw.output;
+         return {};
+     },
      .request = no_request},
     {.verb = Verb::kFleetHistory,
      .name = "history",
@@ -113,12 +112,14 @@ constexpr VerbSpec kFleetVerbs[] = {
 
 const Noun& fleet() {
     static const Noun noun{.name = "fleet",
-                           .help = "The fleet's store: status of its hosts, import a file, "
-                                   "export it, a VIP's history.",
-                           .examples = "  xlbctl fleet status\n"
-                                       "  xlbctl fleet import /etc/xlb/xlbd.yaml --dry-run\n"
-                                       "  xlbctl fleet export -o fleet.yaml\n"
-                                       "  xlbctl fleet history 198.51.100.10:80/tcp\n",
+                           .help =
+                               "The fleet's store: status of its hosts, import a file, "
+                               "export it, a VIP's history.",
+                           .examples =
+                               "  xlbctl fleet status\n"
+                               "  xlbctl fleet import /etc/xlb/xlbd.yaml --dry-run\n"
+                               "  xlbctl fleet export -o fleet.yaml\n"
+                               "  xlbctl fleet history 198.51.100.10:80/tcp\n",
                            .verbs = kFleetVerbs};
     return noun;
 }
