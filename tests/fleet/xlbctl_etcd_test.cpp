@@ -2,6 +2,7 @@
 // xlbctl against real etcd members (tests/support/etcd_members.h): the
 // binary as an operator runs it, writing and reading the fleet's keys.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <sys/wait.h>
 
 #include "etcd_members.h"
 #include "xlb/config/config.h"

@@ -1236,8 +1236,11 @@ std::string Agent::host_record() {
     const std::uint32_t seed = api_settings_ ? api_settings_->get().hash_seed : 0;
     auto vips = loop_->call<nlohmann::json>([seed, &bgp](control::Reconciler& r) {
         nlohmann::json out = nlohmann::json::array();
-        for (const control::VipStatus& v : r.status())
-            out.push_back(api::vip_status_json(v, seed, bgp));
+        for (const control::VipStatus& v : r.status()) {
+            nlohmann::json j = api::vip_status_json(v, seed, bgp);
+            j["backends"] = api::backend_health_json(v);
+            out.push_back(std::move(j));
+        }
         return out;
     });
     if (vips.wait_for(std::chrono::seconds(2)) != std::future_status::ready) return {};

@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "reload_json.h"
+#include "xlb/api/status_json.h"
 #include "xlb/config/json.h"
 
 namespace xlb::api {
@@ -448,4 +449,13 @@ void add_probes(Router& router, const Services& services) {
 }
 
 }  // namespace detail
+
+nlohmann::json backend_health_json(const control::VipStatus& v) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const control::BackendStatus& b : v.backends)
+        out.push_back(nlohmann::json{{"address", b.address.to_string()},
+                                     {"health", detail::health_text(v.spec, b.health)}});
+    return out;
+}
+
 }  // namespace xlb::api

@@ -30,6 +30,29 @@ std::string render_status(const json& r, const Style& style) {
             out += paint("rejected (" + result + ")", Colour::kRed, style) + ": " +
                    reload->value("error", std::string()) + "\n";
     }
+    // Only a fleet's host has "fleet": the config revision its tables are of.
+    if (const auto f = r.find("fleet"); f != r.end() && f->is_object()) {
+        const json& store = f->at("store");
+        out += fmt::format("fleet {} as host {}: config revision {} ({})", str(*f, "name"),
+                           str(*f, "host"), f->value("applied_revision", std::int64_t{0}),
+                           str(*f, "source"));
+        out += store.value("reachable", false)
+                   ? ", store reachable"
+                   : ", " +
+                         paint("store unreachable since " + store.value("since", std::string()),
+                               Colour::kRed, style) +
+                         ": " + store.value("error", std::string());
+        out += "\n";
+        if (const auto refused = f->find("refused"); refused != f->end() && refused->is_object()) {
+            out += paint(fmt::format("refused desired revision {} ({})",
+                                     refused->value("revision", std::int64_t{0}),
+                                     refused->value("reason", std::string())),
+                         Colour::kRed, style) +
+                   ":\n";
+            for (const json& e : refused->value("errors", json::array()))
+                out += "  " + e.get<std::string>() + "\n";
+        }
+    }
     // Agents before BGP announcements have no "bgp": shown as nothing.
     const json* bgp = nullptr;
     if (auto it = r.find("bgp"); it != r.end() && it->is_object()) bgp = &*it;

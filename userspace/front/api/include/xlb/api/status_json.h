@@ -22,6 +22,9 @@ std::string utc_text(std::chrono::system_clock::time_point at);
 // table_inputs it covers, and its announcement.
 nlohmann::json vip_status_json(const control::VipStatus& vip, std::uint32_t hash_seed,
                                const std::optional<BgpInfo>& bgp);
+// Each backend of the VIP and its health verdict ([{address, health}]), as
+// GET /v1/backends words it: what a fleet's host record adds per VIP.
+nlohmann::json backend_health_json(const control::VipStatus& vip);
 // The "fleet" object of /v1/status.
 nlohmann::json fleet_json(const FleetInfo& fleet);
 
