@@ -36,6 +36,20 @@
 # Addresses are from the documentation ranges and exist only inside the lab's
 # namespaces.
 #
+# With --fleet the LB hosts are configured through a fleet store: three etcd
+# members (real etcd processes, TLS with client certificates) on a management
+# network of their own, apart from br0, so that etcd's traffic never meets XDP:
+#
+#   mgmt (198.18.0.0/24, bridge mgmt in namespace P-mgmt)
+#     |-- e1 .11  etcd member e1 (clients :2379, peers :2380)
+#     |-- e2 .12  etcd member e2
+#     |-- e3 .13  etcd member e3
+#     `-- lb .2, lb2 .3 .. lb4 .5: each LB host's second interface, mgmt0
+#
+# Each LB host's xlbd.yaml then holds its host settings and a fleet: section
+# (fleet lab, prefix /xlb/lab/); the fleet-wide settings and the VIPs are in
+# /run/xlb-lab/P/fleet/desired.yaml, a file xlbd accepts, for the store.
+#
 # Usage: scripts/lab.sh COMMAND [options]
 #   up        build the lab (removes a half-built one on failure)
 #   down      remove everything of the lab (namespaces, processes, pins, files)
@@ -49,9 +63,17 @@
 #                 and its xlbd and BIRD are frozen (SIGSTOP); restore undoes it
 #   server-stop bN / server-start bN   kill -9 / start backend bN's HTTP server
 #   exec ROLE [--] CMD...  run CMD in a namespace (ROLE: client router lb lb2..lb4
-#                 b1..b9; after --, options such as --help belong to CMD)
+#                 b1..b9 e1..e3; after --, options such as --help belong to CMD)
 #   birdc ROLE CMD...   run birdc on the router's or an LB host's BIRD
 #   api [lbN] METHOD PATH [BODY]   call an agent's API on its Unix socket (curl)
+#   etcd-stop N|all    stop etcd member eN (1-3) or every member (SIGTERM)
+#   etcd-start N|all   start eN or every stopped member again with its data
+#                 (the existing cluster); waits until it is healthy when a
+#                 quorum (2 of 3) is running, else says it waits for one
+#   etcd-fail     lose the whole store: every member killed (SIGKILL) at once;
+#                 etcd-start all brings it back with its data
+#   etcdctl ARGS...   run etcdctl (API v3) in the LB host lb against the
+#                 members with the lab's client certificate
 #   sweep     take down every lab whose --owner process is gone (labs of killed
 #             test runs); labs without an owner are never swept
 # Options:
@@ -73,12 +95,19 @@
 #                  router (--next-hop), which needs a pass-through XDP
 #                  program on their ports and their checksums done in software;
 #                  their counters go to /run/xlb-lab/P/decap-bN.prom each second
-#   --agent        (up) also start xlbd (on every LB host)
+#   --agent        (up) also start xlbd (on every LB host; not with --fleet)
+#   --fleet        (up) the fleet store: the management network, certificates
+#                  (scripts/fleet-certs.sh), etcd members e1..e3, up waits
+#                  until they are healthy; the LB hosts' files get fleet:
+#                  instead of their VIPs. Nothing loads the desired state
+#                  into etcd yet, so --agent is refused with --fleet
 # Environment: XLBD, XLB_DECAP override the binaries' paths.
 #
 # Files: /run/xlb-lab/P/ (xlbd.yaml, state.json, xlbd.sock, logs, pids) for the
 # LB host lb, /run/xlb-lab/P/lbN/ for the others, bird-*.conf/.ctl/.log;
 # pins:  /sys/fs/bpf/xlb-lab-P/ and /sys/fs/bpf/xlb-lab-P-lbN/ (created by up).
+# The fleet store: /run/xlb-lab/P/fleet/ (ca.pem, member.pem, client.pem and
+# their keys, desired.yaml; eN/ data, eN.log, eN.pid of each member).
 # The LB reaches the router (next hop 203.0.113.1, 2001:db8:b::1) at a fixed
 # MAC, 02:78:6c:62:00:01, with permanent neighbour entries: no ARP needed.
 # Backends' HTTP servers answer GET / with their name (b1, b2, ...), GET
@@ -98,6 +127,7 @@ via_vip=0
 panic_threshold=""
 second_chance=0
 start_agent=0
+fleet=0
 client=1
 owner=""
 nlb=1
@@ -139,6 +169,7 @@ while [ $# -gt 0 ]; do
     --panic-threshold) panic_threshold="${2:?--panic-threshold needs a value}"; shift 2 ;;
     --second-chance) second_chance=1; shift ;;
     --agent) start_agent=1; shift ;;
+    --fleet) fleet=1; shift ;;
     --no-client) client=0; shift ;;
     --owner) owner="${2:?--owner needs a value}"; shift 2 ;;
     -h | --help) usage; exit 0 ;;
@@ -170,6 +201,20 @@ vip4=198.51.100.10
 vip6=2001:db8:f::10
 vipmix=198.51.100.20
 
+# The fleet store (--fleet): members e1..e3 and the LB hosts on the
+# management network 198.18.0.0/24 (benchmarking range, never routed).
+fleet_dir="${state_dir}/fleet"
+ns_mgmt="${prefix}-mgmt"
+nmembers=3
+member_ns() { echo "${prefix}-e$1"; }
+member_ip() { echo "198.18.0.1$1"; }
+lb_mgmt_ip() { echo "198.18.0.$(($1 + 1))"; }
+fleet_endpoints() {  # fleet_endpoints SEPARATOR
+  local n out=""
+  for ((n = 1; n <= nmembers; n++)); do out+="${out:+$1}https://$(member_ip "${n}"):2379"; done
+  echo "${out}"
+}
+
 backend_ns() { echo "${prefix}-b$1"; }
 backend_v4() { echo "203.0.113.1$1"; }
 backend_v6() { echo "2001:db8:b::1$1"; }
@@ -197,14 +242,15 @@ ns_of() {
     client) echo "${ns_client}" ;;
     router) echo "${ns_router}" ;;
     lb) echo "${ns_lb}" ;;
-    lb[2-4] | b[1-9]) echo "${prefix}-$1" ;;
-    *) die "unknown role '$1' (client, router, lb, lb2..lb4, b1..b9)" ;;
+    lb[2-4] | b[1-9] | e[1-3]) echo "${prefix}-$1" ;;
+    *) die "unknown role '$1' (client, router, lb, lb2..lb4, b1..b9, e1..e3)" ;;
   esac
 }
 
 # Every namespace this prefix may own (whether it exists or not).
 all_ns() {
   echo "${ns_client} ${ns_router} ${ns_lb} ${prefix}-lb2 ${prefix}-lb3 ${prefix}-lb4"
+  echo "${ns_mgmt} $(member_ns 1) $(member_ns 2) $(member_ns 3)"
   for i in 1 2 3 4 5 6 7 8 9; do backend_ns "$i"; done
 }
 
@@ -253,6 +299,11 @@ lab_down() {
     [ -f "${pidfile}" ] || continue
     kill -TERM "$(cat "${pidfile}")" 2>/dev/null || true
     kill -CONT "$(cat "${pidfile}")" 2>/dev/null || true
+  done
+  # the store's data goes with the lab: no orderly stop of its members
+  local n pid
+  for ((n = 1; n <= nmembers; n++)); do
+    if pid="$(member_pid "${n}")"; then kill -KILL "${pid}" 2>/dev/null || true; fi
   done
   for ns in $(all_ns); do
     if ns_exists "${ns}"; then
@@ -339,8 +390,12 @@ while True:
 PY
 }
 
-write_config() {  # write_config K: LB host K's xlbd.yaml
-  local k="$1" i w dir
+# config_yaml K PART: LB host K's configuration. PART all: the whole file of
+# a host on its own; host: the host's part in a fleet (its settings and the
+# fleet: section); desired: the fleet's desired state (fleet-wide settings
+# and VIPs) with host K's settings, so that xlbd accepts the file.
+config_yaml() {
+  local k="$1" part="$2" i w dir
   dir="$(lb_dir "${k}")"
   local -a ws
   IFS=',' read -r -a ws <<<"${weights}"
@@ -351,52 +406,71 @@ write_config() {  # write_config K: LB host K's xlbd.yaml
     [ "${via_vip}" -eq 0 ] || via=", via_vip: true"
     hc="    health_check: {type: http, path: /healthz, interval: 500ms, timeout: 250ms, jitter: 50ms, unhealthy_threshold: 2, healthy_threshold: 2${via}}"
   fi
-  {
-    echo "# Written by scripts/lab.sh for lab ${prefix}, LB host $(lb_role "${k}")."
-    echo "interface: eth0"
-    echo "xdp_mode: native"
-    echo "next_hop: {mac: \"${router_mac}\"}"
-    echo "encap_source: {ipv4: $(lb_v4 "${k}"), ipv6: \"$(lb_v6 "${k}")\"}"
-    echo "hash_seed: 0x5eed1234"
-    echo "mtu: 1600"
-    if [ "${second_chance}" -eq 1 ]; then
-      echo "encap: gue"
-      echo "second_chance: {enabled: true, window: 10m}"
-    fi
-    echo "maps: {max_vips: 16, max_backends: 64, conntrack_entries: 65536}"
-    echo "api: {socket: ${dir}/xlbd.sock}"
-    echo "metrics: {listen: \"127.0.0.1:9464\"}"
-    echo "state_file: ${dir}/state.json"
-    echo "pin_dir: $(lb_pins "${k}")"
-    if [ "${router_mode}" = bgp ]; then
-      echo "bgp: {enabled: true, control_socket: $(bird_ctl "$(lb_role "${k}")"), routes_file: ${dir}/bird/xlb.conf}"
-    fi
-    echo "vips:"
-    local vip
-    for vip in "web ${vip4} v4" "web6 ${vip6} v6" "mixed ${vipmix} v6"; do
-      set -- ${vip}
-      echo "  - name: $1"
-      echo "    address: \"$2\""
-      echo "    port: 80"
-      echo "${hc}"
-      [ -z "${panic_threshold}" ] || echo "    panic_threshold: ${panic_threshold}"
-      echo "    slow_start: {window: 3s, floor: 0.1}"
-      echo "    backends:"
-      for ((i = 1; i <= in_config; i++)); do
-        w="${ws[$((i - 1))]}"
-        if [ "$3" = v4 ]; then
-          echo "      - {address: \"$(backend_v4 "$i")\", weight: ${w}}"
-        else
-          echo "      - {address: \"$(backend_v6 "$i")\", weight: ${w}}"
-        fi
-      done
-      [ "${in_config}" -gt 0 ] || echo "      []"
-    done
-  } >"${dir}/xlbd.yaml"
-  # an empty backend list must be written inline
-  if [ "${in_config}" -eq 0 ]; then
-    sed -i -e ':a;N;$!ba;s/    backends:\n      \[\]/    backends: []/g' "${dir}/xlbd.yaml"
+  case "${part}" in
+    all | host) echo "# Written by scripts/lab.sh for lab ${prefix}, LB host $(lb_role "${k}")." ;;
+    desired)
+      echo "# Written by scripts/lab.sh for lab ${prefix}: the fleet's desired state"
+      echo "# (fleet-wide settings and VIPs) for the store; the host settings are"
+      echo "# $(lb_role "${k}")'s, only so that xlbd accepts this file."
+      ;;
+  esac
+  echo "interface: eth0"
+  echo "xdp_mode: native"
+  echo "next_hop: {mac: \"${router_mac}\"}"
+  echo "encap_source: {ipv4: $(lb_v4 "${k}"), ipv6: \"$(lb_v6 "${k}")\"}"
+  [ "${part}" = host ] || echo "hash_seed: 0x5eed1234"
+  echo "mtu: 1600"
+  if [ "${second_chance}" -eq 1 ] && [ "${part}" != host ]; then
+    echo "encap: gue"
+    echo "second_chance: {enabled: true, window: 10m}"
   fi
+  echo "maps: {max_vips: 16, max_backends: 64, conntrack_entries: 65536}"
+  echo "api: {socket: ${dir}/xlbd.sock}"
+  echo "metrics: {listen: \"127.0.0.1:9464\"}"
+  echo "state_file: ${dir}/state.json"
+  echo "pin_dir: $(lb_pins "${k}")"
+  if [ "${router_mode}" = bgp ]; then
+    echo "bgp: {enabled: true, control_socket: $(bird_ctl "$(lb_role "${k}")"), routes_file: ${dir}/bird/xlb.conf}"
+  fi
+  if [ "${part}" = host ]; then
+    echo "fleet:"
+    echo "  name: lab                 # etcd prefix /xlb/lab/"
+    echo "  endpoints: [$(fleet_endpoints ', ')]"
+    echo "  host_name: $(lb_role "${k}")"
+    echo "  ca: ${fleet_dir}/ca.pem"
+    echo "  cert: ${fleet_dir}/client.pem"
+    echo "  key: ${fleet_dir}/client-key.pem"
+    echo "  lease_ttl: 10s"
+    return 0
+  fi
+  echo "vips:"
+  local vip
+  for vip in "web ${vip4} v4" "web6 ${vip6} v6" "mixed ${vipmix} v6"; do
+    set -- ${vip}
+    echo "  - name: $1"
+    echo "    address: \"$2\""
+    echo "    port: 80"
+    echo "${hc}"
+    [ -z "${panic_threshold}" ] || echo "    panic_threshold: ${panic_threshold}"
+    echo "    slow_start: {window: 3s, floor: 0.1}"
+    # an empty backend list must be written inline
+    [ "${in_config}" -gt 0 ] || echo "    backends: []"
+    [ "${in_config}" -eq 0 ] || echo "    backends:"
+    for ((i = 1; i <= in_config; i++)); do
+      w="${ws[$((i - 1))]}"
+      if [ "$3" = v4 ]; then
+        echo "      - {address: \"$(backend_v4 "$i")\", weight: ${w}}"
+      else
+        echo "      - {address: \"$(backend_v6 "$i")\", weight: ${w}}"
+      fi
+    done
+  done
+}
+
+write_config() {  # write_config K: LB host K's xlbd.yaml
+  local part=all
+  [ "${fleet}" -eq 0 ] || part=host
+  config_yaml "$1" "${part}" >"$(lb_dir "$1")/xlbd.yaml"
 }
 
 start_httpd() {  # start_httpd N: backend bN's HTTP server, in the background
@@ -571,12 +645,224 @@ bird_wait_established() {  # every BGP session of the router
   die "BGP: ${got} of ${want} sessions established after 20 s: $(birdc_in router show protocols)"
 }
 
+# ---- the fleet store (--fleet) ------------------------------------------------------
+# Three etcd members, one per namespace, on a bridge in a namespace of its
+# own: the LB hosts reach them through a second interface (mgmt0), never
+# through eth0 and its XDP program, and neither the router nor host-fail
+# touches the store.
+
+lab_up_mgmt_network() {
+  local n k ns port
+  ip -n "${ns_mgmt}" link add mgmt type bridge
+  for ((n = 1; n <= nmembers; n++)); do
+    ns="$(member_ns "${n}")"
+    veth eth0 "${ns}" "p-e${n}" "${ns_mgmt}"
+    ip -n "${ns}" addr add "$(member_ip "${n}")/24" dev eth0
+    ip -n "${ns}" link set eth0 up
+    ip -n "${ns_mgmt}" link set "p-e${n}" master mgmt up
+  done
+  for ((k = 1; k <= nlb; k++)); do
+    ns="${prefix}-$(lb_role "${k}")"
+    port="p-$(lb_role "${k}")"
+    veth mgmt0 "${ns}" "${port}" "${ns_mgmt}"
+    ip -n "${ns}" addr add "$(lb_mgmt_ip "${k}")/24" dev mgmt0
+    ip -n "${ns}" link set mgmt0 up
+    ip -n "${ns_mgmt}" link set "${port}" master mgmt up
+  done
+  ip -n "${ns_mgmt}" link set mgmt up
+}
+
+member_pid() {  # member_pid N: prints eN's pid while it runs, else fails
+  local pid state
+  pid="$(cat "${fleet_dir}/e$1.pid" 2>/dev/null)" || return 1
+  [[ "${pid}" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/${pid}/comm" 2>/dev/null)" = etcd ] || return 1
+  # killed, but not yet reaped by the process that inherited it
+  state="$(awk '{ print $3 }' "/proc/${pid}/stat" 2>/dev/null)" || return 1
+  [ "${state}" != Z ] || return 1
+  echo "${pid}"
+}
+
+member_start() {  # member_start N: eN in the background, on its data directory
+  local n="$1" ip state=new cluster="" m
+  ip="$(member_ip "${n}")"
+  # a member that ran before rejoins the cluster its data names
+  [ ! -d "${fleet_dir}/e${n}/member" ] || state=existing
+  for ((m = 1; m <= nmembers; m++)); do cluster+="${cluster:+,}e${m}=https://$(member_ip "${m}"):2380"; done
+  (
+    # A member outlives this script and its caller: it keeps none of their
+    # files open (held by a member, the caller's flock on a lock file would
+    # stay taken until the lab is down).
+    local fd
+    for fd in /proc/"${BASHPID}"/fd/*; do
+      fd="${fd##*/}"
+      if [ "${fd}" -gt 2 ]; then exec {fd}>&-; fi
+    done
+    # nsenter leaves /sys alone (ip netns exec remounts it); it execs etcd,
+    # so $! is etcd's pid
+    exec nsenter --net="/run/netns/$(member_ns "${n}")" etcd --name "e${n}" --data-dir "${fleet_dir}/e${n}" \
+      --logger zap --log-outputs stderr \
+      --listen-client-urls "https://${ip}:2379" --advertise-client-urls "https://${ip}:2379" \
+      --listen-peer-urls "https://${ip}:2380" --initial-advertise-peer-urls "https://${ip}:2380" \
+      --initial-cluster "${cluster}" --initial-cluster-state "${state}" \
+      --initial-cluster-token "xlb-lab-${prefix}" \
+      --cert-file "${fleet_dir}/member.pem" --key-file "${fleet_dir}/member-key.pem" \
+      --trusted-ca-file "${fleet_dir}/ca.pem" --client-cert-auth \
+      --peer-cert-file "${fleet_dir}/member.pem" --peer-key-file "${fleet_dir}/member-key.pem" \
+      --peer-trusted-ca-file "${fleet_dir}/ca.pem" --peer-client-cert-auth
+  ) </dev/null >>"${fleet_dir}/e${n}.log" 2>&1 &
+  local pid=$!
+  echo "${pid}" >"${fleet_dir}/e${n}.pid"
+  # until nsenter has exec'd etcd, the pid is not yet a member's
+  for _ in $(seq 1 100); do
+    [ "$(cat "/proc/${pid}/comm" 2>/dev/null)" != etcd ] || return 0
+    kill -0 "${pid}" 2>/dev/null || break
+    sleep 0.02
+  done
+  die "etcd member e${n} did not start; the end of ${fleet_dir}/e${n}.log: $(tail -n 5 "${fleet_dir}/e${n}.log")"
+}
+
+member_healthy() {  # member_healthy N NS: eN answers healthy (it has a leader) to a client in NS
+  nsx "$2" curl -s --max-time 2 --cacert "${fleet_dir}/ca.pem" --cert "${fleet_dir}/client.pem" \
+    --key "${fleet_dir}/client-key.pem" "https://$(member_ip "$1"):2379/health" 2>/dev/null |
+    grep -q '"health":"true"'
+}
+
+members_wait_healthy() {  # members_wait_healthy N...: as the LB host lb sees them
+  local n deadline=$((SECONDS + 20))
+  for n in "$@"; do
+    until member_healthy "${n}" "${ns_lb}"; do
+      member_pid "${n}" >/dev/null ||
+        die "etcd member e${n} exited; the end of ${fleet_dir}/e${n}.log: $(tail -n 5 "${fleet_dir}/e${n}.log")"
+      [ "${SECONDS}" -lt "${deadline}" ] ||
+        die "etcd member e${n} not healthy after 20 s; the end of ${fleet_dir}/e${n}.log: $(tail -n 5 "${fleet_dir}/e${n}.log")"
+      sleep 0.1
+    done
+  done
+}
+
+lab_up_fleet() {  # the management network, the certificates, the members started
+  lab_up_mgmt_network
+  local -a ips=()
+  local n out
+  for ((n = 1; n <= nmembers; n++)); do ips+=(--ip "$(member_ip "${n}")"); done
+  out="$("${repo_root}/scripts/fleet-certs.sh" "${fleet_dir}" "${ips[@]}" 2>&1)" ||
+    die "could not make the fleet's certificates: ${out}"
+  for ((n = 1; n <= nmembers; n++)); do member_start "${n}"; done
+}
+
+# Loads the fleet's desired state (fleet/desired.yaml) into the store, under
+# /xlb/lab/. Empty for now: `xlbctl fleet import` goes here, run in the LB
+# host lb with the endpoints and the client certificate of the hosts' fleet:
+# sections. Until then the store stays empty and up starts no agent.
+fleet_import() {
+  :
+}
+
+member_arg() {  # member_arg ARG: the members ARG names (N or all) in selected
+  local n
+  selected=()
+  case "$1" in
+    all) for ((n = 1; n <= nmembers; n++)); do selected+=("${n}"); done ;;
+    [1-3]) selected=("$1") ;;
+    *) die "${cmd}: found '$1', expected a member 1-${nmembers} or all" ;;
+  esac
+}
+
+members_wait_gone() {  # members_wait_gone SIGNAL N...: each exits within 10 s
+  local sig="$1" n
+  shift
+  for n in "$@"; do
+    for _ in $(seq 1 200); do
+      member_pid "${n}" >/dev/null || break
+      sleep 0.05
+    done
+    ! member_pid "${n}" >/dev/null || die "etcd member e${n} did not exit after SIG${sig}"
+    rm -f "${fleet_dir}/e${n}.pid"
+  done
+}
+
+etcd_stop() {  # etcd_stop N|all: one member after the other, each given time to leave
+  local n pid
+  member_arg "$1"
+  for n in "${selected[@]}"; do
+    if ! pid="$(member_pid "${n}")"; then
+      [ "$1" = all ] || die "etcd member e${n} is not running"
+      continue
+    fi
+    kill -TERM "${pid}" 2>/dev/null || true
+    members_wait_gone TERM "${n}"
+    echo "lab ${prefix}: etcd member e${n} stopped (SIGTERM)"
+  done
+}
+
+etcd_fail() {  # every running member killed in one go: the store lost, not stopped
+  local n pid
+  local -a killed=()
+  for ((n = 1; n <= nmembers; n++)); do
+    if pid="$(member_pid "${n}")"; then
+      kill -KILL "${pid}" 2>/dev/null || true
+      killed+=("${n}")
+    fi
+  done
+  members_wait_gone KILL "${killed[@]}"
+  echo "lab ${prefix}: fleet store lost: $(printf 'e%s ' "${killed[@]}")killed (etcd-start all brings it back)"
+}
+
+etcd_start() {  # etcd_start N|all
+  local n running=0 m
+  local -a started=()
+  member_arg "$1"
+  for n in "${selected[@]}"; do
+    if member_pid "${n}" >/dev/null; then
+      [ "$1" = all ] || die "etcd member e${n} is running already (pid $(member_pid "${n}"))"
+      continue
+    fi
+    member_start "${n}"
+    started+=("${n}")
+  done
+  for ((m = 1; m <= nmembers; m++)); do
+    member_pid "${m}" >/dev/null && running=$((running + 1))
+  done
+  # one member alone has no leader: it serves nothing until a second joins
+  if [ "${running}" -le $((nmembers / 2)) ]; then
+    echo "lab ${prefix}: etcd member(s) $(printf 'e%s ' "${started[@]}")started; ${running} of ${nmembers} running, no quorum until another member starts"
+    return 0
+  fi
+  members_wait_healthy "${started[@]}"
+  [ ${#started[@]} -eq 0 ] || echo "lab ${prefix}: etcd member(s) $(printf 'e%s ' "${started[@]}")started, healthy"
+  [ ${#started[@]} -gt 0 ] || echo "lab ${prefix}: every etcd member is running already"
+}
+
+fleet_status() {
+  local n pid health
+  echo "== etcd members (fleet store, ${fleet_dir})"
+  for ((n = 1; n <= nmembers; n++)); do
+    if pid="$(member_pid "${n}")"; then
+      health=unhealthy
+      member_healthy "${n}" "$(member_ns "${n}")" && health=healthy
+      echo "   e${n} https://$(member_ip "${n}"):2379: running (pid ${pid}), ${health}, log ${fleet_dir}/e${n}.log"
+    else
+      echo "   e${n} https://$(member_ip "${n}"):2379: stopped (scripts/lab.sh etcd-start ${n} --prefix ${prefix})"
+    fi
+  done
+}
+
 lab_up() {
   local ns i b
   command -v python3 >/dev/null || die "python3 is missing (scripts/install-deps.sh installs it)"
   command -v ethtool >/dev/null || die "ethtool is missing (scripts/install-deps.sh installs it)"
   [ "${router_mode}" = static ] || command -v bird >/dev/null ||
     die "bird is missing (--router bgp needs BIRD 2: scripts/install-deps.sh installs it)"
+  if [ "${fleet}" -eq 1 ]; then
+    # the agents would wait for a desired state that nothing loads yet (fleet_import)
+    [ "${start_agent}" -eq 0 ] ||
+      die "--agent with --fleet: nothing loads the fleet's desired state into etcd yet, so the agents would have nothing to serve; bring the lab up without --agent"
+    local tool
+    for tool in etcd curl openssl; do
+      command -v "${tool}" >/dev/null ||
+        die "${tool} is missing (--fleet needs etcd-server, curl and openssl: scripts/install-deps.sh installs them)"
+    done
+  fi
   [ -x "${decap_bin}" ] || die "${decap_bin} not found: build it (cmake --build ${build_dir} --target xlb-decap)"
   for ns in $(all_ns); do
     ns_exists "${ns}" && die "namespace ${ns} exists already: lab ${prefix} is up (scripts/lab.sh down --prefix ${prefix})"
@@ -590,7 +876,7 @@ lab_up() {
 
   [ -z "${owner}" ] || echo "${owner}" >"${state_dir}/owner-pid"
   # what later commands (agent-start lb2, status) need to know of this lab
-  printf 'nlb=%s\nrouter_mode=%s\n' "${nlb}" "${router_mode}" >"${state_dir}/lab.env"
+  printf 'nlb=%s\nrouter_mode=%s\nfleet=%s\n' "${nlb}" "${router_mode}" "${fleet}" >"${state_dir}/lab.env"
   local k
   for ((k = 1; k <= nlb; k++)); do
     mkdir -p -m 0700 "$(lb_pins "${k}")"
@@ -600,6 +886,10 @@ lab_up() {
   local -a namespaces=("${ns_router}")
   for ((k = 1; k <= nlb; k++)); do namespaces+=("${prefix}-$(lb_role "${k}")"); done
   [ "${client}" -eq 0 ] || namespaces+=("${ns_client}")
+  if [ "${fleet}" -eq 1 ]; then
+    namespaces+=("${ns_mgmt}")
+    for ((i = 1; i <= nmembers; i++)); do namespaces+=("$(member_ns "$i")"); done
+  fi
   for ((i = 1; i <= nbackends; i++)); do namespaces+=("$(backend_ns "$i")"); done
   for ns in "${namespaces[@]}"; do
     ip netns add "${ns}" || die "could not create namespace ${ns}"
@@ -619,6 +909,9 @@ lab_up() {
 
   # LB hosts <-> router bridge
   for ((k = 1; k <= nlb; k++)); do lab_up_lb_host "${k}"; done
+
+  # the fleet store: its members elect a leader while the rest is built
+  [ "${fleet}" -eq 0 ] || lab_up_fleet
 
   # backends
   for ((i = 1; i <= nbackends; i++)); do
@@ -725,6 +1018,14 @@ lab_up() {
       die "the router cannot reach backend b$i over IPv6"
   done
 
+  if [ "${fleet}" -eq 1 ]; then
+    members_wait_healthy $(seq 1 "${nmembers}")
+    for ((k = 2; k <= nlb; k++)); do
+      member_healthy 1 "${prefix}-$(lb_role "${k}")" || die "LB host $(lb_role "${k}") cannot reach the fleet store"
+    done
+    config_yaml 1 desired >"${fleet_dir}/desired.yaml"
+    fleet_import
+  fi
   for ((k = 1; k <= nlb; k++)); do write_config "${k}"; done
   if [ "${router_mode}" = bgp ]; then
     write_bird_router
@@ -740,7 +1041,7 @@ lab_up() {
     for ((k = 1; k <= nlb; k++)); do agent_start "$(lb_role "${k}")"; done
   fi
   trap - EXIT
-  echo "lab ${prefix}: up (${nbackends} backends$([ "${nlb}" -eq 1 ] || echo ", ${nlb} LB hosts, router ${router_mode}")$([ "${client}" -eq 1 ] || echo ", no client"); config ${state_dir}/xlbd.yaml)"
+  echo "lab ${prefix}: up (${nbackends} backends$([ "${nlb}" -eq 1 ] || echo ", ${nlb} LB hosts, router ${router_mode}")$([ "${client}" -eq 1 ] || echo ", no client")$([ "${fleet}" -eq 0 ] || echo ", fleet store $(fleet_endpoints ,)"); config ${state_dir}/xlbd.yaml)"
 }
 
 # ---- the agents -------------------------------------------------------------------
@@ -859,6 +1160,7 @@ lab_status() {
     echo "lab ${prefix}: down"
     return 0
   }
+  [ "${fleet}" -eq 0 ] || fleet_status
   local k role dir
   for ((k = 1; k <= nlb; k++)); do
     role="$(lb_role "${k}")"
@@ -923,6 +1225,28 @@ case "${cmd}" in
     ns="$(ns_of "${args[0]}")"
     ns_exists "${ns}" || die "namespace ${ns} does not exist (is lab ${prefix} up?)"
     exec ip netns exec "${ns}" "${args[@]:1}"
+    ;;
+  etcd-stop | etcd-start | etcd-fail | etcdctl)
+    [ "${fleet}" -eq 1 ] || die "lab ${prefix} has no fleet store (up --fleet)"
+    case "${cmd}" in
+      etcd-stop)
+        [ ${#args[@]} -eq 1 ] || die "etcd-stop N|all"
+        etcd_stop "${args[0]}"
+        ;;
+      etcd-start)
+        [ ${#args[@]} -eq 1 ] || die "etcd-start N|all"
+        etcd_start "${args[0]}"
+        ;;
+      etcd-fail)
+        [ ${#args[@]} -eq 0 ] || die "etcd-fail takes no argument"
+        etcd_fail
+        ;;
+      etcdctl)
+        nsx "${ns_lb}" env ETCDCTL_API=3 etcdctl --endpoints "$(fleet_endpoints ,)" \
+          --cacert "${fleet_dir}/ca.pem" --cert "${fleet_dir}/client.pem" \
+          --key "${fleet_dir}/client-key.pem" "${args[@]}"
+        ;;
+    esac
     ;;
   api)
     take_lb_role
