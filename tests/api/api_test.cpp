@@ -192,7 +192,7 @@ protected:
         initial = {web_vip()};
 
         // What the agent does at start: apply, publish, persist, then serve.
-        store = std::make_unique<StateStore>(settings.state_file, config_digest(initial));
+        store = std::make_unique<StateStore>(settings.state_file, initial);
         rec = std::make_unique<control::Reconciler>(dp, control::Reconciler::Options{16, 64});
         rec->set_vips(initial);
         auto published = rec->reconcile(control::Clock::now());
@@ -895,8 +895,10 @@ TEST_F(ApiTest, StateFileRoundTripsAndSurvivesRestart) {
     StartupDecision d = decide_startup_vips(initial, state);
     EXPECT_EQ(d.source, StartupDecision::Source::kState);
     EXPECT_FALSE(d.backup_state);
-    EXPECT_TRUE(d.warning.empty());
+    EXPECT_TRUE(d.conflicts.empty());
     EXPECT_EQ(d.vips, state.vips);
+    ASSERT_TRUE(state.config_vips) << "the state records the file it was written against";
+    EXPECT_EQ(*state.config_vips, initial);
     FakeDataPlane dp2;
     control::Reconciler rec2(dp2, {16, 64});
     EXPECT_TRUE(restore_ids_and_epochs(rec2, state).empty());
@@ -912,13 +914,17 @@ TEST_F(ApiTest, StateFileRoundTripsAndSurvivesRestart) {
                   now["backends"][i]["generation"].get<std::uint32_t>());
     }
 
-    // Restart after the file was edited: the file wins, the state is set aside.
+    // Restart after the file edited the VIP the API changed: a conflict, the
+    // start refuses; --prefer file takes the file and sets the state aside.
     std::vector<config::VipSpec> edited = initial;
     edited[0].ring_size = 257;
     StartupDecision e = decide_startup_vips(edited, state);
-    EXPECT_EQ(e.source, StartupDecision::Source::kConfig);
+    EXPECT_EQ(e.source, StartupDecision::Source::kMerged);
+    EXPECT_FALSE(e.conflicts.empty());
+    e = decide_startup_vips(edited, state, config::Prefer::kFile);
+    EXPECT_TRUE(e.conflicts.empty());
     EXPECT_TRUE(e.backup_state);
-    EXPECT_NE(e.warning.find("changed"), std::string::npos);
+    EXPECT_FALSE(e.warnings.empty());
     EXPECT_EQ(e.vips, edited);
     auto backup = reader.backup();
     ASSERT_TRUE(backup) << backup.error();

@@ -67,7 +67,7 @@ protected:
         StateStore store;
         control::Reconciler rec;
         Agent(RingsOnly& data_plane, const std::string& path)
-            : dp(data_plane), store(path, "digest"), rec(dp, {16, 64}) {
+            : dp(data_plane), store(path), rec(dp, {16, 64}) {
             auto loaded = store.load();
             EXPECT_TRUE(loaded) << loaded.error();
             if (loaded && *loaded) {
@@ -215,6 +215,229 @@ TEST_F(StateStoreEpochs, MeasuredWriteAtAThousandBackends) {
         "snapshot + JSON alone: median %.2f ms\n",
         static_cast<std::uintmax_t>(fs::file_size(path)), dir.c_str(), ms[kWrites / 2], ms.back(),
         encode_ms[kWrites / 2]);
+}
+
+// ---- the start-up rule: the file and the runtime changes, VIP by VIP ---------------------
+
+constexpr const char* kApi = "198.51.100.20:443/tcp";
+
+config::VipSpec api_vip() {
+    config::VipSpec v = web(2);
+    v.port = 443;
+    v.address = *net::IpAddress::parse("198.51.100.20");
+    return v;
+}
+
+config::VipSpec* find(std::vector<config::VipSpec>& vips, const std::string& key) {
+    for (auto& v : vips)
+        if (v.key() == key) return &v;
+    return nullptr;
+}
+
+// A state written against `base` after the API changed it into `running`.
+StateFile written(const std::vector<config::VipSpec>& base,
+                  const std::vector<config::VipSpec>& running) {
+    StateFile s;
+    s.config_digest = config_digest(base);
+    s.config_vips = base;
+    s.vips = running;
+    return s;
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& part) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
+}
+
+TEST(StateFileConfigVips, RoundTripAndOlderFilesWithoutThem) {
+    StateFile s = written({web(2)}, {web(3)});
+    const std::string text = encode_state(s);
+    auto back = decode_state(text);
+    ASSERT_TRUE(back) << back.error();
+    ASSERT_TRUE(back->config_vips);
+    EXPECT_EQ(*back->config_vips, std::vector<config::VipSpec>{web(2)});
+    EXPECT_EQ(back->vips, std::vector<config::VipSpec>{web(3)});
+    EXPECT_EQ(encode_state(*back), text);
+
+    json old = json::parse(text);
+    old.erase("config_vips");
+    auto older = decode_state(old.dump());
+    ASSERT_TRUE(older) << older.error();
+    EXPECT_FALSE(older->config_vips);
+    EXPECT_EQ(encode_state(*older).find("config_vips"), std::string::npos);
+
+    json bad = json::parse(text);
+    bad["config_vips"][0]["port"] = "eighty";
+    auto error = decode_state(bad.dump());
+    ASSERT_FALSE(error);
+    EXPECT_NE(error.error().message().find("config_vips"), std::string::npos) << error.error();
+}
+
+// The case found by hand: a drain through the API, then an edit of another
+// VIP in the file and a restart. The drain used to be reverted with a log
+// line; it is kept, and said so.
+TEST(StartupRule, AnEditElsewhereKeepsARuntimeDrainAndReportsIt) {
+    const std::vector<config::VipSpec> base = {web(3), api_vip()};
+    std::vector<config::VipSpec> running = base;
+    find(running, kWeb)->backends[1].state = config::AdminState::kDrain;
+    std::vector<config::VipSpec> file = base;
+    find(file, kApi)->backends[0].weight = 300;
+
+    const StartupDecision d = decide_startup_vips(file, written(base, running));
+    EXPECT_EQ(d.source, StartupDecision::Source::kMerged);
+    EXPECT_TRUE(d.conflicts.empty()) << joined(d.conflicts);
+    EXPECT_FALSE(d.backup_state) << "nothing was dropped";
+    std::vector<config::VipSpec> vips = d.vips;
+    ASSERT_EQ(vips.size(), 2u);
+    EXPECT_EQ(*find(vips, kWeb), *find(running, kWeb)) << "the drain is kept";
+    EXPECT_EQ(*find(vips, kApi), *find(file, kApi)) << "the file's edit is applied";
+    EXPECT_TRUE(has(d.warnings,
+                    "VIP 198.51.100.10:80/tcp backend 10.0.0.1: state drain at "
+                    "runtime, active in the file: keeping the runtime change"))
+        << joined(d.warnings);
+    EXPECT_FALSE(has(d.warnings, kApi)) << joined(d.warnings);
+
+    // The same file again (nothing edited): the drain is still kept and said so.
+    StateFile again = written(file, d.vips);
+    const StartupDecision same = decide_startup_vips(file, again);
+    EXPECT_EQ(same.source, StartupDecision::Source::kState);
+    EXPECT_EQ(same.vips, d.vips);
+    EXPECT_TRUE(has(same.warnings, "backend 10.0.0.1: state drain at runtime"))
+        << joined(same.warnings);
+}
+
+TEST(StartupRule, AnEditOfTheSameVipConflictsUntilTheOperatorChooses) {
+    const std::vector<config::VipSpec> base = {web(3), api_vip()};
+    std::vector<config::VipSpec> running = base;
+    find(running, kWeb)->backends[1].state = config::AdminState::kDrain;
+    std::vector<config::VipSpec> file = base;
+    find(file, kWeb)->backends[2].weight = 7;
+    find(file, kApi)->ring_size = 509;
+    const StateFile state = written(base, running);
+
+    const StartupDecision refused = decide_startup_vips(file, state);
+    EXPECT_EQ(refused.conflicts,
+              (std::vector<std::string>{
+                  "VIP 198.51.100.10:80/tcp backend 10.0.0.1: state drain at runtime, active in "
+                  "the file",
+                  "VIP 198.51.100.10:80/tcp backend 10.0.0.2: weight 100 at runtime, 7 in the "
+                  "file"}));
+    const Error e = startup_refusal(refused, "/var/lib/xlb/state.json");
+    EXPECT_NE(e.message().find("2 runtime change(s) recorded in /var/lib/xlb/state.json"),
+              std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("--prefer file"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("--prefer runtime"), std::string::npos) << e.message();
+
+    const StartupDecision by_file = decide_startup_vips(file, state, config::Prefer::kFile);
+    EXPECT_TRUE(by_file.conflicts.empty());
+    EXPECT_TRUE(by_file.backup_state) << "the dropped runtime version stays in the backup";
+    std::vector<config::VipSpec> vips = by_file.vips;
+    EXPECT_EQ(*find(vips, kWeb), *find(file, kWeb));
+    EXPECT_EQ(*find(vips, kApi), *find(file, kApi));
+    EXPECT_TRUE(has(by_file.warnings,
+                    "backend 10.0.0.1: state drain at runtime, active in the "
+                    "file (changed both in the file and at runtime): --prefer "
+                    "file: the file's version is used"))
+        << joined(by_file.warnings);
+
+    const StartupDecision by_runtime = decide_startup_vips(file, state, config::Prefer::kRuntime);
+    EXPECT_TRUE(by_runtime.conflicts.empty());
+    EXPECT_FALSE(by_runtime.backup_state);
+    vips = by_runtime.vips;
+    EXPECT_EQ(*find(vips, kWeb), *find(running, kWeb));
+    EXPECT_EQ(*find(vips, kApi), *find(file, kApi)) << "an edit without a conflict still applies";
+    EXPECT_TRUE(has(by_runtime.warnings, "--prefer runtime: the runtime version is used"))
+        << joined(by_runtime.warnings);
+}
+
+TEST(StartupRule, VipsAddedAndRemovedOnEitherSide) {
+    config::VipSpec gone = api_vip();
+    gone.port = 8080;
+    const std::vector<config::VipSpec> base = {web(2), api_vip(), gone};
+    // runtime: adds a VIP and deletes `gone`; the file deletes api_vip and adds one
+    config::VipSpec added_at_runtime = web(1);
+    added_at_runtime.port = 81;
+    config::VipSpec added_in_file = web(1);
+    added_in_file.port = 82;
+    const std::vector<config::VipSpec> running = {web(2), api_vip(), added_at_runtime};
+    const std::vector<config::VipSpec> file = {web(2), gone, added_in_file};
+
+    const StartupDecision d = decide_startup_vips(file, written(base, running));
+    EXPECT_TRUE(d.conflicts.empty()) << joined(d.conflicts);
+    std::vector<std::string> keys;
+    for (const auto& v : d.vips) keys.push_back(v.key());
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(keys, (std::vector<std::string>{"198.51.100.10:80/tcp", "198.51.100.10:81/tcp",
+                                              "198.51.100.10:82/tcp"}));
+    EXPECT_TRUE(has(d.warnings, "VIP 198.51.100.10:81/tcp: at runtime, not in the file"))
+        << joined(d.warnings);
+    EXPECT_TRUE(has(d.warnings, "VIP 198.51.100.20:8080/tcp: in the file, not at runtime"))
+        << joined(d.warnings);
+
+    // The file deletes a VIP the API changed: a conflict.
+    std::vector<config::VipSpec> changed = running;
+    find(changed, kApi)->backends[0].weight = 1;
+    const StartupDecision c = decide_startup_vips(file, written(base, changed));
+    EXPECT_EQ(c.conflicts,
+              (std::vector<std::string>{"VIP 198.51.100.20:443/tcp: at runtime, not in the file"}));
+}
+
+// Without a record of the file the state was written against (a state file
+// from before, or a list that does not match its digest), nothing says which
+// side changed: every difference is a conflict, agreement is not.
+TEST(StartupRule, AnUnknownBaseMakesEveryDifferenceAConflict) {
+    const std::vector<config::VipSpec> base = {web(2), api_vip()};
+    std::vector<config::VipSpec> running = base;
+    find(running, kWeb)->backends[0].state = config::AdminState::kDisabled;
+    std::vector<config::VipSpec> file = base;
+    find(file, kApi)->backends[0].weight = 5;
+
+    StateFile old = written(base, running);
+    old.config_vips.reset();
+    const StartupDecision d = decide_startup_vips(file, old);
+    EXPECT_EQ(d.conflicts,
+              (std::vector<std::string>{
+                  "VIP 198.51.100.10:80/tcp backend 10.0.0.0: state disabled at runtime, active "
+                  "in the file",
+                  "VIP 198.51.100.20:443/tcp backend 10.0.0.0: weight 100 at runtime, 5 in the "
+                  "file"}));
+
+    StateFile tampered = written(base, running);
+    tampered.config_vips = file;  // not what config_digest was taken of
+    EXPECT_EQ(decide_startup_vips(file, tampered).conflicts, d.conflicts);
+
+    // an old state file whose VIPs agree with the file: nothing to decide
+    StateFile agreeing = old;
+    agreeing.vips = file;
+    const StartupDecision ok = decide_startup_vips(file, agreeing);
+    EXPECT_TRUE(ok.conflicts.empty());
+    EXPECT_TRUE(ok.warnings.empty()) << joined(ok.warnings);
+    EXPECT_EQ(ok.vips.size(), 2u);
+}
+
+TEST_F(StateStoreEpochs, TheStoreRecordsTheFileItWritesAgainst) {
+    RingsOnly dp;
+    control::Reconciler rec(dp, {16, 64});
+    rec.set_vips({web(3, 50)});
+    StateStore store(path, {web(3)});
+    ASSERT_TRUE(store.save_current(rec));
+    StateFile s = read();
+    EXPECT_EQ(s.config_digest, config_digest({web(3)}));
+    ASSERT_TRUE(s.config_vips);
+    EXPECT_EQ(*s.config_vips, std::vector<config::VipSpec>{web(3)});
+    EXPECT_EQ(s.vips, std::vector<config::VipSpec>{web(3, 50)});
+    store.set_config_vips({web(4)});
+    ASSERT_TRUE(store.save_current(rec));
+    s = read();
+    EXPECT_EQ(s.config_digest, config_digest({web(4)}));
+    EXPECT_EQ(*s.config_vips, std::vector<config::VipSpec>{web(4)});
 }
 
 }  // namespace

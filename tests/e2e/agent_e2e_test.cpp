@@ -1373,6 +1373,112 @@ TEST_F(AgentSafetyE2E, LateStartFailuresLeaveNothingOnAFirstStartAndTheDataPlane
         EXPECT_EQ(pinned_ring(id), rings_before[id]) << "ring " << id;
 }
 
+// A drain made with xlbctl, then a restart after a file edit: the drain is
+// kept and reported when the edit is elsewhere; when the edit touches the
+// same VIP the start refuses and changes nothing until the operator chooses
+// with --prefer file|runtime, each doing what it says. Never reverted
+// silently.
+TEST_F(AgentSafetyE2E, RestartAfterAFileEditKeepsOrRefusesButNeverRevertsARuntimeDrain) {
+    write_config({web4(), web6()});
+    start_agent();
+    const std::string v4 = web4().key(), v6 = web6().key();
+    const CmdResult drained = run(std::string(XLBCTL_PATH) + " --socket " + lab_->tmp() +
+                                  "/run/xlbd.sock backend drain " + v4 + " 203.0.113.11 2>&1");
+    ASSERT_EQ(drained.rc, 0) << drained.out;
+    // address -> "state/weight" as the agent runs it
+    auto backends_of = [&](const std::string& key) {
+        std::map<std::string, std::string> out;
+        for (const json bs = backends(key); const json& b : bs["backends"])
+            out[b["address"].get<std::string>()] =
+                b["state"].get<std::string>() + "/" + b["weight"].dump();
+        return out;
+    };
+    ASSERT_EQ(backends_of(v4).at("203.0.113.11"), "drain/100");
+    auto stop = [&] {
+        agent_->signal(SIGTERM);
+        ASSERT_EQ(agent_->wait_exit(10s), 0);
+    };
+    // The agent's log from here on.
+    std::size_t log_from = 0;
+    auto restart = [&](const std::vector<std::string>& args) {
+        log_from = agent_->log().size();
+        agent_->start(args);
+        wait_ready();
+    };
+    auto log_since = [&] { return agent_->log().substr(log_from); };
+    const std::string kept_line =
+        "VIP 198.51.100.10:80/tcp backend 203.0.113.11: state drain at runtime, active in the "
+        "file: keeping the runtime change";
+
+    // 1. The file edits another VIP: the drain stays, and the log says so.
+    stop();
+    std::vector<VipConf> edit = {web4(), web6()};
+    edit[1].backend("2001:db8:b::12").weight = 150;
+    write_config(edit);
+    restart({});
+    EXPECT_EQ(backends_of(v4).at("203.0.113.11"), "drain/100") << "the drain was reverted";
+    EXPECT_EQ(backends_of(v6).at("2001:db8:b::12"), "active/150") << "the file's edit is lost";
+    EXPECT_NE(log_since().find(kept_line), std::string::npos) << log_since();
+
+    // 2. The file edits the drained VIP: the start refuses, nothing changes.
+    stop();
+    edit[0].backend("203.0.113.12").weight = 150;
+    write_config(edit);
+    const DataPlaneSnapshot before = snapshot(false);
+    const std::string conflict =
+        "VIP 198.51.100.10:80/tcp backend 203.0.113.11: state drain at runtime, active in the file";
+    Failed refused = run_failing({});
+    EXPECT_EQ(refused.rc, 1) << refused.log;
+    EXPECT_NE(refused.log.find(conflict), std::string::npos) << refused.log;
+    EXPECT_NE(refused.log.find("VIP 198.51.100.10:80/tcp backend 203.0.113.12: weight 200 at "
+                               "runtime, 150 in the file"),
+              std::string::npos)
+        << refused.log;
+    EXPECT_NE(refused.log.find("--prefer file"), std::string::npos) << refused.log;
+    EXPECT_NE(refused.log.find("--prefer runtime"), std::string::npos) << refused.log;
+    EXPECT_EQ(snapshot(false), before) << "the refused start changed the data plane or state";
+    const CmdResult check = run_xlbd(*lab_, {"--check-config", config_path_});
+    EXPECT_EQ(check.rc, 1) << check.out;
+    EXPECT_NE(check.out.find(conflict), std::string::npos) << check.out;
+    const CmdResult check_runtime =
+        run_xlbd(*lab_, {"--check-config", config_path_, "--prefer", "runtime"});
+    EXPECT_EQ(check_runtime.rc, 0) << check_runtime.out;
+    EXPECT_EQ(snapshot(false), before) << "--check-config changed something";
+
+    // 3. --prefer runtime: the runtime version of that VIP, reported.
+    restart({"--prefer", "runtime"});
+    EXPECT_EQ(backends_of(v4).at("203.0.113.11"), "drain/100");
+    EXPECT_EQ(backends_of(v4).at("203.0.113.12"), "active/200");
+    EXPECT_NE(log_since().find(conflict + " (changed both in the file and at runtime): --prefer "
+                                          "runtime: the runtime version is used"),
+              std::string::npos)
+        << log_since();
+    // settled: the same file again starts without --prefer
+    stop();
+    restart({});
+    EXPECT_EQ(backends_of(v4).at("203.0.113.11"), "drain/100");
+
+    // 4. Another edit of that VIP, then --prefer file: the file's version,
+    // the old state file kept as a backup.
+    stop();
+    edit[0].backend("203.0.113.13").weight = 60;
+    write_config(edit);
+    refused = run_failing({});
+    EXPECT_EQ(refused.rc, 1) << refused.log;
+    restart({"--prefer", "file"});
+    EXPECT_EQ(backends_of(v4).at("203.0.113.11"), "active/100");
+    EXPECT_EQ(backends_of(v4).at("203.0.113.12"), "active/150");
+    EXPECT_EQ(backends_of(v4).at("203.0.113.13"), "active/60");
+    EXPECT_NE(log_since().find(conflict + " (changed both in the file and at runtime): --prefer "
+                                          "file: the file's version is used"),
+              std::string::npos)
+        << log_since();
+    bool backup = false;
+    for (const auto& entry : fs::directory_iterator(lab_->tmp() + "/state"))
+        backup = backup || entry.path().filename().string().starts_with("state.json.bak-");
+    EXPECT_TRUE(backup) << "no backup of the state file with the dropped drain";
+}
+
 TEST_F(AgentSafetyE2E, ReloadThroughTheApiReportsChangesErrorsAndRefusesDisruptiveOnes) {
     write_config({web4(), web6()});
     start_agent();

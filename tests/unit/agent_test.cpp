@@ -233,6 +233,43 @@ TEST(Reload, ConntrackBudgetAndSweepApplyAtOnceResizeWaits) {
     EXPECT_EQ(applied.conntrack.resize, config::ConntrackResize::kRefuse);
 }
 
+// A reload takes the file's version of every VIP the file's edit touches,
+// runtime changes to it or not (with a warning), and keeps every other
+// VIP as it runs, runtime changes included.
+TEST(Reload, MergeTakesTheFilesEditsAndKeepsRuntimeChangesElsewhere) {
+    auto with_backend = [](config::VipSpec v, const char* address, std::uint32_t weight) {
+        config::BackendSpec b;
+        b.address = *net::IpAddress::parse(address);
+        b.weight = weight;
+        v.backends.push_back(b);
+        return v;
+    };
+    const config::VipSpec a = with_backend(vip("198.51.100.10"), "203.0.113.11", 100);
+    const config::VipSpec b = with_backend(vip("198.51.100.11"), "203.0.113.12", 100);
+    const config::VipSpec c = vip("198.51.100.12");
+    const config::VipSpec d = vip("198.51.100.13");
+    config::VipSpec a_drained = a;
+    a_drained.backends[0].state = config::AdminState::kDrain;
+    config::VipSpec b_runtime = b, b_file = b;
+    b_runtime.backends[0].weight = 5;
+    b_file.ring_size = 257;
+    const config::VipSpec e = vip("198.51.100.14");  // added at runtime
+
+    // old file a b c d; runtime: a drained, b reweighted, d deleted, e added;
+    // new file: b's ring changed, c deleted, d untouched, f added
+    const config::VipSpec f = vip("198.51.100.15");
+    const ReloadResult r =
+        merge_reload({a, b, c, d}, {a, b_file, d, f}, {a_drained, b_runtime, c, e});
+    EXPECT_EQ(r.vips, (std::vector<config::VipSpec>{a_drained, b_file, e, f}));
+    EXPECT_EQ(r.changed, std::vector<std::string>{b.key()});
+    EXPECT_EQ(r.removed, std::vector<std::string>{c.key()});
+    EXPECT_EQ(r.added, std::vector<std::string>{f.key()});
+    EXPECT_EQ(r.untouched, 3u) << "a and e as they run, d deleted at runtime stays deleted";
+    EXPECT_EQ(r.warnings, std::vector<std::string>{
+                              "VIP 198.51.100.11:80/tcp: the file's new version replaces runtime "
+                              "changes"});
+}
+
 TEST(ConntrackSweeper, SweepsCountsAndTracksFloods) {
     test::FakeConntrack table(1024, 2);
     table.set_backend(1, *net::IpAddress::parse("203.0.113.11"), 1);

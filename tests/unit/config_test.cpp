@@ -18,6 +18,7 @@
 
 #include "xlb/config/json.h"
 #include "xlb/config/model.h"
+#include "xlb/config/vip_merge.h"
 
 #ifndef XLB_SOURCE_DIR
 #error "XLB_SOURCE_DIR must be defined (the source tree, to find etc/xlbd.example.yaml)"
@@ -1855,6 +1856,73 @@ TEST(JsonCaptureRequest, ErrorsNameTheKey) {
     EXPECT_EQ(error(R"({"outcomes": ["drop", 3]})"), "outcomes[1]: found 3, expected a string");
     EXPECT_EQ(error(R"({"snaplen": 10, "cuont": 5})"),
               "cuont: unknown key; did you mean \"count\"?");
+}
+
+// ---- three-way comparison of VIP lists ---------------------------------------------
+
+VipSpec merge_vip(std::uint16_t port) {
+    VipSpec v;
+    v.address = *net::IpAddress::parse("198.51.100.10");
+    v.port = port;
+    for (const char* a : {"203.0.113.11", "203.0.113.12"}) {
+        BackendSpec b;
+        b.address = *net::IpAddress::parse(a);
+        v.backends.push_back(b);
+    }
+    return v;
+}
+
+TEST(VipMerge, SaysWhichSideChangedEachVip) {
+    const VipSpec a = merge_vip(80), b = merge_vip(81), c = merge_vip(82);
+    VipSpec a2 = a, b2 = b, b3 = b;
+    a2.ring_size = 257;
+    b2.backends[0].weight = 1;
+    b3.backends[0].weight = 2;
+    // (the entries point into the lists)
+    const std::vector<VipSpec> base = {a, b, c}, file = {a2, b2, c}, running = {a, b3};
+    const auto w = compare_three_way(&base, file, running);
+    ASSERT_EQ(w.size(), 3u);
+    EXPECT_EQ(w[0].key, a.key());
+    EXPECT_TRUE(w[0].file_changed && !w[0].runtime_changed && !w[0].conflict());
+    EXPECT_TRUE(w[1].file_changed && w[1].runtime_changed && w[1].conflict());
+    EXPECT_EQ(w[2].key, c.key());
+    EXPECT_TRUE(!w[2].file_changed && w[2].runtime_changed && !w[2].conflict());
+    EXPECT_EQ(w[2].running, nullptr);
+
+    // both sides made the same change: no conflict
+    const std::vector<VipSpec> both = {a, b2, c};
+    const auto same = compare_three_way(&base, both, both);
+    EXPECT_TRUE(same[1].file_changed && same[1].runtime_changed);
+    EXPECT_FALSE(same[1].conflict());
+    // no base: a difference is a conflict, agreement is not
+    const std::vector<VipSpec> edited = {a2, b, c};
+    const auto unknown = compare_three_way(nullptr, edited, base);
+    EXPECT_TRUE(unknown[0].conflict());
+    EXPECT_FALSE(unknown[1].conflict());
+    EXPECT_EQ(unknown[0].base, nullptr);
+}
+
+TEST(VipMerge, DifferencesNameTheFieldAsTheFileDoes) {
+    const VipSpec a = merge_vip(80);
+    VipSpec b = a;
+    b.ring_size = 257;
+    b.health_check.interval = Duration{2'000};
+    b.backends[0].state = AdminState::kDrain;
+    b.backends.pop_back();
+    BackendSpec extra;
+    extra.address = *net::IpAddress::parse("203.0.113.40");
+    b.backends.push_back(extra);
+    EXPECT_EQ(describe_differences(a.key(), &b, &a),
+              (std::vector<std::string>{
+                  "VIP 198.51.100.10:80/tcp: health_check.interval 2s at runtime, 10s in the file",
+                  "VIP 198.51.100.10:80/tcp: ring_size 257 at runtime, 65537 in the file",
+                  "VIP 198.51.100.10:80/tcp backend 203.0.113.11: state drain at runtime, active "
+                  "in the file",
+                  "VIP 198.51.100.10:80/tcp backend 203.0.113.40: at runtime, not in the file",
+                  "VIP 198.51.100.10:80/tcp backend 203.0.113.12: in the file, not at runtime"}));
+    EXPECT_EQ(describe_differences(a.key(), nullptr, &a),
+              std::vector<std::string>{"VIP 198.51.100.10:80/tcp: in the file, not at runtime"});
+    EXPECT_TRUE(describe_differences(a.key(), &a, &a).empty());
 }
 
 }  // namespace

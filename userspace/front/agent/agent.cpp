@@ -597,13 +597,22 @@ Agent::Step Agent::open_data_plane() {
     if (!mac) return std::unexpected(std::move(mac.error()).add_context("next hop"));
     mac_ = *mac;
 
-    state_.emplace(s.state_file, api::config_digest(config_.vips));
+    state_.emplace(s.state_file, config_.vips);
     auto state = state_->load();
     if (!state) {
         state.error().hint = "move it aside to start from " + options_.config_path + " alone";
         return std::unexpected(std::move(state.error()));
     }
     had_state_file_ = state->has_value();
+    // Desired state: the file merged VIP by VIP with the runtime changes the
+    // state file records; a conflict stops the start before anything is
+    // written.
+    api::StartupDecision decision = api::decide_startup_vips(config_.vips, *state, options_.prefer);
+    for (const auto& c : decision.conflicts) spdlog::error("{}", c);
+    if (!decision.conflicts.empty())
+        return std::unexpected(api::startup_refusal(decision, s.state_file));
+    for (const auto& w : decision.warnings) spdlog::warn("{}", w);
+    backup_state_ = decision.backup_state;
 
     pin_dir_ = s.pin_dir + "/" + s.interface;
     // The directories the load may create: a first start that is undone
@@ -636,11 +645,6 @@ Agent::Step Agent::open_data_plane() {
         st.capacity = ct_load.capacity;
         st.requested_capacity = ct_load.requested;  // rounded up to whole sets
     });
-
-    // Desired state: the file, or the state file when it was written for it.
-    api::StartupDecision decision = api::decide_startup_vips(config_.vips, *state);
-    if (!decision.warning.empty()) spdlog::warn("{}", decision.warning);
-    backup_state_ = decision.backup_state;
 
     data_plane_.emplace(*lb_);
     reconciler_.emplace(*data_plane_,
@@ -1037,7 +1041,7 @@ api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config n
                      }
                      r.set_vips(merged.vips);
                      refresh_health(r);
-                     state_->set_config_digest(api::config_digest(new_file));
+                     state_->set_config_vips(new_file);
                      if (auto saved = state_->save_current(r); !saved)
                          out.warnings.push_back(saved.error().message());
                      return out;

@@ -18,6 +18,7 @@
 #include "xlb/agent/agent.h"
 #include "xlb/agent/journal_log.h"
 #include "xlb/agent/preflight.h"
+#include "xlb/api/state_store.h"
 #include "xlb/cli/suggest.h"
 #include "xlb/config/config.h"
 #include "xlb/version.h"
@@ -43,7 +44,8 @@ int usage_error(std::string_view message) {
 
 // --check-config: parse and validate, then check the host as a start would,
 // except for what a running agent holds (the interface lock, the metrics
-// address) and what needs the kernel. Creates nothing.
+// address) and what needs the kernel, and say what a start would do with
+// the runtime changes in the state file (--prefer included). Creates nothing.
 int check_config(const std::string& path, const xlb::agent::AgentOptions& options) {
     auto config = xlb::config::load_config_file(path);
     if (!config) {
@@ -65,6 +67,21 @@ int check_config(const std::string& path, const xlb::agent::AgentOptions& option
             fmt::format("{}: valid, but {} problem(s) with this host", path, problems.size()));
         return kExitInvalid;
     }
+    // What a start would make of the runtime changes in the state file
+    // (readable: check_host said so).
+    if (auto state = xlb::api::StateStore(config->settings.state_file).load(); state) {
+        const xlb::api::StartupDecision decision =
+            xlb::api::decide_startup_vips(config->vips, *state, options.prefer);
+        const std::string where = "state file " + config->settings.state_file + ": ";
+        for (const auto& w : decision.warnings) say(stdout, spdlog::level::warn, where + w);
+        if (!decision.conflicts.empty()) {
+            for (const auto& c : decision.conflicts) say(stderr, spdlog::level::err, where + c);
+            say(stderr, spdlog::level::err,
+                path + ": valid, but a start would refuse: " +
+                    xlb::api::startup_refusal(decision, config->settings.state_file).message());
+            return kExitInvalid;
+        }
+    }
     std::size_t backends = 0;
     for (const auto& v : config->vips) backends += v.backends.size();
     say(stdout, spdlog::level::info,
@@ -78,7 +95,7 @@ int main(int argc, char** argv) {
     xlb::agent::AgentOptions options;
     std::string check_path;
     std::string xdp_mode, log_level = "info";
-    std::string interface, api_socket, metrics_listen, pin_dir, state_file;
+    std::string interface, api_socket, metrics_listen, pin_dir, state_file, prefer;
 
     CLI::App app{
         "xlbd: the xlb load-balancer agent (XDP data plane, health checks, Maglev tables)"};
@@ -101,6 +118,11 @@ int main(int argc, char** argv) {
     app.add_option("--pin-dir", pin_dir, "bpffs directory for pinned maps (overrides the file)");
     app.add_option("--state-file", state_file,
                    "where runtime changes persist (overrides the file)");
+    app.add_option("--prefer", prefer,
+                   "for a VIP changed both in the file and at runtime (API) since the state "
+                   "file was written: use the file's version or keep the runtime one "
+                   "(without it such a start refuses)")
+        ->check(CLI::IsMember({"file", "runtime"}));
     app.add_flag("--detach-on-exit", options.detach_on_exit,
                  "detach XDP and remove the pinned maps on exit (default: keep forwarding)");
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
@@ -111,6 +133,7 @@ int main(int argc, char** argv) {
         "  xlbd --config /etc/xlb/xlbd.yaml\n"
         "  xlbd --check-config /etc/xlb/xlbd.yaml\n"
         "  xlbd --config lab.yaml --interface veth-lb --xdp-mode generic --detach-on-exit\n"
+        "  xlbd --config /etc/xlb/xlbd.yaml --prefer runtime   (after a refused start)\n"
         "Signals: SIGHUP reloads the file and applies only what changed; SIGTERM stops.\n"
         "Exit status: 0 done, 1 invalid configuration or failed start, 2 usage error.\n"
         "See xlbd(8).");
@@ -131,6 +154,8 @@ int main(int argc, char** argv) {
     if (!metrics_listen.empty()) options.metrics_listen = metrics_listen;
     if (!pin_dir.empty()) options.pin_dir = pin_dir;
     if (!state_file.empty()) options.state_file = state_file;
+    if (prefer == "file") options.prefer = xlb::config::Prefer::kFile;
+    if (prefer == "runtime") options.prefer = xlb::config::Prefer::kRuntime;
 
     if (check->count() > 0) {
         if (!check_path.empty() && !options.config_path.empty() &&

@@ -4,6 +4,8 @@
 #include <array>
 #include <map>
 
+#include "xlb/config/vip_merge.h"
+
 namespace xlb::agent {
 namespace {
 
@@ -127,43 +129,39 @@ std::vector<std::string> disruptive_changes(const S& before, const S& after,
 ReloadResult merge_reload(const std::vector<config::VipSpec>& old_file,
                           const std::vector<config::VipSpec>& new_file,
                           const std::vector<config::VipSpec>& running) {
-    const auto before = by_key(old_file);
-    const auto after = by_key(new_file);
-    const auto now = by_key(running);
+    const std::vector<config::VipThreeWay> vips =
+        config::compare_three_way(&old_file, new_file, running);
     ReloadResult result;
 
     // VIPs running now: kept unless the file's edit touches them.
-    for (const auto& [key, spec] : now) {
-        auto was = before.find(key);
-        auto is = after.find(key);
-        const bool in_old = was != before.end(), in_new = is != after.end();
-        if (in_old && !in_new) {
-            result.removed.push_back(key);
+    for (const config::VipThreeWay& w : vips) {
+        if (!w.running) continue;
+        if (!w.file_changed) {
+            ++result.untouched;
+            result.vips.push_back(*w.running);
             continue;
         }
-        if (in_new && (!in_old || !(*was->second == *is->second))) {
-            // edited in the file (or added to the file while it existed at runtime)
-            if (!in_old || !(*spec == *was->second))
-                result.warnings.push_back("VIP " + key +
-                                          ": the file's new version replaces runtime changes");
-            result.changed.push_back(key);
-            result.vips.push_back(*is->second);
+        if (!w.file) {
+            result.removed.push_back(w.key);
             continue;
         }
-        ++result.untouched;
-        result.vips.push_back(*spec);
+        // edited in the file (or added to the file while it existed at runtime)
+        if (w.runtime_changed)
+            result.warnings.push_back("VIP " + w.key +
+                                      ": the file's new version replaces runtime changes");
+        result.changed.push_back(w.key);
+        result.vips.push_back(*w.file);
     }
     // VIPs new in the file.
-    for (const auto& [key, spec] : after) {
-        if (now.contains(key)) continue;
-        auto was = before.find(key);
-        if (was != before.end() && *was->second == *spec) {
+    for (const config::VipThreeWay& w : vips) {
+        if (w.running || !w.file) continue;
+        if (!w.file_changed) {
             // removed at runtime and untouched in the file: stays removed
             ++result.untouched;
             continue;
         }
-        result.added.push_back(key);
-        result.vips.push_back(*spec);
+        result.added.push_back(w.key);
+        result.vips.push_back(*w.file);
     }
     return result;
 }

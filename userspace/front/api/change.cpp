@@ -160,7 +160,7 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
          on_vips_changed](control::Reconciler& r) -> std::expected<Change, HttpError> {
             auto change = checked_change(mutate, r.vips(), settings);
             if (!change) return change;
-            StateFile next = snapshot_state(r, state.config_digest());
+            StateFile next = state.snapshot(r);
             next.vips = change->vips;
             if (auto saved = state.save(next); !saved)
                 return std::unexpected(

@@ -104,6 +104,7 @@ std::string encode_state(const StateFile& state) {
               {"checksums", checksums},
               {"epochs_reserved", reserved},
               {"ids", {{"vips", vip_ids}, {"backends", backend_ids}}}};
+    if (state.config_vips) j["config_vips"] = config::vips_to_json(*state.config_vips);
     return j.dump(2) + "\n";
 }
 
@@ -135,9 +136,15 @@ Result<StateFile> decode_state(std::string_view text) {
     }
     Reader r;
     StateFile out;
-    // optional (written since epochs are reserved ahead): checked, then set aside
+    // optional (written since epochs are reserved ahead, and since the file's
+    // VIPs are recorded): checked, then set aside
     json checksums = json::object(), reserved = json::object();
+    std::optional<json> config_vips;
     if (j.is_object()) {
+        if (auto it = j.find("config_vips"); it != j.end()) {
+            config_vips = *it;
+            j.erase(it);
+        }
         if (auto it = j.find("checksums"); it != j.end()) {
             checksums = *it;
             j.erase(it);
@@ -148,8 +155,8 @@ Result<StateFile> decode_state(std::string_view text) {
         }
     }
     if (!r.object(j, "", {"version", "config_digest", "vips", "epochs", "ids"},
-                  "a state file: version, config_digest, vips, epochs, checksums, "
-                  "epochs_reserved, ids"))
+                  "a state file: version, config_digest, config_vips, vips, epochs, "
+                  "checksums, epochs_reserved, ids"))
         return fail(r.error);
     std::uint64_t version = 0;
     if (!r.uint(j["version"], "version", 1000, version)) return fail(r.error);
@@ -162,6 +169,11 @@ Result<StateFile> decode_state(std::string_view text) {
     auto vips = config::vips_from_json(j["vips"]);
     if (!vips) return fail("vips: " + vips.error());
     out.vips = std::move(*vips);
+    if (config_vips) {
+        auto base = config::vips_from_json(*config_vips);
+        if (!base) return fail("config_vips: " + base.error());
+        out.config_vips = std::move(*base);
+    }
 
     auto read_epoch = [&r](const json& v, const std::string& path) -> Result<std::uint64_t> {
         std::uint64_t epoch = 0;
@@ -243,28 +255,63 @@ std::string config_digest(const std::vector<config::VipSpec>& vips) {
 }
 
 StartupDecision decide_startup_vips(const std::vector<config::VipSpec>& config_vips,
-                                    const std::optional<StateFile>& state) {
+                                    const std::optional<StateFile>& state, config::Prefer prefer) {
     StartupDecision d;
     if (!state) {
         d.vips = config_vips;
         return d;
     }
-    const std::string digest = config_digest(config_vips);
-    if (state->config_digest == digest) {
-        d.source = StartupDecision::Source::kState;
-        d.vips = state->vips;
-        return d;
+    // The base of the merge: the file's VIPs the state was written against.
+    // A recorded list that does not match its digest (edited by hand) proves
+    // nothing, like a file written before the list was recorded.
+    const bool same_file = state->config_digest == config_digest(config_vips);
+    const std::vector<config::VipSpec>* base = nullptr;
+    if (same_file)
+        base = &config_vips;
+    else if (state->config_vips && config_digest(*state->config_vips) == state->config_digest)
+        base = &*state->config_vips;
+    d.source = same_file ? StartupDecision::Source::kState : StartupDecision::Source::kMerged;
+
+    for (const config::VipThreeWay& w : config::compare_three_way(base, config_vips, state->vips)) {
+        const config::VipSpec* take = w.file;
+        auto lines = [&w] { return config::describe_differences(w.key, w.running, w.file); };
+        if (w.conflict()) {
+            if (prefer == config::Prefer::kNone) {
+                for (std::string& line : lines()) d.conflicts.push_back(std::move(line));
+                continue;
+            }
+            const bool file = prefer == config::Prefer::kFile;
+            take = file ? w.file : w.running;
+            d.backup_state = d.backup_state || file;
+            const std::string why =
+                base ? "changed both in the file and at runtime" : "no record of the file before";
+            for (const std::string& line : lines())
+                d.warnings.push_back(
+                    line + " (" + why + "): --prefer " + config::to_string(prefer) + ": " +
+                    (file ? "the file's version" : "the runtime version") + " is used");
+        } else if (w.runtime_changed) {
+            take = w.running;
+            if (!w.file_changed)
+                for (const std::string& line : lines())
+                    d.warnings.push_back(line +
+                                         ": keeping the runtime change (made through the API; "
+                                         "the file has not changed this VIP since)");
+        }
+        if (take) d.vips.push_back(*take);
     }
-    d.vips = config_vips;
-    d.backup_state = true;
-    d.warning =
-        "the configuration file's VIPs changed since the state file was written "
-        "(digest " +
-        digest + ", state written for " +
-        (state->config_digest.empty() ? std::string("none") : state->config_digest) +
-        "): using the configuration file; runtime changes made through the API are "
-        "dropped and the old state file is kept as a backup";
+    // What the previous agent ran, in its order, when nothing was merged.
+    if (same_file) d.vips = state->vips;
     return d;
+}
+
+Error startup_refusal(const StartupDecision& decision, const std::string& state_path) {
+    return make_error(0,
+                      std::to_string(decision.conflicts.size()) +
+                          " runtime change(s) recorded in " + state_path +
+                          " conflict with the configuration file's edits (listed above): a "
+                          "start changes nothing until the operator chooses",
+                      "restart with --prefer file to use the file's versions (the state file "
+                      "is kept as a backup) or --prefer runtime to keep the runtime versions");
 }
 
 StateFile snapshot_state(control::Reconciler& reconciler, const std::string& digest) {
@@ -298,12 +345,18 @@ std::vector<std::string> restore_ids_and_epochs(control::Reconciler& reconciler,
     return skipped;
 }
 
-StateStore::StateStore(std::string path, std::string digest)
-    : path_(std::move(path)), config_digest_(std::move(digest)) {}
+StateStore::StateStore(std::string path) : path_(std::move(path)) {}
 
-void StateStore::set_config_digest(std::string digest) {
+StateStore::StateStore(std::string path, std::vector<config::VipSpec> config_vips)
+    : path_(std::move(path)) {
+    set_config_vips(std::move(config_vips));
+}
+
+void StateStore::set_config_vips(std::vector<config::VipSpec> vips) {
+    std::string digest = api::config_digest(vips);
     std::lock_guard lock(mu_);
     config_digest_ = std::move(digest);
+    config_vips_ = std::move(vips);
 }
 
 std::string StateStore::config_digest() const {
@@ -328,8 +381,21 @@ Result<void> StateStore::save(const StateFile& state) const {
                         "save state file " + path_);
 }
 
+StateFile StateStore::snapshot(control::Reconciler& reconciler) const {
+    std::string digest;
+    std::optional<std::vector<config::VipSpec>> vips;
+    {
+        std::lock_guard lock(mu_);
+        digest = config_digest_;
+        vips = config_vips_;
+    }
+    StateFile s = snapshot_state(reconciler, digest);
+    s.config_vips = std::move(vips);
+    return s;
+}
+
 Result<void> StateStore::save_current(control::Reconciler& reconciler) const {
-    return save(snapshot_state(reconciler, config_digest()));
+    return save(snapshot(reconciler));
 }
 
 Result<std::string> StateStore::backup() const {

@@ -11,6 +11,7 @@
 
 #include "xlb/abi.h"
 #include "xlb/config/model.h"
+#include "xlb/config/vip_merge.h"
 #include "xlb/version.h"
 
 namespace xlb::agent {
@@ -27,6 +28,9 @@ struct AgentOptions {
     std::optional<std::string> pin_dir;
     std::optional<std::string> state_file;
     bool detach_on_exit = false;
+    // Which side a start takes for a VIP changed both in the file and at
+    // runtime since the state file was written; kNone: such a start refuses.
+    config::Prefer prefer = config::Prefer::kNone;
 };
 
 // Applies the command-line overrides to settings read from the file.

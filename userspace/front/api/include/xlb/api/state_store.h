@@ -4,6 +4,7 @@
 //
 //   {"version": 1,
 //    "config_digest": "9f2c...",          // config_digest() of the YAML VIP list
+//    "config_vips": [VipSpec JSON, ...],  // that YAML VIP list (optional on reading)
 //    "vips": [VipSpec JSON, ...],         // the desired VIPs, runtime changes included
 //    "epochs": {"198.51.100.10:80/tcp": 7},
 //    "checksums": {"198.51.100.10:80/tcp": "5bf6441c8ac68df2"},  // the table that epoch named
@@ -19,13 +20,15 @@
 // file always bounds the epochs used; "checksums" and "epochs_reserved" are
 // optional on reading (files written before them: nothing is proven).
 //
-// Start-up rule (decide_startup_vips, docs/api.md): the state file's VIPs win
-// when it was written against the same configuration file VIP list (equal
-// digests); otherwise the operator has edited the file since, the file wins,
-// and the old state file is backed up. Ids and epochs are restored either way.
+// Start-up rule (decide_startup_vips, docs/api.md): VIP by VIP, the file's
+// version when only the file changed it since the state was written (against
+// "config_vips"), the runtime version, reported, when only the API changed
+// it, and a conflict when both did: the start refuses unless the operator
+// chose a side (xlbd --prefer file|runtime). Never silently reverted. Ids
+// and epochs are restored either way.
 //
 // Threads: load() at start-up; everything that writes (save, save_current,
-// set_config_digest) runs on the control thread (inside ControlLoop tasks),
+// set_config_vips) runs on the control thread (inside ControlLoop tasks),
 // which serialises writers. An internal mutex makes misuse harmless.
 #pragma once
 
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "xlb/config/model.h"
+#include "xlb/config/vip_merge.h"
 #include "xlb/control/registry.h"
 #include "xlb/error.h"
 
@@ -53,6 +57,9 @@ inline constexpr int kStateFileVersion = 1;
 struct StateFile {
     int version = kStateFileVersion;
     std::string config_digest;
+    // The configuration file's VIPs that config_digest was taken of: the base
+    // of the start-up merge. Absent in files written before it was recorded.
+    std::optional<std::vector<config::VipSpec>> config_vips;
     std::vector<config::VipSpec> vips;
     std::map<std::string, std::uint64_t> epochs;                 // by VIP key
     std::map<std::string, std::uint64_t> checksums;              // of the table each epoch named
@@ -72,16 +79,29 @@ std::string config_digest(const std::vector<config::VipSpec>& vips);
 
 // What the agent runs with after a start.
 struct StartupDecision {
-    enum class Source { kConfig, kState };
+    // kState: the file is the one the state was written against; kMerged:
+    // it changed since, and the VIPs are merged one by one.
+    enum class Source { kConfig, kState, kMerged };
     Source source = Source::kConfig;
     std::vector<config::VipSpec> vips;
-    // The state file was written for a different configuration: move it
+    // A runtime version was dropped (--prefer file): move the state file
     // aside (StateStore::backup) before the first save.
     bool backup_state = false;
-    std::string warning;  // non-empty: log it
+    // For the log: runtime changes kept, and conflicts settled by --prefer.
+    std::vector<std::string> warnings;
+    // Conflicts no --prefer settled, one line per VIP and field, e.g. "VIP
+    // 198.51.100.10:80/tcp backend 203.0.113.11: state drain at runtime,
+    // active in the file". Non-empty: the start must refuse (startup_refusal)
+    // and `vips` is not to be used.
+    std::vector<std::string> conflicts;
 };
+// The start-up rule (top of this file). Pure: reads nothing, writes nothing.
 StartupDecision decide_startup_vips(const std::vector<config::VipSpec>& config_vips,
-                                    const std::optional<StateFile>& state);
+                                    const std::optional<StateFile>& state,
+                                    config::Prefer prefer = config::Prefer::kNone);
+// The error of a start that refuses over decision.conflicts: how many, and
+// how to choose. The caller shows the conflicts themselves, one per line.
+Error startup_refusal(const StartupDecision& decision, const std::string& state_path);
 
 // The reconciler's current desired state, ids and epochs (control thread).
 StateFile snapshot_state(control::Reconciler& reconciler, const std::string& config_digest);
@@ -92,7 +112,9 @@ std::vector<std::string> restore_ids_and_epochs(control::Reconciler& reconciler,
 
 class StateStore {
 public:
-    explicit StateStore(std::string path, std::string config_digest = {});
+    explicit StateStore(std::string path);
+    // The configuration file's VIPs the state is written against.
+    StateStore(std::string path, std::vector<config::VipSpec> config_vips);
 
     const std::string& path() const { return path_; }
 
@@ -104,23 +126,27 @@ public:
     // the path, the step and the errno text.
     Result<void> save(const StateFile& state) const;
 
-    // snapshot_state(reconciler, config_digest()) then save: what the API
-    // does around a change and what the agent calls after publishes or at
-    // shutdown to keep epochs and ids current. Control thread only.
+    // snapshot_state(reconciler, config_digest()) with the file's VIPs
+    // (config_vips). Control thread only.
+    StateFile snapshot(control::Reconciler& reconciler) const;
+    // snapshot then save: what the API does around a change and what the
+    // agent calls after publishes or at shutdown to keep epochs and ids
+    // current. Control thread only.
     Result<void> save_current(control::Reconciler& reconciler) const;
 
     // Renames the file to "<path>.bak-YYYYMMDDTHHMMSSZ"; returns the new path
     // (empty when there was no file).
     Result<std::string> backup() const;
 
-    // The digest of the configuration file's VIP list the state is written
-    // against (set at start-up and on SIGHUP, on the control thread).
-    void set_config_digest(std::string digest);
+    // The configuration file's VIP list the state is written against, and
+    // its digest (set at start-up and on SIGHUP, on the control thread).
+    void set_config_vips(std::vector<config::VipSpec> vips);
     std::string config_digest() const;
 
 private:
     std::string path_;
     mutable std::mutex mu_;
+    std::optional<std::vector<config::VipSpec>> config_vips_;
     std::string config_digest_;
 };
 
