@@ -86,6 +86,8 @@
 #   --owner PID    (up) the process that owns the lab: sweep removes it once PID is gone
 #   --in-config N  how many of them the generated config lists (default: all, at most 3)
 #   --weights LIST weights of the configured backends (default 100,100,200)
+#   --max-backends N  the agents' maps.max_backends (default 64; the fleet's
+#                  figures use a VIP of 1,000 backends)
 #   --build DIR    build directory with xlbd and xlb-decap (default: build)
 #   --health       give the VIPs an HTTP health check (GET /healthz, 500ms)
 #   --via-vip      with --health: probe through the VIPs (via_vip: true)
@@ -95,13 +97,13 @@
 #                  router (--next-hop), which needs a pass-through XDP
 #                  program on their ports and their checksums done in software;
 #                  their counters go to /run/xlb-lab/P/decap-bN.prom each second
-#   --agent        (up) also start xlbd (on every LB host; not with --fleet)
+#   --agent        (up) also start xlbd (on every LB host)
 #   --fleet        (up) the fleet store: the management network, certificates
 #                  (scripts/fleet-certs.sh), etcd members e1..e3, up waits
 #                  until they are healthy; the LB hosts' files get fleet:
-#                  instead of their VIPs. Nothing loads the desired state
-#                  into etcd yet, so --agent is refused with --fleet
-# Environment: XLBD, XLB_DECAP override the binaries' paths.
+#                  instead of their VIPs, and the desired state
+#                  (fleet/desired.yaml) is loaded with xlbctl fleet import
+# Environment: XLBD, XLBCTL, XLB_DECAP override the binaries' paths.
 #
 # Files: /run/xlb-lab/P/ (xlbd.yaml, state.json, xlbd.sock, logs, pids) for the
 # LB host lb, /run/xlb-lab/P/lbN/ for the others, bird-*.conf/.ctl/.log;
@@ -121,6 +123,7 @@ prefix=xlab
 nbackends=3
 in_config=""
 weights="100,100,200"
+max_backends=64
 build_dir="${repo_root}/build"
 health=0
 via_vip=0
@@ -163,6 +166,10 @@ while [ $# -gt 0 ]; do
     --router) router_mode="${2:?--router needs a value}"; shift 2 ;;
     --in-config) in_config="${2:?--in-config needs a value}"; shift 2 ;;
     --weights) weights="${2:?--weights needs a value}"; shift 2 ;;
+    --max-backends)
+      max_backends="${2:?--max-backends needs a value}"
+      [[ "${max_backends}" =~ ^[1-9][0-9]{0,5}$ ]] || die "--max-backends: found '${max_backends}', expected a number 1-999999"
+      shift 2 ;;
     --build) build_dir="${2:?--build needs a value}"; shift 2 ;;
     --health) health=1; shift ;;
     --via-vip) via_vip=1; shift ;;
@@ -194,6 +201,7 @@ ns_client="${prefix}-client"
 ns_router="${prefix}-router"
 ns_lb="${prefix}-lb"
 xlbd_bin="${XLBD:-${build_dir}/userspace/front/agent/xlbd}"
+xlbctl_bin="${XLBCTL:-${build_dir}/userspace/front/xlbctl/xlbctl}"
 decap_bin="${XLB_DECAP:-${build_dir}/tools/xlb-decap/xlb-decap}"
 
 router_mac=02:78:6c:62:00:01  # br0's, fixed: a bridge otherwise takes a port's MAC
@@ -424,7 +432,7 @@ config_yaml() {
     echo "encap: gue"
     echo "second_chance: {enabled: true, window: 10m}"
   fi
-  echo "maps: {max_vips: 16, max_backends: 64, conntrack_entries: 65536}"
+  echo "maps: {max_vips: 16, max_backends: ${max_backends}, conntrack_entries: 65536}"
   echo "api: {socket: ${dir}/xlbd.sock}"
   echo "metrics: {listen: \"127.0.0.1:9464\"}"
   echo "state_file: ${dir}/state.json"
@@ -751,11 +759,21 @@ lab_up_fleet() {  # the management network, the certificates, the members starte
 }
 
 # Loads the fleet's desired state (fleet/desired.yaml) into the store, under
-# /xlb/lab/. Empty for now: `xlbctl fleet import` goes here, run in the LB
-# host lb with the endpoints and the client certificate of the hosts' fleet:
-# sections. Until then the store stays empty and up starts no agent.
+# /xlb/lab/, with xlbctl from the LB host lb; fleet/xlbctl.yaml is xlbctl's
+# file for the lab's fleet (XLBCTL_CONFIG=... xlbctl fleet status).
 fleet_import() {
-  :
+  {
+    echo "fleet:"
+    echo "  name: lab"
+    echo "  endpoints: [$(fleet_endpoints ', ')]"
+    echo "  ca: ${fleet_dir}/ca.pem"
+    echo "  cert: ${fleet_dir}/client.pem"
+    echo "  key: ${fleet_dir}/client-key.pem"
+  } >"${fleet_dir}/xlbctl.yaml"
+  local out
+  out="$(nsx "${ns_lb}" env XLBCTL_CONFIG="${fleet_dir}/xlbctl.yaml" "${xlbctl_bin}" \
+    fleet import "${fleet_dir}/desired.yaml" --reason "lab set-up" 2>&1)" ||
+    die "could not load the fleet's desired state: ${out}"
 }
 
 member_arg() {  # member_arg ARG: the members ARG names (N or all) in selected
@@ -854,9 +872,7 @@ lab_up() {
   [ "${router_mode}" = static ] || command -v bird >/dev/null ||
     die "bird is missing (--router bgp needs BIRD 2: scripts/install-deps.sh installs it)"
   if [ "${fleet}" -eq 1 ]; then
-    # the agents would wait for a desired state that nothing loads yet (fleet_import)
-    [ "${start_agent}" -eq 0 ] ||
-      die "--agent with --fleet: nothing loads the fleet's desired state into etcd yet, so the agents would have nothing to serve; bring the lab up without --agent"
+    [ -x "${xlbctl_bin}" ] || die "xlbctl not found at ${xlbctl_bin} (make build; or set XLBCTL)"
     local tool
     for tool in etcd curl openssl; do
       command -v "${tool}" >/dev/null ||

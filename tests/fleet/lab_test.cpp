@@ -243,19 +243,5 @@ TEST_F(FleetLab, MembersServeCertifiedHostsAndSurviveStopsAndTheLossOfAll) {
     EXPECT_TRUE(procs.empty()) << procs.front();
 }
 
-// Agents need the desired state in the store, which the lab does not load
-// yet: up refuses the combination before it builds anything.
-TEST_F(FleetLab, UpRefusesAgentsWithTheFleet) {
-    try {
-        lab_.up({.extra = {"--fleet", "--agent"}});
-        ADD_FAILURE() << "up --fleet --agent succeeded";
-    } catch (const std::runtime_error& e) {
-        EXPECT_NE(std::string(e.what()).find("--agent with --fleet"), std::string::npos)
-            << e.what();
-    }
-    EXPECT_FALSE(std::filesystem::exists("/run/netns/" + lab_.ns("e1")));
-    EXPECT_FALSE(std::filesystem::exists(lab_.dir()));
-}
-
 }  // namespace
 }  // namespace xlb::test
