@@ -21,8 +21,8 @@
 #include <sstream>
 #include <thread>
 
-#include "netns.h"
 #include "hosts_lab.h"
+#include "netns.h"
 #include "tcp_lab.h"
 
 namespace xlb::e2e_tcp {

@@ -90,17 +90,16 @@ void diff_objects(const json& a, const json& b, const std::string& scope, const 
 
 const char* to_string(Prefer prefer) {
     switch (prefer) {
-        case Prefer::kFile:
-            return "file";
-        case Prefer::kRuntime:
-            return "runtime";
-        case Prefer::kNone:
-            break;
+        case Prefer::kFile: return "file";
+        case Prefer::kRuntime: return "runtime";
+        case Prefer::kNone: break;
     }
     return "none";
 }
 
-bool VipThreeWay::conflict() const { return file_changed && runtime_changed && !same(file, running); }
+bool VipThreeWay::conflict() const {
+    return file_changed && runtime_changed && !same(file, running);
+}
 
 std::vector<VipThreeWay> compare_three_way(const std::vector<VipSpec>* base,
                                            const std::vector<VipSpec>& file,
@@ -142,7 +141,8 @@ std::vector<std::string> describe_differences(const std::string& key, const VipS
     for (const FieldDifference& d : vip_differences(*running, *file)) {
         std::string line = "VIP " + key + (d.scope.empty() ? "" : " " + d.scope) + ": ";
         if (d.field.empty())
-            line += d.a == "present" ? "at runtime, not in the file" : "in the file, not at runtime";
+            line +=
+                d.a == "present" ? "at runtime, not in the file" : "in the file, not at runtime";
         else
             line += d.field + " " + d.a + " at runtime, " + d.b + " in the file";
         out.push_back(std::move(line));
