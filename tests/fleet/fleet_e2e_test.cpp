@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
@@ -174,9 +174,10 @@ TEST_F(Fleet, OneHundredChangesOfAThousandBackendsVip) {
         ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("MEASURED 100 changes of a 1000-backend VIP with xlbctl, write to live on 3 hosts: "
-                "p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-                ms[49], ms[98], ms.back());
+    std::printf(
+        "MEASURED 100 changes of a 1000-backend VIP with xlbctl, write to live on 3 hosts: "
+        "p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+        ms[49], ms[98], ms.back());
     expect_agreement(last);
     CmdResult del = lab_->fleet_xlbctl("vip del " + key);
     ASSERT_EQ(del.rc, 0) << del.out;
@@ -280,7 +281,8 @@ TEST_F(Fleet, TheStoreGoneLeavesTrafficAloneAndAChangeAppliesWhenItIsBack) {
     std::this_thread::sleep_for(1s);
     const auto before = streams.snapshot();
     std::map<std::string, std::string> checksums;
-    for (const char* host : kHosts) checksums[host] = lab_->vip_status(host, vip_key4())["checksum"];
+    for (const char* host : kHosts)
+        checksums[host] = lab_->vip_status(host, vip_key4())["checksum"];
 
     lab_->script("etcd-fail");
     for (const char* host : kHosts) {
@@ -344,8 +346,8 @@ TEST_F(Fleet, AHostStoppedDuringChangesCatchesUpEvenPastACompaction) {
         EXPECT_EQ(lab_->vip_status("lb3", vip_key4())["checksum"],
                   lab_->vip_status("lb", vip_key4())["checksum"]);
     }
-    CmdResult back = lab_->fleet_xlbctl("backend set " + vip_key4() + " " + backend_v4(2) +
-                                        " --weight 100");
+    CmdResult back =
+        lab_->fleet_xlbctl("backend set " + vip_key4() + " " + backend_v4(2) + " --weight 100");
     ASSERT_EQ(back.rc, 0) << back.out;
     expect_agreement(FleetLab::written_at(back.out));
 }
