@@ -186,6 +186,20 @@ std::string status_text(const StatusRange& r) {
     return std::to_string(r.first) + "-" + std::to_string(r.last);
 }
 
+// The document's root node, or its syntax error at its line and column.
+std::expected<YAML::Node, std::vector<ConfigError>> load_yaml(const std::string& text,
+                                                              const std::string& source_name,
+                                                              std::string_view expectation) {
+    try {
+        return YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        const Location at = location_of(e.mark, Location{1, 1});
+        return std::unexpected(std::vector<ConfigError>{
+            ConfigError{source_name, at.line, at.column,
+                        "not valid YAML: " + e.msg + " (" + std::string(expectation) + ")"}});
+    }
+}
+
 }  // namespace
 
 std::string ConfigError::to_string() const {
@@ -205,15 +219,9 @@ std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view ya
             "configuration as UTF-8)"}});
     }
     const std::string text(yaml);
-    YAML::Node root;
-    try {
-        root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-        const Location at = location_of(e.mark, Location{1, 1});
-        return std::unexpected(std::vector<ConfigError>{ConfigError{
-            source_name, at.line, at.column,
-            "not valid YAML: " + e.msg + " (expected a YAML mapping; see docs/config.md)"}});
-    }
+    auto loaded = load_yaml(text, source_name, "expected a YAML mapping; see docs/config.md");
+    if (!loaded) return std::unexpected(std::move(loaded.error()));
+    const YAML::Node& root = *loaded;
 
     detail::Sink sink;
     const YamlView view(root, location_of(root.Mark(), Location{1, 1}));
@@ -256,15 +264,9 @@ std::expected<Config, std::vector<ConfigError>> parse_config(std::string_view ya
 std::expected<FleetSettings, std::vector<ConfigError>> parse_client_config(
     std::string_view yaml, const std::string& source_name) {
     const std::string text(yaml);
-    YAML::Node root;
-    try {
-        root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-        const Location at = location_of(e.mark, Location{1, 1});
-        return std::unexpected(std::vector<ConfigError>{ConfigError{
-            source_name, at.line, at.column,
-            "not valid YAML: " + e.msg + " (expected a mapping with a fleet: section)"}});
-    }
+    auto loaded = load_yaml(text, source_name, "expected a mapping with a fleet: section");
+    if (!loaded) return std::unexpected(std::move(loaded.error()));
+    const YAML::Node& root = *loaded;
     detail::Sink sink;
     const YamlView view(root, location_of(root.Mark(), Location{1, 1}));
     FleetSettings fleet;

@@ -35,6 +35,7 @@
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/etcd/fleet_options.h"
 #include "xlb/files/files.h"
 #include "xlb/fleet/desired.h"
 #include "xlb/health/engine.h"
@@ -548,14 +549,7 @@ Result<void> Agent::open_fleet() {
                              "set fleet.host_name in " + options_.config_path);
         f.host_name = name;
     }
-    etcd::ClientOptions options;
-    options.endpoints = f.endpoints;
-    options.ca = f.ca;
-    options.cert = f.cert;
-    options.key = f.key;
-    options.dial_timeout = f.dial_timeout;
-    options.request_timeout = f.request_timeout;
-    auto client = etcd::Client::open(std::move(options));
+    auto client = etcd::Client::open(etcd::fleet_client_options(f));
     if (!client) return std::unexpected(std::move(client.error()).add_context("fleet"));
     fleet_layout_ = fleet::Layout{config::fleet_prefix(f)};
     FleetLink::Options link;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fleet's store as xlbctl uses it (fleet.h), over the etcd v3 client.
 #include "xlb/etcd/client.h"
+#include "xlb/etcd/fleet_options.h"
 #include "xlb/xlbctl/fleet.h"
 
 namespace xlb::xlbctl {
@@ -60,12 +61,9 @@ private:
 
 Result<std::unique_ptr<FleetStore>> open_etcd_store(const config::FleetSettings& fleet,
                                                     std::chrono::milliseconds timeout) {
-    etcd::ClientOptions options;
-    options.endpoints = fleet.endpoints;
-    options.ca = fleet.ca;
-    options.cert = fleet.cert;
-    options.key = fleet.key;
-    options.dial_timeout = std::min(timeout, std::chrono::milliseconds(fleet.dial_timeout));
+    etcd::ClientOptions options = etcd::fleet_client_options(fleet);
+    // xlbctl's --timeout bounds every step of one command.
+    options.dial_timeout = std::min(timeout, options.dial_timeout);
     options.request_timeout = timeout;
     auto client = etcd::Client::open(std::move(options));
     if (!client) return std::unexpected(std::move(client.error()));
