@@ -76,6 +76,7 @@ bench: deps
 	@$(BUILD_DIR)/tools/bench/publish/xlb-bench-publish --out $(BUILD_DIR)/bench/publish.json
 	@$(BUILD_DIR)/tools/bench/health/xlb-bench-health --out $(BUILD_DIR)/bench/health.json
 	@$(BUILD_DIR)/tools/bench/conntrack/xlb-bench-conntrack --out $(BUILD_DIR)/bench/conntrack.json
+	@$(BUILD_DIR)/tools/bench/fleet/xlb-bench-fleet --out $(BUILD_DIR)/bench/fleet.json
 
 demo: deps
 	@$(MAKE) --no-print-directory build
