@@ -22,8 +22,9 @@
 
 #include "netns.h"
 
-#if !defined(XLB_LAB_SH) || !defined(XLBD_PATH) || !defined(XLB_DECAP_PATH)
-#error "XLB_LAB_SH, XLBD_PATH and XLB_DECAP_PATH must be defined"
+#if !defined(XLB_LAB_SH) || !defined(XLBD_PATH) || !defined(XLB_DECAP_PATH) || \
+    !defined(XLB_LAB_XLBCTL_PATH)
+#error "XLB_LAB_SH, XLBD_PATH, XLB_DECAP_PATH and XLB_LAB_XLBCTL_PATH must be defined"
 #endif
 
 namespace xlb::test {
@@ -42,10 +43,10 @@ std::string env_or(const char* name, const char* fallback) {
 }
 
 std::string lab_sh(const std::string& args) {
-    // XLBD / XLB_DECAP in the environment run other builds of the binaries
-    const std::string cmd = "XLBD=" + quote(xlbd_path()) +
-                            " XLB_DECAP=" + quote(env_or("XLB_DECAP", XLB_DECAP_PATH)) + " " +
-                            XLB_LAB_SH + " " + args;
+    // XLBD / XLB_DECAP / XLBCTL in the environment run other builds of the binaries
+    const std::string cmd =
+        "XLBD=" + quote(xlbd_path()) + " XLB_DECAP=" + quote(env_or("XLB_DECAP", XLB_DECAP_PATH)) +
+        " XLBCTL=" + quote(env_or("XLBCTL", XLB_LAB_XLBCTL_PATH)) + " " + XLB_LAB_SH + " " + args;
     CommandResult r = run_command(cmd);
     if (r.rc != 0)
         throw std::runtime_error("lab.sh " + args + " failed (exit " + std::to_string(r.rc) +
