@@ -258,6 +258,7 @@ Result<api::HostState> Agent::set_drained(bool drained) {
     }
     spdlog::info("host {}",
                  drained ? "drained: withdrawing every VIP" : "resumed: announcing again");
+    if (fleet_) fleet_->poke_record();
     // The answer reports the routes after the change: wait (a little) for
     // the announcer to have rewritten the routes file. A wedged BIRD only
     // delays the answer; the change goes ahead either way.
@@ -374,12 +375,14 @@ void Agent::refresh_health(control::Reconciler& r) {
 
 void Agent::on_probe_result(const health::ProbeResult& result, control::Reconciler& r) {
     const auto now = health::Clock::now();
-    for (const HealthEvent& event : health_.apply(result, now, r)) {
+    const std::vector<HealthEvent> events = health_.apply(result, now, r);
+    for (const HealthEvent& event : events) {
         if (event.warning)
             spdlog::warn("health: {}", event.line);
         else
             spdlog::info("health: {}", event.line);
     }
+    if (fleet_ && !events.empty()) fleet_->poke_record();  // a verdict to report
     schedule_health_timer(now);
 }
 
@@ -670,6 +673,7 @@ Agent::Step Agent::prepare_loop() {
     loop_.emplace(*reconciler_, control::ControlLoop::Options{});
     loop_->on_publish([this](const control::PublishRecord& r) {
         publish_metrics_.record(r);
+        if (fleet_) fleet_->poke_record();  // a new epoch and checksum to report
         // A table made live may change what this host can serve.
         if (announce_) loop_->post([this](control::Reconciler& rc) { submit_announcements(rc); });
         spdlog::info(
@@ -1225,8 +1229,9 @@ void Agent::apply_fleet(const FleetSnapshot& snap) {
     fleet_->poke_record();
 }
 
-// This host's record (docs/fleet.md): rebuilt each second by the writer,
-// which puts it only when it changed; updated_at says when it last did.
+// This host's record (docs/fleet.md): rebuilt by the writer when poked
+// (and every 10 s at least), put only when it changed; updated_at says
+// when it last did.
 std::string Agent::host_record() {
     if (!loop_) return {};
     std::optional<api::BgpInfo> bgp;

@@ -24,6 +24,7 @@ struct StoredKey {
     std::string key;
     std::string value;
     std::int64_t mod_revision = 0;
+    std::int64_t lease = 0;  // 0: none (a host record has its host's)
     bool operator==(const StoredKey&) const = default;
 };
 

@@ -60,8 +60,11 @@ public:
         // Waits between attempts while the store does not answer.
         std::chrono::milliseconds retry_min{250};
         std::chrono::milliseconds retry_max{2000};
-        // How often the host record is rebuilt to see whether it changed.
-        std::chrono::milliseconds record_interval{1000};
+        // The agent pokes the writer after each change the record shows
+        // (an applied revision, a publish, a verdict, the store's state);
+        // past this without a poke it is rebuilt anyway, to see whether it
+        // changed.
+        std::chrono::milliseconds record_interval{10'000};
     };
     // Each new revision of the desired keys (the link's thread; it waits
     // for the call to return before it reads on).

@@ -19,6 +19,7 @@
 
 #include "xlb/config/model.h"
 #include "xlb/error.h"
+#include "xlb/fleet/desired.h"
 #include "xlb/fleet/values.h"
 #include "xlb/xlbctl/command.h"
 #include "xlb/xlbctl/format.h"
@@ -33,12 +34,7 @@ inline constexpr const char* kConfigEnv = "XLBCTL_CONFIG";
 // 1 a host lags, refused or disagrees; 2 the fleet could not be read.
 inline constexpr int kExitFleetError = 2;
 
-struct StoredValue {
-    std::string key;
-    std::string value;
-    std::int64_t mod_revision = 0;
-    std::int64_t lease = 0;  // 0: none
-};
+using StoredValue = fleet::StoredKey;
 
 struct StoreRead {
     std::vector<StoredValue> kvs;  // in key order
