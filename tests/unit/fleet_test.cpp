@@ -7,6 +7,7 @@
 
 #include "xlb/config/config.h"
 #include "xlb/config/json.h"
+#include "xlb/fleet/consensus.h"
 #include "xlb/fleet/desired.h"
 #include "xlb/fleet/values.h"
 
@@ -227,6 +228,116 @@ TEST(FleetDesired, DisruptiveChangesNeedTheWritersConfirmation) {
                                        *host_config(kLayout, confirmed_ring, host))
                     .empty());
 }
+
+// ---- the fleet's verdict on a backend ------------------------------------
+
+namespace consensus {
+
+using control::Health;
+constexpr Health H = Health::kHealthy;
+constexpr Health U = Health::kUnhealthy;
+constexpr Health N = Health::kUnknown;
+
+FleetVerdict verdict(HealthConsensus policy, Health local, std::vector<Health> others,
+                     Health previous) {
+    return decide(policy, local, others, previous);
+}
+Health majority(Health local, std::vector<Health> others, Health previous) {
+    return verdict(HealthConsensus::kMajority, local, std::move(others), previous).health;
+}
+
+TEST(FleetConsensus, MajorityWithOneToFiveHosts) {
+    // One host: its own verdict is the majority.
+    EXPECT_EQ(majority(U, {}, H), U);
+    EXPECT_EQ(majority(H, {}, U), H);
+    // Two: one against one is a tie, the previous verdict stays.
+    EXPECT_EQ(majority(U, {H}, H), H);
+    EXPECT_EQ(majority(H, {U}, U), U);
+    EXPECT_EQ(majority(U, {U}, H), U);
+    // Three: two of three decide, whichever host is the odd one out.
+    EXPECT_EQ(majority(U, {H, H}, H), H);
+    EXPECT_EQ(majority(H, {U, U}, H), U);
+    EXPECT_EQ(majority(H, {U, H}, U), H);
+    // Four: two against two is a tie.
+    EXPECT_EQ(majority(U, {U, H, H}, H), H);
+    EXPECT_EQ(majority(U, {U, H, H}, U), U);
+    EXPECT_EQ(majority(U, {U, U, H}, H), U);
+    // Five: three decide.
+    EXPECT_EQ(majority(U, {U, H, H, H}, U), H);
+    EXPECT_EQ(majority(U, {U, U, H, H}, H), U);
+}
+
+TEST(FleetConsensus, UnknownVerdictsHoldNoVote) {
+    // A host that has not judged yet counts among the live hosts but for
+    // neither side: one healthy of three is no majority.
+    EXPECT_EQ(majority(H, {N, N}, N), N);
+    EXPECT_EQ(majority(H, {H, N}, N), H);
+    EXPECT_EQ(majority(U, {N, N}, H), H);
+    const FleetVerdict v = verdict(HealthConsensus::kMajority, N, {H, H}, N);
+    EXPECT_EQ(v.health, H);
+    EXPECT_EQ(v.live, 3u);
+    EXPECT_EQ(v.healthy, 2u);
+    EXPECT_FALSE(v.local_disagrees) << "a host without a verdict disagrees with nobody";
+}
+
+TEST(FleetConsensus, HostsJoiningAndLeavingMoveTheMajority) {
+    // Three hosts, one cannot reach the backend: it stays in.
+    Health fleet = majority(U, {H, H}, H);
+    EXPECT_EQ(fleet, H);
+    // A healthy host's lease expires mid-decision: two hosts, one each way,
+    // a tie: the backend stays in rather than flapping out.
+    fleet = majority(U, {H}, fleet);
+    EXPECT_EQ(fleet, H);
+    // The other healthy host goes too: the one left decides alone.
+    fleet = majority(U, {}, fleet);
+    EXPECT_EQ(fleet, U);
+    // Two hosts join that can reach it: back in.
+    fleet = majority(U, {H, H}, fleet);
+    EXPECT_EQ(fleet, H);
+}
+
+TEST(FleetConsensus, AFlappingHostDoesNotFlapTheFleet) {
+    Health fleet = H;
+    for (int round = 0; round < 10; ++round) {
+        const Health flapping = round % 2 ? U : H;
+        fleet = majority(flapping, {H, H}, fleet);
+        EXPECT_EQ(fleet, H) << "round " << round;
+    }
+    // Four hosts, two flapping in step: ties keep what was decided.
+    for (int round = 0; round < 10; ++round) {
+        const Health flapping = round % 2 ? U : H;
+        fleet = majority(flapping, {flapping, H, H}, fleet);
+        EXPECT_EQ(fleet, H) << "round " << round;
+    }
+}
+
+TEST(FleetConsensus, AnyDownTakesItOutAtTheFirstUnhealthyVerdict) {
+    auto any_down = [](Health local, std::vector<Health> others, Health previous) {
+        return verdict(HealthConsensus::kAnyDown, local, std::move(others), previous).health;
+    };
+    EXPECT_EQ(any_down(H, {H, U}, H), U);
+    EXPECT_EQ(any_down(H, {H, H}, U), H);
+    EXPECT_EQ(any_down(H, {N, N}, U), U) << "back in only on a healthy majority";
+    EXPECT_EQ(any_down(N, {N, N}, N), N);
+}
+
+TEST(FleetConsensus, LocalIsTheHostsOwnAndTheDisagreementIsReported) {
+    EXPECT_EQ(verdict(HealthConsensus::kLocal, U, {H, H}, H).health, U);
+    const FleetVerdict v = verdict(HealthConsensus::kMajority, U, {H, H}, H);
+    EXPECT_EQ(v.health, H);
+    EXPECT_TRUE(v.local_disagrees);
+    EXPECT_EQ(v.unhealthy, 1u);
+    EXPECT_FALSE(verdict(HealthConsensus::kLocal, U, {H, H}, H).local_disagrees);
+}
+
+TEST(FleetConsensus, PolicyNames) {
+    for (HealthConsensus p :
+         {HealthConsensus::kLocal, HealthConsensus::kMajority, HealthConsensus::kAnyDown})
+        EXPECT_EQ(parse_health_consensus(to_string(p)), p);
+    EXPECT_EQ(parse_health_consensus("all"), std::nullopt);
+}
+
+}  // namespace consensus
 
 }  // namespace
 }  // namespace xlb::fleet
