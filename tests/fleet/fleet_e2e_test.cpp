@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
 #include "hosts_lab.h"
@@ -26,6 +27,13 @@ namespace {
 using json = nlohmann::json;
 
 const char* const kHosts[] = {"lb", "lb2", "lb3"};
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
 const std::string kPrefix = "/xlb/lab/";
 
 class FleetLab : public HostsLab {
@@ -350,6 +358,26 @@ TEST_F(Fleet, AHostStoppedDuringChangesCatchesUpEvenPastACompaction) {
         lab_->fleet_xlbctl("backend set " + vip_key4() + " " + backend_v4(2) + " --weight 100");
     ASSERT_EQ(back.rc, 0) << back.out;
     expect_agreement(FleetLab::written_at(back.out));
+}
+
+// A drain written while the host was stopped holds from its start, and the
+// desired state it started from is the one it keeps for a start without
+// the store.
+TEST_F(Fleet, AHostStartsWithTheDrainAndTheRevisionTheStoreHolds) {
+    lab_->script("agent-stop lb3");
+    CmdResult drain = lab_->fleet_xlbctl("host drain lb3 --reason 'rack work'");
+    ASSERT_EQ(drain.rc, 0) << drain.out;
+    const std::int64_t revision = FleetLab::written_at(drain.out);
+    lab_->script("agent-start lb3");
+    EXPECT_EQ(lab_->api_json("lb3", "GET", "/v1/host")["host"]["drained"], true);
+    EXPECT_TRUE(lab_->wait_next_hops(kVip4, 2)) << "lb3 still announces";
+    const json persisted = json::parse(read_text(lab_->host_dir("lb3") + "/state.json.fleet"));
+    EXPECT_EQ(persisted["revision"].get<std::int64_t>() >= revision, true) << persisted.dump();
+    CmdResult resume = lab_->fleet_xlbctl("host resume lb3");
+    ASSERT_EQ(resume.rc, 0) << resume.out;
+    expect_agreement(FleetLab::written_at(resume.out));
+    EXPECT_EQ(lab_->api_json("lb3", "GET", "/v1/host")["host"]["drained"], false);
+    EXPECT_TRUE(lab_->wait_next_hops(kVip4, 3)) << "lb3 did not announce again";
 }
 
 // An agent without a client certificate: etcd refuses it; the agent says

@@ -186,9 +186,16 @@ TEST(XlbctlFleet, WriteVerbsChangeTheValueAndKeepWhoWroteIt) {
         << h.err.str();
     EXPECT_TRUE(h.vip().allow_disruptive);
     EXPECT_EQ(h.vip().vip->ring_size, 131071u);
+    // The confirmation stays with the value while the ring size stays: a
+    // host that missed the confirmed revision applies the next one too.
+    ASSERT_EQ(h.run({"backend", "set", kVip, "203.0.113.12", "--weight", "60"}), 0) << h.err.str();
+    EXPECT_TRUE(h.vip().allow_disruptive);
+    // A new ring size is a new disruptive change: it needs its own.
+    EXPECT_EQ(h.run({"vip", "set", kVip, "--ring-size", "65537"}), 1);
+    EXPECT_HAS(h.err.str(), "--allow-disruptive");
     // a dry run writes nothing
     EXPECT_EQ(h.run({"backend", "del", kVip, "203.0.113.12", "--dry-run"}), 0) << h.err.str();
-    EXPECT_EQ(h.store.writes, writes + 1);
+    EXPECT_EQ(h.store.writes, writes + 2);
     // vip del leaves a tombstone with who and why
     ASSERT_EQ(h.run({"vip", "del", kVip, "--reason", "gone"}), 0) << h.err.str();
     EXPECT_FALSE(h.vip().vip);

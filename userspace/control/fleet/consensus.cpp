@@ -15,8 +15,8 @@ const char* to_string(HealthConsensus policy) {
 }
 
 std::optional<HealthConsensus> parse_health_consensus(std::string_view text) {
-    for (HealthConsensus p : {HealthConsensus::kLocal, HealthConsensus::kMajority,
-                              HealthConsensus::kAnyDown})
+    for (HealthConsensus p :
+         {HealthConsensus::kLocal, HealthConsensus::kMajority, HealthConsensus::kAnyDown})
         if (text == to_string(p)) return p;
     return std::nullopt;
 }
@@ -48,8 +48,8 @@ FleetVerdict decide(HealthConsensus policy, Health local, std::span<const Health
                                            : previous;
             break;
     }
-    out.local_disagrees = local != Health::kUnknown && out.health != Health::kUnknown &&
-                          local != out.health;
+    out.local_disagrees =
+        local != Health::kUnknown && out.health != Health::kUnknown && local != out.health;
     return out;
 }
 

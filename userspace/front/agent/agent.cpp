@@ -131,6 +131,7 @@ private:
     Step read_fleet_first();
     void start_fleet();
     void apply_fleet(const FleetSnapshot& snapshot);
+    void apply_fleet_drain(const fleet::Desired& desired);
     void refuse_fleet(const char* reason, std::int64_t revision,
                       const std::vector<fleet::Problem>& problems);
     void on_store_reachability(bool reachable, const std::string& error);
@@ -544,26 +545,29 @@ Agent::Step Agent::read_config() {
 
 // The store's client and this host's name; nothing is read yet.
 Result<void> Agent::open_fleet() {
-    config::FleetSettings& f = config_.settings.fleet;
-    if (f.host_name.empty()) {
+    const config::FleetSettings& f = config_.settings.fleet;
+    // Looked up here and kept out of the settings: a reload compares those
+    // with the file, where it is not written.
+    std::string host = f.host_name;
+    if (host.empty()) {
         char name[256] = {};
         if (::gethostname(name, sizeof(name) - 1) != 0)
             return xlb::fail(errno, "fleet: this host's name",
                              "set fleet.host_name in " + options_.config_path);
-        f.host_name = name;
+        host = name;
     }
     auto client = etcd::Client::open(etcd::fleet_client_options(f));
     if (!client) return std::unexpected(std::move(client.error()).add_context("fleet"));
     fleet_layout_ = fleet::Layout{config::fleet_prefix(f)};
     FleetLink::Options link;
     link.layout = *fleet_layout_;
-    link.host = f.host_name;
+    link.host = host;
     link.lease_ttl = std::chrono::duration_cast<std::chrono::seconds>(f.lease_ttl);
     fleet_ = std::make_unique<FleetLink>(std::move(*client), std::move(link));
     fleet_file_.emplace(config_.settings.state_file + ".fleet");
     fleet_info_.name = f.name;
-    fleet_info_.host = f.host_name;
-    spdlog::info("fleet {}: this host is {}, its keys under {} on {}", f.name, f.host_name,
+    fleet_info_.host = host;
+    spdlog::info("fleet {}: this host is {}, its keys under {} on {}", f.name, host,
                  fleet_layout_->prefix, vip_list(f.endpoints));
     return {};
 }
@@ -604,7 +608,10 @@ Agent::Step Agent::open_data_plane() {
     // Desired state: the file merged VIP by VIP with the runtime changes the
     // state file records; a conflict stops the start before anything is
     // written.
-    api::StartupDecision decision = api::decide_startup_vips(config_.vips, *state, options_.prefer);
+    // A fleet's host runs the store's VIPs: runtime changes from before it
+    // joined (kept in the state file) give way to them.
+    api::StartupDecision decision = api::decide_startup_vips(
+        config_.vips, *state, fleet_ ? config::Prefer::kFile : options_.prefer);
     for (const auto& c : decision.conflicts) spdlog::error("{}", c);
     if (!decision.conflicts.empty())
         return std::unexpected(api::startup_refusal(decision, s.state_file));
@@ -1079,6 +1086,10 @@ Agent::Step Agent::read_fleet_first() {
         }
         config_ = std::move(*next);
         fleet_start_ = snap;
+        if (std::string_view(source) == "store")
+            if (auto saved = fleet_file_->save(snap); !saved)
+                spdlog::warn("fleet: the desired state is not persisted: {}",
+                             saved.error().message());
         std::lock_guard lock(fleet_mu_);
         fleet_info_.applied_revision = desired->config_revision;
         fleet_info_.seen_revision = snap.revision;
@@ -1122,6 +1133,11 @@ Agent::Step Agent::read_fleet_first() {
 }
 
 void Agent::start_fleet() {
+    // The drain the store holds for this host, from the start: the watch
+    // sees only what changes after the revision read.
+    if (fleet_start_)
+        if (auto desired = fleet::read_desired(*fleet_layout_, fleet_start_->keys))
+            apply_fleet_drain(*desired);
     fleet_->start_watch(
         fleet_start_, [this](const FleetSnapshot& snap) { apply_fleet(snap); },
         [this](bool reachable, const std::string& error) {
@@ -1219,14 +1235,17 @@ void Agent::apply_fleet(const FleetSnapshot& snap) {
     if (auto saved = fleet_file_->save(snap); !saved)
         spdlog::warn("fleet: the applied desired state is not persisted: {}",
                      saved.error().message());
-    const std::string& host = fleet_info().host;
-    auto drain = desired->drains.find(host);
-    const bool drained = drain != desired->drains.end() && drain->second.value.drained;
-    if (drained != host_state().drained) {
-        if (auto changed = set_drained(drained); !changed)
-            spdlog::error("fleet: {}: {}", layout.drain(host), changed.error().message());
-    }
+    apply_fleet_drain(*desired);
     fleet_->poke_record();
+}
+
+void Agent::apply_fleet_drain(const fleet::Desired& desired) {
+    const std::string host = fleet_info().host;
+    auto drain = desired.drains.find(host);
+    const bool drained = drain != desired.drains.end() && drain->second.value.drained;
+    if (drained == host_state().drained) return;
+    if (auto changed = set_drained(drained); !changed)
+        spdlog::error("fleet: {}: {}", fleet_layout_->drain(host), changed.error().message());
 }
 
 // This host's record (docs/fleet.md): rebuilt by the writer when poked
@@ -1237,7 +1256,7 @@ std::string Agent::host_record() {
     std::optional<api::BgpInfo> bgp;
     if (announce_) bgp = api::BgpInfo{announce_->bgp(), announce_->link().status()};
     const std::uint32_t seed = api_settings_ ? api_settings_->get().hash_seed : 0;
-    auto vips = loop_->call<nlohmann::json>([seed, &bgp](control::Reconciler& r) {
+    auto vips = loop_->call<nlohmann::json>([seed, bgp](control::Reconciler& r) {
         nlohmann::json out = nlohmann::json::array();
         for (const control::VipStatus& v : r.status()) {
             nlohmann::json j = api::vip_status_json(v, seed, bgp);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "xlb/files/files.h"
 
@@ -28,8 +29,9 @@ Result<std::optional<FleetSnapshot>> SnapshotFile::load() const {
     };
     json j = json::parse(**text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-    if (j.value("format", 0) != kSnapshotFormat)
-        return bad("format " + j.value("format", json(nullptr)).dump() + ", expected " +
+    if (const auto f = j.find("format");
+        f == j.end() || !f->is_number_integer() || f->get<std::int64_t>() != kSnapshotFormat)
+        return bad("format " + (f == j.end() ? std::string("missing") : f->dump()) + ", expected " +
                    std::to_string(kSnapshotFormat));
     FleetSnapshot out;
     try {
@@ -191,10 +193,16 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
     }
 }
 
+// Renews the lease every third of its TTL whatever else happens; rebuilds
+// the record when poked or every record_interval, and puts it when it
+// changed. Its failures and successes are the store's reachability too:
+// the watch alone may take long to notice a path that died silently.
 void FleetLink::record_loop() {
+    using SteadyClock = std::chrono::steady_clock;
     std::int64_t lease = 0;
     std::string written;  // the record as last put under `lease`
-    auto renew_at = std::chrono::steady_clock::now();
+    auto renew_at = SteadyClock::now();
+    auto rebuild_at = SteadyClock::now();
     const auto renew_every =
         std::max<std::chrono::milliseconds>(std::chrono::milliseconds(500), options_.lease_ttl / 3);
     const std::string key = options_.layout.host(options_.host);
@@ -202,20 +210,30 @@ void FleetLink::record_loop() {
     auto report = [&](const Error& e) {
         if (e.message() != last_error) spdlog::warn("fleet: host record {}: {}", key, e.message());
         last_error = e.message();
+        set_reachable(false, e.message());
     };
+    bool first = true;
     while (true) {
+        bool poked = false;
         {
             std::unique_lock lock(mu_);
-            wake_.wait_for(lock, options_.record_interval, [this] { return stopping_ || poked_; });
+            const auto until = first        ? SteadyClock::now()
+                               : lease != 0 ? std::min(renew_at, rebuild_at)
+                                            : rebuild_at;
+            wake_.wait_until(lock, until, [this] { return stopping_ || poked_; });
             if (stopping_) return;
-            poked_ = false;
+            poked = std::exchange(poked_, false);
+            first = false;
         }
-        const auto now = std::chrono::steady_clock::now();
+        const auto now = SteadyClock::now();
         if (lease != 0 && now >= renew_at) {
             auto left = client_->keep_alive(lease);
             if (!left) {
                 report(left.error());
-                continue;  // the store is away: the lease may still live
+                // Soon again: the lease may still live.
+                renew_at = now + std::min(renew_every, options_.retry_max);
+                rebuild_at = std::max(rebuild_at, renew_at);
+                continue;
             }
             if (left->count() <= 0) {
                 spdlog::warn("fleet: the lease of {} expired; granting a new one", key);
@@ -228,12 +246,15 @@ void FleetLink::record_loop() {
             auto granted = client_->grant(options_.lease_ttl);
             if (!granted) {
                 report(granted.error());
+                rebuild_at = now + options_.retry_max;
                 continue;
             }
             lease = granted->id;
             renew_at = now + renew_every;
             written.clear();
         }
+        if (!poked && now < rebuild_at && !written.empty()) continue;
+        rebuild_at = now + options_.record_interval;
         std::string record = record_source_();
         if (record.empty() || record == written) continue;
         if (auto put = client_->put(key, record, lease); !put) {
@@ -242,6 +263,7 @@ void FleetLink::record_loop() {
         }
         if (!last_error.empty()) spdlog::info("fleet: host record {} written again", key);
         last_error.clear();
+        set_reachable(true, {});
         written = std::move(record);
     }
 }

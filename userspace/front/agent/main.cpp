@@ -68,8 +68,10 @@ int check_config(const std::string& path, const xlb::agent::AgentOptions& option
         return kExitInvalid;
     }
     // What a start would make of the runtime changes in the state file
-    // (readable: check_host said so).
-    if (auto state = xlb::api::StateStore(config->settings.state_file).load(); state) {
+    // (readable: check_host said so). A fleet's host takes its VIPs from the
+    // store, whatever the state file holds: nothing to merge here.
+    if (auto state = xlb::api::StateStore(config->settings.state_file).load();
+        state && !config->settings.fleet.enabled) {
         const xlb::api::StartupDecision decision =
             xlb::api::decide_startup_vips(config->vips, *state, options.prefer);
         const std::string where = "state file " + config->settings.state_file + ": ";

@@ -395,7 +395,11 @@ ImportPlan plan_import(const fleet::Layout& layout, const config::Config& file,
     fleet::GlobalValue global;
     config::copy_fleet_wide(global.settings, file.settings);
     global.settings.hash_seed_set = true;
-    global.allow_disruptive = allow_disruptive;
+    // As for a VIP: a confirmed seed stays confirmed while it stays the same.
+    global.allow_disruptive =
+        allow_disruptive ||
+        (current && current->global && current->global->value.allow_disruptive &&
+         current->global->value.settings.hash_seed == file.settings.hash_seed);
     global.written = written;
     add(layout.global(), fleet::encode(global),
         fmt::format("hash_seed {}, encap {}", config::format_hash_seed(file.settings.hash_seed),
@@ -414,7 +418,14 @@ ImportPlan plan_import(const fleet::Layout& layout, const config::Config& file,
     for (const config::VipSpec& v : file.vips) {
         const std::string key = v.key();
         in_file.insert(key);
-        fleet::VipValue value{v, allow_disruptive, written};
+        bool confirmed = false;
+        if (current)
+            if (auto it = current->vips.find(key); it != current->vips.end() &&
+                                                   it->second.value.vip &&
+                                                   it->second.value.allow_disruptive)
+                confirmed = it->second.value.vip->hash == v.hash &&
+                            it->second.value.vip->ring_size == v.ring_size;
+        fleet::VipValue value{v, allow_disruptive || confirmed, written};
         add(layout.vip(key), fleet::encode(value),
             fmt::format("{} backend{}", v.backends.size(), v.backends.size() == 1 ? "" : "s"));
         if (current && !allow_disruptive)

@@ -127,6 +127,7 @@ FleetRun write_vip(const Command& c, FleetStore& store, const fleet::Layout& lay
     }
     const std::int64_t read_revision = now ? now->mod_revision : 0;
     std::optional<config::VipSpec> current;
+    bool confirmed = false;  // the stored value carries a confirmed disruptive change
     if (now) {
         auto v = fleet::decode_vip(now->value);
         if (!v)
@@ -134,11 +135,18 @@ FleetRun write_vip(const Command& c, FleetStore& store, const fleet::Layout& lay
                            ": the store's value does not decode: " + v.error().message() +
                            " (write it whole: xlbctl vip del, then vip add)");
         current = v->vip;
+        confirmed = v->allow_disruptive;
     }
     auto applied = apply_to_vip(c, current, others, settings);
     if (!applied) return refused(applied.error());
-    const std::string value =
-        fleet::encode(fleet::VipValue{applied->next, c.allow_disruptive, who});
+    // A confirmation stays with the value while its hash and ring size stay
+    // as confirmed: a host that missed the confirmed revision (its watch
+    // broke, it was stopped) must not refuse the next, ordinary change.
+    const bool keeps_confirmation = confirmed && current && applied->next &&
+                                    current->hash == applied->next->hash &&
+                                    current->ring_size == applied->next->ring_size;
+    const std::string value = fleet::encode(
+        fleet::VipValue{applied->next, c.allow_disruptive || keeps_confirmation, who});
     const std::string what = "VIP " + c.vip;
     const std::int64_t expect = c.if_revision.value_or(read_revision);
     if (c.dry_run)
