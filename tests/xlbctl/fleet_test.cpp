@@ -338,7 +338,7 @@ TEST(XlbctlFleet, StatusExitsZeroOnlyWhenEveryHostAppliedTheNewestAndAgrees) {
     EXPECT_HAS(h.out.str(), "3s");  // the record's age (updated_at 11:02:10, now 11:02:13)
     h.store.put(kLayout.host("lb2"), host_record("lb2", rev, "c2", 50));
     EXPECT_EQ(h.run({"fleet", "status"}), 1);
-    EXPECT_HAS(h.out.str(), "lb2: backend 203.0.113.11: address 203.0.113.11, weight 50");
+    EXPECT_HAS(h.out.str(), "lb2: backend 203.0.113.11: weight 50 (lb1: 100)");
     h.store.put(kLayout.host("lb2"), host_record("lb2", rev - 1, "c1", 100));
     EXPECT_EQ(h.run({"fleet", "status", "--json"}), 1);
     const auto j = nlohmann::json::parse(h.out.str());

@@ -33,8 +33,9 @@ TEST(XlbctlHost, PeersAreTakenInOrder) {
 }
 
 // One host's status reply with one VIP.
-json host_status(std::uint64_t weight, const std::string& checksum, std::uint32_t seed = 7) {
-    json backend{{"identity", "203.0.113.11"},
+json host_status(std::uint64_t weight, const std::string& checksum, std::uint32_t seed = 7,
+                 const std::string& identity = "203.0.113.11") {
+    json backend{{"identity", identity},
                  {"address", "203.0.113.11"},
                  {"weight", weight},
                  {"state", "active"}};
@@ -59,9 +60,30 @@ TEST(XlbctlPeers, AnotherWeightIsNamedWithTheHost) {
     const json c = compare_peers({{"a", host_status(100, "01")}, {"b", host_status(300, "02")}});
     EXPECT_FALSE(c["agree"]);
     ASSERT_EQ(c["vips"][0]["problems"].size(), 1u);
-    EXPECT_EQ(c["vips"][0]["problems"][0],
-              "b: backend 203.0.113.11: address 203.0.113.11, weight 300, state active (here "
-              "address 203.0.113.11, weight 100, state active)");
+    EXPECT_EQ(c["vips"][0]["problems"][0], "b: backend 203.0.113.11: weight 300 (a: 100)");
+}
+
+// Three hosts, one with another weight: that one is named, against the two
+// that agree, whichever comes first.
+TEST(XlbctlPeers, TheOddHostOutIsNamedNotTheFirst) {
+    const json c = compare_peers({{"lb", host_status(150, "02")},
+                                  {"lb2", host_status(100, "01")},
+                                  {"lb3", host_status(100, "01")}});
+    EXPECT_FALSE(c["agree"]);
+    const json& problems = c["vips"][0]["problems"];
+    ASSERT_EQ(problems.size(), 1u) << problems.dump();
+    EXPECT_EQ(problems[0], "lb: backend 203.0.113.11: weight 150 (lb2, lb3: 100)");
+    EXPECT_EQ(c["vips"][0]["checksum"], "01") << "the majority's table";
+}
+
+TEST(XlbctlPeers, AHashKeyChangeIsNamedAsSuch) {
+    const json c =
+        compare_peers({{"a", host_status(100, "01")}, {"b", host_status(100, "05", 7, "web-1")}});
+    const json& problems = c["vips"][0]["problems"];
+    ASSERT_EQ(problems.size(), 1u) << problems.dump();
+    EXPECT_EQ(problems[0],
+              "b: backend 203.0.113.11: hash_key changed, Maglev identity web-1 (a: "
+              "203.0.113.11): its slots move");
 }
 
 TEST(XlbctlPeers, AnotherSeedAndAMissingVipDiffer) {
@@ -73,7 +95,7 @@ TEST(XlbctlPeers, AnotherSeedAndAMissingVipDiffer) {
     const json& problems = c["vips"][0]["problems"];
     ASSERT_EQ(problems.size(), 2u) << problems.dump();
     // in the hosts' order
-    EXPECT_EQ(problems[0], "b: hash_seed 8 (here 7)");
+    EXPECT_EQ(problems[0], "b: hash_seed 8 (a: 7)");
     EXPECT_EQ(problems[1], "c: has no such VIP");
 }
 
