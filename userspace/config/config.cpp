@@ -186,6 +186,25 @@ std::string status_text(const StatusRange& r) {
     return std::to_string(r.first) + "-" + std::to_string(r.last);
 }
 
+// The whole file, or why it cannot be read (`expected`: what should be there).
+std::expected<std::string, std::vector<ConfigError>> read_text(const std::string& path,
+                                                               std::string_view expected) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        const int err = errno;
+        return std::unexpected(std::vector<ConfigError>{
+            ConfigError{path, 0, 0,
+                        std::string("cannot read the file: ") + std::strerror(err) + " (expected " +
+                            std::string(expected) + ")"}});
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad())
+        return std::unexpected(
+            std::vector<ConfigError>{ConfigError{path, 0, 0, "cannot read the file (I/O error)"}});
+    return text.str();
+}
+
 // The document's root node, or its syntax error at its line and column.
 std::expected<YAML::Node, std::vector<ConfigError>> load_yaml(const std::string& text,
                                                               const std::string& source_name,
@@ -300,17 +319,9 @@ std::expected<FleetSettings, std::vector<ConfigError>> parse_client_config(
 }
 
 std::expected<FleetSettings, std::vector<ConfigError>> load_client_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        const int err = errno;
-        return std::unexpected(std::vector<ConfigError>{
-            ConfigError{path, 0, 0,
-                        std::string("cannot read the file: ") + std::strerror(err) +
-                            " (expected a readable YAML file with a fleet: section)"}});
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_client_config(text.str(), path);
+    auto text = read_text(path, "a readable YAML file with a fleet: section");
+    if (!text) return std::unexpected(std::move(text.error()));
+    return parse_client_config(*text, path);
 }
 
 std::optional<ConfigError> missing_hash_seed(const Config& config, const std::string& source_name) {
@@ -326,21 +337,9 @@ std::optional<ConfigError> missing_hash_seed(const Config& config, const std::st
 }
 
 std::expected<Config, std::vector<ConfigError>> load_config_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        const int err = errno;
-        return std::unexpected(std::vector<ConfigError>{
-            ConfigError{path, 0, 0,
-                        std::string("cannot read the file: ") + std::strerror(err) +
-                            " (expected a readable YAML file)"}});
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) {
-        return std::unexpected(
-            std::vector<ConfigError>{ConfigError{path, 0, 0, "cannot read the file (I/O error)"}});
-    }
-    return parse_config(text.str(), path);
+    auto text = read_text(path, "a readable YAML file");
+    if (!text) return std::unexpected(std::move(text.error()));
+    return parse_config(*text, path);
 }
 
 std::string to_yaml(const Config& config) {

@@ -791,6 +791,24 @@ std::vector<ValidationIssue> check_vip(const VipSpec& vip, const Settings& setti
     return plain(std::move(issues));
 }
 
+std::vector<ValidationIssue> check_vip_among(const VipSpec& vip, const std::vector<VipSpec>& others,
+                                             const Settings& settings) {
+    Config candidate{settings, others};
+    candidate.vips.push_back(vip);  // last: rules across VIPs report on it
+    const std::string prefix = "vips[" + std::to_string(candidate.vips.size() - 1) + "]";
+    std::vector<ValidationIssue> out;
+    for (ValidationIssue& issue : check_config(candidate)) {
+        if (issue.path == prefix)
+            issue.path.clear();
+        else if (issue.path.starts_with(prefix + "."))
+            issue.path = issue.path.substr(prefix.size() + 1);
+        else
+            continue;
+        out.push_back(std::move(issue));
+    }
+    return out;
+}
+
 std::vector<ValidationIssue> check_config(const Config& config) {
     std::vector<detail::Issue> issues;
     detail::check_config(config, issues);

@@ -64,6 +64,8 @@
 
 namespace {
 
+using xlb::bench::percentile;
+
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
@@ -76,15 +78,6 @@ constexpr const char* kMaxBackends = "4096";
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
-}
-
-double percentile(std::vector<double> v, double p) {
-    std::sort(v.begin(), v.end());
-    if (v.empty()) return 0;
-    const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
-    const auto lo = static_cast<std::size_t>(rank);
-    const std::size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
 }
 
 struct Summary {

@@ -22,4 +22,8 @@ std::string kernel_release();
 // /proc/cpuinfo's first "model name", or "unknown".
 std::string cpu_model();
 
+// The p-th percentile (0-100) of the samples, interpolated between ranks;
+// 0 without samples.
+double percentile(std::vector<double> samples, double p);
+
 }  // namespace xlb::bench

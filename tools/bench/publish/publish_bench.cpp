@@ -28,6 +28,7 @@
 #include <optional>
 #include <vector>
 
+#include "host.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/control/data_plane.h"
 #include "xlb/control/loop.h"
@@ -36,16 +37,8 @@
 
 namespace {
 
+using xlb::bench::percentile;
 using xlb::control::Clock;
-
-double percentile(std::vector<double> v, double p) {
-    std::sort(v.begin(), v.end());
-    if (v.empty()) return 0;
-    const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
-    const auto lo = static_cast<std::size_t>(rank);
-    const std::size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
 
 xlb::config::VipSpec make_vip(std::uint32_t backends) {
     xlb::config::VipSpec vip;

@@ -74,6 +74,18 @@ Result<Written> decode_written(const json& j) {
     return w;
 }
 
+// The fields every desired value of a VIP or the settings carries.
+template <class Value>
+Result<void> decode_confirmed_and_written(const json& j, Value& out) {
+    auto allow = field<bool>(j, "allow_disruptive", false);
+    if (!allow) return std::unexpected(std::move(allow.error()));
+    out.allow_disruptive = *allow;
+    auto written = decode_written(j);
+    if (!written) return std::unexpected(std::move(written.error()));
+    out.written = std::move(*written);
+    return {};
+}
+
 json stamp(json j) {
     j["format"] = kFormat;
     return j;
@@ -118,12 +130,8 @@ Result<GlobalValue> decode_global(std::string_view text) {
     auto decoded = config::fleet_wide_from_json(*settings);
     if (!decoded) return xlb::fail("settings." + decoded.error());
     out.settings = std::move(*decoded);
-    auto allow = field<bool>(*j, "allow_disruptive", false);
-    if (!allow) return std::unexpected(std::move(allow.error()));
-    out.allow_disruptive = *allow;
-    auto written = decode_written(*j);
-    if (!written) return std::unexpected(std::move(written.error()));
-    out.written = std::move(*written);
+    if (auto ok = decode_confirmed_and_written(*j, out); !ok)
+        return std::unexpected(std::move(ok.error()));
     return out;
 }
 
@@ -142,12 +150,8 @@ Result<VipValue> decode_vip(std::string_view text) {
         if (!spec) return xlb::fail("vip." + spec.error());
         out.vip = std::move(*spec);
     }
-    auto allow = field<bool>(*j, "allow_disruptive", false);
-    if (!allow) return std::unexpected(std::move(allow.error()));
-    out.allow_disruptive = *allow;
-    auto written = decode_written(*j);
-    if (!written) return std::unexpected(std::move(written.error()));
-    out.written = std::move(*written);
+    if (auto ok = decode_confirmed_and_written(*j, out); !ok)
+        return std::unexpected(std::move(ok.error()));
     return out;
 }
 

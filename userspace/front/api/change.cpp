@@ -44,31 +44,23 @@ void send_prediction(httplib::Response& res, const std::string& vip_key,
 
 std::optional<HttpError> validate_change(const Change& change, const config::Settings& settings) {
     if (change.removed) return std::nullopt;
-    config::Config candidate;
-    candidate.settings = settings;
+    std::vector<config::VipSpec> others;
     const config::VipSpec* changed = nullptr;
     for (const config::VipSpec& v : change.vips) {
         if (v.key() == change.vip_key)
             changed = &v;
         else
-            candidate.vips.push_back(v);
+            others.push_back(v);
     }
     if (!changed)
         return HttpError{500, "internal error: changed VIP " + change.vip_key + " missing"};
-    candidate.vips.push_back(*changed);  // last: rules across VIPs report on it
-    const std::string prefix = "vips[" + std::to_string(candidate.vips.size() - 1) + "]";
     const std::string backend_prefix =
         change.backend_index ? "backends[" + std::to_string(*change.backend_index) + "]" : "";
 
     std::vector<std::string> problems;
-    for (const config::ValidationIssue& issue : config::check_config(candidate)) {
+    for (const config::ValidationIssue& issue :
+         config::check_vip_among(*changed, others, settings)) {
         std::string path = issue.path;
-        if (path == prefix)
-            path.clear();
-        else if (path.starts_with(prefix + "."))
-            path = path.substr(prefix.size() + 1);
-        else
-            continue;  // settings, or another VIP: not this change's doing
         if (!backend_prefix.empty()) {
             if (path == backend_prefix)
                 path.clear();

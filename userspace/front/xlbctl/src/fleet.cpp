@@ -31,29 +31,14 @@ std::string backend_text(const config::BackendSpec& b) {
     return out;
 }
 
-// The rules of the agent's API for a changed VIP: the whole candidate
-// checked as a file is, the problems of the changed VIP kept (as the API's
-// validate_change does).
+// The rules of the agent's API for a changed VIP (config::check_vip_among,
+// as the API's validate_change).
 std::optional<std::string> invalid(const config::VipSpec& next,
                                    const std::vector<config::VipSpec>& others,
                                    const config::Settings& settings, bool backend_change) {
-    config::Config candidate;
-    candidate.settings = settings;
-    candidate.vips = others;
-    candidate.vips.push_back(next);  // last: rules across VIPs report on it
-    const std::string prefix = "vips[" + std::to_string(candidate.vips.size() - 1) + "]";
     std::string message;
-    for (const config::ValidationIssue& issue : config::check_config(candidate)) {
-        std::string path = issue.path;
-        if (path == prefix)
-            path.clear();
-        else if (path.starts_with(prefix + "."))
-            path = path.substr(prefix.size() + 1);
-        else
-            continue;
-        message += (message.empty() ? "" : "; ") +
-                   (path.empty() ? issue.message : path + ": " + issue.message);
-    }
+    for (const config::ValidationIssue& issue : config::check_vip_among(next, others, settings))
+        message += (message.empty() ? "" : "; ") + issue.to_string();
     if (message.empty()) return std::nullopt;
     return (backend_change ? "invalid backend for VIP " : "invalid VIP ") + next.key() + ": " +
            message;

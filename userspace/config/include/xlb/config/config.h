@@ -92,6 +92,14 @@ std::vector<ValidationIssue> check_vip(const VipSpec& vip, const Settings& setti
 // The same as "path: message" strings, for API error bodies.
 std::vector<std::string> validate_vip(const VipSpec& vip, const Settings& settings);
 
+// The issues of `vip` joining `others` under `settings`, checked as a file
+// is (the rules across VIPs included), with paths relative to the VIP (""
+// for the VIP itself, "backends[0].weight"); issues of the settings or of
+// the other VIPs are left out: not this VIP's doing. What a change of one
+// VIP is checked with, through the API or in a fleet's store.
+std::vector<ValidationIssue> check_vip_among(const VipSpec& vip, const std::vector<VipSpec>& others,
+                                             const Settings& settings);
+
 // Everything: the settings, every VIP (as check_vip), and the rules across
 // VIPs (duplicate keys and names, maps.max_vips, maps.max_backends). The API
 // should check a whole candidate configuration (current state plus the
