@@ -345,6 +345,59 @@ TEST(XlbctlFleet, StatusExitsZeroOnlyWhenEveryHostAppliedTheNewestAndAgrees) {
     EXPECT_TRUE(j["hosts"][1]["lags"].get<bool>());
 }
 
+// A host record from an agent with the fleet's health view: its own
+// probes' verdict on the backend, and when its table went live.
+std::string host_record_seen(const std::string& name, std::int64_t revision,
+                             const std::string& checksum, const std::string& local_health,
+                             const std::string& published_at) {
+    auto r = *fleet::decode_host(host_record(name, revision, checksum, 100));
+    nlohmann::json& v = r.vips[0];
+    v["health_consensus"] = "majority";
+    v["published_at"] = published_at;
+    v["backends"] = nlohmann::json::array({{{"address", "203.0.113.11"},
+                                            {"health", "healthy"},
+                                            {"local_health", local_health},
+                                            {"weight_factor", 1.0}}});
+    return fleet::encode(r);
+}
+
+TEST(XlbctlFleet, StatusNamesEveryHealthDisagreementAndThePublishSpread) {
+    Harness h;
+    ASSERT_EQ(h.run({"fleet", "import", write_file("xlbctl-fleet-hd.yaml", kFile)}), 0);
+    const std::int64_t rev = h.store.revision;
+    h.store.put(kLayout.host("lb1"),
+                host_record_seen("lb1", rev, "c1", "healthy", "2026-12-06T11:02:07.500Z"));
+    h.store.put(kLayout.host("lb2"),
+                host_record_seen("lb2", rev, "c1", "healthy", "2026-12-06T11:02:07.512Z"));
+    h.store.put(kLayout.host("lb3"),
+                host_record_seen("lb3", rev, "c1", "unhealthy", "2026-12-06T11:02:07.530Z"));
+    // The tables agree: exit 0, with the note.
+    EXPECT_EQ(h.run({"fleet", "status"}), 0) << h.out.str() << h.err.str();
+    EXPECT_HAS(h.out.str(),
+               "same inputs, same fleet health, same table; lb3's own probes judge backend "
+               "203.0.113.11 unhealthy, the fleet healthy (consensus hides it)");
+    EXPECT_HAS(h.out.str(), "publish spread 30 ms");
+    ASSERT_EQ(h.run({"fleet", "status", "--json"}), 0);
+    const auto j = nlohmann::json::parse(h.out.str());
+    EXPECT_EQ(j["state"], "agree_local_differs");
+    EXPECT_EQ(j["health_disagreements"], (nlohmann::json::array({{{"host", "lb3"},
+                                                                  {"vip", kVip},
+                                                                  {"backend", "203.0.113.11"},
+                                                                  {"local_health", "unhealthy"},
+                                                                  {"health", "healthy"}}})));
+    EXPECT_DOUBLE_EQ(j["vips"][0]["publish_spread_seconds"].get<double>(), 0.03);
+    EXPECT_TRUE(j["hosts"][0]["agrees"].get<bool>());
+    EXPECT_TRUE(j["hosts"][0]["applied_at"].is_null()) << "the record does not say";
+    // lb2's fleet view differs from the two others': named, exit 1.
+    auto r = *fleet::decode_host(
+        host_record_seen("lb2", rev, "c2", "unhealthy", "2026-12-06T11:02:07.512Z"));
+    r.vips[0]["backends"][0]["health"] = "unhealthy";
+    h.store.put(kLayout.host("lb2"), fleet::encode(r));
+    EXPECT_EQ(h.run({"fleet", "status"}), 1);
+    EXPECT_HAS(h.out.str(),
+               "lb2: backend 203.0.113.11: health unhealthy on lb2, healthy on lb1, lb3");
+}
+
 TEST(XlbctlFleet, FleetFromXlbctlsFileWithXlbdsKeysAndErrorsWithTheirLine) {
     const std::string good = write_file(
         "xlbctl-good.yaml", "fleet:\n  name: lab\n  endpoints: [http://10.0.0.1:2379]\n");

@@ -48,14 +48,6 @@ std::string unknown_vip(const std::string& key) {
     return "no VIP " + key + " in the fleet (add it: xlbctl vip add " + key + ")";
 }
 
-// "2026-12-06T11:02:03Z" (fractions and offsets ignored) -> time point.
-std::optional<std::chrono::system_clock::time_point> parse_utc(const std::string& text) {
-    std::tm tm{};
-    if (text.size() < 19 || !::strptime(text.substr(0, 19).c_str(), "%Y-%m-%dT%H:%M:%S", &tm))
-        return std::nullopt;
-    return std::chrono::system_clock::from_time_t(::timegm(&tm));
-}
-
 std::string age_text(std::int64_t seconds) {
     if (seconds < 120) return std::to_string(seconds) + "s";
     if (seconds < 7200) return std::to_string(seconds / 60) + "m";
@@ -252,6 +244,14 @@ json fleet_status(const fleet::Layout& layout, const StoreRead& read,
                {"store_reachable", r->store_reachable},
                {"refused", nullptr},
                {"agrees", true}};
+        // When it applied config_revision: read from the text, so that a
+        // record without it (an older agent) still decodes.
+        {
+            const json raw = json::parse(kv.value, nullptr, false);
+            auto at = raw.is_object() ? raw.find("applied_at") : raw.end();
+            h["applied_at"] =
+                raw.is_object() && at != raw.end() && at->is_string() ? *at : json(nullptr);
+        }
         if (auto at = parse_utc(r->updated_at))
             h["age_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(now - *at).count();
         else
@@ -280,8 +280,19 @@ json fleet_status(const fleet::Layout& layout, const StoreRead& read,
         if (h.at("lags").get<bool>() || !h.at("refused").is_null() || !h.at("agrees").get<bool>())
             ok = false;
     }
+    // Every host whose own probes judge a backend otherwise than the table
+    // it runs: the fleet's consensus hides it from the table, not from here.
+    json disagreements = json::array();
+    for (const json& v : comparison.at("vips"))
+        for (json d : v.value("health_disagreements", json::array())) {
+            d["vip"] = v.at("vip");
+            disagreements.push_back(std::move(d));
+        }
     out["hosts"] = std::move(hosts);
+    out["state"] = comparison.value("state", ok ? "agree" : "differ");
     out["vips"] = comparison.at("vips");
+    out["health_disagreements"] = std::move(disagreements);
+    out["unknown"] = comparison.value("unknown", json::array());
     out["problems"] = std::move(problems);
     out["ok"] = ok;
     return out;
@@ -337,6 +348,8 @@ std::string render_fleet_status(const json& s, const Style& style) {
         comparison["agree"] = true;
         for (const json& v : s.at("vips"))
             if (!v.at("agree").get<bool>()) comparison["agree"] = false;
+        comparison["state"] = s.value("state", "");
+        comparison["unknown"] = s.value("unknown", json::array());
         out += render_peers(comparison, style);
     }
     for (const json& p : s.at("problems"))

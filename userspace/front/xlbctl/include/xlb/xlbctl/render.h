@@ -4,6 +4,7 @@
 // reply, so that tests render canned JSON.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,11 +41,21 @@ json watch_sample(const json& before, const json& after, double seconds,
 // status --peers: compares the `status` replies of several LB hosts, the
 // first being this one ({name, reply} each). Per VIP: present everywhere,
 // the same table inputs (seed, ring size, hash, backends' identities,
-// addresses, weights, states) and the same table checksum. The result:
-//   {"agree": bool, "hosts": [names], "vips": [{"vip", "agree", "problems": [text]}]}
-// where a problem names the host that differs and how.
+// addresses, weights, states) and the same table checksum; the hosts outside
+// the largest group of agreeing hosts are named with the field that differs
+// (inputs, else a backend's health, else its weight factor). The result:
+//   {"agree": bool, "state": "agree"|"agree_local_differs"|"differ",
+//    "hosts": [names], "unknown": [text],
+//    "vips": [{"vip", "agree", "state", "checksum", "health_consensus",
+//              "problems": [text], "notes": [text],
+//              "health_disagreements": [{"host", "backend", "local_health", "health"}],
+//              "publish_spread_seconds": number|null}]}
+// where a problem starts with the name of the host that differs.
 json compare_peers(const std::vector<std::pair<std::string, json>>& hosts);
 std::string render_peers(const json& comparison, const Style& style);
+// "2026-12-06T14:03:07.123Z" -> a time point, the fraction kept (an offset
+// is ignored: the agent writes UTC); nullopt when it is no such text.
+std::optional<std::chrono::system_clock::time_point> parse_utc(const std::string& text);
 
 // The human form of watch_sample()'s result.
 std::string render_watch(const json& sample, const Style& style);
