@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// xlb-sim: offline placement and balancing simulations (docs/placement.md).
+// xlb-sim: offline placement, balancing and fleet simulations (docs/placement.md,
+// docs/fleet.md).
 #include <iostream>
 
 #include "xlb/sim/cli.h"

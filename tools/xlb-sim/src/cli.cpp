@@ -14,6 +14,7 @@
 
 #include "xlb/cli/suggest.h"
 #include "xlb/sim/balance.h"
+#include "xlb/sim/fleet.h"
 #include "xlb/sim/placement.h"
 #include "xlb/sim/report.h"
 #include "xlb/version.h"
@@ -423,11 +424,106 @@ xlb::Result<std::string> run_balance_command(const BalanceArgs& args, const Comm
     return render(report, common.format());
 }
 
+// ---- fleet ----------------------------------------------------------------
+
+struct FleetArgs {
+    std::uint32_t hosts = 10;
+    std::uint32_t backends = 1000;
+    std::size_t flows = 100'000;
+    double path_failure = 0.01;
+    std::uint32_t events = 10;
+    std::uint32_t ring_size = 0;
+    std::string ecmp = "resilient";
+    std::vector<std::string> kinds{"host-loss",     "backend-fail",   "backend-join",
+                                   "path-failure",  "join+host-loss", "fail+host-loss",
+                                   "path+host-loss"};
+    std::vector<std::string> policies{"local", "majority", "any_down"};
+};
+
+xlb::Result<std::string> run_fleet_command(const FleetArgs& args, const Common& common) {
+    if (!common.plot.empty()) {
+        return xlb::fail("--plot: fleet has no curve to draw; plot placement or churn");
+    }
+    FleetStudy study;
+    study.hosts = args.hosts;
+    study.backends = args.backends;
+    study.flows = args.flows;
+    study.path_failure = args.path_failure;
+    study.events = args.events;
+    study.ring_size = args.ring_size;
+    study.seed = common.seed;
+    auto ecmp = parse_ecmp(args.ecmp);
+    if (!ecmp) return std::unexpected(ecmp.error());
+    study.ecmp = *ecmp;
+    study.kinds.clear();
+    for (const auto& name : args.kinds) {
+        auto kind = parse_fleet_event(name);
+        if (!kind) return std::unexpected(kind.error());
+        if (std::find(study.kinds.begin(), study.kinds.end(), *kind) == study.kinds.end()) {
+            study.kinds.push_back(*kind);
+        }
+    }
+    study.policies.clear();
+    for (const auto& name : args.policies) {
+        auto policy = fleet::parse_health_consensus(name);
+        if (!policy) {
+            return xlb::fail(fmt::format(
+                "unknown health consensus '{}': use local, majority or any_down", name));
+        }
+        if (std::find(study.policies.begin(), study.policies.end(), *policy) ==
+            study.policies.end()) {
+            study.policies.push_back(*policy);
+        }
+    }
+    auto result = run_fleet(study);
+    if (!result) return std::unexpected(result.error());
+
+    Report report;
+    report.command = "fleet";
+    report.parameters = {{"hosts", args.hosts},
+                         {"backends", args.backends},
+                         {"flows", args.flows},
+                         {"path_failure", args.path_failure},
+                         {"events", args.events},
+                         {"ring_size", result->ring_size},
+                         {"ecmp", args.ecmp},
+                         {"kinds", args.kinds},
+                         {"policies", args.policies},
+                         {"seed", common.seed},
+                         {"failed_paths", result->failed_paths}};
+    report.columns = {{"event"},
+                      {"policy"},
+                      {"trials"},
+                      {"established"},
+                      {"moved_pct", 3},
+                      {"lost_pct", 3},
+                      {"broken_pct", 4},
+                      {"broken_sc_pct", 4},
+                      {"max_broken_pct", 4},
+                      {"capacity_lost_pct", 3}};
+    for (const auto& r : result->rows) {
+        const bool steady = !r.event;
+        const auto figure = [&](double fraction) {
+            return steady ? Cell{} : Cell{percent(fraction)};
+        };
+        report.rows.push_back(
+            {steady ? std::string("steady") : std::string(fleet_event_name(*r.event)),
+             std::string(fleet::to_string(r.policy)),
+             steady ? Cell{} : Cell{std::int64_t{r.trials}},
+             static_cast<std::int64_t>(r.established), figure(r.moved), figure(r.lost),
+             figure(r.broken), figure(r.broken_second_chance), figure(r.max_broken),
+             percent(r.capacity_lost)});
+    }
+    return render(report, common.format());
+}
+
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-    CLI::App app{"xlb-sim: fixed-seed simulations of key placement and request balancing",
-                 "xlb-sim"};
+    CLI::App app{
+        "xlb-sim: fixed-seed simulations of key placement, request balancing and a fleet's "
+        "health consensus",
+        "xlb-sim"};
     app.set_version_flag("--version", "xlb-sim " XLB_VERSION);
     app.require_subcommand(1);
 
@@ -520,6 +616,43 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         ->delimiter(',')
         ->capture_default_str();
 
+    FleetArgs fleet_args;
+    Common fleet_common;
+    auto* f = app.add_subcommand(
+        "fleet", "flows a fleet's health consensus breaks: host loss, churn, partial reachability");
+    add_common(*f, fleet_common);
+    f->add_option("--hosts", fleet_args.hosts, "LB hosts behind ECMP")
+        ->check(CLI::Range(1u, kMaxFleetHosts))
+        ->capture_default_str();
+    f->add_option("--backends", fleet_args.backends, "backends of the VIP")
+        ->check(CLI::Range(1u, kMaxFleetBackends))
+        ->capture_default_str();
+    f->add_option("--flows", fleet_args.flows, "established flows")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{20'000'000}))
+        ->capture_default_str();
+    f->add_option("--path-failure", fleet_args.path_failure,
+                  "probability that one host's path to one backend fails (the host judges a "
+                  "live backend unhealthy)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    f->add_option("--events", fleet_args.events, "trials of each event kind")
+        ->check(CLI::Range(1u, 10'000u))
+        ->capture_default_str();
+    f->add_option("-m,--ring-size", fleet_args.ring_size,
+                  "Maglev table size (prime); default 65537, or the smallest prime with 10 slots "
+                  "per backend");
+    f->add_option("--ecmp", fleet_args.ecmp,
+                  "resilient (only a lost host's flows move) or modulo (hash mod live hosts)")
+        ->capture_default_str();
+    f->add_option("--kinds", fleet_args.kinds,
+                  "host-loss, backend-fail, backend-join, path-failure, join+host-loss, "
+                  "fail+host-loss, path+host-loss")
+        ->delimiter(',')
+        ->capture_default_str();
+    f->add_option("--policies", fleet_args.policies, "local, majority, any_down")
+        ->delimiter(',')
+        ->capture_default_str();
+
     // CLI11 consumes a vector from the back.
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     try {
@@ -545,6 +678,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         result = run_placement_command(placement, placement_common, plot_file);
     } else if (c->parsed()) {
         result = run_churn_command(churn, churn_common, plot_file);
+    } else if (f->parsed()) {
+        result = run_fleet_command(fleet_args, fleet_common);
     } else {
         result = run_balance_command(balance, balance_common);
     }
