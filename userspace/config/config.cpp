@@ -420,6 +420,9 @@ std::string to_yaml(const Config& config) {
         e << YAML::Key << "lease_ttl" << YAML::Value << format_duration(f.lease_ttl);
         e << YAML::Key << "dial_timeout" << YAML::Value << format_duration(f.dial_timeout);
         e << YAML::Key << "request_timeout" << YAML::Value << format_duration(f.request_timeout);
+        e << YAML::Key << "max_publish_wait" << YAML::Value << format_duration(f.max_publish_wait);
+        e << YAML::Key << "announce" << YAML::Value << to_string(f.announce);
+        e << YAML::Key << "max_lag" << YAML::Value << format_duration(f.max_lag);
         e << YAML::EndMap;
     }
 
@@ -441,6 +444,8 @@ std::string to_yaml(const Config& config) {
           << "window" << YAML::Value << format_duration(v.slow_start.window) << YAML::Key << "floor"
           << YAML::Value << number_text(v.slow_start.floor) << YAML::EndMap;
         e << YAML::Key << "on_unhealthy" << YAML::Value << to_string(v.on_unhealthy);
+        if (v.health_consensus)
+            e << YAML::Key << "health_consensus" << YAML::Value << to_string(*v.health_consensus);
         e << YAML::Key << "announce" << YAML::Value << std::string(announce::to_string(v.announce));
         if (v.conntrack_idle_timeout) {
             e << YAML::Key << "conntrack_idle_timeout" << YAML::Value

@@ -339,6 +339,7 @@ inline constexpr std::string_view kVipKeys[] = {"address",
                                                 "panic_threshold",
                                                 "slow_start",
                                                 "on_unhealthy",
+                                                "health_consensus",
                                                 "health_check",
                                                 "announce",
                                                 "conntrack_idle_timeout",
@@ -555,6 +556,12 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
     field(*f, path, "on_unhealthy", out.on_unhealthy, [&](const V& x, const std::string& p) {
         return read_enum<UnhealthyPolicy>(x, p, s, parse_unhealthy_policy, "reschedule or keep");
     });
+    if (const V* x = f->get("health_consensus")) {
+        const std::string p = join(path, "health_consensus");
+        if (auto c = read_enum<HealthConsensus>(*x, p, s, parse_health_consensus,
+                                                "local, majority or any_down"))
+            out.health_consensus = *c;
+    }
     if (const V* x = f->get("health_check")) {
         out.health_check = decode_health_check(*x, join(path, "health_check"), s);
     }
@@ -580,8 +587,8 @@ inline constexpr std::string_view kRootKeys[] = {
 inline constexpr std::string_view kFleetWideKeys[] = {
     "hash_seed", "icmp_too_big", "encap", "gue_port", "second_chance", "health_history"};
 inline constexpr std::string_view kFleetKeys[] = {
-    "name", "prefix", "endpoints", "host_name",    "ca",
-    "cert", "key",    "lease_ttl", "dial_timeout", "request_timeout"};
+    "name",      "prefix",       "endpoints",       "host_name",        "ca",       "cert",   "key",
+    "lease_ttl", "dial_timeout", "request_timeout", "max_publish_wait", "announce", "max_lag"};
 inline constexpr std::string_view kSecondChanceKeys[] = {"enabled", "window"};
 inline constexpr std::string_view kNextHopKeys[] = {"address", "mac"};
 inline constexpr std::string_view kEncapKeys[] = {"ipv4", "ipv6"};
@@ -675,6 +682,11 @@ FleetSettings decode_fleet(const V& v, const std::string& p, Sink& s) {
     field(*f, p, "lease_ttl", fl.lease_ttl, dur);
     field(*f, p, "dial_timeout", fl.dial_timeout, dur);
     field(*f, p, "request_timeout", fl.request_timeout, dur);
+    field(*f, p, "max_publish_wait", fl.max_publish_wait, dur);
+    field(*f, p, "announce", fl.announce, [&](const V& x, const std::string& q) {
+        return read_enum<FleetAnnounce>(x, q, s, parse_fleet_announce, "when_current or always");
+    });
+    field(*f, p, "max_lag", fl.max_lag, dur);
     return fl;
 }
 

@@ -165,6 +165,7 @@ void to_json(json& j, const VipSpec& v) {
     // Likewise: only when set.
     if (v.conntrack_idle_timeout)
         j["conntrack_idle_timeout"] = format_duration(*v.conntrack_idle_timeout);
+    if (v.health_consensus) j["health_consensus"] = to_string(*v.health_consensus);
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {
@@ -380,7 +381,10 @@ json settings_to_json(const Settings& s) {
                         {"key", f.key},
                         {"lease_ttl", format_duration(f.lease_ttl)},
                         {"dial_timeout", format_duration(f.dial_timeout)},
-                        {"request_timeout", format_duration(f.request_timeout)}};
+                        {"request_timeout", format_duration(f.request_timeout)},
+                        {"max_publish_wait", format_duration(f.max_publish_wait)},
+                        {"announce", to_string(f.announce)},
+                        {"max_lag", format_duration(f.max_lag)}};
     }
     return out;
 }

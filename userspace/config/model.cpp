@@ -44,6 +44,12 @@ constexpr std::pair<std::string_view, UnhealthyPolicy> kPolicies[] = {
     {"reschedule", UnhealthyPolicy::kReschedule}, {"keep", UnhealthyPolicy::kKeep}};
 constexpr std::pair<std::string_view, ConntrackResize> kResizes[] = {
     {"refuse", ConntrackResize::kRefuse}, {"replace", ConntrackResize::kReplace}};
+constexpr std::pair<std::string_view, HealthConsensus> kConsensus[] = {
+    {"local", HealthConsensus::kLocal},
+    {"majority", HealthConsensus::kMajority},
+    {"any_down", HealthConsensus::kAnyDown}};
+constexpr std::pair<std::string_view, FleetAnnounce> kFleetAnnounce[] = {
+    {"when_current", FleetAnnounce::kWhenCurrent}, {"always", FleetAnnounce::kAlways}};
 
 template <class Enum, std::size_t N>
 const char* name_of(Enum value, const std::pair<std::string_view, Enum> (&names)[N]) {
@@ -63,6 +69,8 @@ const char* to_string(AdminState v) { return name_of(v, kAdminStates); }
 const char* to_string(HealthCheckType v) { return name_of(v, kCheckTypes); }
 const char* to_string(UnhealthyPolicy v) { return name_of(v, kPolicies); }
 const char* to_string(ConntrackResize v) { return name_of(v, kResizes); }
+const char* to_string(HealthConsensus v) { return name_of(v, kConsensus); }
+const char* to_string(FleetAnnounce v) { return name_of(v, kFleetAnnounce); }
 
 std::string format_hash_seed(std::uint32_t seed) {
     char text[16];
@@ -84,6 +92,12 @@ std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view t) {
 
 std::optional<ConntrackResize> parse_conntrack_resize(std::string_view t) {
     return lookup(t, kResizes);
+}
+std::optional<HealthConsensus> parse_health_consensus(std::string_view t) {
+    return lookup(t, kConsensus);
+}
+std::optional<FleetAnnounce> parse_fleet_announce(std::string_view t) {
+    return lookup(t, kFleetAnnounce);
 }
 
 Duration default_idle_timeout(Protocol protocol) {

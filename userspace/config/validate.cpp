@@ -585,6 +585,8 @@ void check_fleet(const FleetSettings& f, const Out& out) {
     range("fleet.lease_ttl", f.lease_ttl, Duration{2'000}, Duration{300'000});
     range("fleet.dial_timeout", f.dial_timeout, Duration{100}, Duration{60'000});
     range("fleet.request_timeout", f.request_timeout, Duration{100}, Duration{60'000});
+    range("fleet.max_publish_wait", f.max_publish_wait, Duration{0}, Duration{10'000});
+    range("fleet.max_lag", f.max_lag, Duration{0}, Duration{600'000});
 }
 
 void check_settings(const Settings& s, const Out& out) {

@@ -15,8 +15,9 @@ constexpr std::string_view kPolicies[] = {"when_serving", "always", "never"};
 static_assert(std::size(kPolicies) == static_cast<std::size_t>(Policy::kNever) + 1);
 // Indexed by Reason, in its order.
 constexpr std::string_view kReasons[] = {"serving",       "policy_always", "no_serving_backend",
-                                         "not_published", "host_drained",  "policy_never"};
-static_assert(std::size(kReasons) == static_cast<std::size_t>(Reason::kPolicyNever) + 1);
+                                         "not_published", "host_drained",  "policy_never",
+                                         "behind_fleet"};
+static_assert(std::size(kReasons) == static_cast<std::size_t>(Reason::kBehindFleet) + 1);
 }  // namespace
 
 std::string_view to_string(Policy p) { return name_at(p, kPolicies); }
@@ -25,12 +26,14 @@ std::optional<Policy> parse_policy(std::string_view text) {
 }
 std::string_view to_string(Reason r) { return name_at(r, kReasons); }
 
-Verdict decide(const VipInput& vip, bool host_drained) {
+Verdict decide(const VipInput& vip, bool host_drained, const std::string& behind) {
     // Drain first: an operator draining a host wants every route gone,
     // `always` included, or the maintenance procedure would leak traffic.
     if (host_drained)
         return {false, Reason::kHostDrained,
                 "the host is drained (xlbctl host resume announces again)"};
+    if (vip.policy != Policy::kNever && !behind.empty())
+        return {false, Reason::kBehindFleet, behind};
     switch (vip.policy) {
         case Policy::kNever: return {false, Reason::kPolicyNever, "announce policy is never"};
         case Policy::kAlways: return {true, Reason::kPolicyAlways, "announce policy is always"};
@@ -60,7 +63,7 @@ const std::vector<VipDecision>& DecisionTable::update(const HostInput& input, Ti
     std::vector<VipDecision> next;
     next.reserve(input.vips.size());
     for (const auto& vip : input.vips) {
-        Verdict v = decide(vip, input.drained);
+        Verdict v = decide(vip, input.drained, input.behind);
         VipDecision d{vip.key,  vip.address,         vip.policy, v.announced,
                       v.reason, std::move(v.detail), now};
         if (auto it = previous.find(vip.key); it != previous.end()) {

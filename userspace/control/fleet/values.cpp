@@ -2,6 +2,8 @@
 #include "xlb/fleet/values.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <initializer_list>
 #include <string_view>
 
@@ -178,6 +180,7 @@ std::string encode(const HostRecord& r) {
     return stamp(json{{"host", r.host},
                       {"version", r.version},
                       {"config_revision", r.config_revision},
+                      {"applied_at", r.applied_at},
                       {"seen_revision", r.seen_revision},
                       {"drained", r.drained},
                       {"store",
@@ -191,14 +194,15 @@ std::string encode(const HostRecord& r) {
 }
 
 Result<HostRecord> decode_host(std::string_view text) {
-    auto j = object_of(text, {"host", "version", "config_revision", "seen_revision", "drained",
-                              "store", "refused", "updated_at", "vips"});
+    auto j = object_of(text, {"host", "version", "config_revision", "applied_at", "seen_revision",
+                              "drained", "store", "refused", "updated_at", "vips"});
     if (!j) return std::unexpected(std::move(j.error()));
     HostRecord r;
     try {
         r.host = j->value("host", "");
         r.version = j->value("version", "");
         r.config_revision = j->value("config_revision", std::int64_t{0});
+        r.applied_at = j->value("applied_at", "");
         r.seen_revision = j->value("seen_revision", std::int64_t{0});
         r.drained = j->value("drained", false);
         if (auto s = j->find("store"); s != j->end() && s->is_object()) {
@@ -219,6 +223,77 @@ Result<HostRecord> decode_host(std::string_view text) {
         return xlb::fail(std::string("a field has the wrong type: ") + e.what());
     }
     return r;
+}
+
+std::optional<std::int64_t> parse_utc_ms(std::string_view text) {
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0, used = 0;
+    const std::string t(text);
+    if (std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &used) != 6)
+        return std::nullopt;
+    std::string_view rest = text.substr(static_cast<std::size_t>(used));
+    if (rest.size() == 5 && rest[0] == '.') {
+        for (char c : rest.substr(1, 3)) {
+            if (c < '0' || c > '9') return std::nullopt;
+            ms = ms * 10 + (c - '0');
+        }
+        rest.remove_prefix(4);
+    }
+    if (rest != "Z") return std::nullopt;
+    std::tm utc{};
+    utc.tm_year = y - 1900;
+    utc.tm_mon = mo - 1;
+    utc.tm_mday = d;
+    utc.tm_hour = h;
+    utc.tm_min = mi;
+    utc.tm_sec = s;
+    const std::time_t at = ::timegm(&utc);
+    return static_cast<std::int64_t>(at) * 1000 + ms;
+}
+
+HostVotes host_votes(const HostRecord& record) {
+    HostVotes out;
+    out.config_revision = record.config_revision;
+    out.applied_at_ms = parse_utc_ms(record.applied_at).value_or(0);
+    auto health_of = [](const json& j, const char* key) {
+        auto f = j.find(key);
+        if (f == j.end() || !f->is_string()) return control::Health::kUnknown;
+        const std::string h = f->get<std::string>();
+        // A VIP without a health check: every backend takes traffic.
+        if (h == "healthy" || h == "unchecked") return control::Health::kHealthy;
+        if (h == "unhealthy") return control::Health::kUnhealthy;
+        return control::Health::kUnknown;
+    };
+    for (const json& v : record.vips) {
+        if (!v.is_object() || !v.contains("vip") || !v["vip"].is_string()) continue;
+        const std::string key = v["vip"].get<std::string>();
+        auto text = [&](const char* field) -> std::optional<std::string> {
+            auto f = v.find(field);
+            if (f == v.end() || !f->is_string()) return std::nullopt;
+            return f->get<std::string>();
+        };
+        if (auto c = text("checksum")) out.live[key] = *c;
+        if (auto c = text("prepared")) out.prepared[key] = *c;
+        if (auto at = text("published_at"))
+            if (auto ms = parse_utc_ms(*at)) out.published_at_ms[key] = *ms;
+        auto& votes = out.vips[key];
+        auto b = v.find("backends");
+        if (b == v.end() || !b->is_array()) continue;
+        for (const json& one : *b) {
+            if (!one.is_object() || !one.contains("address") || !one["address"].is_string())
+                continue;
+            Vote vote;
+            vote.health = one.contains("local_health") ? health_of(one, "local_health")
+                                                       : health_of(one, "health");
+            if (auto s = one.find("healthy_since_ms"); s != one.end() && s->is_number_integer())
+                vote.healthy_since_ms = s->get<std::int64_t>();
+            else if (vote.health == control::Health::kHealthy)
+                vote.healthy_since_ms = 0;
+            if (auto f = one.find("bias"); f != one.end() && f->is_number())
+                vote.bias = f->get<double>();
+            votes[one["address"].get<std::string>()] = vote;
+        }
+    }
+    return out;
 }
 
 }  // namespace xlb::fleet

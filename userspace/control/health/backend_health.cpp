@@ -218,7 +218,11 @@ Snapshot BackendHealth::snapshot(TimePoint now) const {
         s.hold = hold_;
         s.held_until = held_until_;
     }
-    if (now < bias_until_) s.bias_until = bias_until_;
+    if (now < bias_until_) {
+        s.bias_until = bias_until_;
+        s.bias_factor = std::clamp(policy_.bias.factor, kMinWeightFactor, 1.0);
+    }
+    if (verdict_ == Verdict::kHealthy) s.ramp_start = ramp_start_;
     if (verdict_ == Verdict::kHealthy && ramp_start_ &&
         now - *ramp_start_ < policy_.slow_start.window) {
         s.slow_start_end = *ramp_start_ + policy_.slow_start.window;

@@ -69,6 +69,8 @@ void ControlLoop::control_main() {
     std::vector<std::function<void()>> in_flight;  // completions waiting for a build
     bool building = false;
     std::optional<Clock::time_point> previous_rings_due;  // second chance: the next window's end
+    std::optional<std::vector<BuildResult>> held;         // built, waiting for the gate
+    Clock::time_point held_until{};
     auto complete = [](std::vector<std::function<void()>>& list) {
         for (auto& done : list)
             if (done) done();
@@ -84,6 +86,7 @@ void ControlLoop::control_main() {
             if (auto retry = reconciler_.next_retry(); retry && !building)
                 wake_at = std::min(wake_at, *retry);
             if (previous_rings_due) wake_at = std::min(wake_at, *previous_rings_due);
+            if (held) wake_at = std::min(wake_at, held_until);
             std::unique_lock lock(mu_);
             clock.wait_until(lock, cv_, wake_at,
                              [&] { return stopping_ || !tasks_.empty() || built_.has_value(); });
@@ -95,6 +98,18 @@ void ControlLoop::control_main() {
 
         for (CompletingTask& task : tasks) waiting.push_back(task(reconciler_));
 
+        if (built && gate_.prepare) {
+            const Clock::duration wait = gate_.prepare(*built);
+            if (wait > Clock::duration::zero()) {
+                held = std::move(built);
+                held_until = clock.now() + wait;
+                built.reset();
+            }
+        }
+        if (held && (clock.now() >= held_until || gate_.ready(*held))) {
+            built = std::move(held);
+            held.reset();
+        }
         if (built) {
             building = false;
             auto records = reconciler_.publish(std::move(*built), clock.now());

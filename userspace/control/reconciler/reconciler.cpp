@@ -198,7 +198,10 @@ void Reconciler::set_observed(const std::string& vip_key, const net::IpAddress& 
     auto it = vips_.find(vip_key);
     if (it == vips_.end() || !it->second.spec.find_backend(backend)) return;
     auto& slot = it->second.observed[backend];
-    if (same_observation(slot, observed)) return;
+    if (same_observation(slot, observed)) {
+        slot.local_health = observed.local_health;  // shown only: no new plan
+        return;
+    }
     slot = observed;
     it->second.plan_version += 1;
 }
@@ -253,7 +256,7 @@ std::vector<ObservedBackend> Reconciler::observed_for(const config::VipSpec& spe
         ObservedBackend o;
         if (!v.observed.empty())
             if (auto it = v.observed.find(b.address); it != v.observed.end()) o = it->second;
-        if (!checked) o.health = Health::kHealthy;
+        if (!checked) o.health = o.local_health = Health::kHealthy;
         out.push_back(o);
     }
     return out;
@@ -765,6 +768,7 @@ std::optional<VipStatus> Reconciler::vip_status(const std::string& key) const {
         bs.address = b.address;
         bs.state = b.state;
         bs.health = observed[i].health;
+        bs.local_health = observed[i].local_health;
         bs.weight_factor = observed[i].weight_factor;
         bs.weight = b.weight;
         if (auto ref = registry_.find_backend(key, b.address)) {

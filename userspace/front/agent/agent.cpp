@@ -16,6 +16,7 @@
 #include "xlb/agent/component.h"
 #include "xlb/agent/components.h"
 #include "xlb/agent/conntrack_sweeper.h"
+#include "xlb/agent/fleet_health.h"
 #include "xlb/agent/fleet_link.h"
 #include "xlb/agent/health_link.h"
 #include "xlb/agent/instance_lock.h"
@@ -135,6 +136,15 @@ private:
     void refuse_fleet(const char* reason, std::int64_t revision,
                       const std::vector<fleet::Problem>& problems);
     void on_store_reachability(bool reachable, const std::string& error);
+    void on_peers(const FleetSnapshot& records);
+    // One health view, two-phase publish, when_current (control thread).
+    void refresh_fleet_health(control::Reconciler& r);
+    void measure_publish_spreads();
+    std::string behind_fleet(std::int64_t now_ms);
+    void call_at(health::TimePoint when, health::TimePoint& pending,
+                 std::function<void(control::Reconciler&)> fn);
+    control::Clock::duration prepare_publish(const std::vector<control::BuildResult>& built);
+    bool publish_ready(const std::vector<control::BuildResult>& built) const;
     std::string host_record();
     api::FleetInfo fleet_info() const;
     void watch_next_hop();
@@ -221,6 +231,16 @@ private:
     api::FleetInfo fleet_info_;
     std::string record_body_;
     std::string record_at_;
+    // Control thread only: the fleet's health view; the tables held for the
+    // other hosts (VIP -> checksum) and the live ones' publish times; the
+    // spreads already counted (VIP -> checksum); pending timers.
+    std::optional<FleetHealthView> fleet_health_;
+    std::map<std::string, std::string> prepared_;
+    std::map<std::string, std::pair<std::string, std::int64_t>> published_;
+    std::map<std::string, std::string> spread_counted_;
+    health::TimePoint fleet_step_at_ = health::TimePoint::max();
+    health::TimePoint behind_check_at_ = health::TimePoint::max();
+    std::string applied_at_;  // fleet_mu_: when applied_revision was applied (UTC, ms)
     // Last, so that it goes first: what its components use is declared above.
     Components components_;
 };
@@ -229,7 +249,10 @@ std::uint64_t Agent::submit_announcements(control::Reconciler& r) {
     if (!announce_) return 0;
     const std::vector<control::VipStatus> vips = r.status();
     const bool complete = startup_gate_->complete(vips, std::chrono::steady_clock::now());
-    return announce_->link().submit(announce_input(vips, host_state().drained, complete));
+    std::string behind;
+    if (fleet_health_) behind = behind_fleet(fleet_health_->wall_ms(health::Clock::now()));
+    return announce_->link().submit(
+        announce_input(vips, host_state().drained, complete, std::move(behind)));
 }
 
 api::HostState Agent::host_state() const {
@@ -368,6 +391,10 @@ void Agent::route_probes_through_vips(std::vector<health::ProbeTarget>& targets,
 void Agent::refresh_health(control::Reconciler& r) {
     const auto now = health::Clock::now();
     std::vector<health::ProbeTarget> targets = health_.set_vips(r.vips(), now, r);
+    if (fleet_health_) {
+        health_.hold_vips(FleetHealthView::consensus_vips(r.vips()), now, r);
+        refresh_fleet_health(r);
+    }
     route_probes_through_vips(targets, r);
     spdlog::info("health: probing {} (VIP, backend) pair(s)", targets.size());
     engine_->engine().set_targets(std::move(targets));
@@ -383,7 +410,12 @@ void Agent::on_probe_result(const health::ProbeResult& result, control::Reconcil
         else
             spdlog::info("health: {}", event.line);
     }
-    if (fleet_ && !events.empty()) fleet_->poke_record();  // a verdict to report
+    if (fleet_ && !events.empty()) {
+        fleet_->poke_record();  // a verdict to report
+        // In the fleet's view it comes back through the record; without it
+        // this host's own verdict counts at once.
+        if (fleet_health_ && !fleet_health_->ready()) refresh_fleet_health(r);
+    }
     schedule_health_timer(now);
 }
 
@@ -391,6 +423,7 @@ void Agent::on_health_timer(control::Reconciler& r) {
     const auto now = health::Clock::now();
     if (health_timer_at_ <= now) health_timer_at_ = health::TimePoint::max();
     health_.tick(now, r);
+    if (fleet_health_ && fleet_health_->falling_back() > 0) refresh_fleet_health(r);
     schedule_health_timer(now);
 }
 
@@ -567,6 +600,10 @@ Result<void> Agent::open_fleet() {
     fleet_file_.emplace(config_.settings.state_file + ".fleet");
     fleet_info_.name = f.name;
     fleet_info_.host = host;
+    const auto wall_offset = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch() -
+        health::Clock::now().time_since_epoch());
+    fleet_health_.emplace(host, wall_offset);
     spdlog::info("fleet {}: this host is {}, its keys under {} on {}", f.name, host,
                  fleet_layout_->prefix, vip_list(f.endpoints));
     return {};
@@ -680,6 +717,11 @@ Agent::Step Agent::prepare_loop() {
     loop_.emplace(*reconciler_, control::ControlLoop::Options{});
     loop_->on_publish([this](const control::PublishRecord& r) {
         publish_metrics_.record(r);
+        if (fleet_health_) {
+            prepared_.erase(r.vip_key);
+            published_[r.vip_key] = {fmt::format("{:016x}", r.checksum),
+                                     fleet_health_->wall_ms(health::Clock::now())};
+        }
         if (fleet_) fleet_->poke_record();  // a new epoch and checksum to report
         // A table made live may change what this host can serve.
         if (announce_) loop_->post([this](control::Reconciler& rc) { submit_announcements(rc); });
@@ -694,6 +736,10 @@ Agent::Step Agent::prepare_loop() {
         log_apply_failures(r);
         submit_announcements(r);
     });
+    if (fleet_health_)
+        loop_->set_publish_gate(control::ControlLoop::PublishGate{
+            [this](const std::vector<control::BuildResult>& b) { return prepare_publish(b); },
+            [this](const std::vector<control::BuildResult>& b) { return publish_ready(b); }});
     return {};
 }
 
@@ -1092,6 +1138,7 @@ Agent::Step Agent::read_fleet_first() {
                              saved.error().message());
         std::lock_guard lock(fleet_mu_);
         fleet_info_.applied_revision = desired->config_revision;
+        applied_at_ = api::utc_text_ms(std::chrono::system_clock::now());
         fleet_info_.seen_revision = snap.revision;
         fleet_info_.source = source;
         spdlog::info("fleet: starting from the {} desired state of revision {}: {} VIP(s)", source,
@@ -1144,6 +1191,206 @@ void Agent::start_fleet() {
             on_store_reachability(reachable, error);
         });
     fleet_->start_records([this] { return host_record(); });
+    fleet_->start_peers([this](const FleetSnapshot& records) { on_peers(records); });
+}
+
+// Every live host's record, as the store has it now: the fleet's health
+// view, the publishes the gate waits for, and whether this host is behind.
+void Agent::on_peers(const FleetSnapshot& records) {
+    std::map<std::string, fleet::HostVotes> votes;
+    const std::string prefix = fleet_layout_->hosts();
+    for (const fleet::StoredKey& k : records.keys) {
+        const std::string host = k.key.substr(prefix.size());
+        auto record = fleet::decode_host(k.value);
+        if (!record) {
+            spdlog::warn("fleet: {}@{}: {} (that host counts as having no verdict)", k.key,
+                         k.mod_revision, record.error().message());
+            votes[host];
+            continue;
+        }
+        votes[host] = fleet::host_votes(*record);
+    }
+    loop_->post([this, votes = std::move(votes)](control::Reconciler& r) mutable {
+        fleet_health_->set_peers(std::move(votes));
+        refresh_fleet_health(r);
+        measure_publish_spreads();
+        submit_announcements(r);
+    });
+}
+
+void Agent::call_at(health::TimePoint when, health::TimePoint& pending,
+                    std::function<void(control::Reconciler&)> fn) {
+    const auto now = health::Clock::now();
+    if (pending > now && pending <= when) return;
+    pending = when;
+    engine_->engine().call_at(when, [this, fn = std::move(fn)] { loop_->post(fn); });
+}
+
+void Agent::refresh_fleet_health(control::Reconciler& r) {
+    const auto now = health::Clock::now();
+    if (fleet_step_at_ <= now) fleet_step_at_ = health::TimePoint::max();
+    const std::optional<health::TimePoint> step = fleet_health_->apply(r.vips(), health_, now, r);
+    if (step)
+        call_at(*step, fleet_step_at_,
+                [this](control::Reconciler& rc) { refresh_fleet_health(rc); });
+    std::vector<api::FleetInfo::Disagreement> now_disagree;
+    for (const HealthDisagreement& d : fleet_health_->disagreements())
+        now_disagree.push_back(api::FleetInfo::Disagreement{
+            d.vip, d.backend, control::to_string(d.local), control::to_string(d.fleet)});
+    std::vector<std::string> news;
+    bool changed = false;
+    {
+        std::lock_guard lock(fleet_mu_);
+        api::FleetInfo& f = fleet_info_;
+        for (const auto& d : now_disagree)
+            if (std::none_of(f.disagreements.begin(), f.disagreements.end(), [&](const auto& o) {
+                    return o.vip == d.vip && o.backend == d.backend && o.local == d.local;
+                }))
+                news.push_back("VIP " + d.vip + " backend " + d.backend + ": this host judges it " +
+                               d.local + ", the fleet " + d.fleet +
+                               "; its table follows the fleet's verdict");
+        changed = f.disagreements.size() != now_disagree.size() || !news.empty();
+        f.disagreements = std::move(now_disagree);
+        const std::string view = fleet_health_->ready() ? "fleet" : "local";
+        changed =
+            changed || view != f.health_view || f.local_fallbacks != fleet_health_->falling_back();
+        const std::string reason =
+            view == "fleet" ? ""
+            : f.store_reachable
+                ? "this host's record is not in the store (yet): the fleet's last verdicts, this "
+                  "host's own for backends that changed since"
+                : "the store is unreachable: the fleet's last verdicts, this host's own for "
+                  "backends that changed since";
+        if (view != f.health_view || reason != f.health_view_reason) {
+            if (view == "local")
+                spdlog::warn("fleet: health: {}", reason);
+            else
+                spdlog::info("fleet: health follows the fleet's view again");
+        }
+        f.health_view = view;
+        f.health_view_reason = reason;
+        f.local_fallbacks = fleet_health_->falling_back();
+    }
+    for (const std::string& line : news) spdlog::warn("fleet: {}", line);
+    if (changed && fleet_) fleet_->poke_record();
+}
+
+// Per VIP, once every live host runs the same table: the time between the
+// first and the last host's publish of it.
+void Agent::measure_publish_spreads() {
+    std::vector<api::FleetInfo::Spread> spreads;
+    const auto& peers = fleet_health_->peers();
+    for (const auto& [vip, mine] : published_) {
+        std::int64_t first = mine.second, last = mine.second;
+        std::size_t hosts = 0;
+        bool all = true;
+        for (const auto& [host, votes] : peers) {
+            auto live = votes.live.find(vip);
+            auto at = votes.published_at_ms.find(vip);
+            if (live == votes.live.end() || live->second != mine.first ||
+                at == votes.published_at_ms.end()) {
+                all = false;
+                break;
+            }
+            first = std::min(first, at->second);
+            last = std::max(last, at->second);
+            ++hosts;
+        }
+        if (!all || hosts < 2) continue;
+        const double seconds = static_cast<double>(last - first) / 1000.0;
+        spreads.push_back(api::FleetInfo::Spread{vip, mine.first, seconds, hosts});
+        if (spread_counted_[vip] == mine.first) continue;
+        spread_counted_[vip] = mine.first;
+        publish_metrics_.record_spread(seconds);
+    }
+    std::lock_guard lock(fleet_mu_);
+    for (api::FleetInfo::Spread& s : spreads) {
+        auto it =
+            std::find_if(fleet_info_.publish_spreads.begin(), fleet_info_.publish_spreads.end(),
+                         [&](const auto& o) { return o.vip == s.vip; });
+        if (it == fleet_info_.publish_spreads.end())
+            fleet_info_.publish_spreads.push_back(std::move(s));
+        else
+            *it = std::move(s);
+    }
+    std::erase_if(fleet_info_.publish_spreads,
+                  [&](const auto& s) { return !published_.contains(s.vip); });
+}
+
+// when_current: withdrawn while another live host has applied a newer
+// desired revision for longer than fleet.max_lag; never for want of the
+// store (an outage of the store must not take the fleet's routes down).
+std::string Agent::behind_fleet(std::int64_t now_ms) {
+    const config::FleetSettings& f = config_.settings.fleet;
+    std::string behind;
+    const api::FleetInfo info = fleet_info();
+    if (f.announce == config::FleetAnnounce::kWhenCurrent && info.store_reachable) {
+        std::int64_t newest = info.applied_revision, since = now_ms;
+        std::string ahead;
+        for (const auto& [host, votes] : fleet_health_->peers()) {
+            if (host == info.host || votes.config_revision <= info.applied_revision) continue;
+            if (votes.config_revision > newest) {
+                newest = votes.config_revision;
+                ahead = host;
+            }
+            since = std::min(since, votes.applied_at_ms > 0 ? votes.applied_at_ms : now_ms);
+        }
+        const std::int64_t lag_ms = f.max_lag.count();
+        if (newest > info.applied_revision) {
+            if (now_ms - since > lag_ms)
+                behind = "this host runs desired revision " +
+                         std::to_string(info.applied_revision) + " while " + ahead + " runs " +
+                         std::to_string(newest) +
+                         " for longer than fleet.max_lag: withdrawn until it catches up";
+            else
+                call_at(
+                    health::Clock::now() + std::chrono::milliseconds(lag_ms - (now_ms - since) + 1),
+                    behind_check_at_, [this](control::Reconciler& r) { submit_announcements(r); });
+        }
+    }
+    bool changed = false;
+    {
+        std::lock_guard lock(fleet_mu_);
+        changed = behind != fleet_info_.behind;
+        fleet_info_.behind = behind;
+    }
+    if (changed) {
+        if (!behind.empty())
+            spdlog::warn("fleet: {}", behind);
+        else
+            spdlog::info("fleet: this host runs the fleet's newest desired revision: announcing");
+        if (fleet_) fleet_->poke_record();
+    }
+    return behind;
+}
+
+// Two-phase publish: tables built are held until every other live host has
+// built (or already runs) the same, at most fleet.max_publish_wait; a lone
+// host, or one without the store, publishes at once.
+control::Clock::duration Agent::prepare_publish(const std::vector<control::BuildResult>& built) {
+    if (!fleet_health_->ready() || fleet_health_->other_hosts().empty()) return {};
+    const control::Clock::duration wait = config_.settings.fleet.max_publish_wait;
+    if (wait <= control::Clock::duration::zero()) return {};
+    for (const control::BuildResult& b : built)
+        if (!b.error) prepared_[b.vip_key] = fmt::format("{:016x}", b.checksum);
+    fleet_->poke_record();
+    return wait;
+}
+
+bool Agent::publish_ready(const std::vector<control::BuildResult>& built) const {
+    for (const std::string& host : fleet_health_->other_hosts()) {
+        const fleet::HostVotes& votes = fleet_health_->peers().at(host);
+        for (const control::BuildResult& b : built) {
+            if (b.error) continue;
+            const std::string checksum = fmt::format("{:016x}", b.checksum);
+            auto prepared = votes.prepared.find(b.vip_key);
+            auto live = votes.live.find(b.vip_key);
+            if ((prepared == votes.prepared.end() || prepared->second != checksum) &&
+                (live == votes.live.end() || live->second != checksum))
+                return false;
+        }
+    }
+    return true;
 }
 
 // Logged when it changes; while unreachable, the newest error is kept.
@@ -1164,6 +1411,12 @@ void Agent::on_store_reachability(bool reachable, const std::string& error) {
             "on with what was applied last",
             error);
     if (fleet_) fleet_->poke_record();
+    if (loop_)
+        loop_->post([this, reachable](control::Reconciler& r) {
+            fleet_health_->set_store_reachable(reachable);
+            refresh_fleet_health(r);
+            submit_announcements(r);
+        });
 }
 
 // The same revision is refused once in the log; status and the host record
@@ -1226,6 +1479,8 @@ void Agent::apply_fleet(const FleetSnapshot& snap) {
     }
     {
         std::lock_guard fl(fleet_mu_);
+        if (fleet_info_.applied_revision != revision)
+            applied_at_ = api::utc_text_ms(std::chrono::system_clock::now());
         fleet_info_.applied_revision = revision;
         fleet_info_.source = "store";
         fleet_info_.refused_revision = 0;
@@ -1237,6 +1492,7 @@ void Agent::apply_fleet(const FleetSnapshot& snap) {
                      saved.error().message());
     apply_fleet_drain(*desired);
     fleet_->poke_record();
+    loop_->post([this](control::Reconciler& r) { submit_announcements(r); });
 }
 
 void Agent::apply_fleet_drain(const fleet::Desired& desired) {
@@ -1256,11 +1512,36 @@ std::string Agent::host_record() {
     std::optional<api::BgpInfo> bgp;
     if (announce_) bgp = api::BgpInfo{announce_->bgp(), announce_->link().status()};
     const std::uint32_t seed = api_settings_ ? api_settings_->get().hash_seed : 0;
-    auto vips = loop_->call<nlohmann::json>([seed, bgp](control::Reconciler& r) {
+    // A query, not a call: a call would wait for the publish the gate
+    // holds until this very record shows the table prepared.
+    auto vips = loop_->query<nlohmann::json>([this, seed, bgp](control::Reconciler& r) {
+        const auto now = health::Clock::now();
         nlohmann::json out = nlohmann::json::array();
         for (const control::VipStatus& v : r.status()) {
-            nlohmann::json j = api::vip_status_json(v, seed, bgp);
-            j["backends"] = api::backend_health_json(v);
+            const std::string key = v.spec.key();
+            nlohmann::json j = api::vip_status_json(v, seed, bgp, true);
+            // This host's votes, which every host's view counts.
+            for (nlohmann::json& b : j["backends"]) {
+                auto address = net::IpAddress::parse(b["address"].get<std::string>());
+                if (!address) continue;
+                const fleet::Vote vote = fleet_health_->own_vote(health_, key, *address, now);
+                // Fresh from the probes: the reconciler learns it only
+                // when the view is next decided, from this record.
+                if (v.spec.health_check.type != config::HealthCheckType::kNone)
+                    b["local_health"] = control::to_string(vote.health);
+                if (vote.healthy_since_ms) b["healthy_since_ms"] = *vote.healthy_since_ms;
+                b["bias"] = vote.bias;
+            }
+            auto prepared = prepared_.find(key);
+            j["prepared"] = prepared == prepared_.end() ? nlohmann::json(nullptr)
+                                                        : nlohmann::json(prepared->second);
+            auto published = published_.find(key);
+            j["published_at"] =
+                published == published_.end() ||
+                        published->second.first != j["checksum"].get<std::string>()
+                    ? nlohmann::json(nullptr)
+                    : nlohmann::json(api::utc_text_ms(std::chrono::system_clock::time_point(
+                          std::chrono::milliseconds(published->second.second))));
             out.push_back(std::move(j));
         }
         return out;
@@ -1276,6 +1557,10 @@ std::string Agent::host_record() {
     record.host = f.host;
     record.version = kVersion;
     record.config_revision = f.applied_revision;
+    {
+        std::lock_guard lock(fleet_mu_);
+        record.applied_at = applied_at_;
+    }
     record.seen_revision = f.seen_revision;
     record.drained = host_state().drained;
     record.store_reachable = f.store_reachable;

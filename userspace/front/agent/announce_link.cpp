@@ -14,9 +14,10 @@
 namespace xlb::agent {
 
 announce::HostInput announce_input(const std::vector<control::VipStatus>& vips, bool drained,
-                                   bool startup_complete) {
+                                   bool startup_complete, std::string behind) {
     announce::HostInput input;
     input.drained = drained;
+    input.behind = std::move(behind);
     input.startup_complete = startup_complete;
     for (const control::VipStatus& v : vips) {
         announce::VipInput in;

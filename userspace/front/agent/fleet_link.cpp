@@ -59,14 +59,16 @@ FleetLink::FleetLink(etcd::Client client, Options options)
 
 FleetLink::~FleetLink() { stop(); }
 
-Result<FleetSnapshot> FleetLink::read() {
-    auto range = client_->get_prefix(options_.layout.desired());
+Result<FleetSnapshot> FleetLink::read() { return read_prefix(options_.layout.desired()); }
+
+Result<FleetSnapshot> FleetLink::read_prefix(const std::string& prefix) {
+    auto range = client_->get_prefix(prefix);
     if (!range) return std::unexpected(std::move(range.error()));
     FleetSnapshot out;
     out.revision = range->revision;
     for (etcd::KeyValue& kv : range->kvs)
         out.keys.push_back(
-            fleet::StoredKey{std::move(kv.key), std::move(kv.value), kv.mod_revision});
+            fleet::StoredKey{std::move(kv.key), std::move(kv.value), kv.mod_revision, kv.lease});
     return out;
 }
 
@@ -74,7 +76,16 @@ void FleetLink::start_watch(std::optional<FleetSnapshot> from, OnSnapshot on_sna
                             OnReachability on_reachability) {
     on_snapshot_ = std::move(on_snapshot);
     on_reachability_ = std::move(on_reachability);
-    watch_thread_ = std::thread([this, from = std::move(from)] { watch_loop(from); });
+    watch_thread_ = std::thread([this, from = std::move(from)] {
+        watch_loop(options_.layout.desired(), from, on_snapshot_, watch_, true);
+    });
+}
+
+void FleetLink::start_peers(OnSnapshot on_peers) {
+    on_peers_ = std::move(on_peers);
+    peers_thread_ = std::thread([this] {
+        watch_loop(options_.layout.hosts(), std::nullopt, on_peers_, peers_watch_, false);
+    });
 }
 
 void FleetLink::start_records(RecordSource source) {
@@ -91,12 +102,16 @@ void FleetLink::poke_record() {
 void FleetLink::stop() {
     {
         std::lock_guard lock(mu_);
-        if (stopping_ && !watch_thread_.joinable() && !record_thread_.joinable()) return;
+        if (stopping_ && !watch_thread_.joinable() && !record_thread_.joinable() &&
+            !peers_thread_.joinable())
+            return;
         stopping_ = true;
         watch_.stop();
+        peers_watch_.stop();
         wake_.notify_all();
     }
     if (watch_thread_.joinable()) watch_thread_.join();
+    if (peers_thread_.joinable()) peers_thread_.join();
     if (record_thread_.joinable()) record_thread_.join();
 }
 
@@ -117,19 +132,24 @@ bool FleetLink::wait_retry(std::chrono::milliseconds& backoff) {
     return !stopping_;
 }
 
-void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
+void FleetLink::watch_loop(const std::string& prefix, std::optional<FleetSnapshot> from,
+                           const OnSnapshot& on_snapshot, etcd::Watch& watch, bool reports) {
+    std::map<std::string, fleet::StoredKey> keys;
+    auto set_reachable = [&](bool reachable, const std::string& error) {
+        if (reports) this->set_reachable(reachable, error);
+    };
     std::chrono::milliseconds backoff = options_.retry_min;
     // Without a revision to go on from (none yet, or compacted), everything
     // is read first; the watch then starts right after what was read.
     bool read_all = !from.has_value();
     std::int64_t revision = from ? from->revision : 0;
     if (from)
-        for (const fleet::StoredKey& k : from->keys) keys_[k.key] = k;
+        for (const fleet::StoredKey& k : from->keys) keys[k.key] = k;
     auto deliver = [&] {
         FleetSnapshot snapshot;
         snapshot.revision = revision;
-        for (const auto& [key, k] : keys_) snapshot.keys.push_back(k);
-        on_snapshot_(snapshot);
+        for (const auto& [key, k] : keys) snapshot.keys.push_back(k);
+        on_snapshot(snapshot);
     };
     while (true) {
         {
@@ -137,7 +157,7 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
             if (stopping_) return;
         }
         if (read_all) {
-            auto snapshot = read();
+            auto snapshot = read_prefix(prefix);
             if (!snapshot) {
                 set_reachable(false, snapshot.error().message());
                 if (!wait_retry(backoff)) return;
@@ -145,8 +165,8 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
             }
             set_reachable(true, {});
             backoff = options_.retry_min;
-            keys_.clear();
-            for (fleet::StoredKey& k : snapshot->keys) keys_[k.key] = std::move(k);
+            keys.clear();
+            for (fleet::StoredKey& k : snapshot->keys) keys[k.key] = std::move(k);
             revision = snapshot->revision;
             read_all = false;
             deliver();
@@ -155,11 +175,11 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
         {
             std::lock_guard lock(mu_);
             if (stopping_) return;
-            watch_ = handle;
+            watch = handle;
         }
         bool heard = false;
         auto ended = client_->watch(
-            options_.layout.desired(), revision + 1,
+            prefix, revision + 1,
             [&](const etcd::WatchBatch& batch) {
                 if (!heard) {
                     heard = true;
@@ -168,9 +188,10 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
                 }
                 for (const etcd::Event& e : batch.events) {
                     if (e.type == etcd::Event::Type::kDelete)
-                        keys_.erase(e.kv.key);
+                        keys.erase(e.kv.key);
                     else
-                        keys_[e.kv.key] = fleet::StoredKey{e.kv.key, e.kv.value, e.kv.mod_revision};
+                        keys[e.kv.key] =
+                            fleet::StoredKey{e.kv.key, e.kv.value, e.kv.mod_revision, e.kv.lease};
                 }
                 revision = std::max(revision, batch.revision);
                 if (!batch.events.empty()) deliver();
@@ -180,8 +201,8 @@ void FleetLink::watch_loop(std::optional<FleetSnapshot> from) {
         if (ended) {
             spdlog::warn(
                 "fleet: the store compacted its history past revision {} (oldest kept {}): "
-                "reading the whole desired state again",
-                revision + 1, ended->compact_revision);
+                "reading every key under {} again",
+                revision + 1, ended->compact_revision, prefix);
             read_all = true;
             continue;
         }

@@ -106,10 +106,27 @@ std::size_t HealthLink::tick(health::TimePoint now, control::Reconciler& reconci
 std::size_t HealthLink::push(health::TimePoint now, control::Reconciler& reconciler) {
     const std::vector<health::Observation> changes = tracker_.take_changes(now);
     for (const health::Observation& o : changes)
-        reconciler.set_observed(
-            o.key.vip, o.key.backend,
-            control::ObservedBackend{to_control_health(o.verdict), o.weight_factor});
+        if (!held_.contains(o.key.vip))
+            reconciler.set_observed(
+                o.key.vip, o.key.backend,
+                control::ObservedBackend{to_control_health(o.verdict), o.weight_factor,
+                                         to_control_health(o.verdict)});
     return changes.size();
+}
+
+void HealthLink::hold_vips(std::set<std::string> vips, health::TimePoint now,
+                           control::Reconciler& reconciler) {
+    push(now, reconciler);
+    for (const health::TargetKey& key : tracked_) {
+        if (!held_.contains(key.vip) || vips.contains(key.vip)) continue;
+        if (const health::BackendHealth* h = tracker_.find(key)) {
+            const control::Health verdict = to_control_health(h->verdict());
+            reconciler.set_observed(
+                key.vip, key.backend,
+                control::ObservedBackend{verdict, h->weight_factor(now), verdict});
+        }
+    }
+    held_ = std::move(vips);
 }
 
 std::optional<health::LastProbe> HealthLink::last_failure(const std::string& vip_key,

@@ -38,6 +38,11 @@ void PublishMetrics::record(const control::PublishRecord& record) {
     add(data_.decision_to_return, record.decision_to_return_ms / 1000.0);
 }
 
+void PublishMetrics::record_spread(double seconds) {
+    std::lock_guard lock(mu_);
+    add(data_.fleet_spread, seconds);
+}
+
 PublishMetrics::Snapshot PublishMetrics::snapshot() const {
     std::lock_guard lock(mu_);
     return data_;
@@ -379,6 +384,31 @@ std::string render_metrics(const MetricsInput& in) {
                  "The newest desired revision this host refused (invalid or an unconfirmed "
                  "disruptive change); 0: none.");
         w.sample("xlb_fleet_refused_revision", {{"fleet", f.name}}, f.refused_revision);
+        w.family("xlb_fleet_health_disagreement", "gauge",
+                 "1 per backend this host's own probes judge otherwise than the fleet's verdict, "
+                 "which its table follows (health_consensus majority or any_down).");
+        for (const FleetInfo::Disagreement& d : f.disagreements)
+            w.sample("xlb_fleet_health_disagreement",
+                     {{"fleet", f.name},
+                      {"host", f.host},
+                      {"vip", d.vip},
+                      {"backend", d.backend},
+                      {"local", d.local},
+                      {"fleet_verdict", d.fleet}},
+                     1);
+        w.family("xlb_fleet_health_local_fallbacks", "gauge",
+                 "Backends whose table follows this host's own verdict because the fleet's view "
+                 "is lost (the store is unreachable); 0 in the fleet's view.");
+        w.sample("xlb_fleet_health_local_fallbacks", {{"fleet", f.name}}, f.local_fallbacks);
+        w.family("xlb_fleet_behind", "gauge",
+                 "1 while this host withdraws its routes because its desired revision is behind "
+                 "the fleet's for longer than fleet.max_lag (announce: when_current).");
+        w.sample("xlb_fleet_behind", {{"fleet", f.name}}, f.behind.empty() ? 0 : 1);
+        w.histogram(
+            "xlb_fleet_publish_spread_seconds",
+            "Between the first and the last live host's publish of the same table of a "
+            "VIP (two-phase publish; bounded by fleet.max_publish_wait while hosts are up).",
+            in.publishes.fleet_spread);
     }
 
     w.family("xlb_table_epoch", "gauge", "Epoch of the VIP's live table (0: never published).");

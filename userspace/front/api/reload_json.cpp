@@ -25,8 +25,6 @@ std::string utc_text(std::chrono::system_clock::time_point at) {
     return text;
 }
 
-namespace detail {
-
 std::string utc_text_ms(std::chrono::system_clock::time_point at) {
     const auto seconds = std::chrono::floor<std::chrono::seconds>(at);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - seconds).count();
@@ -36,6 +34,8 @@ std::string utc_text_ms(std::chrono::system_clock::time_point at) {
     text.insert(text.size() - 1, fraction);  // before the Z
     return text;
 }
+
+namespace detail {
 
 nlohmann::json last_reload_json(const ReloadReport& r) {
     return {{"time", utc_text(r.at)},

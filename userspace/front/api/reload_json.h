@@ -11,9 +11,7 @@
 namespace xlb::api::detail {
 
 using api::utc_text;
-// "2026-12-01T17:45:42.250Z": the same to the millisecond, for events that
-// may follow each other within a second (the health history).
-std::string utc_text_ms(std::chrono::system_clock::time_point at);
+using api::utc_text_ms;
 
 // The whole report: result, error, errors, what changed, disruptive changes.
 nlohmann::json reload_report_json(const ReloadReport& report);

@@ -28,7 +28,7 @@ using detail::hex64;
 using json = nlohmann::json;
 
 nlohmann::json vip_status_json(const control::VipStatus& v, std::uint32_t seed,
-                               const std::optional<BgpInfo>& bgp) {
+                               const std::optional<BgpInfo>& bgp, bool fleet_host) {
     json j = detail::vip_summary_json(v);
     j["inputs_checksum"] = hex64(datapath::table_inputs_checksum(v.spec, seed));
     // What inputs_checksum covers, for `xlbctl status --peers` to say what differs.
@@ -43,12 +43,29 @@ nlohmann::json vip_status_json(const control::VipStatus& v, std::uint32_t seed,
                          {"hash", config::to_string(v.spec.hash)},
                          {"backends", std::move(backends)}};
     j["announcement"] = detail::announcement_json(bgp, v.spec.key());
+    j["health_consensus"] = config::to_string(v.spec.consensus(fleet_host));
+    j["backends"] = backend_health_json(v);
     return j;
 }
 
 nlohmann::json fleet_json(const FleetInfo& f) {
+    json disagreements = json::array();
+    for (const FleetInfo::Disagreement& d : f.disagreements)
+        disagreements.push_back(
+            {{"vip", d.vip}, {"backend", d.backend}, {"local", d.local}, {"fleet", d.fleet}});
+    json spreads = json::array();
+    for (const FleetInfo::Spread& s : f.publish_spreads)
+        spreads.push_back(
+            {{"vip", s.vip}, {"checksum", s.checksum}, {"seconds", s.seconds}, {"hosts", s.hosts}});
     return json{{"name", f.name},
                 {"host", f.host},
+                {"health_view",
+                 {{"source", f.health_view},
+                  {"reason", f.health_view_reason},
+                  {"local_fallbacks", f.local_fallbacks},
+                  {"disagreements", std::move(disagreements)}}},
+                {"behind", f.behind.empty() ? json(nullptr) : json(f.behind)},
+                {"publish_spreads", std::move(spreads)},
                 {"source", f.source},
                 {"store",
                  {{"reachable", f.store_reachable},
@@ -79,7 +96,8 @@ void status(Api& api, const httplib::Request& req, httplib::Response& res) {
     const std::optional<BgpInfo> bgp = api.s.host.bgp ? api.s.host.bgp() : std::nullopt;
     const std::uint32_t seed = api.s.settings->get().hash_seed;
     json vips = json::array();
-    for (const auto& v : snap->vips) vips.push_back(vip_status_json(v, seed, bgp));
+    const bool fleet_host = !api.s.fleet.refusal.empty();
+    for (const auto& v : snap->vips) vips.push_back(vip_status_json(v, seed, bgp, fleet_host));
     const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
         std::chrono::steady_clock::now() - api.s.info.started);
     json body{

@@ -454,7 +454,9 @@ nlohmann::json backend_health_json(const control::VipStatus& v) {
     nlohmann::json out = nlohmann::json::array();
     for (const control::BackendStatus& b : v.backends)
         out.push_back(nlohmann::json{{"address", b.address.to_string()},
-                                     {"health", detail::health_text(v.spec, b.health)}});
+                                     {"health", detail::health_text(v.spec, b.health)},
+                                     {"local_health", detail::health_text(v.spec, b.local_health)},
+                                     {"weight_factor", b.weight_factor}});
     return out;
 }
 

@@ -244,14 +244,7 @@ json fleet_status(const fleet::Layout& layout, const StoreRead& read,
                {"store_reachable", r->store_reachable},
                {"refused", nullptr},
                {"agrees", true}};
-        // When it applied config_revision: read from the text, so that a
-        // record without it (an older agent) still decodes.
-        {
-            const json raw = json::parse(kv.value, nullptr, false);
-            auto at = raw.is_object() ? raw.find("applied_at") : raw.end();
-            h["applied_at"] =
-                raw.is_object() && at != raw.end() && at->is_string() ? *at : json(nullptr);
-        }
+        h["applied_at"] = r->applied_at.empty() ? json(nullptr) : json(r->applied_at);
         if (auto at = parse_utc(r->updated_at))
             h["age_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(now - *at).count();
         else

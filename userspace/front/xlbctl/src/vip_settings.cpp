@@ -22,6 +22,7 @@ const std::map<std::string, std::string>& accepted_words() {
         {"hash", "5tuple or source"},
         {"on_unhealthy", "reschedule or keep"},
         {"announce", "when_serving, always or never"},
+        {"health_consensus", "local, majority or any_down"},
         {"health_check.type", "none, tcp, http or udp"},
         {"health_check.expected_statuses", "statuses and ranges, e.g. 200-299,301"},
     };
@@ -153,6 +154,14 @@ const std::vector<VipSetting>& vip_settings() {
             "file key conntrack_idle_timeout (default: the protocol's, 1h for tcp, 30s "
             "for udp)";
         out.push_back(std::move(idle));
+        VipSetting consensus;
+        consensus.path = "health_consensus";
+        consensus.option = option_name(consensus.path);
+        consensus.type_name = "TEXT";
+        consensus.help =
+            "local, majority or any_down; file key health_consensus (default: majority on a "
+            "fleet's hosts, local elsewhere)";
+        out.push_back(std::move(consensus));
         return out;
     }();
     return settings;

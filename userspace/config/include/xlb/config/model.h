@@ -30,6 +30,11 @@ enum class AdminState { kActive, kDrain, kDisabled };        // "active" | "drai
 enum class HealthCheckType { kNone, kTcp, kHttp, kUdp };     // "none" | "tcp" | "http" | "udp"
 enum class UnhealthyPolicy { kReschedule, kKeep };           // "reschedule" | "keep"
 enum class ConntrackResize { kRefuse, kReplace };            // "refuse" | "replace"
+// Whose health verdicts a VIP's table follows (docs/fleet.md, "One health
+// view"): "local" | "majority" | "any_down".
+enum class HealthConsensus { kLocal, kMajority, kAnyDown };
+// When a fleet's host announces its VIPs: "when_current" | "always".
+enum class FleetAnnounce { kWhenCurrent, kAlways };
 
 // Largest configurable backend weight. Effective weights are scaled from it,
 // so the bound keeps every Maglev weight sum inside 32 bits.
@@ -165,6 +170,9 @@ struct VipSpec {
     SlowStart slow_start;
     HealthCheck health_check;
     UnhealthyPolicy on_unhealthy = UnhealthyPolicy::kReschedule;
+    // nullopt: majority on a fleet's host, local elsewhere
+    // (effective_consensus()).
+    std::optional<HealthConsensus> health_consensus;
     // Whether this host announces the VIP's address over BGP (bgp.enabled).
     announce::Policy announce = announce::Policy::kWhenServing;
     // How long an idle connection-table entry of this VIP is kept before the
@@ -176,6 +184,12 @@ struct VipSpec {
     // "198.51.100.10:80/tcp", "[2001:db8::10]:443/tcp"; the VIP's identity.
     std::string key() const;
     VipKey vip_key() const { return VipKey{address, port, protocol}; }
+    // The policy in effect: health_consensus, else majority on a fleet's
+    // host and local elsewhere.
+    HealthConsensus consensus(bool fleet_host) const {
+        return health_consensus.value_or(fleet_host ? HealthConsensus::kMajority
+                                                    : HealthConsensus::kLocal);
+    }
     const BackendSpec* find_backend(const net::IpAddress& address) const;
     BackendSpec* find_backend(const net::IpAddress& address);
 };
@@ -280,6 +294,13 @@ struct FleetSettings {
     Duration lease_ttl{10'000};
     Duration dial_timeout{2'000};
     Duration request_timeout{5'000};
+    // Two-phase publish: how long a host that has built a table waits for
+    // every live host to have built it too before it makes it live anyway.
+    Duration max_publish_wait{1'000};
+    // when_current: the host withdraws its routes while its applied desired
+    // revision has been behind another live host's for longer than this.
+    FleetAnnounce announce = FleetAnnounce::kWhenCurrent;
+    Duration max_lag{2'000};
     bool operator==(const FleetSettings&) const = default;
 };
 // The prefix the fleet's keys live under, always ending in '/'.
@@ -347,6 +368,8 @@ const char* to_string(AdminState);
 const char* to_string(HealthCheckType);
 const char* to_string(UnhealthyPolicy);
 const char* to_string(ConntrackResize);
+const char* to_string(HealthConsensus);
+const char* to_string(FleetAnnounce);
 
 // A hash seed as the file and the API write it: "0x5eed1234".
 std::string format_hash_seed(std::uint32_t seed);
@@ -360,6 +383,8 @@ std::optional<AdminState> parse_admin_state(std::string_view);
 std::optional<HealthCheckType> parse_health_check_type(std::string_view);
 std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view);
 std::optional<ConntrackResize> parse_conntrack_resize(std::string_view);
+std::optional<HealthConsensus> parse_health_consensus(std::string_view);
+std::optional<FleetAnnounce> parse_fleet_announce(std::string_view);
 
 // "10.0.0.10:80/tcp", "[2001:db8::1]:443/udp", or "10.0.0.10:80" (tcp). The
 // error says what was wrong and shows the expected form.

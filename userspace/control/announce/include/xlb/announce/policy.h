@@ -43,9 +43,10 @@ enum class Reason {
     kNotPublished,      // withdrawn: no table of this VIP is live yet
     kHostDrained,       // withdrawn: the host is drained (beats every policy)
     kPolicyNever,       // withdrawn: policy never
+    kBehindFleet,       // withdrawn: the host's desired state is behind its fleet's
 };
 // "serving", "policy_always", "no_serving_backend", "not_published",
-// "host_drained", "policy_never"
+// "host_drained", "policy_never", "behind_fleet"
 std::string_view to_string(Reason);
 
 // One VIP as the reconciler sees it (control::VipStatus).
@@ -69,6 +70,10 @@ struct VipInput {
 
 struct HostInput {
     bool drained = false;  // xlbctl host drain: withdraw everything
+    // A fleet's host (announce: when_current) whose applied desired revision
+    // has been behind another live host's for longer than fleet.max_lag:
+    // why, and every VIP is withdrawn until it catches up. Empty: current.
+    std::string behind;
     // Every VIP's first table has been published since the agent started
     // (or the start-up gave up waiting). Until then the Announcer only adds
     // routes, so a restarting agent never withdraws what it will announce
@@ -84,7 +89,7 @@ struct Verdict {
 };
 
 // The decision for one VIP, from its input alone.
-Verdict decide(const VipInput& vip, bool host_drained);
+Verdict decide(const VipInput& vip, bool host_drained, const std::string& behind = {});
 
 struct VipDecision {
     std::string key;

@@ -21,6 +21,7 @@
 
 #include "xlb/config/model.h"
 #include "xlb/error.h"
+#include "xlb/fleet/consensus.h"
 
 namespace xlb::fleet {
 
@@ -88,6 +89,7 @@ struct HostRecord {
     std::string host;
     std::string version;               // xlbd's
     std::int64_t config_revision = 0;  // of the desired state it applied; 0: none yet
+    std::string applied_at;            // UTC, ms: when it applied config_revision
     std::int64_t seen_revision = 0;    // the newest store revision it has read
     bool drained = false;
     bool store_reachable = true;
@@ -104,11 +106,23 @@ struct HostRecord {
     std::optional<Refusal> refused;
     std::string updated_at;  // UTC
     // Per VIP, as /v1/status has them: vip, epoch, checksum, inputs_checksum,
-    // table_inputs, announcement, and backends [{address, health}].
+    // table_inputs, announcement, health_consensus, and backends [{address,
+    // health, local_health, weight_factor}]; the record adds to each backend
+    // the host's vote (healthy_since_ms, bias) and to each VIP the table it
+    // prepared and when its live one was published (prepared, published_at).
     nlohmann::json vips = nlohmann::json::array();
 };
 
 std::string encode(const HostRecord& record);
 Result<HostRecord> decode_host(std::string_view text);
+
+// The votes and publishes a record holds (consensus.h). Fields an older
+// agent does not write read as unknown: its backends' own verdicts as
+// their `health`.
+HostVotes host_votes(const HostRecord& record);
+
+// "2026-12-06T14:03:07.123Z" (or without the milliseconds) as ms since the
+// Unix epoch; nullopt for anything else.
+std::optional<std::int64_t> parse_utc_ms(std::string_view text);
 
 }  // namespace xlb::fleet

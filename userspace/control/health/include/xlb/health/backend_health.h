@@ -77,6 +77,11 @@ struct Snapshot {
     TimePoint held_until{};      // time_point{}: not held
     TimePoint bias_until{};      // time_point{}: not biased (or over)
     TimePoint slow_start_end{};  // time_point{}: not ramping
+    // Healthy after a slow start: when its ramp began (kept after the ramp
+    // ended); nullopt: not healthy, or healthy without a ramp. A fleet's
+    // hosts ramp by the time the fleet brought the backend in, from these.
+    std::optional<TimePoint> ramp_start;
+    double bias_factor = 1.0;  // the rate-limit bias now (1: none)
     // Failure accrual (when on): success rate over the window, nullopt while
     // it holds fewer than min_probes probes; the back-off level.
     std::optional<double> success_rate;

@@ -33,6 +33,10 @@ const char* to_string(Health);
 struct ObservedBackend {
     Health health = Health::kUnknown;
     double weight_factor = 1.0;  // slow start x rate-limit bias, in (0, 1]
+    // This host's own verdict: the same as `health` unless the table
+    // follows the fleet's (health_consensus), which may differ. Shown, never
+    // planned from.
+    Health local_health = Health::kUnknown;
 };
 
 // Multiplier from configured to effective weight: keeps a factor of 0.1 on a

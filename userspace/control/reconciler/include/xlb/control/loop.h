@@ -45,6 +45,15 @@ public:
     // After each pass that planned (and, when tables were built, published):
     // e.g. to report panic changes decided by plan() without a new table.
     using PassObserver = std::function<void(Reconciler&)>;
+    // Two-phase publish (docs/fleet.md, "Tables that go live together"):
+    // tables just built are held until ready() says they may go live, at
+    // most the time prepare() gave; nothing else is planned meanwhile. Both
+    // run on the control thread, which posted tasks wake to ask ready()
+    // again.
+    struct PublishGate {
+        std::function<Clock::duration(const std::vector<BuildResult>&)> prepare;
+        std::function<bool(const std::vector<BuildResult>&)> ready;
+    };
 
     struct Options {
         // How often the loop wakes without work: retries failed publishes
@@ -62,6 +71,7 @@ public:
     void on_publish(PublishObserver observer) { publish_observer_ = std::move(observer); }
     void on_error(ErrorObserver observer) { error_observer_ = std::move(observer); }
     void on_pass(PassObserver observer) { pass_observer_ = std::move(observer); }
+    void set_publish_gate(PublishGate gate) { gate_ = std::move(gate); }
 
     void start();
     void stop();
@@ -76,6 +86,15 @@ public:
             auto value = std::make_shared<R>(fn(r));
             return [promise, value] { promise->set_value(std::move(*value)); };
         });
+        return future;
+    }
+    // Runs fn on the control thread; the future is ready as soon as fn
+    // returned, without waiting for a publish (which may be held).
+    template <typename R>
+    std::future<R> query(std::function<R(Reconciler&)> fn) {
+        auto promise = std::make_shared<std::promise<R>>();
+        auto future = promise->get_future();
+        post([fn = std::move(fn), promise](Reconciler& r) { promise->set_value(fn(r)); });
         return future;
     }
     // Fire and forget (health observations, timers).
@@ -100,6 +119,7 @@ private:
     PublishObserver publish_observer_;
     ErrorObserver error_observer_;
     PassObserver pass_observer_;
+    PublishGate gate_;
 
     std::mutex mu_;
     std::condition_variable cv_;

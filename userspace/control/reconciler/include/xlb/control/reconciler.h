@@ -66,9 +66,10 @@ struct PublishRecord {
 struct BackendStatus {
     net::IpAddress address;
     config::AdminState state = config::AdminState::kActive;
-    Health health = Health::kUnknown;
-    std::uint32_t weight = 0;            // configured
-    std::uint32_t effective_weight = 0;  // in the published table (scaled)
+    Health health = Health::kUnknown;        // what the table follows
+    Health local_health = Health::kUnknown;  // this host's probes (ObservedBackend)
+    std::uint32_t weight = 0;                // configured
+    std::uint32_t effective_weight = 0;      // in the published table (scaled)
     double weight_factor = 1.0;
     std::uint32_t slots = 0;  // in the published table
     bool in_table = false;

@@ -27,7 +27,7 @@ namespace xlb::agent {
 // != 0); the backends that take new flows are those in the live table with
 // a share of it.
 announce::HostInput announce_input(const std::vector<control::VipStatus>& vips, bool drained,
-                                   bool startup_complete);
+                                   bool startup_complete, std::string behind = {});
 
 // Start-up is over once every VIP had a table published, or after `patience`:
 // until then withdrawals are held (a restarted agent must not withdraw what it

@@ -88,12 +88,20 @@ public:
     void start_watch(std::optional<FleetSnapshot> from, OnSnapshot on_snapshot,
                      OnReachability on_reachability);
     void start_records(RecordSource source);
+    // Watches every host record (<prefix>hosts/, this host's included): each
+    // change hands all of them, whole, to `on_peers` (a record is there while
+    // its host's lease holds). The desired watch reports the reachability.
+    void start_peers(OnSnapshot on_peers);
     // Asks for the record to be rebuilt and written now (after a change).
     void poke_record();
     void stop();
 
 private:
-    void watch_loop(std::optional<FleetSnapshot> from);
+    // Reads then watches every key under `prefix`, handing each new
+    // revision to `deliver`; `watch` is the handle stop() ends.
+    void watch_loop(const std::string& prefix, std::optional<FleetSnapshot> from,
+                    const OnSnapshot& deliver, etcd::Watch& watch, bool reports);
+    Result<FleetSnapshot> read_prefix(const std::string& prefix);
     void record_loop();
     void set_reachable(bool reachable, const std::string& error);
     bool wait_retry(std::chrono::milliseconds& backoff);
@@ -101,6 +109,7 @@ private:
     std::shared_ptr<etcd::Client> client_;
     Options options_;
     OnSnapshot on_snapshot_;
+    OnSnapshot on_peers_;
     OnReachability on_reachability_;
     RecordSource record_source_;
 
@@ -109,9 +118,10 @@ private:
     bool stopping_ = false;
     bool poked_ = false;
     std::optional<bool> reachable_;  // as last reported
-    etcd::Watch watch_;              // the one running (a handle serves one watch), to stop it
-    std::map<std::string, fleet::StoredKey> keys_;  // watch thread only
+    etcd::Watch watch_;              // the ones running (a handle serves one watch), to stop them
+    etcd::Watch peers_watch_;
     std::thread watch_thread_;
+    std::thread peers_thread_;
     std::thread record_thread_;
 };
 

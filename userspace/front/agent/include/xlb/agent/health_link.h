@@ -76,6 +76,13 @@ public:
                                                const net::IpAddress& backend) const;
     std::optional<std::vector<health::Transition>> history(const std::string& vip_key,
                                                            const net::IpAddress& backend) const;
+    // VIPs whose table follows the fleet's verdicts (health_consensus): their
+    // observations are not handed to the reconciler (FleetHealthView does,
+    // from every host's votes). A VIP that leaves the set gets its own
+    // verdicts back at once.
+    void hold_vips(std::set<std::string> vips, health::TimePoint now,
+                   control::Reconciler& reconciler);
+    bool held(const std::string& vip_key) const { return held_.contains(vip_key); }
     // How many verdict changes each backend's history keeps (start, reload).
     void set_history_capacity(std::size_t capacity) { tracker_.set_history_capacity(capacity); }
     std::size_t size() const { return tracker_.size(); }
@@ -85,6 +92,7 @@ private:
 
     health::HealthTracker tracker_;
     std::set<health::TargetKey> tracked_;
+    std::set<std::string> held_;
     std::map<health::TargetKey, health::LastProbe> last_failures_;
     // A shared probe's VIPs (one list per probe), for every target it serves.
     std::map<health::TargetKey, std::shared_ptr<const std::vector<std::string>>> shared_;

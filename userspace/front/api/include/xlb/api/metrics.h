@@ -60,9 +60,13 @@ public:
         std::uint64_t publishes = 0;
         Histogram decision_to_live;
         Histogram decision_to_return;
+        // A fleet's hosts: between the first and the last host's publish of
+        // the same table.
+        Histogram fleet_spread;
     };
 
     void record(const control::PublishRecord& record);
+    void record_spread(double seconds);
     Snapshot snapshot() const;
 
 private:

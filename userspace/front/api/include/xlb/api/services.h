@@ -226,6 +226,29 @@ struct FleetInfo {
     // Where the running desired state came from: "store", or "persisted"
     // (a start with the store unreachable), or "none" (waiting for it).
     std::string source = "none";
+    // One health view (docs/fleet.md): "fleet" while the store answers and
+    // holds this host's record, else "local" (the fleet's last verdicts,
+    // and this host's own for backends that changed since), with why.
+    std::string health_view = "fleet";
+    std::string health_view_reason;
+    std::size_t local_fallbacks = 0;  // backends following this host's own verdict
+    struct Disagreement {
+        std::string vip;
+        std::string backend;
+        std::string local;  // this host's verdict
+        std::string fleet;  // the one the table follows
+    };
+    std::vector<Disagreement> disagreements;
+    // when_current: why this host withdraws its routes (empty: it does not).
+    std::string behind;
+    // The last table every live host published, per VIP: first to last.
+    struct Spread {
+        std::string vip;
+        std::string checksum;
+        double seconds = 0;
+        std::size_t hosts = 0;
+    };
+    std::vector<Spread> publish_spreads;
 };
 struct FleetHooks {
     std::string refusal;                // empty: not in a fleet
