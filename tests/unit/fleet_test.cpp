@@ -3,6 +3,10 @@
 // applied, what is refused and with which key and revision.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "xlb/config/config.h"
@@ -231,6 +235,113 @@ TEST(FleetDesired, DisruptiveChangesNeedTheWritersConfirmation) {
 
 // ---- the fleet's verdict on a backend ------------------------------------
 
+TEST(FleetValues, UtcTimesParseToEpochMilliseconds) {
+    EXPECT_EQ(parse_utc_ms("1970-01-01T00:00:00Z"), 0);
+    EXPECT_EQ(parse_utc_ms("2000-01-01T00:00:00Z"), 946'684'800'000);
+    EXPECT_EQ(parse_utc_ms("2000-01-01T00:00:00.007Z"), 946'684'800'007);
+    const auto whole = parse_utc_ms("2026-12-06T14:03:07Z");
+    ASSERT_TRUE(whole);
+    EXPECT_EQ(parse_utc_ms("2026-12-06T14:03:07.123Z"), *whole + 123);
+    EXPECT_EQ(parse_utc_ms("2026-12-06T14:03:08.000Z"), *whole + 1'000);
+    EXPECT_EQ(parse_utc_ms("2026-12-07T14:03:07Z"), *whole + 86'400'000);
+    EXPECT_EQ(parse_utc_ms("2026-12-31T23:59:60Z"), parse_utc_ms("2027-01-01T00:00:00Z"))
+        << "a leap second";
+    EXPECT_EQ(parse_utc_ms("2028-02-29T00:00:00Z"),
+              *parse_utc_ms("2028-03-01T00:00:00Z") - 86'400'000);
+    for (const char* bad :
+         {"", "2026-12-06", "2026-12-06T14:03:07", "2026-12-06T14:03:07.12Z",
+          "2026-12-06T14:03:07.1234Z", "2026-12-06T14:03:07.1x3Z", "2026-12-06T14:03:07+01:00",
+          "2026-12-06 14:03:07Z", "2026-12-06T14:03:07Zjunk", "2026-13-06T14:03:07Z",
+          "2026-00-06T14:03:07Z", "2026-12-32T14:03:07Z", "2026-12-06T24:03:07Z",
+          "2026-12-06T14:60:07Z", "2026-12-06T14:03:61Z", "2026-02-29T00:00:00Z",
+          "2026-12-06T-1:03:07Z", "yesterday"})
+        EXPECT_EQ(parse_utc_ms(bad), std::nullopt) << '"' << bad << '"';
+}
+
+TEST(FleetValues, AppliedAtRoundTripsThroughTheHostRecord) {
+    HostRecord r;
+    r.host = "lb1";
+    r.config_revision = 12;
+    r.applied_at = "2026-12-06T14:03:07.250Z";
+    auto back = decode_host(encode(r));
+    ASSERT_TRUE(back.has_value()) << back.error().message();
+    EXPECT_EQ(back->applied_at, r.applied_at);
+    EXPECT_EQ(host_votes(*back).applied_at_ms, *parse_utc_ms(r.applied_at));
+    EXPECT_EQ(host_votes(*back).config_revision, 12);
+    // An older record without it: no time.
+    json older = json::parse(encode(r));
+    older.erase("applied_at");
+    auto old = decode_host(older.dump());
+    ASSERT_TRUE(old.has_value()) << old.error().message();
+    EXPECT_EQ(old->applied_at, "");
+    EXPECT_EQ(host_votes(*old).applied_at_ms, 0);
+}
+
+TEST(FleetValues, HostVotesReadEveryBackendsVoteAndTheVipsTables) {
+    HostRecord r;
+    r.host = "lb2";
+    r.config_revision = 7;
+    r.vips = json::array(
+        {json{
+             {"vip", "198.51.100.10:80/tcp"},
+             {"checksum", "00000000000000aa"},
+             {"prepared", "00000000000000bb"},
+             {"published_at", "2026-12-06T14:03:07.500Z"},
+             {"backends",
+              json::array({
+                  // The table follows the fleet (healthy); this host's own
+                  // probes say unhealthy: its vote is its own.
+                  json{{"address", "10.0.0.1"},
+                       {"health", "healthy"},
+                       {"local_health", "unhealthy"},
+                       {"bias", 1.0}},
+                  json{{"address", "10.0.0.2"},
+                       {"health", "unhealthy"},
+                       {"local_health", "healthy"},
+                       {"healthy_since_ms", 1'765'000'000'123},
+                       {"bias", 0.5}},
+                  json{{"address", "10.0.0.3"}, {"health", "unknown"}, {"local_health", "unknown"}},
+              })}},
+         // An older agent's VIP: no local_health, no vote fields, no tables.
+         json{{"vip", "198.51.100.10:443/tcp"},
+              {"backends", json::array({json{{"address", "10.0.0.1"}, {"health", "unhealthy"}},
+                                        json{{"address", "10.0.0.2"}, {"health", "healthy"}}})}},
+         // A VIP without a health check: every backend takes traffic.
+         json{{"vip", "198.51.100.10:53/udp"},
+              {"backends", json::array({json{{"address", "10.0.0.9"}, {"health", "unchecked"}}})}},
+         // Not a VIP the reader can name: skipped, not a failure.
+         json{{"epoch", 3}}});
+    const HostVotes v = host_votes(r);
+    EXPECT_EQ(v.config_revision, 7);
+    ASSERT_EQ(v.vips.size(), 3u);
+    const auto& web = v.vips.at("198.51.100.10:80/tcp");
+    ASSERT_EQ(web.size(), 3u);
+    EXPECT_EQ(web.at("10.0.0.1"), (Vote{control::Health::kUnhealthy, std::nullopt, 1.0}));
+    EXPECT_EQ(web.at("10.0.0.2"), (Vote{control::Health::kHealthy, 1'765'000'000'123, 0.5}));
+    EXPECT_EQ(web.at("10.0.0.3"), (Vote{control::Health::kUnknown, std::nullopt, 1.0}));
+    const auto& tls = v.vips.at("198.51.100.10:443/tcp");
+    EXPECT_EQ(tls.at("10.0.0.1").health, control::Health::kUnhealthy);
+    EXPECT_EQ(tls.at("10.0.0.2"), (Vote{control::Health::kHealthy, 0, 1.0}))
+        << "healthy without a time: no ramp";
+    EXPECT_EQ(v.vips.at("198.51.100.10:53/udp").at("10.0.0.9").health, control::Health::kHealthy);
+    EXPECT_EQ(v.live,
+              (std::map<std::string, std::string>{{"198.51.100.10:80/tcp", "00000000000000aa"}}));
+    EXPECT_EQ(v.prepared,
+              (std::map<std::string, std::string>{{"198.51.100.10:80/tcp", "00000000000000bb"}}));
+    EXPECT_EQ(v.published_at_ms.at("198.51.100.10:80/tcp"),
+              *parse_utc_ms("2026-12-06T14:03:07.500Z"));
+    EXPECT_FALSE(v.published_at_ms.contains("198.51.100.10:443/tcp"));
+
+    // The record as the store carries it reads the same.
+    auto back = decode_host(encode(r));
+    ASSERT_TRUE(back.has_value()) << back.error().message();
+    EXPECT_EQ(host_votes(*back).vips, v.vips);
+
+    // A bad publish time is no time, not epoch 0.
+    r.vips[0]["published_at"] = "2026-12-06T14:03";
+    EXPECT_FALSE(host_votes(r).published_at_ms.contains("198.51.100.10:80/tcp"));
+}
+
 namespace consensus {
 
 using control::Health;
@@ -335,6 +446,203 @@ TEST(FleetConsensus, PolicyNames) {
          {HealthConsensus::kLocal, HealthConsensus::kMajority, HealthConsensus::kAnyDown})
         EXPECT_EQ(parse_health_consensus(to_string(p)), p);
     EXPECT_EQ(parse_health_consensus("all"), std::nullopt);
+}
+
+// decide_backend() over whole votes: the health, the counts, when the fleet
+// brought the backend in and its bias.
+Vote vote(Health health, std::optional<std::int64_t> since = std::nullopt, double bias = 1.0) {
+    if (health == H && !since) since = 0;
+    return Vote{health, health == H ? since : std::nullopt, bias};
+}
+FleetBackend fleet_of(HealthConsensus policy, std::vector<Vote> votes, Health previous) {
+    return decide_backend(policy, votes, previous);
+}
+
+TEST(FleetDecideBackend, MajorityOfOneToFiveLiveHostsUnknownsInTheDenominator) {
+    // Every mix of healthy, unhealthy and unknown votes among 1 to 5 hosts,
+    // each with every previous verdict, in every order: out on more than
+    // half unhealthy, in on more than half healthy, else what it was.
+    for (std::size_t n = 1; n <= 5; ++n)
+        for (std::size_t h = 0; h <= n; ++h)
+            for (std::size_t u = 0; h + u <= n; ++u)
+                for (Health previous : {H, U, N}) {
+                    std::vector<Health> order(h, H);
+                    order.insert(order.end(), u, U);
+                    order.insert(order.end(), n - h - u, N);
+                    std::sort(order.begin(), order.end());
+                    const Health expected = 2 * u > n ? U : 2 * h > n ? H : previous;
+                    do {
+                        std::vector<Vote> votes;
+                        for (Health one : order) votes.push_back(vote(one));
+                        const FleetBackend f =
+                            fleet_of(HealthConsensus::kMajority, votes, previous);
+                        const std::string at = std::to_string(n) + " hosts, " + std::to_string(h) +
+                                               " healthy, " + std::to_string(u) +
+                                               " unhealthy, previous " +
+                                               control::to_string(previous);
+                        ASSERT_EQ(f.health, expected) << at;
+                        EXPECT_EQ(f.live, n) << at;
+                        EXPECT_EQ(f.healthy, h) << at;
+                        EXPECT_EQ(f.unhealthy, u) << at;
+                        EXPECT_EQ(f.in_since_ms.has_value(), f.health == H) << at;
+                    } while (std::next_permutation(order.begin(), order.end()));
+                }
+}
+
+TEST(FleetDecideBackend, AnyDownOutOnOneUnhealthyInOnAHealthyMajority) {
+    for (std::size_t n = 1; n <= 5; ++n)
+        for (std::size_t h = 0; h <= n; ++h)
+            for (std::size_t u = 0; h + u <= n; ++u)
+                for (Health previous : {H, U, N}) {
+                    std::vector<Vote> votes(h, vote(H));
+                    votes.insert(votes.end(), u, vote(U));
+                    votes.insert(votes.end(), n - h - u, vote(N));
+                    const Health expected = u > 0 ? U : 2 * h > n ? H : previous;
+                    EXPECT_EQ(fleet_of(HealthConsensus::kAnyDown, votes, previous).health, expected)
+                        << n << " hosts, " << h << " healthy, " << u << " unhealthy";
+                }
+}
+
+TEST(FleetDecideBackend, LocalIsTheOneVoteGiven) {
+    const FleetBackend out = fleet_of(HealthConsensus::kLocal, {vote(U)}, H);
+    EXPECT_EQ(out.health, U);
+    EXPECT_FALSE(out.in_since_ms);
+    const FleetBackend in = fleet_of(HealthConsensus::kLocal, {vote(H, 7'000, 0.25)}, U);
+    EXPECT_EQ(in.health, H);
+    EXPECT_EQ(in.in_since_ms, 7'000);
+    EXPECT_EQ(in.bias, 0.25);
+    EXPECT_EQ(fleet_of(HealthConsensus::kLocal, {}, U).health, U) << "no vote: as before";
+}
+
+TEST(FleetDecideBackend, MajorityComesInWhenTheMajorityThHostTurnedHealthy) {
+    // Three hosts healthy since 3 s, 1 s and 2 s: two of them were healthy
+    // from 2 s on.
+    EXPECT_EQ(
+        fleet_of(HealthConsensus::kMajority, {vote(H, 3'000), vote(H, 1'000), vote(H, 2'000)}, U)
+            .in_since_ms,
+        2'000);
+    // Five: the third earliest.
+    EXPECT_EQ(
+        fleet_of(HealthConsensus::kMajority,
+                 {vote(H, 5'000), vote(H, 1'000), vote(H, 4'000), vote(H, 2'000), vote(H, 3'000)},
+                 U)
+            .in_since_ms,
+        3'000);
+    // The unhealthy host's vote is no time: of two healthy, the later.
+    EXPECT_EQ(fleet_of(HealthConsensus::kMajority, {vote(H, 1'000), vote(U), vote(H, 3'000)}, U)
+                  .in_since_ms,
+              3'000);
+    // Two hosts that started with it (no ramp) are a majority without a ramp.
+    EXPECT_EQ(fleet_of(HealthConsensus::kMajority, {vote(H, 0), vote(H, 9'000), vote(H, 0)}, U)
+                  .in_since_ms,
+              0);
+    EXPECT_EQ(fleet_of(HealthConsensus::kMajority, {vote(H, 0), vote(H, 9'000), vote(H, 8'000)}, U)
+                  .in_since_ms,
+              8'000);
+    // Out: no time at all.
+    EXPECT_EQ(
+        fleet_of(HealthConsensus::kMajority, {vote(U), vote(U), vote(H, 1'000)}, H).in_since_ms,
+        std::nullopt);
+}
+
+TEST(FleetDecideBackend, AnyDownComesInWhenTheLastHostTurnedHealthy) {
+    const FleetBackend f =
+        fleet_of(HealthConsensus::kAnyDown, {vote(H, 3'000), vote(H, 1'000), vote(H, 2'000)}, U);
+    EXPECT_EQ(f.health, H);
+    EXPECT_EQ(f.in_since_ms, 3'000);
+    EXPECT_EQ(fleet_of(HealthConsensus::kAnyDown, {vote(H, 3'000), vote(U), vote(H, 1'000)}, H)
+                  .in_since_ms,
+              std::nullopt);
+}
+
+TEST(FleetDecideBackend, MajorityIsBiasedOnlyWhenMoreThanHalfOfTheHostsAre) {
+    auto bias = [](std::vector<double> factors) {
+        std::vector<Vote> votes;
+        for (double f : factors) votes.push_back(vote(H, 0, f));
+        return fleet_of(HealthConsensus::kMajority, votes, H).bias;
+    };
+    EXPECT_EQ(bias({0.5}), 0.5);
+    // Half is not more than half: one of two, two of four.
+    EXPECT_EQ(bias({0.5, 1.0}), 1.0);
+    EXPECT_EQ(bias({1.0, 0.5, 0.5, 1.0}), 1.0);
+    EXPECT_EQ(bias({1.0, 0.5, 1.0}), 1.0);
+    // More than half: the factor that many hosts are biased at least by.
+    EXPECT_EQ(bias({0.5, 0.25}), 0.5);
+    EXPECT_EQ(bias({1.0, 0.5, 0.25}), 0.5);
+    EXPECT_EQ(bias({0.4, 1.0, 0.6, 0.5}), 0.6);
+    EXPECT_EQ(bias({0.2, 1.0, 0.6, 0.4, 1.0}), 0.6);
+    // Whatever the order the records came in.
+    std::vector<double> f{0.2, 0.4, 0.6, 0.8, 1.0};
+    const double first = bias(f);
+    while (std::next_permutation(f.begin(), f.end())) EXPECT_EQ(bias(f), first);
+    // A factor out of range counts as its bound.
+    EXPECT_EQ(bias({1.5, 1.5, 0.5}), 1.0);
+}
+
+TEST(FleetDecideBackend, AnyDownTakesTheSmallestBias) {
+    EXPECT_EQ(
+        fleet_of(HealthConsensus::kAnyDown, {vote(H, 0, 1.0), vote(H, 0, 0.3), vote(H, 0, 0.9)}, H)
+            .bias,
+        0.3);
+    EXPECT_EQ(fleet_of(HealthConsensus::kAnyDown, {vote(H, 0, 1.0), vote(H, 0, 1.0)}, H).bias, 1.0);
+}
+
+TEST(FleetDecideBackend, HostsJoiningLeavingAndALeaseExpiringMidDecision) {
+    // Five hosts, the backend in since the third turned healthy.
+    std::vector<Vote> votes{vote(H, 1'000), vote(H, 2'000), vote(H, 3'000), vote(U), vote(U)};
+    FleetBackend f = fleet_of(HealthConsensus::kMajority, votes, U);
+    EXPECT_EQ(f.health, H);
+    EXPECT_EQ(f.in_since_ms, 3'000);
+    // A healthy host's lease expires while the fleet decides: its record,
+    // so its vote, is gone. Two of four: a tie keeps it in.
+    votes.erase(votes.begin());
+    f = fleet_of(HealthConsensus::kMajority, votes, f.health);
+    EXPECT_EQ(f.health, H);
+    EXPECT_EQ(f.live, 4u);
+    EXPECT_TRUE(f.in_since_ms.has_value());
+    // Another goes: one healthy of three, two unhealthy decide.
+    votes.erase(votes.begin());
+    f = fleet_of(HealthConsensus::kMajority, votes, f.health);
+    EXPECT_EQ(f.health, U);
+    // A host joins that has not judged yet: it holds no vote, but it is one
+    // of the live hosts: two unhealthy of four is no majority, it stays out.
+    votes.push_back(vote(N));
+    f = fleet_of(HealthConsensus::kMajority, votes, f.health);
+    EXPECT_EQ(f.health, U);
+    EXPECT_EQ(f.live, 4u);
+    // Its first verdict is healthy, and another healthy host joins: in, from
+    // when the third healthy host turned healthy.
+    votes.back() = vote(H, 8'000);
+    votes.push_back(vote(H, 9'000));
+    f = fleet_of(HealthConsensus::kMajority, votes, f.health);
+    EXPECT_EQ(f.health, H);
+    EXPECT_EQ(f.in_since_ms, 9'000);
+}
+
+TEST(FleetDecideBackend, AFlappingHostNeitherFlapsTheFleetNorRestartsItsRamp) {
+    // Under majority the fleet's ramp started when the second of three
+    // turned healthy: a third host flapping (each healthy turn a new time)
+    // moves neither the verdict nor the ramp.
+    FleetBackend fleet{H};
+    for (std::int64_t round = 0; round < 10; ++round) {
+        const Vote flapping = round % 2 ? vote(U) : vote(H, 10'000 + round * 1'000);
+        fleet = fleet_of(HealthConsensus::kMajority, {vote(H, 1'000), flapping, vote(H, 2'000)},
+                         fleet.health);
+        EXPECT_EQ(fleet.health, H) << "round " << round;
+        EXPECT_EQ(fleet.in_since_ms, 2'000) << "round " << round;
+    }
+    // any_down follows it: out on each unhealthy turn, in again from the
+    // flapping host's newest time.
+    for (std::int64_t round = 0; round < 6; ++round) {
+        const std::int64_t at = 10'000 + round * 1'000;
+        const Vote flapping = round % 2 ? vote(U) : vote(H, at);
+        fleet = fleet_of(HealthConsensus::kAnyDown, {vote(H, 1'000), flapping, vote(H, 2'000)},
+                         fleet.health);
+        EXPECT_EQ(fleet.health, round % 2 ? U : H) << "round " << round;
+        if (round % 2 == 0) {
+            EXPECT_EQ(fleet.in_since_ms, at) << "round " << round;
+        }
+    }
 }
 
 }  // namespace consensus

@@ -37,9 +37,10 @@ FleetBackend decide_backend(HealthConsensus policy, std::span<const Vote> votes,
                          : most_healthy ? Health::kHealthy
                                         : previous;
             // The backend came in when the majority-th host turned healthy;
-            // biased while more than half of the hosts are.
+            // biased while more than half of the hosts are: by the factor
+            // that many are biased by at least (ascending, the majority-th).
             if (!since.empty()) out.in_since_ms = since[std::min(majority, since.size()) - 1];
-            if (!bias.empty()) out.bias = bias[bias.size() - std::min(majority, bias.size())];
+            if (!bias.empty()) out.bias = bias[std::min(majority, bias.size()) - 1];
             break;
         case HealthConsensus::kAnyDown:
             out.health = out.unhealthy > 0 ? Health::kUnhealthy

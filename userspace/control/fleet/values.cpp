@@ -2,6 +2,7 @@
 #include "xlb/fleet/values.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <initializer_list>
@@ -239,6 +240,12 @@ std::optional<std::int64_t> parse_utc_ms(std::string_view text) {
         rest.remove_prefix(4);
     }
     if (rest != "Z") return std::nullopt;
+    // timegm() would turn a 13th month or a 25th hour into a later time.
+    const std::chrono::year_month_day date{std::chrono::year{y},
+                                           std::chrono::month{static_cast<unsigned>(mo)},
+                                           std::chrono::day{static_cast<unsigned>(d)}};
+    if (!date.ok() || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 60)
+        return std::nullopt;  // 60: a leap second
     std::tm utc{};
     utc.tm_year = y - 1900;
     utc.tm_mon = mo - 1;
