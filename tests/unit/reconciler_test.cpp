@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -1328,6 +1329,115 @@ TEST(ControlLoopTest, BurstsOfChangesAreCoalesced) {
     EXPECT_LT(published, 10) << "100 changes in a burst must not mean 100 publishes";
     EXPECT_GE(published, 1);
     std::printf("  100 changes -> %d publishes\n", published);
+}
+
+// Two-phase publish: a ControlLoop with a publish gate on a clock moved by
+// hand. prepare() says how long tables may be held, ready() whether they may
+// go live now.
+class ControlLoopGateTest : public ::testing::Test {
+protected:
+    ControlLoopGateTest() {
+        options.clock = &clock;
+        loop = std::make_unique<ControlLoop>(rec, options);
+    }
+    ~ControlLoopGateTest() override { loop->stop(); }
+
+    void gate(Clock::duration hold) {
+        loop->set_publish_gate(
+            ControlLoop::PublishGate{[this, hold](const std::vector<BuildResult>& built) {
+                                         prepared_vips += built.size();
+                                         ++prepared;
+                                         return hold;
+                                     },
+                                     [this](const std::vector<BuildResult>&) {
+                                         ++asked;
+                                         return may_publish.load();
+                                     }});
+    }
+    // Whether the VIP's table is live, asked on the control thread while a
+    // publish may be held.
+    bool published() {
+        auto answer = loop->query<bool>([](Reconciler& r) {
+            auto s = r.vip_status(web_vip(3).key());
+            return s && s->published;
+        });
+        EXPECT_EQ(answer.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+            << "query() waits for nothing but the control thread";
+        return answer.get();
+    }
+    // Waits (in real time, the loop's clock standing still) until `done`.
+    template <class F>
+    static bool eventually(F done) {
+        for (int i = 0; i < 5000 && !done(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return done();
+    }
+
+    FakeDataPlane dp;
+    Reconciler rec{dp, {16, 64}};
+    test::ManualLoopClock clock;
+    ControlLoop::Options options;
+    std::unique_ptr<ControlLoop> loop;
+    std::atomic<int> prepared{0};
+    std::atomic<std::size_t> prepared_vips{0};
+    std::atomic<int> asked{0};
+    std::atomic<bool> may_publish{false};
+};
+
+TEST_F(ControlLoopGateTest, BuiltTablesWaitUntilReadyAndAPostedTaskAsksAgain) {
+    gate(std::chrono::seconds(1));
+    loop->start();
+    const auto t0 = clock.now();
+    loop->post([](Reconciler& r) { r.set_vips({web_vip(3)}); });
+    ASSERT_TRUE(eventually([&] { return prepared == 1; }));
+    EXPECT_EQ(prepared_vips, 1u);
+    EXPECT_FALSE(published()) << "held: not ready, its time not up";
+    EXPECT_FALSE(published());
+    EXPECT_EQ(dp.publish_attempts, 0);
+
+    // The loop's clock stands still: only a posted task wakes the loop, and
+    // each wake asks ready() again.
+    ASSERT_TRUE(eventually([&] { return asked > 0; }));
+    const int before = asked;
+    loop->post([](Reconciler&) {});
+    EXPECT_TRUE(eventually([&] { return asked > before; }));
+    EXPECT_FALSE(published());
+
+    may_publish = true;
+    loop->post([](Reconciler&) {});
+    EXPECT_TRUE(eventually([&] { return published(); }));
+    EXPECT_EQ(clock.now(), t0) << "published because ready, not because the wait was up";
+    EXPECT_EQ(dp.publishes, 1);
+    EXPECT_EQ(prepared, 1);
+}
+
+TEST_F(ControlLoopGateTest, HeldTablesGoLiveWhenPreparesTimeIsUp) {
+    gate(std::chrono::milliseconds(500));
+    loop->start();
+    loop->post([](Reconciler& r) { r.set_vips({web_vip(3)}); });
+    ASSERT_TRUE(eventually([&] { return prepared == 1; }));
+    clock.advance(std::chrono::milliseconds(499));
+    loop->post([](Reconciler&) {});
+    EXPECT_FALSE(published());
+    EXPECT_FALSE(published());
+    clock.advance(std::chrono::milliseconds(1));
+    // No task: the loop wakes at the end of the wait by itself.
+    EXPECT_TRUE(eventually([&] { return dp.publish_attempts > 0; }));
+    EXPECT_TRUE(published());
+    EXPECT_GT(asked, 0) << "asked while held";
+}
+
+TEST_F(ControlLoopGateTest, NoWaitPublishesAtOnceWithoutAskingReady) {
+    gate(Clock::duration::zero());
+    loop->start();
+    ASSERT_TRUE(loop->call<bool>([](Reconciler& r) {
+                        r.set_vips({web_vip(3)});
+                        return true;
+                    })
+                    .get());
+    EXPECT_TRUE(published());
+    EXPECT_EQ(prepared, 1);
+    EXPECT_EQ(asked, 0);
 }
 
 }  // namespace
