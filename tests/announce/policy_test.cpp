@@ -116,6 +116,66 @@ TEST(AnnouncePolicy, SinceKeptWhileStateAndReasonHold) {
     EXPECT_EQ(d[0].since, t0 + seconds(40));
 }
 
+// A fleet's host that is behind (announce: when_current): every VIP is
+// withdrawn, `always` included, with the reason and the text it was given;
+// a drain still says drain, and `never` stays `never`.
+TEST(AnnouncePolicy, BehindTheFleetWithdrawsEveryVip) {
+    const std::string behind = "applied revision 41, the fleet's is 44 (behind for 3.2 s)";
+    for (Policy policy : {Policy::kWhenServing, Policy::kAlways}) {
+        for (bool live : {true, false}) {
+            VipInput v = serving("192.0.2.10:80/tcp", "192.0.2.10");
+            v.policy = policy;
+            v.table_live = live;
+            const Verdict current = decide(v, false, "");
+            const Verdict got = decide(v, false, behind);
+            EXPECT_FALSE(got.announced) << to_string(policy);
+            EXPECT_EQ(got.reason, Reason::kBehindFleet) << to_string(policy);
+            EXPECT_EQ(got.detail, behind);
+            EXPECT_TRUE(current.announced || !live) << "the same VIP when current";
+            const Verdict drained = decide(v, true, behind);
+            EXPECT_FALSE(drained.announced);
+            EXPECT_EQ(drained.reason, Reason::kHostDrained) << "drain wins";
+        }
+    }
+    VipInput never = serving("192.0.2.10:80/tcp", "192.0.2.10");
+    never.policy = Policy::kNever;
+    EXPECT_EQ(decide(never, false, behind).reason, Reason::kPolicyNever);
+    EXPECT_EQ(to_string(Reason::kBehindFleet), "behind_fleet");
+}
+
+TEST(AnnouncePolicy, ATableBehindTheFleetWithdrawsUntilItCatchesUp) {
+    const TimePoint t0 = TimePoint{} + seconds(100);
+    DecisionTable table;
+    HostInput in;
+    in.vips = {serving("192.0.2.10:80/tcp", "192.0.2.10"),
+               serving("192.0.2.11:80/tcp", "192.0.2.11"),
+               serving("192.0.2.12:80/tcp", "192.0.2.12")};
+    in.vips[1].policy = Policy::kAlways;
+    in.vips[2].policy = Policy::kNever;
+    ASSERT_EQ(routes_of(table.update(in, t0)).size(), 2u);
+
+    in.behind = "applied revision 7, the fleet's is 9";
+    const auto& d = table.update(in, t0 + seconds(1));
+    ASSERT_EQ(d.size(), 3u);
+    EXPECT_TRUE(routes_of(d).empty());
+    EXPECT_EQ(d[0].reason, Reason::kBehindFleet);
+    EXPECT_EQ(d[0].detail, in.behind);
+    EXPECT_EQ(d[0].since, t0 + seconds(1));
+    EXPECT_EQ(d[1].reason, Reason::kBehindFleet);
+    EXPECT_EQ(d[2].reason, Reason::kPolicyNever);
+    EXPECT_EQ(d[2].since, t0) << "never was withdrawn already, for the same reason";
+
+    in.drained = true;
+    EXPECT_EQ(table.update(in, t0 + seconds(2))[0].reason, Reason::kHostDrained);
+
+    in.drained = false;
+    in.behind.clear();
+    const auto& caught_up = table.update(in, t0 + seconds(3));
+    EXPECT_EQ(routes_of(caught_up).size(), 2u);
+    EXPECT_EQ(caught_up[0].reason, Reason::kServing);
+    EXPECT_EQ(caught_up[1].reason, Reason::kPolicyAlways);
+}
+
 TEST(AnnouncePolicy, RoutesPerAddress) {
     const TimePoint t0 = TimePoint{} + seconds(1);
     DecisionTable table;
