@@ -1746,9 +1746,97 @@ std::vector<ErrorCase> fleet_cases() {
           {"fleet.lease_ttl: found 1s", "expected 2s to 5m"}),
         E("FleetUnknownKey", kSettingsOnly + "fleet:\n" + ep + "  endpoint: x\n", 5, 3,
           {"fleet.endpoint: unknown key", "did you mean \"endpoints\""}),
+        E("FleetPublishWaitTooLong", kSettingsOnly + "fleet:\n" + ep + "  max_publish_wait: 11s\n",
+          5, 21, {"fleet.max_publish_wait: found 11s", "to 10s"}),
+        E("FleetPublishWaitNotADuration",
+          kSettingsOnly + "fleet:\n" + ep + "  max_publish_wait: soon\n", 5, 21,
+          {"fleet.max_publish_wait", "found \"soon\""}),
+        E("FleetLagTooLong", kSettingsOnly + "fleet:\n" + ep + "  max_lag: 11m\n", 5, 12,
+          {"fleet.max_lag: found 11m", "to 10m"}),
+        E("FleetUnknownAnnounce", kSettingsOnly + "fleet:\n" + ep + "  announce: when_serving\n", 5,
+          13, {"fleet.announce", "found \"when_serving\"", "when_current or always"}),
     };
 }
 INSTANTIATE_TEST_SUITE_P(Fleet, ConfigErrorTable, ::testing::ValuesIn(fleet_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(FleetConfig, PublishWaitAnnounceAndLagDefaultsAndRoundTrip) {
+    const FleetSettings defaults = parse_ok(kSettingsOnly + kFleet).settings.fleet;
+    EXPECT_EQ(defaults.max_publish_wait, std::chrono::seconds(1));
+    EXPECT_EQ(defaults.announce, FleetAnnounce::kWhenCurrent);
+    EXPECT_EQ(defaults.max_lag, std::chrono::seconds(2));
+
+    const Config c = parse_ok(kSettingsOnly + kFleet +
+                              "  max_publish_wait: 250ms\n  announce: always\n  max_lag: 10m\n");
+    const FleetSettings& f = c.settings.fleet;
+    EXPECT_EQ(f.max_publish_wait, std::chrono::milliseconds(250));
+    EXPECT_EQ(f.announce, FleetAnnounce::kAlways);
+    EXPECT_EQ(f.max_lag, std::chrono::minutes(10));
+    const std::string yaml = to_yaml(c);
+    EXPECT_NE(yaml.find("max_publish_wait: 250ms"), std::string::npos) << yaml;
+    EXPECT_NE(yaml.find("announce: always"), std::string::npos) << yaml;
+    EXPECT_EQ(parse_ok(yaml), c) << yaml;
+    const json j = settings_to_json(c.settings);
+    EXPECT_EQ(j["fleet"]["max_publish_wait"], "250ms");
+    EXPECT_EQ(j["fleet"]["announce"], "always");
+    EXPECT_EQ(j["fleet"]["max_lag"], format_duration(f.max_lag));
+    // The bounds themselves are allowed: 0 publishes at once.
+    const Config bounds =
+        parse_ok(kSettingsOnly + kFleet + "  max_publish_wait: 0s\n  max_lag: 0s\n");
+    EXPECT_EQ(bounds.settings.fleet.max_publish_wait, Duration{0});
+    EXPECT_EQ(bounds.settings.fleet.max_lag, Duration{0});
+    EXPECT_EQ(parse_ok(kSettingsOnly + kFleet + "  max_publish_wait: 10s\n")
+                  .settings.fleet.max_publish_wait,
+              std::chrono::seconds(10));
+    for (FleetAnnounce a : {FleetAnnounce::kWhenCurrent, FleetAnnounce::kAlways})
+        EXPECT_EQ(parse_fleet_announce(to_string(a)), a);
+}
+
+// health_consensus: per VIP; unset means majority on a fleet's host and
+// local elsewhere.
+TEST(HealthConsensusConfig, ReadDefaultedWrittenBack) {
+    const Config unset = parse_ok(kHead + kVip);
+    EXPECT_EQ(unset.vips[0].health_consensus, std::nullopt);
+    EXPECT_EQ(unset.vips[0].consensus(true), HealthConsensus::kMajority);
+    EXPECT_EQ(unset.vips[0].consensus(false), HealthConsensus::kLocal);
+    EXPECT_EQ(to_yaml(unset).find("health_consensus"), std::string::npos) << "unset stays unset";
+    EXPECT_FALSE(json(unset.vips[0]).contains("health_consensus"));
+
+    for (HealthConsensus p :
+         {HealthConsensus::kLocal, HealthConsensus::kMajority, HealthConsensus::kAnyDown}) {
+        const std::string name = to_string(p);
+        const Config c = parse_ok(kHead + kVip + "    health_consensus: " + name + "\n");
+        ASSERT_EQ(c.vips.size(), 1u);
+        EXPECT_EQ(c.vips[0].health_consensus, p) << name;
+        EXPECT_EQ(c.vips[0].consensus(true), p) << name << ": set beats the fleet's default";
+        EXPECT_EQ(c.vips[0].consensus(false), p) << name;
+        const std::string yaml = to_yaml(c);
+        EXPECT_NE(yaml.find("health_consensus: " + name), std::string::npos) << yaml;
+        EXPECT_EQ(parse_ok(yaml), c) << yaml;
+        const json j = c.vips[0];
+        EXPECT_EQ(j["health_consensus"], name);
+        auto back = vip_from_json(json::parse(j.dump()));
+        ASSERT_TRUE(back.has_value()) << back.error();
+        EXPECT_EQ(*back, c.vips[0]);
+    }
+    json bad = json(unset.vips[0]);
+    bad["health_consensus"] = "unanimous";
+    auto refused = vip_from_json(bad);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_NE(refused.error().find("health_consensus"), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().find("local, majority or any_down"), std::string::npos)
+        << refused.error();
+}
+
+std::vector<ErrorCase> consensus_cases() {
+    return {
+        E("UnknownHealthConsensus", kHead + kVip + "    health_consensus: unanimous\n", 9, 23,
+          {"vips[0].health_consensus", "found \"unanimous\"", "local, majority or any_down"}),
+        E("HealthConsensusNotAWord", kHead + kVip + "    health_consensus: [majority]\n", 9, 23,
+          {"vips[0].health_consensus", "local, majority or any_down"}),
+    };
+}
+INSTANTIATE_TEST_SUITE_P(HealthConsensus, ConfigErrorTable, ::testing::ValuesIn(consensus_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // PATCH /v1/backends: the value errors are a new backend's, word for word.
