@@ -498,7 +498,10 @@ server_cmd() {  # server-stop|server-start bN
     echo "lab ${prefix}: server of ${role} killed"
     return 0
   fi
-  [ -n "${pid}" ] && kill -0 "${pid}" 2>/dev/null && die "the server of ${role} is running already"
+  # A server killed by server-stop stays a zombie when its parent is a test
+  # process that does not reap it: that one is not running.
+  [ -n "${pid}" ] && [[ "$(ps -o stat= -p "${pid}" 2>/dev/null)" =~ ^[^Z] ]] &&
+    die "the server of ${role} is running already"
   start_httpd "$i"
   for _ in $(seq 1 100); do
     grep -q listening "${state_dir}/httpd-b$i.log" 2>/dev/null && {

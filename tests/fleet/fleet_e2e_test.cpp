@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "hosts_lab.h"
+#include "fleet_lab.h"
 #include "tcp_lab.h"
 #include "xlb/config/json.h"
 #include "xlb/fleet/values.h"
@@ -25,63 +25,6 @@ namespace xlb::e2e_tcp {
 namespace {
 
 using json = nlohmann::json;
-
-const char* const kHosts[] = {"lb", "lb2", "lb3"};
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-const std::string kPrefix = "/xlb/lab/";
-
-class FleetLab : public HostsLab {
-public:
-    std::string fleet_dir() const { return dir() + "/fleet"; }
-    // xlbctl on the fleet, from the LB host lb.
-    CmdResult fleet_xlbctl(const std::string& args) {
-        return run("nsenter --net=/run/netns/" + lb_ns() +
-                   " env XLBCTL_CONFIG=" + shell_quote(fleet_dir() + "/xlbctl.yaml") + " " +
-                   XLBCTL_PATH + " " + args + " 2>&1");
-    }
-    // etcdctl on the store (what an operator writing by hand would do).
-    CmdResult etcdctl(const std::string& args) {
-        return run("cd " + shell_quote(XLB_SOURCE_DIR) + " && scripts/lab.sh etcdctl --prefix " +
-                   prefix() + " -- " + args + " 2>&1");
-    }
-    // Puts `value` at `key` by hand; the revision of the write.
-    std::int64_t put(const std::string& key, const std::string& value) {
-        const std::string file = dir() + "/value.json";
-        std::ofstream(file) << value;
-        CmdResult r = etcdctl("put " + shell_quote(key) + " -w json < " + shell_quote(file));
-        if (r.rc != 0) throw std::runtime_error("etcdctl put " + key + ": " + r.out);
-        return json::parse(r.out)["header"]["revision"].get<std::int64_t>();
-    }
-    json fleet_of(const std::string& host) { return api_json(host, "GET", "/v1/status")["fleet"]; }
-    // Waits until every host applied at least `revision`; false on timeout.
-    bool wait_applied(std::int64_t revision, std::chrono::milliseconds timeout = 10s) {
-        const auto until = Clock::now() + timeout;
-        for (const char* host : kHosts)
-            while (fleet_of(host)["applied_revision"].get<std::int64_t>() < revision) {
-                if (Clock::now() > until) return false;
-                std::this_thread::sleep_for(20ms);
-            }
-        return true;
-    }
-    // The store's revision now.
-    std::int64_t store_revision() {
-        CmdResult r = etcdctl("get " + kPrefix + "desired/global -w json");
-        if (r.rc != 0) throw std::runtime_error("etcdctl get: " + r.out);
-        return json::parse(r.out)["header"]["revision"].get<std::int64_t>();
-    }
-    // The revision a write of xlbctl's landed at ("written at revision N").
-    static std::int64_t written_at(const std::string& out) {
-        const auto at = out.find("written at revision ");
-        if (at == std::string::npos) throw std::runtime_error("no revision in: " + out);
-        return std::stoll(out.substr(at + 20));
-    }
-};
 
 class Fleet : public ::testing::Test {
 protected:
@@ -148,11 +91,11 @@ TEST_F(Fleet, AChangeReachesEveryHostAndTheyAgree) {
     expect_agreement(FleetLab::written_at(enabled.out));
 }
 
-// 1,000 backends, 100 changes of one backend's weight with xlbctl: the time
+// 1,000 backends, 30 changes of one backend's weight with xlbctl: the time
 // from the start of the write to the last host's status showing the
 // revision (polled every 20 ms: the figure is an upper bound; make bench
 // measures it without polling, tools/bench/fleet).
-TEST_F(Fleet, OneHundredChangesOfAThousandBackendsVip) {
+TEST_F(Fleet, ThirtyChangesOfAThousandBackendsVip) {
     config::VipSpec big;
     big.address = *net::IpAddress::parse("198.51.100.30");
     big.port = 80;
@@ -168,7 +111,7 @@ TEST_F(Fleet, OneHundredChangesOfAThousandBackendsVip) {
 
     std::vector<double> ms;
     std::int64_t last = 0;
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 30; ++i) {
         const auto start = Clock::now();
         CmdResult set = lab_->fleet_xlbctl("backend set " + key + " 10.1.0.1 --weight " +
                                            std::to_string(100 + i % 7 + 1));
@@ -183,9 +126,9 @@ TEST_F(Fleet, OneHundredChangesOfAThousandBackendsVip) {
     }
     std::sort(ms.begin(), ms.end());
     std::printf(
-        "MEASURED 100 changes of a 1000-backend VIP with xlbctl, write to live on 3 hosts: "
-        "p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-        ms[49], ms[98], ms.back());
+        "MEASURED 30 changes of a 1000-backend VIP with xlbctl, write to live on 3 hosts: "
+        "p50 %.0f ms, max %.0f ms\n",
+        ms[ms.size() / 2], ms.back());
     expect_agreement(last);
     CmdResult del = lab_->fleet_xlbctl("vip del " + key);
     ASSERT_EQ(del.rc, 0) << del.out;

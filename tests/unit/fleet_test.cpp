@@ -285,7 +285,6 @@ TEST(FleetValues, HostVotesReadEveryBackendsVoteAndTheVipsTables) {
         {json{
              {"vip", "198.51.100.10:80/tcp"},
              {"checksum", "00000000000000aa"},
-             {"prepared", "00000000000000bb"},
              {"published_at", "2026-12-06T14:03:07.500Z"},
              {"backends",
               json::array({
@@ -326,8 +325,7 @@ TEST(FleetValues, HostVotesReadEveryBackendsVoteAndTheVipsTables) {
     EXPECT_EQ(v.vips.at("198.51.100.10:53/udp").at("10.0.0.9").health, control::Health::kHealthy);
     EXPECT_EQ(v.live,
               (std::map<std::string, std::string>{{"198.51.100.10:80/tcp", "00000000000000aa"}}));
-    EXPECT_EQ(v.prepared,
-              (std::map<std::string, std::string>{{"198.51.100.10:80/tcp", "00000000000000bb"}}));
+    EXPECT_FALSE(v.live.contains("198.51.100.10:443/tcp"));
     EXPECT_EQ(v.published_at_ms.at("198.51.100.10:80/tcp"),
               *parse_utc_ms("2026-12-06T14:03:07.500Z"));
     EXPECT_FALSE(v.published_at_ms.contains("198.51.100.10:443/tcp"));
@@ -643,6 +641,24 @@ TEST(FleetDecideBackend, AFlappingHostNeitherFlapsTheFleetNorRestartsItsRamp) {
             EXPECT_EQ(fleet.in_since_ms, at) << "round " << round;
         }
     }
+}
+
+TEST(FleetValues, PublishStateRoundTripsAndRefusesUnknownFields) {
+    PublishState state;
+    state.prepared["198.51.100.10:80/tcp"] = "00000000000000bb";
+    state.live["198.51.100.10:80/tcp"] = {"00000000000000aa", "2026-12-06T14:03:07.500Z"};
+    state.live["198.51.100.20:80/tcp"] = {"00000000000000cc", ""};
+    auto back = decode_publish(encode(state));
+    ASSERT_TRUE(back) << back.error().message();
+    EXPECT_EQ(*back, state);
+    EXPECT_TRUE(decode_publish(R"({"format": 1})").has_value()) << "nothing held, nothing live";
+    auto unknown = decode_publish(R"({"format": 1, "prepared": {}, "epoch": 3})");
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message().find("epoch"), std::string::npos)
+        << unknown.error().message();
+    EXPECT_FALSE(decode_publish(R"({"format": 1, "live": {"v": {"published_at": "x"}}})"))
+        << "a live table without its checksum";
+    EXPECT_FALSE(decode_publish(R"({"format": 2})"));
 }
 
 }  // namespace consensus

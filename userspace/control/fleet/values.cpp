@@ -226,6 +226,30 @@ Result<HostRecord> decode_host(std::string_view text) {
     return r;
 }
 
+std::string encode(const PublishState& state) {
+    json live = json::object();
+    for (const auto& [vip, l] : state.live)
+        live[vip] = json{{"checksum", l.checksum}, {"published_at", l.published_at}};
+    return stamp(json{{"prepared", state.prepared}, {"live", std::move(live)}}).dump();
+}
+
+Result<PublishState> decode_publish(std::string_view text) {
+    auto j = object_of(text, {"prepared", "live"});
+    if (!j) return std::unexpected(std::move(j.error()));
+    PublishState out;
+    try {
+        if (auto p = j->find("prepared"); p != j->end())
+            out.prepared = p->get<std::map<std::string, std::string>>();
+        if (auto l = j->find("live"); l != j->end())
+            for (const auto& [vip, v] : l->items())
+                out.live[vip] = PublishState::Live{v.at("checksum").get<std::string>(),
+                                                   v.value("published_at", "")};
+    } catch (const json::exception& e) {
+        return xlb::fail(std::string("a field has the wrong type: ") + e.what());
+    }
+    return out;
+}
+
 std::optional<std::int64_t> parse_utc_ms(std::string_view text) {
     int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0, used = 0;
     const std::string t(text);
@@ -279,7 +303,6 @@ HostVotes host_votes(const HostRecord& record) {
             return f->get<std::string>();
         };
         if (auto c = text("checksum")) out.live[key] = *c;
-        if (auto c = text("prepared")) out.prepared[key] = *c;
         if (auto at = text("published_at"))
             if (auto ms = parse_utc_ms(*at)) out.published_at_ms[key] = *ms;
         auto& votes = out.vips[key];

@@ -137,6 +137,8 @@ private:
                       const std::vector<fleet::Problem>& problems);
     void on_store_reachability(bool reachable, const std::string& error);
     void on_peers(const FleetSnapshot& records);
+    void on_publishes(const FleetSnapshot& states);
+    std::string publish_state();
     // One health view, two-phase publish, when_current (control thread).
     void refresh_fleet_health(control::Reconciler& r);
     void measure_publish_spreads();
@@ -238,6 +240,9 @@ private:
     std::map<std::string, std::string> prepared_;
     std::map<std::string, std::pair<std::string, std::int64_t>> published_;
     std::map<std::string, std::string> spread_counted_;
+    std::map<std::string, fleet::PublishState> peer_publishes_;  // by host, this one's too
+    // The peers watch thread's: each record decoded once per revision.
+    std::map<std::string, std::pair<std::int64_t, fleet::HostVotes>> decoded_records_;
     health::TimePoint fleet_step_at_ = health::TimePoint::max();
     health::TimePoint behind_check_at_ = health::TimePoint::max();
     std::string applied_at_;  // fleet_mu_: when applied_revision was applied (UTC, ms)
@@ -722,7 +727,10 @@ Agent::Step Agent::prepare_loop() {
             published_[r.vip_key] = {fmt::format("{:016x}", r.checksum),
                                      fleet_health_->wall_ms(health::Clock::now())};
         }
-        if (fleet_) fleet_->poke_record();  // a new epoch and checksum to report
+        if (fleet_) {
+            fleet_->poke_publish();
+            fleet_->poke_record();  // a new epoch and checksum to report
+        }
         // A table made live may change what this host can serve.
         if (announce_) loop_->post([this](control::Reconciler& rc) { submit_announcements(rc); });
         spdlog::info(
@@ -1190,8 +1198,46 @@ void Agent::start_fleet() {
         [this](bool reachable, const std::string& error) {
             on_store_reachability(reachable, error);
         });
-    fleet_->start_records([this] { return host_record(); });
-    fleet_->start_peers([this](const FleetSnapshot& records) { on_peers(records); });
+    fleet_->start_records([this] { return host_record(); }, [this] { return publish_state(); });
+    fleet_->start_peers([this](const FleetSnapshot& records) { on_peers(records); },
+                        [this](const FleetSnapshot& states) { on_publishes(states); });
+}
+
+// This host's publish state (publish/<host>): what it holds and runs.
+std::string Agent::publish_state() {
+    if (!loop_) return {};
+    auto state = loop_->query<fleet::PublishState>([this](control::Reconciler&) {
+        fleet::PublishState out;
+        out.prepared = prepared_;
+        for (const auto& [vip, live] : published_)
+            out.live[vip] = fleet::PublishState::Live{
+                live.first, api::utc_text_ms(std::chrono::system_clock::time_point(
+                                std::chrono::milliseconds(live.second)))};
+        return out;
+    });
+    if (state.wait_for(std::chrono::seconds(2)) != std::future_status::ready) return {};
+    try {
+        return fleet::encode(state.get());
+    } catch (const std::future_error&) {
+        return {};
+    }
+}
+
+void Agent::on_publishes(const FleetSnapshot& states) {
+    std::map<std::string, fleet::PublishState> by_host;
+    const std::string prefix = fleet_layout_->publishes();
+    for (const fleet::StoredKey& k : states.keys) {
+        auto state = fleet::decode_publish(k.value);
+        if (!state) {
+            spdlog::warn("fleet: {}@{}: {}", k.key, k.mod_revision, state.error().message());
+            continue;
+        }
+        by_host[k.key.substr(prefix.size())] = std::move(*state);
+    }
+    loop_->post([this, by_host = std::move(by_host)](control::Reconciler&) mutable {
+        peer_publishes_ = std::move(by_host);
+        measure_publish_spreads();
+    });
 }
 
 // Every live host's record, as the store has it now: the fleet's health
@@ -1199,8 +1245,15 @@ void Agent::start_fleet() {
 void Agent::on_peers(const FleetSnapshot& records) {
     std::map<std::string, fleet::HostVotes> votes;
     const std::string prefix = fleet_layout_->hosts();
+    std::map<std::string, std::pair<std::int64_t, fleet::HostVotes>> decoded;
     for (const fleet::StoredKey& k : records.keys) {
         const std::string host = k.key.substr(prefix.size());
+        if (auto was = decoded_records_.find(host);
+            was != decoded_records_.end() && was->second.first == k.mod_revision) {
+            decoded.emplace(host, was->second);
+            votes[host] = was->second.second;
+            continue;
+        }
         auto record = fleet::decode_host(k.value);
         if (!record) {
             spdlog::warn("fleet: {}@{}: {} (that host counts as having no verdict)", k.key,
@@ -1209,7 +1262,9 @@ void Agent::on_peers(const FleetSnapshot& records) {
             continue;
         }
         votes[host] = fleet::host_votes(*record);
+        decoded.emplace(host, std::pair{k.mod_revision, votes[host]});
     }
+    decoded_records_ = std::move(decoded);
     loop_->post([this, votes = std::move(votes)](control::Reconciler& r) mutable {
         fleet_health_->set_peers(std::move(votes));
         refresh_fleet_health(r);
@@ -1279,21 +1334,26 @@ void Agent::refresh_fleet_health(control::Reconciler& r) {
 // first and the last host's publish of it.
 void Agent::measure_publish_spreads() {
     std::vector<api::FleetInfo::Spread> spreads;
-    const auto& peers = fleet_health_->peers();
     for (const auto& [vip, mine] : published_) {
         std::int64_t first = mine.second, last = mine.second;
         std::size_t hosts = 0;
         bool all = true;
-        for (const auto& [host, votes] : peers) {
-            auto live = votes.live.find(vip);
-            auto at = votes.published_at_ms.find(vip);
-            if (live == votes.live.end() || live->second != mine.first ||
-                at == votes.published_at_ms.end()) {
+        for (const auto& [host, votes] : fleet_health_->peers()) {
+            auto state = peer_publishes_.find(host);
+            if (state == peer_publishes_.end()) {
                 all = false;
                 break;
             }
-            first = std::min(first, at->second);
-            last = std::max(last, at->second);
+            auto live = state->second.live.find(vip);
+            const std::optional<std::int64_t> at =
+                live == state->second.live.end() ? std::nullopt
+                                                 : fleet::parse_utc_ms(live->second.published_at);
+            if (!at || live->second.checksum != mine.first) {
+                all = false;
+                break;
+            }
+            first = std::min(first, *at);
+            last = std::max(last, *at);
             ++hosts;
         }
         if (!all || hosts < 2) continue;
@@ -1373,20 +1433,22 @@ control::Clock::duration Agent::prepare_publish(const std::vector<control::Build
     if (wait <= control::Clock::duration::zero()) return {};
     for (const control::BuildResult& b : built)
         if (!b.error) prepared_[b.vip_key] = fmt::format("{:016x}", b.checksum);
-    fleet_->poke_record();
+    fleet_->poke_publish();
     return wait;
 }
 
 bool Agent::publish_ready(const std::vector<control::BuildResult>& built) const {
     for (const std::string& host : fleet_health_->other_hosts()) {
-        const fleet::HostVotes& votes = fleet_health_->peers().at(host);
+        auto state = peer_publishes_.find(host);
+        if (state == peer_publishes_.end()) return false;
+        const fleet::PublishState& s = state->second;
         for (const control::BuildResult& b : built) {
             if (b.error) continue;
             const std::string checksum = fmt::format("{:016x}", b.checksum);
-            auto prepared = votes.prepared.find(b.vip_key);
-            auto live = votes.live.find(b.vip_key);
-            if ((prepared == votes.prepared.end() || prepared->second != checksum) &&
-                (live == votes.live.end() || live->second != checksum))
+            auto prepared = s.prepared.find(b.vip_key);
+            auto live = s.live.find(b.vip_key);
+            if ((prepared == s.prepared.end() || prepared->second != checksum) &&
+                (live == s.live.end() || live->second.checksum != checksum))
                 return false;
         }
     }
@@ -1532,9 +1594,6 @@ std::string Agent::host_record() {
                 if (vote.healthy_since_ms) b["healthy_since_ms"] = *vote.healthy_since_ms;
                 b["bias"] = vote.bias;
             }
-            auto prepared = prepared_.find(key);
-            j["prepared"] = prepared == prepared_.end() ? nlohmann::json(nullptr)
-                                                        : nlohmann::json(prepared->second);
             auto published = published_.find(key);
             j["published_at"] =
                 published == published_.end() ||

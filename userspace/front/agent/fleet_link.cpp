@@ -81,16 +81,22 @@ void FleetLink::start_watch(std::optional<FleetSnapshot> from, OnSnapshot on_sna
     });
 }
 
-void FleetLink::start_peers(OnSnapshot on_peers) {
+void FleetLink::start_peers(OnSnapshot on_peers, OnSnapshot on_publishes) {
     on_peers_ = std::move(on_peers);
+    on_publishes_ = std::move(on_publishes);
     peers_thread_ = std::thread([this] {
         watch_loop(options_.layout.hosts(), std::nullopt, on_peers_, peers_watch_, false);
     });
+    publish_thread_ = std::thread([this] {
+        watch_loop(options_.layout.publishes(), std::nullopt, on_publishes_, publish_watch_, false);
+    });
 }
 
-void FleetLink::start_records(RecordSource source) {
+void FleetLink::start_records(RecordSource source, RecordSource publish) {
     record_source_ = std::move(source);
+    publish_source_ = std::move(publish);
     record_thread_ = std::thread([this] { record_loop(); });
+    if (publish_source_) publish_writer_ = std::thread([this] { publish_loop(); });
 }
 
 void FleetLink::poke_record() {
@@ -99,19 +105,28 @@ void FleetLink::poke_record() {
     wake_.notify_all();
 }
 
+void FleetLink::poke_publish() {
+    std::lock_guard lock(mu_);
+    publish_poked_ = true;
+    wake_.notify_all();
+}
+
 void FleetLink::stop() {
     {
         std::lock_guard lock(mu_);
         if (stopping_ && !watch_thread_.joinable() && !record_thread_.joinable() &&
-            !peers_thread_.joinable())
+            !peers_thread_.joinable() && !publish_thread_.joinable() && !publish_writer_.joinable())
             return;
         stopping_ = true;
         watch_.stop();
         peers_watch_.stop();
+        publish_watch_.stop();
         wake_.notify_all();
     }
     if (watch_thread_.joinable()) watch_thread_.join();
     if (peers_thread_.joinable()) peers_thread_.join();
+    if (publish_thread_.joinable()) publish_thread_.join();
+    if (publish_writer_.joinable()) publish_writer_.join();
     if (record_thread_.joinable()) record_thread_.join();
 }
 
@@ -259,6 +274,8 @@ void FleetLink::record_loop() {
             if (left->count() <= 0) {
                 spdlog::warn("fleet: the lease of {} expired; granting a new one", key);
                 lease = 0;
+                std::lock_guard lock(mu_);
+                lease_ = 0;
             } else {
                 renew_at = now + renew_every;
             }
@@ -273,6 +290,9 @@ void FleetLink::record_loop() {
             lease = granted->id;
             renew_at = now + renew_every;
             written.clear();
+            std::lock_guard lock(mu_);
+            lease_ = lease;
+            wake_.notify_all();
         }
         if (!poked && now < rebuild_at && !written.empty()) continue;
         rebuild_at = now + options_.record_interval;
@@ -286,6 +306,43 @@ void FleetLink::record_loop() {
         last_error.clear();
         set_reachable(true, {});
         written = std::move(record);
+    }
+}
+
+// Puts the publish state when poked, and again under each new lease (the
+// old one's keys went with it); a failed put is tried again after a pause.
+void FleetLink::publish_loop() {
+    const std::string key = options_.layout.publish(options_.host);
+    std::string written;
+    std::int64_t written_lease = 0;
+    bool again = false;      // the last put failed: once more after a pause
+    std::string last_error;  // logged once while it lasts (the record says the rest)
+    while (true) {
+        std::int64_t lease = 0;
+        {
+            std::unique_lock lock(mu_);
+            if (again) wake_.wait_for(lock, options_.retry_min, [&] { return stopping_; });
+            wake_.wait(lock, [&] {
+                return stopping_ ||
+                       (lease_ != 0 && (again || publish_poked_ || lease_ != written_lease));
+            });
+            if (stopping_) return;
+            publish_poked_ = false;
+            lease = lease_;
+        }
+        std::string state = publish_source_();
+        again = false;
+        if (state.empty() || (state == written && lease == written_lease)) continue;
+        if (auto put = client_->put(key, state, lease); !put) {
+            if (put.error().message() != last_error)
+                spdlog::warn("fleet: publish state {}: {}", key, put.error().message());
+            last_error = put.error().message();
+            again = true;
+            continue;
+        }
+        last_error.clear();
+        written = std::move(state);
+        written_lease = lease;
     }
 }
 

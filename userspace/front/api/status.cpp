@@ -43,7 +43,9 @@ nlohmann::json vip_status_json(const control::VipStatus& v, std::uint32_t seed,
                          {"hash", config::to_string(v.spec.hash)},
                          {"backends", std::move(backends)}};
     j["announcement"] = detail::announcement_json(bgp, v.spec.key());
-    j["health_consensus"] = config::to_string(v.spec.consensus(fleet_host));
+    // Without a fleet there are no other hosts' votes: every VIP is local.
+    j["health_consensus"] =
+        config::to_string(fleet_host ? v.spec.consensus(true) : config::HealthConsensus::kLocal);
     j["backends"] = backend_health_json(v);
     return j;
 }

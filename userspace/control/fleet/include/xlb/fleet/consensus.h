@@ -82,9 +82,8 @@ struct HostVotes {
     std::int64_t config_revision = 0;
     std::int64_t applied_at_ms = 0;  // when it applied config_revision
     std::map<std::string, std::map<std::string, Vote>> vips;
-    // Per VIP: the checksum of the table it built and waits to make live
-    // (two-phase publish), and of the one live, as hex text.
-    std::map<std::string, std::string> prepared;
+    // Per VIP: the checksum of the table live on the host, as hex text,
+    // and when it went live.
     std::map<std::string, std::string> live;
     std::map<std::string, std::int64_t> published_at_ms;  // of the live one
 };

@@ -6,6 +6,9 @@
 //   <prefix>desired/hosts/<host>    DrainValue: an operator's drain of a host
 //   <prefix>hosts/<host>            HostRecord: what a host applied (its agent
 //                                   writes it under a lease)
+//   <prefix>publish/<host>          PublishState: the tables it prepared and
+//                                   runs (under the same lease; small, for the
+//                                   two-phase publish)
 //
 // Every value is a JSON object with "format": kFormat. A reader meets an
 // unknown format or an unknown field as an error, never as a guess: a new
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -38,6 +42,8 @@ struct Layout {
     std::string drain(const std::string& host) const { return drains() + host; }
     std::string hosts() const { return prefix + "hosts/"; }
     std::string host(const std::string& name) const { return hosts() + name; }
+    std::string publishes() const { return prefix + "publish/"; }
+    std::string publish(const std::string& name) const { return publishes() + name; }
 };
 
 // Who wrote a desired value, when and why (xlbctl fills it in).
@@ -108,13 +114,30 @@ struct HostRecord {
     // Per VIP, as /v1/status has them: vip, epoch, checksum, inputs_checksum,
     // table_inputs, announcement, health_consensus, and backends [{address,
     // health, local_health, weight_factor}]; the record adds to each backend
-    // the host's vote (healthy_since_ms, bias) and to each VIP the table it
-    // prepared and when its live one was published (prepared, published_at).
+    // the host's vote (healthy_since_ms, bias) and to each VIP when its live
+    // table was published (published_at).
     nlohmann::json vips = nlohmann::json::array();
 };
 
 std::string encode(const HostRecord& record);
 Result<HostRecord> decode_host(std::string_view text);
+
+// A host's tables in the two-phase publish, per VIP: the checksum of the
+// one it built and holds (prepared) and of the one live, with when it went
+// live (UTC, ms). Kept apart from the record, which is large and written
+// less often.
+struct PublishState {
+    std::map<std::string, std::string> prepared;
+    struct Live {
+        std::string checksum;
+        std::string published_at;
+        bool operator==(const Live&) const = default;
+    };
+    std::map<std::string, Live> live;
+    bool operator==(const PublishState&) const = default;
+};
+std::string encode(const PublishState& state);
+Result<PublishState> decode_publish(std::string_view text);
 
 // The votes and publishes a record holds (consensus.h). Fields an older
 // agent does not write read as unknown: its backends' own verdicts as

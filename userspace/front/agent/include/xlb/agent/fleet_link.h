@@ -87,13 +87,18 @@ public:
     // nullopt: reads everything first.
     void start_watch(std::optional<FleetSnapshot> from, OnSnapshot on_snapshot,
                      OnReachability on_reachability);
-    void start_records(RecordSource source);
+    // `publish`: the host's publish state (<prefix>publish/<host>), put by a
+    // thread of its own under the same lease when poked (poke_publish): a
+    // record being built or written must not delay it.
+    void start_records(RecordSource source, RecordSource publish = {});
     // Watches every host record (<prefix>hosts/, this host's included): each
     // change hands all of them, whole, to `on_peers` (a record is there while
     // its host's lease holds). The desired watch reports the reachability.
-    void start_peers(OnSnapshot on_peers);
+    // And every host's publish state (<prefix>publish/), to `on_publishes`.
+    void start_peers(OnSnapshot on_peers, OnSnapshot on_publishes);
     // Asks for the record to be rebuilt and written now (after a change).
     void poke_record();
+    void poke_publish();
     void stop();
 
 private:
@@ -103,6 +108,7 @@ private:
                     const OnSnapshot& deliver, etcd::Watch& watch, bool reports);
     Result<FleetSnapshot> read_prefix(const std::string& prefix);
     void record_loop();
+    void publish_loop();
     void set_reachable(bool reachable, const std::string& error);
     bool wait_retry(std::chrono::milliseconds& backoff);
 
@@ -110,6 +116,8 @@ private:
     Options options_;
     OnSnapshot on_snapshot_;
     OnSnapshot on_peers_;
+    OnSnapshot on_publishes_;
+    RecordSource publish_source_;
     OnReachability on_reachability_;
     RecordSource record_source_;
 
@@ -117,11 +125,16 @@ private:
     std::condition_variable wake_;
     bool stopping_ = false;
     bool poked_ = false;
+    bool publish_poked_ = false;
+    std::int64_t lease_ = 0;         // the record's, shared with the publish writer
     std::optional<bool> reachable_;  // as last reported
     etcd::Watch watch_;              // the ones running (a handle serves one watch), to stop them
     etcd::Watch peers_watch_;
+    etcd::Watch publish_watch_;
     std::thread watch_thread_;
     std::thread peers_thread_;
+    std::thread publish_thread_;
+    std::thread publish_writer_;
     std::thread record_thread_;
 };
 
