@@ -597,6 +597,7 @@ TEST(XlbctlParse, EveryVipKeyOfTheFileIsAnOption) {
     config::VipSpec full;
     full.announce = announce::Policy::kNever;
     full.conntrack_idle_timeout = std::chrono::minutes(5);
+    full.health_consensus = config::HealthConsensus::kAnyDown;
     std::vector<std::string> keys;
     std::function<void(const nlohmann::json&, const std::string&)> walk =
         [&](const nlohmann::json& j, const std::string& prefix) {
