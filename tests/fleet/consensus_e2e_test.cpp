@@ -70,8 +70,8 @@ protected:
     // Asked of the hosts at once, so that the answers are from (nearly) one
     // moment: a slow-start step every 300 ms would fall between answers
     // asked one after another.
-    static std::map<std::string, std::string> checksums(
-        const std::vector<std::string>& hosts = {"lb", "lb2", "lb3"}) {
+    static std::map<std::string, std::string> checksums(const std::vector<std::string>& hosts = {
+                                                            "lb", "lb2", "lb3"}) {
         std::map<std::string, std::future<std::string>> asked;
         for (const std::string& h : hosts)
             asked[h] = std::async(std::launch::async,
@@ -389,8 +389,8 @@ TEST_F(Consensus, AHostFrozenWhileABackendIsAddedAnnouncesOnlyOnceCurrent) {
     ASSERT_TRUE(announced) << "lb3 did not announce again";
     std::this_thread::sleep_for(1s);
     const int resets = broken(streams, before);
-    std::printf("MEASURED lb3 back after b4 was added: %d of 40 streams reset (%d on b4)\n",
-                resets, on_b4);
+    std::printf("MEASURED lb3 back after b4 was added: %d of 40 streams reset (%d on b4)\n", resets,
+                on_b4);
     EXPECT_EQ(resets, 0);
     streams.stop();
     const std::int64_t removed = write("backend del " + vip_key4() + " " + b4);
