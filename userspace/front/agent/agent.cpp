@@ -724,7 +724,7 @@ Agent::Step Agent::prepare_loop() {
         publish_metrics_.record(r);
         if (fleet_health_) {
             prepared_.erase(r.vip_key);
-            published_[r.vip_key] = {fmt::format("{:016x}", r.checksum),
+            published_[r.vip_key] = {api::hex64(r.checksum),
                                      fleet_health_->wall_ms(health::Clock::now())};
         }
         if (fleet_) {
@@ -1256,12 +1256,14 @@ void Agent::on_peers(const FleetSnapshot& records) {
         }
         auto record = fleet::decode_host(k.value);
         if (!record) {
+            // Logged once per revision: the next change of another record
+            // hands this one over again.
             spdlog::warn("fleet: {}@{}: {} (that host counts as having no verdict)", k.key,
                          k.mod_revision, record.error().message());
             votes[host];
-            continue;
+        } else {
+            votes[host] = fleet::host_votes(*record);
         }
-        votes[host] = fleet::host_votes(*record);
         decoded.emplace(host, std::pair{k.mod_revision, votes[host]});
     }
     decoded_records_ = std::move(decoded);
@@ -1432,7 +1434,7 @@ control::Clock::duration Agent::prepare_publish(const std::vector<control::Build
     const control::Clock::duration wait = config_.settings.fleet.max_publish_wait;
     if (wait <= control::Clock::duration::zero()) return {};
     for (const control::BuildResult& b : built)
-        if (!b.error) prepared_[b.vip_key] = fmt::format("{:016x}", b.checksum);
+        if (!b.error) prepared_[b.vip_key] = api::hex64(b.checksum);
     fleet_->poke_publish();
     return wait;
 }
@@ -1444,7 +1446,7 @@ bool Agent::publish_ready(const std::vector<control::BuildResult>& built) const 
         const fleet::PublishState& s = state->second;
         for (const control::BuildResult& b : built) {
             if (b.error) continue;
-            const std::string checksum = fmt::format("{:016x}", b.checksum);
+            const std::string checksum = api::hex64(b.checksum);
             auto prepared = s.prepared.find(b.vip_key);
             auto live = s.live.find(b.vip_key);
             if ((prepared == s.prepared.end() || prepared->second != checksum) &&

@@ -18,6 +18,7 @@
 
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/services.h"
+#include "xlb/api/status_json.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
 
@@ -48,8 +49,7 @@ std::expected<R, HttpError> on_control(control::ControlLoop& loop,
     }
 }
 
-// 16 lower-case hex digits.
-std::string hex64(std::uint64_t value);
+using api::hex64;
 
 // Per-backend and per-VIP counters for a status snapshot. Missing entries:
 // the read failed (the first error is returned, for logs and bodies).

@@ -61,13 +61,13 @@ ProbeResult check_ready(const Services& services) {
     return {true, "ok"};
 }
 
-namespace detail {
-
 std::string hex64(std::uint64_t value) {
     char buf[17];
     std::snprintf(buf, sizeof(buf), "%016" PRIx64, value);
     return buf;
 }
+
+namespace detail {
 
 Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips) {
     Counters c;

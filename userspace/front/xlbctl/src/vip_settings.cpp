@@ -146,22 +146,21 @@ const std::vector<VipSetting>& vip_settings() {
         // Written only when set: present here with their defaults' form.
         all["announce"] = announce::to_string(announce::Policy::kWhenServing);
         collect(all, "", out);
-        VipSetting idle;
-        idle.path = "conntrack_idle_timeout";
-        idle.option = option_name(idle.path);
-        idle.type_name = "DUR";
-        idle.help =
-            "file key conntrack_idle_timeout (default: the protocol's, 1h for tcp, 30s "
-            "for udp)";
-        out.push_back(std::move(idle));
-        VipSetting consensus;
-        consensus.path = "health_consensus";
-        consensus.option = option_name(consensus.path);
-        consensus.type_name = "TEXT";
-        consensus.help =
-            "local, majority or any_down; file key health_consensus (default: majority on a "
-            "fleet's hosts, local elsewhere)";
-        out.push_back(std::move(consensus));
+        // Optional keys whose default is not a value the file could hold.
+        auto optional_key = [&](std::string path, std::string type_name, std::string help) {
+            VipSetting s;
+            s.option = option_name(path);
+            s.path = std::move(path);
+            s.type_name = std::move(type_name);
+            s.help = std::move(help);
+            out.push_back(std::move(s));
+        };
+        optional_key("conntrack_idle_timeout", "DUR",
+                     "file key conntrack_idle_timeout (default: the protocol's, 1h for tcp, 30s "
+                     "for udp)");
+        optional_key("health_consensus", "TEXT",
+                     "local, majority or any_down; file key health_consensus (default: majority "
+                     "on a fleet's hosts, local elsewhere)");
         return out;
     }();
     return settings;

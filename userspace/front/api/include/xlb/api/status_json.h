@@ -20,6 +20,9 @@ std::string utc_text(std::chrono::system_clock::time_point at);
 // "2026-12-01T17:45:42.250Z": the same to the millisecond, for events that
 // may follow each other within a second (the health history, publishes).
 std::string utc_text_ms(std::chrono::system_clock::time_point at);
+// A checksum as the API and a fleet's keys spell it: 16 lower-case hex
+// digits ("5bf6441c8ac68df2").
+std::string hex64(std::uint64_t value);
 
 // One VIP as /v1/status lists it: its summary, inputs_checksum and the
 // table_inputs it covers, its announcement, its health_consensus (as in
