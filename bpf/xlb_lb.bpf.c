@@ -141,14 +141,14 @@ static __always_inline struct xlb_backend *xlb_hint_target(__u32 id, __u32 curre
 	return prev;
 }
 
-/* The hint an entry asks for (struct xlb_ct_value, second_chance), if any. */
-static __always_inline struct xlb_backend *xlb_ct_hint(const struct xlb_ct_value *ct,
+/* The hint a found entry asks for (its tail's), if any. */
+static __always_inline struct xlb_backend *xlb_ct_hint(const struct xlb_ct_found *ref,
 						       const struct xlb_backend *be,
 						       const struct xlb_config *cfg)
 {
-	if (ct->second_chance == 0)
+	if (ref->hint == 0)
 		return NULL;
-	return xlb_hint_target(ct->second_chance - 1, ct->backend_id, be, cfg);
+	return xlb_hint_target(ref->hint - 1, xlb_ct_meta_backend(ref->meta), be, cfg);
 }
 
 /* What xlb_pick_backend may do besides reading the ring (a bitmask). */
@@ -171,31 +171,32 @@ enum xlb_pick {
 };
 
 /*
- * Chooses the backend for a flow on the full path: the connection-table
- * entry `ref` found (ref->set is NULL when the VIP skips the table), else the
- * ring, as `pick` (enum xlb_pick) allows. epoch: the VIP bucket's, read
- * before the VIP was matched; entries written here carry it. An entry's own
- * hint is used too. Returns 0 with id_out and be_out set, or -outcome.
+ * Chooses the backend for a flow: the connection-table entry `ref` found
+ * (ref->present is 0 when the VIP skips the table), else the ring, as
+ * `pick` (enum xlb_pick) allows. An entry's own hint is used too. Returns 0
+ * with id_out and be_out set (*from_entry: whether the entry named it), or
+ * -outcome.
  */
 static __always_inline int
 xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key,
-		 const struct xlb_config *cfg, struct xlb_ct_ref *ref, __u32 pick, __u32 hash,
-		 __u32 epoch, struct xlb_vip_stats *vstats, __u32 *id_out,
-		 struct xlb_backend **be_out, struct xlb_backend **hint_out)
+		 const struct xlb_config *cfg, struct xlb_ct_found *ref, __u32 pick, __u32 hash,
+		 struct xlb_vip_stats *vstats, __u32 *id_out, struct xlb_backend **be_out,
+		 struct xlb_backend **hint_out, int *from_entry)
 {
 	struct xlb_backend *be, *hint = NULL;
 	__u32 vip_id = vip->vip_id, prev_id = 0;
 	int err;
 
-	if ((pick & XLB_PICK_USE_ENTRY) && ref->set && ref->found) {
+	*from_entry = 0;
+	if ((pick & XLB_PICK_USE_ENTRY) && ref->present && ref->found) {
 		be = xlb_ct_backend(ref);
 		if (be) {
-			xlb_ct_note_vip(ref, vip_id, epoch, hash);
 			if (vstats)
 				vstats->conntrack_hits += 1;
-			*id_out = ref->v.backend_id;
+			*id_out = xlb_ct_meta_backend(ref->meta);
 			*be_out = be;
-			*hint_out = xlb_ct_hint(&ref->v, be, cfg);
+			*hint_out = xlb_ct_hint(ref, be, cfg);
+			*from_entry = 1;
 			return 0;
 		}
 	}
@@ -212,27 +213,23 @@ xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key
 	    xlb_ring_pick(&xlb_prev_rings, vip_id, hash, &prev_id) == 0)
 		hint = xlb_hint_target(prev_id, *id_out, be, cfg);
 	/* A SYN rewrites an earlier connection's entry in place (no budget:
-	 * nothing is added); a recorded flow takes its stale entry's way, a
-	 * free one, or the one seen longest ago. */
-	if (ref->set && (((pick & XLB_PICK_REPOINT) && ref->found) ||
-			 ((pick & XLB_PICK_RECORD) && xlb_ct_admit(cfg)))) {
-		__u32 now = xlb_ct_clock;
-		struct xlb_ct_value val = {
-			.backend_id = *id_out,
-			.generation = be->generation,
-			.created = now,
-			.last_seen = now,
-			.vip_id = vip_id,
-			.vip_epoch = epoch,
-			.hash = hash,
-			.second_chance = hint ? prev_id + 1 : 0,
-		};
+	 * nothing is added); a recorded flow takes its stale entry's place, a
+	 * free slot, or the entry seen longest ago (xlb_ct_place). */
+	if (ref->present && (((pick & XLB_PICK_REPOINT) && ref->found) ||
+			     ((pick & XLB_PICK_RECORD) && xlb_ct_admit(cfg)))) {
+		int written = xlb_ct_insert(
+			ref, xlb_ct_head_meta(vip_id, *id_out, be->generation, 0, 0, 0),
+			hint ? prev_id + 1 : 0);
 
-		xlb_ct_write(ref->set, ref->found ? ref->way : xlb_ct_victim(ref->set, now), key,
-			     &val);
+		/* Keeps the call's result, so that clang leaves the callee's
+		 * return value in place (an unused one may be dropped, and the
+		 * verifier then sees R0 hold whatever the callee left). */
+		asm volatile("" ::"r"(written));
 		/* Other CPUs may hold the earlier connection's copy. */
+#ifndef XLB_NO_FLOW_CACHE
 		if (pick & XLB_PICK_REPOINT)
 			xlb_flow_cache_drop_everywhere(key);
+#endif
 	}
 	*be_out = be;
 	*hint_out = hint;
@@ -364,16 +361,17 @@ int xlb_lb(struct xdp_md *ctx)
 	struct xlb_vip_stats *vstats;
 	struct xlb_backend_stats *bstats;
 	struct xlb_backend *be = NULL, *hint = NULL;
-	struct xlb_ct_ref ct;
+	struct xlb_ct_found ct;
 	struct xlb_config *cfg;
 	struct ethhdr *eth = data;
 	__u32 zero = 0, backend_id = 0, vip_id = XLB_CAPTURE_NO_VIP, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
-	int proto, err, icmp_error = 0, ct_looked_up = 0, hit = 0, matched, action;
+	int proto, err, icmp_error = 0, hit = 0, from_entry = 0, matched, action;
+	struct xlb_flow_cache_entry *fc = NULL;
 	enum xlb_outcome outcome;
 
 	/* Not "= {}": zeroing the copy costs every packet stores. */
-	ct.set = NULL;
+	ct.present = 0;
 	ct.found = 0;
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
@@ -418,49 +416,27 @@ int xlb_lb(struct xdp_md *ctx)
 	if (pkt.key.family == XLB_FAMILY_V4 && !xlb_ipv4_csum_valid(&cur, (void *)(eth + 1)))
 		XLB_VERDICT(XLB_OUT_DROP_IPV4_CSUM, XDP_DROP);
 
-	/* An established TCP flow: its entry, while the bucket's epoch is the
-	 * one it recorded, says everything needed (VIP, backend, hash); this
-	 * CPU's copy of the entry says it without a table lookup. */
+	/* An established TCP flow: this CPU's copy of its entry, while the VIP
+	 * bucket's epoch is the one it recorded, says everything needed (VIP,
+	 * backend, hash) without matching the VIP or reading the table. */
 	if (!icmp_error && pkt.key.proto == IPPROTO_TCP) {
+#ifndef XLB_NO_FLOW_CACHE /* the benchmark's copy without the cache (bpf/CMakeLists.txt) */
 		__u32 slot = xlb_flow_cache_slot(&pkt.key);
-		struct xlb_flow_cache_entry *fc = bpf_map_lookup_elem(&xlb_flow_cache, &slot);
 
+		fc = bpf_map_lookup_elem(&xlb_flow_cache, &slot);
+#endif
 		if (pkt.tcp_syn) {
 			/* A new connection: an earlier one's copy must not
 			 * outlive this SYN's choice. */
 			if (fc && xlb_same_flow(&fc->key, &pkt.key))
 				fc->vip_epoch = 0;
+			fc = NULL;
 		} else if (fc && (be = xlb_flow_cache_backend(fc, &pkt.key, *epoch))) {
 			backend_id = fc->backend_id;
 			vip_id = fc->vip_id;
 			hash = fc->hash;
 			hit = 1;
 			err = 0;
-		} else {
-			/* Read before the lookup: an entry deleted after it was
-			 * found is never cached as checked after the delete. */
-			__u32 now = xlb_ct_clock;
-
-			xlb_ct_find(&ct, &pkt.key);
-			ct_looked_up = 1;
-			if (ct.found && ct.v.vip_epoch == *epoch) {
-				be = xlb_ct_backend(&ct);
-				if (be) {
-					backend_id = ct.v.backend_id;
-					vip_id = ct.v.vip_id;
-					hash = ct.v.hash;
-					hit = 1;
-					err = 0;
-					/* A copy taken in the tick of the agent's
-					 * last delete would not be used: skip it.
-					 * A flow with a hint is never copied: the
-					 * cache's hits carry none. */
-					if (ct.v.second_chance)
-						hint = xlb_ct_hint(&ct.v, be, cfg);
-					else if (fc && (__s32)(now - xlb_ct_erased) > 0)
-						xlb_flow_cache_fill(fc, &pkt.key, &ct.v, now);
-				}
-			}
 		}
 	}
 
@@ -473,6 +449,9 @@ int xlb_lb(struct xdp_md *ctx)
 		}
 	} else {
 		__u32 seen_epoch = *epoch;
+		/* Read before the lookup: an entry deleted after it was found
+		 * is never cached as checked after the delete. */
+		__u32 now = xlb_ct_clock;
 
 		if (icmp_error)
 			matched = xlb_match_icmp_error(&cur, &pkt, proto, bucket, &vip_match);
@@ -511,13 +490,18 @@ int xlb_lb(struct xdp_md *ctx)
 			 * is the one the handshake's ACK gets, which records the
 			 * flow (docs/conntrack.md). An ICMP error must not
 			 * create one either. */
-			if (!use_ct)
-				ct.set = NULL;
-			else if (!ct_looked_up)
-				xlb_ct_find(&ct, &pkt.key);
-			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, pick, hash, seen_epoch,
-					       icmp_error ? NULL : vstats, &backend_id, &be, &hint);
+			if (use_ct)
+				xlb_ct_lookup(&pkt.key, vip_id, &ct);
+			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, pick, hash,
+					       icmp_error ? NULL : vstats, &backend_id, &be, &hint,
+					       &from_entry);
 		}
+		/* This CPU keeps a copy of an entry it used, but not one taken
+		 * in the tick of the agent's last delete (it would not be
+		 * used), nor one with a hint (the cache's hits carry none). */
+		if (err == 0 && from_entry && fc && !hint && (__s32)(now - xlb_ct_erased) > 0)
+			xlb_flow_cache_fill(fc, &pkt.key, backend_id, be->generation, vip_id,
+					    seen_epoch, hash, now);
 	}
 	if (err == 0)
 		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len, hint);

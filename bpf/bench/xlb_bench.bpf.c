@@ -36,6 +36,11 @@ __u32 vary_csum_offset;
 #define XLB_BENCH_MAX_CPUS 64
 #define XLB_BENCH_COUNTER_STRIDE 16
 __u32 vary_counters[XLB_BENCH_MAX_CPUS * XLB_BENCH_COUNTER_STRIDE] __attribute__((aligned(64)));
+/* With vary_cycle_len != 0 the values cycle through [vary_cycle_base,
+ * vary_cycle_base + vary_cycle_len) on every CPU (a fixed population of
+ * flows, each packet a different one); 0: every value is new. */
+__u32 vary_cycle_base;
+__u32 vary_cycle_len;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -79,8 +84,12 @@ int xlb_bench_wrapper(struct xdp_md *ctx)
 
 		__u32 old = *field, now;
 
-		*counter += 1;
-		now = bpf_htonl(*counter);
+		__u32 next = *counter + 1;
+
+		if (vary_cycle_len && next - vary_cycle_base >= vary_cycle_len)
+			next = vary_cycle_base;
+		*counter = next;
+		now = bpf_htonl(next);
 		*field = now;
 		if (vary_csum_offset) {
 			__u32 at = vary_csum_offset;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The connection table (docs/conntrack.md; abi.h, struct xlb_ct_set): find a
- * flow in its set of four ways, write a way under its sequence number, the
- * insert budget, and the per-CPU flow cache that answers a flow's repeated
- * packets without reading the table.
+ * The connection table (docs/conntrack.md; abi.h, layout 5): find a flow in
+ * its buckets, write its slot(s) under the claim protocol, the insert
+ * budget, and the per-CPU flow cache that answers a flow's repeated packets
+ * without reading the table.
  */
 #ifndef XLB_BPF_CONNTRACK_H
 #define XLB_BPF_CONNTRACK_H
@@ -68,81 +68,330 @@ static __always_inline int xlb_same_flow(const struct xlb_flow_key *a, const str
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
 }
 
-/* A flow's place in the connection table (abi.h, struct xlb_ct_set). */
-struct xlb_ct_ref {
-	struct xlb_ct_set *set; /* the flow's set; NULL: no table yet */
-	__u32 way; /* valid when found */
-	int found;
-	struct xlb_ct_value v; /* found: a consistent copy of the way's value */
+/*
+ * A flow's place in the connection table (abi.h, layout 5), as plain data:
+ * xlb_ct_lookup and xlb_ct_insert are global functions, which the verifier
+ * checks once each, not again on every path of the program that calls them,
+ * and which return what they found through memory like this.
+ */
+struct xlb_ct_found {
+	struct xlb_ct_ident id;
+	__u32 bucket[2]; /* bucket[1]: once second_known */
+	__u32 hash; /* xlb_ct_hash of the flow */
+	__u32 second_known;
+	__u32 present; /* the table is there (and the lookup ran) */
+	__u32 found;
+	__u32 where; /* found: 0 the first bucket, 1 the second */
+	__u32 slot; /* found: the head's slot */
+	__u32 hint; /* found with a hint: its tail's (1 + backend id) */
+	__u64 meta; /* found: the head's meta as read */
 };
 
-/* Finds the flow in its set. A way being written, or rewritten while its
- * value was copied, does not count: that entry is on its way out. */
-static __noinline void xlb_ct_find(struct xlb_ct_ref *ref, const struct xlb_flow_key *key)
+/* The line of bucket `bucket` holding `slot`. */
+static __always_inline struct xlb_ct_line *xlb_ct_line_of(__u32 bucket, __u32 slot)
 {
-	__u32 index = 0;
-	__u64 seq;
-	struct xlb_ct_header *hdr = bpf_map_lookup_elem(&xlb_conntrack4, &index);
-	struct xlb_ct_set *set;
+	__u32 index = XLB_CT_BUCKET_ELEMENT(bucket) + ((slot >> 2) & 1);
 
-	ref->set = NULL;
-	ref->found = 0;
-	if (!hdr || hdr->magic != XLB_CT_MAGIC)
-		return;
-	index = xlb_ct_set_index(key, hdr->seed, hdr->sets);
-	set = bpf_map_lookup_elem(&xlb_conntrack4, &index);
-	if (!set)
-		return;
-	ref->set = set;
-	for (__u32 w = 0; w < XLB_CT_WAYS; w++) {
-		seq = *(volatile __u64 *)&set->seq[w];
-		if (seq & 1)
-			continue;
-		asm volatile("" ::: "memory");
-		if (!xlb_same_flow(&set->key[w], key))
-			continue;
-		__builtin_memcpy(&ref->v, &set->value[w], sizeof(ref->v));
-		asm volatile("" ::: "memory");
-		if (*(volatile __u64 *)&set->seq[w] != seq)
-			return;
-		ref->way = w;
-		ref->found = 1;
-		return;
-	}
+	return bpf_map_lookup_elem(&xlb_conntrack5, &index);
 }
 
-/* Writes key and value into the way (abi.h: claimed through its seq).
- * Returns 0 when another writer holds it. */
-static __always_inline int xlb_ct_write(struct xlb_ct_set *set, __u32 way,
-					const struct xlb_flow_key *key,
-					const struct xlb_ct_value *val)
+/* Slot `slot` of the found flow's bucket `where` (0 the first), or NULL. */
+static __always_inline struct xlb_ct_slot *xlb_ct_slot_at(const struct xlb_ct_found *f,
+							   __u32 where, __u32 slot)
 {
-	__u64 seq;
+	/* Constant indices: a variable one into the stack is refused. */
+	struct xlb_ct_line *line = xlb_ct_line_of(where ? f->bucket[1] : f->bucket[0], slot);
 
-	way &= XLB_CT_WAYS - 1;
-	seq = *(volatile __u64 *)&set->seq[way];
-	if ((seq & 1) || __sync_val_compare_and_swap(&set->seq[way], seq, seq + 1) != seq)
+	if (!line)
+		return NULL;
+	return &line->slot[slot & 3];
+}
+
+/* A bucket's two lines, looked up once for a scan of its slots. */
+struct xlb_ct_bucket_lines {
+	struct xlb_ct_line *line[2];
+};
+
+static __always_inline struct xlb_ct_slot *xlb_ct_slot_in(const struct xlb_ct_bucket_lines *b,
+							   __u32 slot)
+{
+	struct xlb_ct_line *line = (slot & 4) ? b->line[1] : b->line[0];
+
+	return line ? &line->slot[slot & 3] : NULL;
+}
+
+/* Whether slot `s` of bucket `b` holds the flow; fills f->meta and f->hint.
+ * A slot being written, or rewritten while it was read, does not count: that
+ * entry is on its way out. */
+static __always_inline int xlb_ct_match(struct xlb_ct_found *f,
+					const struct xlb_ct_bucket_lines *b, __u32 s)
+{
+	struct xlb_ct_slot *head = xlb_ct_slot_in(b, s), *tail;
+	__u64 m, tm = 0;
+
+	if (!head)
 		return 0;
-	__builtin_memcpy(&set->key[way], key, sizeof(*key));
-	__builtin_memcpy(&set->value[way], val, sizeof(*val));
+	m = *(volatile __u64 *)&head->meta;
+	if ((m & XLB_CT_IDENT_MASK) != f->id.head_match)
+		return 0;
 	asm volatile("" ::: "memory");
-	*(volatile __u64 *)&set->seq[way] = seq + 2;
+	if (*(volatile __u64 *)&head->key != f->id.head_key)
+		return 0;
+	if (xlb_ct_has_tail(m)) {
+		tail = xlb_ct_slot_in(b, s | 1);
+		if (!tail)
+			return 0;
+		tm = *(volatile __u64 *)&tail->meta;
+		if ((tm & XLB_CT_TAIL_IDENT_MASK) != f->id.tail_ports)
+			return 0;
+		asm volatile("" ::: "memory");
+		if (*(volatile __u64 *)&tail->key != f->id.tail_key)
+			return 0;
+		asm volatile("" ::: "memory");
+		if (*(volatile __u64 *)&tail->meta != tm)
+			return 0;
+	}
+	asm volatile("" ::: "memory");
+	if ((*(volatile __u64 *)&head->meta ^ m) & ~(XLB_CT_SEEN_MASK | XLB_CT_OVERFLOW))
+		return 0;
+	f->meta = m;
+	f->hint = (m & XLB_CT_HINT) ? xlb_ct_tail_hint(tm) : 0;
 	return 1;
+}
+
+static __always_inline int xlb_ct_find_in(struct xlb_ct_found *f, __u32 where)
+{
+	struct xlb_ct_bucket_lines b;
+	__u32 bucket = where ? f->bucket[1] : f->bucket[0];
+
+	b.line[0] = xlb_ct_line_of(bucket, 0);
+	b.line[1] = xlb_ct_line_of(bucket, 4);
+	for (__u32 s = 0; s < XLB_CT_SLOTS; s++) {
+		/* An IPv6 head is in an even slot. */
+		if (f->id.v6 && (s & 1))
+			continue;
+		if (!xlb_ct_match(f, &b, s))
+			continue;
+		f->where = where;
+		f->slot = s;
+		f->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Computes the flow's second bucket, once. */
+static __always_inline void xlb_ct_need_second(struct xlb_ct_found *f,
+					       const struct xlb_ct_header5 *hdr)
+{
+	if (f->second_known)
+		return;
+	f->bucket[1] = xlb_ct_second_bucket(f->hash, hdr->seed, hdr->buckets);
+	f->second_known = 1;
+}
+
+/* Finds the flow of the VIP in its buckets: the first, then the second when
+ * the first has sent flows there (XLB_CT_OVERFLOW). Returns f->found. */
+__noinline int xlb_ct_lookup(const struct xlb_flow_key *key, __u32 vip_id, struct xlb_ct_found *f)
+{
+	__u32 index = 0;
+	struct xlb_ct_header5 *hdr = bpf_map_lookup_elem(&xlb_conntrack5, &index);
+	struct xlb_ct_slot *first;
+
+	if (!f)
+		return 0;
+	f->present = 0;
+	f->found = 0;
+	if (!key || !hdr || hdr->magic != XLB_CT_MAGIC5 || hdr->buckets == 0)
+		return 0;
+	f->hash = xlb_ct_hash(key, hdr->seed);
+	f->bucket[0] = xlb_ct_first_bucket(f->hash, hdr->buckets);
+	f->bucket[1] = f->bucket[0];
+	f->second_known = 0;
+	first = xlb_ct_slot_at(f, 0, 0);
+	if (!first)
+		return 0;
+	f->present = 1;
+	xlb_ct_ident_of(key, vip_id, &f->id);
+	if (xlb_ct_find_in(f, 0))
+		return 1;
+	if (!(*(volatile __u64 *)&first->meta & XLB_CT_OVERFLOW))
+		return 0;
+	xlb_ct_need_second(f, hdr);
+	if (f->bucket[1] == f->bucket[0])
+		return 0;
+	return xlb_ct_find_in(f, 1);
+}
+
+/* Sets XLB_CT_OVERFLOW in the first bucket's slot 0, before a flow goes to
+ * its second bucket. Returns 0 when a writer holds the slot. */
+static __always_inline int xlb_ct_mark_overflow(const struct xlb_ct_found *f)
+{
+	struct xlb_ct_slot *first = xlb_ct_slot_at(f, 0, 0);
+	__u64 old;
+
+	if (!first)
+		return 0;
+	old = *(volatile __u64 *)&first->meta;
+	if (old & XLB_CT_OVERFLOW)
+		return 1;
+	if (old & XLB_CT_CLAIMED)
+		return 0;
+	return __sync_val_compare_and_swap(&first->meta, old, old | XLB_CT_OVERFLOW) == old;
+}
+
+/*
+ * Writes the flow into `spot` (with the aligned pair when spot->pair), as
+ * abi.h's protocol says: claims, keys, tail, head meta last. `meta`: the head
+ * meta without its version and overflow bits; `tail_meta`: what the tail
+ * holds. Returns 0 when another writer holds a slot.
+ */
+static __always_inline int xlb_ct_store(struct xlb_ct_found *f,
+					const struct xlb_ct_spot *spot, __u64 meta,
+					__u64 tail_meta)
+{
+	struct xlb_ct_slot *head, *tail = NULL;
+	__u32 where = spot->bucket & 1, slot = spot->slot & (XLB_CT_SLOTS - 1), pair = spot->pair;
+	__u64 old, told = 0;
+
+	if (pair)
+		slot &= ~1U;
+	head = xlb_ct_slot_at(f, where, slot);
+	if (!head)
+		return 0;
+	old = *(volatile __u64 *)&head->meta;
+	if ((old & XLB_CT_CLAIMED) ||
+	    __sync_val_compare_and_swap(&head->meta, old, old | XLB_CT_CLAIMED) != old)
+		return 0;
+	if (pair) {
+		tail = xlb_ct_slot_at(f, where, slot | 1);
+		if (tail)
+			told = *(volatile __u64 *)&tail->meta;
+		if (!tail || (told & XLB_CT_CLAIMED) ||
+		    __sync_val_compare_and_swap(&tail->meta, told, told | XLB_CT_CLAIMED) != told) {
+			*(volatile __u64 *)&head->meta = old;
+			return 0;
+		}
+	}
+	*(volatile __u64 *)&head->key = f->id.head_key;
+	if (tail) {
+		/* An entry of one slot over a pair empties the tail. */
+		*(volatile __u64 *)&tail->key = (tail_meta & XLB_CT_KIND_MASK) ? f->id.tail_key : 0;
+		asm volatile("" ::: "memory");
+		*(volatile __u64 *)&tail->meta = tail_meta;
+	}
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)&head->meta =
+		meta | ((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_OVERFLOW));
+	return 1;
+}
+
+/* bpf_loop's context must live on the stack: it points at the scratch. */
+struct xlb_ct_evict_ctx {
+	struct xlb_ct_place_state *st;
+};
+
+static long xlb_ct_evict_step(__u64 index, void *ctx)
+{
+	struct xlb_ct_place_state *st = ((struct xlb_ct_evict_ctx *)ctx)->st;
+
+	if (st)
+		xlb_ct_place_evict_step(st, (__u32)index);
+	return 0;
+}
+
+/* Records the flow xlb_ct_lookup looked for: over its own entry when one was
+ * found (stale, or a SYN repointing it), else where xlb_ct_place says.
+ * value: xlb_ct_head_meta of the VIP, backend and generation (kind 0, no
+ * hint, time 0); hint: 0, or 1 + the id of the backend a second-chance hint
+ * names. Returns whether it wrote. */
+__noinline int xlb_ct_insert(struct xlb_ct_found *f, __u64 value, __u32 hint)
+{
+	__u32 zero = 0, now16 = xlb_ct_seen16(xlb_ct_clock), pair;
+	struct xlb_ct_place_state *st = bpf_map_lookup_elem(&xlb_ct_scratch, &zero);
+	struct xlb_ct_header5 *hdr = bpf_map_lookup_elem(&xlb_conntrack5, &zero);
+	__u64 meta, tail_meta, kind;
+	struct xlb_ct_spot spot;
+
+	if (!f || !st || !hdr || !f->present)
+		return 0;
+	kind = f->id.v6 ? XLB_CT_KIND_V6 : XLB_CT_KIND_V4;
+	if (f->found) {
+		/* In place, in the slots it holds: an IPv4 entry of one slot
+		 * keeps no hint; the tail of one with a hint is emptied when
+		 * the new one has none. */
+		spot.bucket = f->where;
+		spot.slot = f->slot;
+		spot.pair = (__u32)xlb_ct_has_tail(f->meta);
+		if (!spot.pair)
+			hint = 0;
+		meta = value | xlb_ct_head_meta(0, 0, 0, kind, hint != 0, now16);
+		tail_meta = f->id.v6 || hint ?
+				    f->id.tail_ports | ((__u64)hint << XLB_CT_TAIL_HINT_SHIFT) :
+				    0;
+		return xlb_ct_store(f, &spot, meta, tail_meta);
+	}
+	pair = f->id.v6 || hint != 0;
+	meta = value | xlb_ct_head_meta(0, 0, 0, kind, hint != 0, now16);
+	tail_meta = pair ? (f->id.tail_ports | ((__u64)hint << XLB_CT_TAIL_HINT_SHIFT)) : 0;
+	for (__u32 s = 0; s < XLB_CT_SLOTS; s++) {
+		struct xlb_ct_slot *a = xlb_ct_slot_at(f, 0, s);
+
+		st->meta[s] = a ? *(volatile __u64 *)&a->meta : XLB_CT_CLAIMED;
+	}
+	st->pair = pair;
+	st->now16 = now16;
+	if (xlb_ct_place_first(st, &spot) == 0)
+		goto store; /* the second bucket is not read */
+	if (xlb_ct_room(xlb_ct_free_mask(st, 0), pair) < 0) {
+		/* The first bucket full: its entry seen longest ago goes when it
+		 * is no busy flow's, still without the second bucket. */
+		struct xlb_ct_evict_ctx evict = { .st = st };
+
+		st->best = 0;
+		bpf_loop(XLB_CT_SLOTS, xlb_ct_evict_step, &evict, 0);
+		if (xlb_ct_place_stale(st, &spot) == 0)
+			goto store;
+	}
+	xlb_ct_need_second(f, hdr);
+	for (__u32 s = 0; s < XLB_CT_SLOTS; s++) {
+		struct xlb_ct_slot *b = xlb_ct_slot_at(f, 1, s);
+
+		st->meta[XLB_CT_SLOTS + s] = b ? *(volatile __u64 *)&b->meta : XLB_CT_CLAIMED;
+		if (f->bucket[1] == f->bucket[0])
+			st->meta[XLB_CT_SLOTS + s] = XLB_CT_CLAIMED; /* one bucket: never twice */
+	}
+	if (xlb_ct_place_room(st, &spot) != 0) {
+		/* Both buckets full: the scan for the entry seen longest ago,
+		 * verified once as bpf_loop's callback. */
+		struct xlb_ct_evict_ctx evict = { .st = st };
+
+		bpf_loop(2 * XLB_CT_SLOTS, xlb_ct_evict_step, &evict, 0);
+		if (xlb_ct_place_evicted(st, &spot) != 0)
+			return 0;
+	}
+store:
+	if (spot.bucket && !xlb_ct_mark_overflow(f))
+		return 0;
+	return xlb_ct_store(f, &spot, meta, spot.pair && !pair ? 0 : tail_meta);
 }
 
 /* The backend a found entry names when it is still the one recorded (same
  * generation), the entry's age refreshed; NULL when it went away. */
-static __always_inline struct xlb_backend *xlb_ct_backend(struct xlb_ct_ref *ref)
+static __always_inline struct xlb_backend *xlb_ct_backend(const struct xlb_ct_found *f)
 {
-	__u32 id = ref->v.backend_id, now;
+	__u32 id = xlb_ct_meta_backend(f->meta), now16;
 	struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, &id);
+	struct xlb_ct_line *line;
 
-	if (!xlb_backend_live(be, ref->v.generation))
+	if (!be || be->generation == 0 || (be->generation & 0xff) != xlb_ct_meta_generation(f->meta))
 		return NULL;
-	now = xlb_ct_clock;
-	if (now - ref->v.last_seen >= XLB_CT_LOOKUP_UNITS) {
-		ref->v.last_seen = now;
-		ref->set->value[ref->way & (XLB_CT_WAYS - 1)].last_seen = now;
+	now16 = xlb_ct_seen16(xlb_ct_clock);
+	if (now16 != xlb_ct_meta_seen(f->meta)) {
+		/* Constant indices: a variable one into the stack is refused. */
+		line = xlb_ct_line_of(f->where ? f->bucket[1] : f->bucket[0], f->slot);
+		if (line)
+			*((volatile __u16 *)&line->slot[f->slot & 3].meta + 3) = (__u16)now16;
 	}
 	return be;
 }
@@ -165,15 +414,16 @@ xlb_flow_cache_backend(const struct xlb_flow_cache_entry *fc, const struct xlb_f
 }
 
 static __always_inline void xlb_flow_cache_fill(struct xlb_flow_cache_entry *fc,
-						const struct xlb_flow_key *key,
-						const struct xlb_ct_value *ct, __u32 checked)
+						const struct xlb_flow_key *key, __u32 backend_id,
+						__u32 generation, __u32 vip_id, __u32 epoch,
+						__u32 hash, __u32 checked)
 {
 	__builtin_memcpy(&fc->key, key, sizeof(*key));
-	fc->backend_id = ct->backend_id;
-	fc->generation = ct->generation;
-	fc->vip_id = ct->vip_id;
-	fc->vip_epoch = ct->vip_epoch;
-	fc->hash = ct->hash;
+	fc->backend_id = backend_id;
+	fc->generation = generation;
+	fc->vip_id = vip_id;
+	fc->vip_epoch = epoch;
+	fc->hash = hash;
 	fc->checked = checked;
 }
 
@@ -202,21 +452,6 @@ static __always_inline void xlb_flow_cache_drop_everywhere(const struct xlb_flow
 
 	__builtin_memcpy(&drop.key, key, sizeof(*key));
 	bpf_loop(XLB_FLOW_CACHE_MAX_CPUS, xlb_flow_cache_drop_on_cpu, &drop, 0);
-}
-
-/* Brings a found entry's record of its VIP up to date (see struct
- * xlb_ct_value). */
-static __always_inline void xlb_ct_note_vip(struct xlb_ct_ref *ref, __u32 vip_id, __u32 epoch,
-					    __u32 hash)
-{
-	struct xlb_ct_value *ct;
-
-	if (ref->v.vip_id == vip_id && ref->v.vip_epoch == epoch && ref->v.hash == hash)
-		return;
-	ct = &ref->set->value[ref->way & (XLB_CT_WAYS - 1)];
-	ct->vip_id = vip_id;
-	ct->vip_epoch = epoch;
-	ct->hash = hash;
 }
 
 #endif /* XLB_BPF_CONNTRACK_H */

@@ -52,14 +52,23 @@ struct {
 	__array(values, struct xlb_ring);
 } xlb_prev_rings SEC(".maps");
 
-/* abi.h, struct xlb_ct_set: element 0 the header, then the sets. */
+/* abi.h, layout 5: the header, the buckets' lines, the records. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, XLB_CT_ELEMENTS(XLB_CONNTRACK_DEFAULT));
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct xlb_ct_set);
-} xlb_conntrack4 SEC(".maps");
+	__type(value, struct xlb_ct_line);
+} xlb_conntrack5 SEC(".maps");
+
+/* Scratch space of a connection-table insert: the two buckets' metas
+ * (ct_set.h, xlb_ct_place) do not fit the program's stack. Never pinned. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xlb_ct_place_state);
+} xlb_ct_scratch SEC(".maps");
 
 /* abi.h, XLB_MAP_VIP_BUCKETS: 0 = no VIP address in the bucket, else its
  * epoch; the extra last slot is the agent's epoch counter. */

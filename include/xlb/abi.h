@@ -51,7 +51,8 @@
 #define XLB_MAP_RINGS "xlb_rings"
 #define XLB_MAP_PREV_RINGS "xlb_prev_rings" /* second chance: see struct xlb_gue_hint */
 #define XLB_MAP_BACKENDS "xlb_backends"
-#define XLB_MAP_CONNTRACK "xlb_conntrack4" /* layout 4: struct xlb_ct_set */
+#define XLB_MAP_CONNTRACK "xlb_conntrack5" /* layout 5: struct xlb_ct_bucket */
+#define XLB_MAP_CONNTRACK_V4 "xlb_conntrack4" /* layout 4: struct xlb_ct_set */
 #define XLB_MAP_CONNTRACK_V3 "xlb_conntrack3" /* layout 3: LRU hash of struct xlb_ct_value */
 #define XLB_MAP_CONNTRACK_V2 "xlb_conntrack2" /* layout 2: struct xlb_ct_value_v2 */
 #define XLB_MAP_CONNTRACK_V1 "xlb_conntrack" /* layout 1: struct xlb_ct_value_v1 */
@@ -68,6 +69,8 @@
 #define XLB_MAP_CAPTURE_RING "xlb_capture_ring"
 /* Per loaded program, never pinned (a new program starts with it empty). */
 #define XLB_MAP_FLOW_CACHE "xlb_flow_cache"
+/* Per loaded program, never pinned: an insert's scratch space (ct_set.h). */
+#define XLB_MAP_CT_SCRATCH "xlb_ct_scratch"
 
 /*
  * A 5-tuple. Used as the connection-table key and as the input of the flow
@@ -257,7 +260,8 @@ struct xlb_ct_value {
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_value) == 32, "xlb_ct_value layout");
 
 /*
- * Layout 4: the connection table is set-associative, our own rather than the
+ * Layout 4 (XLB_MAP_CONNTRACK_V4; an agent upgraded over such a table copies
+ * its entries into the layout-5 table, then unpins it): set-associative, our own rather than the
  * kernel's LRU hash (whose inserts cost three or four cache misses on a big
  * table: the bucket walked twice, a free element from a random address). An
  * mmap()able array map: element 0 is the table's header (struct
@@ -304,10 +308,148 @@ struct xlb_ct_header {
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "header fits");
 
-/* Map elements (header included) for a table of at least `entries` entries,
- * and the entries of a table of `elements` elements. */
-#define XLB_CT_ELEMENTS(entries) (((entries) + XLB_CT_WAYS - 1) / XLB_CT_WAYS + 1)
-#define XLB_CT_CAPACITY(elements) (((elements)-1) * XLB_CT_WAYS)
+/* The entries of a layout-4 table of `elements` elements. */
+#define XLB_CT_V4_CAPACITY(elements) (((elements)-1) * XLB_CT_WAYS)
+
+/*
+ * Layout 5 (docs/conntrack.md, "How the table is organised"): an established
+ * packet among many flows reads one 64-byte line of the table, which says
+ * everything its packet needs.
+ *
+ * An mmap()able array of 64-byte elements (struct xlb_ct_line), in three
+ * regions: elements 0-1 the header (struct xlb_ct_header5, in element 0);
+ * then `buckets` buckets of two elements each (struct xlb_ct_bucket: 8 slots
+ * of 16 bytes, 128-byte aligned); then a record per slot (struct
+ * xlb_ct_record, two an element), which only the agent reads and writes.
+ *
+ * A slot names its flow exactly, not by a fingerprint: the VIP (vip_id, from
+ * the VIP match every packet makes before the lookup) fixes the destination
+ * address, protocol and family, so an IPv4 flow is the VIP plus its source
+ * address and both ports, which fit one slot; an IPv6 flow takes an aligned
+ * pair of slots (0-1, 2-3, 4-5 or 6-7, in one line), a head and a tail. An
+ * IPv4 entry with a second-chance hint takes a pair too: its tail holds the
+ * hint. Two flows that a slot cannot tell apart are the same flow.
+ *
+ * Placement: a flow may live in either of two buckets, both chosen by a hash
+ * of its 5-tuple under the header's secret seed (xlb_ct_buckets, ct_set.h; a
+ * client cannot aim flows at a bucket without it). An insert takes the first
+ * bucket while it holds fewer than four entries' slots (one line's worth),
+ * else the less loaded of the two, else replaces the entry seen longest ago
+ * in either (xlb_ct_place). Placing a flow in its second bucket first sets
+ * XLB_CT_OVERFLOW in the first bucket's slot 0, and a lookup reads the second
+ * bucket only when that bit is set: a new flow in a lightly loaded table reads
+ * one bucket. With live flows at 75 % of the capacity, fewer than 0.1 % of
+ * them find both buckets full (tests/unit/ct_place_test.cpp).
+ *
+ * Writers (the program's inserts and rewrites, the agent's deletes and
+ * copies) claim a slot by setting XLB_CT_CLAIMED in its meta with a
+ * compare-and-swap (a pair: the head, then the tail), write the key(s) and
+ * the tail's meta, then store the head's meta with the bit clear and
+ * XLB_CT_VERSION flipped. A writer that finds a slot claimed gives up (the
+ * flow is recorded by a later packet). A reader reads the meta(s), the
+ * key(s), then the meta(s) again, and uses the entry only if it was not
+ * claimed and nothing but last_seen (and the overflow bit) changed. The
+ * program refreshes last_seen (the head meta's top 16 bits) with a plain
+ * store. XLB_CT_OVERFLOW is kept by every writer of slot 0 and cleared only
+ * when the table is emptied.
+ */
+#define XLB_CT_SLOTS 8 /* per bucket */
+#define XLB_CT_MAGIC5 0x35544358U /* "XCT5" */
+#define XLB_CT_LAYOUT 5
+#define XLB_CT_HEADER_ELEMENTS 2
+
+struct xlb_ct_slot {
+	/* IPv4 head: source address, source port, destination port as the
+	 * packet carries them (bytes 0-3, 4-5, 6-7); IPv6 head: source address
+	 * bytes 0-7; IPv6 tail: bytes 8-15; IPv4 tail: 0. */
+	__u64 key;
+	/* Head, from bit 0: vip_id (16 bits), backend_id (18), the backend's
+	 * generation (its low 8 bits), kind (2), XLB_CT_CLAIMED, XLB_CT_HINT,
+	 * XLB_CT_VERSION, XLB_CT_OVERFLOW, last_seen (16 bits,
+	 * XLB_CT_SEEN_SHIFT units). Tail: source port (16 bits) and destination
+	 * port (16) of an IPv6 flow (0 for IPv4), 10 zero bits, kind
+	 * (XLB_CT_KIND_TAIL), XLB_CT_CLAIMED, then the hint (19 bits: 0, or 1 +
+	 * the hinted backend's id). Empty: 0 but for the version and overflow
+	 * bits. */
+	__u64 meta;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_slot) == 16, "xlb_ct_slot layout");
+
+#define XLB_CT_KIND_EMPTY 0
+#define XLB_CT_KIND_V4 1
+#define XLB_CT_KIND_V6 2
+#define XLB_CT_KIND_TAIL 3
+#define XLB_CT_KIND_SHIFT 42
+#define XLB_CT_CLAIMED (1ULL << 44)
+/* A head whose tail holds a second-chance hint. */
+#define XLB_CT_HINT (1ULL << 45)
+#define XLB_CT_VERSION (1ULL << 46)
+/* Slot 0 of a bucket only: some flow whose first bucket this is lives in its
+ * second bucket. */
+#define XLB_CT_OVERFLOW (1ULL << 47)
+#define XLB_CT_SEEN_SHIFT_BITS 48
+#define XLB_CT_TAIL_HINT_SHIFT 45
+/* A head's last_seen is the entry time (XLB_CT_TIME_SHIFT units) shifted
+ * right by this much: units of about 268 ms, wrapping every 4.9 hours. The
+ * agent keeps the whole time in the slot's record (its walks are at most an
+ * hour apart: conntrack.sweep_interval). */
+#define XLB_CT_SEEN_SHIFT 8
+#define XLB_CT_MAX_VIP_ID 0xffffU
+#define XLB_CT_MAX_BACKEND_ID 0x3ffffU
+
+struct xlb_ct_line {
+	struct xlb_ct_slot slot[XLB_CT_SLOTS / 2];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_line) == 64, "one cache line an element");
+
+struct xlb_ct_bucket {
+	struct xlb_ct_slot slot[XLB_CT_SLOTS];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_bucket) == 128, "two cache lines a bucket");
+
+/* The agent's record of a head slot's entry, valid while tag_key and tag_meta
+ * are the slot's key and its meta under XLB_CT_TAG_MASK (the entry was not
+ * rewritten since): when it was first seen, and its whole last_seen at the
+ * slot's 16-bit last_seen `seen16`. */
+struct xlb_ct_record {
+	__u64 tag_key;
+	__u64 tag_meta;
+	__u32 created; /* XLB_CT_TIME_SHIFT units */
+	__u32 last_seen; /* XLB_CT_TIME_SHIFT units */
+	__u32 seen16;
+	__u32 pad;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_record) == 32, "two records a line");
+#define XLB_CT_TAG_MASK (~(XLB_CT_CLAIMED | XLB_CT_OVERFLOW | (0xffffULL << XLB_CT_SEEN_SHIFT_BITS)))
+
+/* Element 0, written once by the agent when it creates the table; the
+ * program records nothing while magic is not XLB_CT_MAGIC5. */
+struct xlb_ct_header5 {
+	__u32 magic; /* XLB_CT_MAGIC5 */
+	__u32 seed; /* of xlb_ct_buckets: random, kept with the table */
+	__u32 buckets;
+	__u32 slots; /* XLB_CT_SLOTS */
+	__u32 layout; /* XLB_CT_LAYOUT */
+	__u32 pad[11];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header5) == 64, "header line");
+
+/* Buckets of a table of at least `entries` entries, its map elements, and the
+ * entries a map of `elements` elements holds. */
+#define XLB_CT_BUCKETS(entries) (((entries) + XLB_CT_SLOTS - 1) / XLB_CT_SLOTS)
+#define XLB_CT_BUCKET_ELEMENTS (2 + XLB_CT_SLOTS / 2) /* its lines and its records */
+#define XLB_CT_ELEMENTS(entries) \
+	(XLB_CT_HEADER_ELEMENTS + XLB_CT_BUCKETS(entries) * XLB_CT_BUCKET_ELEMENTS)
+#define XLB_CT_BUCKETS_OF(elements)                       \
+	((elements) < XLB_CT_HEADER_ELEMENTS + XLB_CT_BUCKET_ELEMENTS ? \
+		 0 :                                               \
+		 ((elements)-XLB_CT_HEADER_ELEMENTS) / XLB_CT_BUCKET_ELEMENTS)
+#define XLB_CT_CAPACITY(elements) (XLB_CT_BUCKETS_OF(elements) * XLB_CT_SLOTS)
+/* Element of bucket b's first line, and of the record of slot s of bucket b
+ * (the record is in its first half when s is even). */
+#define XLB_CT_BUCKET_ELEMENT(b) (XLB_CT_HEADER_ELEMENTS + 2 * (b))
+#define XLB_CT_RECORD_ELEMENT(buckets, b, s) \
+	(XLB_CT_HEADER_ELEMENTS + 2 * (buckets) + ((b)*XLB_CT_SLOTS + (s)) / 2)
 
 /* The values of older layouts (XLB_MAP_CONNTRACK_V3 keeps struct
  * xlb_ct_value, XLB_MAP_CONNTRACK_V2, _V1): an agent upgraded

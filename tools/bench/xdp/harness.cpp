@@ -5,10 +5,13 @@
 #include <bpf/libbpf.h>
 
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 #include "xlb/bpf/programs.h"
 #include "xlb_bench.skel.h"
 #include "xlb_lb_no_capture.skel.h"
+#include "xlb_lb_no_flow_cache.skel.h"
 
 namespace xlb::bench {
 
@@ -73,6 +76,11 @@ void Harness::set_vary_counter(int cpu, std::uint32_t value) const {
     __atomic_store_n(counter_of(skel_.get(), cpu), value, __ATOMIC_RELAXED);
 }
 
+void Harness::set_vary_cycle(std::uint32_t base, std::uint32_t length) const {
+    skel_->bss->vary_cycle_base = base;
+    skel_->bss->vary_cycle_len = length;
+}
+
 xlb::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame,
                                              std::uint32_t repeat) const {
     if (frame.size() != kFrameLen)
@@ -86,28 +94,19 @@ xlb::Result<bpf::TestRunResult> Harness::run(std::span<const std::uint8_t> frame
 
 namespace xlb::bench {
 
-void NoCaptureCopy::SkeletonDeleter::operator()(xlb_lb_no_capture* skel) const {
-    xlb_lb_no_capture__destroy(skel);
-}
-NoCaptureCopy::NoCaptureCopy(std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel)
-    : skel_(std::move(skel)) {}
-NoCaptureCopy::NoCaptureCopy(NoCaptureCopy&&) noexcept = default;
-NoCaptureCopy& NoCaptureCopy::operator=(NoCaptureCopy&&) noexcept = default;
-NoCaptureCopy::~NoCaptureCopy() = default;
+namespace {
 
-xlb::Result<NoCaptureCopy> NoCaptureCopy::load(const bpf::LbProgram& program) {
-    std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel(xlb_lb_no_capture__open());
-    if (!skel) return bpf::fail(errno, "open the xlb_lb_no_capture BPF object");
+// Points every map of `obj` at the balancer's own (its .bss too: the
+// connection-table clock); the copy's other globals are its own.
+xlb::Result<void> share_maps(bpf_object* obj, const bpf::LbProgram& program) {
     const auto shared = program.map_fds();
     // Global-variable maps are named after their object ("xlb_lb.bss").
-    // Of those only .bss is shared (the connection-table clock); the
-    // copy's capture globals and constants are its own.
     auto section = [](std::string_view name) {
         const std::size_t dot = name.find('.');
         return dot == std::string_view::npos ? std::string_view{} : name.substr(dot);
     };
     bpf_map* map = nullptr;
-    bpf_object__for_each_map(map, skel->obj) {
+    bpf_object__for_each_map(map, obj) {
         const std::string_view name = bpf_map__name(map);
         if (bpf_map__is_internal(map) && section(name) != ".bss") continue;
         int fd = -1;
@@ -118,11 +117,51 @@ xlb::Result<NoCaptureCopy> NoCaptureCopy::load(const bpf::LbProgram& program) {
         if (int rc = bpf_map__reuse_fd(map, fd); rc != 0)
             return bpf::fail(rc, "share the balancer's map " + std::string(name));
     }
-    if (int rc = xlb_lb_no_capture__load(skel.get()); rc != 0)
-        return bpf::fail(rc, "load the xlb_lb_no_capture BPF program");
-    return NoCaptureCopy(std::move(skel));
+    return {};
 }
 
-int NoCaptureCopy::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_lb); }
+template <typename Skel>
+xlb::Result<std::pair<std::shared_ptr<void>, int>> load_copy(
+    Skel* (*open)(), int (*load)(Skel*), void (*destroy)(Skel*), const char* what,
+    const bpf::LbProgram& program) {
+    std::shared_ptr<Skel> skel(open(), destroy);
+    if (!skel) return bpf::fail(errno, std::string("open the ") + what + " BPF object");
+    if (auto ok = share_maps(skel->obj, program); !ok) return std::unexpected(ok.error());
+    if (int rc = load(skel.get()); rc != 0)
+        return bpf::fail(rc, std::string("load the ") + what + " BPF program");
+    const int fd = bpf_program__fd(skel->progs.xlb_lb);
+    return std::pair<std::shared_ptr<void>, int>{std::shared_ptr<void>(skel, skel.get()), fd};
+}
+
+}  // namespace
+
+struct ProgramCopy::Object {
+    std::shared_ptr<void> skel;  // keeps the object loaded
+    int prog_fd = -1;
+};
+
+ProgramCopy::ProgramCopy(std::unique_ptr<Object> object) : object_(std::move(object)) {}
+ProgramCopy::ProgramCopy(ProgramCopy&&) noexcept = default;
+ProgramCopy& ProgramCopy::operator=(ProgramCopy&&) noexcept = default;
+ProgramCopy::~ProgramCopy() = default;
+
+xlb::Result<ProgramCopy> ProgramCopy::load(const bpf::LbProgram& program, Variant variant) {
+    auto loaded = variant == Variant::kNoCaptureCheck
+                      ? load_copy<xlb_lb_no_capture>(xlb_lb_no_capture__open,
+                                                     xlb_lb_no_capture__load,
+                                                     xlb_lb_no_capture__destroy,
+                                                     "xlb_lb_no_capture", program)
+                      : load_copy<xlb_lb_no_flow_cache>(xlb_lb_no_flow_cache__open,
+                                                        xlb_lb_no_flow_cache__load,
+                                                        xlb_lb_no_flow_cache__destroy,
+                                                        "xlb_lb_no_flow_cache", program);
+    if (!loaded) return std::unexpected(loaded.error());
+    auto object = std::make_unique<Object>();
+    object->skel = std::move(loaded->first);
+    object->prog_fd = loaded->second;
+    return ProgramCopy(std::move(object));
+}
+
+int ProgramCopy::prog_fd() const { return object_->prog_fd; }
 
 }  // namespace xlb::bench

@@ -14,7 +14,6 @@
 #include "xlb/bpf/test_run.h"
 
 struct xlb_bench;
-struct xlb_lb_no_capture;
 
 namespace xlb::bpf {
 class LbProgram;
@@ -46,6 +45,9 @@ public:
     // repetition there that had one), and where that count goes on from.
     std::uint32_t vary_counter(int cpu) const;
     void set_vary_counter(int cpu, std::uint32_t value) const;
+    // Makes the varied field cycle through [base, base + length) (a fixed
+    // set of flows); length 0: a new value every repetition.
+    void set_vary_cycle(std::uint32_t base, std::uint32_t length) const;
     // CPUs the wrapper keeps apart counters for (XLB_BENCH_MAX_CPUS).
     static int max_cpus();
     // Runs the wrapper `repeat` times on `frame` (kFrameLen bytes).
@@ -61,23 +63,24 @@ private:
     std::unique_ptr<xlb_bench, SkeletonDeleter> skel_;
 };
 
-// A second copy of the balancer built without its capture check
-// (XLB_NO_CAPTURE), sharing every map and global of `program`: the same
-// paths minus the capture flag's read, for the capture_idle figure.
-class NoCaptureCopy {
+// A second copy of the balancer, built with a part left out, sharing every
+// map and the .bss globals of `program`: the same paths minus that part.
+// kNoCaptureCheck (XLB_NO_CAPTURE): without the capture flag's read, the
+// baseline of the capture_idle figure. kNoFlowCache (XLB_NO_FLOW_CACHE):
+// without the established-flow cache, for what the cache earns and costs.
+class ProgramCopy {
 public:
-    static xlb::Result<NoCaptureCopy> load(const bpf::LbProgram& program);
-    NoCaptureCopy(NoCaptureCopy&&) noexcept;
-    NoCaptureCopy& operator=(NoCaptureCopy&&) noexcept;
-    ~NoCaptureCopy();
+    enum class Variant { kNoCaptureCheck, kNoFlowCache };
+    static xlb::Result<ProgramCopy> load(const bpf::LbProgram& program, Variant variant);
+    ProgramCopy(ProgramCopy&&) noexcept;
+    ProgramCopy& operator=(ProgramCopy&&) noexcept;
+    ~ProgramCopy();
     int prog_fd() const;
 
 private:
-    struct SkeletonDeleter {
-        void operator()(xlb_lb_no_capture* skel) const;
-    };
-    explicit NoCaptureCopy(std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel);
-    std::unique_ptr<xlb_lb_no_capture, SkeletonDeleter> skel_;
+    struct Object;
+    explicit ProgramCopy(std::unique_ptr<Object> object);
+    std::unique_ptr<Object> object_;
 };
 
 }  // namespace xlb::bench

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstring>
 #include <latch>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -74,7 +75,7 @@ namespace test = xlb::test;
 using test::Bytes;
 using xlb::bench::Harness;
 using xlb::bench::kFrameLen;
-using xlb::bench::NoCaptureCopy;
+using xlb::bench::ProgramCopy;
 using xlb::net::IpAddress;
 
 // ---------------------------------------------------------------------------
@@ -106,6 +107,8 @@ constexpr std::uint32_t kIpv4SrcOffset = 14 + 12;
 // The IPv4 header checksum, which covers the source address: kept valid
 // (the program drops a header whose checksum is wrong).
 constexpr std::uint32_t kIpv4CsumOffset = 14 + 10;
+// The last 32-bit word of the IPv6 source address (no header checksum).
+constexpr std::uint32_t kIpv6SrcLastWordOffset = 14 + 8 + 12;
 std::uint32_t csum_offset_for(std::uint32_t vary_offset) {
     return vary_offset == kIpv4SrcOffset ? kIpv4CsumOffset : 0;
 }
@@ -121,6 +124,15 @@ constexpr xlb::datapath::CtBudget kAmpleBudget{.rate = 1'000'000'000, .burst = 1
 // new_flow_over_budget_v4: one entry per second, its bucket emptied before
 // each sample.
 constexpr xlb::datapath::CtBudget kSpentBudget{.rate = 1, .burst = 1};
+// The established_many cases: this many established flows, each packet a
+// different one (the sequence cycles through them), recorded in a table of
+// kManyTableEntries entries of their own (one per family): a quarter full,
+// as a host sized at four times its concurrent flows is.
+constexpr std::uint32_t kManyFlows = 1U << 18;
+constexpr std::uint32_t kManyTableEntries = 1U << 20;
+// Their source addresses (the varied word): 10.128.0.0 and up for IPv4,
+// 2001:db8:c::1:0 and up for IPv6.
+constexpr std::uint32_t kManyFirstValue = 0x0a800000;
 
 struct Counters {
     std::array<std::uint64_t, XLB_OUT__MAX> outcomes{};
@@ -282,6 +294,8 @@ private:
 
 enum class Path {
     kEstablished,
+    kEstablishedMany,
+    kEstablishedManyAllCpus,
     kSyn,
     kNewFlow,
     kNewFlowFull,
@@ -295,6 +309,10 @@ enum class Path {
 // Cases that insert a new flow on every repetition.
 constexpr const char* kCaptureIdleCases[] = {"established_v4", "not_vip"};
 constexpr double kCaptureIdleTargetNs = 2;
+
+// Whether a per-CPU cache of recent flows can answer the case's packets:
+// one established flow over and over can; one of 262,144 each time cannot.
+bool cache_can_answer(Path p) { return p == Path::kEstablished; }
 
 bool inserts_every_run(Path p) {
     return p == Path::kNewFlow || p == Path::kNewFlowFull || p == Path::kNewFlowAllCpus ||
@@ -319,6 +337,11 @@ struct Case {
     // Run through the copy of the balancer built without the capture check
     // (the baseline of the capture_idle figures; no target of its own).
     bool without_capture_check = false;
+    // Run through the copy built without the established-flow cache.
+    bool without_flow_cache = false;
+    // kEstablishedMany*: the varied field cycles through this many values
+    // (established flows) from kManyFirstValue.
+    std::uint32_t population = 0;
     Bytes frame;
 
     std::vector<double> ns, floor_ns, net_ns;
@@ -358,6 +381,33 @@ std::vector<Case> make_cases() {
                      .flow = Flow{test::kClientV6, test::kVipV6, 40000, test::kVipPort},
                      .vip_id = kVipTcp6,
                      .target_net_ns = 85});
+    cases.push_back({.name = "established_many_v4",
+                     .path = "TCP ACK, another of 262,144 established flows each run: "
+                             "conntrack hit, IPv4-in-IPv4",
+                     .kind = Path::kEstablishedMany,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40010, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .vary_offset = kIpv4SrcOffset,
+                     .target_net_ns = 200,
+                     .population = kManyFlows});
+    cases.push_back({.name = "established_many_v6",
+                     .path = "TCP ACK, another of 262,144 established flows each run: "
+                             "conntrack hit, IPv6-in-IPv6",
+                     .kind = Path::kEstablishedMany,
+                     .flow = Flow{test::kClientV6, test::kVipV6, 40010, test::kVipPort},
+                     .vip_id = kVipTcp6,
+                     .vary_offset = kIpv6SrcLastWordOffset,
+                     .target_net_ns = 210,
+                     .population = kManyFlows});
+    cases.push_back({.name = "established_many_v4_all_cpus",
+                     .path = "established_many_v4 on every CPU at once (ns per CPU)",
+                     .kind = Path::kEstablishedManyAllCpus,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40010, test::kVipPort},
+                     .vip_id = kVipTcp4,
+                     .vary_offset = kIpv4SrcOffset,
+                     .target_relative_to = "established_many_v4",
+                     .target_factor = 1.2,
+                     .population = kManyFlows});
     cases.push_back({.name = "syn_v4",
                      .path = "TCP SYN, same flow each run: Maglev, no insert",
                      .kind = Path::kSyn,
@@ -423,6 +473,17 @@ std::vector<Case> make_cases() {
         copy.without_capture_check = true;
         cases.push_back(std::move(copy));
     }
+    // What the established-flow cache earns on one flow and costs on many:
+    // the same cases through the program built without it.
+    for (const char* name : {"established_v4", "established_many_v4"}) {
+        Case copy = *std::find_if(cases.begin(), cases.end(),
+                                  [&](const Case& c) { return c.name == name; });
+        copy.name += "_no_flow_cache";
+        copy.path = "the same, built without the established-flow cache";
+        copy.target_net_ns.reset();
+        copy.without_flow_cache = true;
+        cases.push_back(std::move(copy));
+    }
     for (Case& c : cases)
         c.frame = bench_frame(c.flow, c.kind == Path::kSyn ? test::kTcpSyn : test::kTcpAck);
     return cases;
@@ -432,6 +493,7 @@ std::vector<Case> make_cases() {
 xlb_flow_key key_of_run(const Case& c, std::uint32_t counter) {
     xlb_flow_key key = test::flow_key(c.flow);
     if (c.vary_offset == kIpv4SrcOffset) key.src[0] = htonl(counter);
+    if (c.vary_offset == kIpv6SrcLastWordOffset) key.src[3] = htonl(counter);
     return key;
 }
 
@@ -631,7 +693,21 @@ public:
             full_.emplace(opt.conntrack_entries);
         if (std::any_of(cases_.begin(), cases_.end(),
                         [](const Case& c) { return c.without_capture_check; }))
-            no_capture_.emplace(must(NoCaptureCopy::load(balancer_.lb())));
+            no_capture_.emplace(must(
+                ProgramCopy::load(balancer_.lb(), ProgramCopy::Variant::kNoCaptureCheck)));
+        for (const Case& c : cases_) {
+            if (c.population == 0) continue;
+            std::optional<Balancer>& many = c.vip_id == kVipTcp6 ? many_v6_ : many_v4_;
+            if (!many) many.emplace(kManyTableEntries);
+        }
+        for (const Case& c : cases_) {
+            if (!c.without_flow_cache) continue;
+            std::optional<ProgramCopy>& copy =
+                c.population ? no_flow_cache_many_ : no_flow_cache_main_;
+            if (!copy)
+                copy.emplace(must(ProgramCopy::load(balancer_for(c).lb(),
+                                                    ProgramCopy::Variant::kNoFlowCache)));
+        }
         // Each CPU's counter gets its own range of values (source
         // addresses): flows made on two CPUs never collide.
         const int top = *std::max_element(cpus_.begin(), cpus_.end());
@@ -640,7 +716,22 @@ public:
                                       top, Harness::max_cpus()));
         const std::uint64_t range = (std::uint64_t{1} << 32) / static_cast<std::uint64_t>(top + 1);
         for (int c : cpus_) harness_.set_vary_counter(c, static_cast<std::uint32_t>(range * c));
+        // The established_many cases' CPUs start apart in the cycle (the
+        // counter is the value before the next run's).
+        for (std::size_t i = 0; i < cpus_.size(); ++i)
+            for (std::uint32_t vip : {kVipTcp4, kVipTcp6})
+                many_position_[{vip, cpus_[i]}] =
+                    kManyFirstValue - 1 +
+                    static_cast<std::uint32_t>(kManyFlows * i / cpus_.size());
     }
+
+    // What the established_many cases found in their tables after the
+    // flows were recorded.
+    struct ManyTable {
+        std::uint64_t flows_held = 0;  // entries in the table
+        std::uint64_t churn = 0;       // flows inserted again in one cycle
+    };
+    const std::map<std::uint32_t, ManyTable>& many_tables() const { return many_tables_; }
 
     // Puts the established flows into the connection table (one packet each,
     // straight through the balancer) and checks where they went. With
@@ -713,8 +804,62 @@ public:
                    count, inserted);
     }
 
+    // Records the established_many cases' flows: one packet each, through
+    // the balancer, then further cycles count the flows that lost their
+    // entry meanwhile (sets that drew more flows than they hold) and come
+    // back as new ones on every cycle.
+    void populate_many() {
+        for (std::uint32_t vip : {kVipTcp4, kVipTcp6}) {
+            auto it = std::find_if(cases_.begin(), cases_.end(), [&](const Case& c) {
+                return c.population && c.vip_id == vip;
+            });
+            if (it == cases_.end()) continue;
+            const Case& c = *it;
+            Balancer& balancer = balancer_for(c);
+            balancer.use_config(kAmpleBudget, false);
+            must(harness_.set_target(balancer.lb().prog_fd()));
+            harness_.set_template(c.frame, c.vary_offset, csum_offset_for(c.vary_offset));
+            harness_.set_vary_cycle(kManyFirstValue, c.population);
+            const std::uint32_t saved = harness_.vary_counter(cpu_);
+            harness_.set_vary_counter(cpu_, kManyFirstValue - 1);
+            must(harness_.run(c.frame, c.population));
+            // The most of a few cycles: flows of a set that drew more than
+            // it holds push each other out in turn.
+            ManyTable table;
+            for (int cycle = 0; cycle < 4; ++cycle) {
+                const Counters before = balancer.counters();
+                must(harness_.run(c.frame, c.population));
+                table.churn =
+                    std::max(table.churn, balancer.counters().ct_inserts - before.ct_inserts);
+            }
+            harness_.set_vary_counter(cpu_, saved);
+            harness_.set_vary_cycle(0, 0);
+            table.flows_held = balancer.conntrack_count();
+            std::uint64_t found = 0;
+            for (std::uint32_t i = 0; i < c.population; ++i) {
+                const xlb_flow_key key = key_of_run(c, kManyFirstValue + i);
+                auto entry = balancer.conntrack_entry(key);
+                if (!entry) continue;
+                found += 1;
+                if (entry->backend_id != balancer.ring_choice(c.vip_id, key, c.vip_flags))
+                    throw Failure(fmt::format("{}: flow #{} is recorded with backend {}, not the "
+                                              "ring's",
+                                              c.name, i, entry->backend_id));
+            }
+            if (found != table.flows_held)
+                throw Failure(fmt::format("{}: {} of the flows found, {} entries in the table",
+                                          c.name, found, table.flows_held));
+            fmt::print(stderr,
+                       "{}: {} of {} flows held in a {}-entry table; {} inserted again per "
+                       "cycle\n",
+                       c.name, table.flows_held, c.population, kManyTableEntries, table.churn);
+            many_tables_[vip] = table;
+        }
+    }
+
     void run() {
         warm_established();
+        populate_many();
         fill_full_table();
         // One unrecorded round at a tenth of the repeat count: faults in the
         // maps, wakes the CPU up, and checks every path before measuring.
@@ -733,17 +878,34 @@ public:
     std::uint32_t ring_size() const { return balancer_.ring_size(); }
     std::uint64_t full_table_entries() const { return full_entries_; }
     const std::vector<int>& cpus() const { return cpus_; }
-    // How the connection table is organised (abi.h, struct xlb_ct_set).
+    // How the connection table is organised (abi.h, layout 5).
     std::string conntrack_layout() const {
-        return fmt::format("set_associative_{}_ways", XLB_CT_WAYS);
+        return fmt::format("two_choice_buckets_{}_slots", XLB_CT_SLOTS);
     }
 
 private:
     Balancer& balancer_for(const Case& c) {
+        if (c.population) return c.vip_id == kVipTcp6 ? *many_v6_ : *many_v4_;
         return c.kind == Path::kNewFlowFull ? *full_ : balancer_;
     }
     std::vector<int> cpus_for(const Case& c) const {
-        return c.kind == Path::kNewFlowAllCpus ? cpus_ : std::vector<int>{cpu_};
+        return c.kind == Path::kNewFlowAllCpus || c.kind == Path::kEstablishedManyAllCpus
+                   ? cpus_
+                   : std::vector<int>{cpu_};
+    }
+    int program_for(const Case& c, bool floor) {
+        if (floor) return harness_.floor_fd();
+        if (c.without_capture_check) return no_capture_->prog_fd();
+        if (c.without_flow_cache)
+            return (c.population ? no_flow_cache_many_ : no_flow_cache_main_)->prog_fd();
+        return balancer_for(c).lb().prog_fd();
+    }
+    // The counter a CPU's run of `repeat` repetitions ends on, from `before`.
+    static std::uint32_t counter_after(const Case& c, std::uint32_t before, std::uint32_t repeat) {
+        if (!c.vary_offset) return before;
+        if (!c.population) return before + repeat;
+        const std::int64_t pos = static_cast<std::int64_t>(before) - kManyFirstValue;
+        return kManyFirstValue + static_cast<std::uint32_t>((pos + repeat) % c.population);
     }
 
     // Floor, case, floor; the case's net figure is relative to the mean of
@@ -811,19 +973,34 @@ private:
             balancer.use_config(spent ? kSpentBudget : kAmpleBudget, c.kind == Path::kSecondChance);
             if (spent) balancer.empty_buckets();
         }
-        must(harness_.set_target(floor                     ? harness_.floor_fd()
-                                 : c.without_capture_check ? no_capture_->prog_fd()
-                                                           : balancer.lb().prog_fd()));
+        must(harness_.set_target(program_for(c, floor)));
         harness_.set_template(c.frame, c.vary_offset, csum_offset_for(c.vary_offset));
         Sample s;
         s.repeat = repeat;
         s.cpus = cpus_for(c);
+        // A population of flows: each CPU goes on where it left off in the
+        // cycle; its own new-flow counter is put back afterwards.
+        std::vector<std::uint32_t> saved;
+        if (c.population) {
+            harness_.set_vary_cycle(kManyFirstValue, c.population);
+            for (int cpu : s.cpus) {
+                saved.push_back(harness_.vary_counter(cpu));
+                harness_.set_vary_counter(cpu, many_position_.at({c.vip_id, cpu}));
+            }
+        }
         s.before = balancer.counters();
         for (int cpu : s.cpus) s.counters_before.push_back(harness_.vary_counter(cpu));
         const std::uint64_t start_ns = bpf::monotonic_coarse_ns();
         s.results = run_on(s.cpus, c, repeat);
         s.wall_ns = bpf::monotonic_coarse_ns() - start_ns;
         for (int cpu : s.cpus) s.counters_after.push_back(harness_.vary_counter(cpu));
+        if (c.population) {
+            for (std::size_t i = 0; i < s.cpus.size(); ++i) {
+                many_position_[{c.vip_id, s.cpus[i]}] = s.counters_after[i];
+                harness_.set_vary_counter(s.cpus[i], saved[i]);
+            }
+            harness_.set_vary_cycle(0, 0);
+        }
         s.after = balancer.counters();
         const std::size_t mine = static_cast<std::size_t>(
             std::find(s.cpus.begin(), s.cpus.end(), cpu_) - s.cpus.begin());
@@ -847,9 +1024,8 @@ private:
         check.expect_outcomes(std::nullopt);
         check.expect_vip(std::nullopt, 0, 0);
         for (std::size_t i = 0; i < s.cpus.size(); ++i)
-            check.expect_eq(s.counters_after[i] - s.counters_before[i],
-                            c.vary_offset ? s.repeat : 0u,
-                            fmt::format("repetitions with a rewritten field on CPU {}", s.cpus[i]));
+            check.expect_eq(s.counters_after[i], counter_after(c, s.counters_before[i], s.repeat),
+                            fmt::format("the rewritten field's last value on CPU {}", s.cpus[i]));
         Bytes expected = frame_of_run(c, s.counter_after);
         std::swap_ranges(expected.begin(), expected.begin() + 6, expected.begin() + 6);
         check.expect_frame(expected);
@@ -880,9 +1056,8 @@ private:
         Checker check(s, c.name);
         const std::uint64_t n = s.runs();
         for (std::size_t i = 0; i < s.cpus.size(); ++i)
-            check.expect_eq(s.counters_after[i] - s.counters_before[i],
-                            c.vary_offset ? s.repeat : 0u,
-                            fmt::format("repetitions with a rewritten field on CPU {}", s.cpus[i]));
+            check.expect_eq(s.counters_after[i], counter_after(c, s.counters_before[i], s.repeat),
+                            fmt::format("the rewritten field's last value on CPU {}", s.cpus[i]));
         for (const bpf::TestRunResult& r : s.results)
             check.expect_eq(r.action, s.result.action, "XDP action on every CPU");
         const Balancer& balancer = balancer_for(c);
@@ -906,13 +1081,43 @@ private:
                     const std::uint32_t idle = bpf::ct_clock_now() - entry->last_seen;
                     check.expect(idle <= XLB_CT_REFRESH_UNITS + kRefreshMargin,
                                  fmt::format("last_seen is {} units old after the run", idle));
-                    // ... and it carries what the hit needs: the VIP and the
-                    // bucket's current epoch (else every hit took the full path).
+                    // ... and it names the flow's VIP (its slot is keyed by it).
                     check.expect_eq(entry->vip_id, c.vip_id, "the entry's VIP");
-                    const __u32 epoch =
-                        must(balancer.lb().vip_buckets().get(xlb_vip_bucket(last_key.dst)));
-                    check.expect_eq(entry->vip_epoch, epoch, "the entry's VIP epoch");
                 }
+                break;
+            }
+            case Path::kEstablishedMany:
+            case Path::kEstablishedManyAllCpus: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                // A flow that lost its entry comes back as a new one: a
+                // ring lookup and an insert, no hit.
+                const std::uint64_t inserts = s.after.ct_inserts - s.before.ct_inserts;
+                check.expect_inserts(inserts, 0);
+                check.expect_vip(c.vip_id, inserts, n - inserts);
+                const ManyTable& table = many_tables_.at(c.vip_id);
+                // Cycles begun by any CPU, a partial one at each end.
+                const std::uint64_t cycles = n / c.population + 1 + s.cpus.size();
+                check.expect(inserts <= table.churn * cycles,
+                             fmt::format("{} inserts, more than the {} flows per cycle that "
+                                         "lose their entry",
+                                         inserts, table.churn));
+                for (std::size_t i = 0; i < s.cpus.size(); ++i) {
+                    const xlb_flow_key key = key_of_run(c, s.counters_after[i]);
+                    auto entry = balancer.conntrack_entry(key);
+                    const std::uint32_t want = balancer.ring_choice(c.vip_id, key, c.vip_flags);
+                    check.expect(entry.has_value(),
+                                 fmt::format("flow #{} of CPU {} has no connection-table entry",
+                                             s.counters_after[i], s.cpus[i]));
+                    if (entry)
+                        check.expect_eq(entry->backend_id, want,
+                                        fmt::format("flow #{}'s backend", s.counters_after[i]));
+                }
+                // The varied source leaves the inner TCP checksum stale (the
+                // wrapper keeps only the IPv4 header's): the inner packet is
+                // compared byte for byte instead.
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend),
+                                          false);
                 break;
             }
             case Path::kSyn: {
@@ -1015,7 +1220,12 @@ private:
     Options opt_;
     Balancer balancer_;
     std::optional<Balancer> full_;             // new_flow_full_v4's table, kept full
-    std::optional<NoCaptureCopy> no_capture_;  // the *_no_capture_check cases' program
+    std::optional<Balancer> many_v4_, many_v6_;  // the established_many cases' tables
+    std::optional<ProgramCopy> no_capture_;      // the *_no_capture_check cases' program
+    // The *_no_flow_cache cases' programs, on balancer_'s maps and many_v4_'s.
+    std::optional<ProgramCopy> no_flow_cache_main_, no_flow_cache_many_;
+    std::map<std::pair<std::uint32_t, int>, std::uint32_t> many_position_;  // {VIP, CPU}
+    std::map<std::uint32_t, ManyTable> many_tables_;                        // by VIP
     Harness harness_;
     std::vector<Case> cases_;
     int cpu_;
@@ -1089,7 +1299,7 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
         "floor (wrapper + xlb_bench_floor): median {} ns, min {}, max {} over {} samples\n\n",
         ns_text(median(floors)), ns_text(min_of(floors)), ns_text(max_of(floors)), floors.size());
 
-    constexpr auto kRow = "{:<24} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>14}  {}\n";
+    constexpr auto kRow = "{:<34} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>14}  {}\n";
     const std::string header = fmt::format(kRow, "case", "min", "median", "max", "floor", "net med",
                                            "net min", "target", "result");
     fmt::print("{}{}\n", header, std::string(header.size() - 1, '-'));
@@ -1108,7 +1318,21 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
                    idle.with_check, idle.ns, idle.without_check, kCaptureIdleTargetNs,
                    idle.ns <= kCaptureIdleTargetNs ? "met" : "MISSED");
     fmt::print("\n");
-    for (const Case& c : bench.cases()) fmt::print("  {:<24} {}\n", c.name, c.path);
+    for (const auto& [vip, table] : bench.many_tables())
+        fmt::print("established_many ({}): {} of {} flows held in a {}-entry table, {} "
+                   "inserted again per cycle\n",
+                   vip == kVipTcp6 ? "IPv6" : "IPv4", table.flows_held, kManyFlows,
+                   kManyTableEntries, table.churn);
+    std::vector<std::string> cached, uncached;
+    for (const Case& c : bench.cases()) {
+        if (c.kind != Path::kEstablished && c.population == 0) continue;
+        (cache_can_answer(c.kind) && !c.without_flow_cache ? cached : uncached).push_back(c.name);
+    }
+    fmt::print("answered by the per-CPU flow cache: {}\nnot answerable by a cache (the common "
+               "case) or run without it: {}\n",
+               fmt::join(cached, ", "), fmt::join(uncached, ", "));
+    fmt::print("\n");
+    for (const Case& c : bench.cases()) fmt::print("  {:<34} {}\n", c.name, c.path);
     fmt::print(
         "\nns per packet: the kernel's mean over each sample's repetitions. min/median/max:\n"
         "the case (wrapper + xlb_lb); floor: median of the floor samples taken around it;\n"
@@ -1146,7 +1370,19 @@ void write_json(const Options& opt, const Bench& bench, int cpu) {
             {"samples_floor_ns", c.floor_ns},
         };
         if (inserts_every_run(c.kind)) entry["samples_table_entries"] = c.table_entries;
-        if (c.kind == Path::kNewFlowAllCpus) entry["cpus"] = bench.cpus();
+        if (c.kind == Path::kNewFlowAllCpus || c.kind == Path::kEstablishedManyAllCpus)
+            entry["cpus"] = bench.cpus();
+        if (c.kind == Path::kEstablished || c.population) {
+            entry["flow_cache"] = !c.without_flow_cache;
+            entry["cache_can_answer"] = cache_can_answer(c.kind);
+        }
+        if (c.population) {
+            const auto& table = bench.many_tables().at(c.vip_id);
+            entry["flows"] = c.population;
+            entry["table_entries"] = kManyTableEntries;
+            entry["table_flows_held"] = table.flows_held;
+            entry["flows_inserted_again_per_cycle"] = table.churn;
+        }
         if (!c.target_relative_to.empty()) {
             entry["target_relative_to"] = c.target_relative_to;
             entry["target_factor"] = c.target_factor;

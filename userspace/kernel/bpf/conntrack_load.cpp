@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <iterator>
 #include <numeric>
+#include <atomic>
 #include <optional>
+#include <sys/mman.h>
 #include <vector>
 
 #include "pin_session.h"
@@ -68,6 +70,7 @@ struct OldLayout {
     std::uint32_t value_size;
 };
 constexpr OldLayout kOldLayouts[] = {
+    {4, XLB_MAP_CONNTRACK_V4, sizeof(xlb_ct_set)},
     {3, XLB_MAP_CONNTRACK_V3, sizeof(xlb_ct_value)},
     {2, XLB_MAP_CONNTRACK_V2, sizeof(xlb_ct_value_v2)},
     {1, XLB_MAP_CONNTRACK_V1, sizeof(xlb_ct_value_v1)},
@@ -85,6 +88,14 @@ std::string layout_name(int layout) { return "layout-" + std::to_string(layout);
 std::string old_layout_problem(int fd, const std::string& path, const OldLayout& layout) {
     auto info = map_info(fd, "the " + layout_name(layout.layout) + " connection table", path);
     if (!info) return "not a map: " + info.error().message();
+    if (layout.layout == 4) {
+        if (info->type == BPF_MAP_TYPE_ARRAY && info->value_size == sizeof(xlb_ct_set) &&
+            info->max_entries >= 2 && (info->map_flags & BPF_F_MMAPABLE))
+            return {};
+        return "type " + std::to_string(info->type) + ", value size " +
+               std::to_string(info->value_size) + "; want a mapped array of " +
+               std::to_string(sizeof(xlb_ct_set)) + "-byte sets";
+    }
     const bool hash = info->type == BPF_MAP_TYPE_LRU_HASH || info->type == BPF_MAP_TYPE_HASH;
     if (hash && info->key_size == sizeof(xlb_flow_key) && info->value_size == layout.value_size)
         return {};
@@ -117,8 +128,36 @@ Result<Entries<V>> read_all(int fd, const std::string& what, const std::string& 
     return out;
 }
 
-std::uint64_t capacity_of(std::uint32_t elements) {
-    return elements < 2 ? 0 : XLB_CT_CAPACITY(std::uint64_t{elements});
+std::uint64_t capacity_of(std::uint32_t elements) { return XLB_CT_CAPACITY(elements); }
+
+// Every entry of a layout-4 table (abi.h, struct xlb_ct_set), read through a
+// mapping of it: a way whose seq is odd, or changed while it was read, is
+// being rewritten and is skipped.
+Result<void> read_layout4(int fd, std::uint32_t elements, const std::string& path,
+                          std::vector<xlb_flow_key>& keys, std::vector<xlb_ct_value>& values) {
+    const std::size_t length = std::size_t{elements} * sizeof(xlb_ct_set);
+    void* base = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) return fail_on(errno, "map into memory", path);
+    const auto* sets = static_cast<const xlb_ct_set*>(base);
+    const auto* header = reinterpret_cast<const xlb_ct_header*>(&sets[0]);
+    if (header->magic == XLB_CT_MAGIC && header->ways == XLB_CT_WAYS) {
+        for (std::uint32_t index = 1; index < elements; ++index) {
+            const xlb_ct_set& set = sets[index];
+            for (unsigned way = 0; way < XLB_CT_WAYS; ++way) {
+                auto seq = std::atomic_ref<const __u64>(set.seq[way]);
+                const __u64 before = seq.load(std::memory_order_acquire);
+                if (before & 1) continue;
+                const xlb_flow_key key = set.key[way];
+                const xlb_ct_value value = set.value[way];
+                std::atomic_thread_fence(std::memory_order_acquire);
+                if (seq.load(std::memory_order_relaxed) != before || key.family == 0) continue;
+                keys.push_back(key);
+                values.push_back(value);
+            }
+        }
+    }
+    munmap(base, length);
+    return {};
 }
 
 }  // namespace
@@ -215,7 +254,7 @@ Result<void> ConntrackLoader::fill(const ConntrackTable& into) {
 
     if (source_ == Source::kNone) return {};
     if (source_ == Source::kResize) {
-        auto old = ConntrackTable::map(source_fd_.get(), "the pinned " + table);
+        auto old = ConntrackTable::map(source_fd_.get(), "the pinned " + table, into.vips_fd());
         if (!old) return std::unexpected(old.error());
         if (old->ready())
             old->for_each([&](const xlb_flow_key& key, const xlb_ct_value& value) {
@@ -237,7 +276,17 @@ Result<void> ConntrackLoader::fill(const ConntrackTable& into) {
             values.reserve(old->values.size());
             for (const V& v : old->values) values.push_back(convert(v));
         };
-        if (source_layout_ == 3) {
+        if (source_layout_ == 4) {
+            auto info = map_info(source_fd_.get(), "the layout-4 connection table", source_path_);
+            if (!info) {
+                old_problem_ = info.error().message();
+            } else if (auto read =
+                           read_layout4(source_fd_.get(), info->max_entries, source_path_, keys,
+                                        values);
+                       !read) {
+                old_problem_ = read.error().message();
+            }
+        } else if (source_layout_ == 3) {
             copy.operator()<xlb_ct_value>([](const xlb_ct_value& v) { return v; });
         } else if (source_layout_ == 2) {
             // No VIP epoch: each flow's next packet takes the full path once.
@@ -274,18 +323,30 @@ Result<void> ConntrackLoader::fill(const ConntrackTable& into) {
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return now - values[a].last_seen > now - values[b].last_seen;
     });
+    // A layout-5 slot names its flow by its VIP (abi.h): the VIP the
+    // balancer matches the flow to (put() looks it up); an entry of none
+    // cannot be kept.
+    std::uint64_t without_vip = 0;
     for (std::size_t i : order) {
         if (keys[i].family == 0) continue;  // not a flow: nothing to copy
-        if (auto put = into.put(keys[i], values[i]); !put)
+        xlb_ct_value value = values[i];
+        if (!into.has_vip(keys[i])) {
+            ++without_vip;
+            continue;
+        }
+        if (auto put = into.put(keys[i], value); !put)
             return std::unexpected(put.error().add_context("copy entries into the new " + table));
     }
-    // Sets that overflowed kept their most recent entries: count what is in.
+    // Buckets that overflowed kept their most recent entries: count what is in.
     r.copied = into.count();
     r.dropped = keys.size() > r.copied ? keys.size() - r.copied : 0;
     source_fd_.reset();
 
-    const std::string dropped =
-        r.dropped > 0 ? ", dropped " + entries(r.dropped) + " that did not fit" : "";
+    std::string dropped;
+    if (r.dropped > without_vip)
+        dropped = ", dropped " + entries(r.dropped - without_vip) + " that did not fit";
+    if (without_vip > 0)
+        dropped += ", dropped " + entries(without_vip) + " of no configured VIP";
     if (source_ == Source::kResize) {
         r.message = "resized the connection table from " + std::to_string(old_capacity_) + " to " +
                     std::to_string(r.capacity) + " entries: copied " + entries(r.copied) + dropped;

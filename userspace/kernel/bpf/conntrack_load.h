@@ -38,7 +38,8 @@ public:
 
     // After load, before the commit: copies the entries of the old table (a
     // resize or an older layout) into the new one, `table` (its header
-    // written).
+    // written). An entry of no VIP the balancer's VIP map holds is not kept
+    // (a layout-5 slot names its flow by its VIP).
     Result<void> fill(const ConntrackTable& table);
 
     // After the commit: unpins the tables of older layouts, migrated or not.
@@ -51,7 +52,7 @@ private:
 
     std::vector<std::string> old_paths_;  // pins of older layouts to remove
     Source source_ = Source::kNone;
-    int source_layout_ = 0;  // kOldLayout: 1, 2 or 3
+    int source_layout_ = 0;  // kOldLayout: 1 to 4
     UniqueFd source_fd_;
     std::string source_path_;
     std::uint32_t old_capacity_ = 0;  // kResize: the pinned table's size

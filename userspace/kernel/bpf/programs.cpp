@@ -247,19 +247,20 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_drops, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats, sizes.max_backends},
-          std::pair{maps.xlb_conntrack4,
+          std::pair{maps.xlb_conntrack5,
                     static_cast<std::uint32_t>(XLB_CT_ELEMENTS(sizes.conntrack_entries))}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
     }
     auto session = open_pins(options);
     if (!session) return std::unexpected(session.error());
     auto conntrack = detail::ConntrackLoader::plan(*session ? (*session)->dir() : std::string(),
-                                                   maps.xlb_conntrack4, options.conntrack_resize);
+                                                   maps.xlb_conntrack5, options.conntrack_resize);
     if (!conntrack) return std::unexpected(conntrack.error());
     if (auto ok = prepare_pins(*session, skel->obj); !ok) return std::unexpected(ok.error());
     if (int rc = xlb_lb__load(skel.get()); rc != 0)
         return fail(rc, "load the xlb_lb BPF program", load_failure_hint(-rc, *session));
-    auto table = ConntrackTable::map(bpf_map__fd(maps.xlb_conntrack4), XLB_MAP_CONNTRACK);
+    auto table = ConntrackTable::map(bpf_map__fd(maps.xlb_conntrack5), XLB_MAP_CONNTRACK,
+                                     bpf_map__fd(maps.xlb_vips));
     if (!table) return std::unexpected(table.error());
     // A new table, or one whose creator died before writing its header.
     const bool fresh = !table->ready();
@@ -285,7 +286,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     conntrack_load.released_ways = stuck;
     if (stuck > 0)
         conntrack_load.message += "; released " + std::to_string(stuck) +
-                                  (stuck == 1 ? " way" : " ways") +
+                                  (stuck == 1 ? " slot" : " slots") +
                                   " a stopped writer had left claimed (their entries dropped)";
     LbProgram program(std::move(skel), sizes, std::move(*pins), std::move(conntrack_load),
                       std::move(candidates), std::move(*table));
@@ -297,7 +298,8 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
 Result<void> LbProgram::unpin(const std::string& dir) {
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
     if (!skel) return fail(errno, "open the xlb_lb BPF object");
-    const std::string older[] = {XLB_MAP_CONNTRACK_V3, XLB_MAP_CONNTRACK_V2, XLB_MAP_CONNTRACK_V1};
+    const std::string older[] = {XLB_MAP_CONNTRACK_V4, XLB_MAP_CONNTRACK_V3, XLB_MAP_CONNTRACK_V2,
+                                 XLB_MAP_CONNTRACK_V1};
     return detail::unpin_object_maps(skel->obj, dir, older);
 }
 
