@@ -5,9 +5,9 @@
 //
 // Set-up. The balancer's maps are loaded unpinned (nothing attached, nothing
 // pinned: the bench touches no running xlbd) with a table of --entries, and
-// the table is filled as full as a set-associative table gets: --entries
-// flows, then fresh ones until 98% of the ways hold one (about twice as many
-// flows as ways). Keys are what the
+// the table is filled nearly full: --entries flows, then fresh ones until
+// 98% of the slots hold one (an insert whose two buckets are full replaces an
+// entry, so the last slots fill slowly). Keys are what the
 // program records: IPv4 TCP flows from clients spread over the whole address
 // space to 4 VIPs on port 443. Values name backends that exist in
 // xlb_backends (4 x 100), so that the entries are judged as the agent judges
@@ -16,7 +16,7 @@
 // the TCP default timeout of 1 h: what a sweep expires).
 //
 // Cases, each timed --samples times, in rounds (one sample of each per round):
-//   raw_read   a walk of the table's mapped sets that copies out each entry,
+//   raw_read   a walk of the table's mapped buckets that copies out each entry,
 //              nothing else: the floor every scan pays;
 //   scan       BpfTable::scan with an empty callback: the library's read;
 //   count...   conntrack::count(), the function GET /v1/conntrack/count calls,
@@ -27,7 +27,7 @@
 //   flush      conntrack::flush() with a backend selector, dry run;
 //   sweep      conntrack::sweep(), what the agent's sweeper runs: deletes the
 //              10% past their timeout. The bench puts them back afterwards,
-//              untimed (into the ways the sweep emptied), so that every round
+//              untimed (into the slots the sweep emptied), so that every round
 //              starts from the same table.
 // The VIP list the API takes from the control thread is built once, outside
 // the timing (a hand-off between threads, not the table's cost).
@@ -273,7 +273,7 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
 // How full the fill leaves the table: a set-associative table reaches 100%
-// only slowly (the last empty ways wait for a flow of their own set).
+// only slowly (the last empty slots wait for a flow of their own buckets).
 constexpr std::uint64_t kFilledPercent = 98;
 
 // Times one call and the heap it held above what was in use before it.
@@ -341,6 +341,12 @@ int run(int argc, char** argv) {
                               xlb::datapath::released_backend_entry(kGeneration + 1)),
              "write xlb_backends");
     }
+    // The VIPs in the balancer's VIP map, as xlbd writes them: the table
+    // names each flow by its VIP's id (abi.h, layout 5).
+    for (std::uint32_t v = 0; v < kVips; ++v)
+        must(lb.put_vip(xlb::datapath::vip_key(vip_address(v), kVipPort, IPPROTO_TCP),
+                        xlb_vip_value{v, 0}),
+             "write xlb_vips");
     const auto table = must(ct::BpfTable::open(conntrack, backends_map, {}), "open the table");
 
     const std::vector<xlb::config::VipSpec> specs = make_vips();
@@ -379,8 +385,8 @@ int run(int argc, char** argv) {
             }
         }
     };
-    // Flows land in sets at random: a set that draws a fifth keeps the four
-    // seen last, and others stay short. Fresh flows fill the gaps.
+    // Flows land in buckets at random: where both of a flow's buckets are
+    // full, the entry seen longest ago goes. Fresh flows fill the gaps.
     take_stock();
     std::uint64_t topped_up = 0;
     const std::uint64_t capacity = conntrack.capacity();
@@ -397,7 +403,7 @@ int run(int argc, char** argv) {
         throw Failure(fmt::format("the table holds {} entries of {} after {} flows", filled,
                                   capacity, next_fresh));
 
-    // The swept entries go back into the ways the sweep emptied.
+    // The swept entries go back into the slots the sweep emptied.
     std::uint64_t least_held = held;
     double refill_ms_total = 0;
     auto refill = [&] {
@@ -425,7 +431,7 @@ int run(int argc, char** argv) {
     by_backend.backend = backend_address(1, 7);
 
     std::vector<Case> cases = {
-        {"raw_read", "baseline: walk of the mapped sets, every entry copied", {}, 0, 0, 0},
+        {"raw_read", "baseline: walk of the mapped buckets, every entry copied", {}, 0, 0, 0},
         {"scan", "BpfTable::scan, empty callback", {}, 0, 0, 0},
         {"count", "count, no filter (GET /v1/conntrack/count)", {}, 0, 0, 0},
         {"count_filtered", "count --vip --backend --active-within 10m", {}, 0, 0, 0},
@@ -544,7 +550,7 @@ int run(int argc, char** argv) {
         "most heap held by one call above what it started with. Process RSS {:.0f} MiB, peak\n"
         "{:.0f} MiB (the bench's own copy of the entries included). Refill after each sweep\n"
         "(untimed): {:.1f} ms on average. The fill wrote {} flows beyond --entries to\n"
-        "fill 98% of the ways or more.\n",
+        "fill 98% of the slots or more.\n",
         rss_mib, hwm_mib, refill_ms_total / opt.samples, topped_up);
     if (least_held < filled)
         fmt::print(

@@ -126,12 +126,13 @@ constexpr xlb::datapath::CtBudget kAmpleBudget{.rate = 1'000'000'000, .burst = 1
 constexpr xlb::datapath::CtBudget kSpentBudget{.rate = 1, .burst = 1};
 // The established_many cases: this many established flows, each packet a
 // different one (the sequence cycles through them), recorded in a table of
-// kManyTableEntries entries of their own (one per family): a quarter full,
-// as a host sized at four times its concurrent flows is.
+// kManyTableEntries entries of their own (one per family): the figures the
+// issue measured the reference balancer with.
 constexpr std::uint32_t kManyFlows = 1U << 18;
 constexpr std::uint32_t kManyTableEntries = 1U << 20;
 // Their source addresses (the varied word): 10.128.0.0 and up for IPv4,
-// 2001:db8:c::1:0 and up for IPv6.
+// the client's IPv6 address with its last word from 10.128.0.0 up
+// (2001:db8:c::a80:0 and up).
 constexpr std::uint32_t kManyFirstValue = 0x0a800000;
 
 struct Counters {
