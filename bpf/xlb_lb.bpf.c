@@ -373,6 +373,7 @@ int xlb_lb(struct xdp_md *ctx)
 	/* Not "= {}": zeroing the copy costs every packet stores. */
 	ct.present = 0;
 	ct.found = 0;
+	ct.hash_known = 0;
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
 		XLB_VERDICT(XLB_OUT_PASS_NO_CONFIG, XDP_PASS);
@@ -453,6 +454,14 @@ int xlb_lb(struct xdp_md *ctx)
 		 * is never cached as checked after the delete. */
 		__u32 now = xlb_ct_clock;
 
+		/* An established TCP packet the cache did not answer: its
+		 * bucket comes in while the VIP is matched. */
+		if (!icmp_error && pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn) {
+			int touched = xlb_ct_prefetch(&pkt.key, &ct);
+
+			asm volatile("" ::"r"(touched));
+		}
+
 		if (icmp_error)
 			matched = xlb_match_icmp_error(&cur, &pkt, proto, bucket, &vip_match);
 		else
@@ -498,8 +507,12 @@ int xlb_lb(struct xdp_md *ctx)
 		}
 		/* This CPU keeps a copy of an entry it used, but not one taken
 		 * in the tick of the agent's last delete (it would not be
-		 * used), nor one with a hint (the cache's hits carry none). */
-		if (err == 0 && from_entry && fc && !hint && (__s32)(now - xlb_ct_erased) > 0)
+		 * used), nor one with a hint (the cache's hits carry none), and
+		 * not over a copy taken less than XLB_FLOW_CACHE_HOLD_UNITS
+		 * ago: among many flows a slot would be rewritten for every
+		 * packet and never used (abi.h, XLB_MAP_FLOW_CACHE). */
+		if (err == 0 && from_entry && fc && !hint && (__s32)(now - xlb_ct_erased) > 0 &&
+		    (fc->vip_epoch == 0 || now - fc->checked >= XLB_FLOW_CACHE_HOLD_UNITS))
 			xlb_flow_cache_fill(fc, &pkt.key, backend_id, be->generation, vip_id,
 					    seen_epoch, hash, now);
 	}

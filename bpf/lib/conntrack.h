@@ -77,13 +77,15 @@ static __always_inline int xlb_same_flow(const struct xlb_flow_key *a, const str
 struct xlb_ct_found {
 	struct xlb_ct_ident id;
 	__u32 bucket[2]; /* bucket[1]: once second_known */
-	__u32 hash; /* xlb_ct_hash of the flow */
-	__u32 second_known;
-	__u32 present; /* the table is there (and the lookup ran) */
-	__u32 found;
-	__u32 where; /* found: 0 the first bucket, 1 the second */
-	__u32 slot; /* found: the head's slot */
+	__u32 hash; /* xlb_ct_hash of the flow, once hash_known */
 	__u32 hint; /* found with a hint: its tail's (1 + backend id) */
+	__u8 hash_known;
+	__u8 second_known;
+	__u8 present; /* the table is there (and the lookup ran) */
+	__u8 found;
+	__u8 where; /* found: 0 the first bucket, 1 the second */
+	__u8 slot; /* found: the head's slot */
+	__u8 pad[2];
 	__u64 meta; /* found: the head's meta as read */
 };
 
@@ -204,7 +206,8 @@ __noinline int xlb_ct_lookup(const struct xlb_flow_key *key, __u32 vip_id, struc
 	f->found = 0;
 	if (!key || !hdr || hdr->magic != XLB_CT_MAGIC5 || hdr->buckets == 0)
 		return 0;
-	f->hash = xlb_ct_hash(key, hdr->seed);
+	if (!f->hash_known)
+		f->hash = xlb_ct_hash(key, hdr->seed);
 	f->bucket[0] = xlb_ct_first_bucket(f->hash, hdr->buckets);
 	f->bucket[1] = f->bucket[0];
 	f->second_known = 0;
@@ -221,6 +224,26 @@ __noinline int xlb_ct_lookup(const struct xlb_flow_key *key, __u32 vip_id, struc
 	if (f->bucket[1] == f->bucket[0])
 		return 0;
 	return xlb_ct_find_in(f, 1);
+}
+
+/* Starts reading the flow's first bucket, before the VIP match that the
+ * lookup needs: the load is issued here and the work up to the lookup runs
+ * while the line comes in (the program cannot prefetch; a load whose value
+ * is not needed yet does the same). Keeps the hash for xlb_ct_lookup. */
+__noinline int xlb_ct_prefetch(const struct xlb_flow_key *key, struct xlb_ct_found *f)
+{
+	__u32 index = 0;
+	struct xlb_ct_header5 *hdr = bpf_map_lookup_elem(&xlb_conntrack5, &index);
+	struct xlb_ct_line *line;
+
+	if (!f || !key || !hdr || hdr->magic != XLB_CT_MAGIC5 || hdr->buckets == 0)
+		return 0;
+	f->hash = xlb_ct_hash(key, hdr->seed);
+	f->hash_known = 1;
+	line = xlb_ct_line_of(xlb_ct_first_bucket(f->hash, hdr->buckets), 0);
+	if (!line)
+		return 0;
+	return (int)(*(volatile __u64 *)&line->slot[0].meta & 1);
 }
 
 /* Sets XLB_CT_OVERFLOW in the first bucket's slot 0, before a flow goes to

@@ -220,6 +220,11 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
  * less).
  */
 #define XLB_FLOW_CACHE_BITS 8
+/* A slot's copy is replaced by another flow's only once it is this old
+ * (XLB_CT_TIME_SHIFT units, about 67 ms) or unused: with many flows, a
+ * packet's flow is rarely the one its slot holds, and rewriting the slot
+ * for every packet cost the many-flows case more than the hits it gave. */
+#define XLB_FLOW_CACHE_HOLD_UNITS 64
 #define XLB_FLOW_CACHE_SLOTS (1U << XLB_FLOW_CACHE_BITS)
 /* Bound of the walk over every CPU's copy (the kernel's largest NR_CPUS). */
 #define XLB_FLOW_CACHE_MAX_CPUS 8192

@@ -858,9 +858,48 @@ public:
         }
     }
 
+    // Occupancy: a table of kManyTableEntries entries of its own given live
+    // flows for 75% of its capacity (each recorded by one packet), then a
+    // second cycle over them: the flows that lost their entry come back as
+    // inserts. Only with an established_many case in the run.
+    void measure_fill() {
+        auto it = std::find_if(cases_.begin(), cases_.end(), [](const Case& c) {
+            return c.population && c.vip_id == kVipTcp4;
+        });
+        if (it == cases_.end()) return;
+        Case c = *it;
+        c.population = kManyTableEntries / 4 * 3;
+        Balancer balancer(kManyTableEntries);
+        must(harness_.set_target(balancer.lb().prog_fd()));
+        harness_.set_template(c.frame, c.vary_offset, csum_offset_for(c.vary_offset));
+        harness_.set_vary_cycle(kManyFirstValue, c.population);
+        const std::uint32_t saved = harness_.vary_counter(cpu_);
+        harness_.set_vary_counter(cpu_, kManyFirstValue - 1);
+        must(harness_.run(c.frame, c.population));
+        const Counters first = balancer.counters();
+        must(harness_.run(c.frame, c.population));
+        const Counters second = balancer.counters();
+        harness_.set_vary_counter(cpu_, saved);
+        harness_.set_vary_cycle(0, 0);
+        fill_.flows = c.population;
+        fill_.capacity = balancer.lb().conntrack().capacity();
+        fill_.held = balancer.conntrack_count();
+        fill_.lost = second.ct_inserts - first.ct_inserts;
+        fmt::print(stderr,
+                   "fill: {} live flows in a {}-entry table: {} held, {} lost and inserted "
+                   "again on the next cycle ({:.3f} %)\n",
+                   fill_.flows, fill_.capacity, fill_.held, fill_.lost,
+                   100.0 * static_cast<double>(fill_.lost) / fill_.flows);
+    }
+    struct Fill {
+        std::uint64_t flows = 0, capacity = 0, held = 0, lost = 0;
+    };
+    const Fill& fill() const { return fill_; }
+
     void run() {
         warm_established();
         populate_many();
+        measure_fill();
         fill_full_table();
         // One unrecorded round at a tenth of the repeat count: faults in the
         // maps, wakes the CPU up, and checks every path before measuring.
@@ -1227,6 +1266,7 @@ private:
     std::optional<ProgramCopy> no_flow_cache_main_, no_flow_cache_many_;
     std::map<std::pair<std::uint32_t, int>, std::uint32_t> many_position_;  // {VIP, CPU}
     std::map<std::uint32_t, ManyTable> many_tables_;                        // by VIP
+    Fill fill_;  // measure_fill
     Harness harness_;
     std::vector<Case> cases_;
     int cpu_;
@@ -1324,6 +1364,12 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
                    "inserted again per cycle\n",
                    vip == kVipTcp6 ? "IPv6" : "IPv4", table.flows_held, kManyFlows,
                    kManyTableEntries, table.churn);
+    if (bench.fill().flows > 0)
+        fmt::print("occupancy: {} live IPv4 flows in a {}-entry table (75 %): {} held, {} lost "
+                   "per cycle ({:.3f} %)\n",
+                   bench.fill().flows, bench.fill().capacity, bench.fill().held,
+                   bench.fill().lost,
+                   100.0 * static_cast<double>(bench.fill().lost) / bench.fill().flows);
     std::vector<std::string> cached, uncached;
     for (const Case& c : bench.cases()) {
         if (c.kind != Path::kEstablished && c.population == 0) continue;
@@ -1420,6 +1466,12 @@ void write_json(const Options& opt, const Bench& bench, int cpu) {
         {"conntrack_entries", opt.conntrack_entries},
         {"full_table_entries", bench.full_table_entries()},
         {"conntrack_layout", bench.conntrack_layout()},
+        {"fill_75", bench.fill().flows == 0
+                        ? nlohmann::ordered_json(nullptr)
+                        : nlohmann::ordered_json{{"flows", bench.fill().flows},
+                                                 {"capacity", bench.fill().capacity},
+                                                 {"held", bench.fill().held},
+                                                 {"lost_per_cycle", bench.fill().lost}}},
         {"established_rewarmed", bench.established_rewarmed()},
     };
 
