@@ -44,8 +44,9 @@ __u32 unwrap_seen(__u32 seen16, const xlb_ct_record* rec, __u32 now) {
         if (ahead == 0) return rec->last_seen;
         return ((rec->last_seen >> XLB_CT_SEEN_SHIFT) + ahead) << XLB_CT_SEEN_SHIFT;
     }
+    // The start of the slot's 16-bit unit: the same answer however often
+    // it is read while the slot is not refreshed.
     const __u32 behind = (xlb_ct_seen16(now) - seen16) & 0xffff;
-    if (behind == 0) return now;
     return ((now >> XLB_CT_SEEN_SHIFT) - behind) << XLB_CT_SEEN_SHIFT;
 }
 
