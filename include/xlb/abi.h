@@ -343,8 +343,9 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "he
  * in either (xlb_ct_place). Placing a flow in its second bucket first sets
  * XLB_CT_OVERFLOW in the first bucket's slot 0, and a lookup reads the second
  * bucket only when that bit is set: a new flow in a lightly loaded table reads
- * one bucket. With live flows at 75 % of the capacity, fewer than 0.1 % of
- * them find both buckets full (tests/unit/ct_place_test.cpp).
+ * one bucket. With live IPv4 flows at 75 % of the capacity, fewer than 0.1 %
+ * of them find both buckets full; with a quarter of the flows IPv6 (pairs),
+ * fewer than 0.5 % (tests/unit/ct_place_test.cpp).
  *
  * Writers (the program's inserts and rewrites, the agent's deletes and
  * copies) claim a slot by setting XLB_CT_CLAIMED in its meta with a
