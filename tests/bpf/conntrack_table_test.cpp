@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // xlb::conntrack over the real map: entries written into a loaded balancer's
-// xlb_conntrack3 with known backends, generations and times (the clock the
+// xlb_conntrack5 with known backends, generations and times (the clock the
 // data path stamps them with), then counted, listed, flushed and expired
 // through batched lookups and deletes, in batches small enough that every
 // operation spans several syscalls.
@@ -27,6 +27,12 @@ protected:
         ASSERT_TRUE(lb_->backends().put(1, datapath::backend_entry(ip("203.0.113.11"), 1)));
         ASSERT_TRUE(lb_->backends().put(2, datapath::backend_entry(ip("203.0.113.12"), 2)));
         ASSERT_TRUE(lb_->backends().put(3, datapath::released_backend_entry(5)));
+        // The balancer's VIPs: a slot names its flow by its VIP, and the
+        // table lists only entries of VIPs the balancer has. The third is
+        // one the configuration below does not know (counted as no VIP).
+        ASSERT_TRUE(lb_->put_vip(datapath::vip_key(ip("198.51.100.10"), 80, IPPROTO_TCP), {1, 0}));
+        ASSERT_TRUE(lb_->put_vip(datapath::vip_key(ip("198.51.100.53"), 53, IPPROTO_UDP), {2, 0}));
+        ASSERT_TRUE(lb_->put_vip(datapath::vip_key(ip("198.51.100.99"), 80, IPPROTO_TCP), {3, 0}));
         auto table = BpfTable::open(
             lb_->conntrack(), lb_->backends(), [this] { ++erased_; }, 7);
         ASSERT_TRUE(table.has_value()) << table.error();
@@ -161,8 +167,8 @@ TEST_F(ConntrackTableTest, ScanOfAFullTable) {
     for (std::uint32_t n = 0; n < 4096; ++n) put(n, "198.51.100.10", 80, IPPROTO_TCP, 1, 1, 0ms);
     auto r = count(*big, context_, Filter{});
     ASSERT_TRUE(r.has_value()) << r.error();
-    // As many flows as entries fill about 80% of a 4-way table (a set that
-    // draws more than four of them keeps the last four); the scan sees every
+    // As many flows as entries do not all fit (where both buckets of a flow
+    // are full, a later one replaces an earlier one); the scan sees every
     // entry there is.
     EXPECT_EQ(r->counts.scanned, lb_->conntrack().count());
     EXPECT_GT(r->counts.scanned, 3000u);

@@ -262,6 +262,18 @@ protected:
         return std::move(*lb);
     }
 
+    // The VIP of flow() (id 3) pinned in dir, as the agent being upgraded
+    // left it: a layout-5 slot names its flow by its VIP, so a migration
+    // keeps the entries of the VIPs the balancer has. The layout-5 table
+    // this load pinned goes again (it would supersede an older layout's).
+    void pin_vip_of_flows(const std::string& dir) {
+        {
+            LbProgram lb = load({.pin_dir = dir});
+            ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
+        }
+        ASSERT_EQ(::unlink((dir + "/" XLB_MAP_CONNTRACK).c_str()), 0) << std::strerror(errno);
+    }
+
     XdpStatus status(const Interface& iface) {
         auto st = query_xdp(iface);
         EXPECT_TRUE(st) << st.error().message();
@@ -677,8 +689,9 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     std::uint32_t old_ct = 0, old_vips = 0;
     {
         LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
-        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2, 100, 200}));
+        // The VIP first: a slot names its flow by the VIP the map matches.
         ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
+        ASSERT_TRUE(lb.conntrack().put(flow(), {7, 2, 100, 200}));
         old_ct = map_id(lb.conntrack().fd());
         old_vips = map_id(lb.vips().fd());
     }
@@ -689,13 +702,14 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
     EXPECT_EQ(pins.names(PinAction::kReused).size(), 13u);
     const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
     ASSERT_NE(ct, nullptr);
-    // The map's own size: the header and 1024 / 4 sets.
-    EXPECT_EQ(ct->reason, "max_entries 257, want 513");
+    // The map's own size: two header lines, then per bucket of 8 entries
+    // two lines of slots and four of records (1024 entries: 770 lines).
+    EXPECT_EQ(ct->reason, "max_entries 770, want 1538");
     EXPECT_EQ(ct->path, dir + "/" XLB_MAP_CONNTRACK);
     EXPECT_NE(ct->map_id, old_ct);
     EXPECT_EQ(pinned_map_id(ct->path), map_id(lb.conntrack().fd()));
     EXPECT_FALSE(fs::exists(dir + "/" XLB_MAP_CONNTRACK "~new"));
-    EXPECT_NE(pins.summary().find("replaced xlb_conntrack4 (max_entries 257, want 513)"),
+    EXPECT_NE(pins.summary().find("replaced xlb_conntrack5 (max_entries 770, want 1538)"),
               std::string::npos)
         << pins.summary();
     // The new table holds the old one's entries, times included; everything
@@ -792,6 +806,7 @@ UniqueFd pin_v3_table(const std::string& dir, std::uint32_t entries) {
 
 TEST_F(LifecycleTest, ALayoutThreeTableIsMigratedWholeAndUnpinned) {
     const std::string dir = pin_dir();
+    pin_vip_of_flows(dir);
     pin_v3_table(dir, 60);
     pin_v2_table(dir, 5);  // an older leftover beside it: removed, not copied
     LbProgram lb = load({.pin_dir = dir}, {16, 64, 4096});
@@ -800,7 +815,8 @@ TEST_F(LifecycleTest, ALayoutThreeTableIsMigratedWholeAndUnpinned) {
     EXPECT_EQ(ct.old_layout, 3);
     EXPECT_EQ(ct.copied + ct.dropped, 60u);
     EXPECT_EQ(ct.copied, table_size(lb));
-    // 60 flows over 1024 sets: a fifth set-mate is all but impossible.
+    // 60 flows over 512 buckets of 8 slots (an entry with a hint takes
+    // two), each flow with two buckets to choose from: none is left out.
     EXPECT_EQ(ct.dropped, 0u);
     EXPECT_EQ(ct.message,
               "upgraded the connection table from layout 3 (xlb_conntrack3): copied 60 entries "
@@ -812,15 +828,16 @@ TEST_F(LifecycleTest, ALayoutThreeTableIsMigratedWholeAndUnpinned) {
     for (std::uint32_t i = 0; i < 60; ++i) {
         auto e = lb.conntrack().get(flow_n(i));
         ASSERT_TRUE(e && *e) << i;
-        // Every field as it was, the VIP fields included: the flow stays on
-        // the fast path.
+        // Every field layout 5 keeps, as it was, the hint included; it keeps
+        // no VIP epoch or hash (a slot names its VIP, which every packet
+        // matches before the lookup).
         EXPECT_EQ((*e)->backend_id, i % 7);
         EXPECT_EQ((*e)->generation, 1 + i % 3);
         EXPECT_EQ((*e)->created, 1000 + i);
         EXPECT_EQ((*e)->last_seen, 2000 + i);
         EXPECT_EQ((*e)->vip_id, 3u);
-        EXPECT_EQ((*e)->vip_epoch, 40 + i);
-        EXPECT_EQ((*e)->hash, 0xabc00000 + i);
+        EXPECT_EQ((*e)->vip_epoch, 0u);
+        EXPECT_EQ((*e)->hash, 0u);
         EXPECT_EQ((*e)->second_chance, i % 2);
     }
     LbProgram again = load({.pin_dir = dir}, {16, 64, 4096});
@@ -843,24 +860,33 @@ TEST_F(LifecycleTest, AWayAKilledAgentLeftClaimedIsReleasedAtTheNextStart) {
     const std::string dir = pin_dir();
     {
         LbProgram lb = load({.pin_dir = dir});
+        ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
         for (std::uint32_t i = 0; i < 3; ++i)
             ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, 5, 6}));
-        // An agent killed between claiming flow 1's way and releasing it.
-        const xlb_ct_header header = lb.conntrack().header();
+        // An agent killed between claiming flow 1's head slot and releasing it.
+        const xlb_ct_header5 header = lb.conntrack().header();
         const xlb_flow_key key = flow_n(1);
-        const std::size_t length = std::size_t{lb.conntrack().elements()} * sizeof(xlb_ct_set);
+        xlb_ct_ident id{};
+        xlb_ct_ident_of(&key, 3, &id);
+        std::uint32_t buckets[2] = {};
+        xlb_ct_buckets(&key, header.seed, header.buckets, &buckets[0], &buckets[1]);
+        const std::size_t length = std::size_t{lb.conntrack().elements()} * sizeof(xlb_ct_line);
         void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, lb.conntrack().fd(), 0);
         ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
-        xlb_ct_set& set =
-            static_cast<xlb_ct_set*>(p)[xlb_ct_set_index(&key, header.seed, header.sets)];
-        bool claimed = false;
-        for (unsigned w = 0; w < XLB_CT_WAYS; ++w) {
-            if (std::memcmp(&set.key[w], &key, sizeof key) != 0) continue;
-            set.seq[w] += 1;
-            claimed = true;
+        auto* lines = static_cast<xlb_ct_line*>(p);
+        int claimed = 0;
+        for (std::uint32_t b : buckets) {
+            auto* bucket = reinterpret_cast<xlb_ct_bucket*>(&lines[XLB_CT_BUCKET_ELEMENT(b)]);
+            for (xlb_ct_slot& slot : bucket->slot) {
+                if (slot.key != id.head_key || (slot.meta & XLB_CT_IDENT_MASK) != id.head_match)
+                    continue;
+                __atomic_fetch_or(&slot.meta, XLB_CT_CLAIMED, __ATOMIC_ACQ_REL);
+                ++claimed;
+            }
+            if (buckets[1] == buckets[0]) break;
         }
         munmap(p, length);
-        ASSERT_TRUE(claimed);
+        ASSERT_EQ(claimed, 1);
         // Meanwhile the way is nobody's: its flow is not found.
         auto gone = lb.conntrack().get(key);
         ASSERT_TRUE(gone);
@@ -872,7 +898,7 @@ TEST_F(LifecycleTest, AWayAKilledAgentLeftClaimedIsReleasedAtTheNextStart) {
     EXPECT_EQ(ct.released_ways, 1u);
     EXPECT_TRUE(ct.warn());
     EXPECT_EQ(ct.message,
-              "reused the pinned connection table of 4096 entries; released 1 way a stopped "
+              "reused the pinned connection table of 4096 entries; released 1 slot a stopped "
               "writer had left claimed (their entries dropped)");
     EXPECT_EQ(table_size(lb), 2u);
     EXPECT_FALSE(*lb.conntrack().get(flow_n(1)));
@@ -891,6 +917,7 @@ TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
     std::uint32_t old_ct = 0;
     {
         LbProgram lb = load({.pin_dir = dir}, {16, 64, 1024});
+        ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
         for (std::uint32_t i = 0; i < 10; ++i)
             ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, 5, 6}));
         old_ct = map_id(lb.conntrack().fd());
@@ -921,15 +948,18 @@ TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
 TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
     const std::string dir = pin_dir();
     constexpr std::uint32_t kOld = 600;
+    // A slot keeps last_seen in units of 2^XLB_CT_SEEN_SHIFT, which is what
+    // an insert compares: entries one such unit apart are never a tie.
+    constexpr std::uint32_t kStep = 1U << XLB_CT_SEEN_SHIFT;
     const std::uint32_t now = ct_now();
     std::size_t old_entries = 0;
     std::set<std::uint32_t> in_old;  // the flows the old table held
     {
         LbProgram lb = load({.pin_dir = dir}, {16, 64, 4096});
-        // Entry i was last seen i units ago; the times wrap around zero.
+        ASSERT_TRUE(lb.put_vip(vip_key(), {3, 0}));
+        // Entry i was last seen i steps ago; the times wrap around zero.
         for (std::uint32_t i = 0; i < kOld; ++i)
-            ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, now - 5000, now - i}));
-        // A set drawing more than four of them kept the last put.
+            ASSERT_TRUE(lb.conntrack().put(flow_n(i), {i, 1, now - kOld * kStep, now - i * kStep}));
         old_entries = table_size(lb);
         EXPECT_GT(old_entries, kOld * 9 / 10);
         for (std::uint32_t i = 0; i < kOld; ++i)
@@ -947,35 +977,62 @@ TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
     EXPECT_EQ(ct.copied, in);
     EXPECT_EQ(ct.copied + ct.dropped, old_entries);
     EXPECT_LE(ct.copied, 256u);
-    // 600 flows over 64 sets of 4 leave almost every set full.
+    // 600 flows over 32 buckets of 8, two buckets each, leave almost every
+    // bucket full.
     EXPECT_GE(ct.copied, 240u);
     EXPECT_EQ(ct.message, "resized the connection table from 4096 to 256 entries: copied " +
                               std::to_string(ct.copied) + " entries, dropped " +
                               std::to_string(ct.dropped) + " entries that did not fit");
-    // What is kept, intact, are the most recently seen of each set: a flow
-    // left out had its set filled by four seen more recently.
-    const xlb_ct_header header = lb.conntrack().header();
-    std::map<std::uint32_t, std::vector<std::uint32_t>> kept_by_set;
+    // What is kept, intact, are the most recently seen of each pair of
+    // buckets. The copy inserts oldest first, and an insert only ever
+    // replaces the entry seen longest ago of a full bucket (xlb_ct_place),
+    // with a more recent one; a bucket never empties meanwhile. So a flow
+    // left out was the oldest of a full bucket of its two, which now holds
+    // eight flows all seen more recently. (Not necessarily both buckets: a
+    // full first bucket gives up an entry idle a second or more without the
+    // second bucket being read.)
+    const xlb_ct_header5 header = lb.conntrack().header();
     auto keys = lb.conntrack().keys();
     ASSERT_TRUE(keys);
     for (const xlb_flow_key& key : *keys) {
         const std::uint32_t i = ntohl(key.src[0]) - 0x0a000000;
-        kept_by_set[xlb_ct_set_index(&key, header.seed, header.sets)].push_back(i);
         auto e = lb.conntrack().get(key);
         ASSERT_TRUE(e && *e);
         EXPECT_EQ((*e)->backend_id, i);
-        EXPECT_EQ((*e)->created, now - 5000);
-        EXPECT_EQ((*e)->last_seen, now - i);
+        EXPECT_EQ((*e)->created, now - kOld * kStep);
+        EXPECT_EQ((*e)->last_seen, now - i * kStep);
+    }
+    // The flows each bucket holds, read from the slots (a head's key word
+    // starts with the client address, 10.0.0.0 + i).
+    std::map<std::uint32_t, std::vector<std::uint32_t>> held;
+    {
+        const std::size_t length = std::size_t{lb.conntrack().elements()} * sizeof(xlb_ct_line);
+        void* p = mmap(nullptr, length, PROT_READ, MAP_SHARED, lb.conntrack().fd(), 0);
+        ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+        const auto* lines = static_cast<const xlb_ct_line*>(p);
+        for (std::uint32_t b = 0; b < header.buckets; ++b) {
+            const auto* bucket =
+                reinterpret_cast<const xlb_ct_bucket*>(&lines[XLB_CT_BUCKET_ELEMENT(b)]);
+            for (const xlb_ct_slot& slot : bucket->slot)
+                if (xlb_ct_kind(slot.meta) == XLB_CT_KIND_V4)
+                    held[b].push_back(ntohl(static_cast<std::uint32_t>(slot.key)) - 0x0a000000);
+        }
+        munmap(p, length);
     }
     std::size_t left_out = 0;
     for (std::uint32_t i : in_old) {
         const xlb_flow_key key = flow_n(i);
-        const auto& kept = kept_by_set[xlb_ct_set_index(&key, header.seed, header.sets)];
-        if (std::find(kept.begin(), kept.end(), i) != kept.end()) continue;
+        if (*lb.conntrack().get(key)) continue;
         ++left_out;
-        EXPECT_EQ(kept.size(), std::size_t{XLB_CT_WAYS}) << "flow " << i << " left out";
-        for (std::uint32_t other : kept)
-            EXPECT_LT(other, i) << "flow " << i << " left out for one seen longer ago";
+        std::uint32_t first = 0, second = 0;
+        xlb_ct_buckets(&key, header.seed, header.buckets, &first, &second);
+        auto full_of_newer = [&](std::uint32_t b) {
+            const auto& flows = held[b];
+            return flows.size() == XLB_CT_SLOTS &&
+                   std::all_of(flows.begin(), flows.end(), [&](std::uint32_t j) { return j < i; });
+        };
+        EXPECT_TRUE(full_of_newer(first) || full_of_newer(second))
+            << "flow " << i << " left out while neither of its buckets is full of newer ones";
     }
     EXPECT_EQ(left_out, old_entries - in);
     auto newest = lb.conntrack().get(flow_n(0));
@@ -997,7 +1054,7 @@ TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMo
     EXPECT_EQ(ct.capacity, kSizes.conntrack_entries);
     EXPECT_EQ(ct.message,
               "new connection table of 4096 entries: the pinned one is incompatible (type "
-              "lru_hash, want array, key size 40, want 4, value size 8, want 320, flags 0x0, "
+              "lru_hash, want array, key size 40, want 4, value size 8, want 64, flags 0x0, "
               "want 0x400)");
     const MapPin* pin = lb.pins().find(XLB_MAP_CONNTRACK);
     ASSERT_NE(pin, nullptr);
@@ -1007,6 +1064,7 @@ TEST_F(LifecycleTest, AnIncompatibleConnectionTableIsReplacedWhateverTheResizeMo
 
 TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
     const std::string dir = pin_dir();
+    pin_vip_of_flows(dir);
     pin_v1_table(dir, 50);
     const std::uint32_t before = ct_now();
     LbProgram lb = load({.pin_dir = dir});
@@ -1040,6 +1098,7 @@ TEST_F(LifecycleTest, ALayoutOneTableIsMigratedAndUnpinned) {
 
 TEST_F(LifecycleTest, ALayoutTwoTableIsMigratedWithItsTimesAndUnpinned) {
     const std::string dir = pin_dir();
+    pin_vip_of_flows(dir);
     pin_v2_table(dir, 40);
     pin_v1_table(dir, 5);  // an older leftover beside it: removed, not copied
     LbProgram lb = load({.pin_dir = dir});
