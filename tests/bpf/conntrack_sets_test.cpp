@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "lb_fixture.h"
+#include "xlb/bpf/ct_clock.h"
 #include "xlb/ct_set.h"
 
 namespace xlb::test {
@@ -226,6 +227,35 @@ TEST_F(ConntrackSetsTest, AFullPairOfBucketsReplacesTheEntrySeenLongestAgoAndNot
     expect_sent_to(fillers[0], values[0].backend_id);
     expect_sent_to(fillers[15], values[15].backend_id);
     expect_sent_to(fresh, ring_choice);
+}
+
+// The program's insert gives up an entry of a full first bucket idle a
+// second or more without reading the second bucket; the agent's (a copy into
+// a new table) reads both anyway and must not lose a flow that fits.
+TEST_F(ConntrackSetsTest, AnAgentsInsertKeepsIdleEntriesWhileTheSecondBucketHasRoom) {
+    TableMapping mapping(lb().conntrack());
+    ASSERT_TRUE(mapping.ok());
+    const Flow fresh = flows_in_bucket(1, 2048, std::nullopt)[0];
+    const Buckets b = buckets_of(fresh);
+    const std::vector<Flow> fillers = flows_in_bucket(8, 1024, b.first, {b.second});
+    const std::uint32_t now = bpf::ct_clock_now();  // the agent's clock
+    std::vector<xlb_ct_value> values;
+    for (std::size_t i = 0; i < fillers.size(); ++i) {
+        values.push_back(entry_for(pinned_for(fillers[i]), now - (10 + i) * kQuantum));
+        mapping.put(b.first, static_cast<unsigned>(i), fillers[i], values.back());
+    }
+    auto put = lb().conntrack().put(flow_key(fresh), entry_for(20, now));
+    ASSERT_TRUE(put) << put.error().message();
+    EXPECT_EQ(*put, bpf::ConntrackTable::Put::kAdded);
+    EXPECT_EQ(lb().conntrack().count(), 9u);
+    for (std::size_t i = 0; i < fillers.size(); ++i) {
+        auto kept = entry(fillers[i]);
+        ASSERT_TRUE(kept) << "filler " << i << " was replaced";
+        EXPECT_EQ(std::memcmp(&*kept, &values[i], sizeof values[i]), 0) << "filler " << i;
+    }
+    auto e = entry(fresh);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->backend_id, 20u);
 }
 
 TEST_F(ConntrackSetsTest, ASlotAWriterHoldsIsNeitherUsedNorOverwritten) {

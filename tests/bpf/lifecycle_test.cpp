@@ -988,9 +988,7 @@ TEST_F(LifecycleTest, ReplaceIntoASmallerTableKeepsTheMostRecentlySeen) {
     // replaces the entry seen longest ago of a full bucket (xlb_ct_place),
     // with a more recent one; a bucket never empties meanwhile. So a flow
     // left out was the oldest of a full bucket of its two, which now holds
-    // eight flows all seen more recently. (Not necessarily both buckets: a
-    // full first bucket gives up an entry idle a second or more without the
-    // second bucket being read.)
+    // eight flows all seen more recently.
     const xlb_ct_header5 header = lb.conntrack().header();
     auto keys = lb.conntrack().keys();
     ASSERT_TRUE(keys);

@@ -395,8 +395,15 @@ Result<ConntrackTable::Put> ConntrackTable::put(const xlb_flow_key& key,
         }
         st.pair = pair;
         st.now16 = xlb_ct_seen16(ct_clock_now());
+        // xlb_ct_place without its shortcut (a full first bucket giving up
+        // an entry idle a second or more unread the second): the agent
+        // reads both buckets anyway, and a copy into a new table must not
+        // lose a flow that fits.
         xlb_ct_spot spot{};
-        if (xlb_ct_place(&st, &spot) != 0) continue;
+        if (xlb_ct_place_first(&st, &spot) != 0 && xlb_ct_place_room(&st, &spot) != 0) {
+            for (__u32 i = 0; i < 2 * XLB_CT_SLOTS; ++i) xlb_ct_place_evict_step(&st, i);
+            if (xlb_ct_place_evicted(&st, &spot) != 0) continue;
+        }
         const __u64* taken = &st.meta[spot.bucket * XLB_CT_SLOTS];
         const bool replaced =
             is_head(taken[spot.slot]) || (spot.pair && is_head(taken[spot.slot | 1]));

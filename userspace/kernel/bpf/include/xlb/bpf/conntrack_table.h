@@ -61,7 +61,9 @@ public:
     // Whether the VIP map matches the key to a VIP (the table can hold it).
     bool has_vip(const xlb_flow_key& key) const { return vip_id_of(key).has_value(); }
     // Records the flow, as an insert of the program does: in the slot(s)
-    // that hold it, else where xlb_ct_place says (ct_set.h). The VIP is the
+    // that hold it, else where xlb_ct_place says (ct_set.h), but for its
+    // shortcut: an idle entry of a full first bucket is replaced only when
+    // the second bucket is full too. The VIP is the
     // one the VIP map matches the key to (else value.vip_id); value's
     // created and last_seen go to the entry's record.
     enum class Put { kAdded, kUpdated, kReplacedOther };
