@@ -17,6 +17,7 @@
 
 #include "lb_fixture.h"
 #include "xlb/bpf/ct_clock.h"
+#include "xlb/ct_set.h"
 #include "xlb/datapath/setup.h"
 
 namespace xlb::test {
@@ -267,7 +268,7 @@ TEST_F(ConntrackTest, ReRecordingAStaleEntryGoesThroughTheBudget) {
     // Recorded for generation 1 of its backend, which is now generation 2:
     // stale, and the bucket is empty.
     const std::uint32_t backend = expected_backend(ring, key);
-    const xlb_ct_value stale{backend, 1, 7, 8};
+    const xlb_ct_value stale{backend, 1, 7, 8, kVipId};
     ASSERT_TRUE(lb().conntrack().put(key, stale));
     add_backend(backend, backend_addr_[backend], 2);
     set_bucket(0, bpf::monotonic_coarse_ns());
@@ -287,33 +288,44 @@ TEST_F(ConntrackTest, EntryTimesComeFromTheClockTheAgentTicks) {
     PinnedToOneCpu pinned;
     ASSERT_TRUE(pinned.ok());
     auto ring = vip();
-    const std::uint32_t t0 = ct_clock_ + 100;
+    // The slot keeps the time in units of 2^XLB_CT_SEEN_SHIFT, which is
+    // what the program stamps and the agent reads back (the high bits from
+    // its own clock): times are compared in those units. t0 starts one.
+    constexpr std::uint32_t kUnit = 1U << XLB_CT_SEEN_SHIFT;
+    auto seen = [](std::uint32_t units) { return xlb_ct_seen16(units); };
+    const std::uint32_t t0 = (ct_clock_ / kUnit + 1) * kUnit;
     lb().set_ct_clock(t0);
     const Flow flow = tcp_flow(45900);
     expect_balanced(make_frame(flow), flow, ring);
     auto e = entry(flow);
     ASSERT_TRUE(e);
-    EXPECT_EQ(e->created, t0);
-    EXPECT_EQ(e->last_seen, t0);
-    // A lookup rewrites last_seen only once it is XLB_CT_LOOKUP_UNITS old
-    // (this one also leaves a copy in the cache, checked at t1) ...
-    const std::uint32_t t1 = t0 + XLB_CT_LOOKUP_UNITS - 1;
+    EXPECT_EQ(seen(e->created), seen(t0));
+    EXPECT_EQ(seen(e->last_seen), seen(t0));
+    // The agent's walk records when the entry was created (the program
+    // keeps no such time).
+    lb().conntrack().for_each([](const xlb_flow_key&, const xlb_ct_value&) {});
+    const std::uint32_t created = entry(flow)->created;
+    // A lookup in a later unit rewrites the slot's time (this one also
+    // leaves a copy in the cache, checked at t1) ...
+    const std::uint32_t t1 = t0 + kUnit;
     lb().set_ct_clock(t1);
     expect_balanced(make_frame(flow), flow, ring);
-    EXPECT_EQ(entry(flow)->last_seen, t0);
-    // ... the copy stands in for the table while it is younger than that,
-    // so the entry is not even looked up ...
+    EXPECT_EQ(seen(entry(flow)->last_seen), seen(t1));
+    // ... the copy stands in for the table while it is younger than
+    // XLB_CT_LOOKUP_UNITS, so the entry is not even looked up (its time
+    // stays, though a unit has passed) ...
     lb().set_ct_clock(t1 + XLB_CT_LOOKUP_UNITS - 1);
+    ASSERT_NE(seen(t1 + XLB_CT_LOOKUP_UNITS - 1), seen(t1));
     expect_balanced(make_frame(flow), flow, ring);
-    EXPECT_EQ(entry(flow)->last_seen, t0);
+    EXPECT_EQ(seen(entry(flow)->last_seen), seen(t1));
     // ... and then the table is looked up again, and the entry refreshed: a
     // busy flow's last_seen is never XLB_CT_REFRESH_UNITS behind.
     const std::uint32_t t2 = t1 + XLB_CT_LOOKUP_UNITS;
     ASSERT_LT(t2 - t0, XLB_CT_REFRESH_UNITS);
     lb().set_ct_clock(t2);
     expect_balanced(make_frame(flow), flow, ring);
-    EXPECT_EQ(entry(flow)->last_seen, t2);
-    EXPECT_EQ(entry(flow)->created, t0);
+    EXPECT_EQ(seen(entry(flow)->last_seen), seen(t2));
+    EXPECT_EQ(entry(flow)->created, created);
     EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 3u);
 }
 
@@ -323,21 +335,22 @@ TEST_F(ConntrackTest, ARecentlySeenEntryIsNotRewritten) {
     const xlb_flow_key key = flow_key(flow);
     const std::uint32_t backend = expected_backend(ring, key);
     const std::uint32_t now = ct_now();
-    const xlb_ct_value recent{backend, 1, now - 5000, now - 10};
+    // Seen earlier in the slot's current unit of time (2^XLB_CT_SEEN_SHIFT):
+    // the program rewrites the time once the unit has passed.
+    const std::uint32_t unit_start = now & ~((1U << XLB_CT_SEEN_SHIFT) - 1);
+    const xlb_ct_value recent{backend, 1, now - 5000, unit_start};
     ASSERT_TRUE(lb().conntrack().put(key, recent));
 
-    // The first packet takes the full path (the entry records no VIP epoch
-    // yet), which fills in the VIP fields and leaves the times alone.
+    // The first packet is forwarded from the entry and leaves the times
+    // alone (layout 5 keeps no VIP epoch or hash to fill in).
     expect_balanced(make_frame(flow), flow, ring);
     auto e = entry(flow);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->backend_id, recent.backend_id);
     EXPECT_EQ(e->generation, recent.generation);
     EXPECT_EQ(e->created, recent.created);
-    EXPECT_EQ(e->last_seen, recent.last_seen) << "refreshed though seen 10 units ago";
+    EXPECT_EQ(e->last_seen, recent.last_seen) << "refreshed though seen in this unit";
     EXPECT_EQ(e->vip_id, kVipId);
-    EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
-    EXPECT_EQ(e->hash, xlb_flow_hash(&key, kHashSeed));
     // The next packet, from the entry alone, writes nothing at all.
     const xlb_ct_value filled = *e;
     expect_balanced(make_frame(flow), flow, ring);
@@ -365,7 +378,10 @@ TEST_F(ConntrackTest, AnEntryNotSeenForASecondIsRefreshed) {
     EXPECT_EQ(e->backend_id, backend);
     EXPECT_EQ(e->generation, 1u);
     EXPECT_EQ(e->created, old.created) << "created never changes";
-    EXPECT_LE(e->last_seen - before, after - before) << "refreshed to the run's time";
+    // In the slot's units (2^XLB_CT_SEEN_SHIFT): what the program writes.
+    constexpr int kShift = XLB_CT_SEEN_SHIFT;
+    EXPECT_LE((e->last_seen >> kShift) - (before >> kShift), (after >> kShift) - (before >> kShift))
+        << "refreshed to the run's time";
     EXPECT_EQ(budget_state().inserts, 0u) << "a refresh is not an insert";
 }
 
@@ -424,7 +440,8 @@ TEST_F(ConntrackTest, AnIpv6EstablishedFlowIsForwardedFromItsEntry) {
     for (int i = 0; i < 2; ++i) expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected);
     auto e = lb().conntrack().get(key);
     ASSERT_TRUE(e && *e);
-    EXPECT_EQ((*e)->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
+    EXPECT_EQ((*e)->backend_id, pinned);
+    EXPECT_EQ((*e)->vip_id, kVipId);
     EXPECT_EQ(vip_stats(kVipId).conntrack_hits, 2u);
 }
 
@@ -469,30 +486,39 @@ TEST_F(ConntrackTest, AnAddressSharingAVipsBucketIsNotAVip) {
     EXPECT_EQ(vip_stats(kVipId).packets, 0u);
 }
 
-TEST_F(ConntrackTest, AVipAddedBackUnderAnotherIdTakesOverItsFlows) {
+// A slot names its flow by its VIP's id (abi.h, layout 5): a VIP added
+// back under another id does not find the entries of the old one. Its flows
+// are balanced by its ring and recorded anew; the old id's entries are not
+// used, and the agent's next walk empties them.
+TEST_F(ConntrackTest, AVipAddedBackUnderAnotherIdRecordsItsFlowsAnew) {
     auto ring = vip();
     const Flow flow = tcp_flow(47005);
     const xlb_flow_key key = flow_key(flow);
     const Bytes frame = make_frame(flow);
-    const std::uint32_t backend = expect_balanced(frame, flow, ring);
-    expect_balanced(frame, flow, ring);
-    const std::uint32_t old_epoch = entry(flow)->vip_epoch;
+    const std::uint32_t ring_choice = expected_backend(ring, key);
+    const std::uint32_t pinned = other_than(ring_choice);
+    ASSERT_TRUE(lb().conntrack().put(key, entry_to(pinned)));
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[pinned], key));
 
     const xlb_vip_key vk = datapath::vip_key(kVipV4, kVipPort, kProtoTcp);
     ASSERT_TRUE(lb().erase_vip(vk));
     add_vip(kVipV4, kVipPort, kProtoTcp, kVipId + 2);
-    publish_maglev(kVipId + 2, {{10}, {11}, {12}, {13}});
-    // The entry still names a live backend: the flow stays there, counted
-    // under the VIP's new id, and the entry now records the new VIP.
-    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[backend], key));
+    const auto again = publish_maglev(kVipId + 2, {{10}, {11}, {12}, {13}});
+    const std::uint32_t new_choice = expected_backend(again, key);
+    ASSERT_NE(new_choice, pinned);
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX,
+                   expected_encap(frame, backend_addr_[new_choice], key));
     auto e = entry(flow);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->vip_id, kVipId + 2);
-    EXPECT_NE(e->vip_epoch, old_epoch);
-    EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
-    expect_outcome(frame, XDP_TX, XLB_OUT_TX, expected_encap(frame, backend_addr_[backend], key));
+    EXPECT_EQ(e->backend_id, new_choice);
+    expect_outcome(frame, XDP_TX, XLB_OUT_TX,
+                   expected_encap(frame, backend_addr_[new_choice], key));
     EXPECT_EQ(vip_stats(kVipId + 2).packets, 2u);
-    EXPECT_EQ(vip_stats(kVipId + 2).conntrack_hits, 2u);
+    EXPECT_EQ(vip_stats(kVipId + 2).conntrack_hits, 1u);
+    EXPECT_EQ(lb().conntrack().count(), 2u) << "the old id's entry, and the new one";
+    lb().conntrack().for_each([](const xlb_flow_key&, const xlb_ct_value&) {});
+    EXPECT_EQ(lb().conntrack().count(), 1u) << "the walk empties the old id's entry";
 }
 
 TEST_F(ConntrackTest, AVipTurnedStatelessNoLongerFollowsItsEntries) {
@@ -528,7 +554,8 @@ TEST_F(ConntrackTest, AnEntryWhoseBackendWentAwayIsRepointedByTheRing) {
     auto e = entry(flow);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->backend_id, ring_choice);
-    EXPECT_EQ(e->vip_epoch, *lb().vip_buckets().get(xlb_vip_bucket(key.dst)));
+    EXPECT_EQ(e->generation, 1u);
+    EXPECT_EQ(e->vip_id, kVipId);
 }
 
 // ---------------------------------------------------------------------------
