@@ -187,9 +187,10 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_backend) == 24, "xlb_backend layout");
 #define XLB_CT_CLOCK_TICK_MS 250
 /* A busy flow's entry has a last_seen less than XLB_CT_REFRESH_UNITS (about
  * 1.07 s) behind its latest packet, yet is not rewritten on every packet
- * (which would dirty its cache line): a lookup rewrites last_seen once it is
- * XLB_CT_LOOKUP_UNITS old, and the data path looks the entry up at least
- * that often (a cached copy is used no longer: XLB_MAP_FLOW_CACHE). */
+ * (which would dirty its cache line): a lookup rewrites the slot's 16-bit
+ * last_seen when its unit (XLB_CT_SEEN_SHIFT) has changed, and the data path
+ * looks the entry up at least every XLB_CT_LOOKUP_UNITS (a cached copy is
+ * used no longer: XLB_MAP_FLOW_CACHE). */
 #define XLB_CT_REFRESH_UNITS 1024U
 #define XLB_CT_LOOKUP_UNITS (XLB_CT_REFRESH_UNITS / 2)
 
@@ -338,9 +339,12 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "he
  * Placement: a flow may live in either of two buckets, both chosen by a hash
  * of its 5-tuple under the header's secret seed (xlb_ct_buckets, ct_set.h; a
  * client cannot aim flows at a bucket without it). An insert takes the first
- * bucket while it holds fewer than four entries' slots (one line's worth),
- * else the less loaded of the two, else replaces the entry seen longest ago
- * in either (xlb_ct_place). Placing a flow in its second bucket first sets
+ * bucket while it holds fewer than four entries' slots (one line's worth);
+ * when the first bucket is full, its entry seen longest ago if that entry
+ * has been idle about a second (XLB_CT_STALE16), still without reading the
+ * second bucket; else the less loaded of the two, else replaces the entry
+ * seen longest ago in either (xlb_ct_place; the agent's copies skip the
+ * idle-entry step). Placing a flow in its second bucket first sets
  * XLB_CT_OVERFLOW in the first bucket's slot 0, and a lookup reads the second
  * bucket only when that bit is set: a new flow in a lightly loaded table reads
  * one bucket. With live IPv4 flows at 75 % of the capacity, fewer than 0.1 %
