@@ -177,11 +177,12 @@ enum xlb_pick {
  * with id_out and be_out set (*from_entry: whether the entry named it), or
  * -outcome.
  */
-static __always_inline int
-xlb_pick_backend(const struct xlb_vip_value *vip, const struct xlb_flow_key *key,
-		 const struct xlb_config *cfg, struct xlb_ct_found *ref, __u32 pick, __u32 hash,
-		 struct xlb_vip_stats *vstats, __u32 *id_out, struct xlb_backend **be_out,
-		 struct xlb_backend **hint_out, int *from_entry)
+static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
+					    const struct xlb_flow_key *key,
+					    const struct xlb_config *cfg, struct xlb_ct_found *ref,
+					    __u32 pick, __u32 hash, struct xlb_vip_stats *vstats,
+					    __u32 *id_out, struct xlb_backend **be_out,
+					    struct xlb_backend **hint_out, int *from_entry)
 {
 	struct xlb_backend *be, *hint = NULL;
 	__u32 vip_id = vip->vip_id, prev_id = 0;
@@ -373,7 +374,6 @@ int xlb_lb(struct xdp_md *ctx)
 	/* Not "= {}": zeroing the copy costs every packet stores. */
 	ct.present = 0;
 	ct.found = 0;
-	ct.hash_known = 0;
 	cfg = bpf_map_lookup_elem(&xlb_config, &zero);
 	if (!cfg || cfg->magic != XLB_CONFIG_MAGIC || cfg->version != XLB_CONFIG_VERSION)
 		XLB_VERDICT(XLB_OUT_PASS_NO_CONFIG, XDP_PASS);
@@ -453,14 +453,6 @@ int xlb_lb(struct xdp_md *ctx)
 		/* Read before the lookup: an entry deleted after it was found
 		 * is never cached as checked after the delete. */
 		__u32 now = xlb_ct_clock;
-
-		/* An established TCP packet the cache did not answer: its
-		 * bucket comes in while the VIP is matched. */
-		if (!icmp_error && pkt.key.proto == IPPROTO_TCP && !pkt.tcp_syn) {
-			int touched = xlb_ct_prefetch(&pkt.key, &ct);
-
-			asm volatile("" ::"r"(touched));
-		}
 
 		if (icmp_error)
 			matched = xlb_match_icmp_error(&cur, &pkt, proto, bucket, &vip_match);

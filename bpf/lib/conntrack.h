@@ -77,15 +77,14 @@ static __always_inline int xlb_same_flow(const struct xlb_flow_key *a, const str
 struct xlb_ct_found {
 	struct xlb_ct_ident id;
 	__u32 bucket[2]; /* bucket[1]: once second_known */
-	__u32 hash; /* xlb_ct_hash of the flow, once hash_known */
+	__u32 hash; /* xlb_ct_hash of the flow */
 	__u32 hint; /* found with a hint: its tail's (1 + backend id) */
-	__u8 hash_known;
 	__u8 second_known;
 	__u8 present; /* the table is there (and the lookup ran) */
 	__u8 found;
 	__u8 where; /* found: 0 the first bucket, 1 the second */
 	__u8 slot; /* found: the head's slot */
-	__u8 pad[2];
+	__u8 pad[3];
 	__u64 meta; /* found: the head's meta as read */
 };
 
@@ -98,8 +97,8 @@ static __always_inline struct xlb_ct_line *xlb_ct_line_of(__u32 bucket, __u32 sl
 }
 
 /* Slot `slot` of the found flow's bucket `where` (0 the first), or NULL. */
-static __always_inline struct xlb_ct_slot *xlb_ct_slot_at(const struct xlb_ct_found *f,
-							   __u32 where, __u32 slot)
+static __always_inline struct xlb_ct_slot *xlb_ct_slot_at(const struct xlb_ct_found *f, __u32 where,
+							  __u32 slot)
 {
 	/* Constant indices: a variable one into the stack is refused. */
 	struct xlb_ct_line *line = xlb_ct_line_of(where ? f->bucket[1] : f->bucket[0], slot);
@@ -115,7 +114,7 @@ struct xlb_ct_bucket_lines {
 };
 
 static __always_inline struct xlb_ct_slot *xlb_ct_slot_in(const struct xlb_ct_bucket_lines *b,
-							   __u32 slot)
+							  __u32 slot)
 {
 	struct xlb_ct_line *line = (slot & 4) ? b->line[1] : b->line[0];
 
@@ -125,8 +124,8 @@ static __always_inline struct xlb_ct_slot *xlb_ct_slot_in(const struct xlb_ct_bu
 /* Whether slot `s` of bucket `b` holds the flow; fills f->meta and f->hint.
  * A slot being written, or rewritten while it was read, does not count: that
  * entry is on its way out. */
-static __always_inline int xlb_ct_match(struct xlb_ct_found *f,
-					const struct xlb_ct_bucket_lines *b, __u32 s)
+static __always_inline int xlb_ct_match(struct xlb_ct_found *f, const struct xlb_ct_bucket_lines *b,
+					__u32 s)
 {
 	struct xlb_ct_slot *head = xlb_ct_slot_in(b, s), *tail;
 	__u64 m, tm = 0;
@@ -154,7 +153,7 @@ static __always_inline int xlb_ct_match(struct xlb_ct_found *f,
 			return 0;
 	}
 	asm volatile("" ::: "memory");
-	if ((*(volatile __u64 *)&head->meta ^ m) & ~(XLB_CT_SEEN_MASK | XLB_CT_OVERFLOW))
+	if ((*(volatile __u64 *)&head->meta ^ m) & ~(XLB_CT_SEEN_MASK | XLB_CT_BUCKET_FLAGS))
 		return 0;
 	f->meta = m;
 	f->hint = (m & XLB_CT_HINT) ? xlb_ct_tail_hint(tm) : 0;
@@ -166,9 +165,18 @@ static __always_inline int xlb_ct_find_in(struct xlb_ct_found *f, __u32 where)
 	struct xlb_ct_bucket_lines b;
 	__u32 bucket = where ? f->bucket[1] : f->bucket[0];
 
+	__u32 slots;
+
 	b.line[0] = xlb_ct_line_of(bucket, 0);
 	b.line[1] = xlb_ct_line_of(bucket, 4);
+	if (!b.line[0])
+		return 0;
+	/* The second line only once it has held an entry (XLB_CT_LINE1). */
+	slots = (*(volatile __u64 *)&b.line[0]->slot[0].meta & XLB_CT_LINE1) ? XLB_CT_SLOTS
+									     : XLB_CT_SLOTS / 2;
 	for (__u32 s = 0; s < XLB_CT_SLOTS; s++) {
+		if (s >= slots)
+			break;
 		/* An IPv6 head is in an even slot. */
 		if (f->id.v6 && (s & 1))
 			continue;
@@ -206,8 +214,7 @@ __noinline int xlb_ct_lookup(const struct xlb_flow_key *key, __u32 vip_id, struc
 	f->found = 0;
 	if (!key || !hdr || hdr->magic != XLB_CT_MAGIC5 || hdr->buckets == 0)
 		return 0;
-	if (!f->hash_known)
-		f->hash = xlb_ct_hash(key, hdr->seed);
+	f->hash = xlb_ct_hash(key, hdr->seed);
 	f->bucket[0] = xlb_ct_first_bucket(f->hash, hdr->buckets);
 	f->bucket[1] = f->bucket[0];
 	f->second_known = 0;
@@ -226,41 +233,23 @@ __noinline int xlb_ct_lookup(const struct xlb_flow_key *key, __u32 vip_id, struc
 	return xlb_ct_find_in(f, 1);
 }
 
-/* Starts reading the flow's first bucket, before the VIP match that the
- * lookup needs: the load is issued here and the work up to the lookup runs
- * while the line comes in (the program cannot prefetch; a load whose value
- * is not needed yet does the same). Keeps the hash for xlb_ct_lookup. */
-__noinline int xlb_ct_prefetch(const struct xlb_flow_key *key, struct xlb_ct_found *f)
+/* Sets a bucket flag (XLB_CT_BUCKET_FLAGS) in slot 0 of bucket `where`:
+ * XLB_CT_OVERFLOW in the first bucket before a flow goes to its second,
+ * XLB_CT_LINE1 before a flow takes a slot of a bucket's second line.
+ * Returns 0 when a writer holds the slot. */
+static __always_inline int xlb_ct_mark(const struct xlb_ct_found *f, __u32 where, __u64 flag)
 {
-	__u32 index = 0;
-	struct xlb_ct_header5 *hdr = bpf_map_lookup_elem(&xlb_conntrack5, &index);
-	struct xlb_ct_line *line;
-
-	if (!f || !key || !hdr || hdr->magic != XLB_CT_MAGIC5 || hdr->buckets == 0)
-		return 0;
-	f->hash = xlb_ct_hash(key, hdr->seed);
-	f->hash_known = 1;
-	line = xlb_ct_line_of(xlb_ct_first_bucket(f->hash, hdr->buckets), 0);
-	if (!line)
-		return 0;
-	return (int)(*(volatile __u64 *)&line->slot[0].meta & 1);
-}
-
-/* Sets XLB_CT_OVERFLOW in the first bucket's slot 0, before a flow goes to
- * its second bucket. Returns 0 when a writer holds the slot. */
-static __always_inline int xlb_ct_mark_overflow(const struct xlb_ct_found *f)
-{
-	struct xlb_ct_slot *first = xlb_ct_slot_at(f, 0, 0);
+	struct xlb_ct_slot *first = xlb_ct_slot_at(f, where, 0);
 	__u64 old;
 
 	if (!first)
 		return 0;
 	old = *(volatile __u64 *)&first->meta;
-	if (old & XLB_CT_OVERFLOW)
+	if (old & flag)
 		return 1;
 	if (old & XLB_CT_CLAIMED)
 		return 0;
-	return __sync_val_compare_and_swap(&first->meta, old, old | XLB_CT_OVERFLOW) == old;
+	return __sync_val_compare_and_swap(&first->meta, old, old | flag) == old;
 }
 
 /*
@@ -269,9 +258,8 @@ static __always_inline int xlb_ct_mark_overflow(const struct xlb_ct_found *f)
  * meta without its version and overflow bits; `tail_meta`: what the tail
  * holds. Returns 0 when another writer holds a slot.
  */
-static __always_inline int xlb_ct_store(struct xlb_ct_found *f,
-					const struct xlb_ct_spot *spot, __u64 meta,
-					__u64 tail_meta)
+static __always_inline int xlb_ct_store(struct xlb_ct_found *f, const struct xlb_ct_spot *spot,
+					__u64 meta, __u64 tail_meta)
 {
 	struct xlb_ct_slot *head, *tail = NULL;
 	__u32 where = spot->bucket & 1, slot = spot->slot & (XLB_CT_SLOTS - 1), pair = spot->pair;
@@ -305,7 +293,7 @@ static __always_inline int xlb_ct_store(struct xlb_ct_found *f,
 	}
 	asm volatile("" ::: "memory");
 	*(volatile __u64 *)&head->meta =
-		meta | ((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_OVERFLOW));
+		meta | ((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_BUCKET_FLAGS));
 	return 1;
 }
 
@@ -333,10 +321,14 @@ __noinline int xlb_ct_insert(struct xlb_ct_found *f, __u64 value, __u32 hint)
 	__u32 zero = 0, now16 = xlb_ct_seen16(xlb_ct_clock), pair;
 	struct xlb_ct_place_state *st = bpf_map_lookup_elem(&xlb_ct_scratch, &zero);
 	struct xlb_ct_header5 *hdr = bpf_map_lookup_elem(&xlb_conntrack5, &zero);
-	__u64 meta, tail_meta, kind;
+	__u64 meta, tail_meta, kind, line1;
+	struct xlb_ct_slot *first, *second;
 	struct xlb_ct_spot spot;
 
 	if (!f || !st || !hdr || !f->present)
+		return 0;
+	first = xlb_ct_slot_at(f, 0, 0);
+	if (!first)
 		return 0;
 	kind = f->id.v6 ? XLB_CT_KIND_V6 : XLB_CT_KIND_V4;
 	if (f->found) {
@@ -349,18 +341,20 @@ __noinline int xlb_ct_insert(struct xlb_ct_found *f, __u64 value, __u32 hint)
 		if (!spot.pair)
 			hint = 0;
 		meta = value | xlb_ct_head_meta(0, 0, 0, kind, hint != 0, now16);
-		tail_meta = f->id.v6 || hint ?
-				    f->id.tail_ports | ((__u64)hint << XLB_CT_TAIL_HINT_SHIFT) :
-				    0;
+		tail_meta = f->id.v6 || hint
+				    ? f->id.tail_ports | ((__u64)hint << XLB_CT_TAIL_HINT_SHIFT)
+				    : 0;
 		return xlb_ct_store(f, &spot, meta, tail_meta);
 	}
 	pair = f->id.v6 || hint != 0;
 	meta = value | xlb_ct_head_meta(0, 0, 0, kind, hint != 0, now16);
 	tail_meta = pair ? (f->id.tail_ports | ((__u64)hint << XLB_CT_TAIL_HINT_SHIFT)) : 0;
+	/* A second line that never held an entry is empty: not read. */
+	line1 = *(volatile __u64 *)&first->meta & XLB_CT_LINE1;
 	for (__u32 s = 0; s < XLB_CT_SLOTS; s++) {
-		struct xlb_ct_slot *a = xlb_ct_slot_at(f, 0, s);
+		struct xlb_ct_slot *a = (s < 4 || line1) ? xlb_ct_slot_at(f, 0, s) : NULL;
 
-		st->meta[s] = a ? *(volatile __u64 *)&a->meta : XLB_CT_CLAIMED;
+		st->meta[s] = a ? *(volatile __u64 *)&a->meta : (s < 4 ? XLB_CT_CLAIMED : 0);
 	}
 	st->pair = pair;
 	st->now16 = now16;
@@ -377,10 +371,15 @@ __noinline int xlb_ct_insert(struct xlb_ct_found *f, __u64 value, __u32 hint)
 			goto store;
 	}
 	xlb_ct_need_second(f, hdr);
+	second = xlb_ct_slot_at(f, 1, 0);
+	if (!second)
+		return 0;
+	line1 = *(volatile __u64 *)&second->meta & XLB_CT_LINE1;
 	for (__u32 s = 0; s < XLB_CT_SLOTS; s++) {
-		struct xlb_ct_slot *b = xlb_ct_slot_at(f, 1, s);
+		struct xlb_ct_slot *b = (s < 4 || line1) ? xlb_ct_slot_at(f, 1, s) : NULL;
 
-		st->meta[XLB_CT_SLOTS + s] = b ? *(volatile __u64 *)&b->meta : XLB_CT_CLAIMED;
+		st->meta[XLB_CT_SLOTS + s] =
+			b ? *(volatile __u64 *)&b->meta : (s < 4 ? XLB_CT_CLAIMED : 0);
 		if (f->bucket[1] == f->bucket[0])
 			st->meta[XLB_CT_SLOTS + s] = XLB_CT_CLAIMED; /* one bucket: never twice */
 	}
@@ -394,7 +393,9 @@ __noinline int xlb_ct_insert(struct xlb_ct_found *f, __u64 value, __u32 hint)
 			return 0;
 	}
 store:
-	if (spot.bucket && !xlb_ct_mark_overflow(f))
+	if (spot.bucket && !xlb_ct_mark(f, 0, XLB_CT_OVERFLOW))
+		return 0;
+	if ((spot.slot & 4) && !xlb_ct_mark(f, spot.bucket, XLB_CT_LINE1))
 		return 0;
 	return xlb_ct_store(f, &spot, meta, spot.pair && !pair ? 0 : tail_meta);
 }
@@ -407,7 +408,8 @@ static __always_inline struct xlb_backend *xlb_ct_backend(const struct xlb_ct_fo
 	struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, &id);
 	struct xlb_ct_line *line;
 
-	if (!be || be->generation == 0 || (be->generation & 0xff) != xlb_ct_meta_generation(f->meta))
+	if (!be || be->generation == 0 ||
+	    (be->generation & 0xff) != xlb_ct_meta_generation(f->meta))
 		return NULL;
 	now16 = xlb_ct_seen16(xlb_ct_clock);
 	if (now16 != xlb_ct_meta_seen(f->meta)) {

@@ -339,17 +339,18 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "he
  * Placement: a flow may live in either of two buckets, both chosen by a hash
  * of its 5-tuple under the header's secret seed (xlb_ct_buckets, ct_set.h; a
  * client cannot aim flows at a bucket without it). An insert takes the first
- * bucket while it holds fewer than four entries' slots (one line's worth);
+ * bucket while it holds fewer than four slots (XLB_CT_FIRST_FILL);
  * when the first bucket is full, its entry seen longest ago if that entry
  * has been idle about a second (XLB_CT_STALE16), still without reading the
  * second bucket; else the less loaded of the two, else replaces the entry
  * seen longest ago in either (xlb_ct_place; the agent's copies skip the
  * idle-entry step). Placing a flow in its second bucket first sets
  * XLB_CT_OVERFLOW in the first bucket's slot 0, and a lookup reads the second
- * bucket only when that bit is set: a new flow in a lightly loaded table reads
- * one bucket. With live IPv4 flows at 75 % of the capacity, fewer than 0.1 %
- * of them find both buckets full; with a quarter of the flows IPv6 (pairs),
- * fewer than 0.5 % (tests/unit/ct_place_test.cpp).
+ * bucket only when that bit is set; likewise XLB_CT_LINE1 before a flow takes
+ * one of a bucket's slots 4-7, and a bucket's second line is read only when
+ * it is set: a new flow in a lightly loaded table reads one line. With live IPv4 flows at 75 % of
+ * the capacity, fewer than 0.1 % of them find both buckets full; with a quarter of the flows IPv6
+ * (pairs), fewer than 0.5 % (tests/unit/ct_place_test.cpp).
  *
  * Writers (the program's inserts and rewrites, the agent's deletes and
  * copies) claim a slot by setting XLB_CT_CLAIMED in its meta with a
@@ -360,8 +361,8 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "he
  * key(s), then the meta(s) again, and uses the entry only if it was not
  * claimed and nothing but last_seen (and the overflow bit) changed. The
  * program refreshes last_seen (the head meta's top 16 bits) with a plain
- * store. XLB_CT_OVERFLOW is kept by every writer of slot 0 and cleared only
- * when the table is emptied.
+ * store. XLB_CT_OVERFLOW and XLB_CT_LINE1 are kept by every writer of slot 0
+ * and cleared only when the table is emptied.
  */
 #define XLB_CT_SLOTS 8 /* per bucket */
 #define XLB_CT_MAGIC5 0x35544358U /* "XCT5" */
@@ -374,10 +375,10 @@ struct xlb_ct_slot {
 	 * bytes 0-7; IPv6 tail: bytes 8-15; IPv4 tail: 0. */
 	__u64 key;
 	/* Head, from bit 0: vip_id (16 bits), backend_id (18), the backend's
-	 * generation (its low 8 bits), kind (2), XLB_CT_CLAIMED, XLB_CT_HINT,
-	 * XLB_CT_VERSION, XLB_CT_OVERFLOW, last_seen (16 bits,
-	 * XLB_CT_SEEN_SHIFT units). Tail: source port (16 bits) and destination
-	 * port (16) of an IPv6 flow (0 for IPv4), 10 zero bits, kind
+	 * generation (its low 7 bits, XLB_CT_GENERATION_MASK), XLB_CT_LINE1,
+	 * kind (2), XLB_CT_CLAIMED, XLB_CT_HINT, XLB_CT_VERSION,
+	 * XLB_CT_OVERFLOW, last_seen (16 bits, XLB_CT_SEEN_SHIFT units). Tail: source port (16
+	 * bits) and destination port (16) of an IPv6 flow (0 for IPv4), 10 zero bits, kind
 	 * (XLB_CT_KIND_TAIL), XLB_CT_CLAIMED, then the hint (19 bits: 0, or 1 +
 	 * the hinted backend's id). Empty: 0 but for the version and overflow
 	 * bits. */
@@ -397,6 +398,10 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_slot) == 16, "xlb_ct_slot layout");
 /* Slot 0 of a bucket only: some flow whose first bucket this is lives in its
  * second bucket. */
 #define XLB_CT_OVERFLOW (1ULL << 47)
+/* Slot 0 of a bucket only: the bucket's second line (slots 4-7) has held an
+ * entry; while it has not, a lookup and an insert read the first line only. */
+#define XLB_CT_LINE1 (1ULL << 41)
+#define XLB_CT_GENERATION_MASK 0x7fU
 #define XLB_CT_SEEN_SHIFT_BITS 48
 #define XLB_CT_TAIL_HINT_SHIFT 45
 /* A head's last_seen is the entry time (XLB_CT_TIME_SHIFT units) shifted
@@ -430,7 +435,8 @@ struct xlb_ct_record {
 	__u32 pad;
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_record) == 32, "two records a line");
-#define XLB_CT_TAG_MASK (~(XLB_CT_CLAIMED | XLB_CT_OVERFLOW | (0xffffULL << XLB_CT_SEEN_SHIFT_BITS)))
+#define XLB_CT_TAG_MASK \
+	(~(XLB_CT_CLAIMED | XLB_CT_OVERFLOW | XLB_CT_LINE1 | (0xffffULL << XLB_CT_SEEN_SHIFT_BITS)))
 
 /* Element 0, written once by the agent when it creates the table; the
  * program records nothing while magic is not XLB_CT_MAGIC5. */
@@ -450,10 +456,10 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header5) == 64, "header line");
 #define XLB_CT_BUCKET_ELEMENTS (2 + XLB_CT_SLOTS / 2) /* its lines and its records */
 #define XLB_CT_ELEMENTS(entries) \
 	(XLB_CT_HEADER_ELEMENTS + XLB_CT_BUCKETS(entries) * XLB_CT_BUCKET_ELEMENTS)
-#define XLB_CT_BUCKETS_OF(elements)                       \
-	((elements) < XLB_CT_HEADER_ELEMENTS + XLB_CT_BUCKET_ELEMENTS ? \
-		 0 :                                               \
-		 ((elements)-XLB_CT_HEADER_ELEMENTS) / XLB_CT_BUCKET_ELEMENTS)
+#define XLB_CT_BUCKETS_OF(elements)                                   \
+	((elements) < XLB_CT_HEADER_ELEMENTS + XLB_CT_BUCKET_ELEMENTS \
+		 ? 0                                                  \
+		 : ((elements)-XLB_CT_HEADER_ELEMENTS) / XLB_CT_BUCKET_ELEMENTS)
 #define XLB_CT_CAPACITY(elements) (XLB_CT_BUCKETS_OF(elements) * XLB_CT_SLOTS)
 /* Element of bucket b's first line, and of the record of slot s of bucket b
  * (the record is in its first half when s is even). */

@@ -201,15 +201,17 @@ TEST_F(ConntrackIdentityTest, Ipv6FlowsThatDifferInTheDestinationPortAreTwoFlows
 }
 
 // Catches an insert that puts a flow in its second bucket without the first
-// bucket's overflow bit, and a lookup that never reads the second bucket:
-// five flows share a first bucket; four fill its first line, and the fifth
-// goes to its (empty) second bucket, the less loaded. All five then keep
-// their backends when the ring turns elsewhere.
+// bucket's overflow bit, and a lookup that never reads the second bucket (or
+// the first bucket's second line): XLB_CT_FIRST_FILL + 1 flows share a first
+// bucket; the first XLB_CT_FIRST_FILL fill it that far (into its second
+// line), and the last goes to its (empty) second bucket, the less loaded.
+// All of them then keep their backends when the ring turns elsewhere.
 TEST_F(ConntrackIdentityTest, AFlowPastItsFullFirstBucketIsFoundInItsSecond) {
     add_vip(kVipV4, kVipPort, kProtoTcp, kVipA);
+    constexpr std::size_t kFlows = XLB_CT_FIRST_FILL + 1;
     std::vector<Flow> flows;
     std::uint32_t target = 0;
-    for (std::uint32_t port = 40000; port < 65536 && flows.size() < 5; ++port) {
+    for (std::uint32_t port = 40000; port < 65536 && flows.size() < kFlows; ++port) {
         const Flow f{kClientV4, kVipV4, static_cast<std::uint16_t>(port), kVipPort, kProtoTcp};
         std::uint32_t first = 0, second = 0;
         buckets_of(f, &first, &second);
@@ -217,18 +219,24 @@ TEST_F(ConntrackIdentityTest, AFlowPastItsFullFirstBucketIsFoundInItsSecond) {
         if (flows.empty()) target = first;
         if (first == target) flows.push_back(f);
     }
-    ASSERT_EQ(flows.size(), 5u) << "test bug: not enough flows in one bucket";
-    expect_kept_apart(flows, std::vector<std::uint32_t>(5, kVipA), {10, 11, 12, 10, 11}, 13);
+    ASSERT_EQ(flows.size(), kFlows) << "test bug: not enough flows in one bucket";
+    std::vector<std::uint32_t> backends;
+    for (std::size_t i = 0; i < kFlows; ++i)
+        backends.push_back(10 + static_cast<std::uint32_t>(i % 3));
+    expect_kept_apart(flows, std::vector<std::uint32_t>(kFlows, kVipA), backends, 13);
 
     TableView view(lb().conntrack());
     ASSERT_TRUE(view.ok());
     std::uint32_t first = 0, second = 0;
-    for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t i = 0; i + 1 < kFlows; ++i)
         EXPECT_GE(view.head_of(target, flow_key(flows[i]), kVipA), 0) << "flow " << i;
-    buckets_of(flows[4], &first, &second);
-    EXPECT_LT(view.head_of(first, flow_key(flows[4]), kVipA), 0);
-    EXPECT_GE(view.head_of(second, flow_key(flows[4]), kVipA), 0) << "not in its second bucket";
+    buckets_of(flows.back(), &first, &second);
+    EXPECT_LT(view.head_of(first, flow_key(flows.back()), kVipA), 0);
+    EXPECT_GE(view.head_of(second, flow_key(flows.back()), kVipA), 0) << "not in its second bucket";
     EXPECT_TRUE(view.bucket(first).slot[0].meta & XLB_CT_OVERFLOW);
+    // Slots 4-7 in use are flagged (XLB_CT_LINE1), or the lookup skips them.
+    EXPECT_EQ((view.bucket(first).slot[0].meta & XLB_CT_LINE1) != 0,
+              XLB_CT_FIRST_FILL > XLB_CT_SLOTS / 2);
 }
 
 // Second chance with GUE: a moved flow's first packet carries the previous

@@ -123,7 +123,7 @@ public:
         xlb_ct_slot& sl = slot(bucket, s);
         const __u64 meta = xlb_ct_head_meta(kVipId, v.backend_id, v.generation, XLB_CT_KIND_V4, 0,
                                             xlb_ct_seen16(v.last_seen)) |
-                           ((sl.meta ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_OVERFLOW));
+                           ((sl.meta ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_BUCKET_FLAGS));
         auto* rec =
             reinterpret_cast<xlb_ct_record*>(&base_[XLB_CT_RECORD_ELEMENT(buckets_, bucket, s)]) +
             s % 2;
@@ -133,6 +133,9 @@ public:
                              .last_seen = v.last_seen,
                              .seen16 = xlb_ct_seen16(v.last_seen),
                              .pad = 0};
+        // As every writer: a bucket's second line is flagged before use.
+        if (s >= XLB_CT_SLOTS / 2)
+            __atomic_fetch_or(&slot(bucket, 0).meta, XLB_CT_LINE1, __ATOMIC_ACQ_REL);
         sl.key = id.head_key;
         __atomic_store_n(&sl.meta, meta, __ATOMIC_RELEASE);
     }

@@ -505,16 +505,16 @@ TEST(CtPlaceRules, FullFirstBucketGivesUpAStaleEntryWithoutTheSecond) {
     }
 }
 
-// The first bucket alone takes a flow while it holds fewer than four
-// entries' slots; from four on, the less loaded bucket does.
-TEST(CtPlaceRules, FirstBucketUntilHalfFullThenTheLessLoaded) {
+// The first bucket alone takes a flow while it holds fewer than
+// XLB_CT_FIRST_FILL slots; from there on, the less loaded bucket does.
+TEST(CtPlaceRules, FirstBucketUntilFirstFillThenTheLessLoaded) {
     auto st = state(false);
-    for (std::uint32_t s = 0; s < 3; s++) st.meta[s] = v4(1);
+    for (std::uint32_t s = 0; s + 1 < XLB_CT_FIRST_FILL; s++) st.meta[s] = v4(1);
     xlb_ct_spot spot{};
     ASSERT_EQ(xlb_ct_place_first(&st, &spot), 0);
     EXPECT_EQ(spot.bucket, 0u);
-    EXPECT_EQ(spot.slot, 3u);
-    st.meta[3] = v4(1);
+    EXPECT_EQ(spot.slot, XLB_CT_FIRST_FILL - 1);
+    st.meta[XLB_CT_FIRST_FILL - 1] = v4(1);
     EXPECT_EQ(xlb_ct_place_first(&st, &spot), 1);
     st.meta[XLB_CT_SLOTS + 0] = v4(1);
     ASSERT_EQ(xlb_ct_place(&st, &spot), 0);

@@ -121,9 +121,10 @@ xlb::Result<void> share_maps(bpf_object* obj, const bpf::LbProgram& program) {
 }
 
 template <typename Skel>
-xlb::Result<std::pair<std::shared_ptr<void>, int>> load_copy(
-    Skel* (*open)(), int (*load)(Skel*), void (*destroy)(Skel*), const char* what,
-    const bpf::LbProgram& program) {
+xlb::Result<std::pair<std::shared_ptr<void>, int>> load_copy(Skel* (*open)(), int (*load)(Skel*),
+                                                             void (*destroy)(Skel*),
+                                                             const char* what,
+                                                             const bpf::LbProgram& program) {
     std::shared_ptr<Skel> skel(open(), destroy);
     if (!skel) return bpf::fail(errno, std::string("open the ") + what + " BPF object");
     if (auto ok = share_maps(skel->obj, program); !ok) return std::unexpected(ok.error());
@@ -146,15 +147,13 @@ ProgramCopy& ProgramCopy::operator=(ProgramCopy&&) noexcept = default;
 ProgramCopy::~ProgramCopy() = default;
 
 xlb::Result<ProgramCopy> ProgramCopy::load(const bpf::LbProgram& program, Variant variant) {
-    auto loaded = variant == Variant::kNoCaptureCheck
-                      ? load_copy<xlb_lb_no_capture>(xlb_lb_no_capture__open,
-                                                     xlb_lb_no_capture__load,
-                                                     xlb_lb_no_capture__destroy,
-                                                     "xlb_lb_no_capture", program)
-                      : load_copy<xlb_lb_no_flow_cache>(xlb_lb_no_flow_cache__open,
-                                                        xlb_lb_no_flow_cache__load,
-                                                        xlb_lb_no_flow_cache__destroy,
-                                                        "xlb_lb_no_flow_cache", program);
+    auto loaded =
+        variant == Variant::kNoCaptureCheck
+            ? load_copy<xlb_lb_no_capture>(xlb_lb_no_capture__open, xlb_lb_no_capture__load,
+                                           xlb_lb_no_capture__destroy, "xlb_lb_no_capture", program)
+            : load_copy<xlb_lb_no_flow_cache>(
+                  xlb_lb_no_flow_cache__open, xlb_lb_no_flow_cache__load,
+                  xlb_lb_no_flow_cache__destroy, "xlb_lb_no_flow_cache", program);
     if (!loaded) return std::unexpected(loaded.error());
     auto object = std::make_unique<Object>();
     object->skel = std::move(loaded->first);

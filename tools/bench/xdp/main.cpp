@@ -694,8 +694,8 @@ public:
             full_.emplace(opt.conntrack_entries);
         if (std::any_of(cases_.begin(), cases_.end(),
                         [](const Case& c) { return c.without_capture_check; }))
-            no_capture_.emplace(must(
-                ProgramCopy::load(balancer_.lb(), ProgramCopy::Variant::kNoCaptureCheck)));
+            no_capture_.emplace(
+                must(ProgramCopy::load(balancer_.lb(), ProgramCopy::Variant::kNoCaptureCheck)));
         for (const Case& c : cases_) {
             if (c.population == 0) continue;
             std::optional<Balancer>& many = c.vip_id == kVipTcp6 ? many_v6_ : many_v4_;
@@ -706,8 +706,8 @@ public:
             std::optional<ProgramCopy>& copy =
                 c.population ? no_flow_cache_many_ : no_flow_cache_main_;
             if (!copy)
-                copy.emplace(must(ProgramCopy::load(balancer_for(c).lb(),
-                                                    ProgramCopy::Variant::kNoFlowCache)));
+                copy.emplace(must(
+                    ProgramCopy::load(balancer_for(c).lb(), ProgramCopy::Variant::kNoFlowCache)));
         }
         // Each CPU's counter gets its own range of values (source
         // addresses): flows made on two CPUs never collide.
@@ -722,8 +722,7 @@ public:
         for (std::size_t i = 0; i < cpus_.size(); ++i)
             for (std::uint32_t vip : {kVipTcp4, kVipTcp6})
                 many_position_[{vip, cpus_[i]}] =
-                    kManyFirstValue - 1 +
-                    static_cast<std::uint32_t>(kManyFlows * i / cpus_.size());
+                    kManyFirstValue - 1 + static_cast<std::uint32_t>(kManyFlows * i / cpus_.size());
     }
 
     // What the established_many cases found in their tables after the
@@ -811,9 +810,8 @@ public:
     // back as new ones on every cycle.
     void populate_many() {
         for (std::uint32_t vip : {kVipTcp4, kVipTcp6}) {
-            auto it = std::find_if(cases_.begin(), cases_.end(), [&](const Case& c) {
-                return c.population && c.vip_id == vip;
-            });
+            auto it = std::find_if(cases_.begin(), cases_.end(),
+                                   [&](const Case& c) { return c.population && c.vip_id == vip; });
             if (it == cases_.end()) continue;
             const Case& c = *it;
             Balancer& balancer = balancer_for(c);
@@ -843,9 +841,10 @@ public:
                 if (!entry) continue;
                 found += 1;
                 if (entry->backend_id != balancer.ring_choice(c.vip_id, key, c.vip_flags))
-                    throw Failure(fmt::format("{}: flow #{} is recorded with backend {}, not the "
-                                              "ring's",
-                                              c.name, i, entry->backend_id));
+                    throw Failure(
+                        fmt::format("{}: flow #{} is recorded with backend {}, not the "
+                                    "ring's",
+                                    c.name, i, entry->backend_id));
             }
             if (found != table.flows_held)
                 throw Failure(fmt::format("{}: {} of the flows found, {} entries in the table",
@@ -863,9 +862,8 @@ public:
     // second cycle over them: the flows that lost their entry come back as
     // inserts. Only with an established_many case in the run.
     void measure_fill() {
-        auto it = std::find_if(cases_.begin(), cases_.end(), [](const Case& c) {
-            return c.population && c.vip_id == kVipTcp4;
-        });
+        auto it = std::find_if(cases_.begin(), cases_.end(),
+                               [](const Case& c) { return c.population && c.vip_id == kVipTcp4; });
         if (it == cases_.end()) return;
         Case c = *it;
         c.population = kManyTableEntries / 4 * 3;
@@ -1259,14 +1257,14 @@ private:
 
     Options opt_;
     Balancer balancer_;
-    std::optional<Balancer> full_;             // new_flow_full_v4's table, kept full
+    std::optional<Balancer> full_;               // new_flow_full_v4's table, kept full
     std::optional<Balancer> many_v4_, many_v6_;  // the established_many cases' tables
     std::optional<ProgramCopy> no_capture_;      // the *_no_capture_check cases' program
     // The *_no_flow_cache cases' programs, on balancer_'s maps and many_v4_'s.
     std::optional<ProgramCopy> no_flow_cache_main_, no_flow_cache_many_;
     std::map<std::pair<std::uint32_t, int>, std::uint32_t> many_position_;  // {VIP, CPU}
     std::map<std::uint32_t, ManyTable> many_tables_;                        // by VIP
-    Fill fill_;  // measure_fill
+    Fill fill_;                                                             // measure_fill
     Harness harness_;
     std::vector<Case> cases_;
     int cpu_;
@@ -1360,24 +1358,26 @@ void print_table(const Options& opt, const Bench& bench, int cpu) {
                    idle.ns <= kCaptureIdleTargetNs ? "met" : "MISSED");
     fmt::print("\n");
     for (const auto& [vip, table] : bench.many_tables())
-        fmt::print("established_many ({}): {} of {} flows held in a {}-entry table, {} "
-                   "inserted again per cycle\n",
-                   vip == kVipTcp6 ? "IPv6" : "IPv4", table.flows_held, kManyFlows,
-                   kManyTableEntries, table.churn);
+        fmt::print(
+            "established_many ({}): {} of {} flows held in a {}-entry table, {} "
+            "inserted again per cycle\n",
+            vip == kVipTcp6 ? "IPv6" : "IPv4", table.flows_held, kManyFlows, kManyTableEntries,
+            table.churn);
     if (bench.fill().flows > 0)
-        fmt::print("occupancy: {} live IPv4 flows in a {}-entry table (75 %): {} held, {} lost "
-                   "per cycle ({:.3f} %)\n",
-                   bench.fill().flows, bench.fill().capacity, bench.fill().held,
-                   bench.fill().lost,
-                   100.0 * static_cast<double>(bench.fill().lost) / bench.fill().flows);
+        fmt::print(
+            "occupancy: {} live IPv4 flows in a {}-entry table (75 %): {} held, {} lost "
+            "per cycle ({:.3f} %)\n",
+            bench.fill().flows, bench.fill().capacity, bench.fill().held, bench.fill().lost,
+            100.0 * static_cast<double>(bench.fill().lost) / bench.fill().flows);
     std::vector<std::string> cached, uncached;
     for (const Case& c : bench.cases()) {
         if (c.kind != Path::kEstablished && c.population == 0) continue;
         (cache_can_answer(c.kind) && !c.without_flow_cache ? cached : uncached).push_back(c.name);
     }
-    fmt::print("answered by the per-CPU flow cache: {}\nnot answerable by a cache (the common "
-               "case) or run without it: {}\n",
-               fmt::join(cached, ", "), fmt::join(uncached, ", "));
+    fmt::print(
+        "answered by the per-CPU flow cache: {}\nnot answerable by a cache (the common "
+        "case) or run without it: {}\n",
+        fmt::join(cached, ", "), fmt::join(uncached, ", "));
     fmt::print("\n");
     for (const Case& c : bench.cases()) fmt::print("  {:<34} {}\n", c.name, c.path);
     fmt::print(

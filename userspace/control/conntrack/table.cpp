@@ -89,9 +89,10 @@ const BackendInfo* Context::backend(std::uint32_t id) const {
 
 bool Context::valid(const xlb_ct_value& value) const {
     const BackendInfo* b = backend(value.backend_id);
-    // The table keeps the generation's low 8 bits (abi.h, struct
-    // xlb_ct_slot), and so does the program's check.
-    return b && b->generation != 0 && (b->generation & 0xff) == (value.generation & 0xff);
+    // The table keeps the generation's low bits (abi.h,
+    // XLB_CT_GENERATION_MASK), and so does the program's check.
+    return b && b->generation != 0 &&
+           (b->generation & XLB_CT_GENERATION_MASK) == (value.generation & XLB_CT_GENERATION_MASK);
 }
 
 View judge(const Context& context, const Entry& entry, Units now) {

@@ -3,13 +3,13 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
 #include <numeric>
-#include <atomic>
 #include <optional>
-#include <sys/mman.h>
 #include <vector>
 
 #include "pin_session.h"
@@ -280,9 +280,8 @@ Result<void> ConntrackLoader::fill(const ConntrackTable& into) {
             auto info = map_info(source_fd_.get(), "the layout-4 connection table", source_path_);
             if (!info) {
                 old_problem_ = info.error().message();
-            } else if (auto read =
-                           read_layout4(source_fd_.get(), info->max_entries, source_path_, keys,
-                                        values);
+            } else if (auto read = read_layout4(source_fd_.get(), info->max_entries, source_path_,
+                                                keys, values);
                        !read) {
                 old_problem_ = read.error().message();
             }
@@ -345,8 +344,7 @@ Result<void> ConntrackLoader::fill(const ConntrackTable& into) {
     std::string dropped;
     if (r.dropped > without_vip)
         dropped = ", dropped " + entries(r.dropped - without_vip) + " that did not fit";
-    if (without_vip > 0)
-        dropped += ", dropped " + entries(without_vip) + " of no configured VIP";
+    if (without_vip > 0) dropped += ", dropped " + entries(without_vip) + " of no configured VIP";
     if (source_ == Source::kResize) {
         r.message = "resized the connection table from " + std::to_string(old_capacity_) + " to " +
                     std::to_string(r.capacity) + " entries: copied " + entries(r.copied) + dropped;

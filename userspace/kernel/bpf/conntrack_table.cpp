@@ -184,7 +184,7 @@ bool ConntrackTable::read(std::uint32_t bucket, unsigned s, Raw* raw) const {
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     const __u64 after = meta_of(head).load(std::memory_order_relaxed);
-    return ((after ^ before) & ~(XLB_CT_SEEN_MASK | XLB_CT_OVERFLOW)) == 0;
+    return ((after ^ before) & ~(XLB_CT_SEEN_MASK | XLB_CT_BUCKET_FLAGS)) == 0;
 }
 
 xlb_ct_value ConntrackTable::value_of(std::uint32_t bucket, unsigned s, const Raw& raw,
@@ -279,7 +279,7 @@ bool ConntrackTable::write(std::uint32_t bucket, unsigned s, bool pair, const xl
             }
         }
         const __u64 final_meta =
-            meta | ((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_OVERFLOW));
+            meta | ((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_BUCKET_FLAGS));
         *record(bucket, s) = xlb_ct_record{.tag_key = id.head_key,
                                            .tag_meta = final_meta & XLB_CT_TAG_MASK,
                                            .created = value.created,
@@ -331,7 +331,7 @@ bool ConntrackTable::clear_slot(std::uint32_t bucket, unsigned s, __u64 expect, 
                 meta_of(tail).store(0, std::memory_order_release);
             }
             // Empty; the version moves on and the overflow bit stays.
-            meta_of(head).store((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_OVERFLOW),
+            meta_of(head).store((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_BUCKET_FLAGS),
                                 std::memory_order_release);
         } else {
             if (tail) meta_of(tail).store(told, std::memory_order_release);
@@ -365,12 +365,11 @@ Result<ConntrackTable::Put> ConntrackTable::put(const xlb_flow_key& key,
     const __u32 kind = id.v6 ? XLB_CT_KIND_V6 : XLB_CT_KIND_V4;
     const __u32 seen16 = xlb_ct_seen16(value.last_seen);
     auto metas = [&](bool pair, bool with_hint) {
-        const __u64 meta = xlb_ct_head_meta(vip_id, value.backend_id, value.generation, kind,
-                                            with_hint, seen16);
-        const __u64 tail = id.v6 || with_hint
-                               ? id.tail_ports | (__u64{with_hint ? hint : 0}
-                                                  << XLB_CT_TAIL_HINT_SHIFT)
-                               : 0;
+        const __u64 meta =
+            xlb_ct_head_meta(vip_id, value.backend_id, value.generation, kind, with_hint, seen16);
+        const __u64 tail = id.v6 || with_hint ? id.tail_ports | (__u64{with_hint ? hint : 0}
+                                                                 << XLB_CT_TAIL_HINT_SHIFT)
+                                              : 0;
         return std::pair{meta, pair ? tail : __u64{0}};
     };
     if (auto at = find(key, vip_id, nullptr)) {
@@ -407,10 +406,14 @@ Result<ConntrackTable::Put> ConntrackTable::put(const xlb_flow_key& key,
         const __u64* taken = &st.meta[spot.bucket * XLB_CT_SLOTS];
         const bool replaced =
             is_head(taken[spot.slot]) || (spot.pair && is_head(taken[spot.slot | 1]));
-        if (spot.bucket) {
-            // The first bucket says that it sends flows on, before one goes.
+        // The flags say where flows may be before one goes there: the first
+        // bucket that it sends flows on, a bucket that its second line is
+        // in use.
+        if (spot.bucket)
             meta_of(slot(first, 0)).fetch_or(XLB_CT_OVERFLOW, std::memory_order_acq_rel);
-        }
+        if (spot.slot >= XLB_CT_SLOTS / 2)
+            meta_of(slot(spot.bucket ? second : first, 0))
+                .fetch_or(XLB_CT_LINE1, std::memory_order_acq_rel);
         auto [meta, tail] = metas(pair, hint != 0);
         if (spot.pair && !pair) tail = 0;  // one slot over a pair: the tail emptied
         if (write(spot.bucket ? second : first, spot.slot, spot.pair, id, meta, tail, value))
@@ -439,8 +442,7 @@ std::uint64_t ConntrackTable::release_stuck_ways(std::chrono::microseconds grace
                 orphan = !(head & XLB_CT_CLAIMED) && !xlb_ct_has_tail(head);
             }
             if (!(meta & XLB_CT_CLAIMED) && !orphan) continue;
-            xlb_ct_slot* tail =
-                (!(s & 1) && xlb_ct_has_tail(meta)) ? slot(bucket, s | 1) : nullptr;
+            xlb_ct_slot* tail = (!(s & 1) && xlb_ct_has_tail(meta)) ? slot(bucket, s | 1) : nullptr;
             claimed.push_back({sl, tail, meta});
         }
     }
@@ -459,7 +461,7 @@ std::uint64_t ConntrackTable::release_stuck_ways(std::chrono::microseconds grace
             key_of(c.tail).store(0, std::memory_order_relaxed);
             meta_of(c.tail).store(0, std::memory_order_release);
         }
-        meta_of(c.slot).store((meta ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_OVERFLOW),
+        meta_of(c.slot).store((meta ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_BUCKET_FLAGS),
                               std::memory_order_release);
         ++released;
     }
@@ -530,7 +532,7 @@ Result<void> ConntrackTable::clear() const {
                 return fail_on(EBUSY, "delete an entry of", name_, "its slot stayed claimed");
         }
         // Empty buckets send nothing on.
-        meta_of(slot(bucket, 0)).fetch_and(~XLB_CT_OVERFLOW, std::memory_order_acq_rel);
+        meta_of(slot(bucket, 0)).fetch_and(~XLB_CT_BUCKET_FLAGS, std::memory_order_acq_rel);
     }
     return {};
 }

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "xlb/abi.h"
-#include "xlb/ct_set.h"
 #include "xlb/bpf/error.h"
 #include "xlb/bpf/fd.h"
+#include "xlb/ct_set.h"
 
 namespace xlb::bpf {
 
