@@ -409,7 +409,7 @@ static __always_inline struct xlb_backend *xlb_ct_backend(const struct xlb_ct_fo
 	struct xlb_ct_line *line;
 
 	if (!be || be->generation == 0 ||
-	    (be->generation & 0xff) != xlb_ct_meta_generation(f->meta))
+	    (be->generation & XLB_CT_GENERATION_MASK) != xlb_ct_meta_generation(f->meta))
 		return NULL;
 	now16 = xlb_ct_seen16(xlb_ct_clock);
 	if (now16 != xlb_ct_meta_seen(f->meta)) {

@@ -151,6 +151,19 @@ TEST_F(ConntrackIdentityTest, TheSameClientAndPortsToTwoVipsAreTwoFlows) {
     expect_kept_apart(two_vips(port), {kVipA, kVipB}, {10, 11}, 12);
 }
 
+// Catches a generation check that compares more bits than the slot keeps
+// (XLB_CT_GENERATION_MASK): the backend's generation is far above them, and
+// its flow must still be found on it.
+TEST_F(ConntrackIdentityTest, AFlowOfABackendWithALargeGenerationStaysOnIt) {
+    add_vip(kVipV4, kVipPort, kProtoTcp, kVipA);
+    add_backend(10, backend_addr_.at(10), 1000);
+    const Flow f{kClientV4, kVipV4, 31000, kVipPort, kProtoTcp};
+    expect_kept_apart({f}, {kVipA}, {10}, 12);
+    auto e = lb().conntrack().get(flow_key(f));
+    ASSERT_TRUE(e && *e);
+    EXPECT_EQ((*e)->generation, 1000u & XLB_CT_GENERATION_MASK);
+}
+
 TEST_F(ConntrackIdentityTest, OneAddressAndPortUnderTcpAndUdpAreTwoFlows) {
     constexpr std::uint32_t kUdpVip = 5;
     add_vip(kVipV4, kVipPort, kProtoTcp, kVipA);

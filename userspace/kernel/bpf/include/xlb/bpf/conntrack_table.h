@@ -81,7 +81,7 @@ public:
     // Entries change meanwhile (no snapshot); an entry being rewritten is
     // skipped. An entry whose VIP id the VIP map no longer has is emptied,
     // not passed on: no packet can match it, and its destination is
-    // unknown. The value's generation is the backend's low 8 bits;
+    // unknown. The value's generation is the backend's low 7 bits;
     // vip_epoch and hash are 0 (layout 5 keeps neither).
     void for_each(const std::function<void(const xlb_flow_key&, const xlb_ct_value&)>& use) const;
     std::uint64_t count() const;
