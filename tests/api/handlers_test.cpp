@@ -5,13 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <utility>
 
+#include "xlb/abi.h"
+#include "xlb/api/data_plane_view.h"
 #include "xlb/config/config.h"
 
 #ifndef XLB_SOURCE_DIR
@@ -79,6 +83,18 @@ struct CountingValidator {
 
 // PATCH /v1/vip is checked once: its own order (invalid before disruptive)
 // comes from the change path, not from a second validation of its own.
+// Every outcome the data path counts, by the name stats and metrics give
+// it, has its row in the troubleshooting table: meaning, cause, what to do.
+TEST(Docs, TroubleshootingHasARowForEveryOutcome) {
+    std::ifstream in(std::string(XLB_SOURCE_DIR) + "/docs/troubleshooting.md");
+    ASSERT_TRUE(in) << "docs/troubleshooting.md";
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) {
+        const std::string row = std::string("\n| `") + outcome_name(o) + "` |";
+        EXPECT_NE(text.find(row), std::string::npos) << "no row for outcome " << outcome_name(o);
+    }
+}
+
 TEST(ApiChangePath, APatchIsValidatedOnceWhateverItsOutcome) {
     config::Settings settings;
     settings.encap_source.ipv4 = *net::IpAddress::parse("192.0.2.1");
