@@ -314,9 +314,6 @@ struct xlb_ct_header {
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_header) <= sizeof(struct xlb_ct_set), "header fits");
 
-/* The entries of a layout-4 table of `elements` elements. */
-#define XLB_CT_V4_CAPACITY(elements) (((elements)-1) * XLB_CT_WAYS)
-
 /*
  * Layout 5 (docs/conntrack.md, "How the table is organised"): an established
  * packet among many flows reads one 64-byte line of the table, which says

@@ -196,11 +196,6 @@ struct xlb_ct_place_state {
 	__u32 pad;
 };
 
-XLB_HASH_INLINE int xlb_ct_free(__u64 meta)
-{
-	return (meta & (XLB_CT_KIND_MASK | XLB_CT_CLAIMED)) == 0;
-}
-
 /* Which slots of bucket b are free, a bit each (slot s: bit s). Branch-free
  * arithmetic: the program's verifier would otherwise follow every
  * combination of slots. */
@@ -239,7 +234,8 @@ XLB_HASH_INLINE int xlb_ct_room(__u32 free_mask, __u32 pair)
 /* A flow takes its first bucket, without the second being read, while the
  * first holds fewer than this many slots (its first line's worth). More
  * would leave a new flow's second bucket unread more often (6 of 8: in 5 %
- * of the inserts up to half the capacity rather than 24 %), but a mix with
+ * of the inserts up to half the capacity rather than 24 %, in a simple
+ * balls-into-buckets model), but a mix with
  * a quarter of the flows IPv6 then loses 0.6-0.8 % of them at 75 % of the
  * capacity rather than 0.35 %: an entry of two slots needs an aligned free
  * pair, which a fuller first bucket seldom keeps. */
