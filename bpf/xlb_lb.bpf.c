@@ -432,7 +432,9 @@ int xlb_lb(struct xdp_md *ctx)
 			if (fc && xlb_same_flow(&fc->key, &pkt.key))
 				fc->vip_epoch = 0;
 			fc = NULL;
-		} else if (fc && (be = xlb_flow_cache_backend(fc, &pkt.key, *epoch))) {
+		} else if (fc && !pkt.tcp_ended &&
+			   (be = xlb_flow_cache_backend(fc, &pkt.key, *epoch))) {
+			/* (A FIN or RST goes to the table: its entry notes it.) */
 			backend_id = fc->backend_id;
 			vip_id = fc->vip_id;
 			hash = fc->hash;
@@ -496,6 +498,8 @@ int xlb_lb(struct xdp_md *ctx)
 			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, pick, hash,
 					       icmp_error ? NULL : vstats, &backend_id, &be, &hint,
 					       &from_entry);
+			if (err == 0 && from_entry && pkt.tcp_ended && !icmp_error)
+				xlb_ct_note_ended(&ct, pkt.tcp_ended);
 		}
 		/* This CPU keeps a copy of an entry it used, but not one taken
 		 * in the tick of the agent's last delete (it would not be
@@ -532,10 +536,14 @@ int xlb_lb(struct xdp_md *ctx)
 		XLB_VERDICT(-err, XDP_DROP);
 	}
 
-	bstats = bpf_map_lookup_elem(&xlb_backend_stats, &backend_id);
+	bstats = bpf_map_lookup_elem(&xlb_backend_stats2, &backend_id);
 	if (bstats) {
 		bstats->packets += 1;
 		bstats->bytes += frame_len;
+		/* A connection started (abi.h, struct xlb_backend_stats). */
+		if (!hit && !from_entry && !icmp_error &&
+		    (pkt.key.proto != IPPROTO_TCP || pkt.tcp_syn))
+			bstats->new_flows += 1;
 	}
 	if (hint) {
 		__u64 *hinted = bpf_map_lookup_elem(&xlb_vip_hints, &vip_id);

@@ -421,6 +421,33 @@ static __always_inline struct xlb_backend *xlb_ct_backend(const struct xlb_ct_fo
 	return be;
 }
 
+/* Notes in the found entry's record that the client sent FIN or RST
+ * (`flags`, XLB_CT_ENDED_*), for the agent's listing (abi.h, struct
+ * xlb_ct_record). Returns whether the word changed. */
+__noinline int xlb_ct_note_ended(const struct xlb_ct_found *f, __u32 flags)
+{
+	__u32 zero = 0, index, tag, word, old;
+	struct xlb_ct_header5 *hdr = bpf_map_lookup_elem(&xlb_conntrack5, &zero);
+	struct xlb_ct_record *rec;
+	struct xlb_ct_line *line;
+
+	if (!f || !hdr || !f->found)
+		return 0;
+	index = XLB_CT_RECORD_ELEMENT(hdr->buckets, f->where ? f->bucket[1] : f->bucket[0],
+				      f->slot & (XLB_CT_SLOTS - 1));
+	line = bpf_map_lookup_elem(&xlb_conntrack5, &index);
+	if (!line)
+		return 0;
+	rec = (struct xlb_ct_record *)line + (f->slot & 1);
+	tag = xlb_ct_ended_tag(f->id.head_key, f->meta);
+	old = *(volatile __u32 *)&rec->ended;
+	word = tag | (flags & 0xff) | ((old & ~0xffU) == tag ? (old & 0xff) : 0);
+	if (word == old)
+		return 0;
+	*(volatile __u32 *)&rec->ended = word;
+	return 1;
+}
+
 /* The cached copy of the flow's entry in `fc` (its slot on this CPU), when
  * it may stand in for the table (abi.h, XLB_MAP_FLOW_CACHE); NULL otherwise. */
 static __always_inline struct xlb_backend *

@@ -120,7 +120,7 @@ struct {
 	__uint(max_entries, XLB_MAX_BACKENDS_DEFAULT);
 	__type(key, __u32);
 	__type(value, struct xlb_backend_stats);
-} xlb_backend_stats SEC(".maps");
+} xlb_backend_stats2 SEC(".maps");
 
 /* Per VIP: packets sent with a second-chance hint. Apart from
  * xlb_vip_stats so that its layout (and pin) stays as it was. */

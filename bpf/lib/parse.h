@@ -56,7 +56,7 @@ struct xlb_packet {
 	__u8 tos; /* IPv4 TOS / IPv6 traffic class */
 	__u8 df; /* IPv4 DF bit (IPv6 never fragments in flight) */
 	__u8 tcp_syn; /* a SYN without ACK: always a new connection */
-	__u8 pad;
+	__u8 tcp_ended; /* XLB_CT_ENDED_FIN and _RST: the flags the client sent */
 };
 
 /* end: the frame's end, which every read is checked against (the verifier's
@@ -214,6 +214,8 @@ static __always_inline int xlb_parse_l4(struct xlb_cursor *cur, struct xlb_packe
 		pkt->key.sport = th->source;
 		pkt->key.dport = th->dest;
 		pkt->tcp_syn = th->syn && !th->ack;
+		pkt->tcp_ended =
+			(th->fin ? XLB_CT_ENDED_FIN : 0) | (th->rst ? XLB_CT_ENDED_RST : 0);
 		return 0;
 	}
 	if (proto == IPPROTO_UDP) {

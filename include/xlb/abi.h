@@ -62,7 +62,8 @@
 #define XLB_MAP_CONFIG "xlb_config"
 #define XLB_MAP_STATS "xlb_stats"
 #define XLB_MAP_VIP_STATS "xlb_vip_stats"
-#define XLB_MAP_BACKEND_STATS "xlb_backend_stats"
+#define XLB_MAP_BACKEND_STATS "xlb_backend_stats2" /* struct xlb_backend_stats */
+#define XLB_MAP_BACKEND_STATS_V1 "xlb_backend_stats" /* packets and bytes only */
 #define XLB_MAP_VIP_HINTS "xlb_vip_hints" /* per VIP: packets sent with a second-chance hint */
 #define XLB_MAP_VIP_DROPS "xlb_vip_drops" /* per VIP: drops by reason, struct xlb_vip_drops */
 /* Per loaded program, never pinned: capture records (struct xlb_capture_record). */
@@ -422,15 +423,24 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_ct_bucket) == 128, "two cache lines a bucket
 /* The agent's record of a head slot's entry, valid while tag_key and tag_meta
  * are the slot's key and its meta under XLB_CT_TAG_MASK (the entry was not
  * rewritten since): when it was first seen, and its whole last_seen at the
- * slot's 16-bit last_seen `seen16`. */
+ * slot's 16-bit last_seen `seen16`. The agent writes every field but `ended`.
+ *
+ * `ended` is the program's: a TCP packet with FIN or RST that finds the entry
+ * (such packets skip the flow cache) sets XLB_CT_ENDED_FIN or _RST in its low
+ * byte, under a 24-bit tag of the slot's key and meta above it
+ * (xlb_ct_ended_tag, ct_set.h): a new entry in the slot fails the tag, so no
+ * one clears the word. Only these rare packets touch the record's line; the
+ * flags are best effort (two CPUs setting both at once may keep one). */
 struct xlb_ct_record {
 	__u64 tag_key;
 	__u64 tag_meta;
 	__u32 created; /* XLB_CT_TIME_SHIFT units */
 	__u32 last_seen; /* XLB_CT_TIME_SHIFT units */
 	__u32 seen16;
-	__u32 pad;
+	__u32 ended;
 };
+#define XLB_CT_ENDED_FIN 0x1U /* the client sent a FIN */
+#define XLB_CT_ENDED_RST 0x2U /* the client sent a RST */
 XLB_STATIC_ASSERT(sizeof(struct xlb_ct_record) == 32, "two records a line");
 #define XLB_CT_TAG_MASK \
 	(~(XLB_CT_CLAIMED | XLB_CT_OVERFLOW | XLB_CT_LINE1 | (0xffffULL << XLB_CT_SEEN_SHIFT_BITS)))
@@ -681,8 +691,14 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_capture_record) == 32, "xlb_capture_record l
 struct xlb_backend_stats {
 	__u64 packets;
 	__u64 bytes;
+	/* Connections started towards the backend: TCP SYNs, and packets of
+	 * other protocols that found no entry (a ring choice). A TCP packet
+	 * without SYN that finds no entry (the handshake's ACK, a flow moved
+	 * from another host) is not counted: its connection was, or began
+	 * elsewhere. */
+	__u64 new_flows;
 };
-XLB_STATIC_ASSERT(sizeof(struct xlb_backend_stats) == 16, "xlb_backend_stats layout");
+XLB_STATIC_ASSERT(sizeof(struct xlb_backend_stats) == 24, "xlb_backend_stats layout");
 
 /* Decapsulator: addresses of this backend; outer packets to them are stripped. */
 #define XLB_MAP_DECAP_ADDRS "xlb_decap_addrs"

@@ -136,6 +136,25 @@ XLB_HASH_INLINE void xlb_ct_key_of(__u64 head_key, __u64 tail_key, __u64 tail_me
 	key->dport = (__be16)(ports >> 16);
 }
 
+/* The program's word in a record's `ended` (abi.h, struct xlb_ct_record):
+ * `flags` (XLB_CT_ENDED_*) under a 24-bit tag of the head slot's key and its
+ * meta under XLB_CT_TAG_MASK; and the flags such a word holds for the entry
+ * now in the slot (0 when it was written for another). */
+XLB_HASH_INLINE __u32 xlb_ct_ended_tag(__u64 head_key, __u64 meta)
+{
+	const __u64 tagged = meta & XLB_CT_TAG_MASK;
+	__u32 h = xlb_hash_round(0, (__u32)head_key);
+
+	h = xlb_hash_round(h, (__u32)(head_key >> 32));
+	h = xlb_hash_round(h, (__u32)tagged);
+	h = xlb_hash_round(h, (__u32)(tagged >> 32));
+	return xlb_hash_finish(h, 16) & ~0xffU;
+}
+XLB_HASH_INLINE __u32 xlb_ct_ended_flags(__u32 word, __u64 head_key, __u64 meta)
+{
+	return (word & ~0xffU) == xlb_ct_ended_tag(head_key, meta) ? (word & 0xffU) : 0;
+}
+
 /* The two buckets (0..buckets-1) a flow may live in, from the table's own
  * secret seed: the first from the flow's hash (xlb_ct_hash), the second from
  * a further mix of it, computed only when needed. The multiply and shift

@@ -228,6 +228,8 @@ protected:
             }};
         s.conntrack = conntrack;
         s.conntrack_status = ct_status;
+        // Age 0: every request scans, so a test sees what it just added.
+        s.connections = std::make_shared<conntrack::ConnectionsCache>(conntrack, 0ms);
         return s;
     }
 
@@ -383,6 +385,52 @@ TEST_F(ApiTest, BackendsShowStateWeightsSlotsAndCounters) {
     ASSERT_EQ(all.status, 200) << all.text;
     ASSERT_EQ(all.body["vips"].size(), 1u);
     EXPECT_EQ(all.body["vips"][0], r.body);
+}
+
+// Catches connection counts keyed by the backend alone (the same id under
+// another VIP id counts apart), stale entries counted, and a rate or counter
+// not passed through.
+TEST_F(ApiTest, BackendsShowConnectionsAndNewFlows) {
+    json before = vip(kWeb);
+    const std::uint32_t vip_id = before["vip_id"];
+    const std::uint32_t first = before["backends"][0]["id"];
+    const std::uint32_t second = before["backends"][1]["id"];
+    const std::uint32_t generation = before["backends"][0]["generation"];
+    {
+        std::lock_guard lock(dp.mu);
+        dp.backend_counters[first] = {1234, 567890, 77};
+    }
+    ct_status->update([&](conntrack::Status& s) { s.backend_new_flows_per_s[first] = 12.5; });
+    conntrack->set_backend(first, ip(before["backends"][0]["address"].get<std::string>().c_str()),
+                           generation);
+    conntrack->set_now_ms(100'000);
+    const net::Endpoint web = *net::Endpoint::parse("198.51.100.10:80");
+    auto add = [&](const char* client, std::uint64_t seen_ms, std::uint32_t id, std::uint32_t gen,
+                   std::uint32_t in_vip, unsigned ended = 0) {
+        conntrack->add(*net::Endpoint::parse(client), web, 6, id, gen, 0,
+                       test::FakeConntrack::units(seen_ms), in_vip, ended);
+    };
+    add("192.0.2.1:1000", 99'000, first, generation, vip_id);
+    add("192.0.2.2:1000", 98'000, first, generation, vip_id);
+    add("192.0.2.3:1000", 99'000, first, generation, vip_id, XLB_CT_ENDED_FIN);
+    add("192.0.2.4:1000", 60'000, first, generation, vip_id);
+    add("192.0.2.5:1000", 99'000, first, generation + 1, vip_id);  // stale: not counted
+    add("192.0.2.6:1000", 99'000, first, generation, vip_id + 1);  // another VIP's
+
+    Reply r = get("/v1/backends?" + vq(kWeb));
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& b = r.body["backends"][0];
+    EXPECT_EQ(b["id"], first);
+    EXPECT_EQ(b["new_flows"], 77);
+    EXPECT_EQ(b["new_flows_per_s"], 12.5);
+    EXPECT_EQ(b["connections"], 2);
+    EXPECT_EQ(b["inactive_connections"], 2);
+    const json& other = r.body["backends"][1];
+    EXPECT_EQ(other["id"], second);
+    EXPECT_EQ(other["connections"], 0) << "counted, and none";
+    EXPECT_EQ(other["new_flows"], 0);
+    EXPECT_TRUE(other["new_flows_per_s"].is_null()) << "no reading yet";
+    EXPECT_EQ(get("/v1/backends").body["vips"][0], r.body);
 }
 
 TEST_F(ApiTest, TableShowsSlotsAgainstTargetShare) {
@@ -1105,8 +1153,15 @@ TEST_F(ApiTest, MetricsExposition) {
         drops.by_reason[XLB_OUT_DROP_NO_BACKEND - XLB_VIP_DROP_FIRST] = 7;
         drops.by_reason[XLB_OUT_DROP_TOO_BIG - XLB_VIP_DROP_FIRST] = 3;
         dp.drop_counters[vip_id] = drops;
-        dp.backend_counters[backend_id] = {333, 44444};
+        dp.backend_counters[backend_id] = {333, 44444, 21};
     }
+    // Backend 203.0.113.11: two active connections and one inactive.
+    conntrack->set_backend(backend_id, ip("203.0.113.11"), 1);
+    conntrack->set_now_ms(100'000);
+    for (const char* client : {"192.0.2.1:40000", "192.0.2.2:40000", "192.0.2.3:40000"})
+        conntrack->add(*net::Endpoint::parse(client), *net::Endpoint::parse("198.51.100.10:80"), 6,
+                       backend_id, 1, 0,
+                       test::FakeConntrack::units(client[8] == '3' ? 50'000 : 99'000), vip_id);
     ASSERT_EQ(
         patch("/v1/backends?" + vq(kWeb) + "&address=203.0.113.13", R"({"weight": 0})").status,
         200);
@@ -1191,6 +1246,15 @@ TEST_F(ApiTest, MetricsExposition) {
     EXPECT_EQ(values["xlb_second_chance_hints_total" + v], "17");
     EXPECT_EQ(values["xlb_backend_packets_total" + b11], "333");
     EXPECT_EQ(values["xlb_backend_bytes_total" + b11], "44444");
+    EXPECT_EQ(types["xlb_backend_new_flows_total"], "counter");
+    EXPECT_EQ(values["xlb_backend_new_flows_total" + b11], "21");
+    EXPECT_EQ(types["xlb_backend_connections"], "gauge");
+    const std::string c11 = "{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.11\",state=";
+    const std::string c13 = "{vip=\"198.51.100.10:80/tcp\",backend=\"203.0.113.13\",state=";
+    EXPECT_EQ(values["xlb_backend_connections" + c11 + "\"active\"}"], "2");
+    EXPECT_EQ(values["xlb_backend_connections" + c11 + "\"inactive\"}"], "1");
+    EXPECT_EQ(values["xlb_backend_connections" + c13 + "\"active\"}"], "0")
+        << "a backend without entries has its series";
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"tx\"}"], "1000");
     EXPECT_EQ(values["xlb_outcomes_total{outcome=\"drop_no_backend\"}"], "0");
     EXPECT_EQ(values["xlb_backend_healthy" + b11], "1");
@@ -2140,7 +2204,9 @@ TEST_F(ConntrackApiTest, ListShowsEntries) {
     EXPECT_EQ(e["state"], "valid");
     EXPECT_NEAR(e["idle_ms"].get<double>(), 1000, 2);
     EXPECT_NEAR(e["age_ms"].get<double>(), 60000, 2);
-    EXPECT_EQ(e.size(), 10u) << e.dump();
+    EXPECT_EQ(e["fin_seen"], false);
+    EXPECT_EQ(e["rst_seen"], false);
+    EXPECT_EQ(e.size(), 12u) << e.dump();
 
     r = get("/v1/conntrack?backend=203.0.113.12");
     ASSERT_EQ(r.status, 200) << r.text;

@@ -132,7 +132,7 @@ public:
                              .created = v.created,
                              .last_seen = v.last_seen,
                              .seen16 = xlb_ct_seen16(v.last_seen),
-                             .pad = 0};
+                             .ended = 0};
         // As every writer: a bucket's second line is flagged before use.
         if (s >= XLB_CT_SLOTS / 2)
             __atomic_fetch_or(&slot(bucket, 0).meta, XLB_CT_LINE1, __ATOMIC_ACQ_REL);

@@ -30,13 +30,19 @@ public:
         std::lock_guard lock(mu_);
         now_ = u;
     }
+    // vip_id: the VIP id the program would record; ended: XLB_CT_ENDED_*.
     void add(const net::Endpoint& client, const net::Endpoint& destination, std::uint8_t protocol,
              std::uint32_t backend_id, std::uint32_t generation, conntrack::Units created,
-             conntrack::Units last_seen) {
+             conntrack::Units last_seen, std::uint32_t vip_id = 0, unsigned ended = 0) {
         std::lock_guard lock(mu_);
+        xlb_ct_value value{backend_id, generation, created, last_seen};
+        value.vip_id = vip_id;
         entries_.push_back(
-            conntrack::Entry{datapath::flow_key(client, destination, protocol),
-                             xlb_ct_value{backend_id, generation, created, last_seen}});
+            conntrack::Entry{datapath::flow_key(client, destination, protocol), value, ended});
+    }
+    std::size_t scans() const {
+        std::lock_guard lock(mu_);
+        return scans_;
     }
     void set_backend(std::uint32_t id, const net::IpAddress& address, std::uint32_t generation) {
         std::lock_guard lock(mu_);
@@ -62,6 +68,7 @@ public:
         {
             std::lock_guard lock(mu_);
             copy = entries_;
+            ++scans_;
         }
         for (std::size_t at = 0; at < copy.size(); at += batch_) {
             batch(std::span<const conntrack::Entry>(copy).subspan(
@@ -97,6 +104,7 @@ private:
     mutable std::vector<conntrack::Entry> entries_;
     std::vector<std::pair<std::uint32_t, xlb_backend>> backends_;
     mutable std::size_t erase_calls_ = 0;
+    mutable std::size_t scans_ = 0;
 };
 
 }  // namespace xlb::test

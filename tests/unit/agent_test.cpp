@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "fake_conntrack.h"
@@ -318,6 +319,37 @@ TEST(ConntrackSweeper, SweepsCountsAndTracksFloods) {
               "connection-table flood started on CPU 3 (120 inserts skipped)");
     EXPECT_EQ(describe_flood({3, false, 5000}),
               "connection-table flood ended on CPU 3 (5000 inserts skipped)");
+}
+
+// The rates come from two readings of the counters; a failed reading keeps
+// the last rates.
+TEST(ConntrackSweeper, SamplesEachBackendsNewFlows) {
+    test::FakeConntrack table;
+    auto status = std::make_shared<conntrack::StatusBoard>();
+    std::map<std::uint32_t, std::uint64_t> counters{{1, 100}, {2, 7}};
+    bool readable = true;
+    ConntrackSweeper sweeper(
+        ConntrackSweeper::Inputs{
+            table, []() -> Result<std::vector<xlb_ct_cpu>> { return std::vector<xlb_ct_cpu>(1); },
+            []() -> Result<std::vector<conntrack::VipInfo>> { return {}; }, status,
+            std::chrono::steady_clock::now(),
+            [&]() -> Result<std::map<std::uint32_t, std::uint64_t>> {
+                if (!readable) return xlb::fail("backend counters unreadable");
+                return counters;
+            }},
+        std::chrono::seconds(3600));
+    sweeper.sample_backends();
+    EXPECT_TRUE(status->get().backend_new_flows_per_s.empty()) << "one reading: no rate";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    counters[1] = 150;
+    sweeper.sample_backends();
+    auto rates = status->get().backend_new_flows_per_s;
+    ASSERT_EQ(rates.size(), 2u);
+    EXPECT_GT(rates.at(1), 0.0);
+    EXPECT_EQ(rates.at(2), 0.0);
+    readable = false;
+    sweeper.sample_backends();
+    EXPECT_EQ(status->get().backend_new_flows_per_s, rates) << "kept";
 }
 
 TEST(ConntrackSweeper, ThreadStartsAndStopsPromptly) {

@@ -286,5 +286,77 @@ TEST(ConntrackFlood, StartsAndEndsPerCpu) {
     EXPECT_EQ(changes[0].skipped, 100u);
 }
 
+TEST_F(Fixture, ConnectionsPerBackendSplitActiveFromInactive) {
+    auto at = [](std::uint64_t ms) { return FakeConntrack::units(ms); };
+    table.set_now_ms(100'000);
+    const net::Endpoint web = ep("198.51.100.10:80");
+    // VIP 7: backend 1 has two active flows, one idle 20 s, one that sent
+    // FIN and one RST (both recent); backend 2 one active, one whose
+    // generation is gone (not a connection at all).
+    table.add(ep("192.0.2.1:40000"), web, kTcp, 1, 1, at(1'000), at(99'000), 7);
+    table.add(ep("192.0.2.2:40000"), web, kTcp, 1, 1, at(1'000), at(95'000), 7);
+    table.add(ep("192.0.2.3:40000"), web, kTcp, 1, 1, at(1'000), at(80'000), 7);
+    table.add(ep("192.0.2.4:40000"), web, kTcp, 1, 1, at(1'000), at(99'500), 7, XLB_CT_ENDED_FIN);
+    table.add(ep("192.0.2.5:40000"), web, kTcp, 1, 1, at(1'000), at(99'500), 7, XLB_CT_ENDED_RST);
+    table.add(ep("192.0.2.6:40000"), web, kTcp, 2, 3, at(1'000), at(99'000), 7);
+    table.add(ep("192.0.2.7:40000"), web, kTcp, 2, 2, at(1'000), at(99'000), 7);
+    // The same backend id under another VIP id counts apart.
+    table.add(ep("192.0.2.8:40000"), web, kTcp, 1, 1, at(1'000), at(99'000), 8);
+
+    auto report = connections(table, 10s);
+    ASSERT_TRUE(report.has_value()) << report.error().message();
+    EXPECT_EQ(report->active_within, config::Duration(10s));
+    const auto& b = report->backends;
+    ASSERT_EQ(b.size(), 3u);
+    EXPECT_EQ(b.at({7, 1}).active, 2u);
+    EXPECT_EQ(b.at({7, 1}).inactive, 3u);
+    EXPECT_EQ(b.at({7, 2}).active, 1u);
+    EXPECT_EQ(b.at({7, 2}).inactive, 0u);
+    EXPECT_EQ(b.at({8, 1}).active, 1u);
+    // A wider window takes the idle flow in.
+    report = connections(table, 30s);
+    ASSERT_TRUE(report.has_value());
+    EXPECT_EQ(report->backends.at({7, 1}).active, 3u);
+    EXPECT_EQ(report->backends.at({7, 1}).inactive, 2u);
+}
+
+TEST_F(Fixture, ConnectionsCacheSharesAScanWithinItsAge) {
+    auto shared = std::make_shared<FakeConntrack>(4096, 2);
+    shared->set_backend(1, ip("203.0.113.11"), 1);
+    shared->set_now_ms(100'000);
+    shared->add(ep("192.0.2.1:40000"), ep("198.51.100.10:80"), kTcp, 1, 1, 0,
+                FakeConntrack::units(99'000), 7);
+    auto now = std::chrono::steady_clock::time_point{} + 1h;
+    ConnectionsCache cache(shared, 1000ms, [&] { return now; });
+    auto first = cache.get();
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->backends.at({7, 1}).active, 1u);
+    EXPECT_EQ(shared->scans(), 1u);
+    shared->add(ep("192.0.2.2:40000"), ep("198.51.100.10:80"), kTcp, 1, 1, 0,
+                FakeConntrack::units(99'000), 7);
+    now += 900ms;
+    EXPECT_EQ(cache.get()->backends.at({7, 1}).active, 1u) << "the same scan";
+    EXPECT_EQ(shared->scans(), 1u);
+    EXPECT_EQ(cache.get(30s)->backends.at({7, 1}).active, 2u) << "another window: a new scan";
+    EXPECT_EQ(shared->scans(), 2u);
+    now += 1100ms;
+    EXPECT_EQ(cache.get(30s)->backends.at({7, 1}).active, 2u);
+    EXPECT_EQ(shared->scans(), 3u) << "older than its age: scanned again";
+}
+
+TEST(ConntrackRates, NewFlowsPerSecondSinceTheLastReading) {
+    RateMeter meter;
+    const std::uint64_t s = 1'000'000'000;
+    EXPECT_TRUE(meter.update(10 * s, {{1, 100}, {2, 5}}).empty()) << "nothing to compare with";
+    auto rates = meter.update(12 * s, {{1, 300}, {2, 5}, {3, 40}});
+    ASSERT_EQ(rates.size(), 2u) << "id 3 is new: no rate yet";
+    EXPECT_DOUBLE_EQ(rates.at(1), 100.0);
+    EXPECT_DOUBLE_EQ(rates.at(2), 0.0);
+    rates = meter.update(13 * s, {{1, 350}, {3, 10}});
+    ASSERT_EQ(rates.size(), 1u) << "id 3's counter went back (a reused id)";
+    EXPECT_DOUBLE_EQ(rates.at(1), 50.0);
+    EXPECT_TRUE(meter.update(13 * s, {{1, 400}}).empty()) << "no time passed";
+}
+
 }  // namespace
 }  // namespace xlb::conntrack

@@ -246,10 +246,11 @@ TEST(DatapathSetup, SumsPerCpu) {
     EXPECT_EQ(v.new_flows, 8u);
     EXPECT_EQ(v.conntrack_hits, 10u);
     EXPECT_EQ(v.drops, 12u);
-    const std::vector<xlb_backend_stats> backends{{1, 100}, {2, 200}, {3, 300}};
+    const std::vector<xlb_backend_stats> backends{{1, 100, 4}, {2, 200, 5}, {3, 300, 6}};
     const xlb_backend_stats b = sum_per_cpu(backends);
     EXPECT_EQ(b.packets, 6u);
     EXPECT_EQ(b.bytes, 600u);
+    EXPECT_EQ(b.new_flows, 15u);
     EXPECT_EQ(sum_per_cpu(std::vector<std::uint64_t>{}), 0u);
 }
 

@@ -476,16 +476,33 @@ TEST_F(XlbctlAgent, BackendVerbs) {
     std::string out = ok({"backend", "list", kWeb});
     EXPECT_HAS(out, "VIP 198.51.100.10:80/tcp  epoch ");
     EXPECT_HAS(out,
-               "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS  "
-               "BYTES  LAST FAILURE\n");
+               "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  ACTIVE  "
+               "INACTIVE  NEW/S  PACKETS  BYTES  LAST FAILURE\n");
     EXPECT_HAS(out, "203.0.113.13  active  unchecked      50         50");
     EXPECT_EQ(ok({"backend", "list", kWeb, "-q"}), "203.0.113.11\n203.0.113.12\n203.0.113.13\n");
     json list = ok_json({"backend", "list", kWeb});
     EXPECT_EQ(list["vip"], kWeb);
     ASSERT_EQ(list["backends"].size(), 3u);
-    for (const char* field : {"address", "hash_key", "state", "health", "last_failure", "weight",
-                              "effective_weight", "weight_factor", "slots", "share_of_slots",
-                              "in_table", "live", "id", "generation", "packets", "bytes"})
+    for (const char* field : {"address",
+                              "hash_key",
+                              "state",
+                              "health",
+                              "last_failure",
+                              "weight",
+                              "effective_weight",
+                              "weight_factor",
+                              "slots",
+                              "share_of_slots",
+                              "in_table",
+                              "live",
+                              "id",
+                              "generation",
+                              "packets",
+                              "bytes",
+                              "new_flows",
+                              "new_flows_per_s",
+                              "connections",
+                              "inactive_connections"})
         EXPECT_TRUE(list["backends"][0].contains(field)) << field;
     // without a VIP: every VIP's section, the web VIP's as above
     json all = ok_json({"backend", "list"});
@@ -792,7 +809,7 @@ TEST_F(XlbctlAgent, StatsAndWatch) {
     for (const json& b : backends["backends"]) sent += b["packets"].get<std::uint64_t>();
     EXPECT_EQ(sent, 50u) << "per-backend packets add up: " << backends.dump(2) << "\n"
                          << run_process({"bpftool", "map", "dump", "pinned",
-                                         lab->maps_dir() + "/xlb_backend_stats"})
+                                         lab->maps_dir() + "/" XLB_MAP_BACKEND_STATS})
                                 .out;
     EXPECT_HAS(refused({"stats", "198.51.100.99:80"}), "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
 

@@ -56,7 +56,11 @@ json backend(const char* address, const char* state, const char* health, int wei
                 {"id", 0},
                 {"generation", 1},
                 {"packets", packets},
-                {"bytes", bytes}};
+                {"bytes", bytes},
+                {"new_flows", packets.is_null() ? json() : json(10344)},
+                {"new_flows_per_s", packets.is_null() ? json() : json(12.0)},
+                {"connections", packets.is_null() ? json() : json(812)},
+                {"inactive_connections", packets.is_null() ? json() : json(95)}};
 }
 
 // Each line's columns start at the same offsets as the header's.
@@ -262,16 +266,17 @@ TEST(XlbctlRender, BackendList) {
     json reply = backends_reply();
     reply["backends"][2]["last_failure"] = "connect: connection refused";
     const std::string out = render_human(cmd(Verb::kBackendList), reply, kPlain);
-    EXPECT_EQ(out,
-              "VIP 198.51.100.10:80/tcp  epoch 3  checksum 5bf6441c8ac68df2\n"
-              "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  PACKETS    "
-              "BYTES  LAST FAILURE\n"
-              "203.0.113.11  active  healthy       100        100  43691  66.67%   614901  "
-              "516 MiB  -\n"
-              "203.0.113.12  drain   unknown        50          0      0   0.00%   614901  "
-              "516 MiB  -\n"
-              "203.0.113.13  active  unhealthy      50         50  21846  33.33%        -        "
-              "-  connect: connection refused\n");
+    EXPECT_EQ(
+        out,
+        "VIP 198.51.100.10:80/tcp  epoch 3  checksum 5bf6441c8ac68df2\n"
+        "ADDRESS       STATE   HEALTH     WEIGHT  EFFECTIVE  SLOTS   SHARE  ACTIVE  INACTIVE  "
+        "NEW/S  PACKETS    BYTES  LAST FAILURE\n"
+        "203.0.113.11  active  healthy       100        100  43691  66.67%     812        95  "
+        " 12/s   614901  516 MiB  -\n"
+        "203.0.113.12  drain   unknown        50          0      0   0.00%     812        95  "
+        " 12/s   614901  516 MiB  -\n"
+        "203.0.113.13  active  unhealthy      50         50  21846  33.33%       -         -  "
+        "    -        -        -  connect: connection refused\n");
     const std::string coloured = render_human(cmd(Verb::kBackendList), reply, kColour);
     EXPECT_HAS(coloured, "\x1b[33mdrain\x1b[0m");
     EXPECT_HAS(coloured, "\x1b[31munhealthy\x1b[0m");
@@ -698,10 +703,12 @@ json list_reply(bool truncated) {
         "entries": [
           {"client": "192.0.2.1:40000", "destination": "198.51.100.10:80", "protocol": "tcp",
            "vip": "198.51.100.10:80/tcp", "backend": "203.0.113.11", "backend_id": 3,
-           "generation": 1, "state": "valid", "idle_ms": 400, "age_ms": 125000},
+           "generation": 1, "state": "valid", "idle_ms": 400, "age_ms": 125000,
+           "fin_seen": true, "rst_seen": false},
           {"client": "[2001:db8:c::7]:5353", "destination": "[2001:db8::99]:53",
            "protocol": "udp", "vip": null, "backend": null, "backend_id": 9, "generation": 4,
-           "state": "stale", "idle_ms": 45000, "age_ms": 3725000}]})");
+           "state": "stale", "idle_ms": 45000, "age_ms": 3725000,
+           "fin_seen": null, "rst_seen": null}]})");
     if (truncated) {
         r["truncated"] = true;
         r["matched"] = 5000;
@@ -713,14 +720,14 @@ TEST(XlbctlRender, ConntrackList) {
     std::string out = render_human(cmd(Verb::kConntrackList), list_reply(false), kPlain);
     EXPECT_EQ(out,
               "CLIENT                VIP                             BACKEND         STATE  IDLE  "
-              "     AGE\n"
+              "     AGE  CLIENT SENT\n"
               "192.0.2.1:40000       198.51.100.10:80/tcp            203.0.113.11    valid  0.4s  "
-              "   2m 5s\n"
+              "   2m 5s  FIN\n"
               "[2001:db8:c::7]:5353  [2001:db8::99]:53/udp (no VIP)  id 9 (unknown)  stale   45s  "
               "1h 2m 5s\n"
               "2 entries matched\n"
               "table: 1234 of 4096 entries (30.13%), scanned in 4 ms\n");
-    expect_aligned(out, {"CLIENT", "VIP", "BACKEND", "STATE", "IDLE", "AGE"});
+    expect_aligned(out, {"CLIENT", "VIP", "BACKEND", "STATE", "IDLE", "AGE", "CLIENT SENT"});
     EXPECT_HAS(render_human(cmd(Verb::kConntrackList), list_reply(true), kPlain),
                "showing 2 of 5000 matching entries (truncated: --limit N shows more)\n");
     json r = list_reply(true);

@@ -456,7 +456,10 @@ json backends(std::uint64_t packets) {
                     {"effective_weight", effective},
                     {"share_of_slots", share},
                     {"packets", n},
-                    {"bytes", n * 100}};
+                    {"bytes", n * 100},
+                    {"new_flows", n / 10},
+                    {"connections", n / 100},
+                    {"inactive_connections", 1}};
     };
     return json{
         {"vips",
@@ -498,8 +501,12 @@ TEST(XlbctlRun, TopJsonIsOneSnapshotOfEveryVipAndBackendWithRates) {
     EXPECT_DOUBLE_EQ(b11["effective_weight"].get<double>(), 50.0) << "the CLI's units";
     EXPECT_DOUBLE_EQ(b11["packets_per_s"].get<double>(), 2000.0);
     EXPECT_DOUBLE_EQ(b11["bits_per_s"].get<double>(), 1600000.0);
+    EXPECT_DOUBLE_EQ(b11["new_flows_per_s"].get<double>(), 200.0);
+    EXPECT_EQ(b11["connections"], 30) << "as of the last reply";
+    EXPECT_EQ(b11["inactive_connections"], 1);
     EXPECT_EQ(b12["state"], "drain");
     EXPECT_DOUBLE_EQ(b12["packets_per_s"].get<double>(), 1000.0);
+    EXPECT_DOUBLE_EQ(b12["new_flows_per_s"].get<double>(), 100.0);
     EXPECT_EQ(b12["packets"], 1500);
 }
 
@@ -527,6 +534,8 @@ TEST(XlbctlRun, TopFitsTheTerminal) {
     EXPECT_HAS(tall.out.str(), "drain");
     EXPECT_HAS(tall.out.str(), "2.00 kpps") << "203.0.113.11's rate";
     EXPECT_HAS(tall.out.str(), "66.67%");
+    EXPECT_HAS(tall.out.str(), "CONNS");
+    EXPECT_HAS(tall.out.str(), "200/s") << "203.0.113.11's new flows";
     EXPECT_EQ(tall.out.str().find("more lines"), std::string::npos);
 }
 

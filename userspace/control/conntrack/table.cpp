@@ -277,6 +277,64 @@ std::vector<FloodChange> FloodTracker::update(std::span<const xlb_ct_cpu> per_cp
     return changes;
 }
 
+Result<ConnectionsReport> connections(const Table& table, config::Duration active_within) {
+    const auto start = std::chrono::steady_clock::now();
+    auto backends = table.backends();
+    if (!backends) return std::unexpected(backends.error());
+    const Context context({}, std::move(*backends));
+    const Units now = table.now();
+    const auto window =
+        static_cast<std::uint64_t>(std::max<config::Duration::rep>(0, active_within.count()));
+    ConnectionsReport out;
+    out.active_within = active_within;
+    auto scanned = table.scan([&](std::span<const Entry> batch) {
+        for (const Entry& e : batch) {
+            if (!context.valid(e.value)) continue;
+            Connections& c = out.backends[{e.value.vip_id, e.value.backend_id}];
+            const bool ending = (e.ended & (XLB_CT_ENDED_FIN | XLB_CT_ENDED_RST)) != 0;
+            if (!ending && elapsed_ms(now, e.value.last_seen) <= window)
+                ++c.active;
+            else
+                ++c.inactive;
+        }
+    });
+    if (!scanned) return std::unexpected(scanned.error());
+    out.scan_ms = ms_since(start);
+    return out;
+}
+
+ConnectionsCache::ConnectionsCache(std::shared_ptr<const Table> table,
+                                   std::chrono::milliseconds max_age, Now now)
+    : table_(std::move(table)), max_age_(max_age), now_(std::move(now)) {}
+
+Result<ConnectionsReport> ConnectionsCache::get(config::Duration active_within) {
+    std::lock_guard lock(mu_);
+    const auto at = now_();
+    if (taken_ && at - *taken_ < max_age_ && last_.active_within == active_within) return last_;
+    auto report = connections(*table_, active_within);
+    if (!report) return report;
+    last_ = *report;
+    taken_ = at;
+    return report;
+}
+
+std::map<std::uint32_t, double> RateMeter::update(
+    std::uint64_t now_ns, const std::map<std::uint32_t, std::uint64_t>& counts) {
+    std::map<std::uint32_t, double> rates;
+    if (last_ns_ && now_ns > *last_ns_) {
+        const double seconds = static_cast<double>(now_ns - *last_ns_) / 1e9;
+        for (const auto& [id, count] : counts) {
+            auto it = last_.find(id);
+            // A counter that went back belongs to an id reused since.
+            if (it == last_.end() || count < it->second) continue;
+            rates[id] = static_cast<double>(count - it->second) / seconds;
+        }
+    }
+    last_ns_ = now_ns;
+    last_ = counts;
+    return rates;
+}
+
 std::vector<unsigned> FloodTracker::flooded() const {
     std::vector<unsigned> out;
     for (unsigned i = 0; i < cpus_.size(); ++i) {

@@ -162,7 +162,8 @@ xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu) {
 }
 
 xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu) {
-    return sum_fields<&xlb_backend_stats::packets, &xlb_backend_stats::bytes>(per_cpu);
+    return sum_fields<&xlb_backend_stats::packets, &xlb_backend_stats::bytes,
+                      &xlb_backend_stats::new_flows>(per_cpu);
 }
 
 std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed) {

@@ -814,6 +814,9 @@ api::Services Agent::services() {
     };
     services.conntrack = ct_table_;
     services.conntrack_status = ct_status_;
+    if (ct_table_)
+        services.connections =
+            std::make_shared<conntrack::ConnectionsCache>(ct_table_, std::chrono::seconds(1));
     if (fleet_) {
         services.fleet.refusal =
             "this host takes its VIPs, backends and drain from fleet " +
@@ -906,7 +909,19 @@ ConntrackSweeperComponent::Setup Agent::sweeper_setup() {
                         return xlb::fail("the agent is stopping");
                     }
                 },
-                ct_status_, ct_clock_->started()},
+                ct_status_, ct_clock_->started(),
+                [this,
+                 stats = lb_->backend_stats()]() -> Result<std::map<std::uint32_t, std::uint64_t>> {
+                    auto backends = ct_table_->backends();
+                    if (!backends) return std::unexpected(backends.error());
+                    std::map<std::uint32_t, std::uint64_t> out;
+                    for (const auto& [id, info] : *backends) {
+                        auto per_cpu = stats.get_per_cpu(id);
+                        if (!per_cpu) return std::unexpected(per_cpu.error());
+                        out[id] = datapath::sum_per_cpu(*per_cpu).new_flows;
+                    }
+                    return out;
+                }},
             config_.settings.conntrack.sweep_interval};
 }
 

@@ -104,6 +104,18 @@ void ConntrackSweeper::sweep_once() {
     });
 }
 
+void ConntrackSweeper::sample_backends() {
+    if (!in_.read_backend_new_flows) return;
+    auto counts = in_.read_backend_new_flows();
+    if (!counts) {
+        spdlog::debug("connection table: per-backend new flows unreadable: {}",
+                      counts.error().message());
+        return;
+    }
+    auto rates = new_flow_rates_.update(bpf::monotonic_coarse_ns(), *counts);
+    in_.status->update([&](conntrack::Status& s) { s.backend_new_flows_per_s = std::move(rates); });
+}
+
 void ConntrackSweeper::main() {
     using Clock = std::chrono::steady_clock;
     std::optional<Clock::time_point> last_sweep;
@@ -111,6 +123,7 @@ void ConntrackSweeper::main() {
     while (!stopping_) {
         lock.unlock();
         check_floods();
+        sample_backends();
         // From the interval now in force, so a reload's shorter one counts at once.
         auto due = [&] {
             return last_sweep ? *last_sweep + std::chrono::milliseconds(interval_ms_.load())

@@ -33,7 +33,8 @@ void list_backends(Api& api, const httplib::Request& req, httplib::Response& res
                 return std::pair{std::move(vips), std::move(health)};
             });
         if (!all) return reject(req, res, all.error());
-        const Counters counters = read_counters(api.s.data_plane, all->first);
+        Counters counters = read_counters(api.s.data_plane, all->first);
+        add_connections(api.s, counters);
         json list = json::array();
         for (const auto& vip : all->first)
             list.push_back(backend_list_json(vip, counters, all->second));
@@ -43,7 +44,8 @@ void list_backends(Api& api, const httplib::Request& req, httplib::Response& res
     if (!key) return reject(req, res, key.error());
     auto found = one_status_with_health(api, *key);
     if (!found) return reject(req, res, found.error());
-    const Counters counters = read_counters(api.s.data_plane, {found->status});
+    Counters counters = read_counters(api.s.data_plane, {found->status});
+    add_connections(api.s, counters);
     send_json(res, 200, backend_list_json(found->status, counters, found->health));
 }
 

@@ -23,6 +23,11 @@ json or_null(const std::optional<T>& value) {
     return value ? json(*value) : json(nullptr);
 }
 
+// Whether the client of a TCP entry sent the flag; null for other protocols.
+json tcp_flag(const conntrack::Entry& e, unsigned flag) {
+    return e.key.proto == IPPROTO_TCP ? json((e.ended & flag) != 0) : json(nullptr);
+}
+
 }  // namespace
 
 json conntrack_count_json(const conntrack::CountReport& r,
@@ -59,7 +64,9 @@ json conntrack_list_json(const conntrack::ListReport& r) {
                            {"generation", row.entry.value.generation},
                            {"state", row.valid ? "valid" : "stale"},
                            {"idle_ms", row.idle_ms},
-                           {"age_ms", row.age_ms}});
+                           {"age_ms", row.age_ms},
+                           {"fin_seen", tcp_flag(row.entry, XLB_CT_ENDED_FIN)},
+                           {"rst_seen", tcp_flag(row.entry, XLB_CT_ENDED_RST)}});
     }
     return json{{"capacity", r.capacity},       {"scanned", r.scanned},
                 {"matched", r.matched},         {"truncated", r.truncated},

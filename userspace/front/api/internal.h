@@ -59,8 +59,14 @@ struct Counters {
     std::map<std::uint32_t, xlb_vip_drops> vip_drops;     // by VIP id: drops by reason
     std::map<std::uint32_t, xlb_backend_stats> backends;  // by backend id
     std::optional<Error> error;                           // the first read that failed
+    // Valid entries by (VIP id, backend id); nullopt: no connection table,
+    // or its scan failed (add_connections).
+    std::optional<conntrack::ConnectionsByBackend> connections;
+    std::map<std::uint32_t, double> new_flows_per_s;  // by backend id (the sweeper's)
 };
 Counters read_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips);
+// Adds the connections per backend and the new-flow rates to `counters`.
+void add_connections(const Services& services, Counters& counters);
 
 // Health-checker details of backends, by (VIP key, backend address). Taken on
 // the control thread (Services::health), with the status they go with.

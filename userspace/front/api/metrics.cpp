@@ -225,6 +225,10 @@ std::string render_metrics(const MetricsInput& in) {
         {"xlb_backend_packets_total", "Packets sent to the backend.", &xlb_backend_stats::packets},
         {"xlb_backend_bytes_total", "Bytes sent to the backend (before encapsulation).",
          &xlb_backend_stats::bytes},
+        {"xlb_backend_new_flows_total",
+         "Connections started towards the backend: TCP SYNs, and packets of other protocols "
+         "that found no connection-table entry.",
+         &xlb_backend_stats::new_flows},
     };
     for (const auto& c : backend_counters) {
         w.family(c.name, "counter", c.help);
@@ -236,6 +240,27 @@ std::string render_metrics(const MetricsInput& in) {
                 if (it == in.backend_stats.end()) continue;
                 w.sample(c.name, {{"vip", vip}, {"backend", b.address.to_string()}},
                          it->second.*c.field);
+            }
+        }
+    }
+
+    if (in.connections) {
+        w.family("xlb_backend_connections", "gauge",
+                 "Connection-table entries of the backend: state=\"active\" saw a packet within "
+                 "the last 10 s and no FIN or RST from the client; state=\"inactive\" the rest.");
+        for (const control::VipStatus& v : in.vips) {
+            if (!v.vip_id) continue;
+            const std::string vip = v.spec.key();
+            for (const control::BackendStatus& b : v.backends) {
+                if (!b.id) continue;
+                conntrack::Connections c;
+                if (auto it = in.connections->find({*v.vip_id, *b.id}); it != in.connections->end())
+                    c = it->second;
+                const std::string backend = b.address.to_string();
+                w.sample("xlb_backend_connections",
+                         {{"vip", vip}, {"backend", backend}, {"state", "active"}}, c.active);
+                w.sample("xlb_backend_connections",
+                         {{"vip", vip}, {"backend", backend}, {"state", "inactive"}}, c.inactive);
             }
         }
     }
@@ -572,6 +597,8 @@ Result<void> MetricsServer::start() {
         in.vips = std::move(taken->first);
         in.health = std::move(taken->second);
         detail::Counters counters = detail::read_counters(s.data_plane, in.vips);
+        detail::add_connections(s, counters);
+        in.connections = std::move(counters.connections);
         if (counters.error)
             spdlog::warn("metrics: counters incomplete: {}", counters.error->message());
         in.vip_stats = std::move(counters.vips);

@@ -101,6 +101,19 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
     return c;
 }
 
+void add_connections(const Services& services, Counters& counters) {
+    if (services.conntrack_status)
+        counters.new_flows_per_s = services.conntrack_status->get().backend_new_flows_per_s;
+    if (!services.connections) return;
+    auto report = services.connections->get();
+    if (!report) {
+        if (!counters.error)
+            counters.error = std::move(report.error().add_context("count connections per backend"));
+        return;
+    }
+    counters.connections = std::move(report->backends);
+}
+
 namespace {
 
 json optional_id(const std::optional<std::uint32_t>& id) { return id ? json(*id) : json(nullptr); }
@@ -228,11 +241,24 @@ json vip_summary_json(const control::VipStatus& v) {
 
 json backend_json(const control::VipStatus& vip, const control::BackendStatus& b,
                   const Counters& counters, const HealthDetails& health) {
-    json packets = nullptr, bytes = nullptr;
+    json packets = nullptr, bytes = nullptr, new_flows = nullptr, new_flows_per_s = nullptr;
+    json active = nullptr, inactive = nullptr;
     if (b.id) {
         if (auto it = counters.backends.find(*b.id); it != counters.backends.end()) {
             packets = it->second.packets;
             bytes = it->second.bytes;
+            new_flows = it->second.new_flows;
+        }
+        if (auto it = counters.new_flows_per_s.find(*b.id); it != counters.new_flows_per_s.end())
+            new_flows_per_s = it->second;
+        if (counters.connections && vip.vip_id) {
+            active = 0;
+            inactive = 0;
+            auto it = counters.connections->find({*vip.vip_id, *b.id});
+            if (it != counters.connections->end()) {
+                active = it->second.active;
+                inactive = it->second.inactive;
+            }
         }
     }
     const config::BackendSpec* spec = vip.spec.find_backend(b.address);
@@ -253,6 +279,10 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
         {"generation", b.generation},
         {"packets", packets},
         {"bytes", bytes},
+        {"new_flows", new_flows},
+        {"new_flows_per_s", new_flows_per_s},
+        {"connections", active},
+        {"inactive_connections", inactive},
     };
     auto h = health.find(std::pair{vip.spec.key(), b.address});
     add_health_fields(j, h == health.end() ? nullptr : &h->second);

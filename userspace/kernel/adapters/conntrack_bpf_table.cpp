@@ -37,12 +37,13 @@ Units BpfTable::now() const { return bpf::ct_clock_now(); }
 Result<void> BpfTable::scan(const std::function<void(std::span<const Entry>)>& batch) const {
     std::vector<Entry> entries;
     entries.reserve(batch_size_);
-    conntrack_.for_each([&](const xlb_flow_key& key, const xlb_ct_value& value) {
-        entries.push_back(Entry{key, value});
-        if (entries.size() < batch_size_) return;
-        batch(entries);
-        entries.clear();
-    });
+    conntrack_.for_each_entry(
+        [&](const xlb_flow_key& key, const xlb_ct_value& value, unsigned ended) {
+            entries.push_back(Entry{key, value, ended});
+            if (entries.size() < batch_size_) return;
+            batch(entries);
+            entries.clear();
+        });
     if (!entries.empty()) batch(entries);
     return {};
 }

@@ -50,6 +50,17 @@ __u32 unwrap_seen(__u32 seen16, const xlb_ct_record* rec, __u32 now) {
     return ((now >> XLB_CT_SEEN_SHIFT) - behind) << XLB_CT_SEEN_SHIFT;
 }
 
+// Writes the agent's fields of a record; `ended` is the program's, which it
+// may be writing now.
+void keep_record(xlb_ct_record* rec, __u64 tag_key, __u64 tag_meta, __u32 created, __u32 last_seen,
+                 __u32 seen16) {
+    rec->tag_key = tag_key;
+    rec->tag_meta = tag_meta;
+    rec->created = created;
+    rec->last_seen = last_seen;
+    rec->seen16 = seen16;
+}
+
 }  // namespace
 
 ConntrackTable::Mapping::~Mapping() {
@@ -198,12 +209,7 @@ xlb_ct_value ConntrackTable::value_of(std::uint32_t bucket, unsigned s, const Ra
     if (keep && (!mine || ((seen16 - rec->seen16) & 0xffff) >= kRecordRefresh)) {
         // Only the agent writes records, one walk at a time; a record
         // written for an entry replaced meanwhile fails its tag.
-        *rec = xlb_ct_record{.tag_key = raw.head_key,
-                             .tag_meta = raw.meta & XLB_CT_TAG_MASK,
-                             .created = created,
-                             .last_seen = last_seen,
-                             .seen16 = seen16,
-                             .pad = 0};
+        keep_record(rec, raw.head_key, raw.meta & XLB_CT_TAG_MASK, created, last_seen, seen16);
     }
     const __u32 hint = (raw.meta & XLB_CT_HINT) ? xlb_ct_tail_hint(raw.tail_meta) : 0;
     return xlb_ct_value{.backend_id = xlb_ct_meta_backend(raw.meta),
@@ -280,12 +286,8 @@ bool ConntrackTable::write(std::uint32_t bucket, unsigned s, bool pair, const xl
         }
         const __u64 final_meta =
             meta | ((old ^ XLB_CT_VERSION) & (XLB_CT_VERSION | XLB_CT_BUCKET_FLAGS));
-        *record(bucket, s) = xlb_ct_record{.tag_key = id.head_key,
-                                           .tag_meta = final_meta & XLB_CT_TAG_MASK,
-                                           .created = value.created,
-                                           .last_seen = value.last_seen,
-                                           .seen16 = xlb_ct_meta_seen(meta),
-                                           .pad = 0};
+        keep_record(record(bucket, s), id.head_key, final_meta & XLB_CT_TAG_MASK, value.created,
+                    value.last_seen, xlb_ct_meta_seen(meta));
         key_of(head).store(id.head_key, std::memory_order_relaxed);
         if (tail) {
             key_of(tail).store((tail_meta & XLB_CT_KIND_MASK) ? id.tail_key : 0,
@@ -481,6 +483,11 @@ Result<bool> ConntrackTable::erase(const xlb_flow_key& key) const {
 
 void ConntrackTable::for_each(
     const std::function<void(const xlb_flow_key&, const xlb_ct_value&)>& use) const {
+    for_each_entry(
+        [&](const xlb_flow_key& key, const xlb_ct_value& value, unsigned) { use(key, value); });
+}
+
+void ConntrackTable::for_each_entry(const EntryUse& use) const {
     if (!ready()) return;
     const VipKeys vips = vip_keys();
     std::vector<const xlb_vip_key*> by_id;
@@ -502,7 +509,10 @@ void ConntrackTable::for_each(
             }
             xlb_flow_key key{};
             xlb_ct_key_of(raw.head_key, raw.tail_key, raw.tail_meta, by_id[vip], &key);
-            use(key, value_of(bucket, s, raw, true));
+            const xlb_ct_value value = value_of(bucket, s, raw, true);
+            const __u32 word =
+                std::atomic_ref<__u32>(record(bucket, s)->ended).load(std::memory_order_relaxed);
+            use(key, value, xlb_ct_ended_flags(word, raw.head_key, raw.meta));
         }
     }
 }

@@ -5,8 +5,10 @@
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -246,7 +248,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_hints, sizes.max_vips},
           std::pair{maps.xlb_vip_drops, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
-          std::pair{maps.xlb_backend_stats, sizes.max_backends},
+          std::pair{maps.xlb_backend_stats2, sizes.max_backends},
           std::pair{maps.xlb_conntrack5,
                     static_cast<std::uint32_t>(XLB_CT_ELEMENTS(sizes.conntrack_entries))}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
@@ -276,6 +278,13 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
+    // The per-backend counters of an older agent (no new_flows): their
+    // successor starts at 0, and nothing reads the old map again.
+    if (*session) {
+        const std::string old_stats = (*session)->dir() + "/" XLB_MAP_BACKEND_STATS_V1;
+        if (::unlink(old_stats.c_str()) != 0 && errno != ENOENT)
+            return fail(errno, "unpin the older per-backend counters", old_stats);
+    }
     // Array values are laid out at 8-byte strides: a block is exactly 128.
     static_assert(sizeof(xlb_vip_candidates) % 8 == 0);
     void* mapped = mmap(nullptr, XLB_VIP_BUCKETS * sizeof(xlb_vip_candidates),
@@ -299,7 +308,7 @@ Result<void> LbProgram::unpin(const std::string& dir) {
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
     if (!skel) return fail(errno, "open the xlb_lb BPF object");
     const std::string older[] = {XLB_MAP_CONNTRACK_V4, XLB_MAP_CONNTRACK_V3, XLB_MAP_CONNTRACK_V2,
-                                 XLB_MAP_CONNTRACK_V1};
+                                 XLB_MAP_CONNTRACK_V1, XLB_MAP_BACKEND_STATS_V1};
     return detail::unpin_object_maps(skel->obj, dir, older);
 }
 
@@ -416,7 +425,7 @@ PerCpuArrayMap<xlb_vip_stats> LbProgram::vip_stats() const {
     return {bpf_map__fd(skel_->maps.xlb_vip_stats), XLB_MAP_VIP_STATS};
 }
 PerCpuArrayMap<xlb_backend_stats> LbProgram::backend_stats() const {
-    return {bpf_map__fd(skel_->maps.xlb_backend_stats), XLB_MAP_BACKEND_STATS};
+    return {bpf_map__fd(skel_->maps.xlb_backend_stats2), XLB_MAP_BACKEND_STATS};
 }
 PerCpuArrayMap<xlb_vip_drops> LbProgram::vip_drops() const {
     return {bpf_map__fd(skel_->maps.xlb_vip_drops), XLB_MAP_VIP_DROPS};

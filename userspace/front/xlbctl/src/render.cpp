@@ -344,9 +344,14 @@ json top_sample(const json& backends_before, const json& stats_before, const jso
                 {"effective_weight", static_cast<double>(u64(b, "effective_weight")) / 100.0},
                 {"share_of_slots", b.at("share_of_slots")},
                 {"packets", b.at("packets")},
-                {"bytes", b.at("bytes")}};
+                {"bytes", b.at("bytes")},
+                {"new_flows", b.value("new_flows", json())},
+                {"connections", b.value("connections", json())},
+                {"inactive_connections", b.value("inactive_connections", json())}};
             row["packets_per_s"] =
                 prev ? rate(prev->at("packets"), b.at("packets"), seconds) : json();
+            row["new_flows_per_s"] =
+                prev ? rate(prev->value("new_flows", json()), row["new_flows"], seconds) : json();
             row["bytes_per_s"] = prev ? rate(prev->at("bytes"), b.at("bytes"), seconds) : json();
             row["bits_per_s"] =
                 row["bytes_per_s"].is_null() ? json() : json(row["bytes_per_s"].get<double>() * 8);
@@ -410,10 +415,11 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
                                          {"PACKETS", Align::kRight},
                                          {"THROUGHPUT", Align::kRight},
                                          {"NEW FLOWS", Align::kRight},
-                                         {"DROPS", Align::kRight}};
+                                         {"DROPS", Align::kRight},
+                                         {"CONNS", Align::kRight}};
     // Left out in this order while the table is wider than the terminal, as
     // top(1) does: VIP / BACKEND, HEALTH and PACKETS always stay.
-    constexpr std::size_t kDropOrder[] = {1, 6, 5, 4, 9, 10, 2, 8};
+    constexpr std::size_t kDropOrder[] = {1, 6, 5, 4, 11, 9, 10, 2, 8};
     std::vector<std::vector<Cell>> cells;
     for (const json& v : s.at("vips")) {
         const json& drops = v.at("drops_per_s");
@@ -423,14 +429,17 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
              rate_text(v.at("packets_per_s"), format_pps),
              rate_text(v.at("bits_per_s"), format_bits),
              rate_text(v.at("new_flows_per_s"), format_per_second),
-             Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone}});
+             Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone},
+             ""});
         for (const json& b : v.at("backends"))
             cells.push_back({"  " + str(b, "address"), "", state_cell(str(b, "state")),
                              health_cell(str(b, "health")), std::to_string(u64(b, "weight")),
                              format_number(number(b, "effective_weight")),
                              format_number(number(b, "share_of_slots") * 100) + "%",
                              rate_text(b.at("packets_per_s"), format_pps),
-                             rate_text(b.at("bits_per_s"), format_bits), "", ""});
+                             rate_text(b.at("bits_per_s"), format_bits),
+                             rate_text(b.at("new_flows_per_s"), format_per_second), "",
+                             count_or_dash(b, "connections")});
     }
     std::vector<bool> shown(all.size(), true);
     auto table = [&](const Style& with) {

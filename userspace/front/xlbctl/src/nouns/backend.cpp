@@ -56,6 +56,9 @@ std::string render_backend_list(const json& r, const Style& style, bool quiet) {
              {"EFFECTIVE", Align::kRight},
              {"SLOTS", Align::kRight},
              {"SHARE", Align::kRight},
+             {"ACTIVE", Align::kRight},
+             {"INACTIVE", Align::kRight},
+             {"NEW/S", Align::kRight},
              {"PACKETS", Align::kRight},
              {"BYTES", Align::kRight},
              {"LAST FAILURE"}});
@@ -63,7 +66,9 @@ std::string render_backend_list(const json& r, const Style& style, bool quiet) {
         const std::string failure = b.value("last_failure", "");
         t.add({str(b, "address"), state_cell(str(b, "state")), health_cell(str(b, "health")),
                std::to_string(u64(b, "weight")), effective_text(b), std::to_string(u64(b, "slots")),
-               format_percent(number(b, "share_of_slots")), count_or_dash(b, "packets"),
+               format_percent(number(b, "share_of_slots")), count_or_dash(b, "connections"),
+               count_or_dash(b, "inactive_connections"),
+               rate_text(b.at("new_flows_per_s"), format_per_second), count_or_dash(b, "packets"),
                bytes_or_dash(b, "bytes"), failure.empty() ? "-" : failure});
     }
     return out + t.render(style) + shared_probes_note(backends);

@@ -71,6 +71,17 @@ std::string render_conntrack_count(const json& r, const Style& style) {
     return out + scan_line(r);
 }
 
+// What the client of a TCP entry sent to end it: "FIN", "RST", "FIN RST",
+// "-" for neither; blank for other protocols.
+Cell ended_text(const json& e) {
+    const json fin = e.value("fin_seen", json()), rst = e.value("rst_seen", json());
+    if (!fin.is_boolean() || !rst.is_boolean()) return Cell{""};
+    std::string text;
+    if (fin.get<bool>()) text = "FIN";
+    if (rst.get<bool>()) text += text.empty() ? "RST" : " RST";
+    return text.empty() ? Cell{"-", Colour::kDim} : Cell{text};
+}
+
 std::string render_conntrack_list(const json& r, const Style& style) {
     const json& entries = r.at("entries");
     std::string out;
@@ -82,7 +93,8 @@ std::string render_conntrack_list(const json& r, const Style& style) {
                  {"BACKEND"},
                  {"STATE"},
                  {"IDLE", Align::kRight},
-                 {"AGE", Align::kRight}});
+                 {"AGE", Align::kRight},
+                 {"CLIENT SENT"}});
         for (const json& e : entries) {
             const std::string state = str(e, "state");
             Cell vip = e.at("vip").is_string()
@@ -95,7 +107,8 @@ std::string render_conntrack_list(const json& r, const Style& style) {
                     : Cell{fmt::format("id {} (unknown)", u64(e, "backend_id")), Colour::kYellow};
             t.add({str(e, "client"), vip, backend,
                    Cell{state, state == "valid" ? Colour::kNone : Colour::kYellow},
-                   format_elapsed_ms(u64(e, "idle_ms")), format_elapsed_ms(u64(e, "age_ms"))});
+                   format_elapsed_ms(u64(e, "idle_ms")), format_elapsed_ms(u64(e, "age_ms")),
+                   ended_text(e)});
         }
         out += t.render(style);
     }

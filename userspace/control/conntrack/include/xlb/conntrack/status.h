@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -23,6 +24,9 @@ struct Status {
     std::uint64_t expired = 0;  // deleted by sweeps since the agent started
     std::uint64_t sweeps = 0;
     std::optional<double> last_sweep_ms;  // nullopt: no sweep yet
+    // New flows per second by backend id over the last second (RateMeter);
+    // an id missing has no rate yet.
+    std::map<std::uint32_t, double> backend_new_flows_per_s;
 
     std::uint64_t skipped() const {
         std::uint64_t n = 0;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +39,9 @@ std::uint64_t elapsed_ms(Units now, Units then);
 struct Entry {
     xlb_flow_key key{};
     xlb_ct_value value{};
+    // What the data path saw the client send to end a TCP flow:
+    // XLB_CT_ENDED_FIN, XLB_CT_ENDED_RST (abi.h, struct xlb_ct_record).
+    unsigned ended = 0;
 };
 
 struct VipInfo {
@@ -254,5 +258,57 @@ private:
 };
 
 bool under_flood(const xlb_ct_cpu& cpu, std::uint64_t now_ns);
+
+// ---------------------------------------------------------------------------
+// Connections per backend, as ipvsadm shows them per real server.
+
+// A backend's valid entries: active ones had a packet within the window and
+// no FIN or RST from the client; the others (idle, or ending) are inactive.
+struct Connections {
+    std::uint64_t active = 0;
+    std::uint64_t inactive = 0;
+};
+// By (VIP id, backend id), from entry values.
+using ConnectionsByBackend = std::map<std::pair<std::uint32_t, std::uint32_t>, Connections>;
+struct ConnectionsReport {
+    ConnectionsByBackend backends;
+    config::Duration active_within{};
+    double scan_ms = 0;
+};
+// The default window: what `backend drain --wait` calls active.
+inline constexpr config::Duration kActiveWithin = std::chrono::seconds(10);
+Result<ConnectionsReport> connections(const Table& table, config::Duration active_within);
+
+// The last count, taken again when it is older than `max_age`: every reader
+// of /v1/backends, top and /metrics within it shares one scan. Safe from
+// several threads; one scan at a time.
+class ConnectionsCache {
+public:
+    using Now = std::function<std::chrono::steady_clock::time_point()>;
+    ConnectionsCache(std::shared_ptr<const Table> table, std::chrono::milliseconds max_age,
+                     Now now = std::chrono::steady_clock::now);
+    Result<ConnectionsReport> get(config::Duration active_within = kActiveWithin);
+
+private:
+    std::shared_ptr<const Table> table_;
+    std::chrono::milliseconds max_age_;
+    Now now_;
+    std::mutex mu_;
+    std::optional<std::chrono::steady_clock::time_point> taken_;
+    ConnectionsReport last_;
+};
+
+// New flows per second per backend id, from its counter (struct
+// xlb_backend_stats) read about once a second.
+class RateMeter {
+public:
+    // The rates since the previous reading; an id first read now has none.
+    std::map<std::uint32_t, double> update(std::uint64_t now_ns,
+                                           const std::map<std::uint32_t, std::uint64_t>& counts);
+
+private:
+    std::optional<std::uint64_t> last_ns_;
+    std::map<std::uint32_t, std::uint64_t> last_;
+};
 
 }  // namespace xlb::conntrack

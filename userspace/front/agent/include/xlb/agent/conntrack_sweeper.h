@@ -2,15 +2,16 @@
 // The connection table's housekeeping on a thread of its own, so that a scan
 // of a million entries never holds up the control loop: every second it reads
 // the per-CPU insert budgets (xlb_ct_cpu) and logs floods starting and
-// ending; every sweep interval it expires idle entries (batched deletes) and
-// counts the table. What it learns goes to a StatusBoard for the API and
-// /metrics.
+// ending, and each backend's new-flow counter for its rate; every sweep
+// interval it expires idle entries (batched deletes) and counts the table.
+// What it learns goes to a StatusBoard for the API and /metrics.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -35,6 +36,9 @@ public:
         // When this agent started ticking the program's clock (ct_clock.h):
         // nothing expires before the clock has run through its timeout.
         std::chrono::steady_clock::time_point clock_started = std::chrono::steady_clock::now();
+        // Each backend's new-flow counter by id (struct xlb_backend_stats),
+        // read every second for the rates in the status board; empty: none.
+        std::function<Result<std::map<std::uint32_t, std::uint64_t>>()> read_backend_new_flows;
     };
 
     ConntrackSweeper(Inputs inputs, std::chrono::milliseconds interval);
@@ -51,6 +55,7 @@ public:
     // Public for tests.
     void check_floods();
     void sweep_once();
+    void sample_backends();
 
 private:
     void main();
@@ -58,6 +63,7 @@ private:
     Inputs in_;
     std::atomic<std::chrono::milliseconds::rep> interval_ms_;
     conntrack::FloodTracker floods_;
+    conntrack::RateMeter new_flow_rates_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool stopping_ = false;

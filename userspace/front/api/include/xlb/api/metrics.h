@@ -101,6 +101,8 @@ struct MetricsInput {
     std::map<std::uint32_t, std::uint64_t> vip_hints;          // by VIP id: second-chance hints
     std::map<std::uint32_t, xlb_vip_drops> vip_drops;          // by VIP id: drops by reason
     std::map<std::uint32_t, xlb_backend_stats> backend_stats;  // by backend id
+    // Connections by (VIP id, backend id); nullopt: no xlb_backend_connections.
+    std::optional<conntrack::ConnectionsByBackend> connections;
     PublishMetrics::Snapshot publishes;
     // Health-checker details by (VIP key, backend address); checked backends only.
     std::map<std::pair<std::string, net::IpAddress>, BackendHealthInfo> health;

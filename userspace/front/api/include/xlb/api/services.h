@@ -278,6 +278,9 @@ struct Services {
     // (null: status shows "conntrack": null, no metrics).
     std::shared_ptr<const conntrack::Table> conntrack;
     std::shared_ptr<const conntrack::StatusBoard> conntrack_status;
+    // Connections per backend for /v1/backends and /metrics, one scan of the
+    // table shared by the readers of a second (null: those fields are null).
+    std::shared_ptr<conntrack::ConnectionsCache> connections;
     FleetHooks fleet;  // empty: a host configured by its file alone
 };
 

@@ -84,6 +84,10 @@ public:
     // unknown. The value's generation is the backend's low 7 bits;
     // vip_epoch and hash are 0 (layout 5 keeps neither).
     void for_each(const std::function<void(const xlb_flow_key&, const xlb_ct_value&)>& use) const;
+    // As for_each, with what the program noted of the client ending the
+    // flow: XLB_CT_ENDED_FIN and _RST (abi.h, struct xlb_ct_record).
+    using EntryUse = std::function<void(const xlb_flow_key&, const xlb_ct_value&, unsigned ended)>;
+    void for_each_entry(const EntryUse& use) const;
     std::uint64_t count() const;
 
 private:
