@@ -117,4 +117,16 @@ Result<std::uint32_t> interface_mtu(std::string_view name) {
     return info->mtu;
 }
 
+Result<void> set_interface_mtu(int ifindex, std::uint32_t mtu) {
+    auto sock = detail::Socket::open();
+    if (!sock) return std::unexpected(sock.error());
+    detail::Message msg(RTM_NEWLINK, 0);
+    auto& ifi = msg.family_header<ifinfomsg>();
+    ifi.ifi_family = AF_UNSPEC;
+    ifi.ifi_index = ifindex;
+    msg.attribute_u32(IFLA_MTU, mtu);
+    return sock->transact(msg, "set the MTU of interface index " + std::to_string(ifindex) +
+                                   " to " + std::to_string(mtu));
+}
+
 }  // namespace xlb::netlink

@@ -36,5 +36,7 @@ Result<std::string> interface_name(int ifindex);
 // The interface's own MAC; EADDRNOTAVAIL if it has no Ethernet address.
 Result<net::MacAddress> interface_mac(std::string_view name);
 Result<std::uint32_t> interface_mtu(std::string_view name);
+// Sets the interface's MTU (RTM_NEWLINK, IFLA_MTU); needs CAP_NET_ADMIN.
+Result<void> set_interface_mtu(int ifindex, std::uint32_t mtu);
 
 }  // namespace xlb::netlink
