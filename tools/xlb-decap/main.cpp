@@ -6,7 +6,8 @@
 // --metrics-file keeps them in a file for node_exporter). Run it under a
 // supervisor (systemd,
 // the lab script) like any daemon; nothing is pinned, so nothing is left
-// behind when it exits, however it exits.
+// behind when it exits, however it exits. `xlb-decap setup` applies or
+// checks the rest of what a backend needs (setup.h).
 #include <fmt/core.h>
 #include <net/if.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "setup.h"
 #include "xlb/abi.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
@@ -130,6 +132,46 @@ int usage_error(const std::string& message) {
     return kExitUsage;
 }
 
+// `xlb-decap setup`: applies what is wrong, then looks again; --check only
+// reports. Exit 1 when anything is (still) wrong that setup was to fix.
+int run_setup(const xlb::decap::SetupOptions& options, bool check_only) {
+    auto findings = xlb::decap::check(options);
+    if (!findings) return fail(fmt::format("setup: {}", findings.error().message()));
+    if (check_only) {
+        for (const auto& f : *findings) fmt::print("xlb-decap: wrong: {}\n", f.describe());
+        if (findings->empty()) {
+            fmt::print("xlb-decap: setup check: every setting is right\n");
+            return 0;
+        }
+        fmt::print("xlb-decap: setup check: {} setting{} wrong\n", findings->size(),
+                   findings->size() == 1 ? "" : "s");
+        return kExitFailure;
+    }
+    int changed = 0;
+    for (const auto& f : *findings) {
+        if (!f.apply) continue;
+        if (auto done = f.apply(); !done)
+            return fail(fmt::format("setup: {}: {}", f.setting, done.error().message()));
+        for (const std::string& command : f.fix) fmt::print("xlb-decap: setup: {}\n", command);
+        ++changed;
+    }
+    auto after = xlb::decap::check(options);
+    if (!after) return fail(fmt::format("setup: {}", after.error().message()));
+    int status = 0;
+    for (const auto& f : *after) {
+        if (f.apply) {
+            fmt::print(stderr, "xlb-decap: setup: still wrong after setting it: {}\n",
+                       f.describe());
+            status = kExitFailure;
+        } else {
+            fmt::print("xlb-decap: still to do: {}\n", f.describe());
+        }
+    }
+    fmt::print("xlb-decap: setup: {} setting{} changed\n", changed, changed == 1 ? "" : "s");
+    std::fflush(stdout);
+    return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,8 +204,7 @@ int main(int argc, char** argv) {
     std::string metrics_file;
     unsigned metrics_interval_s = 10;
     app.add_option("-i,--interface", ifname,
-                   "interface to attach to (receives the encapsulated packets)")
-        ->required();
+                   "interface to attach to (receives the encapsulated packets); required");
     app.add_option("-a,--address", addresses,
                    "an address of this backend that the balancer sends to (outer destination); "
                    "repeat for each (IPv4 and/or IPv6); default: XLB_DECAP_ADDRESSES");
@@ -197,11 +238,47 @@ int main(int argc, char** argv) {
                  "attach, leave the program attached and exit at once (it stays until --detach "
                  "or until the interface goes away)");
     app.add_flag("-q,--quiet", quiet, "do not print the counters on exit");
+    xlb::decap::SetupOptions setup_options;
+    std::vector<std::string> setup_vips;
+    std::uint32_t setup_mtu = 0;
+    std::string setup_decap = "xdp";
+    bool setup_check = false;
+    CLI::App* setup = app.add_subcommand(
+        "setup",
+        "apply the host settings a backend needs for these VIPs (each VIP on lo; with an "
+        "IPv4 VIP arp_ignore, arp_announce and a loose rp_filter; the MTU), or with --check "
+        "only report each one that is wrong, with its fix (docs/deploy.md)");
+    setup
+        ->add_option("-i,--interface", setup_options.interface,
+                     "the interface that receives the encapsulated packets")
+        ->required();
+    setup->add_option("--vip", setup_vips, "a VIP this backend serves (IPv4 or IPv6); repeat")
+        ->required();
+    setup
+        ->add_option("--mtu", setup_mtu,
+                     "the balancer's mtu: the interface's MTU must be at least this "
+                     "(default: not checked)")
+        ->check(CLI::Range(576u, 9000u));
+    setup
+        ->add_option("--decap", setup_decap,
+                     "what decapsulates: xdp (an xlb_decap program must be attached to the "
+                     "interface) or kernel (the kernel's tunnel devices; not checked)")
+        ->capture_default_str();
+    setup->add_flag("--check", setup_check,
+                    "change nothing: print each wrong setting and its fix, exit 1 if any");
+    setup->footer(
+        "Examples:\n"
+        "  xlb-decap setup --interface eth0 --vip 198.51.100.10 --vip 2001:db8:f::10\n"
+        "  xlb-decap setup --interface eth0 --vip 198.51.100.10 --mtu 1600 --check\n"
+        "Exit status: 0 done (or, with --check, every setting right), 1 a setting wrong\n"
+        "or an error, 2 a wrong command line.");
+    app.require_subcommand(0, 1);
     app.footer(
         "Examples:\n"
         "  xlb-decap --interface eth0 --address 203.0.113.11 --address 2001:db8:b::11\n"
         "  xlb-decap --interface eth0 --address 203.0.113.11 --next-hop 203.0.113.1\n"
         "  xlb-decap --interface eth0 --detach\n"
+        "  xlb-decap setup --interface eth0 --vip 198.51.100.10 --check\n"
         "Exit status: 0 after SIGTERM/SIGINT (or a successful --detach), 1 on error,\n"
         "2 a wrong command line.");
     app.set_version_flag("--version", "xlb-decap " XLB_VERSION);
@@ -212,6 +289,24 @@ int main(int argc, char** argv) {
         const int code = app.exit(e);  // prints help, the version, or the error
         return code == 0 ? 0 : kExitUsage;
     }
+    if (setup->parsed()) {
+        for (const std::string& text : setup_vips) {
+            auto vip = xlb::net::IpAddress::parse(text);
+            if (!vip) return usage_error(fmt::format("setup --vip {}: {}", text, vip.error()));
+            setup_options.vips.push_back(*vip);
+        }
+        if (setup_options.interface == "lo")
+            return usage_error(
+                "setup --interface: found lo, expected the interface that receives the "
+                "encapsulated packets (the VIPs go on lo)");
+        if (setup_decap != "xdp" && setup_decap != "kernel")
+            return usage_error(
+                fmt::format("setup --decap: found \"{}\", expected xdp or kernel", setup_decap));
+        setup_options.want_decapsulator = setup_decap == "xdp";
+        if (setup_mtu != 0) setup_options.mtu = setup_mtu;
+        return run_setup(setup_options, setup_check);
+    }
+    if (ifname.empty()) return usage_error("--interface is required");
     const bool addresses_from_env = addresses.empty();
     if (addresses_from_env) addresses = addresses_from_environment();
     const char* address_source = addresses_from_env ? "XLB_DECAP_ADDRESSES" : "--address";
