@@ -7,7 +7,7 @@
 #   client 192.0.2.10 ---- router ---- br0 (203.0.113.0/24, 2001:db8:b::/64)
 #   2001:db8:c::10     192.0.2.1        |-- lb   .2  / ::2   xlbd, xlb_lb in native XDP
 #                      2001:db8:c::1    |-- [lb2 .3 / ::3 .. lb4 .5 / ::5]  (--lb-hosts N)
-#                                       |-- b1  .11  / ::11  xlb-decap, VIPs on lo, httpd
+#                                       |-- b1  .11  / ::11  xlb-decap (setup), VIPs on lo, httpd
 #                                       |-- b2  .12  / ::12
 #                                       `-- b3  .13  / ::13  (--backends N: 0 to 9)
 #
@@ -936,18 +936,17 @@ lab_up() {
   for ((i = 1; i <= nbackends; i++)); do
     b="$(backend_ns "$i")"
     veth eth0 "${b}" "p-b$i" "${ns_router}"
-    ip -n "${b}" link set eth0 mtu 1600
     ip -n "${ns_router}" link set "p-b$i" mtu 1600 master br0
     ip -n "${ns_router}" link set "p-b$i" up
-    sysctl_in "${b}" net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
-      net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
-      net.ipv4.conf.eth0.rp_filter=0 net.ipv4.conf.lo.rp_filter=0 \
-      net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+    sysctl_in "${b}" net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+    # What a real backend needs (docs/deploy.md) comes from the command the
+    # guide gives: the VIPs on lo, arp_ignore/arp_announce, a loose
+    # rp_filter, eth0's MTU for the LB's mtu. The decapsulator starts below.
+    nsx "${b}" "${decap_bin}" setup --interface eth0 --vip "${vip4}" --vip "${vipmix}" \
+      --vip "${vip6}" --mtu 1600 >"${state_dir}/setup-b$i.log" 2>&1 ||
+      die "xlb-decap setup in ${b} failed: $(cat "${state_dir}/setup-b$i.log")"
     ip -n "${b}" addr add "$(backend_v4 "$i")/24" dev eth0
     ip -n "${b}" addr add "$(backend_v6 "$i")/64" dev eth0 nodad
-    ip -n "${b}" addr add "${vip4}/32" dev lo
-    ip -n "${b}" addr add "${vipmix}/32" dev lo
-    ip -n "${b}" addr add "${vip6}/128" dev lo nodad
     ip -n "${b}" link set eth0 up
     ip -n "${b}" route add default via 203.0.113.1
     ip -n "${b}" -6 route add default via 2001:db8:b::1
@@ -1020,6 +1019,10 @@ lab_up() {
       [ "${SECONDS}" -lt "${deadline}" ] || die "backend b$i not ready after 10 s"
       sleep 0.05
     done
+    # and every setting is as the guide's check wants it
+    nsx "$(backend_ns "$i")" "${decap_bin}" setup --interface eth0 --vip "${vip4}" \
+      --vip "${vipmix}" --vip "${vip6}" --mtu 1600 --check >"${state_dir}/check-b$i.log" 2>&1 ||
+      die "backend b$i: xlb-decap setup --check: $(cat "${state_dir}/check-b$i.log")"
   done
 
   # resolve neighbours now, so that the first packets are not queued on ARP
