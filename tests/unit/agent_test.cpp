@@ -271,6 +271,26 @@ TEST(Reload, MergeTakesTheFilesEditsAndKeepsRuntimeChangesElsewhere) {
                               "changes"});
 }
 
+// A file that holds what runs (xlbctl export of a host with runtime
+// changes) changes nothing: no VIP is reported changed, none replaced.
+TEST(Reload, AFileEqualToWhatRunsChangesNothing) {
+    config::VipSpec a = vip("198.51.100.10"), b = vip("198.51.100.11");
+    config::BackendSpec backend;
+    backend.address = *net::IpAddress::parse("203.0.113.11");
+    a.backends.push_back(backend);
+    config::VipSpec a_drained = a;
+    a_drained.backends[0].state = config::AdminState::kDrain;
+    const config::VipSpec e = vip("198.51.100.14");  // added at runtime
+    // old file a b; runtime: a drained, b deleted, e added; the new file is what runs
+    const ReloadResult r = merge_reload({a, b}, {a_drained, e}, {a_drained, e});
+    EXPECT_EQ(r.vips, (std::vector<config::VipSpec>{a_drained, e}));
+    EXPECT_EQ(r.changed, std::vector<std::string>{});
+    EXPECT_EQ(r.added, std::vector<std::string>{});
+    EXPECT_EQ(r.removed, std::vector<std::string>{});
+    EXPECT_EQ(r.untouched, 2u);
+    EXPECT_EQ(r.warnings, std::vector<std::string>{}) << "no runtime change is replaced";
+}
+
 TEST(ConntrackSweeper, SweepsCountsAndTracksFloods) {
     test::FakeConntrack table(1024, 2);
     table.set_backend(1, *net::IpAddress::parse("203.0.113.11"), 1);

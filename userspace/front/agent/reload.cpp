@@ -145,6 +145,13 @@ ReloadResult merge_reload(const std::vector<config::VipSpec>& old_file,
             result.removed.push_back(w.key);
             continue;
         }
+        // The file's new version is what already runs (e.g. a file written
+        // by `xlbctl export`): nothing changes, and nothing is replaced.
+        if (*w.file == *w.running) {
+            ++result.untouched;
+            result.vips.push_back(*w.running);
+            continue;
+        }
         // edited in the file (or added to the file while it existed at runtime)
         if (w.runtime_changed)
             result.warnings.push_back("VIP " + w.key +

@@ -2,7 +2,8 @@
 // SIGHUP applies only what changed in the file. A VIP the operator added,
 // removed or edited in the file since the last load takes the file's new
 // version; every other VIP keeps its running state, runtime (API) changes
-// included. Pure logic.
+// included. A file's version equal to what runs (a file written by `xlbctl
+// export`) changes nothing and counts as untouched. Pure logic.
 #pragma once
 
 #include <string>
