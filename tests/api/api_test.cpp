@@ -41,7 +41,9 @@
 #include "xlb/api/metrics.h"
 #include "xlb/api/server.h"
 #include "xlb/api/state_store.h"
+#include "xlb/config/config.h"
 #include "xlb/config/json.h"
+#include "xlb/config/vip_merge.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
 #include "xlb/datapath/setup.h"
@@ -190,6 +192,7 @@ protected:
         settings.state_file = dir + "/lib/state.json";
         settings.api_socket = dir + "/run/xlbd.sock";
         initial = {web_vip()};
+        configure();
 
         // What the agent does at start: apply, publish, persist, then serve.
         store = std::make_unique<StateStore>(settings.state_file, initial);
@@ -207,6 +210,9 @@ protected:
         client = std::make_unique<httplib::Client>(settings.api_socket);
         client->set_address_family(AF_UNIX);
     }
+
+    // A fixture's own settings and VIPs, before the agent's start.
+    virtual void configure() {}
 
     void TearDown() override {
         if (server) server->stop();
@@ -1300,6 +1306,266 @@ TEST_F(ApiTest, MetricsExposition) {
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404);
     metrics.stop();
+}
+
+// ---- the configuration file: export, and reload's dry run ------------------
+
+// Every kind of setting the file has, each away from its default.
+constexpr const char* kEverySetting = R"(interface: eth1
+xdp_mode: generic
+next_hop: {address: 192.0.2.254}
+encap_source: {ipv4: 192.0.2.0/28, ipv6: "2001:db8:ffff::/120"}
+hash_seed: 0x1234abcd
+mtu: 9000
+icmp_too_big: false
+encap: gue
+gue_port: 7080
+second_chance: {enabled: true, window: 5m}
+maps: {max_vips: 16, max_backends: 64, conntrack_entries: 65536}
+api: {socket: /run/xlb/other.sock, group: xlb}
+metrics: {listen: "127.0.0.1:9500"}
+state_file: /var/lib/xlb/other.json
+pin_dir: /sys/fs/bpf/xlb-other
+bgp: {enabled: true, control_socket: /run/bird/b.ctl, routes_file: /run/xlb/b.conf,
+      protocol: lb, route: via_lo}
+conntrack: {insert_rate: 5000, insert_burst: 10000, resize: replace, sweep_interval: 3s}
+health_history: 50
+vips:
+  - address: 198.51.100.10
+    port: 80
+    name: web
+    hash: source
+    ring_size: 251
+    panic_threshold: 0.25
+    slow_start: {window: 10s, floor: 0.2}
+    on_unhealthy: keep
+    health_consensus: any_down
+    announce: always
+    conntrack_idle_timeout: 10m
+    health_check:
+      type: http
+      port: 8080
+      path: /healthz
+      host: web.example
+      expected_statuses: [200, 301-302]
+      body_contains: ok
+      reuse_connection: false
+      interval: 2s
+      timeout: 500ms
+      jitter: 100ms
+      unhealthy_threshold: 3
+      healthy_threshold: 4
+      failure_accrual: {enabled: true, success_rate: 0.9, window: 20s, min_probes: 7,
+                        min_penalty: 2s, max_penalty: 2m, jitter: 0.25}
+      rate_limit_bias: {factor: 0.5, penalty: 10s, max_retry_after: 1m}
+      flapping: {changes: 6, window: 10m, hold: 1m}
+    backends:
+      - {address: 203.0.113.11, weight: 200, hash_key: web-a}
+      - {address: 203.0.113.12, state: drain}
+      - {address: 203.0.113.13, weight: 0, state: disabled}
+  - address: 198.51.100.53
+    port: 53
+    protocol: udp
+    conntrack: false
+    health_check: {type: udp, udp_payload: ping, udp_expect: pong}
+    backends:
+      - {address: 203.0.113.21}
+  - address: "2001:db8:10::1"
+    port: 0
+    announce: never
+    health_check: {type: tcp, port: 443, via_vip: true}
+    backends:
+      - {address: "2001:db8:20::1", weight: 50}
+)";
+
+std::vector<config::VipSpec> by_key(std::vector<config::VipSpec> vips) {
+    std::sort(vips.begin(), vips.end(),
+              [](const config::VipSpec& a, const config::VipSpec& b) { return a.key() < b.key(); });
+    return vips;
+}
+
+class ExportTest : public ApiTest {
+protected:
+    void configure() override {
+        auto parsed = config::parse_config(kEverySetting, "every.yaml");
+        if (!parsed)
+            for (const auto& e : parsed.error()) ADD_FAILURE() << e.to_string();
+        ASSERT_TRUE(parsed);
+        loaded = *parsed;
+        // the test's own paths: the socket and state file it serves on
+        loaded.settings.state_file = settings.state_file;
+        loaded.settings.api_socket = settings.api_socket;
+        settings = loaded.settings;
+        initial = loaded.vips;
+    }
+    Services services() override {
+        Services s = ApiTest::services();
+        s.reload = [this](bool allow) {
+            ++reloads;
+            ReloadReport r;
+            r.source = "api";
+            r.disruptive = {allow ? "allowed" : "not allowed"};
+            return r;
+        };
+        s.reload_dry_run = [this](const std::string& yaml, const std::string& file, bool allow) {
+            tried.push_back({yaml, file, allow});
+            ReloadReport r;
+            r.source = "api";
+            r.dry_run = true;
+            r.changed = {kWeb};
+            r.differences = {"VIP " + std::string(kWeb) +
+                             " backend 203.0.113.11: weight 200 at runtime, 100 in the file"};
+            if (yaml == "bad") {
+                r.outcome = ReloadReport::Outcome::kInvalid;
+                r.error = file + " has 1 error(s)";
+                r.errors = {file + ":1:1: expected a YAML mapping"};
+            }
+            return r;
+        };
+        return s;
+    }
+
+    config::Config exported() {
+        Reply r = get("/v1/config/export");
+        EXPECT_EQ(r.status, 200) << r.text;
+        EXPECT_TRUE(r.body.contains("yaml")) << r.text;
+        const std::string yaml = r.body.value("yaml", "");
+        auto parsed = config::parse_config(yaml, "export.yaml");
+        EXPECT_TRUE(parsed) << (parsed ? "" : parsed.error().front().to_string()) << "\n" << yaml;
+        EXPECT_EQ(r.body["vips"], parsed ? parsed->vips.size() : 0u);
+        return parsed ? *parsed : config::Config{};
+    }
+
+    struct Tried {
+        std::string yaml, file;
+        bool allow = false;
+    };
+    config::Config loaded;
+    std::vector<Tried> tried;
+    int reloads = 0;
+};
+
+// The export is the file the agent runs with: loading it gives the same
+// settings and VIPs, every kind of setting included.
+TEST_F(ExportTest, ExportOfTheFileAsLoadedGivesTheSameConfig) {
+    const config::Config out = exported();
+    EXPECT_EQ(out.settings, loaded.settings);
+    EXPECT_EQ(by_key(out.vips), by_key(loaded.vips));
+    EXPECT_FALSE(config::missing_hash_seed(out, "export.yaml"));
+}
+
+// Runtime changes through the API are in the export: loading it gives the
+// desired state the agent runs, not the file it started from.
+TEST_F(ExportTest, ExportCarriesEveryRuntimeChange) {
+    const std::string web = "/v1/backends?" + vq(kWeb);
+    ASSERT_EQ(patch(web + "&address=203.0.113.11", R"({"weight": 70})").status, 200);
+    ASSERT_EQ(patch(web + "&address=203.0.113.13", R"({"state": "active", "weight": 10})").status,
+              200);
+    ASSERT_EQ(post(web, R"({"address": "203.0.113.14", "hash_key": "web-d"})").status, 201);
+    ASSERT_EQ(del(web + "&address=203.0.113.12").status, 200);
+    Reply set = patch("/v1/vip?" + vq(kWeb),
+                      R"({"health_check": {"interval": "1s", "expected_statuses": [204]},
+                          "slow_start": {"window": "0s"}, "name": "www"})");
+    ASSERT_EQ(set.status, 200) << set.text;
+    ASSERT_EQ(del("/v1/vip?" + vq("198.51.100.53:53/udp")).status, 200);
+    Reply added = post("/v1/vips", R"({"address": "198.51.100.11", "port": 443, "ring_size": 251,
+                                       "health_check": {"type": "tcp"},
+                                       "backends": [{"address": "203.0.113.31", "weight": 5}]})");
+    ASSERT_EQ(added.status, 201) << added.text;
+
+    // The same changes on the model, by hand.
+    std::vector<config::VipSpec> want = loaded.vips;
+    config::VipSpec& w = want[0];
+    w.name = "www";
+    w.health_check.interval = 1s;
+    w.health_check.expected_statuses = {config::StatusRange{204, 204}};
+    w.slow_start.window = 0s;
+    w.backends[0].weight = 70;
+    w.backends[2].state = config::AdminState::kActive;
+    w.backends[2].weight = 10;
+    config::BackendSpec d;
+    d.address = ip("203.0.113.14");
+    d.hash_key = "web-d";
+    w.backends.push_back(d);
+    w.backends.erase(w.backends.begin() + 1);
+    want.erase(want.begin() + 1);
+    config::VipSpec tls;
+    tls.address = ip("198.51.100.11");
+    tls.port = 443;
+    tls.ring_size = 251;
+    tls.health_check.type = config::HealthCheckType::kTcp;
+    config::BackendSpec t;
+    t.address = ip("203.0.113.31");
+    t.weight = 5;
+    tls.backends.push_back(t);
+    want.push_back(tls);
+
+    const config::Config out = exported();
+    EXPECT_EQ(out.settings, settings);
+    const std::vector<config::VipSpec> got = by_key(out.vips);
+    want = by_key(want);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], want[i]) << got[i].key();
+        for (const auto& line : config::describe_differences(got[i].key(), &got[i], &want[i]))
+            ADD_FAILURE() << line;
+    }
+    // and what the API itself says runs
+    std::vector<config::VipSpec> listed;
+    const Reply list = get("/v1/vips");
+    for (const json& v : list.body["vips"]) {
+        auto spec = config::vip_from_json(v["spec"]);
+        ASSERT_TRUE(spec) << spec.error();
+        listed.push_back(*spec);
+    }
+    EXPECT_EQ(got, by_key(listed));
+}
+
+TEST_F(ExportTest, ExportTakesNoParameters) {
+    expect_error(get("/v1/config/export?vip=x"), 400, "unknown query parameter \"vip\"");
+}
+
+// ?dry_run=1 hands the body's file to the dry run, answers with its report
+// (dry_run, differences) and its status; the reload itself is not run.
+TEST_F(ExportTest, ReloadDryRunTriesTheBodysFile) {
+    Reply r =
+        post("/v1/reload?dry_run=1", json{{"config", "vips: []"}, {"file", "new.yaml"}}.dump());
+    ASSERT_EQ(r.status, 200) << r.text;
+    ASSERT_EQ(tried.size(), 1u);
+    EXPECT_EQ(tried[0].yaml, "vips: []");
+    EXPECT_EQ(tried[0].file, "new.yaml");
+    EXPECT_FALSE(tried[0].allow);
+    EXPECT_EQ(r.body["dry_run"], true);
+    EXPECT_EQ(r.body["result"], "applied");
+    EXPECT_EQ(r.body["changed"], json::array({kWeb}));
+    ASSERT_EQ(r.body["differences"].size(), 1u);
+    EXPECT_EQ(reloads, 0) << "a dry run is not a reload";
+
+    r = post("/v1/reload?dry_run=1",
+             json{{"config", "bad"}, {"file", "x.yaml"}, {"allow_disruptive", true}}.dump());
+    EXPECT_EQ(r.status, 422) << r.text;
+    EXPECT_EQ(r.body["errors"], json::array({"x.yaml:1:1: expected a YAML mapping"}));
+    EXPECT_TRUE(tried.back().allow);
+
+    // a plain reload's report has no dry-run fields
+    r = post("/v1/reload", "");
+    EXPECT_EQ(reloads, 1);
+    EXPECT_FALSE(r.body.contains("dry_run")) << r.text;
+    EXPECT_FALSE(r.body.contains("differences")) << r.text;
+}
+
+TEST_F(ExportTest, ReloadDryRunRefusesWhatItCannotTry) {
+    expect_error(post("/v1/reload?dry_run=1", ""), 400, "the body needs \"config\"");
+    expect_error(post("/v1/reload?dry_run=1", R"({"config": 1})"), 400,
+                 "config: found number, expected a string");
+    expect_error(post("/v1/reload?dry_run=1", R"({"config": "", "colour": 1})"), 400,
+                 "unknown key \"colour\", expected only allow_disruptive, config and file");
+    expect_error(post("/v1/reload?dry_run=maybe", R"({"config": ""})"), 400,
+                 "dry_run: found \"maybe\"");
+    expect_error(post("/v1/reload", R"({"config": "vips: []"})"), 400,
+                 "config: only with dry_run=1");
+    EXPECT_TRUE(tried.empty());
+    EXPECT_EQ(reloads, 0);
 }
 
 // ---- health: the history of verdict changes, the latency histogram ----------

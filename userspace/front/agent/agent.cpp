@@ -32,6 +32,7 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
 #include "xlb/config/config.h"
+#include "xlb/config/vip_merge.h"
 #include "xlb/control/data_plane.h"
 #include "xlb/control/loop.h"
 #include "xlb/control/reconciler.h"
@@ -81,6 +82,42 @@ std::string vip_list(const std::vector<std::string>& keys) {
     return out.empty() ? "none" : out;
 }
 
+std::string disruptive_refusal(std::size_t count) {
+    return std::to_string(count) +
+           " change(s) would move established flows (VIPs without conntrack, and flows "
+           "re-routed to LB hosts that have not reloaded); confirm with 'xlbctl reload "
+           "--allow-disruptive'";
+}
+
+// A reload's report as a dry run: what it would add, remove and change
+// (each VIP's differences from what runs, field by field) and how it would
+// end; nothing is applied. `out` holds the disruptive changes already.
+api::ReloadReport dry_run_report(api::ReloadReport out, const ReloadResult& merged,
+                                 const std::vector<config::VipSpec>& running,
+                                 bool allow_disruptive) {
+    auto find = [](const std::vector<config::VipSpec>& vips,
+                   const std::string& key) -> const config::VipSpec* {
+        for (const config::VipSpec& v : vips)
+            if (v.key() == key) return &v;
+        return nullptr;
+    };
+    for (const auto* keys : {&merged.added, &merged.removed, &merged.changed})
+        for (const std::string& key : *keys)
+            for (std::string& line :
+                 config::describe_differences(key, find(running, key), find(merged.vips, key)))
+                out.differences.push_back(std::move(line));
+    out.added = merged.added;
+    out.removed = merged.removed;
+    out.changed = merged.changed;
+    out.untouched = merged.untouched;
+    out.warnings = merged.warnings;
+    if (!out.disruptive.empty() && !allow_disruptive) {
+        out.outcome = api::ReloadReport::Outcome::kDisruptiveRefused;
+        out.error = disruptive_refusal(out.disruptive.size());
+    }
+    return out;
+}
+
 // The next hop's MAC: fixed in the file, or resolved from the neighbour table.
 // The reconciler's second-chance window: what the data path does with it
 // (datapath::make_config sets the flag only with GUE, as validation demands).
@@ -125,8 +162,15 @@ private:
 
     api::ReloadReport reload(const std::string& source, bool allow_disruptive);
     api::ReloadReport reload_locked(api::ReloadReport report, bool allow_disruptive);
+    // A reload of `yaml` (errors name `file`) as a dry run: nothing applied.
+    api::ReloadReport reload_dry_run(const std::string& yaml, const std::string& file,
+                                     bool allow_disruptive);
+    api::ReloadReport reload_parsed(
+        api::ReloadReport report,
+        std::expected<config::Config, std::vector<config::ConfigError>> loaded,
+        const std::string& file, bool allow_disruptive, bool dry_run);
     api::ReloadReport apply_locked(api::ReloadReport report, config::Config next,
-                                   bool allow_disruptive);
+                                   bool allow_disruptive, bool dry_run = false);
     // Fleet mode (docs/fleet.md).
     Result<void> open_fleet();
     Step read_fleet_first();
@@ -805,6 +849,10 @@ api::Services Agent::services() {
     services.on_vips_changed = [this](control::Reconciler& r) { refresh_health(r); };
     services.probe_engine = [engine = engine_] { return engine->info(); };
     services.reload = [this](bool allow_disruptive) { return reload("api", allow_disruptive); };
+    services.reload_dry_run = [this](const std::string& yaml, const std::string& file,
+                                     bool allow_disruptive) {
+        return reload_dry_run(yaml, file, allow_disruptive);
+    };
     services.reloads = reloads_;
     services.host.state = [this] { return host_state(); };
     services.host.set_drained = [this](bool drained) { return set_drained(drained); };
@@ -1034,19 +1082,37 @@ api::ReloadReport Agent::reload(const std::string& source, bool allow_disruptive
 }
 
 api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disruptive) {
+    return reload_parsed(std::move(report), config::load_config_file(options_.config_path),
+                         options_.config_path, allow_disruptive, /*dry_run=*/false);
+}
+
+api::ReloadReport Agent::reload_dry_run(const std::string& yaml, const std::string& file,
+                                        bool allow_disruptive) {
+    std::lock_guard lock(reload_mu_);
+    api::ReloadReport report;
+    report.source = "api";
+    report.dry_run = true;
+    report = reload_parsed(std::move(report), config::parse_config(yaml, file), file,
+                           allow_disruptive, /*dry_run=*/true);
+    spdlog::debug("api: dry run of a reload of {}: {}", file, api::to_string(report.outcome));
+    return report;
+}
+
+api::ReloadReport Agent::reload_parsed(
+    api::ReloadReport report,
+    std::expected<config::Config, std::vector<config::ConfigError>> loaded, const std::string& file,
+    bool allow_disruptive, bool dry_run) {
     using Outcome = api::ReloadReport::Outcome;
-    auto loaded = config::load_config_file(options_.config_path);
     if (!loaded) {
         for (const auto& e : loaded.error()) report.errors.push_back(e.to_string());
         report.outcome = Outcome::kInvalid;
-        report.error =
-            options_.config_path + " has " + std::to_string(loaded.error().size()) + " error(s)";
+        report.error = file + " has " + std::to_string(loaded.error().size()) + " error(s)";
         return report;
     }
-    if (auto seed = config::missing_hash_seed(*loaded, options_.config_path)) {
+    if (auto seed = config::missing_hash_seed(*loaded, file)) {
         report.errors.push_back(seed->to_string());
         report.outcome = Outcome::kInvalid;
-        report.error = options_.config_path + " has 1 error(s)";
+        report.error = file + " has 1 error(s)";
         return report;
     }
     config::Config next = std::move(*loaded);
@@ -1056,14 +1122,14 @@ api::ReloadReport Agent::reload_locked(api::ReloadReport report, bool allow_disr
         next.vips = config_.vips;
         config::copy_fleet_wide(next.settings, config_.settings);
     }
-    return apply_locked(std::move(report), std::move(next), allow_disruptive);
+    return apply_locked(std::move(report), std::move(next), allow_disruptive, dry_run);
 }
 
 // What a reload and a fleet revision share: `next` (settings and VIPs)
 // replaces the running configuration, the way docs/api.md describes for a
 // reload. reload_mu_ held.
 api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config next,
-                                      bool allow_disruptive) {
+                                      bool allow_disruptive, bool dry_run) {
     using Outcome = api::ReloadReport::Outcome;
     report.restart_required = restart_only_changes(config_.settings, next.settings);
     const config::Settings applied = reloadable_settings(config_.settings, next.settings);
@@ -1090,13 +1156,11 @@ api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config n
                      ReloadResult merged = merge_reload(old_file, new_file, r.vips());
                      out.disruptive =
                          disruptive_changes(config_.settings, applied, r.vips(), merged.vips);
+                     if (dry_run)
+                         return dry_run_report(std::move(out), merged, r.vips(), allow_disruptive);
                      if (!out.disruptive.empty() && !allow_disruptive) {
                          out.outcome = Outcome::kDisruptiveRefused;
-                         out.error =
-                             std::to_string(out.disruptive.size()) +
-                             " change(s) would move established flows (VIPs without conntrack, and "
-                             "flows re-routed to LB hosts that have not reloaded); confirm with "
-                             "'xlbctl reload --allow-disruptive'";
+                         out.error = disruptive_refusal(out.disruptive.size());
                          return out;
                      }
                      out.added = std::move(merged.added);
@@ -1121,7 +1185,7 @@ api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config n
                      return out;
                  })
                  .get();
-    if (report.outcome != Outcome::kApplied) return report;
+    if (dry_run || report.outcome != Outcome::kApplied) return report;
     config_.vips = new_file;
     sweeper_->set_interval(config_.settings.conntrack.sweep_interval);
     // not once the watcher's component has stopped: nothing would stop it again

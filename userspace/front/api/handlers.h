@@ -67,6 +67,7 @@ void table(Api&, const httplib::Request&, httplib::Response&);
 void lookup(Api&, const httplib::Request&, httplib::Response&);
 void stats(Api&, const httplib::Request&, httplib::Response&);
 void reload(Api&, const httplib::Request&, httplib::Response&);
+void export_config(Api&, const httplib::Request&, httplib::Response&);
 void host(Api&, const httplib::Request&, httplib::Response&);
 void drain_host(Api&, const httplib::Request&, httplib::Response&);
 void resume_host(Api&, const httplib::Request&, httplib::Response&);

@@ -55,6 +55,10 @@ nlohmann::json reload_report_json(const ReloadReport& r) {
     out["restart_required"] = r.restart_required;
     out["disruptive"] = r.disruptive;
     out["warnings"] = r.warnings;
+    if (r.dry_run) {
+        out["dry_run"] = true;
+        out["differences"] = r.differences;
+    }
     return out;
 }
 

@@ -24,6 +24,7 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"GET", "/v1/lookup", lookup},
     {"GET", "/v1/stats", stats},
     {"POST", "/v1/reload", reload},
+    {"GET", "/v1/config/export", export_config},
     {"GET", "/v1/host", host},
     {"POST", "/v1/host/drain", drain_host, Changes::kDesired},
     {"POST", "/v1/host/resume", resume_host, Changes::kDesired},

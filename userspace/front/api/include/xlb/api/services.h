@@ -103,6 +103,11 @@ struct ReloadReport {
     std::vector<std::string> restart_required;  // changed, take effect at the next start
     std::vector<std::string> disruptive;        // changes that remap established flows
     std::vector<std::string> warnings;
+    // A dry run (xlbctl diff): nothing was applied; `result` says what a
+    // reload would end with, and `differences` says, field by field, how
+    // each added, removed or changed VIP differs from what runs.
+    bool dry_run = false;
+    std::vector<std::string> differences;
 };
 // "applied", "invalid", "disruptive_refused", "failed": the `result` field and
 // the metric label.
@@ -138,6 +143,11 @@ private:
 // remap flows. Blocks until applied or rejected; any thread but the control
 // thread.
 using ReloadFn = std::function<ReloadReport(bool allow_disruptive)>;
+// The same reload of `yaml` instead of the file (errors name `file`), as a
+// dry run: the report of what it would change, nothing applied, nothing
+// recorded; any thread but the control thread.
+using ReloadDryRunFn = std::function<ReloadReport(const std::string& yaml, const std::string& file,
+                                                  bool allow_disruptive)>;
 
 // nullopt: the XDP program is attached; otherwise why not ("not attached yet").
 using Readiness = std::function<std::optional<std::string>()>;
@@ -271,6 +281,7 @@ struct Services {
     VipsChanged on_vips_changed;                   // empty: nothing to tell
     ProbeEngineLookup probe_engine;                // empty: no probe engine (no series)
     ReloadFn reload;                               // empty: POST /v1/reload answers 501
+    ReloadDryRunFn reload_dry_run;                 // empty: ?dry_run=1 answers 501
     std::shared_ptr<const ReloadHistory> reloads;  // null: no reload shown
     HostControl host;                              // empty: /v1/host answers 501
     // The connection table, scanned on the API's threads (null: the
