@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -35,6 +36,8 @@
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 #include "xlb/bpf/test_run.h"
+#include "xlb/config/config.h"
+#include "xlb/config/json.h"
 
 namespace xlb::xlbctl::test {
 namespace {
@@ -900,6 +903,123 @@ TEST_F(XlbctlAgent, ChangesSurviveARestart) {
     EXPECT_EQ(after["checksum"], before["checksum"]) << "the same table";
     EXPECT_HAS(ok({"backend", "list", kWeb}), "203.0.113.14  active");
     EXPECT_HAS(ok({"vip", "list", "-q"}), "198.51.100.30:443/tcp\n");
+}
+
+// What runs, as model objects: every VIP's spec, by key.
+std::vector<config::VipSpec> running_specs(const json& vip_list) {
+    std::vector<config::VipSpec> out;
+    for (const json& v : vip_list.at("vips")) {
+        auto spec = config::vip_from_json(v.at("spec"));
+        EXPECT_TRUE(spec) << spec.error();
+        if (spec) out.push_back(*spec);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.key() < b.key(); });
+    return out;
+}
+
+// export writes what runs (the file and the runtime changes) as a file the
+// agent accepts and starts from; diff of it finds nothing, diff of an edited
+// copy finds the edits, a bad file is exit 2 with file:line:column.
+TEST_F(XlbctlAgent, ExportDiffAndAStartFromTheExport) {
+    ok({"backend", "set", kWeb, "203.0.113.13", "--weight", "75"});
+    ok({"backend", "drain", kWeb, "203.0.113.12"});
+    ok({"vip", "set", kWeb, "--health-check.type", "tcp", "--health-check.interval", "2s"});
+    ok({"vip", "add", "198.51.100.30:443", "--name", "tls", "-b", "203.0.113.21=20"});
+    ok({"vip", "del", kAny});
+    const json before = ok_json({"vip", "list"});
+    const std::vector<config::VipSpec> running = running_specs(before);
+    ASSERT_EQ(running.size(), 2u);
+
+    const std::string file = lab->dir() + "/export.yaml";
+    EXPECT_EQ(ok({"export", "-o", file}), "wrote " + file + ": 2 VIP(s)\n");
+    struct stat st {};
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << "it holds the hash seed";
+    auto exported = config::load_config_file(file);
+    ASSERT_TRUE(exported) << exported.error().front().to_string() << "\n" << read_file(file);
+    auto original = config::load_config_file(lab->config());
+    ASSERT_TRUE(original);
+    EXPECT_EQ(exported->settings, original->settings);
+    std::vector<config::VipSpec> vips = exported->vips;
+    std::sort(vips.begin(), vips.end(),
+              [](const auto& a, const auto& b) { return a.key() < b.key(); });
+    EXPECT_EQ(vips, running);
+    EXPECT_EQ(ok({"export"}).substr(read_file(file).find('\n')),
+              read_file(file).substr(read_file(file).find('\n')))
+        << "stdout holds the same file (but the time in its first line)";
+
+    // Nothing to apply: the export, and the agent's own file (a reload
+    // keeps the runtime changes of VIPs the file did not change).
+    // Twice each: a dry run leaves the agent's idea of its file alone.
+    for (int i = 0; i < 2; ++i) {
+        const std::string same = ok({"diff", file});
+        EXPECT_EQ(same,
+                  "no difference: " + file + " gives the desired state that runs (2 VIP(s))\n");
+        const std::string own = ok({"diff", lab->config()});
+        EXPECT_HAS(own, "no difference");
+    }
+
+    // An edited copy: one backend's weight, one VIP more.
+    std::string text = read_file(file) +
+                       "  - address: 198.51.100.40\n    port: 80\n    ring_size: 251\n"
+                       "    backends:\n      - {address: 203.0.113.41}\n";
+    const std::string weight = "{address: 203.0.113.13, weight: 75,";
+    ASSERT_NE(text.find(weight), std::string::npos) << text;
+    text.replace(text.find(weight), weight.size(), "{address: 203.0.113.13, weight: 30,");
+    const std::string edited = lab->dir() + "/edited.yaml";
+    std::ofstream(edited) << text;
+    ProcessResult d = ctl({"diff", edited});
+    EXPECT_EQ(d.code, 1) << d.out << d.err;
+    EXPECT_EQ(d.err, "");
+    EXPECT_HAS(d.out, "added 198.51.100.40:80/tcp; removed none; changed " + std::string(kWeb));
+    EXPECT_HAS(d.out, "VIP 198.51.100.40:80/tcp: in the file, not at runtime");
+    EXPECT_HAS(d.out,
+               "VIP 198.51.100.10:80/tcp backend 203.0.113.13: weight 75 at runtime, 30 in "
+               "the file");
+    d = ctl({"diff", edited, "--json"});
+    EXPECT_EQ(d.code, 1);
+    const json report = parse(d.out);
+    EXPECT_EQ(report["dry_run"], true);
+    EXPECT_EQ(report["added"], json::array({"198.51.100.40:80/tcp"}));
+
+    // A bad file: the reload's errors, exit 2.
+    const std::string bad = lab->dir() + "/bad.yaml";
+    std::string bad_text = read_file(file);
+    ASSERT_NE(bad_text.find("\nmtu: 1500\n"), std::string::npos) << bad_text;
+    bad_text.replace(bad_text.find("\nmtu: 1500\n"), 11, "\nmtu: huge\n");
+    std::ofstream(bad) << bad_text;
+    d = ctl({"diff", bad});
+    EXPECT_EQ(d.code, 2) << d.out << d.err;
+    EXPECT_HAS(d.err, "xlbctl: " + bad + " has 1 error(s)\n  " + bad + ":");
+    EXPECT_HAS(d.err, ": mtu: found \"huge\"");
+    EXPECT_EQ(d.out, "");
+    d = ctl({"diff", lab->dir() + "/missing.yaml"});
+    EXPECT_EQ(d.code, 2) << d.err;
+    EXPECT_HAS(d.err, "missing.yaml");
+    d = ctl({"diff", edited, "--socket", kNoSocket});
+    EXPECT_EQ(d.code, 2) << "an unreachable agent is trouble, not a difference: " << d.err;
+
+    // The dry runs applied nothing and are no reload.
+    EXPECT_EQ(running_specs(ok_json({"vip", "list"})), running);
+    EXPECT_EQ(ok_json({"status"})["last_reload"], nullptr);
+
+    // The agent starts from the export: in place of its file, with its
+    // state file, and then with none.
+    EXPECT_EQ(lab->stop_agent(), 0);
+    std::ofstream(lab->config()) << read_file(file);
+    lab->start_agent();
+    EXPECT_EQ(running_specs(ok_json({"vip", "list"})), running);
+    for (const json& v : before["vips"]) {
+        if (v["vip"] != kWeb) continue;
+        EXPECT_EQ(ok_json({"backend", "list", kWeb})["checksum"], v["checksum"])
+            << "the same table";
+    }
+    EXPECT_EQ(lab->stop_agent(), 0);
+    ASSERT_EQ(::unlink(lab->state_file().c_str()), 0);
+    lab->start_agent();
+    EXPECT_EQ(running_specs(ok_json({"vip", "list"})), running);
+    EXPECT_HAS(ok({"diff", file}), "no difference");
 }
 
 TEST_F(XlbctlAgent, AgentDownIsExitThreeWithOneLine) {

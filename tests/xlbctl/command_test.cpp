@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -119,13 +120,33 @@ TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(
         parse_error({}),
         "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, capture, top, "
-        "stats, table, lookup, reload, fleet or gen-seed");
+        "stats, table, lookup, reload, export, diff, fleet or gen-seed");
     EXPECT_HAS(parse_error({"conntrack"}),
                "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add, set or del");
     EXPECT_HAS(parse_error({"backend"}),
                "expected a verb after 'xlbctl backend': list, add, del, set, drain, enable, "
                "disable or history");
+}
+
+// diff reads FILE before anything is sent and sends its text for a dry
+// run; a file it cannot read is a usage error (exit 2), as diff(1)'s trouble.
+TEST(XlbctlParse, DiffSendsItsFilesTextAndExportItsOutput) {
+    const std::string path = ::testing::TempDir() + "/xlbctl-diff-test.yaml";
+    std::ofstream(path) << "interface: eth0\n";
+    const Command c = parse_ok({"diff", path});
+    EXPECT_EQ(c.file_text, "interface: eth0\n");
+    const HttpRequest r = build_request(c);
+    EXPECT_EQ(r.method, "POST");
+    EXPECT_EQ(r.target, "/v1/reload?dry_run=1");
+    EXPECT_EQ(nlohmann::json::parse(r.body),
+              (nlohmann::json{{"config", "interface: eth0\n"}, {"file", path}}));
+    std::remove(path.c_str());
+    EXPECT_HAS(parse_error({"diff", path}), path + ": no such file");
+    EXPECT_HAS(parse_error({"diff"}), "FILE");
+
+    EXPECT_EQ(parse_ok({"export", "-o", "/tmp/x.yaml"}).output, "/tmp/x.yaml");
+    EXPECT_EQ(build_request(parse_ok({"export"})).target, "/v1/config/export");
 }
 
 TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
@@ -136,9 +157,10 @@ TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
                "unknown verb 'ad' after 'xlbctl backend': did you mean add?");
     EXPECT_HAS(parse_error({"conntrack", "cuont"}), "did you mean count?");
     // nothing close: the verbs there are
-    EXPECT_HAS(parse_error({"frobnicate"}),
-               "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
-               "conntrack, capture, top, stats, table, lookup, reload, fleet or gen-seed");
+    EXPECT_HAS(
+        parse_error({"frobnicate"}),
+        "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
+        "conntrack, capture, top, stats, table, lookup, reload, export, diff, fleet or gen-seed");
     EXPECT_HAS(parse_error({"status", "--jsn"}),
                "unknown option '--jsn' for 'xlbctl status': did you mean --json?");
     EXPECT_HAS(parse_error({"stats", "--wacth=2"}), "did you mean --watch?");

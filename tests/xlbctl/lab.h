@@ -60,6 +60,7 @@ public:
     const std::string& socket() const { return socket_; }
     const std::string& dir() const { return dir_; }
     const std::string& state_file() const { return state_file_; }
+    const std::string& config() const { return config_; }  // the agent's file
     // Where the agent pins its maps: PIN_DIR/INTERFACE.
     std::string maps_dir() const { return pin_dir_ + "/" + kInterface; }
     std::string agent_log() const;

@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "xlb/files/files.h"
 #include "xlb/xlbctl/drain.h"
 #include "xlb/xlbctl/render.h"
 #include "xlb/xlbctl/request.h"
@@ -136,6 +137,76 @@ Failure malformed(const Command& c, const std::exception& e) {
                                "and xlbctl the same version? xlbctl --version, xlbctl status "
                                "--json)",
                                c.socket, e.what())};
+}
+
+// export: the agent's YAML to standard output, or written to -o FILE
+// (atomically, mode 0600: it holds the hash seed).
+int export_state(const Command& c, Transport& transport, Io& io, const Reporter& report) {
+    auto reply = exchange(transport, build_request(c), c);
+    if (!reply) return report.fail(reply.error());
+    std::string yaml;
+    try {
+        yaml = reply->body.at("yaml").get<std::string>();
+    } catch (const json::exception& e) {
+        return report.fail(malformed(c, e));
+    }
+    if (!c.output.empty())
+        if (auto written = files::write_file_atomic(c.output, yaml, 0600); !written)
+            return report.fail(
+                Failure{kExitFailed, "export: " + written.error().message(), std::nullopt});
+    if (c.json) {
+        json out = reply->body;
+        out["output"] = c.output;
+        *io.out << render_json(out);
+    } else if (c.output.empty()) {
+        *io.out << yaml;
+    } else {
+        *io.out << fmt::format("wrote {}: {} VIP(s)\n", c.output,
+                               reply->body.value("vips", std::uint64_t{0}));
+    }
+    io.out->flush();
+    return kExitOk;
+}
+
+// diff: the dry run's report. Exit as diff(1) does: 0 no difference, 1
+// differences, 2 trouble (an invalid file, an agent that cannot be asked).
+int diff(const Command& c, Transport& transport, Io& io, const Style& style,
+         const Reporter& report) {
+    constexpr int kTrouble = 2;
+    auto response = transport.send(build_request(c));
+    if (!response)
+        return report.fail(Failure{kTrouble, describe(response.error(), c.socket, c.timeout)});
+    json body = json::parse(response->body, nullptr, false);
+    if (!body.is_object() || !body.contains("result")) {
+        std::string message =
+            body.is_object() && body.contains("error") && body["error"].is_string()
+                ? body["error"].get<std::string>()
+                : "HTTP status " + std::to_string(response->status);
+        return report.fail(Failure{kTrouble, "xlbd: " + message, response->status});
+    }
+    try {
+        const std::string result = body.at("result").get<std::string>();
+        if (result == "invalid" || result == "failed") {
+            std::ostream& to = c.json ? *io.out : *io.err;
+            if (c.json) {
+                to << render_json(body);
+            } else {
+                to << "xlbctl: " << body.at("error").get<std::string>() << "\n";
+                for (const json& e : body.at("errors")) to << "  " << e.get<std::string>() << "\n";
+            }
+            to.flush();
+            return kTrouble;
+        }
+        bool differs = false;
+        for (const char* key :
+             {"added", "removed", "changed", "settings_changed", "restart_required", "disruptive"})
+            differs = differs || !body.at(key).empty();
+        *io.out << (c.json ? render_json(body) : render_human(c, body, style));
+        io.out->flush();
+        return differs ? 1 : kExitOk;
+    } catch (const json::exception& e) {
+        return report.fail(Failure{kTrouble, std::string("malformed reload report: ") + e.what()});
+    }
 }
 
 // A refresh drawn over the last one: home (the first one clears the screen),
@@ -574,6 +645,8 @@ int run(const std::vector<std::string>& args, Io& io) {
     if (c.verb == Verb::kTop) return top(c, *transport, io, style, report);
     if (c.watch_seconds) return watch(c, *transport, io, style, report);
     if (c.verb == Verb::kReload) return reload(c, *transport, io, style, report);
+    if (c.verb == Verb::kExport) return export_state(c, *transport, io, report);
+    if (c.verb == Verb::kDiff) return diff(c, *transport, io, style, report);
     if (c.verb == Verb::kCapture) return capture(c, *transport, io, report);
     if (c.verb == Verb::kStatus && !c.peers.empty())
         return compare_with_peers(c, *transport, io, style, report);

@@ -17,6 +17,8 @@ const Noun& stats();
 const Noun& table();
 const Noun& lookup();
 const Noun& reload();
+const Noun& export_state();
+const Noun& diff();
 const Noun& fleet();
 
 }  // namespace xlb::xlbctl::noun

@@ -72,6 +72,8 @@ enum class Verb {
     kFleetImport,
     kFleetExport,
     kFleetHistory,
+    kExport,
+    kDiff,
     kTop,
 };
 
@@ -160,10 +162,12 @@ struct Command {
     std::optional<std::int64_t> if_revision;
     // host drain|resume HOST (fleet only; empty: this host).
     std::string host;
-    // fleet import FILE [--replace]; fleet export -o FILE.
+    // fleet import FILE [--replace]; fleet export -o FILE; export -o FILE;
+    // diff FILE, and FILE's content, read before anything is sent.
     std::string file;
     bool replace = false;
     std::string output;
+    std::string file_text;
     // fleet history VIP --diff REV1 REV2.
     std::optional<std::pair<std::int64_t, std::int64_t>> diff;
 };
