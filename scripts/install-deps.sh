@@ -30,7 +30,9 @@ packages=(
   dpkg-dev debhelper lintian passwd systemd
   # the fleet's store: real etcd members for the fleet tests and the lab
   # (tests/support/etcd_members.h), their certificates (scripts/fleet-certs.sh);
-  # libssl-dev for the etcd client's TLS error texts
+  # libssl-dev for the etcd client's TLS error texts and the https health
+  # checks (TLS on the probe engine's loop); openssl also makes the https
+  # probe tests' certificates
   etcd-server etcd-client openssl libssl-dev
 )
 

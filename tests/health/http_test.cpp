@@ -46,6 +46,14 @@ TEST(HttpRequest, DefaultHostIsTheBackendAndItsPort) {
               std::string::npos);
 }
 
+TEST(HttpRequest, HttpsHostOmitsPort443NotPort80) {
+    config::HealthCheck hc;
+    hc.type = config::HealthCheckType::kHttps;
+    const auto backend = *net::IpAddress::parse("10.0.0.1");
+    EXPECT_NE(http_request(hc, backend, 443).find("\r\nHost: 10.0.0.1\r\n"), std::string::npos);
+    EXPECT_NE(http_request(hc, backend, 80).find("\r\nHost: 10.0.0.1:80\r\n"), std::string::npos);
+}
+
 TEST(HttpReader, ReusableOnlyWhenFramedHttp11AndNotClosed) {
     EXPECT_TRUE(read("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK").reusable());
     EXPECT_TRUE(read("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").reusable());

@@ -3,11 +3,16 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace xlb::health::test {
 
@@ -197,6 +202,147 @@ UdpServer::~UdpServer() {
     stop_.fire();
     thread_.join();
     ::close(fd_);
+}
+
+// --- TLS --------------------------------------------------------------------------------
+
+namespace {
+
+// Runs a shell command quietly; its output on failure.
+std::string run(const std::string& command) {
+    const std::string full = "(" + command + ") 2>&1";
+    FILE* p = ::popen(full.c_str(), "r");
+    if (!p) return "popen failed";
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof(buf), p)) out += buf;
+    const int status = ::pclose(p);
+    return status == 0 ? std::string() : (out.empty() ? "failed: " + command : out);
+}
+
+}  // namespace
+
+TestCertificates::TestCertificates() {
+    char dir[] = "/tmp/xlb-tls-test.XXXXXX";
+    if (!::mkdtemp(dir)) {
+        error_ = "mkdtemp failed";
+        return;
+    }
+    dir_ = dir;
+    const std::string d = "'" + dir_ + "'";
+    const std::string key = "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes ";
+    error_ = run(key + "-x509 -days 30 -subj /CN=xlb-test-ca -keyout " + d + "/ca.key -out " + d +
+                 "/ca.pem");
+    // name, SAN, days (-1: already expired when made)
+    const struct {
+        const char* name;
+        const char* san;
+        const char* days;
+    } leaves[] = {{"good", "DNS:backend.test,IP:127.0.0.1", "30"},
+                  {"expired", "DNS:backend.test,IP:127.0.0.1", "-1"},
+                  {"wrong-name", "DNS:other.test", "30"}};
+    for (const auto& l : leaves) {
+        if (!error_.empty()) return;
+        const std::string base = d + "/" + l.name;
+        error_ = run(key + "-subj /CN=" + l.name + " -keyout " + base + ".key -out " + base +
+                     ".csr && printf 'subjectAltName=" + l.san + "\\n' > " + base +
+                     ".ext && openssl x509 -req -in " + base + ".csr -CA " + d + "/ca.pem -CAkey " +
+                     d + "/ca.key -CAcreateserial -days " + l.days + " -extfile " + base +
+                     ".ext -out " + base + ".pem");
+    }
+}
+
+TestCertificates::~TestCertificates() {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+}
+
+TlsServer::TlsServer(const std::string& addr, const std::string& cert, const std::string& key,
+                     Handler handler)
+    : handler_(std::move(handler)) {
+    // OpenSSL writes to the socket with write(): a client that went away
+    // (a probe that refused the certificate) must not end the test process.
+    ::signal(SIGPIPE, SIG_IGN);
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx && SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) == 1 &&
+        SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) == 1) {
+        ctx_ = ctx;
+    } else if (ctx) {
+        SSL_CTX_free(ctx);
+    }
+    tcp_ = std::make_unique<TcpServer>(addr, [this](TcpServer::Connection& c) { serve(c); });
+}
+
+TlsServer::~TlsServer() {
+    tcp_.reset();
+    if (ctx_) SSL_CTX_free(static_cast<SSL_CTX*>(ctx_));
+}
+
+void TlsServer::serve(TcpServer::Connection& c) {
+    if (!ctx_) return;
+    // A client that never finishes its handshake must not hold the
+    // destructor: reads wait at most 2 s.
+    const timeval limit{2, 0};
+    ::setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    // As web servers do: the response must not wait behind the session
+    // tickets' ACK (Nagle).
+    const int one = 1;
+    ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    SSL* ssl = SSL_new(static_cast<SSL_CTX*>(ctx_));
+    SSL_set_fd(ssl, c.fd);
+    if (SSL_accept(ssl) == 1) {
+        ++handshakes_;
+        const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+        {
+            std::lock_guard lock(mu_);
+            server_names_.emplace_back(name ? name : "");
+        }
+        Connection conn{ssl, c.stop, this};
+        if (handler_) handler_(conn);
+        SSL_shutdown(ssl);
+    }
+    SSL_free(ssl);
+}
+
+std::vector<std::string> TlsServer::requests() const {
+    std::lock_guard lock(mu_);
+    return requests_;
+}
+
+std::vector<std::string> TlsServer::server_names() const {
+    std::lock_guard lock(mu_);
+    return server_names_;
+}
+
+std::string TlsServer::Connection::read_request() {
+    auto* s = static_cast<SSL*>(ssl);
+    std::string head;
+    char buf[4096];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (head.find("\r\n\r\n") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+        if (SSL_pending(s) == 0 &&
+            !stop.wait_fd(SSL_get_fd(s), POLLIN, std::chrono::milliseconds(100))) {
+            if (stop.fired()) break;
+            continue;
+        }
+        const int n = SSL_read(s, buf, sizeof(buf));
+        if (n <= 0) break;
+        head.append(buf, static_cast<std::size_t>(n));
+    }
+    std::lock_guard lock(server->mu_);
+    server->requests_.push_back(head);
+    return head;
+}
+
+void TlsServer::Connection::write(std::string_view bytes) {
+    auto* s = static_cast<SSL*>(ssl);
+    while (!bytes.empty()) {
+        const int n = SSL_write(s, bytes.data(), static_cast<int>(bytes.size()));
+        if (n <= 0) return;
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
 }
 
 // --- A full accept queue ---------------------------------------------------------------

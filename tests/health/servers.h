@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -95,6 +96,63 @@ private:
     Stop stop_;
     std::thread thread_;
     std::atomic<int> received_{0};
+};
+
+// Certificates for the TLS tests, made at set-up with the openssl command in
+// a temporary directory (removed by the destructor): a CA, and three server
+// certificates it signed for the name backend.test and the address
+// 127.0.0.1: a good one, an expired one, and one for another name
+// (other.test, no address).
+class TestCertificates {
+public:
+    TestCertificates();
+    ~TestCertificates();
+    TestCertificates(const TestCertificates&) = delete;
+    TestCertificates& operator=(const TestCertificates&) = delete;
+    // Empty when every file was made; else what failed.
+    const std::string& error() const { return error_; }
+    std::string ca() const { return dir_ + "/ca.pem"; }
+    std::string cert(const std::string& name) const { return dir_ + "/" + name + ".pem"; }
+    std::string key(const std::string& name) const { return dir_ + "/" + name + ".key"; }
+
+private:
+    std::string dir_;
+    std::string error_;
+};
+
+// A TLS server (OpenSSL) on a TcpServer: each connection's handshake with
+// `cert`/`key`, then the handler, which reads and writes through TLS.
+class TlsServer {
+public:
+    struct Connection {
+        void* ssl;  // SSL*
+        const Stop& stop;
+        TlsServer* server;
+        // As TcpServer::Connection::read_request(), through TLS.
+        std::string read_request();
+        void write(std::string_view bytes);
+    };
+    using Handler = std::function<void(Connection&)>;
+
+    TlsServer(const std::string& addr, const std::string& cert, const std::string& key,
+              Handler handler);
+    ~TlsServer();
+    bool ready() const { return ctx_ != nullptr; }
+    std::uint16_t port() const { return tcp_->port(); }
+    int accepted() const { return tcp_->accepted(); }
+    int handshakes() const { return handshakes_.load(); }
+    std::vector<std::string> requests() const;      // heads read by read_request()
+    std::vector<std::string> server_names() const;  // SNI of each handshake ("" for none)
+
+private:
+    void serve(TcpServer::Connection& c);
+    void* ctx_ = nullptr;  // SSL_CTX*
+    Handler handler_;
+    std::atomic<int> handshakes_{0};
+    mutable std::mutex mu_;
+    std::vector<std::string> requests_;
+    std::vector<std::string> server_names_;
+    std::unique_ptr<TcpServer> tcp_;  // last: its threads stop first
 };
 
 // A listening socket whose accept queue is full: further SYNs are dropped, so

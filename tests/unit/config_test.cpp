@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -378,6 +380,147 @@ TEST(ConfigParse, HttpConnectionReuseDefaultsAndRoundTrips) {
     EXPECT_EQ(to_yaml(tcp).find("reuse_"), std::string::npos);
 }
 
+// A file in a temporary directory, removed with it.
+class TempFile {
+public:
+    explicit TempFile(const std::string& content) {
+        char dir[] = "/tmp/xlb-config-test.XXXXXX";
+        if (::mkdtemp(dir)) dir_ = dir;
+        path_ = dir_ + "/ca.pem";
+        std::ofstream(path_) << content;
+    }
+    ~TempFile() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string dir_;
+    std::string path_;
+};
+
+// Validation only looks for a PEM certificate; the probe engine parses it.
+const std::string kPemCertificate =
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+TEST(ConfigParse, HttpsCheckKeysDefaultsAndRoundTrips) {
+    const HealthCheck defaults;
+    EXPECT_TRUE(defaults.verify);
+    EXPECT_EQ(defaults.sni, "");
+    EXPECT_EQ(defaults.ca_file, "");
+    const TempFile ca(kPemCertificate);
+    const Config c = parse_ok(kHead + kVip +
+                              "    health_check: {type: https, port: 443, path: /healthz, "
+                              "expected_statuses: [200], sni: www.example.com, ca_file: " +
+                              ca.path() + ", reuse_limit: 10s}\n");
+    const HealthCheck& h = c.vips[0].health_check;
+    EXPECT_EQ(h.type, HealthCheckType::kHttps);
+    EXPECT_EQ(h.sni, "www.example.com");
+    EXPECT_EQ(h.ca_file, ca.path());
+    EXPECT_TRUE(h.verify);
+    EXPECT_EQ(h.path, "/healthz");
+    EXPECT_EQ(h.reuse_limit, std::chrono::seconds(10));
+    const std::string written = to_yaml(c);
+    EXPECT_NE(written.find("sni: www.example.com"), std::string::npos) << written;
+    EXPECT_NE(written.find("ca_file: " + ca.path()), std::string::npos) << written;
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, c) << written;
+    auto back = health_check_from_json(json::parse(json(h).dump()));
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, h);
+    // A state file written before https existed reads with the defaults.
+    json old = json(HealthCheck{});
+    old.erase("sni");
+    old.erase("ca_file");
+    old.erase("verify");
+    auto older = health_check_from_json(old);
+    ASSERT_TRUE(older.has_value()) << older.error();
+    EXPECT_EQ(*older, HealthCheck{});
+
+    // Verification off: any certificate, no CA file.
+    const Config off = parse_ok(kHead + kVip + "    health_check: {type: https, verify: false}\n");
+    EXPECT_FALSE(off.vips[0].health_check.verify);
+    auto off_again = parse_config(to_yaml(off), "written.yaml");
+    ASSERT_TRUE(off_again.has_value()) << listing(off_again.error());
+    EXPECT_EQ(*off_again, off);
+    // http's policies hold for https too.
+    parse_ok(
+        kHead + kVip +
+        "    health_check: {type: https, body_contains: ok, rate_limit_bias: {factor: 0.5}}\n");
+    // Other types' files carry none of the TLS keys.
+    const Config http = parse_ok(kHead + kVip + "    health_check: {type: http}\n");
+    EXPECT_EQ(to_yaml(http).find("verify"), std::string::npos);
+}
+
+// The column of `text` in `line` (1-based), for errors whose place depends
+// on a temporary path.
+int column_of(const std::string& line, const std::string& text) {
+    return static_cast<int>(line.find(text)) + 1;
+}
+
+TEST(ConfigErrors, TlsKeysOnOtherCheckTypes) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: http, sni: a.example}\n", 9, 37,
+                         {"health_check.sni", "set for type http", "only with type: https"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, verify: false}\n", 9, 39,
+                         {"health_check.verify", "set for type tcp", "only with type: https"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: udp, ca_file: /etc/ca.pem}\n", 9,
+                         40,
+                         {"health_check.ca_file", "set for type udp", "only with type: https"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: tcp, path: /x}\n", 9, 37,
+                         {"health_check.path", "only with type: http or https"}));
+}
+
+TEST(ConfigErrors, SniMustBeADnsName) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: https, sni: 203.0.113.11}\n", 9,
+                         38, {"health_check.sni", "found \"203.0.113.11\"", "a DNS name"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: https, sni: \"a b\"}\n", 9, 38,
+                         {"health_check.sni", "a DNS name"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: https, sni: -a.example}\n", 9, 38,
+                         {"health_check.sni", "a DNS name"}));
+    parse_ok(kHead + kVip + "    health_check: {type: https, sni: api-1.eu.example.com}\n");
+}
+
+TEST(ConfigErrors, VerifyMustBeABoolean) {
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: https, verify: maybe}\n", 9, 41,
+                         {"health_check.verify", "found \"maybe\""}));
+}
+
+TEST(ConfigErrors, CaFileThatCannotBeReadIsNamed) {
+    EXPECT_TRUE(OneError(
+        kHead + kVip + "    health_check: {type: https, ca_file: /nonexistent/xlb/ca.pem}\n", 9, 42,
+        {"health_check.ca_file", "cannot read the CA file /nonexistent/xlb/ca.pem",
+         "No such file or directory"}));
+    EXPECT_TRUE(
+        OneError(kHead + kVip + "    health_check: {type: https, ca_file: /}\n", 9, 42,
+                 {"health_check.ca_file", "cannot read the CA file: read /", "Is a directory"}));
+    EXPECT_TRUE(OneError(kHead + kVip + "    health_check: {type: https, ca_file: certs/ca.pem}\n",
+                         9, 42, {"health_check.ca_file", "\"certs/ca.pem\"", "absolute path"}));
+    const TempFile junk("not a certificate\n");
+    const std::string line = "    health_check: {type: https, ca_file: " + junk.path() + "}\n";
+    EXPECT_TRUE(OneError(kHead + kVip + line, 9, column_of(line, junk.path()),
+                         {"health_check.ca_file", junk.path() + " holds no PEM certificate"}));
+}
+
+TEST(ConfigErrors, CaFileWithVerificationOff) {
+    const TempFile ca(kPemCertificate);
+    const std::string line =
+        "    health_check: {type: https, verify: false, ca_file: " + ca.path() + "}\n";
+    EXPECT_TRUE(OneError(kHead + kVip + line, 9, column_of(line, ca.path()),
+                         {"health_check.ca_file", "set while verify is false"}));
+}
+
+TEST(ConfigErrors, HttpsThroughAUdpVip) {
+    const std::string yaml = kHead +
+                             "  - address: 198.51.100.53\n"
+                             "    port: 53\n"
+                             "    protocol: udp\n"
+                             "    health_check: {type: https, via_vip: true}\n";
+    EXPECT_TRUE(
+        OneError(yaml, 8, 42, {"health_check.via_vip", "https check of a udp VIP", "udp check"}));
+}
+
 TEST(ConfigParse, HealthCheckPoliciesAndTheirRoundTrips) {
     const Config c = parse_ok(kHead + kVip +
                               "    health_check:\n"
@@ -469,7 +612,7 @@ std::vector<ErrorCase> structure_cases() {
         E("MissingBackendAddress", kHead + kVip + "      - {weight: 5}\n", 9, 9,
           {"vips[0].backends[1].address: missing"}),
         E("MissingHealthCheckType", kHead + kVip + "    health_check: {interval: 5s}\n", 9, 19,
-          {"vips[0].health_check.type: missing", "none, tcp, http or udp"}),
+          {"vips[0].health_check.type: missing", "none, tcp, http, https or udp"}),
         E("UnknownKeyWithSuggestion", kHead + kVip + "    helth_check: {type: tcp}\n", 9, 5,
           {"vips[0].helth_check: unknown key", "did you mean \"health_check\""}),
         E("UnknownKeyTransposition", kHead + kVip + "    health_check: {type: tcp, intreval: 2s}\n",
@@ -734,7 +877,7 @@ std::vector<ErrorCase> rules_cases() {
           {"flapping.window", "found 2h", "at most 1h"}),
         E("PoliciesWithoutACheck",
           kHead + kVip + "    health_check: {type: none, flapping: {changes: 2}}\n", 9, 42,
-          {"health_check.flapping", "set for type none", "tcp, http or udp"}),
+          {"health_check.flapping", "set for type none", "tcp, http, https or udp"}),
         E("EncapPrefixTooLong",
           "interface: eth0\nnext_hop: {address: 192.0.2.1}\n"
           "encap_source: {ipv4: 203.0.113.0/33}\n",
@@ -1200,8 +1343,9 @@ TEST(Model, EnumNamesRoundTrip) {
     for (auto v : {AdminState::kActive, AdminState::kDrain, AdminState::kDisabled})
         EXPECT_EQ(parse_admin_state(to_string(v)), v);
     for (auto v : {HealthCheckType::kNone, HealthCheckType::kTcp, HealthCheckType::kHttp,
-                   HealthCheckType::kUdp})
+                   HealthCheckType::kUdp, HealthCheckType::kHttps})
         EXPECT_EQ(parse_health_check_type(to_string(v)), v);
+    EXPECT_STREQ(to_string(HealthCheckType::kHttps), "https");
     for (auto v : {UnhealthyPolicy::kReschedule, UnhealthyPolicy::kKeep})
         EXPECT_EQ(parse_unhealthy_policy(to_string(v)), v);
     EXPECT_STREQ(to_string(HashMode::kFiveTuple), "5tuple");

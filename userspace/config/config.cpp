@@ -461,9 +461,14 @@ std::string to_yaml(const Config& config) {
         for (const auto& r : h.expected_statuses) e << status_text(r);
         e << YAML::EndSeq;
         optional_text("body_contains", h.body_contains);
-        if (h.type == HealthCheckType::kHttp) {
+        if (speaks_http(h.type)) {
             e << YAML::Key << "reuse_connection" << YAML::Value << h.reuse_connection;
             e << YAML::Key << "reuse_limit" << YAML::Value << format_duration(h.reuse_limit);
+        }
+        if (h.type == HealthCheckType::kHttps) {
+            optional_text("sni", h.sni);
+            optional_text("ca_file", h.ca_file);
+            e << YAML::Key << "verify" << YAML::Value << h.verify;
         }
         optional_text("udp_payload", h.udp_payload);
         optional_text("udp_expect", h.udp_expect);

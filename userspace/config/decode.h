@@ -313,6 +313,9 @@ inline constexpr std::string_view kHealthCheckKeys[] = {"type",
                                                         "body_contains",
                                                         "reuse_connection",
                                                         "reuse_limit",
+                                                        "sni",
+                                                        "ca_file",
+                                                        "verify",
                                                         "udp_payload",
                                                         "udp_expect",
                                                         "interval",
@@ -423,10 +426,10 @@ HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
     HealthCheck out;
     auto f = read_fields(v, path, s, kHealthCheckKeys, "a health check: type, interval, ...");
     if (!f) return out;
-    if (!f->get("type")) missing(v, path, "type", s, "none, tcp, http or udp");
+    if (!f->get("type")) missing(v, path, "type", s, "none, tcp, http, https or udp");
     field(*f, path, "type", out.type, [&](const V& x, const std::string& p) {
         return read_enum<HealthCheckType>(x, p, s, parse_health_check_type,
-                                          "none, tcp, http or udp");
+                                          "none, tcp, http, https or udp");
     });
     field(*f, path, "port", out.port, [&](const V& x, const std::string& p) {
         return read_uint(x, p, s, 65535, "an integer 0-65535 (0 = the VIP's port)");
@@ -435,6 +438,8 @@ HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
     field(*f, path, "path", out.path, text);
     field(*f, path, "host", out.host, text);
     field(*f, path, "body_contains", out.body_contains, text);
+    field(*f, path, "sni", out.sni, text);
+    field(*f, path, "ca_file", out.ca_file, text);
     field(*f, path, "udp_payload", out.udp_payload, text);
     field(*f, path, "udp_expect", out.udp_expect, text);
     if (const V* list = f->get("expected_statuses")) {
@@ -476,6 +481,8 @@ HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
     field(*f, path, "unhealthy_threshold", out.unhealthy_threshold, count);
     field(*f, path, "healthy_threshold", out.healthy_threshold, count);
     field(*f, path, "via_vip", out.via_vip,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    field(*f, path, "verify", out.verify,
           [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
     if (const V* x = f->get("failure_accrual")) {
         out.failure_accrual = decode_failure_accrual(*x, join(path, "failure_accrual"), s);

@@ -39,7 +39,8 @@ constexpr std::pair<std::string_view, HealthCheckType> kCheckTypes[] = {
     {"none", HealthCheckType::kNone},
     {"tcp", HealthCheckType::kTcp},
     {"http", HealthCheckType::kHttp},
-    {"udp", HealthCheckType::kUdp}};
+    {"udp", HealthCheckType::kUdp},
+    {"https", HealthCheckType::kHttps}};
 constexpr std::pair<std::string_view, UnhealthyPolicy> kPolicies[] = {
     {"reschedule", UnhealthyPolicy::kReschedule}, {"keep", UnhealthyPolicy::kKeep}};
 constexpr std::pair<std::string_view, ConntrackResize> kResizes[] = {

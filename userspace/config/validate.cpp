@@ -2,9 +2,11 @@
 // The semantic rules: one place, used by the file reader and by the API.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +15,7 @@
 #include "decode.h"
 #include "validate_internal.h"
 #include "xlb/config/config.h"
+#include "xlb/files/files.h"
 #include "xlb/maglev/maglev.h"
 #include "xlb/net/address.h"
 
@@ -105,7 +108,8 @@ bool is_token(std::string_view s) {
 void check_health_fields(const HealthCheck& hc, const Out& out) {
     const std::string type = to_string(hc.type);
     const HealthCheck defaults;
-    const bool http = hc.type == HealthCheckType::kHttp;
+    const bool http = speaks_http(hc.type);
+    const bool https = hc.type == HealthCheckType::kHttps;
     const bool udp = hc.type == HealthCheckType::kUdp;
     auto only = [&](const char* key, bool set, const char* wanted) {
         if (set) {
@@ -115,21 +119,30 @@ void check_health_fields(const HealthCheck& hc, const Out& out) {
         }
     };
     if (!http) {
-        only("path", hc.path != defaults.path, "http");
-        only("host", !hc.host.empty(), "http");
-        only("expected_statuses", hc.expected_statuses != defaults.expected_statuses, "http");
-        only("body_contains", !hc.body_contains.empty(), "http");
-        only("reuse_connection", hc.reuse_connection != defaults.reuse_connection, "http");
-        only("reuse_limit", hc.reuse_limit != defaults.reuse_limit, "http");
+        const char* wanted = "http or https";
+        only("path", hc.path != defaults.path, wanted);
+        only("host", !hc.host.empty(), wanted);
+        only("expected_statuses", hc.expected_statuses != defaults.expected_statuses, wanted);
+        only("body_contains", !hc.body_contains.empty(), wanted);
+        only("reuse_connection", hc.reuse_connection != defaults.reuse_connection, wanted);
+        only("reuse_limit", hc.reuse_limit != defaults.reuse_limit, wanted);
+    }
+    if (!https) {
+        only("sni", !hc.sni.empty(), "https");
+        only("ca_file", !hc.ca_file.empty(), "https");
+        only("verify", hc.verify != defaults.verify, "https");
     }
     if (!udp) {
         only("udp_payload", !hc.udp_payload.empty(), "udp");
         only("udp_expect", !hc.udp_expect.empty(), "udp");
     }
-    if (!http) only("rate_limit_bias", hc.rate_limit_bias != defaults.rate_limit_bias, "http");
+    if (!http) {
+        only("rate_limit_bias", hc.rate_limit_bias != defaults.rate_limit_bias, "http or https");
+    }
     if (hc.type == HealthCheckType::kNone) {
-        only("failure_accrual", hc.failure_accrual != defaults.failure_accrual, "tcp, http or udp");
-        only("flapping", hc.flapping != defaults.flapping, "tcp, http or udp");
+        const char* wanted = "tcp, http, https or udp";
+        only("failure_accrual", hc.failure_accrual != defaults.failure_accrual, wanted);
+        only("flapping", hc.flapping != defaults.flapping, wanted);
     }
 }
 
@@ -199,7 +212,7 @@ void check_health_policies(const HealthCheck& hc, const Out& out) {
 
     const RateLimitBias& rb = hc.rate_limit_bias;
     const std::string rb_at = "health_check.rate_limit_bias";
-    if (hc.type == HealthCheckType::kHttp) {  // on other types: check_health_fields()
+    if (speaks_http(hc.type)) {  // on other types: check_health_fields()
         if (!in_open_unit(rb.factor)) {
             out.add(rb_at + ".factor", "found " + share(rb.factor) +
                                            ", expected a number above 0, at most 1 (1 = no bias)");
@@ -233,6 +246,67 @@ void check_health_policies(const HealthCheck& hc, const Out& out) {
         if (fl.hold <= Duration::zero() || fl.hold > kMaxDurationSetting) {
             out.add(fl_at + ".hold", "found " + dur(fl.hold) + ", expected above 0s, at most " +
                                          dur(kMaxDurationSetting));
+        }
+    }
+}
+
+// A server name as SNI carries it (RFC 6066 3): a DNS name, never an
+// address literal.
+bool is_dns_name(std::string_view s) {
+    if (s.empty() || s.size() > 253 || net::IpAddress::parse(s)) return false;
+    std::size_t label = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (c == '.') {
+            if (label == 0 || s[i - 1] == '-') return false;
+            label = 0;
+            continue;
+        }
+        const bool alnum = std::isalnum(static_cast<unsigned char>(c)) != 0;
+        if (!alnum && c != '-' && c != '_') return false;
+        if (c == '-' && label == 0) return false;
+        if (++label > 63) return false;
+    }
+    return s.back() != '-';
+}
+
+// The CA file is read where the agent runs the probes: one it cannot read
+// (or that holds no certificate) would fail every probe of the VIP for a
+// reason that has nothing to do with its backends.
+void check_ca_file(const std::string& path, const Out& out) {
+    const std::string at = "health_check.ca_file";
+    if (path.front() != '/') {
+        out.add(at, "found " + shown_value(path) +
+                        ", expected an absolute path to a PEM file of CA certificates");
+        return;
+    }
+    auto content = files::read_file(path);
+    if (!content) {
+        out.add(at, "cannot read the CA file: " + content.error().message());
+    } else if (!*content) {
+        out.add(at, "cannot read the CA file " + path + ": " + std::strerror(ENOENT));
+    } else if ((*content)->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        out.add(at, path +
+                        " holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\"); "
+                        "expected the CA certificates that signed the backends' ones");
+    }
+}
+
+void check_tls(const HealthCheck& hc, const Out& out) {
+    if (!hc.sni.empty() && !is_dns_name(hc.sni)) {
+        out.add("health_check.sni",
+                "found " + shown_value(hc.sni) +
+                    ", expected a DNS name, e.g. www.example.com (an address is not sent as "
+                    "SNI; leave sni out to check the certificate against the probed address)");
+    }
+    if (!hc.ca_file.empty()) {
+        if (!hc.verify) {
+            out.add("health_check.ca_file",
+                    "set while verify is false, expected verify: true to use it (or leave it "
+                    "out)",
+                    {"health_check.verify"});
+        } else {
+            check_ca_file(hc.ca_file, out);
         }
     }
 }
@@ -287,7 +361,7 @@ void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
             out.add("health_check.via_vip",
                     "found true for a " + type + " check of a " + to_string(vip.protocol) +
                         " VIP, which does not match the probe; expected via_vip: false, or a " +
-                        (vip.protocol == Protocol::kUdp ? "udp" : "tcp or http") + " check",
+                        (vip.protocol == Protocol::kUdp ? "udp" : "tcp, http or https") + " check",
                     {"protocol", "health_check.type"});
         } else if (vip.port != 0 && hc.port != 0 && hc.port != vip.port) {
             out.add("health_check.port",
@@ -299,7 +373,8 @@ void check_health(const HealthCheck& hc, const VipSpec& vip, const Out& out) {
         }
     }
     check_health_policies(hc, out);
-    const bool http = hc.type == HealthCheckType::kHttp;
+    if (hc.type == HealthCheckType::kHttps) check_tls(hc, out);
+    const bool http = speaks_http(hc.type);
     if (http) {
         if (hc.path.empty() || hc.path.front() != '/' || !is_token(hc.path)) {
             out.add("health_check.path",

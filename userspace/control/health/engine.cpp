@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "format.h"
+#include "tls.h"
 #include "xlb/health/http.h"
 #include "xlb/health/probe_io.h"
 
@@ -48,7 +49,13 @@ namespace xlb::health {
 namespace {
 
 using config::HealthCheckType;
+using config::speaks_http;
 using detail::human;
+using detail::TlsContext;
+using detail::TlsSession;
+
+// read_plain() and write_plain(): the TLS layer failed (TlsSession::reason()).
+constexpr ssize_t kTlsFailed = -(1 << 20);
 
 constexpr std::size_t kScratch = 64 * 1024;
 
@@ -119,7 +126,7 @@ std::uint64_t splitmix(std::uint64_t& state) {
 }  // namespace
 
 struct ProbeEngine::Impl {
-    enum class Phase : std::uint8_t { kIdle, kConnecting, kSending, kReceiving };
+    enum class Phase : std::uint8_t { kIdle, kConnecting, kHandshaking, kSending, kReceiving };
     enum class TimerKind : std::uint8_t { kDue, kDeadline };
 
     // One probe: every (VIP, backend) target it serves (shared probes,
@@ -157,8 +164,15 @@ struct ProbeEngine::Impl {
             ProbeEndpoint endpoint;
             // Every target the probe serves, in the order set_targets() gave them.
             std::shared_ptr<const std::vector<TargetKey>> subscribers;
-            std::string request;  // http
+            std::string request;  // http, https
             std::optional<HttpResponseReader> reader;
+            // https: how certificates are checked (null: tls_error says why
+            // it could not be set up), the name sent and verified, and the
+            // session on fd (kept with it between probes).
+            std::shared_ptr<const TlsContext> tls_context;
+            std::string tls_error;
+            std::string tls_name;
+            std::unique_ptr<TlsSession> tls;
         };
         std::unique_ptr<Cold> cold = std::make_unique<Cold>();
     };
@@ -244,6 +258,9 @@ struct ProbeEngine::Impl {
     std::size_t in_flight = 0;
     std::size_t kept = 0;  // sockets kept between probes (http connections, tcp sockets)
     std::vector<char> scratch;
+    // TLS contexts by (verify, ca_file), made once per set of targets: a CA
+    // file replaced on disk is read again at the next configuration change.
+    std::map<std::pair<bool, std::string>, std::shared_ptr<const TlsContext>> tls_contexts;
 
     void wake() { io->wake(); }
 
@@ -301,10 +318,24 @@ struct ProbeEngine::Impl {
         s.jitter = std::chrono::duration_cast<Clock::duration>(check.jitter);
         s.timeout = std::chrono::duration_cast<Clock::duration>(check.timeout);
         s.reuse_limit = std::chrono::duration_cast<Clock::duration>(check.reuse_limit);
-        s.cold->request = s.cold->target.check.type == HealthCheckType::kHttp
-                              ? http_request(s.cold->target.check, s.cold->target.destination(),
-                                             s.cold->target.port)
-                              : std::string();
+        s.cold->request =
+            speaks_http(check.type)
+                ? http_request(check, s.cold->target.destination(), s.cold->target.port)
+                : std::string();
+        s.cold->tls_context.reset();
+        s.cold->tls_error.clear();
+        s.cold->tls_name.clear();
+        if (check.type == HealthCheckType::kHttps) {
+            s.cold->tls_name = detail::tls_server_name(check);
+            const auto key = std::make_pair(check.verify, check.ca_file);
+            if (auto it = tls_contexts.find(key); it != tls_contexts.end()) {
+                s.cold->tls_context = it->second;
+            } else if (auto made = TlsContext::make(check.verify, check.ca_file)) {
+                s.cold->tls_context = tls_contexts[key] = *made;
+            } else {
+                s.cold->tls_error = made.error().message();
+            }
+        }
     }
 
     bool busy(const Slot& s) const { return s.phase != Phase::kIdle; }
@@ -318,6 +349,7 @@ struct ProbeEngine::Impl {
             st_kept = kept;
         }
         set_abortive(s.fd);
+        s.cold->tls.reset();
         io->close(s.fd);
         s.fd = -1;
         s.watched = false;
@@ -341,6 +373,7 @@ struct ProbeEngine::Impl {
         s.cold->probe = config::HealthCheck{};
         s.cold->subscribers.reset();
         s.cold->request.clear();
+        s.cold->tls_context.reset();
         free_slots.push_back(i);
     }
 
@@ -362,6 +395,7 @@ struct ProbeEngine::Impl {
     // interval from now; a slot left without subscribers is closed.
     void apply_targets(std::vector<ProbeTarget> targets, TimePoint now) {
         const std::vector<std::vector<std::size_t>> groups = group_probes(targets);
+        tls_contexts.clear();
         std::vector<bool> claimed(slots.size(), false);
         std::map<TargetKey, std::uint32_t> next;
         std::map<ProbeEndpoint, std::vector<std::uint32_t>> next_by_endpoint;
@@ -474,7 +508,7 @@ struct ProbeEngine::Impl {
             // A kept http connection: used while younger than reuse_limit (so
             // that a listener gone while it lingers is noticed), else
             // replaced. A tcp probe's socket, disconnected: connected again.
-            const bool http = s.type == HealthCheckType::kHttp && s.reuse_connection &&
+            const bool http = speaks_http(s.type) && s.reuse_connection &&
                               s.started - s.connected_at < s.reuse_limit;
             if (http || s.type == HealthCheckType::kTcp) {
                 --kept;
@@ -494,6 +528,12 @@ struct ProbeEngine::Impl {
                 return;
             }
             close_connection(s);
+        }
+        if (s.type == HealthCheckType::kHttps && !s.cold->tls_context) {
+            // No way to check the certificate (the CA file went away): no
+            // connection for nothing.
+            finish(s, Failure::kLocal, "could not probe: " + s.cold->tls_error);
+            return;
         }
         s.reused = false;
         s.connected_at = s.started;
@@ -560,6 +600,13 @@ struct ProbeEngine::Impl {
             const int r = io->setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
             if (r < 0) return fail(r, "SO_MARK");
         }
+        if (s.type == HealthCheckType::kHttps) {
+            // The request follows the handshake's last flight in a segment of
+            // its own: with Nagle it would wait for that flight's ACK, which
+            // the server delays (40 ms on Linux). Best effort.
+            const int one = 1;
+            io->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
         const auto& source = v4 ? opt.source_v4 : opt.source_v6;
         if (source) {
             // Best effort: without it bind() picks the port at once (fine,
@@ -593,6 +640,18 @@ struct ProbeEngine::Impl {
                 s.phase = Phase::kSending;
                 send_request(s);
                 return;
+            case HealthCheckType::kHttps: {
+                auto session = TlsSession::make(s.cold->tls_context, *io, s.fd, s.cold->tls_name,
+                                                s.cold->target.destination());
+                if (!session) {
+                    local_failure(s, session.error());
+                    return;
+                }
+                s.cold->tls = std::move(*session);
+                s.phase = Phase::kHandshaking;
+                handshake(s);
+                return;
+            }
             case HealthCheckType::kUdp: {
                 const auto& payload = s.cold->target.check.udp_payload;
                 if (const auto n = io->send(s.fd, payload.data(), payload.size(), MSG_NOSIGNAL);
@@ -609,16 +668,83 @@ struct ProbeEngine::Impl {
         finish(s, Failure::kLocal, "no check");
     }
 
+    // "10.0.0.2:443", "[2001:db8::2]:443": the peer of a TLS failure.
+    static std::string peer(const Slot& s) {
+        return net::Endpoint{s.cold->target.destination(), s.cold->target.port}.to_string();
+    }
+
+    void handshake(Slot& s) {
+        switch (s.cold->tls->handshake()) {
+            case TlsSession::Status::kDone:
+                s.phase = Phase::kSending;
+                send_request(s);
+                return;
+            case TlsSession::Status::kWantRead:
+            case TlsSession::Status::kWantWrite: return;  // the socket's next event
+            case TlsSession::Status::kClosed:
+                finish(s, Failure::kClosed, "closed during the TLS handshake");
+                return;
+            case TlsSession::Status::kError: tls_failed(s); return;
+        }
+    }
+
+    // A TLS session's call failed: underneath (the connection), or in TLS.
+    void tls_failed(Slot& s) {
+        const TlsSession& tls = *s.cold->tls;
+        if (const int err = tls.transport_error(); err != 0) {
+            auto m = map_errno(err, false);
+            if (m.failure == Failure::kReset) m.detail += " " + stage(s);
+            finish(s, m.failure, std::move(m.detail));
+            return;
+        }
+        set_abortive(s.fd);
+        const char* during = s.phase == Phase::kHandshaking ? "TLS handshake with " : "TLS with ";
+        finish(s, Failure::kTls, during + peer(s) + ": " + tls.reason());
+    }
+
+    // The request's bytes out and the response's in, through TLS for https:
+    // what io->send() and io->recv() return (bytes, 0 at the end, -errno),
+    // or kTlsFailed.
+    ssize_t write_plain(Slot& s, const char* data, std::size_t size) {
+        if (!s.cold->tls) return io->send(s.fd, data, size, MSG_NOSIGNAL);
+        std::size_t n = 0;
+        switch (s.cold->tls->write(std::string_view(data, size), n)) {
+            case TlsSession::Status::kDone: return static_cast<ssize_t>(n);
+            case TlsSession::Status::kWantRead:
+            case TlsSession::Status::kWantWrite: return -EAGAIN;
+            case TlsSession::Status::kClosed: return -EPIPE;
+            case TlsSession::Status::kError: break;
+        }
+        return kTlsFailed;
+    }
+
+    ssize_t read_plain(Slot& s, char* data, std::size_t size) {
+        if (!s.cold->tls) return io->recv(s.fd, data, size, 0);
+        std::size_t n = 0;
+        switch (s.cold->tls->read(data, size, n)) {
+            case TlsSession::Status::kDone: return static_cast<ssize_t>(n);
+            case TlsSession::Status::kWantRead:
+            case TlsSession::Status::kWantWrite: return -EAGAIN;
+            case TlsSession::Status::kClosed: return 0;
+            case TlsSession::Status::kError: break;
+        }
+        return kTlsFailed;
+    }
+
     void send_request(Slot& s) {
         while (s.sent < s.cold->request.size()) {
-            const ssize_t n = io->send(s.fd, s.cold->request.data() + s.sent,
-                                       s.cold->request.size() - s.sent, MSG_NOSIGNAL);
+            const ssize_t n =
+                write_plain(s, s.cold->request.data() + s.sent, s.cold->request.size() - s.sent);
             if (n > 0) {
                 s.sent += static_cast<std::size_t>(n);
                 continue;
             }
             if (n == -EINTR) continue;
             if (n == -EAGAIN || n == -EWOULDBLOCK) return;  // EPOLLOUT follows
+            if (n == kTlsFailed) {
+                tls_failed(s);
+                return;
+            }
             fail_probe(s, n < 0 ? static_cast<int>(-n) : EPIPE, false);
             return;
         }
@@ -630,7 +756,7 @@ struct ProbeEngine::Impl {
 
     void receive_http(Slot& s) {
         for (;;) {
-            const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), 0);
+            const ssize_t n = read_plain(s, scratch.data(), scratch.size());
             if (n > 0) {
                 const auto state = s.cold->reader->feed(
                     std::string_view(scratch.data(), static_cast<std::size_t>(n)));
@@ -659,6 +785,10 @@ struct ProbeEngine::Impl {
             }
             if (n == -EINTR) continue;
             if (n == -EAGAIN || n == -EWOULDBLOCK) return;
+            if (n == kTlsFailed) {
+                tls_failed(s);
+                return;
+            }
             auto m = map_errno(static_cast<int>(-n), false);
             if (m.failure == Failure::kReset) m.detail += " " + stage(s);
             finish(s, m.failure, std::move(m.detail));
@@ -671,7 +801,11 @@ struct ProbeEngine::Impl {
         if (!eof && !keep) {
             // The server usually closes right after the response: if its FIN
             // is already here, close politely; otherwise reset (no TIME_WAIT).
-            const ssize_t n = io->recv(s.fd, scratch.data(), scratch.size(), MSG_PEEK);
+            // Through TLS its close_notify comes first: read, not peeked (the
+            // connection is not used again).
+            const ssize_t n = s.cold->tls
+                                  ? read_plain(s, scratch.data(), scratch.size())
+                                  : io->recv(s.fd, scratch.data(), scratch.size(), MSG_PEEK);
             eof = n == 0;
             if (!eof) set_abortive(s.fd);
         }
@@ -708,6 +842,7 @@ struct ProbeEngine::Impl {
     std::string stage(const Slot& s) const {
         switch (s.phase) {
             case Phase::kConnecting: return "(connecting)";
+            case Phase::kHandshaking: return "(TLS handshake)";
             case Phase::kSending: return "(sending the request)";
             case Phase::kReceiving:
                 if (s.cold->target.check.type == HealthCheckType::kUdp) return "(no reply)";
@@ -745,8 +880,12 @@ struct ProbeEngine::Impl {
                 if (events & EPOLLOUT) connected(s);
                 return;
             }
+            case Phase::kHandshaking: handshake(s); return;
             case Phase::kSending:
-                if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) send_request(s);
+                // TLS may wait for input to send (a key update).
+                if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP) ||
+                    (s.cold->tls && (events & EPOLLIN)))
+                    send_request(s);
                 return;
             case Phase::kReceiving:
                 if (udp) {
@@ -769,7 +908,10 @@ struct ProbeEngine::Impl {
         if (s.type == HealthCheckType::kTcp) return;
         if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
         if (!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-            const ssize_t n = io->recv(s.fd, scratch.data(), 1, MSG_PEEK);
+            // Through TLS, records other than data may come between probes
+            // (TLS 1.3 session tickets): read, they leave nothing to read.
+            const ssize_t n = s.cold->tls ? read_plain(s, scratch.data(), scratch.size())
+                                          : io->recv(s.fd, scratch.data(), 1, MSG_PEEK);
             if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
         }
         close_connection(s);
@@ -813,6 +955,7 @@ struct ProbeEngine::Impl {
             st_kept = kept;
         } else if (s.fd >= 0) {
             if (s.type == HealthCheckType::kTcp) set_abortive(s.fd);  // not disconnected
+            s.cold->tls.reset();
             io->close(s.fd);
             s.fd = -1;
             s.watched = false;

@@ -65,7 +65,8 @@ std::string http_request(const config::HealthCheck& check, const net::IpAddress&
     std::string host = check.host;
     if (host.empty()) {
         host = backend.is_v4() ? backend.to_string() : "[" + backend.to_string() + "]";
-        if (port != 80) host += ":" + std::to_string(port);
+        const std::uint16_t default_port = check.type == config::HealthCheckType::kHttps ? 443 : 80;
+        if (port != default_port) host += ":" + std::to_string(port);
     }
     // With reuse, HTTP/1.1's default (keep-alive) is asked for by saying nothing.
     return "GET " + check.path + " HTTP/1.1\r\nHost: " + host +

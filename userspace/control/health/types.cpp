@@ -15,8 +15,9 @@ static_assert(std::size(kVerdicts) == static_cast<std::size_t>(Verdict::kUnhealt
 // Indexed by Failure, in its order.
 constexpr std::string_view kFailures[] = {
     "none",         "refused", "timeout",       "reset",          "unreachable", "closed",
-    "bad_response", "status",  "body_mismatch", "reply_mismatch", "local"};
-static_assert(std::size(kFailures) == static_cast<std::size_t>(Failure::kLocal) + 1);
+    "bad_response", "status",  "body_mismatch", "reply_mismatch", "local",       "tls"};
+static_assert(std::size(kFailures) == static_cast<std::size_t>(Failure::kTls) + 1);
+static_assert(std::size(kFailures) == kFailureKinds);
 
 }  // namespace
 

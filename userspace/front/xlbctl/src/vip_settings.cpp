@@ -23,7 +23,7 @@ const std::map<std::string, std::string>& accepted_words() {
         {"on_unhealthy", "reschedule or keep"},
         {"announce", "when_serving, always or never"},
         {"health_consensus", "local, majority or any_down"},
-        {"health_check.type", "none, tcp, http or udp"},
+        {"health_check.type", "none, tcp, http, https or udp"},
         {"health_check.expected_statuses", "statuses and ranges, e.g. 200-299,301"},
     };
     return words;

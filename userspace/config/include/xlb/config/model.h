@@ -27,9 +27,10 @@ enum class Encap { kIpip, kGue };                            // "ipip" | "gue"
 enum class Protocol : std::uint8_t { kTcp = 6, kUdp = 17 };  // "tcp" | "udp"
 enum class HashMode { kFiveTuple, kSourceIp };               // "5tuple" | "source"
 enum class AdminState { kActive, kDrain, kDisabled };        // "active" | "drain" | "disabled"
-enum class HealthCheckType { kNone, kTcp, kHttp, kUdp };     // "none" | "tcp" | "http" | "udp"
-enum class UnhealthyPolicy { kReschedule, kKeep };           // "reschedule" | "keep"
-enum class ConntrackResize { kRefuse, kReplace };            // "refuse" | "replace"
+// "none" | "tcp" | "http" | "udp" | "https"
+enum class HealthCheckType { kNone, kTcp, kHttp, kUdp, kHttps };
+enum class UnhealthyPolicy { kReschedule, kKeep };  // "reschedule" | "keep"
+enum class ConntrackResize { kRefuse, kReplace };   // "refuse" | "replace"
 // Whose health verdicts a VIP's table follows (docs/fleet.md, "One health
 // view"): "local" | "majority" | "any_down".
 enum class HealthConsensus { kLocal, kMajority, kAnyDown };
@@ -106,6 +107,13 @@ struct HealthCheck {
     // new one, so that a listener that is gone while an old connection
     // lingers is noticed (docs/config.md, "Connection reuse").
     Duration reuse_limit{30'000};
+    // https (and every http key above): the server name sent in the TLS
+    // handshake (SNI), and checked against the certificate when verifying;
+    // empty: `host` when that is a name, else none (and the certificate
+    // must then name the probed address).
+    std::string sni;
+    std::string ca_file;  // PEM; empty: the system's trust store
+    bool verify = true;   // false: any certificate is accepted
     // udp
     std::string udp_payload;
     std::string udp_expect;  // empty: any reply
@@ -366,6 +374,10 @@ const char* to_string(Protocol);
 const char* to_string(HashMode);
 const char* to_string(AdminState);
 const char* to_string(HealthCheckType);
+// http and https checks send the same request and judge the same response.
+inline bool speaks_http(HealthCheckType t) {
+    return t == HealthCheckType::kHttp || t == HealthCheckType::kHttps;
+}
 const char* to_string(UnhealthyPolicy);
 const char* to_string(ConntrackResize);
 const char* to_string(HealthConsensus);

@@ -25,6 +25,11 @@
 //    TIME_WAIT, as for any Connection: close exchange; if the probe must close
 //    first (a timeout, a body too long to read, a server that keeps the
 //    connection open), the close is a reset, for the same reason as above;
+//  - https: the http probe inside TLS (OpenSSL, tls.h), its handshake driven
+//    by the same events, its records read and written through ProbeIo; a
+//    kept connection keeps its session. A failed handshake is
+//    Failure::kTls, its detail OpenSSL's reason ("TLS handshake with
+//    10.0.0.2:443: certificate has expired");
 //  - udp: the payload in one datagram to the backend (connected socket, so
 //    that an ICMP port unreachable fails it at once as "refused"); any reply
 //    passes, or one containing udp_expect.

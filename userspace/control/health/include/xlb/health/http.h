@@ -20,7 +20,7 @@
 namespace xlb::health {
 
 // "GET /path HTTP/1.1" with Host (the check's, or the backend's address and
-// a non-default port), User-Agent, Accept, and "Connection: close" unless the
+// a port other than 80, 443 for https), User-Agent, Accept, and "Connection: close" unless the
 // check reuses its connection.
 std::string http_request(const config::HealthCheck& check, const net::IpAddress& backend,
                          std::uint16_t port);

@@ -45,8 +45,10 @@ enum class Failure : std::uint8_t {
     kReplyMismatch,  // "reply_mismatch": the UDP reply lacks udp_expect
     kLocal,          // "local": the agent could not probe (out of file descriptors, no
                      // source address, ...); says nothing about the backend
+    kTls,            // "tls": the TLS handshake or session failed (https): a certificate
+                     // refused, no common protocol, not TLS
 };
-inline constexpr std::size_t kFailureKinds = 11;
+inline constexpr std::size_t kFailureKinds = 12;
 const char* to_string(Failure);
 
 // What a state machine belongs to: one backend of one VIP. The same server
