@@ -23,6 +23,7 @@
 #include <tuple>
 
 #include "lab.h"
+#include "servers.h"
 
 namespace xlb::e2e {
 namespace {
@@ -468,6 +469,84 @@ TEST_F(HealthE2E, BackendsAddedThroughTheApiOrSighupAreProbed) {
     // Stops cleanly with probes in flight (the engine stops before the loop).
     agent_->signal(SIGTERM);
     EXPECT_EQ(agent_->wait_exit(5s), std::optional<int>(0)) << agent_->log();
+}
+
+// https checks of TLS servers on the backends' addresses (their
+// certificates made at set-up by the openssl command): a good certificate
+// passes, an expired one and one for another name fail with OpenSSL's
+// reason in the backend's last failure, and without verification the
+// expired one passes. One VIP per server: each listens on a port of its own.
+TEST_F(HealthE2E, HttpsChecksJudgeTheCertificateAndSayWhy) {
+    const health::test::TestCertificates certs;
+    ASSERT_EQ(certs.error(), "") << "making the certificates";
+    const std::vector<std::string> kinds = {"good", "expired", "wrong-name"};
+    std::vector<std::unique_ptr<health::test::TlsServer>> tls;
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+        tls.push_back(in_netns(lab_->router_ns(), [&] {
+            return std::make_unique<health::test::TlsServer>(
+                kBackends[i], certs.cert(kinds[i]), certs.key(kinds[i]),
+                [](health::test::TlsServer::Connection& c) {
+                    while (c.read_request().find("\r\n\r\n") != std::string::npos)
+                        c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK");
+                });
+        }));
+        ASSERT_TRUE(tls.back()->ready()) << kinds[i];
+    }
+    struct Checked {
+        std::string vip;
+        std::size_t server;
+        bool verify;
+    };
+    const std::vector<Checked> checked = {{"198.51.100.30", 0, true},
+                                          {"198.51.100.31", 1, true},
+                                          {"198.51.100.32", 2, true},
+                                          {"198.51.100.33", 1, false}};
+    std::ostringstream y;
+    y << render_settings(*lab_, "xlb_health_e2e_tests", {});
+    for (const Checked& c : checked) {
+        y << "  - address: " << c.vip << "\n"
+          << "    port: 80\n"
+          << "    ring_size: 4093\n"
+          << "    health_check:\n"
+          << "      type: https\n"
+          << "      port: " << tls[c.server]->port() << "\n"
+          << "      path: /healthz\n"
+          << "      sni: backend.test\n"
+          << (c.verify ? "      ca_file: " + certs.ca() + "\n" : "      verify: false\n")
+          << "      interval: " << kInterval.count() << "ms\n"
+          << "      timeout: " << kTimeout.count() << "ms\n"
+          << "      jitter: 0s\n"
+          << "    backends:\n"
+          << "      - {address: " << kBackends[c.server] << "}\n";
+    }
+    write_file(config_path_, y.str());
+    agent_ = std::make_unique<AgentProcess>(*lab_, config_path_, lab_->tmp() + "/xlbd.log");
+    agent_->start();
+    wait_ready();
+
+    auto judged = [](const json& v) { return v["backends"][0]["health"] != "unknown"; };
+    std::vector<json> backends;
+    for (const Checked& c : checked) {
+        json v;
+        ASSERT_GE(wait_for(c.vip + ":80/tcp", judged, 5s, &v), 0) << "no verdict: " << v.dump(2);
+        backends.push_back(v["backends"][0]);
+    }
+    const std::string peer = ":" + std::to_string(tls[1]->port());
+    EXPECT_EQ(backends[0]["health"], "healthy") << backends[0].dump(2);
+    EXPECT_EQ(backends[0]["last_probe"]["http_status"], 200);
+    EXPECT_EQ(backends[1]["health"], "unhealthy");
+    EXPECT_EQ(backends[1]["last_failure"], "tls");
+    EXPECT_EQ(backends[1]["last_failure_detail"],
+              "TLS handshake with " + kBackends[1] + peer + ": certificate has expired");
+    EXPECT_EQ(backends[2]["health"], "unhealthy");
+    EXPECT_EQ(backends[2]["last_failure"], "tls");
+    EXPECT_EQ(backends[2]["last_failure_detail"], "TLS handshake with " + kBackends[2] + ":" +
+                                                      std::to_string(tls[2]->port()) +
+                                                      ": hostname mismatch");
+    EXPECT_EQ(backends[3]["health"], "healthy") << backends[3].dump(2);
+    // Kept connections: the good server handshook once for all its probes.
+    EXPECT_EQ(tls[0]->handshakes(), 1);
+    agent_.reset();
 }
 
 }  // namespace

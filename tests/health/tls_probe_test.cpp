@@ -30,8 +30,9 @@ protected:
     void SetUp() override { ASSERT_EQ(certs_->error(), "") << "making the certificates"; }
 
     static std::unique_ptr<TlsServer> server(const std::string& cert,
-                                             std::string response = "HTTP/1.1 200 OK\r\n"
-                                                                    "Content-Length: 2\r\n\r\nOK") {
+                                             std::string response =
+                                                 "HTTP/1.1 200 OK\r\n"
+                                                 "Content-Length: 2\r\n\r\nOK") {
         auto s = std::make_unique<TlsServer>(
             "127.0.0.1", certs_->cert(cert), certs_->key(cert),
             [response](TlsServer::Connection& c) {
@@ -108,8 +109,7 @@ TEST_F(TlsProbe, WithoutANameTheCertificateMustNameTheAddress) {
     t.port = other->port();
     const auto wrong = probe_once(t);
     EXPECT_EQ(wrong.failure, Failure::kTls);
-    EXPECT_EQ(wrong.detail,
-              "TLS handshake with " + peer(other->port()) + ": IP address mismatch");
+    EXPECT_EQ(wrong.detail, "TLS handshake with " + peer(other->port()) + ": IP address mismatch");
 }
 
 TEST_F(TlsProbe, HostNameIsTheServerNameWithoutSni) {
@@ -219,8 +219,7 @@ TEST_F(TlsProbe, PlainHttpServerIsATlsFailure) {
     });
     const auto r = probe_once(target(plain.port()));
     EXPECT_EQ(r.failure, Failure::kTls);
-    EXPECT_EQ(r.detail.rfind("TLS handshake with " + peer(plain.port()) + ": ", 0), 0u)
-        << r.detail;
+    EXPECT_EQ(r.detail.rfind("TLS handshake with " + peer(plain.port()) + ": ", 0), 0u) << r.detail;
 }
 
 TEST_F(TlsProbe, UnreadableCaFileIsALocalFailure) {

@@ -8,8 +8,8 @@
 #include <openssl/x509_vfy.h>
 #include <sys/socket.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 
 namespace xlb::health::detail {
@@ -23,7 +23,8 @@ std::string take_reason(const char* fallback) {
     std::string reason;
     if (e != 0) {
         const char* r = ERR_reason_error_string(e);
-        if (r) reason = r;
+        if (r)
+            reason = r;
         else {
             char buf[256];
             ERR_error_string_n(e, buf, sizeof(buf));
