@@ -36,6 +36,7 @@
 
 #include "fake_conntrack.h"
 #include "url_encode.h"
+#include "xlb/api/audit.h"
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/lookup.h"
 #include "xlb/api/metrics.h"
@@ -51,6 +52,7 @@
 #include "xlb/flow_hash.h"
 #include "xlb/health/targets.h"
 #include "xlb/health/tracker.h"
+#include "xlb/log/event.h"
 
 namespace xlb::api {
 
@@ -847,6 +849,125 @@ TEST_F(ApiTest, IPv6VipRejectsIPv4Backend) {
                         R"({"address": "203.0.113.20"})");
         },
         400, "IPv4 address 203.0.113.20 in an IPv6 VIP");
+}
+
+// The audit log (audit.h): one notice per change with the caller's uid and
+// user name (SO_PEERCRED), what changed, the result and X-Xlb-Reason; read
+// from the plain sink's lines.
+#define EXPECT_HAS(text, needle) \
+    EXPECT_NE(std::string(text).find(needle), std::string::npos) << (text)
+
+class AuditLog {
+public:
+    AuditLog() : file_(std::tmpfile()), saved_(spdlog::default_logger()) {
+        auto logger =
+            std::make_shared<spdlog::logger>("audit-test", std::make_shared<log::Sink>(file_));
+        spdlog::set_default_logger(std::move(logger));
+    }
+    ~AuditLog() {
+        spdlog::set_default_logger(saved_);
+        std::fclose(file_);
+    }
+    // The lines logged so far that are audit entries.
+    std::vector<std::string> entries() {
+        std::fflush(file_);
+        std::rewind(file_);
+        std::vector<std::string> out;
+        char buf[8192];
+        while (std::fgets(buf, sizeof buf, file_))
+            if (std::string line = buf; line.find(" notice: audit: ") != std::string::npos)
+                out.push_back(line);
+        return out;
+    }
+
+private:
+    std::FILE* file_;
+    std::shared_ptr<spdlog::logger> saved_;
+};
+
+TEST_F(ApiTest, EveryChangeIsAuditedOnceWithCallerDiffResultAndReason) {
+    AuditLog log;
+    const std::string path = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.11";
+    auto r = client->Patch(path.c_str(), httplib::Headers{{"X-Xlb-Reason", "canary%20rollout"}},
+                           R"({"weight": 7})", "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    std::vector<std::string> lines = log.entries();
+    ASSERT_EQ(lines.size(), 1u);
+    const std::string& entry = lines[0];
+    const std::string uid = std::to_string(::getuid());
+    EXPECT_HAS(entry, "audit: PATCH /v1/backends?");
+    EXPECT_HAS(entry, " by uid " + uid);
+    EXPECT_HAS(entry, " uid=" + uid + " ");
+    if (const std::string name = user_name(::getuid()); !name.empty()) {
+        EXPECT_HAS(entry, "uid " + uid + " (" + name + ")");
+        EXPECT_HAS(entry, " user=" + name + " ");
+    }
+    EXPECT_HAS(entry, "pid=" + std::to_string(::getpid()));
+    // the diff: the VIP changed, the backend's weight from 100 to 7
+    EXPECT_HAS(entry,
+               "added none; removed none; changed 198.51.100.10:80/tcp (backend "
+               "203.0.113.11 weight 100 -> 7)");
+    EXPECT_HAS(entry, "; result: ok (epoch ");
+    EXPECT_HAS(entry, "; reason: \"canary rollout\"");
+    EXPECT_HAS(entry, " event=api_change vip=198.51.100.10:80/tcp backend=203.0.113.11 ");
+    EXPECT_HAS(entry, " result=ok reason=\"canary rollout\"\n");
+
+    // refused: logged once too, with the error and no diff
+    Reply bad = post("/v1/backends?" + vq(kWeb), R"({"address": "203.0.113.11"})");
+    ASSERT_EQ(bad.status, 409) << bad.text;
+    lines = log.entries();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_HAS(lines[1], "audit: POST /v1/backends?vip=198.51.100.10:80/tcp by uid " + uid);
+    EXPECT_HAS(lines[1], ": result: error: 409 VIP 198.51.100.10:80/tcp already has backend");
+    EXPECT_HAS(lines[1], " result=error");
+    EXPECT_EQ(lines[1].find("changed 198.51.100.10"), std::string::npos) << lines[1];
+    EXPECT_EQ(lines[1].find("reason="), std::string::npos) << lines[1];
+
+    // a VIP removed: its key in the diff
+    ASSERT_EQ(del("/v1/vip?" + vq(kWeb)).status, 200);
+    lines = log.entries();
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_HAS(lines[2], "added none; removed 198.51.100.10:80/tcp; changed none; result: ok");
+
+    // a dry run changes nothing and is not audited
+    const json spec = {{"address", "198.51.100.20"},
+                       {"port", 80},
+                       {"ring_size", 251},
+                       {"backends", {{{"address", "203.0.113.21"}}}}};
+    ASSERT_EQ(post("/v1/vips", spec.dump()).status, 201);
+    ASSERT_EQ(log.entries().size(), 4u);
+    EXPECT_HAS(log.entries()[3], "added 198.51.100.20:80/tcp; removed none; changed none");
+    ASSERT_EQ(post("/v1/backends?" + vq("198.51.100.20:80/tcp") + "&dry_run=1",
+                   R"({"address": "203.0.113.30"})")
+                  .status,
+              200);
+    EXPECT_EQ(log.entries().size(), 4u);
+}
+
+TEST_F(ApiTest, AReasonThatIsNotOneLineIsRefused) {
+    AuditLog log;
+    const std::string path = "/v1/backends?" + vq(kWeb) + "&address=203.0.113.11";
+    for (const char* reason : {"two%0Alines", "bad%zz", "50%"}) {
+        SCOPED_TRACE(reason);
+        expect_rejected(
+            [&] {
+                return to_reply(client->Patch(path.c_str(),
+                                              httplib::Headers{{"X-Xlb-Reason", reason}},
+                                              R"({"weight": 7})", "application/json"));
+            },
+            400, "X-Xlb-Reason: ");
+    }
+    const std::string long_reason(kMaxReasonBytes + 1, 'x');
+    expect_rejected(
+        [&] {
+            return to_reply(client->Patch(path.c_str(),
+                                          httplib::Headers{{"X-Xlb-Reason", long_reason}},
+                                          R"({"weight": 7})", "application/json"));
+        },
+        400, "expected at most 1024");
+    // each refusal is audited, as a refused change
+    EXPECT_EQ(log.entries().size(), 4u);
 }
 
 TEST_F(ApiTest, UnknownPathsAndWrongMethods) {

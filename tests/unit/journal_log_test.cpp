@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 // Logs for journald: the priority prefix of every level, multi-line
 // messages, the JOURNAL_STREAM match, and the default logger as xlbd sets it
-// up writing real "<3>" lines into the stream that JOURNAL_STREAM names.
+// up: journal records when standard output is the stream JOURNAL_STREAM
+// names, "<3>" lines there when the journal's socket is missing, and zoned
+// plain lines elsewhere.
 #include "xlb/agent/journal_log.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/details/log_msg.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -26,14 +29,6 @@ std::string identity_of(int fd) {
     struct stat st {};
     EXPECT_EQ(::fstat(fd, &st), 0);
     return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
-}
-
-// What `formatter` makes of one message.
-std::string format(spdlog::formatter& formatter, level_enum level, std::string_view text) {
-    spdlog::details::log_msg msg("xlbd", level, text);
-    spdlog::memory_buf_t out;
-    formatter.format(msg, out);
-    return std::string(out.data(), out.size());
 }
 
 TEST(JournalLog, EveryLevelHasItsSyslogPriority) {
@@ -51,31 +46,6 @@ TEST(JournalLog, EveryLineOfAMessageCarriesThePriority) {
     EXPECT_EQ(journal_lines(level_enum::warn, "one\ntwo\n\nfour"),
               "<4>one\n<4>two\n<4>\n<4>four\n");
     EXPECT_EQ(journal_lines(level_enum::info, ""), "<6>\n");
-}
-
-TEST(JournalLog, FormatterPrefixesLevelNameAndText) {
-    auto journal = xlb::agent::make_log_formatter(true);
-    EXPECT_EQ(format(*journal, level_enum::critical, "x"), "<2>critical: x\n");
-    EXPECT_EQ(format(*journal, level_enum::err, "VIP 198.51.100.10:80/tcp not applied"),
-              "<3>error: VIP 198.51.100.10:80/tcp not applied\n");
-    EXPECT_EQ(format(*journal, level_enum::warn, "x"), "<4>warning: x\n");
-    EXPECT_EQ(format(*journal, level_enum::info, "x"), "<6>info: x\n");
-    EXPECT_EQ(format(*journal, level_enum::debug, "x"), "<7>debug: x\n");
-    EXPECT_EQ(format(*journal, level_enum::trace, "x"), "<7>trace: x\n");
-    // a multi-line message stays at its priority on every line
-    EXPECT_EQ(format(*journal, level_enum::err, "a.yaml:3:5: bad\na.yaml:7:1: worse"),
-              "<3>error: a.yaml:3:5: bad\n<3>a.yaml:7:1: worse\n");
-    // clones (spdlog gives one to each sink) format the same
-    auto copy = journal->clone();
-    EXPECT_EQ(format(*copy, level_enum::err, "x"), "<3>error: x\n");
-}
-
-TEST(JournalLog, OutsideTheJournalLinesKeepTheUsualPattern) {
-    auto plain = xlb::agent::make_log_formatter(false);
-    const std::string line = format(*plain, level_enum::err, "x");
-    EXPECT_EQ(line.front(), '[') << line;  // "[2026-...] [xlbd] [error] x"
-    EXPECT_NE(line.find("error"), std::string::npos) << line;
-    EXPECT_EQ(line.find("<3>"), std::string::npos) << line;
 }
 
 TEST(JournalLog, JournalStreamMustNameTheFileOnTheDescriptor) {
@@ -131,32 +101,54 @@ private:
     int saved_ = -1;
 };
 
-TEST(JournalLog, ConfiguredLoggerWritesPrioritiesWhenStdoutIsTheJournal) {
+TEST(JournalLog, ConfiguredLoggerSendsJournalRecordsWhenStdoutIsTheJournal) {
+    std::vector<std::vector<std::string>> sent;
+    auto fake = [&](const std::vector<std::string>& record) {
+        sent.push_back(record);
+        return 0;
+    };
     {
         StdoutToFile out;
         ASSERT_EQ(::setenv("JOURNAL_STREAM", identity_of(STDOUT_FILENO).c_str(), 1), 0);
-        EXPECT_TRUE(xlb::agent::configure_logging(level_enum::info));
+        EXPECT_TRUE(xlb::agent::configure_logging(level_enum::info, fake));
         spdlog::error("cannot attach to eth9: no such device");
-        spdlog::warn("two\nlines");
-        spdlog::info("serving");
+        xlb::log::emit(xlb::log::Priority::kNotice, "audit: x",
+                       {{xlb::log::kEvent, xlb::log::kEventApiChange}});
         spdlog::debug("not at level info");
         spdlog::default_logger()->flush();
-        EXPECT_EQ(out.text(),
-                  "<3>error: cannot attach to eth9: no such device\n"
-                  "<4>warning: two\n<4>lines\n"
-                  "<6>info: serving\n");
+        EXPECT_EQ(out.text(), "");  // records, not lines
+    }
+    ASSERT_EQ(sent.size(), 2u);
+    EXPECT_EQ(sent[0], (std::vector<std::string>{"PRIORITY=3",
+                                                 "MESSAGE=cannot attach to eth9: no such device",
+                                                 "SYSLOG_IDENTIFIER=xlbd"}));
+    EXPECT_EQ(sent[1],
+              (std::vector<std::string>{"PRIORITY=5", "MESSAGE=audit: x", "SYSLOG_IDENTIFIER=xlbd",
+                                        "XLB_EVENT=api_change"}));
+    {
+        // no journal socket: the stream still gets the priorities
+        StdoutToFile out;
+        EXPECT_TRUE(xlb::agent::configure_logging(
+            level_enum::info, [](const std::vector<std::string>&) { return -ENOENT; }));
+        spdlog::warn("two\nlines");
+        spdlog::default_logger()->flush();
+        EXPECT_EQ(out.text(), "<4>warning: two\n<4>lines\n");
     }
     {
         // JOURNAL_STREAM set but naming another stream (inherited): plain lines
         StdoutToFile out;
         ASSERT_EQ(::setenv("JOURNAL_STREAM", "1:1", 1), 0);
-        EXPECT_FALSE(xlb::agent::configure_logging(level_enum::info));
+        EXPECT_FALSE(xlb::agent::configure_logging(level_enum::info, fake));
         spdlog::error("plain");
         spdlog::default_logger()->flush();
         const std::string text = out.text();
         EXPECT_EQ(text.find("<3>"), std::string::npos) << text;
-        EXPECT_NE(text.find("error"), std::string::npos) << text;
-        EXPECT_NE(text.find("] plain\n"), std::string::npos) << text;
+        // "2026-12-06T18:58:48.123+00:00 error: plain"
+        EXPECT_TRUE(std::regex_match(
+            text,
+            std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d error: plain\n)")))
+            << text;
+        EXPECT_EQ(sent.size(), 2u);
     }
     ::unsetenv("JOURNAL_STREAM");
 }

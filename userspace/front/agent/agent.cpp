@@ -22,6 +22,7 @@
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
 #include "xlb/agent/reload.h"
+#include "xlb/api/audit.h"
 #include "xlb/api/data_plane_view.h"
 #include "xlb/api/metrics.h"
 #include "xlb/api/server.h"
@@ -44,6 +45,7 @@
 #include "xlb/kernel/bpf_data_plane.h"
 #include "xlb/kernel/bpf_data_plane_view.h"
 #include "xlb/kernel/conntrack_bpf_table.h"
+#include "xlb/log/event.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
 
@@ -364,18 +366,20 @@ Result<void> Agent::write_datapath_config(const net::MacAddress& mac) {
 }
 
 void Agent::log_panic_changes(control::Reconciler& r) {
-    for (const control::PanicChange& c : r.take_panic_changes()) {
-        if (c.to == control::PanicReason::kBelowThreshold)
-            spdlog::warn("{}", describe_panic_change(c));
-        else
-            spdlog::info("{}", describe_panic_change(c));
-    }
+    for (const control::PanicChange& c : r.take_panic_changes())
+        log::emit(c.to == control::PanicReason::kBelowThreshold ? log::Priority::kWarning
+                                                                : log::Priority::kInfo,
+                  describe_panic_change(c),
+                  {{log::kEvent, log::kEventPanic}, {log::kVip, c.vip_key}});
 }
 
 void Agent::log_apply_failures(control::Reconciler& r) {
     for (const control::ApplyFailure& f : r.take_apply_failures())
-        spdlog::error("VIP {} not applied: {}; trying again in {} ms", f.vip_key, f.error.message(),
-                      std::chrono::duration_cast<std::chrono::milliseconds>(f.retry_in).count());
+        log::emit(log::Priority::kError,
+                  fmt::format(
+                      "VIP {} not applied: {}; trying again in {} ms", f.vip_key, f.error.message(),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(f.retry_in).count()),
+                  {{log::kEvent, log::kEventPublish}, {log::kVip, f.vip_key}});
 }
 
 Result<void> Agent::attach_probe_encap() {
@@ -453,12 +457,12 @@ void Agent::refresh_health(control::Reconciler& r) {
 void Agent::on_probe_result(const health::ProbeResult& result, control::Reconciler& r) {
     const auto now = health::Clock::now();
     const std::vector<HealthEvent> events = health_.apply(result, now, r);
-    for (const HealthEvent& event : events) {
-        if (event.warning)
-            spdlog::warn("health: {}", event.line);
-        else
-            spdlog::info("health: {}", event.line);
-    }
+    for (const HealthEvent& event : events)
+        log::emit(event.warning ? log::Priority::kWarning : log::Priority::kInfo,
+                  "health: " + event.line,
+                  {{log::kEvent, log::kEventHealth},
+                   {log::kVip, event.key.vip},
+                   {log::kBackend, event.key.backend.to_string()}});
     if (fleet_ && !events.empty()) {
         fleet_->poke_record();  // a verdict to report
         // In the fleet's view it comes back through the record; without it
@@ -909,9 +913,11 @@ Agent::Step Agent::go_live() {
     if (auto first = reconciler_->reconcile(control::Clock::now()); !first)
         spdlog::error("first publish: {}", first.error().message());
     for (const auto& v : reconciler_->status())
-        spdlog::info("VIP {} published: epoch {}, checksum {:016x}, {} backends{}", v.spec.key(),
-                     v.epoch, v.checksum, v.backends.size(),
-                     v.last_error.empty() ? "" : " (" + v.last_error + ")");
+        log::emit(log::Priority::kInfo,
+                  fmt::format("VIP {} published: epoch {}, checksum {:016x}, {} backends{}",
+                              v.spec.key(), v.epoch, v.checksum, v.backends.size(),
+                              v.last_error.empty() ? "" : " (" + v.last_error + ")"),
+                  {{log::kEvent, log::kEventPublish}, {log::kVip, v.spec.key()}});
 
     if (first_start_)
         if (auto ok = attach(); !ok) return ok;
@@ -1730,10 +1736,19 @@ int Agent::run() {
 
     if (int rc = start(); rc != 0) return rc;
     while (true) {
-        int sig = 0;
-        if (sigwait(&signals, &sig) != 0) continue;
+        siginfo_t info{};
+        const int sig = sigwaitinfo(&signals, &info);
+        if (sig < 0) continue;
         if (sig == SIGHUP) {
-            reload("SIGHUP", false);
+            const api::ReloadReport report = reload("SIGHUP", false);
+            // the kernel fills the sender in for kill(2); 0 and 0 for the
+            // kernel itself (a hang-up of the terminal)
+            api::Caller sender;
+            if (info.si_code == SI_USER || info.si_code == SI_QUEUE) {
+                sender.uid = info.si_uid;
+                sender.pid = info.si_pid;
+            }
+            api::audit(api::reload_audit(report, "SIGHUP reload", sender, ""));
             continue;
         }
         spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");

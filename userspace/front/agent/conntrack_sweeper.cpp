@@ -7,6 +7,7 @@
 
 #include "xlb/bpf/ct_clock.h"
 #include "xlb/kernel/conntrack_bpf_table.h"
+#include "xlb/log/event.h"
 
 namespace xlb::agent {
 
@@ -52,12 +53,12 @@ void ConntrackSweeper::check_floods() {
         spdlog::warn("connection table: {}", cpus.error().message());
         return;
     }
-    for (const auto& change : floods_.update(*cpus, bpf::monotonic_coarse_ns())) {
-        if (change.started)
-            spdlog::warn("{}", describe_flood(change));
-        else
-            spdlog::info("{}", describe_flood(change));
-    }
+    for (const auto& change : floods_.update(*cpus, bpf::monotonic_coarse_ns()))
+        log::emit(change.started ? log::Priority::kWarning : log::Priority::kInfo,
+                  describe_flood(change),
+                  {{log::kEvent, log::kEventFlood},
+                   {"FLOOD", change.started ? "start" : "end"},
+                   {"CPU", std::to_string(change.cpu)}});
     const auto flooded = floods_.flooded();
     in_.status->update([&](conntrack::Status& s) {
         s.inserts = 0;

@@ -93,7 +93,7 @@ std::vector<HealthEvent> HealthLink::apply(const health::ProbeResult& result, he
                                   one.http_status, one.rate_limited, one.latency()};
         if (auto update = tracker_.apply(one, now); update && update->transition)
             events.push_back(HealthEvent{update->transition->to == health::Verdict::kUnhealthy,
-                                         describe_transition(key, *update->transition)});
+                                         describe_transition(key, *update->transition), key});
     }
     push(now, reconciler);
     return events;

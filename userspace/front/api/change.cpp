@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "handlers.h"
+#include "listener.h"
+#include "xlb/api/audit.h"
 #include "xlb/api/state_store.h"
 #include "xlb/config/config.h"
 #include "xlb/config/json.h"
@@ -39,6 +41,53 @@ void send_prediction(httplib::Response& res, const std::string& vip_key,
                    {"share_moved", p.slots_moved / ring},
                    {"backends", std::move(backends)}});
 }
+
+// The audit entry of one change (audit.h), filled in as apply() goes and
+// logged once when it returns, whichever way it answers.
+class ChangeAudit {
+public:
+    ChangeAudit(const httplib::Request& req, const httplib::Response& res) : res_(res) {
+        entry_.request = describe(req);
+        entry_.caller = request_caller();
+        entry_.vip = req.get_param_value("vip");
+        entry_.backend = req.get_param_value("address");
+    }
+    ChangeAudit(const ChangeAudit&) = delete;
+    ChangeAudit& operator=(const ChangeAudit&) = delete;
+    ~ChangeAudit() {
+        entry_.ok = res_.status >= 200 && res_.status < 300;
+        if (entry_.ok) {
+            entry_.result = note_.empty() ? "ok" : "ok (" + note_ + ")";
+        } else {
+            const json body = json::parse(res_.body, nullptr, false);
+            const std::string error =
+                body.is_object() && body.contains("error") && body["error"].is_string()
+                    ? body["error"].get<std::string>()
+                    : res_.body;
+            entry_.result = std::to_string(res_.status) + " " + error;
+        }
+        audit(entry_);
+    }
+    void reason(std::string text) { entry_.reason = std::move(text); }
+    // What the change did, known once the control thread took it.
+    void change(const Change& change, std::string diff) {
+        entry_.vip = change.vip_key;
+        entry_.changes = std::move(diff);
+        if (entry_.backend.empty() && change.backend_index && !change.removed) {
+            auto vip =
+                std::find_if(change.vips.begin(), change.vips.end(),
+                             [&](const config::VipSpec& v) { return v.key() == change.vip_key; });
+            if (vip != change.vips.end() && *change.backend_index < vip->backends.size())
+                entry_.backend = vip->backends[*change.backend_index].address.to_string();
+        }
+    }
+    void note(std::string text) { note_ = std::move(text); }
+
+private:
+    const httplib::Response& res_;
+    AuditEntry entry_;
+    std::string note_;
+};
 
 }  // namespace
 
@@ -74,6 +123,13 @@ std::optional<HttpError> validate_change(const Change& change, const config::Set
                                                : "invalid VIP " + change.vip_key + ": ";
     for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
     return HttpError{400, message};
+}
+
+std::expected<std::string, HttpError> request_reason(const httplib::Request& req) {
+    if (!req.has_header(kReasonHeader)) return std::string();
+    auto reason = decode_reason(req.get_header_value(kReasonHeader));
+    if (!reason) return std::unexpected(HttpError{400, reason.error()});
+    return std::move(*reason);
 }
 
 std::vector<config::VipSpec>::iterator find_vip(std::vector<config::VipSpec>& vips,
@@ -144,14 +200,27 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
             return send_prediction(res, tried->vip_key, *tried->table);
         }
     }
+    ChangeAudit audited(req, res);
+    // The audit entry is this change's log line: refusals are not logged
+    // again (failures of the agent still are, as warnings).
+    auto refuse = [&](const HttpError& e) {
+        if (e.status >= 500) return reject(req, res, e);
+        send_error(res, e);
+    };
+    auto reason = request_reason(req);
+    if (!reason) return refuse(reason.error());
+    audited.reason(std::move(*reason));
     const config::Settings settings = api.s.settings->get();
     StateStore& state = api.s.state;
     const VipsChanged on_vips_changed = api.s.on_vips_changed;
+    // Written on the control thread, read here once the call returned.
+    auto diff = std::make_shared<std::string>();
     auto outcome = api.call<std::expected<Change, HttpError>>(
-        [mutate, settings, &state,
-         on_vips_changed](control::Reconciler& r) -> std::expected<Change, HttpError> {
+        [mutate, settings, &state, on_vips_changed,
+         diff](control::Reconciler& r) -> std::expected<Change, HttpError> {
             auto change = checked_change(mutate, r.vips(), settings);
             if (!change) return change;
+            const std::string what = vip_changes(r.vips(), change->vips);
             StateFile next = state.snapshot(r);
             next.vips = change->vips;
             if (auto saved = state.save(next); !saved)
@@ -159,11 +228,13 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
                     HttpError{500, "not applied, nothing changed: " + saved.error().message()});
             r.set_vips(change->vips);
             if (on_vips_changed) on_vips_changed(r);
+            *diff = what;
             return change;
         });
-    if (!outcome) return reject(req, res, outcome.error());
-    if (!*outcome) return reject(req, res, outcome->error());
+    if (!outcome) return refuse(outcome.error());
+    if (!*outcome) return refuse(outcome->error());
     const Change& change = **outcome;
+    audited.change(change, *diff);
 
     // Published: record the ids and epochs it settled on, and read back.
     // A publish still pending without an error (the worker was busy with
@@ -199,7 +270,6 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
                               {"persisted", true}});
     }
     if (change.removed) {
-        spdlog::info("api: VIP {}: {}", key, change.what);
         return send_json(res, 200, json{{"vip", key}, {"deleted", true}});
     }
     if (!*after) {
@@ -210,13 +280,12 @@ void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutato
     json body = vip_detail_json(vip, counters, (*after)->health);
     if (amend) amend(body);
     if (vip.published) {
-        spdlog::info("api: VIP {}: {} (epoch {}, checksum {})", key, change.what, vip.epoch,
-                     hex64(vip.checksum));
+        audited.note("epoch " + std::to_string(vip.epoch) + ", checksum " + hex64(vip.checksum));
         body["publish"] = "live";
         return send_json(res, success_status, body);
     }
     if (vip.last_error.empty()) {
-        spdlog::info("api: VIP {}: {} (persisted, publish pending)", key, change.what);
+        audited.note("persisted, publish pending");
         body["publish"] = "pending";
         return send_json(res, 202, body);
     }

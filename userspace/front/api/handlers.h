@@ -173,6 +173,10 @@ std::expected<Change, HttpError> checked_change(const Mutator& mutate,
 void apply(Api& api, const httplib::Request& req, httplib::Response& res, Mutator mutate,
            int success_status, bool dry_run_handled = false, std::function<void(json&)> amend = {});
 
+// The request's X-Xlb-Reason decoded (audit.h); empty without one; 400
+// when it is not one line of percent-encoded text within the limit.
+std::expected<std::string, HttpError> request_reason(const httplib::Request& req);
+
 // A change checked exactly as apply() checks it, then dropped: the VIP it
 // would give and, with `with_table`, the table it would give compared with
 // the live one. Nothing is persisted or published.

@@ -5,6 +5,8 @@
 
 #include "bgp_json.h"
 #include "handlers.h"
+#include "listener.h"
+#include "xlb/api/audit.h"
 
 namespace xlb::api::detail {
 
@@ -14,10 +16,23 @@ void set_drained(Api& api, const httplib::Request& req, httplib::Response& res, 
     if (!api.s.host.set_drained) return reject(req, res, {501, "this agent has no host control"});
     if (!req.body.empty() && req.body != "{}")
         return reject(req, res, {400, "found a body, expected none (or {})"});
+    auto reason = request_reason(req);
+    if (!reason) return reject(req, res, reason.error());
+    AuditEntry entry;
+    entry.request = describe(req);
+    entry.caller = request_caller();
+    entry.reason = std::move(*reason);
     auto state = api.s.host.set_drained(drained);
-    if (!state) return reject(req, res, {409, state.error().message()});
-    spdlog::info("api: host {} ({})", drained ? "drained: every VIP withdrawn" : "resumed",
-                 describe(req));
+    entry.ok = state.has_value();
+    if (!state) {
+        entry.result = "409 " + state.error().message();
+        audit(entry);
+        send_error(res, {409, state.error().message()});
+        return;
+    }
+    entry.changes = drained ? "host drained: every VIP withdrawn" : "host resumed";
+    entry.result = "ok";
+    audit(entry);
     const std::optional<BgpInfo> bgp = api.s.host.bgp ? api.s.host.bgp() : std::nullopt;
     send_json(res, 200, bgp_json(*state, bgp));
 }

@@ -165,28 +165,42 @@ std::optional<uid_t> local_peer_uid(const sockaddr_storage& local_raw,
     return std::nullopt;
 }
 
-// Who is at the other end: "uid N" on a Unix socket (SO_PEERCRED); for TCP
-// "local uid N" when the peer is a process of this host (local_peer_uid),
-// else its address.
-std::string peer_of(int fd) {
+// Who is at the other end: the uid and pid on a Unix socket (SO_PEERCRED);
+// for TCP the uid of the peer when it is a process of this host
+// (local_peer_uid), else its address.
+struct Peer {
+    Caller caller;
+    std::string key;  // "uid N", "local uid N", the address, or "unknown peer"
+};
+Peer peer_of(int fd) {
+    Peer out{{}, "unknown peer"};
     sockaddr_storage local{};
     socklen_t len = sizeof(local);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return "unknown peer";
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return out;
     if (local.ss_family == AF_UNIX) {
         ucred cred{};
         socklen_t clen = sizeof(cred);
-        if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) return "unknown peer";
-        return "uid " + std::to_string(cred.uid);
+        if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) return out;
+        out.caller.uid = cred.uid;
+        out.caller.pid = cred.pid;
+        out.key = "uid " + std::to_string(cred.uid);
+        return out;
     }
     sockaddr_storage peer{};
     len = sizeof(peer);
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "unknown peer";
-    if (const auto uid = local_peer_uid(local, peer)) return "local uid " + std::to_string(*uid);
-    std::string ip;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return out;
+    if (const auto uid = local_peer_uid(local, peer)) {
+        out.caller.uid = *uid;
+        out.key = "local uid " + std::to_string(*uid);
+        return out;
+    }
     int port = 0;
-    address_of(peer, ip, port);
-    return ip;
+    address_of(peer, out.caller.address, port);
+    out.key = out.caller.address;
+    return out;
 }
+
+thread_local const Caller* connection_caller = nullptr;
 
 // Reads the rest of a request head into buffer (it may hold bytes already).
 enum class Head { kComplete, kClosed, kTimedOut, kTooLarge, kStopping };
@@ -403,6 +417,11 @@ Result<void> start_listening(int fd) {
     return {};
 }
 
+const Caller& request_caller() {
+    static const Caller kUnknown;
+    return connection_caller ? *connection_caller : kUnknown;
+}
+
 // ---- threads -----------------------------------------------------------
 
 ConnectionThreads::~ConnectionThreads() { shutdown(); }
@@ -521,7 +540,13 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
 }
 
 void GuardedServer::serve_connection(int fd) {
-    const std::string peer = peer_of(fd);
+    const Peer who = peer_of(fd);
+    const std::string& peer = who.key;
+    // The handlers run on this thread, inside process_request.
+    struct Current {
+        explicit Current(const Caller& c) { connection_caller = &c; }
+        ~Current() { connection_caller = nullptr; }
+    } current{who.caller};
     bool admitted = false;
     {
         std::lock_guard lock(mu_);

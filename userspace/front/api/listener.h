@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "xlb/api/audit.h"
 #include "xlb/api/services.h"
 #include "xlb/error.h"
 
@@ -57,6 +58,11 @@ inline Result<int> listen_tcp(const std::string& host, std::uint16_t port,
 // group first, then start_listening).
 Result<int> bind_unix(const std::string& path);
 Result<void> start_listening(int fd);
+
+// Who sent the request being handled on this thread (a handler runs on its
+// connection's thread): SO_PEERCRED's uid and pid on the Unix socket, the
+// local uid or the address on TCP; an empty Caller outside a connection.
+const Caller& request_caller();
 
 // One thread per connection, created on demand up to max_threads; idle
 // threads exit after a while. Connections beyond max_threads wait for one.

@@ -3,7 +3,9 @@
 // with dry_run=1, says what a file sent in the body would change; GET
 // /v1/config/export writes what runs as one.
 #include "handlers.h"
+#include "listener.h"
 #include "reload_json.h"
+#include "xlb/api/audit.h"
 #include "xlb/config/config.h"
 
 namespace xlb::api::detail {
@@ -18,6 +20,8 @@ void reload(Api& api, const httplib::Request& req, httplib::Response& res) {
     if (!dry) return reject(req, res, dry.error());
     if (*dry ? !api.s.reload_dry_run : !api.s.reload)
         return reject(req, res, {501, "this agent cannot reload"});
+    auto reason = request_reason(req);
+    if (!reason) return reject(req, res, reason.error());
     bool allow_disruptive = false;
     std::optional<std::string> config;
     std::string file = "(request)";
@@ -54,6 +58,7 @@ void reload(Api& api, const httplib::Request& req, httplib::Response& res) {
     }
     if (!*dry) {
         const ReloadReport report = api.s.reload(allow_disruptive);
+        audit(reload_audit(report, describe(req), request_caller(), *reason));
         return send_json(res, reload_http_status(report.outcome), reload_report_json(report));
     }
     if (!config)
@@ -61,6 +66,7 @@ void reload(Api& api, const httplib::Request& req, httplib::Response& res) {
                       {400,
                        "dry_run: the body needs \"config\", the text of the YAML file to try "
                        "(xlbctl diff FILE sends it)"});
+    // A dry run changes nothing: not audited.
     const ReloadReport report = api.s.reload_dry_run(*config, file, allow_disruptive);
     send_json(res, reload_http_status(report.outcome), reload_report_json(report));
 }

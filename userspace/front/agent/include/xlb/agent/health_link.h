@@ -28,6 +28,7 @@ control::Health to_control_health(health::Verdict verdict);
 struct HealthEvent {
     bool warning = false;  // a backend lost (log as a warning)
     std::string line;      // "VIP 198.51.100.10:80/tcp backend 10.0.0.1: healthy -> unhealthy: ..."
+    health::TargetKey key;  // the log's XLB_VIP and XLB_BACKEND
 };
 
 // "VIP K backend B: <transition>", naming both and the reason.
