@@ -1022,6 +1022,29 @@ TEST_F(XlbctlAgent, ExportDiffAndAStartFromTheExport) {
     EXPECT_HAS(ok({"diff", file}), "no difference");
 }
 
+// The agent's audit entry of a change made with xlbctl --reason: the
+// caller's uid, the diff, the result and the reason, in one line of its log.
+TEST_F(XlbctlAgent, AChangeIsAuditedWithWhoWhatAndWhy) {
+    ok({"--reason", "lab audit", "backend", "set", kWeb, "203.0.113.12", "--weight", "7"});
+    const std::string log = lab->agent_log();
+    const std::size_t at = log.find(" notice: audit: PATCH /v1/backends?");
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string entry = log.substr(at, log.find('\n', at) - at);
+    EXPECT_HAS(entry, " by uid " + std::to_string(::getuid()));
+    EXPECT_HAS(entry, "changed 198.51.100.10:80/tcp (backend 203.0.113.12 weight ");
+    EXPECT_HAS(entry, " -> 7); result: ok (epoch ");
+    EXPECT_HAS(entry, "; reason: \"lab audit\"");
+    EXPECT_HAS(entry, " event=api_change vip=198.51.100.10:80/tcp backend=203.0.113.12 ");
+    EXPECT_HAS(entry, " result=ok reason=\"lab audit\"");
+    // a reload through xlbctl: its own entry, with the reload's words
+    ok({"reload", "--reason", "same file"});
+    const std::string after = lab->agent_log();
+    EXPECT_HAS(after, "audit: POST /v1/reload by uid " + std::to_string(::getuid()));
+    EXPECT_HAS(after,
+               "added none; removed none; changed none; settings changed: none; result: "
+               "ok; reason: \"same file\"");
+}
+
 TEST_F(XlbctlAgent, AgentDownIsExitThreeWithOneLine) {
     lab->stop_agent();
     ProcessResult r = ctl({"status"});

@@ -110,6 +110,21 @@ TEST(XlbctlParse, Timeout) {
 
 // A short option means one thing in every verb: -w is --write (capture), and
 // stats has --watch alone.
+// --reason: every verb, before or after it, without a fleet too (the agent
+// records it with the audit entry); one line within the agent's limit.
+TEST(XlbctlParse, ReasonIsACommonOption) {
+    EXPECT_EQ(parse_ok({"--reason", "kernel upgrade", "backend", "drain", "198.51.100.10:80",
+                        "203.0.113.11"})
+                  .reason,
+              "kernel upgrade");
+    EXPECT_EQ(parse_ok({"reload", "--reason", "new pool"}).reason, "new pool");
+    EXPECT_EQ(parse_ok({"status"}).reason, "");
+    EXPECT_HAS(parse_error({"reload", "--reason", "two\nlines"}),
+               "--reason: found a control character");
+    EXPECT_HAS(parse_error({"reload", "--reason", std::string(1025, 'x')}),
+               "--reason: found 1025 bytes, expected at most 1024");
+}
+
 TEST(XlbctlParse, OneMeaningPerFlag) {
     EXPECT_HAS(parse_error({"stats", "-w", "2"}), "-w");
     EXPECT_EQ(parse_ok({"capture", "-w", "out.pcap"}).write_to, "out.pcap");

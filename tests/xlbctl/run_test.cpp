@@ -1075,6 +1075,16 @@ TEST_F(XlbctlTransport, ExchangesARequest) {
     EXPECT_HAS(sent, "Content-Type: application/json\r\nContent-Length: 26\r\n\r\n");
 }
 
+TEST_F(XlbctlTransport, SendsTheReasonPercentEncoded) {
+    SocketServer server(path, SocketServer::Mode::kReply,
+                        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    UnixSocketTransport with(path, std::chrono::milliseconds(2000), "kernel upgrade: 100%");
+    ASSERT_TRUE(with.send({"POST", "/v1/reload", ""}));
+    EXPECT_HAS(server.request(), "\r\nX-Xlb-Reason: kernel%20upgrade%3A%20100%25\r\n");
+    ASSERT_TRUE(send({"POST", "/v1/reload", ""}));
+    EXPECT_EQ(server.request().find("X-Xlb-Reason"), std::string::npos) << server.request();
+}
+
 TEST_F(XlbctlTransport, MissingSocket) {
     auto r = send();
     ASSERT_FALSE(r);

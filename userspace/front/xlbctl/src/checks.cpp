@@ -178,6 +178,10 @@ void add_common(CLI::App* app, Raw& raw) {
     app->add_option("--timeout", raw.timeout,
                     "give up on a request to the agent after SECS or DUR, 0.1-3600 s (default 30)")
         ->type_name("SECS|DUR");
+    app->add_option("--reason", raw.reason,
+                    "why: sent with the request and recorded in the agent's audit log entry "
+                    "of a change; with a fleet, kept with the value written")
+        ->type_name("TEXT");
     const char* group = "Fleet (docs/fleet.md)";
     app->add_option("--fleet", raw.fleet,
                     "the fleet's etcd members, comma-separated URLs: write verbs change the "
@@ -208,9 +212,6 @@ void add_common(CLI::App* app, Raw& raw) {
 
 void add_fleet_write_options(CLI::App* app, Raw& raw, bool allow_disruptive) {
     const char* group = "With a fleet (docs/fleet.md)";
-    app->add_option("--reason", raw.reason, "why: kept with the value, shown by fleet history")
-        ->type_name("TEXT")
-        ->group(group);
     app->add_option("--if-revision", raw.if_revision,
                     "write only if the key's revision is still N (0: it must not exist); "
                     "default: the revision just read")

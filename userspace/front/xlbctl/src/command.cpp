@@ -237,8 +237,6 @@ Checked<void> check_fleet_options(const Raw& raw, Command& c, const GetEnv& gete
                                    ": no fleet to read: expected --fleet URLS or a fleet: "
                                    "section in --config-file, $" +
                                    kConfigEnv + " or " + kDefaultConfigFile);
-        if (!raw.reason.empty())
-            return std::unexpected("--reason: only a fleet's store keeps a reason" + hint);
         if (!raw.if_revision.empty())
             return std::unexpected("--if-revision: only a fleet's store has revisions" + hint);
         if (!raw.host.empty())
@@ -251,7 +249,6 @@ Checked<void> check_fleet_options(const Raw& raw, Command& c, const GetEnv& gete
                                    " sends no disruptive change to the agent" + hint);
         return {};
     }
-    c.reason = raw.reason;
     if (!raw.if_revision.empty()) {
         auto n = parse_unsigned(raw.if_revision);
         if (!n || *n > static_cast<std::uint64_t>(INT64_MAX))
@@ -278,6 +275,17 @@ Checked<Command> finish(const Raw& raw, const VerbSpec& verb, const GetEnv& gete
     c.quiet = raw.quiet;
     c.allow_disruptive = raw.allow_disruptive;
     c.peers = raw.peers;
+    // The agent's limit on X-Xlb-Reason (docs/api.md, "Audit").
+    constexpr std::size_t kMaxReason = 1024;
+    if (raw.reason.size() > kMaxReason)
+        return std::unexpected("--reason: found " + std::to_string(raw.reason.size()) +
+                               " bytes, expected at most " + std::to_string(kMaxReason));
+    if (std::any_of(raw.reason.begin(), raw.reason.end(),
+                    [](unsigned char ch) { return ch < ' ' || ch == 0x7f; }))
+        return std::unexpected(
+            "--reason: found a control character (a new line?), expected one line of text, "
+            "e.g. --reason 'kernel upgrade'");
+    c.reason = raw.reason;
 
     if (!raw.socket.empty()) {
         c.socket = raw.socket;

@@ -673,7 +673,7 @@ Io process_io() {
     io.out_is_tty = ::isatty(STDOUT_FILENO) == 1;
     io.getenv = [](const char* name) -> const char* { return std::getenv(name); };
     io.connect = [](const Command& c) -> std::unique_ptr<Transport> {
-        return std::make_unique<UnixSocketTransport>(c.socket, c.timeout);
+        return std::make_unique<UnixSocketTransport>(c.socket, c.timeout, c.reason);
     };
     io.sleep = [](std::chrono::milliseconds total) {
         const auto end = std::chrono::steady_clock::now() + total;

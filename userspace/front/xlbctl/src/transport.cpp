@@ -240,8 +240,9 @@ Result<HttpResponse> parse_http_response(const std::string& raw) {
     return std::move(p.response);
 }
 
-UnixSocketTransport::UnixSocketTransport(std::string path, std::chrono::milliseconds timeout)
-    : path_(std::move(path)), timeout_(timeout) {}
+UnixSocketTransport::UnixSocketTransport(std::string path, std::chrono::milliseconds timeout,
+                                         std::string reason)
+    : path_(std::move(path)), timeout_(timeout), reason_(std::move(reason)) {}
 
 std::expected<HttpResponse, TransportError> Transport::stream(const HttpRequest& request,
                                                               const BodySink& sink,
@@ -298,6 +299,7 @@ std::expected<HttpResponse, TransportError> UnixSocketTransport::exchange(
         fmt::format("{} {} HTTP/1.1\r\nHost: xlbd\r\nUser-Agent: xlbctl/" XLBCTL_VERSION
                     "\r\nAccept: application/json\r\nConnection: close\r\n",
                     request.method, request.target);
+    if (!reason_.empty()) out += "X-Xlb-Reason: " + url_encode(reason_) + "\r\n";
     if (!request.body.empty() || request.method != "GET")
         out += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n",
                            request.body.size());

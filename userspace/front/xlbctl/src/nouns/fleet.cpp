@@ -66,8 +66,6 @@ constexpr VerbSpec kFleetVerbs[] = {
                           "show the keys that would be written, and write nothing");
              app.add_flag("--replace", raw.replace,
                           "overwrite the fleet's values; VIPs not in the file are deleted");
-             app.add_option("--reason", raw.reason, "why: kept with every value written")
-                 ->type_name("TEXT");
              app.add_flag("--allow-disruptive", raw.allow_disruptive,
                           "confirm a new hash_seed, or a VIP's new hash or ring_size");
          },

@@ -156,9 +156,11 @@ struct Command {
     // it. nullopt: no fleet, everything goes to the agent's socket.
     std::optional<config::FleetSettings> fleet;
     std::string fleet_source;  // "--fleet" or the file it came from
-    // Write verbs with a fleet: why (kept in the value), and the revision
-    // to compare the key with instead of the one just read.
+    // --reason: why. Sent to the agent with every request (its audit log
+    // records it with a change); a fleet's write verbs keep it in the value.
     std::string reason;
+    // Write verbs with a fleet: the revision to compare the key with
+    // instead of the one just read.
     std::optional<std::int64_t> if_revision;
     // host drain|resume HOST (fleet only; empty: this host).
     std::string host;

@@ -53,7 +53,10 @@ public:
 
 class UnixSocketTransport final : public Transport {
 public:
-    UnixSocketTransport(std::string path, std::chrono::milliseconds timeout);
+    // `reason` (xlbctl --reason): sent as X-Xlb-Reason, percent-encoded, with
+    // every request; empty: no such header.
+    UnixSocketTransport(std::string path, std::chrono::milliseconds timeout,
+                        std::string reason = {});
     std::expected<HttpResponse, TransportError> send(const HttpRequest& request) override;
     std::expected<HttpResponse, TransportError> stream(const HttpRequest& request,
                                                        const BodySink& sink,
@@ -65,6 +68,7 @@ private:
                                                          std::chrono::milliseconds idle);
     std::string path_;
     std::chrono::milliseconds timeout_;
+    std::string reason_;
 };
 
 // Parses a complete HTTP/1.x response (status line, headers, then a body by
