@@ -30,21 +30,20 @@ Checked<void> diff_check(const Raw& raw, Command& c) {
 // one line when nothing would.
 std::string render_diff(const Command& c, const json& r, const Style& style) {
     const json& differences = r.at("differences");
-    const bool settings =
-        !r.at("settings_changed").empty() || !r.at("restart_required").empty();
-    if (r.at("added").empty() && r.at("removed").empty() && r.at("changed").empty() &&
-        !settings && r.at("disruptive").empty())
+    const bool settings = !r.at("settings_changed").empty() || !r.at("restart_required").empty();
+    if (r.at("added").empty() && r.at("removed").empty() && r.at("changed").empty() && !settings &&
+        r.at("disruptive").empty())
         return fmt::format("no difference: {} gives the desired state that runs ({} VIP(s))\n",
                            c.file, u64(r, "untouched"));
-    std::string out = fmt::format("{} against what runs: added {}; removed {}; changed {}; {} "
-                                  "VIP(s) the same\n",
-                                  c.file, list_or_none(r.at("added")),
-                                  list_or_none(r.at("removed")), list_or_none(r.at("changed")),
-                                  u64(r, "untouched"));
+    std::string out = fmt::format(
+        "{} against what runs: added {}; removed {}; changed {}; {} "
+        "VIP(s) the same\n",
+        c.file, list_or_none(r.at("added")), list_or_none(r.at("removed")),
+        list_or_none(r.at("changed")), u64(r, "untouched"));
     for (const json& d : differences) out += "  " + d.get<std::string>() + "\n";
     if (!r.at("settings_changed").empty())
-        out += fmt::format("settings a reload applies: {}\n",
-                           list_or_none(r.at("settings_changed")));
+        out +=
+            fmt::format("settings a reload applies: {}\n", list_or_none(r.at("settings_changed")));
     if (!r.at("restart_required").empty())
         out += fmt::format("settings that take effect at the next restart: {}\n",
                            list_or_none(r.at("restart_required")));

@@ -30,7 +30,10 @@ constexpr VerbSpec kExportVerbs[] = {
          c.output = raw.output;
          return {};
      },
-     .request = [](const Command&) { return HttpRequest{"GET", "/v1/config/export", ""}; }},
+     .request =
+         [](const Command&) {
+             return HttpRequest{"GET", "/v1/config/export", ""};
+         }},
 };
 
 }  // namespace
