@@ -235,6 +235,16 @@ void add_addr_arg(CLI::App* app, Raw& raw) {
         ->required();
 }
 
+void add_output_option(CLI::App& app, Raw& raw) {
+    app.add_option("-o,--output", raw.output, "write it to FILE (default: stdout)")
+        ->type_name("FILE");
+}
+
+Checked<void> take_output(const Raw& raw, Command& c) {
+    c.output = raw.output;
+    return {};
+}
+
 // The backend verbs that change something can be tried first.
 void add_dry_run_flag(CLI::App* app, Raw& raw) {
     app->add_flag("--dry-run", raw.dry_run,

@@ -108,16 +108,20 @@ Checked<std::chrono::milliseconds> check_time_bound(
     const std::string& option, const std::string& text, std::chrono::milliseconds min,
     std::chrono::milliseconds max, const std::string& range, const std::string& example);
 
-// The options of every verb: --socket, --json, --timeout, and the fleet's
-// (--fleet, --fleet-name, --fleet-prefix, --fleet-ca, --fleet-cert,
+// The options of every verb: --socket, --json, --timeout, --reason, and the
+// fleet's (--fleet, --fleet-name, --fleet-prefix, --fleet-ca, --fleet-cert,
 // --fleet-key, --config-file).
 void add_common(CLI::App* app, Raw& raw);
-// The write verbs' options with a fleet: --reason, --if-revision, and
+// The write verbs' options with a fleet: --if-revision, and
 // --allow-disruptive unless the verb has it already (vip set).
 void add_fleet_write_options(CLI::App* app, Raw& raw, bool allow_disruptive);
 void add_vip_arg(CLI::App* app, Raw& raw);
 void add_addr_arg(CLI::App* app, Raw& raw);
 // The backend verbs that change something can be tried first.
 void add_dry_run_flag(CLI::App* app, Raw& raw);
+// -o FILE of the verbs that write a configuration file (export, fleet
+// export), and its check.
+void add_output_option(CLI::App& app, Raw& raw);
+Checked<void> take_output(const Raw& raw, Command& c);
 
 }  // namespace xlb::xlbctl

@@ -105,22 +105,38 @@ std::expected<Reply, Failure> exchange(Transport& transport, const HttpRequest& 
 
 // A reload's reply is a report whether it was applied or not: print it
 // whole (the errors with their file:line:column) and exit 1 unless applied.
-int reload(const Command& c, Transport& transport, Io& io, const Style& style,
-           const Reporter& report) {
+// The reload report the agent answered with (applied or not) and the HTTP
+// status, or what to say instead: the agent unreachable (exit
+// `unreachable`), or its error or HTTP status when the reply is no report
+// (exit `refused`).
+struct ReloadReply {
+    json body;
+    int status = 0;
+};
+std::expected<ReloadReply, Failure> reload_report(const Command& c, Transport& transport,
+                                                  int unreachable, int refused) {
     auto response = transport.send(build_request(c));
     if (!response)
-        return report.fail(
-            Failure{kExitUnreachable, describe(response.error(), c.socket, c.timeout)});
+        return std::unexpected(
+            Failure{unreachable, describe(response.error(), c.socket, c.timeout)});
     json body = json::parse(response->body, nullptr, false);
     if (!body.is_object() || !body.contains("result")) {
         std::string message =
             body.is_object() && body.contains("error") && body["error"].is_string()
                 ? body["error"].get<std::string>()
                 : "HTTP status " + std::to_string(response->status);
-        return report.fail(Failure{kExitFailed, "xlbd: " + message, response->status});
+        return std::unexpected(Failure{refused, "xlbd: " + message, response->status});
     }
+    return ReloadReply{std::move(body), response->status};
+}
+
+int reload(const Command& c, Transport& transport, Io& io, const Style& style,
+           const Reporter& report) {
+    auto reply = reload_report(c, transport, kExitUnreachable, kExitFailed);
+    if (!reply) return report.fail(reply.error());
+    const json& body = reply->body;
     try {
-        const bool applied = response->status == 200 && body.value("result", "") == "applied";
+        const bool applied = reply->status == 200 && body.value("result", "") == "applied";
         std::ostream& to = applied || c.json ? *io.out : *io.err;
         to << (c.json ? render_json(body) : render_human(c, body, style));
         to.flush();
@@ -173,17 +189,9 @@ int export_state(const Command& c, Transport& transport, Io& io, const Reporter&
 int diff(const Command& c, Transport& transport, Io& io, const Style& style,
          const Reporter& report) {
     constexpr int kTrouble = 2;
-    auto response = transport.send(build_request(c));
-    if (!response)
-        return report.fail(Failure{kTrouble, describe(response.error(), c.socket, c.timeout)});
-    json body = json::parse(response->body, nullptr, false);
-    if (!body.is_object() || !body.contains("result")) {
-        std::string message =
-            body.is_object() && body.contains("error") && body["error"].is_string()
-                ? body["error"].get<std::string>()
-                : "HTTP status " + std::to_string(response->status);
-        return report.fail(Failure{kTrouble, "xlbd: " + message, response->status});
-    }
+    auto reply = reload_report(c, transport, kTrouble, kTrouble);
+    if (!reply) return report.fail(reply.error());
+    const json& body = reply->body;
     try {
         const std::string result = body.at("result").get<std::string>();
         if (result == "invalid" || result == "failed") {

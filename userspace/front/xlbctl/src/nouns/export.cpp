@@ -21,15 +21,8 @@ constexpr VerbSpec kExportVerbs[] = {
              "only (its VIPs are the fleet's: xlbctl fleet export).",
      .examples = "  xlbctl export -o /etc/xlb/xlbd.yaml.new\n"
                  "  xlbctl export | grep -c address:\n",
-     .options =
-         [](CLI::App& app, Raw& raw) {
-             app.add_option("-o,--output", raw.output, "write it to FILE (default: stdout)")
-                 ->type_name("FILE");
-         },
-     .check = [](const Raw& raw, Command& c) -> Checked<void> {
-         c.output = raw.output;
-         return {};
-     },
+     .options = add_output_option,
+     .check = take_output,
      .request =
          [](const Command&) {
              return HttpRequest{"GET", "/v1/config/export", ""};

@@ -78,15 +78,8 @@ constexpr VerbSpec kFleetVerbs[] = {
              "to fill in. xlbd accepts it standalone; fleet import reads it back.",
      .examples = "  xlbctl fleet export -o fleet.yaml\n"
                  "  xlbctl fleet export | grep -c address:\n",
-     .options =
-         [](CLI::App& app, Raw& raw) {
-             app.add_option("-o,--output", raw.output, "write it to FILE (default: stdout)")
-                 ->type_name("FILE");
-         },
-     .check = [](const Raw& raw, Command& c) -> Checked<void> {
-         c.output = raw.output;
-         return {};
-     },
+     .options = add_output_option,
+     .check = take_output,
      .request = no_request},
     {.verb = Verb::kFleetHistory,
      .name = "history",
