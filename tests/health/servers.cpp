@@ -264,13 +264,11 @@ TlsServer::TlsServer(const std::string& addr, const std::string& cert, const std
     // OpenSSL writes to the socket with write(): a client that went away
     // (a probe that refused the certificate) must not end the test process.
     ::signal(SIGPIPE, SIG_IGN);
-    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-    if (ctx && SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) == 1 &&
-        SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) == 1) {
-        ctx_ = ctx;
-    } else if (ctx) {
-        SSL_CTX_free(ctx);
-    }
+    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()),
+                                                          SSL_CTX_free);
+    if (ctx && SSL_CTX_use_certificate_chain_file(ctx.get(), cert.c_str()) == 1 &&
+        SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) == 1)
+        ctx_ = ctx.release();
     tcp_ = std::make_unique<TcpServer>(addr, [this](TcpServer::Connection& c) { serve(c); });
 }
 
@@ -289,8 +287,9 @@ void TlsServer::serve(TcpServer::Connection& c) {
     // tickets' ACK (Nagle).
     const int one = 1;
     ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    SSL* ssl = SSL_new(static_cast<SSL_CTX*>(ctx_));
-    SSL_set_fd(ssl, c.fd);
+    std::unique_ptr<SSL, decltype(&SSL_free)> owned(SSL_new(static_cast<SSL_CTX*>(ctx_)), SSL_free);
+    SSL* ssl = owned.get();
+    if (!ssl || SSL_set_fd(ssl, c.fd) != 1) return;
     if (SSL_accept(ssl) == 1) {
         ++handshakes_;
         const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
@@ -302,7 +301,6 @@ void TlsServer::serve(TcpServer::Connection& c) {
         if (handler_) handler_(conn);
         SSL_shutdown(ssl);
     }
-    SSL_free(ssl);
 }
 
 std::vector<std::string> TlsServer::requests() const {

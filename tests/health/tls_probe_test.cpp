@@ -5,6 +5,7 @@
 // another name. Each waits for its result, not for time.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -174,6 +175,36 @@ TEST_F(TlsProbe, HttpStatusIsCheckedInsideTls) {
     t.check.body_contains = "ready";
     const auto b = probe_once(t);
     EXPECT_EQ(b.failure, Failure::kBodyMismatch);
+}
+
+// Catches a TLS context kept across a configuration change by a slot whose
+// check did not change: the operator replaces the CA file and reloads, and
+// the probes must trust the new one.
+TEST_F(TlsProbe, AConfigurationChangeReadsAReplacedCaFileAgain) {
+    namespace fs = std::filesystem;
+    auto s = server("good");
+    const std::string ca_file = certs_->cert("rotated-ca");
+    // First a file with a certificate that is no CA of the server's.
+    fs::copy_file(certs_->cert("wrong-name"), ca_file, fs::copy_options::overwrite_existing);
+    auto t = target(s->port());
+    t.check.ca_file = ca_file;
+    t.check.interval = 100ms;
+    t.check.timeout = 90ms;
+    Collector c;
+    ProbeEngine engine(options(), std::ref(c));
+    engine.set_targets({t});
+    ASSERT_TRUE(engine.start().has_value());
+    auto results = c.wait_for(2, 5s);
+    ASSERT_GE(results.size(), 2u);
+    EXPECT_EQ(results[0].failure, Failure::kTls) << results[0].detail;
+    fs::copy_file(certs_->ca(), ca_file, fs::copy_options::overwrite_existing);
+    engine.set_targets({t});  // a reload: the same check
+    const std::size_t before = c.wait_for(0, 0ms).size();
+    results = c.wait_for(before + 3, 5s);
+    engine.stop();
+    ASSERT_GE(results.size(), before + 3);
+    EXPECT_EQ(results.back().failure, Failure::kNone) << results.back().detail;
+    fs::remove(ca_file);
 }
 
 TEST_F(TlsProbe, ReusesOneSessionForSeveralProbes) {

@@ -258,8 +258,9 @@ struct ProbeEngine::Impl {
     std::size_t in_flight = 0;
     std::size_t kept = 0;  // sockets kept between probes (http connections, tcp sockets)
     std::vector<char> scratch;
-    // TLS contexts by (verify, ca_file), made once per set of targets: a CA
-    // file replaced on disk is read again at the next configuration change.
+    // TLS contexts by (verify, ca_file), made once per set of targets (every
+    // slot's, set_tls): a CA file replaced on disk is read again at the next
+    // configuration change.
     std::map<std::pair<bool, std::string>, std::shared_ptr<const TlsContext>> tls_contexts;
 
     void wake() { io->wake(); }
@@ -322,20 +323,30 @@ struct ProbeEngine::Impl {
             speaks_http(check.type)
                 ? http_request(check, s.cold->target.destination(), s.cold->target.port)
                 : std::string();
+        set_tls(s);
+    }
+
+    // The slot's TLS context from this set of targets' contexts (made again
+    // at every configuration change, so a CA file replaced on disk is read
+    // again). A kept connection verified under another context is closed:
+    // its next probe verifies the backend against the CA file as it is now.
+    void set_tls(Slot& s) {
+        const config::HealthCheck& check = s.cold->target.check;
+        std::shared_ptr<const TlsContext> before = std::move(s.cold->tls_context);
         s.cold->tls_context.reset();
         s.cold->tls_error.clear();
         s.cold->tls_name.clear();
-        if (check.type == HealthCheckType::kHttps) {
-            s.cold->tls_name = detail::tls_server_name(check);
-            const auto key = std::make_pair(check.verify, check.ca_file);
-            if (auto it = tls_contexts.find(key); it != tls_contexts.end()) {
-                s.cold->tls_context = it->second;
-            } else if (auto made = TlsContext::make(check.verify, check.ca_file)) {
-                s.cold->tls_context = tls_contexts[key] = *made;
-            } else {
-                s.cold->tls_error = made.error().message();
-            }
+        if (check.type != HealthCheckType::kHttps) return;
+        s.cold->tls_name = detail::tls_server_name(check);
+        const auto key = std::make_pair(check.verify, check.ca_file);
+        if (auto it = tls_contexts.find(key); it != tls_contexts.end()) {
+            s.cold->tls_context = it->second;
+        } else if (auto made = TlsContext::make(check.verify, check.ca_file)) {
+            s.cold->tls_context = tls_contexts[key] = *made;
+        } else {
+            s.cold->tls_error = made.error().message();
         }
+        if (before && before != s.cold->tls_context && !busy(s)) close_connection(s);
     }
 
     bool busy(const Slot& s) const { return s.phase != Phase::kIdle; }
@@ -415,6 +426,7 @@ struct ProbeEngine::Impl {
             if (slot) {
                 claimed[*slot] = true;
                 slots[*slot].cold->target = first;  // e.g. new thresholds: the schedule stays
+                set_tls(slots[*slot]);
             } else {
                 // Probed before under another check: no longer than one new
                 // interval from now; new: within the first-probe spread.
