@@ -542,7 +542,7 @@ int xlb_lb(struct xdp_md *ctx)
 		bstats->bytes += frame_len;
 		/* A connection started (abi.h, struct xlb_backend_stats). */
 		if (!hit && !from_entry && !icmp_error &&
-		    (pkt.key.proto != IPPROTO_TCP || pkt.tcp_syn))
+		    (pkt.tcp_syn || (pkt.key.proto != IPPROTO_TCP && ct.present)))
 			bstats->new_flows += 1;
 	}
 	if (hint) {

@@ -692,10 +692,11 @@ struct xlb_backend_stats {
 	__u64 packets;
 	__u64 bytes;
 	/* Connections started towards the backend: TCP SYNs, and packets of
-	 * other protocols that found no entry (a ring choice). A TCP packet
-	 * without SYN that finds no entry (the handshake's ACK, a flow moved
-	 * from another host) is not counted: its connection was, or began
-	 * elsewhere. */
+	 * other protocols that found no entry in the table (a ring choice; a
+	 * VIP without a connection table has no flows to count but its TCP
+	 * SYNs). A TCP packet without SYN that finds no entry (the handshake's
+	 * ACK, a flow moved from another host) is not counted: its connection
+	 * was, or began elsewhere. */
 	__u64 new_flows;
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_backend_stats) == 24, "xlb_backend_stats layout");

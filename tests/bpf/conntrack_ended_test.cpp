@@ -122,6 +122,20 @@ TEST_F(ConntrackEndedTest, EachBackendCountsTheConnectionsStartedTowardsIt) {
     EXPECT_EQ(backend_stats(11).new_flows, 1u) << "the second packet found the entry";
     EXPECT_EQ(backend_stats(11).packets, 2u);
     EXPECT_EQ(backend_stats(10).new_flows, 2u);
+
+    // A stateless UDP VIP (no connection table) has no flows to count.
+    constexpr std::uint32_t kStatelessVipId = 5;
+    add_vip(kVipV4, 5353, kProtoUdp, kStatelessVipId, XLB_VIP_F_NO_CONNTRACK);
+    add_backend(12, kBackendV4[2]);
+    publish_ring(kStatelessVipId, std::vector<std::uint32_t>(64, 12));
+    const Flow dns{kClientV4, kVipV4, 42000, 5353, kProtoUdp};
+    const Bytes query = make_frame(dns);
+    const Bytes sent =
+        expected_encap(query, backend_addr_.at(12), flow_key(dns), XLB_VIP_F_NO_CONNTRACK);
+    expect_outcome(query, XDP_TX, XLB_OUT_TX, sent);
+    expect_outcome(query, XDP_TX, XLB_OUT_TX, sent);
+    EXPECT_EQ(backend_stats(12).packets, 2u);
+    EXPECT_EQ(backend_stats(12).new_flows, 0u) << "each packet is no new connection";
 }
 
 }  // namespace

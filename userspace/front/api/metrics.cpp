@@ -249,7 +249,7 @@ std::string render_metrics(const MetricsInput& in) {
                  "Connection-table entries of the backend: state=\"active\" saw a packet within "
                  "the last 10 s and no FIN or RST from the client; state=\"inactive\" the rest.");
         for (const control::VipStatus& v : in.vips) {
-            if (!v.vip_id) continue;
+            if (!v.vip_id || !v.spec.conntrack) continue;
             const std::string vip = v.spec.key();
             for (const control::BackendStatus& b : v.backends) {
                 if (!b.id) continue;

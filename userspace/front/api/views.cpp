@@ -251,7 +251,7 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
         }
         if (auto it = counters.new_flows_per_s.find(*b.id); it != counters.new_flows_per_s.end())
             new_flows_per_s = it->second;
-        if (counters.connections && vip.vip_id) {
+        if (counters.connections && vip.vip_id && vip.spec.conntrack) {
             active = 0;
             inactive = 0;
             auto it = counters.connections->find({*vip.vip_id, *b.id});
