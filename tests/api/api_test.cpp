@@ -2629,6 +2629,7 @@ TEST_F(ConntrackApiTest, FlushNeedsASelector) {
 }
 
 TEST_F(ConntrackApiTest, FlushDryRunThenForReal) {
+    AuditLog log;
     Reply r = post("/v1/conntrack/flush", R"({"stale": true, "dry_run": true})");
     ASSERT_EQ(r.status, 200) << r.text;
     EXPECT_EQ(r.body["matched"], 1);
@@ -2637,6 +2638,7 @@ TEST_F(ConntrackApiTest, FlushDryRunThenForReal) {
     EXPECT_TRUE(r.body["scan_ms"].is_number());
     EXPECT_EQ(r.body.size(), 4u) << r.text;
     EXPECT_EQ(conntrack->size(), 4u);
+    EXPECT_TRUE(log.entries().empty()) << "a dry run changes nothing: not audited";
 
     r = post("/v1/conntrack/flush", R"({"backend": "203.0.113.11"})");
     ASSERT_EQ(r.status, 200) << r.text;
@@ -2644,6 +2646,11 @@ TEST_F(ConntrackApiTest, FlushDryRunThenForReal) {
     EXPECT_EQ(r.body["deleted"], 3);
     EXPECT_EQ(r.body["dry_run"], false);
     EXPECT_EQ(conntrack->size(), 1u);
+    const std::vector<std::string> lines = log.entries();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_HAS(lines[0], "audit: POST /v1/conntrack/flush by uid ");
+    EXPECT_HAS(lines[0], ": flushed 3 of 3 matching connection-table entries; result: ok");
+    EXPECT_HAS(lines[0], " backend=203.0.113.11 ");
 
     r = post("/v1/conntrack/flush", R"({"vip": "198.51.100.10:80", "stale": true})");
     ASSERT_EQ(r.status, 200) << r.text;

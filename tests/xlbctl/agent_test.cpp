@@ -955,7 +955,7 @@ TEST_F(XlbctlAgent, ExportDiffAndAStartFromTheExport) {
     for (int i = 0; i < 2; ++i) {
         const std::string same = ok({"diff", file});
         EXPECT_EQ(same,
-                  "no difference: " + file + " gives the desired state that runs (2 VIP(s))\n");
+                  "no difference: a reload with " + file + " would change nothing (2 VIP(s))\n");
         const std::string own = ok({"diff", lab->config()});
         EXPECT_HAS(own, "no difference");
     }

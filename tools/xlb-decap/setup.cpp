@@ -45,8 +45,10 @@ Result<void> write_sysctl(const std::string& interface, const std::string& leaf,
     bpf::UniqueFd fd(::open(conf_path(interface, leaf).c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd) return fail_on(errno, "write sysctl", key);
     const std::string text = std::to_string(value) + "\n";
-    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return fail_on(errno, "write sysctl", key);
+    const ssize_t n = ::write(fd.get(), text.data(), text.size());
+    if (n < 0) return fail_on(errno, "write sysctl", key);
+    if (n != static_cast<ssize_t>(text.size()))
+        return fail_on(EIO, "write sysctl", key, "the kernel took part of the value");
     return {};
 }
 

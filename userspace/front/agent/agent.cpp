@@ -78,12 +78,6 @@ bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
 
 void notify(const std::string& text) { sd_notify(0, text.c_str()); }
 
-std::string vip_list(const std::vector<std::string>& keys) {
-    std::string out;
-    for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
-    return out.empty() ? "none" : out;
-}
-
 std::string disruptive_refusal(std::size_t count) {
     return std::to_string(count) +
            " change(s) would move established flows (VIPs without conntrack, and flows "
@@ -658,7 +652,7 @@ Result<void> Agent::open_fleet() {
         health::Clock::now().time_since_epoch());
     fleet_health_.emplace(host, wall_offset);
     spdlog::info("fleet {}: this host is {}, its keys under {} on {}", f.name, host,
-                 fleet_layout_->prefix, vip_list(f.endpoints));
+                 fleet_layout_->prefix, api::names_or_none(f.endpoints));
     return {};
 }
 
@@ -872,7 +866,8 @@ api::Services Agent::services() {
     if (fleet_) {
         services.fleet.refusal =
             "this host takes its VIPs, backends and drain from fleet " +
-            config_.settings.fleet.name + " (" + vip_list(config_.settings.fleet.endpoints) +
+            config_.settings.fleet.name + " (" +
+            api::names_or_none(config_.settings.fleet.endpoints) +
             "): change them there, with xlbctl --fleet, so that every host of the fleet applies "
             "the same change";
         services.fleet.status = [this] { return fleet_info(); };
@@ -1072,11 +1067,13 @@ api::ReloadReport Agent::reload(const std::string& source, bool allow_disruptive
     if (report.outcome == Outcome::kApplied) {
         for (const auto& d : report.disruptive)
             spdlog::warn("reload: disruptive change applied: {}", d);
-        spdlog::info(
+        // At debug: the reload's audit entry says the same at notice.
+        spdlog::debug(
             "reload applied: added {}; removed {}; changed {}; {} VIP(s) untouched; settings "
             "changed: {}",
-            vip_list(report.added), vip_list(report.removed), vip_list(report.changed),
-            report.untouched, vip_list(report.settings_changed));
+            api::names_or_none(report.added), api::names_or_none(report.removed),
+            api::names_or_none(report.changed), report.untouched,
+            api::names_or_none(report.settings_changed));
     } else {
         for (const auto& e : report.errors) spdlog::error("{}", e);
         for (const auto& d : report.disruptive) spdlog::error("reload: disruptive change: {}", d);
@@ -1623,8 +1620,8 @@ void Agent::apply_fleet(const FleetSnapshot& snap) {
         spdlog::info(
             "fleet: revision {} applied: added {}; removed {}; changed {}; settings "
             "changed: {}",
-            revision, vip_list(report.added), vip_list(report.removed), vip_list(report.changed),
-            vip_list(report.settings_changed));
+            revision, api::names_or_none(report.added), api::names_or_none(report.removed),
+            api::names_or_none(report.changed), api::names_or_none(report.settings_changed));
     }
     {
         std::lock_guard fl(fleet_mu_);

@@ -9,13 +9,14 @@
 #include "xlb/config/vip_merge.h"
 
 namespace xlb::api {
-namespace {
 
-std::string key_list(const std::vector<std::string>& keys) {
+std::string names_or_none(const std::vector<std::string>& names) {
     std::string out;
-    for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
     return out.empty() ? "none" : out;
 }
+
+namespace {
 
 int hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -130,16 +131,16 @@ std::string vip_changes(const std::vector<config::VipSpec>& before,
             changed.push_back(what.empty() ? w.key : w.key + " (" + what + ")");
         }
     }
-    return "added " + key_list(added) + "; removed " + key_list(removed) + "; changed " +
-           key_list(changed);
+    return "added " + names_or_none(added) + "; removed " + names_or_none(removed) + "; changed " +
+           names_or_none(changed);
 }
 
 std::string reload_changes(const ReloadReport& r) {
-    std::string out = "added " + key_list(r.added) + "; removed " + key_list(r.removed) +
-                      "; changed " + key_list(r.changed) +
-                      "; settings changed: " + key_list(r.settings_changed);
+    std::string out = "added " + names_or_none(r.added) + "; removed " + names_or_none(r.removed) +
+                      "; changed " + names_or_none(r.changed) +
+                      "; settings changed: " + names_or_none(r.settings_changed);
     if (!r.restart_required.empty())
-        out += "; at the next restart: " + key_list(r.restart_required);
+        out += "; at the next restart: " + names_or_none(r.restart_required);
     return out;
 }
 

@@ -7,6 +7,8 @@
 #include <charconv>
 
 #include "handlers.h"
+#include "listener.h"
+#include "xlb/api/audit.h"
 #include "xlb/config/config.h"
 
 namespace xlb::api::detail {
@@ -147,11 +149,30 @@ void conntrack_flush(Api& api, const httplib::Request& req, httplib::Response& r
                        "(the whole table is never flushed at once)"});
     auto context = conntrack_context(api, filter.vip);
     if (!context) return reject(req, res, context.error());
+    auto reason = request_reason(req);
+    if (!reason) return reject(req, res, reason.error());
     auto report = conntrack::flush(*api.s.conntrack, *context, filter, dry_run);
+    if (dry_run) {
+        if (!report) return reject(req, res, {500, report.error().message()});
+        return send_json(res, 200, conntrack_flush_json(*report));
+    }
+    // A flush changes which backend established flows reach: audited.
+    AuditEntry entry;
+    entry.request = describe(req);
+    entry.caller = request_caller();
+    entry.reason = *reason;
+    entry.vip = filter.vip.value_or("");
+    entry.backend = filter.backend ? filter.backend->to_string() : "";
+    if (report) {
+        entry.changes = "flushed " + std::to_string(report->deleted) + " of " +
+                        std::to_string(report->matched) + " matching connection-table entries";
+        entry.ok = true;
+        entry.result = "ok";
+    } else {
+        entry.result = "error: 500 " + report.error().message();
+    }
+    audit(entry);
     if (!report) return reject(req, res, {500, report.error().message()});
-    if (!dry_run)
-        spdlog::info("api: connection table flushed: {} entries deleted of {} matched ({})",
-                     report->deleted, report->matched, describe(req));
     send_json(res, 200, conntrack_flush_json(*report));
 }
 

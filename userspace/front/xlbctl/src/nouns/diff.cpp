@@ -33,7 +33,7 @@ std::string render_diff(const Command& c, const json& r, const Style& style) {
     const bool settings = !r.at("settings_changed").empty() || !r.at("restart_required").empty();
     if (r.at("added").empty() && r.at("removed").empty() && r.at("changed").empty() && !settings &&
         r.at("disruptive").empty())
-        return fmt::format("no difference: {} gives the desired state that runs ({} VIP(s))\n",
+        return fmt::format("no difference: a reload with {} would change nothing ({} VIP(s))\n",
                            c.file, u64(r, "untouched"));
     std::string out = fmt::format(
         "{} against what runs: added {}; removed {}; changed {}; {} "
@@ -68,7 +68,7 @@ constexpr VerbSpec kDiffVerbs[] = {
              "Exit 0: no difference; 1: differences; 2: an error (FILE unreadable or\n"
              "invalid, with file:line:column, or the agent unreachable), as diff(1).",
      .examples = "  xlbctl diff /etc/xlb/xlbd.yaml.new\n"
-                 "  xlbctl export -o saved.yaml; ...; xlbctl diff saved.yaml\n"
+                 "  xlbctl export -o /etc/xlb/xlbd.yaml.new; xlbctl diff /etc/xlb/xlbd.yaml.new\n"
                  "  xlbctl diff new.yaml --json\n",
      .options =
          [](CLI::App& app, Raw& raw) {

@@ -59,6 +59,9 @@ log::Fields audit_fields(const AuditEntry& entry);
 // Logs the entry at notice.
 void audit(const AuditEntry& entry);
 
+// "a, b, c", or "none": how the reload report and the audit list keys.
+std::string names_or_none(const std::vector<std::string>& names);
+
 // What changed from `before` to `after`, VIP by VIP, as the reload report
 // says it ("added A; removed none; changed B"), each changed VIP with its
 // field differences ("B (backend 203.0.113.11 weight 100 -> 50)").
