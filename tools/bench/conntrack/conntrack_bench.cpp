@@ -438,6 +438,12 @@ int run(int argc, char** argv) {
         {"list", "list --client /12 --limit 100", {}, 0, 0, 0},
         {"flush_dry_run", "flush --backend --dry-run", {}, 0, 0, 0},
         {"sweep", "sweep: expire ~10%, count the rest (the sweeper)", {}, 0, 0, 0},
+        {"connections",
+         "connections per backend (backend list, top, /metrics; once a second)",
+         {},
+         0,
+         0,
+         0},
     };
     auto record = [](Case& c, const Sample& s) {
         c.ms.push_back(s.ms);
@@ -503,6 +509,20 @@ int run(int argc, char** argv) {
             throw Failure(fmt::format("a dry run deleted {} entries", flushed.deleted));
         cases[5].scanned = held;
         cases[5].matched = flushed.matched;
+
+        ct::ConnectionsReport per_backend;
+        record(cases[7], timed([&] {
+                   per_backend = must(ct::connections(table, ct::kActiveWithin), "connections");
+               }));
+        std::uint64_t counted = 0;
+        for (const auto& [ids, c] : per_backend.backends) counted += c.active + c.inactive;
+        if (counted != held - stale)
+            throw Failure(
+                fmt::format("round {}: connections counted {} entries, expected the {} "
+                            "valid ones",
+                            round, counted, held - stale));
+        cases[7].scanned = held;
+        cases[7].matched = counted;
 
         ct::SweepReport swept;
         record(cases[6], timed([&] {
