@@ -226,6 +226,28 @@ TEST_F(TlsProbe, ReusesOneSessionForSeveralProbes) {
     EXPECT_GE(stats.reused, 3u);
 }
 
+// A reload that leaves the CA file as it was keeps the kept connection (no
+// handshake per backend at every configuration change).
+TEST_F(TlsProbe, AConfigurationChangeKeepsTheSessionWhileTheCaFileStays) {
+    auto s = server("good");
+    auto t = target(s->port());
+    t.check.interval = 100ms;
+    t.check.timeout = 90ms;
+    Collector c;
+    ProbeEngine engine(options(), std::ref(c));
+    engine.set_targets({t});
+    ASSERT_TRUE(engine.start().has_value());
+    ASSERT_GE(c.wait_for(2, 5s).size(), 2u);
+    engine.set_targets({t});
+    const std::size_t before = c.wait_for(0, 0ms).size();
+    const auto results = c.wait_for(before + 2, 5s);
+    engine.stop();
+    ASSERT_GE(results.size(), before + 2);
+    for (const ProbeResult& r : results) EXPECT_EQ(r.failure, Failure::kNone) << r.detail;
+    EXPECT_EQ(s->accepted(), 1);
+    EXPECT_EQ(s->handshakes(), 1);
+}
+
 TEST_F(TlsProbe, WithoutReuseEachProbeHandshakesAgain) {
     auto s = server("good", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK");
     auto t = target(s->port());

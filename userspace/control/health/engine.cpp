@@ -328,8 +328,9 @@ struct ProbeEngine::Impl {
 
     // The slot's TLS context from this set of targets' contexts (made again
     // at every configuration change, so a CA file replaced on disk is read
-    // again). A kept connection verified under another context is closed:
-    // its next probe verifies the backend against the CA file as it is now.
+    // again). A kept connection verified under a context that trusted
+    // something else (the CA file changed on disk) is closed: its next probe
+    // verifies the backend against the CA file as it is now.
     void set_tls(Slot& s) {
         const config::HealthCheck& check = s.cold->target.check;
         std::shared_ptr<const TlsContext> before = std::move(s.cold->tls_context);
@@ -346,7 +347,8 @@ struct ProbeEngine::Impl {
         } else {
             s.cold->tls_error = made.error().message();
         }
-        if (before && before != s.cold->tls_context && !busy(s)) close_connection(s);
+        const auto& now = s.cold->tls_context;
+        if (before && (!now || !before->same_trust(*now)) && !busy(s)) close_connection(s);
     }
 
     bool busy(const Slot& s) const { return s.phase != Phase::kIdle; }

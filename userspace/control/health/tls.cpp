@@ -7,6 +7,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -54,7 +55,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::make(bool verify,
     ERR_clear_error();
     SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) return fail("create a TLS context: " + take_reason("out of memory"));
-    std::shared_ptr<const TlsContext> out(new TlsContext(ctx, verify));
+    std::shared_ptr<TlsContext> out(new TlsContext(ctx, verify));
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     // Many servers close without close_notify; for a probe that is an end of
     // the connection like any other (the HTTP framing says whether the
@@ -65,12 +66,21 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::make(bool verify,
         return out;
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    std::string& trust = out->trust_;
     if (ca_file.empty()) {
         if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
             return fail("load the system's CA certificates: " + take_reason("unknown error"));
         }
+        trust = "system";
     } else if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
         return fail("load the CA file " + ca_file + ": " + take_reason("no certificate in it"));
+    } else {
+        struct stat st {};
+        if (::stat(ca_file.c_str(), &st) != 0)
+            return fail_on(errno, "read the identity of", "the CA file " + ca_file);
+        trust = ca_file + " " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + " " +
+                std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+                std::to_string(st.st_mtim.tv_nsec);
     }
     return out;
 }

@@ -43,11 +43,19 @@ public:
 
     ssl_ctx_st* get() const { return ctx_; }
     bool verify() const { return verify_; }
+    // Whether `other` trusts what this one does: the same verify setting and
+    // the same CA file as it was on disk (device, inode, size, mtime) when
+    // each was made. A connection verified under one stays good under the
+    // other.
+    bool same_trust(const TlsContext& other) const {
+        return verify_ == other.verify_ && trust_ == other.trust_;
+    }
 
 private:
     TlsContext(ssl_ctx_st* ctx, bool verify) : ctx_(ctx), verify_(verify) {}
     ssl_ctx_st* ctx_;
     bool verify_;
+    std::string trust_;  // "" without verification; "system"; or the CA file's identity
 };
 
 // One client session on a connected non-blocking socket; the socket stays
