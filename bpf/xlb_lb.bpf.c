@@ -334,11 +334,11 @@ static __always_inline int xlb_match_icmp_error(const struct xlb_cursor *cur,
 static __always_inline void xlb_count_vip_drop(__u32 vip_id, __u32 outcome)
 {
 	struct xlb_vip_drops *drops;
-	__u32 reason = outcome - XLB_VIP_DROP_FIRST;
+	__u32 reason = xlb_vip_drop_slot(outcome);
 
 	if (vip_id == XLB_CAPTURE_NO_VIP || reason >= XLB_VIP_DROP_REASONS)
 		return;
-	drops = bpf_map_lookup_elem(&xlb_vip_drops, &vip_id);
+	drops = bpf_map_lookup_elem(&xlb_vip_drops2, &vip_id);
 	if (drops)
 		drops->by_reason[reason] += 1;
 }

@@ -100,6 +100,8 @@ volatile __u32 xlb_ct_clock;
 /* The clock when the agent last deleted connection-table entries: cached
  * copies checked before then are not used (abi.h, XLB_MAP_FLOW_CACHE). */
 volatile __u32 xlb_ct_erased;
+/* XLB_SYN_FLOOD_* (abi.h): written by the agent's SYN flood detector. */
+volatile __u32 xlb_syn_flood;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -137,7 +139,24 @@ struct {
 	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
 	__type(key, __u32);
 	__type(value, struct xlb_vip_drops);
-} xlb_vip_drops SEC(".maps");
+} xlb_vip_drops2 SEC(".maps");
+
+/* Per VIP: SYN cookies (abi.h, struct xlb_vip_cookie_stats). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct xlb_vip_cookie_stats);
+} xlb_vip_cookies SEC(".maps");
+
+/* Per-VIP source lists (abi.h, struct xlb_src_range_key). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, XLB_SOURCE_RANGES_DEFAULT);
+	__type(key, struct xlb_src_range_key);
+	__type(value, __u8);
+} xlb_src_ranges SEC(".maps");
 
 /* Capture's records (abi.h, struct xlb_capture_record; lib/capture.h). */
 struct {

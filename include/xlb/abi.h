@@ -21,6 +21,11 @@
 #else
 #define XLB_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
+#if defined(__bpf__) && !defined(__cplusplus)
+#define XLB_ABI_INLINE static __always_inline
+#else
+#define XLB_ABI_INLINE static inline
+#endif
 
 /* Address families as stored in maps (not AF_*: these are part of the ABI). */
 #define XLB_FAMILY_V4 4
@@ -65,7 +70,11 @@
 #define XLB_MAP_BACKEND_STATS "xlb_backend_stats2" /* struct xlb_backend_stats */
 #define XLB_MAP_BACKEND_STATS_V1 "xlb_backend_stats" /* packets and bytes only */
 #define XLB_MAP_VIP_HINTS "xlb_vip_hints" /* per VIP: packets sent with a second-chance hint */
-#define XLB_MAP_VIP_DROPS "xlb_vip_drops" /* per VIP: drops by reason, struct xlb_vip_drops */
+#define XLB_MAP_VIP_DROPS "xlb_vip_drops2" /* per VIP: drops by reason, struct xlb_vip_drops */
+#define XLB_MAP_VIP_DROPS_V1 "xlb_vip_drops" /* six reasons, before source ranges and cookies */
+#define XLB_MAP_VIP_COOKIES "xlb_vip_cookies" /* per VIP: struct xlb_vip_cookie_stats */
+#define XLB_MAP_SOURCE_RANGES "xlb_src_ranges" /* per-VIP source lists: struct xlb_src_range_key \
+						*/
 /* Per loaded program, never pinned: capture records (struct xlb_capture_record). */
 #define XLB_MAP_CAPTURE_RING "xlb_capture_ring"
 /* Per loaded program, never pinned (a new program starts with it empty). */
@@ -148,6 +157,15 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_vip_candidates) == 128, "two cache lines a b
 /* Per-VIP flags. */
 #define XLB_VIP_F_NO_CONNTRACK (1U << 0) /* skip the connection table (e.g. UDP) */
 #define XLB_VIP_F_HASH_SRC_ONLY (1U << 1) /* hash the source address only */
+/* SYN cookies (docs/syn-cookies.md): answer the VIP's SYNs with a cookie
+ * while the host is under a SYN flood (the program's `xlb_syn_flood`), or
+ * always. At most one of the two; only on TCP VIPs with a connection table,
+ * with XLB_CFG_F_GUE, whose backends all accept cookie ACKs. */
+#define XLB_VIP_F_COOKIES_AUTO (1U << 2)
+#define XLB_VIP_F_COOKIES_ALWAYS (1U << 3)
+/* The VIP has source lists in XLB_MAP_SOURCE_RANGES: each packet's source is
+ * looked up there (a VIP without the flag costs nothing). */
+#define XLB_VIP_F_SOURCE_RANGES (1U << 4)
 
 struct xlb_vip_value {
 	__u32 vip_id; /* index into the rings map and the per-VIP stats */
@@ -569,6 +587,32 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_gue_hint) == 20, "xlb_gue_hint layout");
 #define XLB_GUE_HINT_PASSED 2
 #define XLB_GUE_HINT_LEN(family) ((family) == XLB_FAMILY_V4 ? 8 : 20)
 
+/*
+ * SYN cookies (docs/syn-cookies.md): the handshake's ACK, when the LB answered
+ * the SYN with a cookie, reaches the backend with this in the GUE header's
+ * private data (Hlen 4, never with a second-chance hint: the connection is
+ * new). The backend's xlb_decap hands it on as XDP metadata to its tc program,
+ * which builds the request socket the backend's kernel never made
+ * (bpf_sk_assign_tcp_reqsk). The ISNs are the ACK's own (seq - 1, ack - 1).
+ */
+struct xlb_gue_cookie {
+	__u8 magic; /* XLB_GUE_COOKIE_MAGIC */
+	__u8 flags; /* XLB_GUE_COOKIE_F_* negotiated */
+	__u8 snd_wscale; /* the client's window scale (with _F_WSCALE) */
+	__u8 rcv_wscale; /* the one announced for the backend: XLB_COOKIE_RCV_WSCALE */
+	__be16 mss; /* from the cookie: the kernel's MSS table */
+	__u16 pad;
+	__be32 tsval; /* the ACK's timestamps (with _F_TSTAMP), else 0 */
+	__be32 tsecr;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_gue_cookie) == 16, "xlb_gue_cookie layout");
+#define XLB_GUE_COOKIE_MAGIC 0x63 /* 'c' */
+#define XLB_GUE_COOKIE_F_WSCALE (1U << 0)
+#define XLB_GUE_COOKIE_F_SACK (1U << 1)
+#define XLB_GUE_COOKIE_F_TSTAMP (1U << 2)
+#define XLB_GUE_COOKIE_F_ECN (1U << 3)
+#define XLB_GUE_COOKIE_LEN 16
+
 struct xlb_config {
 	__u32 magic; /* XLB_CONFIG_MAGIC; anything else: the program passes all */
 	__u32 version; /* XLB_CONFIG_VERSION */
@@ -617,7 +661,10 @@ enum xlb_outcome {
 	XLB_OUT_DROP_IPV4_CSUM = 18, /* IPv4 header checksum wrong (to a VIP's address) */
 	XLB_OUT_DROP_ICMP_QUOTE =
 		19, /* "too big" error to a VIP quoting no IP packet of its family */
-	XLB_OUT__MAX = 20,
+	XLB_OUT_DROP_SOURCE_DENIED = 20, /* the VIP's source lists refuse the client */
+	XLB_OUT_TX_SYN_COOKIE = 21, /* a SYN answered with a SYN cookie (SYN-ACK sent back) */
+	XLB_OUT_DROP_COOKIE_INVALID = 22, /* while answering: ACK without entry, cookie wrong */
+	XLB_OUT__MAX = 23,
 };
 
 struct xlb_vip_stats {
@@ -630,14 +677,89 @@ struct xlb_vip_stats {
 XLB_STATIC_ASSERT(sizeof(struct xlb_vip_stats) == 40, "xlb_vip_stats layout");
 
 /* Per VIP: packets dropped, by the drop outcomes a packet can meet once its
- * VIP is known (XLB_OUT_DROP_NO_TABLE .. XLB_OUT_DROP_HEADROOM; their sum is
- * xlb_vip_stats.drops). A "too big" answered with ICMP counts as too big. */
-#define XLB_VIP_DROP_FIRST XLB_OUT_DROP_NO_TABLE
-#define XLB_VIP_DROP_REASONS (XLB_OUT_DROP_HEADROOM - XLB_OUT_DROP_NO_TABLE + 1)
+ * VIP is known (their sum is xlb_vip_stats.drops). A "too big" answered with
+ * ICMP counts as too big. Slot xlb_vip_drop_slot(outcome) of by_reason. */
+#define XLB_VIP_DROP_REASONS 8
 struct xlb_vip_drops {
-	__u64 by_reason[XLB_VIP_DROP_REASONS]; /* [outcome - XLB_VIP_DROP_FIRST] */
+	__u64 by_reason[XLB_VIP_DROP_REASONS];
 };
-XLB_STATIC_ASSERT(sizeof(struct xlb_vip_drops) == 48, "xlb_vip_drops layout");
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_drops) == 64, "xlb_vip_drops layout");
+
+/* The slot of a per-VIP drop outcome, XLB_VIP_DROP_REASONS for any other. */
+XLB_ABI_INLINE __u32 xlb_vip_drop_slot(__u32 outcome)
+{
+	if (outcome >= XLB_OUT_DROP_NO_TABLE && outcome <= XLB_OUT_DROP_HEADROOM)
+		return outcome - XLB_OUT_DROP_NO_TABLE;
+	if (outcome == XLB_OUT_DROP_SOURCE_DENIED)
+		return 6;
+	if (outcome == XLB_OUT_DROP_COOKIE_INVALID)
+		return 7;
+	return XLB_VIP_DROP_REASONS;
+}
+
+/* The outcome a slot counts (the inverse of xlb_vip_drop_slot). */
+XLB_ABI_INLINE __u32 xlb_vip_drop_outcome(__u32 slot)
+{
+	if (slot < 6)
+		return XLB_OUT_DROP_NO_TABLE + slot;
+	return slot == 6 ? XLB_OUT_DROP_SOURCE_DENIED : XLB_OUT_DROP_COOKIE_INVALID;
+}
+
+/*
+ * SYN cookies (docs/syn-cookies.md). The agent sets the program's global
+ * `xlb_syn_flood` from the SYN rate it reads in XLB_MAP_VIP_COOKIES:
+ *  - XLB_SYN_FLOOD_CALM: VIPs with XLB_VIP_F_COOKIES_AUTO forward their SYNs
+ *    to backends as other VIPs do;
+ *  - XLB_SYN_FLOOD_ANSWERING: the host is under a SYN flood; they answer
+ *    SYNs with cookies and drop ACKs that find no entry and carry no valid
+ *    cookie (as XLB_VIP_F_COOKIES_ALWAYS VIPs always do);
+ *  - XLB_SYN_FLOOD_RECENT: the flood ended less than
+ *    XLB_SYN_FLOOD_RECENT_MS ago, while cookies sent may still come back:
+ *    SYNs go to backends again, an ACK without entry with a valid cookie is
+ *    balanced as a cookie ACK, any other is forwarded as in calm.
+ * An ACK with a valid cookie is balanced as a new flow and carries what the
+ * backend needs to build the connection (struct xlb_gue_cookie).
+ */
+#define XLB_SYN_FLOOD_CALM 0
+#define XLB_SYN_FLOOD_ANSWERING 1
+#define XLB_SYN_FLOOD_RECENT 2
+/* The kernel accepts a cookie for up to two of its 64-second periods. */
+#define XLB_SYN_FLOOD_RECENT_MS 130000
+/* The window scale the LB announces on the backend's behalf (the backend's
+ * kernel keeps it: struct xlb_gue_cookie.rcv_wscale), and the SYN-ACK's
+ * window and hop limit. */
+#define XLB_COOKIE_RCV_WSCALE 7
+#define XLB_COOKIE_SYNACK_WINDOW 65535
+#define XLB_COOKIE_TTL 64
+
+/* Per VIP, per CPU (XLB_MAP_VIP_COOKIES), for VIPs with a cookie flag. */
+struct xlb_vip_cookie_stats {
+	__u64 syns; /* SYNs to the VIP, answered or not: the flood detector's input */
+	__u64 cookies_sent; /* SYN-ACKs sent with a cookie */
+	__u64 acks_valid; /* ACKs without entry whose cookie checked out */
+	__u64 acks_invalid; /* ACKs dropped: no entry, no valid cookie, while answering */
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_cookie_stats) == 32, "xlb_vip_cookie_stats layout");
+
+/*
+ * Per-VIP source lists (XLB_MAP_SOURCE_RANGES, an LPM trie; only VIPs with
+ * XLB_VIP_F_SOURCE_RANGES look it up). Key: the VIP id, then the source as an
+ * IPv6 address (IPv4 as ::ffff:a.b.c.d), prefixlen counting the 32 bits of
+ * the id. The agent writes each deny prefix as XLB_SOURCE_DENY and each allow
+ * prefix that no deny prefix covers as XLB_SOURCE_ALLOW, plus, when the VIP
+ * has an allow list, its family's whole space as XLB_SOURCE_DENY: the longest
+ * match is then the verdict (allowed: in the allow list, or there is none;
+ * and in no deny prefix). No match: allowed.
+ */
+struct xlb_src_range_key {
+	__u32 prefixlen; /* 32 + prefix bits of addr */
+	__be32 vip_id; /* big-endian: the trie matches bytes from the first */
+	__be32 addr[4];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_src_range_key) == 24, "xlb_src_range_key layout");
+#define XLB_SOURCE_ALLOW 1
+#define XLB_SOURCE_DENY 2
+#define XLB_SOURCE_RANGES_DEFAULT 16384
 
 /*
  * Packet capture (xlbctl capture, docs/capture.md). While the program's
@@ -722,7 +844,12 @@ enum xlb_decap_outcome {
 	XLB_DECAP_OUT_PASSED_ON = 5,
 	/* the same, but no next hop is set to send it on: decapsulated */
 	XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP = 6,
-	XLB_DECAP_OUT__MAX = 7,
+	/* a cookie ACK (struct xlb_gue_cookie), decapsulated with the cookie
+	 * data as metadata for the tc program that accepts it */
+	XLB_DECAP_OUT_DECAPSULATED_COOKIE = 7,
+	/* a cookie ACK and no tc program to accept it: dropped */
+	XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR = 8,
+	XLB_DECAP_OUT__MAX = 9,
 };
 #define XLB_MAP_DECAP_STATS "xlb_decap_stats"
 /* Packets passed on, per hinted backend address (an LRU per-CPU hash of

@@ -1277,8 +1277,8 @@ TEST_F(ApiTest, MetricsExposition) {
         dp.vip_counters[vip_id] = {1010, 90000, 40, 960, 10};
         dp.hint_counters[vip_id] = 17;
         xlb_vip_drops drops{};
-        drops.by_reason[XLB_OUT_DROP_NO_BACKEND - XLB_VIP_DROP_FIRST] = 7;
-        drops.by_reason[XLB_OUT_DROP_TOO_BIG - XLB_VIP_DROP_FIRST] = 3;
+        drops.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_NO_BACKEND)] = 7;
+        drops.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_TOO_BIG)] = 3;
         dp.drop_counters[vip_id] = drops;
         dp.backend_counters[backend_id] = {333, 44444, 21};
     }
@@ -1363,7 +1363,8 @@ TEST_F(ApiTest, MetricsExposition) {
     };
     EXPECT_EQ(drops("drop_no_backend"), "7");
     EXPECT_EQ(drops("drop_too_big"), "3");
-    for (const char* zero : {"drop_no_table", "drop_family", "drop_bad_backend", "drop_headroom"})
+    for (const char* zero : {"drop_no_table", "drop_family", "drop_bad_backend", "drop_headroom",
+                             "source_denied", "cookie_invalid"})
         EXPECT_EQ(drops(zero), "0") << "every reason has its series: " << zero;
     EXPECT_EQ(values["xlb_vip_drops_total" + v], "") << "no series without a reason";
     EXPECT_EQ(types["xlb_applies_total"], "counter");

@@ -148,8 +148,7 @@ TEST_F(CaptureTest, FiltersSelectByOutcomeVipBackendAndSource) {
     std::uint64_t no_table = 0, others = 0;
     for (const xlb_vip_drops& cpu : *drops)
         for (std::uint32_t r = 0; r < XLB_VIP_DROP_REASONS; ++r)
-            (r == XLB_OUT_DROP_NO_TABLE - XLB_VIP_DROP_FIRST ? no_table : others) +=
-                cpu.by_reason[r];
+            (r == xlb_vip_drop_slot(XLB_OUT_DROP_NO_TABLE) ? no_table : others) += cpu.by_reason[r];
     EXPECT_EQ(no_table, 1u) << "the VIP's drop counted under its reason";
     EXPECT_EQ(others, 0u);
 

@@ -192,6 +192,9 @@ constexpr OutcomeName kOutcomes[] = {
     {XLB_OUT_DROP_HEADROOM, "DROP_HEADROOM", "no headroom for the outer header"},
     {XLB_OUT_DROP_IPV4_CSUM, "DROP_IPV4_CSUM", "IPv4 header checksum wrong"},
     {XLB_OUT_DROP_ICMP_QUOTE, "DROP_ICMP_QUOTE", "\"too big\" error quoting no IP packet"},
+    {XLB_OUT_DROP_SOURCE_DENIED, "DROP_SOURCE_DENIED", "source refused by the VIP's lists"},
+    {XLB_OUT_TX_SYN_COOKIE, "TX_SYN_COOKIE", "SYN answered with a SYN cookie"},
+    {XLB_OUT_DROP_COOKIE_INVALID, "DROP_COOKIE_INVALID", "ACK without entry, cookie wrong"},
 };
 static_assert(std::size(kOutcomes) == XLB_OUT__MAX,
               "a new xlb_outcome needs a name in xlb-demo's table");

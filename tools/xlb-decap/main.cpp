@@ -71,6 +71,8 @@ const char* outcome_name(std::uint32_t outcome) {
         case XLB_DECAP_OUT_DROP_HEADROOM: return "drop_headroom";
         case XLB_DECAP_OUT_PASSED_ON: return "passed_on";
         case XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP: return "decapsulated_no_next_hop";
+        case XLB_DECAP_OUT_DECAPSULATED_COOKIE: return "decapsulated_cookie";
+        case XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR: return "drop_cookie_no_acceptor";
         case XLB_DECAP_OUT__MAX: break;
     }
     return "unknown";

@@ -51,6 +51,8 @@ constexpr std::pair<std::string_view, HealthConsensus> kConsensus[] = {
     {"any_down", HealthConsensus::kAnyDown}};
 constexpr std::pair<std::string_view, FleetAnnounce> kFleetAnnounce[] = {
     {"when_current", FleetAnnounce::kWhenCurrent}, {"always", FleetAnnounce::kAlways}};
+constexpr std::pair<std::string_view, SynCookies> kSynCookies[] = {
+    {"off", SynCookies::kOff}, {"auto", SynCookies::kAuto}, {"always", SynCookies::kAlways}};
 
 template <class Enum, std::size_t N>
 const char* name_of(Enum value, const std::pair<std::string_view, Enum> (&names)[N]) {
@@ -72,6 +74,7 @@ const char* to_string(UnhealthyPolicy v) { return name_of(v, kPolicies); }
 const char* to_string(ConntrackResize v) { return name_of(v, kResizes); }
 const char* to_string(HealthConsensus v) { return name_of(v, kConsensus); }
 const char* to_string(FleetAnnounce v) { return name_of(v, kFleetAnnounce); }
+const char* to_string(SynCookies v) { return name_of(v, kSynCookies); }
 
 std::string format_hash_seed(std::uint32_t seed) {
     char text[16];
@@ -99,6 +102,19 @@ std::optional<HealthConsensus> parse_health_consensus(std::string_view t) {
 }
 std::optional<FleetAnnounce> parse_fleet_announce(std::string_view t) {
     return lookup(t, kFleetAnnounce);
+}
+std::optional<SynCookies> parse_syn_cookies(std::string_view t) { return lookup(t, kSynCookies); }
+
+EffectiveSynCookies effective_syn_cookies(const VipSpec& vip, const Settings& settings) {
+    const SynCookies asked = vip.syn_cookies.value_or(SynCookies::kAuto);
+    if (asked == SynCookies::kOff) return {};
+    if (vip.protocol != Protocol::kTcp) return {SynCookies::kOff, "not a TCP VIP"};
+    if (!vip.conntrack) return {SynCookies::kOff, "conntrack is off"};
+    if (settings.encap != Encap::kGue) return {SynCookies::kOff, "encap is not gue"};
+    for (const BackendSpec& b : vip.backends)
+        if (b.state != AdminState::kDisabled && !b.cookie_acks)
+            return {SynCookies::kOff, "backend " + b.address.to_string() + " has no cookie_acks"};
+    return {asked, {}};
 }
 
 Duration default_idle_timeout(Protocol protocol) {

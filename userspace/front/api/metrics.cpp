@@ -206,8 +206,7 @@ std::string render_metrics(const MetricsInput& in) {
         auto it = in.vip_drops.find(*v.vip_id);
         if (it == in.vip_drops.end()) continue;
         for (std::uint32_t r = 0; r < XLB_VIP_DROP_REASONS; ++r)
-            w.sample("xlb_vip_drops_total",
-                     {{"vip", v.spec.key()}, {"reason", outcome_name(XLB_VIP_DROP_FIRST + r)}},
+            w.sample("xlb_vip_drops_total", {{"vip", v.spec.key()}, {"reason", vip_drop_reason(r)}},
                      it->second.by_reason[r]);
     }
 

@@ -25,9 +25,21 @@ const char* outcome_name(std::uint32_t outcome) {
         case XLB_OUT_DROP_HEADROOM: return "drop_headroom";
         case XLB_OUT_DROP_IPV4_CSUM: return "drop_ipv4_csum";
         case XLB_OUT_DROP_ICMP_QUOTE: return "drop_icmp_quote";
+        case XLB_OUT_DROP_SOURCE_DENIED: return "drop_source_denied";
+        case XLB_OUT_TX_SYN_COOKIE: return "tx_syn_cookie";
+        case XLB_OUT_DROP_COOKIE_INVALID: return "drop_cookie_invalid";
         case XLB_OUT__MAX: break;
     }
     return "unknown";
+}
+
+const char* vip_drop_reason(std::uint32_t slot) {
+    const std::uint32_t outcome = xlb_vip_drop_outcome(slot);
+    switch (outcome) {
+        case XLB_OUT_DROP_SOURCE_DENIED: return "source_denied";
+        case XLB_OUT_DROP_COOKIE_INVALID: return "cookie_invalid";
+        default: return outcome_name(outcome);
+    }
 }
 
 }  // namespace xlb::api

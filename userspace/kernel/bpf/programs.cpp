@@ -246,7 +246,8 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_stats, sizes.max_vips},
           std::pair{maps.xlb_prev_rings, sizes.max_vips},
           std::pair{maps.xlb_vip_hints, sizes.max_vips},
-          std::pair{maps.xlb_vip_drops, sizes.max_vips},
+          std::pair{maps.xlb_vip_drops2, sizes.max_vips},
+          std::pair{maps.xlb_vip_cookies, sizes.max_vips},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats2, sizes.max_backends},
           std::pair{maps.xlb_conntrack5,
@@ -278,12 +279,15 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     auto pins = commit_pins(*session);
     if (!pins) return std::unexpected(pins.error());
     if (auto ok = conntrack->finish(); !ok) return std::unexpected(ok.error());
-    // The per-backend counters of an older agent (no new_flows): their
-    // successor starts at 0, and nothing reads the old map again.
+    // Counters of an older agent whose layout grew (per backend: no
+    // new_flows; per VIP drops: six reasons): their successors start at 0,
+    // and nothing reads the old maps again.
     if (*session) {
-        const std::string old_stats = (*session)->dir() + "/" XLB_MAP_BACKEND_STATS_V1;
-        if (::unlink(old_stats.c_str()) != 0 && errno != ENOENT)
-            return fail(errno, "unpin the older per-backend counters", old_stats);
+        for (const char* old : {XLB_MAP_BACKEND_STATS_V1, XLB_MAP_VIP_DROPS_V1}) {
+            const std::string path = (*session)->dir() + "/" + old;
+            if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+                return fail(errno, "unpin the older counters", path);
+        }
     }
     // Array values are laid out at 8-byte strides: a block is exactly 128.
     static_assert(sizeof(xlb_vip_candidates) % 8 == 0);
@@ -307,8 +311,9 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
 Result<void> LbProgram::unpin(const std::string& dir) {
     std::unique_ptr<xlb_lb, SkeletonDeleter> skel(xlb_lb__open());
     if (!skel) return fail(errno, "open the xlb_lb BPF object");
-    const std::string older[] = {XLB_MAP_CONNTRACK_V4, XLB_MAP_CONNTRACK_V3, XLB_MAP_CONNTRACK_V2,
-                                 XLB_MAP_CONNTRACK_V1, XLB_MAP_BACKEND_STATS_V1};
+    const std::string older[] = {XLB_MAP_CONNTRACK_V4,     XLB_MAP_CONNTRACK_V3,
+                                 XLB_MAP_CONNTRACK_V2,     XLB_MAP_CONNTRACK_V1,
+                                 XLB_MAP_BACKEND_STATS_V1, XLB_MAP_VIP_DROPS_V1};
     return detail::unpin_object_maps(skel->obj, dir, older);
 }
 
@@ -428,7 +433,19 @@ PerCpuArrayMap<xlb_backend_stats> LbProgram::backend_stats() const {
     return {bpf_map__fd(skel_->maps.xlb_backend_stats2), XLB_MAP_BACKEND_STATS};
 }
 PerCpuArrayMap<xlb_vip_drops> LbProgram::vip_drops() const {
-    return {bpf_map__fd(skel_->maps.xlb_vip_drops), XLB_MAP_VIP_DROPS};
+    return {bpf_map__fd(skel_->maps.xlb_vip_drops2), XLB_MAP_VIP_DROPS};
+}
+PerCpuArrayMap<xlb_vip_cookie_stats> LbProgram::vip_cookies() const {
+    return {bpf_map__fd(skel_->maps.xlb_vip_cookies), XLB_MAP_VIP_COOKIES};
+}
+HashMap<xlb_src_range_key, std::uint8_t> LbProgram::source_ranges() const {
+    return {bpf_map__fd(skel_->maps.xlb_src_ranges), XLB_MAP_SOURCE_RANGES};
+}
+void LbProgram::set_syn_flood(std::uint32_t state) const {
+    __atomic_store_n(&skel_->bss->xlb_syn_flood, state, __ATOMIC_RELAXED);
+}
+std::uint32_t LbProgram::syn_flood() const {
+    return __atomic_load_n(&skel_->bss->xlb_syn_flood, __ATOMIC_RELAXED);
 }
 void LbProgram::start_capture(const xlb_capture_filter& filter) const {
     stop_capture();

@@ -36,6 +36,10 @@ enum class ConntrackResize { kRefuse, kReplace };   // "refuse" | "replace"
 enum class HealthConsensus { kLocal, kMajority, kAnyDown };
 // When a fleet's host announces its VIPs: "when_current" | "always".
 enum class FleetAnnounce { kWhenCurrent, kAlways };
+// When the LB answers a VIP's SYNs itself with SYN cookies
+// (docs/syn-cookies.md): "off" | "auto" (while the host is under a SYN
+// flood) | "always".
+enum class SynCookies { kOff, kAuto, kAlways };
 
 // Largest configurable backend weight. Effective weights are scaled from it,
 // so the bound keeps every Maglev weight sum inside 32 bits.
@@ -138,6 +142,9 @@ struct BackendSpec {
     // Stable identity for Maglev; empty: the address. Set it to re-address a
     // backend without moving its flows.
     std::string hash_key;
+    // The backend runs xlb-decap with its cookie program, so it can complete
+    // a handshake whose SYN the LB answered with a cookie.
+    bool cookie_acks = false;
     bool operator==(const BackendSpec&) const = default;
 
     // What Maglev hashes: maglev_identity(address, hash_key).
@@ -186,6 +193,14 @@ struct VipSpec {
     // How long an idle connection-table entry of this VIP is kept before the
     // agent expires it; nullopt: the protocol's default (idle_timeout()).
     std::optional<Duration> conntrack_idle_timeout;
+    // nullopt: auto where the VIP can use cookies, else off
+    // (effective_syn_cookies()); set: asked for, and a configuration that
+    // cannot honour it is an error.
+    std::optional<SynCookies> syn_cookies;
+    // Client source ranges: with allow_sources, only clients in one of them;
+    // never one in deny_sources. Of the VIP's family.
+    std::vector<net::Prefix> allow_sources;
+    std::vector<net::Prefix> deny_sources;
     std::vector<BackendSpec> backends;
     bool operator==(const VipSpec&) const = default;
 
@@ -274,6 +289,17 @@ struct SecondChance {
     bool operator==(const SecondChance&) const = default;
 };
 
+// What "under a SYN flood" means for VIPs with syn_cookies auto
+// (docs/syn-cookies.md): a CPU that sees more than start_rate SYNs per second
+// to such VIPs starts the flood; it ends once every CPU has stayed below
+// end_rate for end_after.
+struct SynFloodSettings {
+    std::uint32_t start_rate = 20'000;
+    std::uint32_t end_rate = 10'000;
+    Duration end_after{5'000};
+    bool operator==(const SynFloodSettings&) const = default;
+};
+
 // health_history: verdict changes the agent keeps per (VIP, backend), in
 // memory (GET /v1/backend/history). The bound keeps a flapping backend's
 // history near 200 KB (a transition with its texts is about 200 bytes).
@@ -330,6 +356,7 @@ struct Settings {
     // The UDP destination port of GUE packets (encap: gue).
     std::uint16_t gue_port = 6080;
     SecondChance second_chance;
+    SynFloodSettings syn_flood;
     MapSizes maps;
     std::string api_socket = "/run/xlb/xlbd.sock";
     // Group of the API socket (name or number); empty: the agent's own.
@@ -360,6 +387,17 @@ struct Config {
     VipSpec* find_vip(const std::string& key);
 };
 
+// The SYN cookie mode a VIP runs with, and why it is off when it is: the
+// mode asked for (auto when unset), off when the VIP cannot use cookies (not
+// TCP, no connection table, encap not gue, a backend without cookie_acks).
+// reason: empty when on or asked off, else the first thing missing.
+struct EffectiveSynCookies {
+    SynCookies mode = SynCookies::kOff;
+    std::string reason;
+    bool operator==(const EffectiveSynCookies&) const = default;
+};
+EffectiveSynCookies effective_syn_cookies(const VipSpec& vip, const Settings& settings);
+
 // What in a change of one VIP's settings moves its established flows to
 // new ring slots (a reload and the API refuse it unless confirmed): a
 // changed `hash` or `ring_size`, each one line naming the VIP, e.g.
@@ -382,6 +420,7 @@ const char* to_string(UnhealthyPolicy);
 const char* to_string(ConntrackResize);
 const char* to_string(HealthConsensus);
 const char* to_string(FleetAnnounce);
+const char* to_string(SynCookies);
 
 // A hash seed as the file and the API write it: "0x5eed1234".
 std::string format_hash_seed(std::uint32_t seed);
@@ -397,6 +436,7 @@ std::optional<UnhealthyPolicy> parse_unhealthy_policy(std::string_view);
 std::optional<ConntrackResize> parse_conntrack_resize(std::string_view);
 std::optional<HealthConsensus> parse_health_consensus(std::string_view);
 std::optional<FleetAnnounce> parse_fleet_announce(std::string_view);
+std::optional<SynCookies> parse_syn_cookies(std::string_view);
 
 // "10.0.0.10:80/tcp", "[2001:db8::1]:443/udp", or "10.0.0.10:80" (tcp). The
 // error says what was wrong and shows the expected form.

@@ -44,5 +44,10 @@ public:
 // Stable lower-case names of enum xlb_outcome without the XLB_OUT_ prefix
 // ("tx", "drop_no_backend", ...): JSON keys and metric label values.
 const char* outcome_name(std::uint32_t outcome);
+// The `reason` label of xlb_vip_drops_total for slot `slot` of struct
+// xlb_vip_drops: the outcome's name for the first six ("drop_no_table", as
+// dashboards know them), the name without "drop_" for later ones
+// ("source_denied", "cookie_invalid").
+const char* vip_drop_reason(std::uint32_t slot);
 
 }  // namespace xlb::api

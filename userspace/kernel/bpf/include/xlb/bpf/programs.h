@@ -122,6 +122,14 @@ public:
     PerCpuArrayMap<std::uint64_t> vip_hints() const;
     // Per VIP id: drops by reason (abi.h, struct xlb_vip_drops).
     PerCpuArrayMap<xlb_vip_drops> vip_drops() const;
+    // Per VIP id: SYN cookies (abi.h, struct xlb_vip_cookie_stats).
+    PerCpuArrayMap<xlb_vip_cookie_stats> vip_cookies() const;
+    // Per-VIP source lists (abi.h, struct xlb_src_range_key): an LPM trie.
+    HashMap<xlb_src_range_key, std::uint8_t> source_ranges() const;
+    // The program's `xlb_syn_flood` (abi.h, XLB_SYN_FLOOD_*): whether VIPs
+    // with cookies on `auto` answer SYNs now.
+    void set_syn_flood(std::uint32_t state) const;
+    std::uint32_t syn_flood() const;
 
     // Packet capture (abi.h, struct xlb_capture_filter). start_capture
     // zeroes the counters, writes the filter, then turns the capture on;
