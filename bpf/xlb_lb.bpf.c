@@ -19,6 +19,7 @@
 #include "lib/maps.h"
 #include "lib/capture.h"
 #include "lib/conntrack.h"
+#include "lib/cookie.h"
 #include "lib/csum.h"
 #include "lib/encap.h"
 #include "lib/icmp.h"
@@ -237,20 +238,25 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	return 0;
 }
 
+/* cookie: the GUE data of a cookie ACK (never with a hint), or NULL. */
 static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 				     const struct xlb_backend *be, const struct xlb_config *cfg,
-				     __u32 hash, __u64 frame_len, const struct xlb_backend *hint)
+				     __u32 hash, __u64 frame_len, const struct xlb_backend *hint,
+				     const struct xlb_gue_cookie *cookie)
 {
 	__u64 packet_len = sizeof(struct ethhdr) + pkt->ip_len;
 
 	if (be->family == XLB_FAMILY_V4 && pkt->key.family != XLB_FAMILY_V4)
 		return -XLB_OUT_DROP_FAMILY;
-	if (pkt->ip_len + xlb_encap_overhead(be, cfg, hint) > cfg->mtu)
+	if (pkt->ip_len + xlb_encap_overhead(be, cfg, hint) + (cookie ? XLB_GUE_COOKIE_LEN : 0) >
+	    cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
 	/* Ethernet padding after the IP packet would ride inside the outer
 	 * packet, past its length: cut it off first. */
 	if (frame_len > packet_len && bpf_xdp_adjust_tail(ctx, -(int)(frame_len - packet_len)))
 		return -XLB_OUT_DROP_HEADROOM;
+	if (cookie)
+		return xlb_push_encap_cookie(ctx, pkt, be, cfg, hash, cookie);
 	return xlb_push_encap(ctx, pkt, be, cfg, hash, hint);
 }
 
@@ -367,8 +373,11 @@ int xlb_lb(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	__u32 zero = 0, backend_id = 0, vip_id = XLB_CAPTURE_NO_VIP, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
-	int proto, err, icmp_error = 0, hit = 0, from_entry = 0, matched, action;
+	int proto, err, icmp_error = 0, hit = 0, from_entry = 0, matched, action, answering = 0;
 	struct xlb_flow_cache_entry *fc = NULL;
+	struct xlb_vip_cookie_stats *cstats = NULL;
+	struct xlb_gue_cookie cookie_data, *cookie = NULL;
+	__u32 l4_off = 0;
 	enum xlb_outcome outcome;
 
 	/* Not "= {}": zeroing the copy costs every packet stores. */
@@ -473,6 +482,35 @@ int xlb_lb(struct xdp_md *ctx)
 			vstats->packets += 1;
 			vstats->bytes += frame_len;
 		}
+		if ((vip->flags & XLB_VIP_F_SOURCE_RANGES) && xlb_source_denied(vip_id, &pkt.key)) {
+			if (vstats)
+				vstats->drops += 1;
+			xlb_count_vip_drop(vip_id, XLB_OUT_DROP_SOURCE_DENIED);
+			XLB_VERDICT(XLB_OUT_DROP_SOURCE_DENIED, XDP_DROP);
+		}
+
+		/* SYN cookies (lib/cookie.h): a SYN answered here goes to no
+		 * backend and makes no entry. */
+		answering = 0;
+		if ((vip->flags & (XLB_VIP_F_COOKIES_AUTO | XLB_VIP_F_COOKIES_ALWAYS)) &&
+		    !icmp_error && pkt.key.proto == IPPROTO_TCP && xlb_gue(cfg)) {
+			cstats = bpf_map_lookup_elem(&xlb_vip_cookies, &vip_id);
+			answering = (vip->flags & XLB_VIP_F_COOKIES_ALWAYS) ||
+				    xlb_syn_flood == XLB_SYN_FLOOD_ANSWERING;
+			if (pkt.tcp_syn && cstats)
+				cstats->syns += 1;
+			l4_off = (__u32)((long)cur.pos - (long)ctx->data);
+			if (pkt.tcp_syn && answering) {
+				err = xlb_cookie_answer(ctx, &pkt, l4_off);
+				if (err == 0) {
+					if (cstats)
+						cstats->cookies_sent += 1;
+					XLB_VERDICT(XLB_OUT_TX_SYN_COOKIE, XDP_TX);
+				}
+				if (err < 0)
+					XLB_VERDICT(-err, XDP_DROP);
+			}
+		}
 
 		hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
 		{
@@ -495,6 +533,22 @@ int xlb_lb(struct xdp_md *ctx)
 			 * create one either. */
 			if (use_ct)
 				xlb_ct_lookup(&pkt.key, vip_id, &ct);
+			/* An ACK that finds no entry may be a handshake whose SYN
+			 * this host answered (while cookies could be out). */
+			if (cstats && ct.present && !ct.found && !pkt.tcp_syn &&
+			    (answering || xlb_syn_flood != XLB_SYN_FLOOD_CALM)) {
+				if (xlb_cookie_check(ctx, &pkt, l4_off, &cookie_data) > 0) {
+					cookie = &cookie_data;
+					cstats->acks_valid += 1;
+					pick &= ~XLB_PICK_SECOND_CHANCE;
+				} else if (answering) {
+					cstats->acks_invalid += 1;
+					if (vstats)
+						vstats->drops += 1;
+					xlb_count_vip_drop(vip_id, XLB_OUT_DROP_COOKIE_INVALID);
+					XLB_VERDICT(XLB_OUT_DROP_COOKIE_INVALID, XDP_DROP);
+				}
+			}
 			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, pick, hash,
 					       icmp_error ? NULL : vstats, &backend_id, &be, &hint,
 					       &from_entry);
@@ -513,7 +567,7 @@ int xlb_lb(struct xdp_md *ctx)
 					    seen_epoch, hash, now);
 	}
 	if (err == 0)
-		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len, hint);
+		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len, hint, cookie);
 	if (err == -XLB_OUT_DROP_TOO_BIG && (cfg->flags & XLB_CFG_F_ICMP_TOO_BIG) && !icmp_error) {
 		/* the largest packet that still fits once encapsulated */
 		__u32 room = cfg->mtu - xlb_encap_overhead(be, cfg, hint);
@@ -542,7 +596,7 @@ int xlb_lb(struct xdp_md *ctx)
 		bstats->bytes += frame_len;
 		/* A connection started (abi.h, struct xlb_backend_stats). */
 		if (!hit && !from_entry && !icmp_error &&
-		    (pkt.tcp_syn || (pkt.key.proto != IPPROTO_TCP && ct.present)))
+		    (pkt.tcp_syn || cookie || (pkt.key.proto != IPPROTO_TCP && ct.present)))
 			bstats->new_flows += 1;
 	}
 	if (hint) {

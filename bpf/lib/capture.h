@@ -149,7 +149,7 @@ __noinline int xlb_capture_packet(struct xdp_md *ctx, const struct xlb_capture_m
 					 sizeof(struct ethhdr) + now_len - m->inner_off,
 					 m->inner_off, 1);
 		xlb_capture_emit(ctx, m, XLB_CAPTURE_SENT, now_len, 0, 0);
-	} else if (outcome == XLB_OUT_TX_ICMP_TOO_BIG) {
+	} else if (outcome == XLB_OUT_TX_ICMP_TOO_BIG || outcome == XLB_OUT_TX_SYN_COOKIE) {
 		/* rewritten in place into the answer: only that is left */
 		xlb_capture_emit(ctx, m, XLB_CAPTURE_SENT, now_len, 0, 0);
 	} else {

@@ -44,7 +44,10 @@ void LbTest::SetUp() {
         ASSERT_TRUE(p.vip_stats().zero(v));
         ASSERT_TRUE(p.vip_hints().zero(v));
         ASSERT_TRUE(p.vip_drops().zero(v));
+        ASSERT_TRUE(p.vip_cookies().zero(v));
     }
+    ASSERT_TRUE(p.source_ranges().clear());
+    p.set_syn_flood(XLB_SYN_FLOOD_CALM);
     for (std::uint32_t b = 0; b < kSizes.max_backends; ++b) {
         ASSERT_TRUE(p.backends().put(b, xlb_backend{}));
         ASSERT_TRUE(p.backend_stats().zero(b));
@@ -126,7 +129,8 @@ std::uint32_t LbTest::expected_backend(const std::vector<std::uint32_t>& ring,
 
 Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
                              const xlb_flow_key& key, std::uint32_t vip_flags,
-                             const std::optional<net::IpAddress>& hint) const {
+                             const std::optional<net::IpAddress>& hint,
+                             const Bytes& gue_data) const {
     const std::uint32_t hash = xlb_vip_flow_hash(&key, vip_flags, config_.hash_seed);
     Bytes inner = ip_packet_of(input);
     Encapsulation enc;
@@ -163,6 +167,7 @@ Bytes LbTest::expected_encap(const Bytes& input, const net::IpAddress& backend,
         enc.gue_port = config_.gue_port;
         enc.gue_sport = static_cast<std::uint16_t>(XLB_GUE_SPORT(hash));
         if (hint) enc.gue_extension = second_chance_hint(*hint);
+        if (!gue_data.empty()) enc.gue_extension = gue_data;
     }
     // Ethernet padding after the IP packet is not carried: the outer packet
     // is the inner one plus the outer header.

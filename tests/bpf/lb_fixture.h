@@ -64,10 +64,12 @@ protected:
     static std::uint32_t expected_backend(const std::vector<std::uint32_t>& ring,
                                           const xlb_flow_key& key, std::uint32_t vip_flags = 0);
     // The frame the balancer must emit for `input` sent to `backend`.
-    // hint: the backend a second-chance hint names (GUE private data).
+    // hint: the backend a second-chance hint names (GUE private data);
+    // gue_data: other GUE private data (a cookie ACK's), written as given.
     Bytes expected_encap(const Bytes& input, const net::IpAddress& backend, const xlb_flow_key& key,
                          std::uint32_t vip_flags = 0,
-                         const std::optional<net::IpAddress>& hint = std::nullopt) const;
+                         const std::optional<net::IpAddress>& hint = std::nullopt,
+                         const Bytes& gue_data = {}) const;
 
     // Runs the frame and checks: action, only `outcome` counted once, and
     // for XDP_TX/XDP_PASS the exact output frame.

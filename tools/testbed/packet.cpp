@@ -56,11 +56,14 @@ Bytes make_l4(const Flow& flow, const FrameOptions& opt) {
         put16(l4, flow.dport);
         put32(l4, opt.tcp_seq);
         put32(l4, opt.tcp_ack);
-        l4.push_back(5 << 4);
+        if (opt.tcp_options.size() % 4 != 0 || opt.tcp_options.size() > 40)
+            throw std::invalid_argument("TCP options must be a multiple of 4 bytes, at most 40");
+        l4.push_back(static_cast<std::uint8_t>((5 + opt.tcp_options.size() / 4) << 4));
         l4.push_back(opt.tcp_flags);
-        put16(l4, 65535);
+        put16(l4, opt.tcp_window);
         put16(l4, 0);  // checksum
         put16(l4, 0);  // urgent
+        l4.insert(l4.end(), opt.tcp_options.begin(), opt.tcp_options.end());
         l4.insert(l4.end(), opt.payload.begin(), opt.payload.end());
         set16(l4, 16,
               internet_checksum(l4.data(), l4.size(),
@@ -265,7 +268,13 @@ struct Walker {
                                     get16(p), get16(p + 2), get32(p + 4), get32(p + 8), p[12] >> 4,
                                     p[13], get16(p + 14), get16(p + 16)));
             if (internet_checksum(p, len, pseudo) != 0) errors += "bad TCP checksum; ";
-            line(depth + 1, fmt::format("payload {} bytes", len - (p[12] >> 4) * 4u));
+            const std::size_t hlen = std::min<std::size_t>(len, (p[12] >> 4) * 4u);
+            if (hlen > 20) {
+                std::string opts;
+                for (std::size_t i = 20; i < hlen; ++i) opts += fmt::format("{:02x}", p[i]);
+                line(depth + 1, "options " + opts);
+            }
+            line(depth + 1, fmt::format("payload {} bytes", len - hlen));
         } else if (proto == kProtoUdp) {
             if (len < 8) return line(depth, fmt::format("udp truncated ({} bytes)", len));
             line(depth, fmt::format("udp sport={} dport={} len={} csum=0x{:04x}", get16(p),

@@ -47,6 +47,8 @@ struct FrameOptions {
     MacAddress eth_dst{0x02, 0, 0, 0, 0, 0x1b};
     std::uint8_t tcp_flags = kTcpAck;
     std::uint32_t tcp_seq = 1000, tcp_ack = 2000;
+    std::uint16_t tcp_window = 65535;
+    Bytes tcp_options;  // multiple of 4 bytes, at most 40
     Bytes payload = Bytes{'h', 'e', 'l', 'l', 'o'};
     std::uint8_t ttl = 63;
     std::uint8_t tos = 0;  // IPv4 TOS / IPv6 traffic class
