@@ -51,8 +51,6 @@
 /* Room for a whole TCP header; the index mask keeps reads inside. */
 #define XLB_TCP_BUF 64
 
-
-
 struct xlb_tcp_opts {
 	__u16 mss; /* 0: none */
 	__u8 wscale; /* with has_wscale */
@@ -131,7 +129,8 @@ static __always_inline void xlb_tcp_parse_opts(struct xlb_opt_walk *w, __u32 len
 		if (kind == XLB_TCPOPT_MSS && olen == 4) {
 			w->opts.mss = ((__u16)b[i + 2] << 8) | b[i + 3];
 		} else if (kind == XLB_TCPOPT_WSCALE && olen == 3) {
-			w->opts.wscale = b[i + 2] > XLB_TCP_MAX_WSCALE ? XLB_TCP_MAX_WSCALE : b[i + 2];
+			w->opts.wscale =
+				b[i + 2] > XLB_TCP_MAX_WSCALE ? XLB_TCP_MAX_WSCALE : b[i + 2];
 			w->opts.has_wscale = 1;
 		} else if (kind == XLB_TCPOPT_SACK_PERM && olen == 2) {
 			w->opts.sack_ok = 1;
@@ -453,8 +452,7 @@ static __always_inline int xlb_push_encap_cookie(struct xdp_md *ctx, const struc
 		if (outer) {
 			xlb_fill_outer_v4(outer, pkt, be, cfg, hash, XLB_GUE_COOKIE_LEN);
 			xlb_fill_gue(outer + v4, pkt, cfg, hash, NULL, XLB_GUE_COOKIE_LEN);
-			__builtin_memcpy(outer + v4 + XLB_GUE_OVERHEAD, cookie,
-					 XLB_GUE_COOKIE_LEN);
+			__builtin_memcpy(outer + v4 + XLB_GUE_OVERHEAD, cookie, XLB_GUE_COOKIE_LEN);
 		}
 	} else {
 		outer = xlb_push_outer(ctx, cfg, v6 + XLB_GUE_OVERHEAD + XLB_GUE_COOKIE_LEN,
@@ -462,8 +460,7 @@ static __always_inline int xlb_push_encap_cookie(struct xdp_md *ctx, const struc
 		if (outer) {
 			xlb_fill_outer_v6(outer, pkt, be, cfg, hash, XLB_GUE_COOKIE_LEN);
 			xlb_fill_gue(outer + v6, pkt, cfg, hash, NULL, XLB_GUE_COOKIE_LEN);
-			__builtin_memcpy(outer + v6 + XLB_GUE_OVERHEAD, cookie,
-					 XLB_GUE_COOKIE_LEN);
+			__builtin_memcpy(outer + v6 + XLB_GUE_OVERHEAD, cookie, XLB_GUE_COOKIE_LEN);
 		}
 	}
 	return outer ? 0 : -XLB_OUT_DROP_HEADROOM;

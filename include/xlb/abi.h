@@ -73,9 +73,8 @@
 #define XLB_MAP_VIP_DROPS "xlb_vip_drops2" /* per VIP: drops by reason, struct xlb_vip_drops */
 #define XLB_MAP_VIP_DROPS_V1 "xlb_vip_drops" /* six reasons, before source ranges and cookies */
 #define XLB_MAP_VIP_COOKIES "xlb_vip_cookies" /* per VIP: struct xlb_vip_cookie_stats */
-#define XLB_MAP_SOURCE_RANGES                                              \
-	"xlb_src_ranges" /* per-VIP source lists: struct xlb_src_range_key \
-			  */
+/* Per-VIP source lists: struct xlb_src_range_key. */
+#define XLB_MAP_SOURCE_RANGES "xlb_src_ranges"
 /* Per loaded program, never pinned: capture records (struct xlb_capture_record). */
 #define XLB_MAP_CAPTURE_RING "xlb_capture_ring"
 /* Per loaded program, never pinned (a new program starts with it empty). */

@@ -6,9 +6,8 @@
 // the cookie must be encapsulated to the ring's backend with the negotiated
 // options as GUE data, which proves the cookie checks out with the kernel's
 // helper; a wrong cookie is dropped and counted.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <time.h>
 
 #include <cstring>
@@ -224,9 +223,8 @@ protected:
     void expect_balanced(const Flow& f, const FrameOptions& opt, const Bytes& data) {
         const xlb_flow_key key = flow_key(f);
         const Bytes input = make_frame(f, opt);
-        const Bytes expected =
-            expected_encap(input, backend_addr_.at(expected_backend(ring_, key)), key, 0,
-                           std::nullopt, data);
+        const Bytes expected = expected_encap(input, backend_addr_.at(expected_backend(ring_, key)),
+                                              key, 0, std::nullopt, data);
         ASSERT_EQ(checksum_errors(expected), "");
         expect_outcome(input, XDP_TX, XLB_OUT_TX, expected);
     }
@@ -249,10 +247,10 @@ TEST_F(SynCookieTest, AlwaysAnswersTheSynAndBalancesItsAckWithTheOptions) {
         ASSERT_TRUE(entry);
         EXPECT_FALSE(*entry) << "an answered SYN makes no entry";
 
-        expect_balanced(f, ack_of(cookie, tsval),
-                        cookie_data(XLB_GUE_COOKIE_F_WSCALE | XLB_GUE_COOKIE_F_SACK |
-                                        XLB_GUE_COOKIE_F_TSTAMP,
-                                    9, mss, kClientTsval + 7, tsval));
+        expect_balanced(
+            f, ack_of(cookie, tsval),
+            cookie_data(XLB_GUE_COOKIE_F_WSCALE | XLB_GUE_COOKIE_F_SACK | XLB_GUE_COOKIE_F_TSTAMP,
+                        9, mss, kClientTsval + 7, tsval));
         const xlb_vip_cookie_stats c = cookies();
         EXPECT_EQ(c.syns, 1u);
         EXPECT_EQ(c.cookies_sent, 1u);
@@ -280,9 +278,8 @@ TEST_F(SynCookieTest, EveryMssOfTheKernelsTableComesBackFromTheCookie) {
     // The kernel's tables: 536 1300 1440 1460 (IPv4), 1220 1420 1440 8940
     // (IPv6); a SYN gets the largest not above its MSS.
     for (const Case& c : {Case{false, 536, 536}, Case{false, 1299, 536}, Case{false, 1300, 1300},
-                          Case{false, 1452, 1440}, Case{false, 9000, 1460},
-                          Case{true, 1220, 1220}, Case{true, 1420, 1420},
-                          Case{true, 1500, 1440}, Case{true, 9000, 8940}}) {
+                          Case{false, 1452, 1440}, Case{false, 9000, 1460}, Case{true, 1220, 1220},
+                          Case{true, 1420, 1420}, Case{true, 1500, 1440}, Case{true, 9000, 8940}}) {
         SCOPED_TRACE(testing::Message() << (c.v6 ? "IPv6 " : "IPv4 ") << c.offered);
         SetUp();
         vip(c.v6, XLB_VIP_F_COOKIES_ALWAYS);
@@ -290,10 +287,10 @@ TEST_F(SynCookieTest, EveryMssOfTheKernelsTableComesBackFromTheCookie) {
         Offer o;
         o.mss = c.offered;
         auto [cookie, tsval] = expect_answered(f, o, c.kept);
-        expect_balanced(f, ack_of(cookie, tsval),
-                        cookie_data(XLB_GUE_COOKIE_F_WSCALE | XLB_GUE_COOKIE_F_SACK |
-                                        XLB_GUE_COOKIE_F_TSTAMP,
-                                    9, c.kept, kClientTsval + 7, tsval));
+        expect_balanced(
+            f, ack_of(cookie, tsval),
+            cookie_data(XLB_GUE_COOKIE_F_WSCALE | XLB_GUE_COOKIE_F_SACK | XLB_GUE_COOKIE_F_TSTAMP,
+                        9, c.kept, kClientTsval + 7, tsval));
     }
 }
 
@@ -393,10 +390,10 @@ TEST_F(SynCookieTest, AutoAnswersOnlyWhileTheHostIsFlooded) {
     lb().set_syn_flood(XLB_SYN_FLOOD_RECENT);
     const Flow other = client(false, 40002);
     expect_balanced(other, ack_of(0x7777, std::nullopt), {});
-    expect_balanced(f, ack_of(cookie, tsval),
-                    cookie_data(XLB_GUE_COOKIE_F_WSCALE | XLB_GUE_COOKIE_F_SACK |
-                                    XLB_GUE_COOKIE_F_TSTAMP,
-                                9, 1460, kClientTsval + 7, tsval));
+    expect_balanced(
+        f, ack_of(cookie, tsval),
+        cookie_data(XLB_GUE_COOKIE_F_WSCALE | XLB_GUE_COOKIE_F_SACK | XLB_GUE_COOKIE_F_TSTAMP, 9,
+                    1460, kClientTsval + 7, tsval));
     const Flow third = client(false, 40003);
     const Bytes syn3 = make_frame(third, syn_of(Offer{}));
     expect_outcome(syn3, XDP_TX, XLB_OUT_TX,
