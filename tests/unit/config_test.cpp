@@ -164,7 +164,7 @@ std::vector<ErrorCase> edge_cases() {
           1, 12, {"interface: found \"eee", "(1048576 bytes)", "network interface name"}, 200),
         // (An implicit key has at most 1024 characters: a long one is explicit.)
         E("MegabyteUnknownKey", kHead + kVip + "    ? " + std::string(k1MiB, 'x') + "\n    : 1\n",
-          9, 7, {"vips[0].\"xxx", "(1048576 bytes): unknown key", "expected one of"}, 300),
+          9, 7, {"vips[0].\"xxx", "(1048576 bytes): unknown key", "expected one of"}, 400),
         E("MegabyteSocketPath", kMinimal + "api: {socket: /" + std::string(k1MiB, 's') + "}\n", 3,
           15, {"api.socket: found a path of 1048577 bytes", "expected at most 107"}, 200),
         // api.socket: sun_path holds 107 bytes and the NUL.
@@ -1783,6 +1783,226 @@ TEST(ConntrackConfig, LongestIdleTimeoutIsAccepted) {
     const Config c = parse_ok(kHead + kVip + "    conntrack_idle_timeout: 719h\n");
     EXPECT_EQ(*c.vips[0].conntrack_idle_timeout, std::chrono::hours(719));
 }
+
+// --- SYN cookies and source lists (syn_cookies, allow_sources, deny_sources,
+// cookie_acks, syn_flood) ------------------------------------------------------
+
+// kHead with encap: gue; a VIP starts on line 6.
+const std::string kGueHead =
+    "interface: eth0\n"                                             // 1
+    "next_hop: {address: 192.0.2.1}\n"                              // 2
+    "encap_source: {ipv4: 203.0.113.1, ipv6: \"2001:db8:e::1\"}\n"  // 3
+    "encap: gue\n"                                                  // 4
+    "vips:\n";                                                      // 5
+
+TEST(SynCookiesConfig, DefaultsAreUnsetAndNotWritten) {
+    const Config c = parse_ok(kHead + kVip);
+    const VipSpec& v = c.vips[0];
+    EXPECT_FALSE(v.syn_cookies);
+    EXPECT_TRUE(v.allow_sources.empty());
+    EXPECT_TRUE(v.deny_sources.empty());
+    EXPECT_FALSE(v.backends[0].cookie_acks);
+    EXPECT_EQ(c.settings.syn_flood, SynFloodSettings{});
+    EXPECT_EQ(c.settings.syn_flood.start_rate, 20'000u);
+    EXPECT_EQ(c.settings.syn_flood.end_rate, 10'000u);
+    EXPECT_EQ(c.settings.syn_flood.end_after, std::chrono::seconds(5));
+    // Like conntrack_idle_timeout: a state file from before keeps its digest.
+    const json vip = v;
+    for (const char* key : {"syn_cookies", "allow_sources", "deny_sources"})
+        EXPECT_FALSE(vip.contains(key)) << key << ": " << vip.dump();
+    EXPECT_FALSE(vip["backends"][0].contains("cookie_acks")) << vip.dump();
+    const std::string yaml = to_yaml(c);
+    for (const char* key : {"syn_cookies", "allow_sources", "deny_sources", "cookie_acks"})
+        EXPECT_EQ(yaml.find(key), std::string::npos) << key << "\n" << yaml;
+}
+
+TEST(SynCookiesConfig, ReadAndWrittenBack) {
+    const Config c = parse_ok(
+        "interface: eth0\n"
+        "next_hop: {address: 192.0.2.1}\n"
+        "encap_source: {ipv4: 203.0.113.1, ipv6: \"2001:db8:e::1\"}\n"
+        "encap: gue\n"
+        "syn_flood: {start_rate: 50000, end_rate: 2000, end_after: 30s}\n"
+        "vips:\n"
+        "  - address: 198.51.100.10\n"
+        "    port: 443\n"
+        "    syn_cookies: always\n"
+        "    allow_sources: [192.0.2.0/24, 198.18.0.7]\n"
+        "    deny_sources: [192.0.2.128/25]\n"
+        "    backends:\n"
+        "      - {address: 203.0.113.11, cookie_acks: true}\n"
+        "      - {address: 203.0.113.12, state: disabled}\n"
+        "  - address: \"2001:db8::10\"\n"
+        "    port: 443\n"
+        "    deny_sources: [\"2001:db8:bad::/48\"]\n");
+    const VipSpec& v = c.vips[0];
+    ASSERT_TRUE(v.syn_cookies);
+    EXPECT_EQ(*v.syn_cookies, SynCookies::kAlways);
+    ASSERT_EQ(v.allow_sources.size(), 2u);
+    EXPECT_EQ(v.allow_sources[0].to_string(), "192.0.2.0/24");
+    EXPECT_EQ(v.allow_sources[1].to_string(), "198.18.0.7/32");
+    ASSERT_EQ(v.deny_sources.size(), 1u);
+    EXPECT_EQ(v.deny_sources[0].to_string(), "192.0.2.128/25");
+    EXPECT_TRUE(v.backends[0].cookie_acks);
+    EXPECT_FALSE(v.backends[1].cookie_acks);
+    EXPECT_EQ(c.vips[1].deny_sources[0].to_string(), "2001:db8:bad::/48");
+    const SynFloodSettings want{50'000, 2'000, std::chrono::seconds(30)};
+    EXPECT_EQ(c.settings.syn_flood, want);
+
+    const std::string written = to_yaml(c);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, c) << written;
+
+    const json vip = v;
+    EXPECT_EQ(vip["syn_cookies"], "always");
+    EXPECT_EQ(vip["allow_sources"], json::parse(R"(["192.0.2.0/24", "198.18.0.7/32"])"));
+    EXPECT_EQ(vip["deny_sources"], json::parse(R"(["192.0.2.128/25"])"));
+    EXPECT_EQ(vip["backends"][0]["cookie_acks"], true);
+    auto back = vip_from_json(vip);
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, v);
+    // Asked off is written too: it differs from unset (auto where possible).
+    VipSpec off = c.vips[1];
+    off.syn_cookies = SynCookies::kOff;
+    const json off_json = off;
+    EXPECT_EQ(off_json["syn_cookies"], "off");
+    EXPECT_EQ(vip_from_json(off_json).value(), off);
+    EXPECT_EQ(settings_to_json(c.settings)["syn_flood"],
+              json::parse(R"({"start_rate": 50000, "end_rate": 2000, "end_after": "30s"})"));
+}
+
+TEST(SynCookiesConfig, EffectiveModeFollowsWhatTheVipCanDo) {
+    Config c = parse_ok(kGueHead + kVip);
+    VipSpec v = c.vips[0];
+    // Unset: auto only where every condition holds, else off and why.
+    EXPECT_EQ(effective_syn_cookies(v, c.settings).mode, SynCookies::kOff);
+    EXPECT_NE(effective_syn_cookies(v, c.settings).reason.find("203.0.113.11"), std::string::npos);
+    v.backends[0].cookie_acks = true;
+    EXPECT_EQ(effective_syn_cookies(v, c.settings), (EffectiveSynCookies{SynCookies::kAuto, {}}));
+    EXPECT_TRUE(validate_vip(v, c.settings).empty());
+    Settings ipip = c.settings;
+    ipip.encap = Encap::kIpip;
+    EXPECT_EQ(effective_syn_cookies(v, ipip).mode, SynCookies::kOff);
+    // Unset is no promise: no error where cookies cannot run.
+    EXPECT_TRUE(validate_vip(v, ipip).empty());
+    v.syn_cookies = SynCookies::kOff;
+    EXPECT_EQ(effective_syn_cookies(v, c.settings).mode, SynCookies::kOff);
+}
+
+TEST(SynCookiesConfig, EveryBackendLackingCookieAcksIsNamed) {
+    const auto errors = errors_of(kGueHead +
+                                  "  - address: 198.51.100.10\n"
+                                  "    port: 80\n"
+                                  "    syn_cookies: auto\n"
+                                  "    backends:\n"
+                                  "      - {address: 203.0.113.11}\n"
+                                  "      - {address: 203.0.113.12, cookie_acks: true}\n"
+                                  "      - {address: 203.0.113.13, state: drain}\n");
+    ASSERT_EQ(errors.size(), 1u) << listing(errors);
+    EXPECT_NE(errors[0].message.find("vips[0].syn_cookies: found auto but backends "
+                                     "203.0.113.11 (backends[0]), 203.0.113.13 (backends[2]) "
+                                     "lack cookie_acks: true"),
+              std::string::npos)
+        << errors[0].message;
+}
+
+TEST(SynCookiesConfig, JsonErrorsNameTheField) {
+    auto bad = vip_from_json(json::parse(
+        R"({"address": "198.51.100.10", "port": 80, "allow_sources": ["10.0.0.1/8"]})"));
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.error().find("allow_sources[0]: '10.0.0.1/8' has host bits set"),
+              std::string::npos)
+        << bad.error();
+    auto mode = vip_from_json(
+        json::parse(R"({"address": "198.51.100.10", "port": 80, "syn_cookies": true})"));
+    ASSERT_FALSE(mode.has_value());
+    EXPECT_NE(mode.error().find("syn_cookies: found true, expected off, auto or always"),
+              std::string::npos)
+        << mode.error();
+    auto acks = backend_from_json(json::parse(R"({"address": "10.0.0.1", "cookie_acks": "yes"})"));
+    ASSERT_FALSE(acks.has_value());
+    EXPECT_NE(acks.error().find("cookie_acks: found \"yes\", expected true or false"),
+              std::string::npos)
+        << acks.error();
+}
+
+TEST(SynCookiesConfig, TooManySourcePrefixesOverAllVips) {
+    Config c = parse_ok(kHead + kVip);
+    VipSpec v = c.vips[0];
+    for (std::uint32_t i = 0; i < kMaxSourcePrefixes; ++i)
+        v.deny_sources.push_back(
+            net::Prefix{net::IpAddress::v4(10, static_cast<std::uint8_t>(i >> 8),
+                                           static_cast<std::uint8_t>(i), 0),
+                        24});
+    c.vips.clear();
+    for (std::uint16_t port = 1; port <= kMaxSourceRangeEntries / kMaxSourcePrefixes; ++port) {
+        v.port = port;
+        c.vips.push_back(v);
+    }
+    EXPECT_TRUE(check_config(c).empty()) << check_config(c).size();
+    v.port = 999;
+    v.deny_sources.resize(1);
+    c.vips.push_back(v);
+    const auto issues = check_config(c);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_EQ(issues[0].path, "vips[16].deny_sources");
+    EXPECT_NE(issues[0].message.find("more than 16384 source prefixes"), std::string::npos)
+        << issues[0].message;
+}
+
+std::vector<ErrorCase> syn_cookie_cases() {
+    return {
+        E("SynCookiesUnknownMode", kHead + kVip + "    syn_cookies: sometimes\n", 9, 18,
+          {"vips[0].syn_cookies: found \"sometimes\"", "expected off, auto or always"}),
+        E("SynCookiesOnUdp", kHead + kVip + "    protocol: udp\n    syn_cookies: auto\n", 10, 18,
+          {"vips[0].syn_cookies: found auto on a udp VIP", "expected off"}),
+        E("SynCookiesWithoutConntrack",
+          kGueHead + kVip + "    conntrack: false\n    syn_cookies: always\n", 11, 18,
+          {"found always with conntrack: false", "expected conntrack: true"}),
+        E("SynCookiesWithIpip", kHead + kVip + "    syn_cookies: always\n", 9, 18,
+          {"found always with encap: ipip", "expected encap: gue"}),
+        E("SynCookiesBackendWithoutCookieAcks", kGueHead + kVip + "    syn_cookies: always\n", 10,
+          18,
+          {"vips[0].syn_cookies: found always but backend 203.0.113.11 (backends[0]) lacks "
+           "cookie_acks: true",
+           "xlb-decap"}),
+        E("CookieAcksNotABoolean",
+          kHead + kVip + "      - {address: 203.0.113.12, cookie_acks: yes}\n", 9, 46,
+          {"vips[0].backends[1].cookie_acks: found \"yes\"", "true or false"}),
+        E("SourcesNotAList", kHead + kVip + "    allow_sources: 192.0.2.0/24\n", 9, 20,
+          {"vips[0].allow_sources: found \"192.0.2.0/24\"", "expected a list of prefixes"}),
+        E("SourceWithHostBits", kHead + kVip + "    deny_sources: [192.0.2.7/24]\n", 9, 20,
+          {"vips[0].deny_sources[0]: '192.0.2.7/24' has host bits set", "192.0.2.0/24"}),
+        E("SourceNotAPrefix", kHead + kVip + "    deny_sources: [\"192.0.2.0/33\"]\n", 9, 20,
+          {"vips[0].deny_sources[0]", "expected 0-32"}),
+        E("SourceOfTheOtherFamily", kHead + kVip + "    allow_sources: [\"2001:db8::/32\"]\n", 9,
+          21,
+          {"vips[0].allow_sources[0]: found 2001:db8::/32, an IPv6 prefix, expected IPv4 "
+           "prefixes"}),
+        E("SourceTwice", kHead + kVip + "    allow_sources: [192.0.2.0/24, 192.0.2.0/24]\n", 9, 35,
+          {"vips[0].allow_sources[1]: found 192.0.2.0/24 again (also allow_sources[0])",
+           "each prefix once"}),
+        E("SourceInBothLists",
+          kHead + kVip + "    allow_sources: [192.0.2.0/24]\n    deny_sources: [192.0.2.0/24]\n",
+          10, 20,
+          {"vips[0].deny_sources[0]: found 192.0.2.0/24 again (also allow_sources[0])",
+           "in one of the lists"}),
+        E("SynFloodUnknownKey", kSettingsOnly + "syn_flood: {start_rates: 5}\n", 3, 13,
+          {"syn_flood.start_rates: unknown key", "did you mean \"start_rate\""}),
+        E("SynFloodEndAboveStart", kSettingsOnly + "syn_flood: {start_rate: 100, end_rate: 200}\n",
+          3, 40,
+          {"syn_flood.end_rate: found 200, expected an integer 1-100", "at most start_rate"}),
+        E("SynFloodStartZero", kSettingsOnly + "syn_flood: {start_rate: 0, end_rate: 0}\n", 3, 25,
+          {"syn_flood.start_rate: found 0, expected an integer 1-100000000"}),
+        E("SynFloodEndAfterTooShort", kSettingsOnly + "syn_flood: {end_after: 500ms}\n", 3, 24,
+          {"syn_flood.end_after: found 500ms, expected 1s to 1h"}),
+        E("SynFloodRateNotANumber", kSettingsOnly + "syn_flood:\n  start_rate: lots\n", 4, 15,
+          {"syn_flood.start_rate: found \"lots\"", "SYNs per second per CPU"}),
+    };
+}
+INSTANTIATE_TEST_SUITE_P(SynCookies, ConfigErrorTable, ::testing::ValuesIn(syn_cookie_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 // fleet: the store's address and this host's name; the file then holds only
 // the host's own settings.

@@ -408,6 +408,11 @@ std::string to_yaml(const Config& config) {
       << format_duration(s.conntrack.sweep_interval);
     e << YAML::EndMap;
     if (fleet_wide) e << YAML::Key << "health_history" << YAML::Value << s.health_history;
+    e << YAML::Key << "syn_flood" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    e << YAML::Key << "start_rate" << YAML::Value << s.syn_flood.start_rate;
+    e << YAML::Key << "end_rate" << YAML::Value << s.syn_flood.end_rate;
+    e << YAML::Key << "end_after" << YAML::Value << format_duration(s.syn_flood.end_after);
+    e << YAML::EndMap;
     if (s.fleet.enabled) {
         const FleetSettings& f = s.fleet;
         e << YAML::Key << "fleet" << YAML::Value << YAML::BeginMap;
@@ -450,6 +455,15 @@ std::string to_yaml(const Config& config) {
         if (v.conntrack_idle_timeout) {
             e << YAML::Key << "conntrack_idle_timeout" << YAML::Value
               << format_duration(*v.conntrack_idle_timeout);
+        }
+        if (v.syn_cookies)
+            e << YAML::Key << "syn_cookies" << YAML::Value << to_string(*v.syn_cookies);
+        for (auto [key, list] : {std::pair{"allow_sources", &v.allow_sources},
+                                 std::pair{"deny_sources", &v.deny_sources}}) {
+            if (list->empty()) continue;
+            e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+            for (const net::Prefix& p : *list) e << p.to_string();
+            e << YAML::EndSeq;
         }
         const HealthCheck& h = v.health_check;
         e << YAML::Key << "health_check" << YAML::Value << YAML::BeginMap;
@@ -517,6 +531,7 @@ std::string to_yaml(const Config& config) {
             e << YAML::Key << "weight" << YAML::Value << b.weight;
             e << YAML::Key << "state" << YAML::Value << to_string(b.state);
             optional_text("hash_key", b.hash_key);
+            if (b.cookie_acks) e << YAML::Key << "cookie_acks" << YAML::Value << true;
             e << YAML::EndMap;
         }
         e << YAML::EndSeq;

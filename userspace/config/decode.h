@@ -331,7 +331,8 @@ inline constexpr std::string_view kFailureAccrualKeys[] = {
     "enabled", "success_rate", "window", "min_probes", "min_penalty", "max_penalty", "jitter"};
 inline constexpr std::string_view kRateLimitBiasKeys[] = {"factor", "penalty", "max_retry_after"};
 inline constexpr std::string_view kFlappingKeys[] = {"changes", "window", "hold"};
-inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key"};
+inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key",
+                                                    "cookie_acks"};
 inline constexpr std::string_view kVipKeys[] = {"address",
                                                 "port",
                                                 "protocol",
@@ -346,6 +347,9 @@ inline constexpr std::string_view kVipKeys[] = {"address",
                                                 "health_check",
                                                 "announce",
                                                 "conntrack_idle_timeout",
+                                                "syn_cookies",
+                                                "allow_sources",
+                                                "deny_sources",
                                                 "backends"};
 
 template <class V>
@@ -512,6 +516,8 @@ BackendSpec decode_backend(const V& v, const std::string& path, Sink& s) {
     });
     field(*f, path, "hash_key", out.hash_key,
           [&](const V& x, const std::string& p) { return read_text(x, p, s); });
+    field(*f, path, "cookie_acks", out.cookie_acks,
+          [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
     return out;
 }
 
@@ -526,6 +532,43 @@ std::vector<BackendSpec> decode_backends(const V& v, const std::string& path, Si
     }
     std::size_t i = 0;
     for (const V& item : v.items()) out.push_back(decode_backend(item, index(path, i++), s));
+    return out;
+}
+
+// A list of client prefixes ("192.0.2.0/24", "2001:db8::/32", or an address
+// alone), net::Prefix's rules: host bits must be zero.
+template <class V>
+std::optional<std::vector<net::Prefix>> read_prefix_list(const V& v, const std::string& path,
+                                                         Sink& s) {
+    s.note(path, v.location());
+    if (v.kind() != Kind::kList) {
+        s.error(path, v.location(),
+                "found " + v.found() +
+                    ", expected a list of prefixes, e.g. [\"192.0.2.0/24\", \"198.51.100.7\"]");
+        return std::nullopt;
+    }
+    std::vector<net::Prefix> out;
+    bool ok = true;
+    std::size_t i = 0;
+    for (const V& item : v.items()) {
+        const std::string ipath = index(path, i++);
+        s.note(ipath, item.location());
+        auto text = item.string_text();
+        if (!text) {
+            s.error(ipath, item.location(),
+                    "found " + item.found() + ", expected a prefix, e.g. \"192.0.2.0/24\"");
+            ok = false;
+            continue;
+        }
+        auto prefix = net::Prefix::parse(*text);
+        if (!prefix) {
+            s.error(ipath, item.location(), prefix.error());
+            ok = false;
+            continue;
+        }
+        out.push_back(*prefix);
+    }
+    if (!ok) return std::nullopt;
     return out;
 }
 
@@ -578,6 +621,15 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
     });
     field(*f, path, "conntrack_idle_timeout", out.conntrack_idle_timeout,
           [&](const V& x, const std::string& p) { return read_duration(x, p, s); });
+    if (const V* x = f->get("syn_cookies")) {
+        const std::string p = join(path, "syn_cookies");
+        if (auto c = read_enum<SynCookies>(*x, p, s, parse_syn_cookies, "off, auto or always"))
+            out.syn_cookies = *c;
+    }
+    field(*f, path, "allow_sources", out.allow_sources,
+          [&](const V& x, const std::string& p) { return read_prefix_list(x, p, s); });
+    field(*f, path, "deny_sources", out.deny_sources,
+          [&](const V& x, const std::string& p) { return read_prefix_list(x, p, s); });
     if (const V* x = f->get("backends")) {
         out.backends = decode_backends(*x, join(path, "backends"), s);
     }
@@ -585,10 +637,10 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
 }
 
 inline constexpr std::string_view kRootKeys[] = {
-    "interface", "xdp_mode",     "next_hop",       "encap_source", "hash_seed",
-    "mtu",       "icmp_too_big", "encap",          "gue_port",     "second_chance",
-    "maps",      "api",          "metrics",        "state_file",   "pin_dir",
-    "bgp",       "conntrack",    "health_history", "vips",         "fleet"};
+    "interface",    "xdp_mode",   "next_hop", "encap_source",  "hash_seed", "mtu",
+    "icmp_too_big", "encap",      "gue_port", "second_chance", "maps",      "api",
+    "metrics",      "state_file", "pin_dir",  "bgp",           "conntrack", "health_history",
+    "vips",         "fleet",      "syn_flood"};
 // What every host of a fleet shares: with fleet: set they come from the
 // store's desired/global, and a file that sets them is refused.
 inline constexpr std::string_view kFleetWideKeys[] = {
@@ -604,6 +656,7 @@ inline constexpr std::string_view kApiKeys[] = {"socket", "group"};
 inline constexpr std::string_view kMetricsKeys[] = {"listen"};
 inline constexpr std::string_view kConntrackKeys[] = {"insert_rate", "insert_burst", "resize",
                                                       "sweep_interval"};
+inline constexpr std::string_view kSynFloodKeys[] = {"start_rate", "end_rate", "end_after"};
 inline constexpr std::string_view kBgpKeys[] = {"enabled", "control_socket", "routes_file",
                                                 "protocol", "route"};
 
@@ -816,6 +869,21 @@ Decoded decode_config(const V& root, Sink& s) {
                                                   "refuse or replace");
             });
             field(*c, p, "sweep_interval", st.conntrack.sweep_interval,
+                  [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
+        }
+    }
+    if (const V* x = f->get("syn_flood")) {
+        const std::string p = "syn_flood";
+        if (auto sf = read_fields(*x, p, s, kSynFloodKeys,
+                                  "the SYN flood detector: start_rate, end_rate, end_after")) {
+            auto rate = [&](const V& y, const std::string& q) {
+                return read_uint(y, q, s, 0xffffffffULL,
+                                 "an integer (SYNs per second per CPU to VIPs with "
+                                 "syn_cookies auto)");
+            };
+            field(*sf, p, "start_rate", st.syn_flood.start_rate, rate);
+            field(*sf, p, "end_rate", st.syn_flood.end_rate, rate);
+            field(*sf, p, "end_after", st.syn_flood.end_after,
                   [&](const V& y, const std::string& q) { return read_duration(y, q, s); });
         }
     }

@@ -149,6 +149,9 @@ void to_json(json& j, const BackendSpec& b) {
              {"weight", b.weight},
              {"state", to_string(b.state)},
              {"hash_key", b.hash_key}};
+    // Only when set, so that a backend that never set it keeps the digest
+    // of its VIP's config (as conntrack_idle_timeout below).
+    if (b.cookie_acks) j["cookie_acks"] = true;
 }
 
 void to_json(json& j, const VipSpec& v) {
@@ -169,6 +172,14 @@ void to_json(json& j, const VipSpec& v) {
     if (v.conntrack_idle_timeout)
         j["conntrack_idle_timeout"] = format_duration(*v.conntrack_idle_timeout);
     if (v.health_consensus) j["health_consensus"] = to_string(*v.health_consensus);
+    if (v.syn_cookies) j["syn_cookies"] = to_string(*v.syn_cookies);
+    auto prefixes = [](const std::vector<net::Prefix>& list) {
+        json out = json::array();
+        for (const net::Prefix& p : list) out.push_back(p.to_string());
+        return out;
+    };
+    if (!v.allow_sources.empty()) j["allow_sources"] = prefixes(v.allow_sources);
+    if (!v.deny_sources.empty()) j["deny_sources"] = prefixes(v.deny_sources);
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {
@@ -372,6 +383,10 @@ json settings_to_json(const Settings& s) {
           {"resize", to_string(s.conntrack.resize)},
           {"sweep_interval", format_duration(s.conntrack.sweep_interval)}}},
         {"health_history", s.health_history},
+        {"syn_flood",
+         {{"start_rate", s.syn_flood.start_rate},
+          {"end_rate", s.syn_flood.end_rate},
+          {"end_after", format_duration(s.syn_flood.end_after)}}},
     };
     if (s.fleet.enabled) {
         const FleetSettings& f = s.fleet;

@@ -105,6 +105,10 @@ std::optional<FleetAnnounce> parse_fleet_announce(std::string_view t) {
 }
 std::optional<SynCookies> parse_syn_cookies(std::string_view t) { return lookup(t, kSynCookies); }
 
+std::size_t source_range_entry_bound(const VipSpec& vip) {
+    return vip.allow_sources.size() + vip.deny_sources.size() + (vip.allow_sources.empty() ? 0 : 1);
+}
+
 EffectiveSynCookies effective_syn_cookies(const VipSpec& vip, const Settings& settings) {
     const SynCookies asked = vip.syn_cookies.value_or(SynCookies::kAuto);
     if (asked == SynCookies::kOff) return {};

@@ -43,6 +43,12 @@ constexpr Duration kMinIdleTimeout{1'000};
 constexpr Duration kMaxIdleTimeout{30LL * 24 * 3'600'000};  // 30 days, exclusive
 constexpr Duration kMinSweepInterval{1'000};
 constexpr Duration kMaxSweepInterval{3'600'000};
+// syn_flood: a rate of 1 per second per CPU is a test's, 10^8 more than a
+// CPU can take; the flood's end is confirmed within a second to an hour.
+constexpr std::uint32_t kMinSynFloodRate = 1;
+constexpr std::uint32_t kMaxSynFloodRate = 100'000'000;
+constexpr Duration kMinSynFloodEndAfter{1'000};
+constexpr Duration kMaxSynFloodEndAfter{3'600'000};
 constexpr std::size_t kMaxNameLength = 64;
 constexpr std::size_t kMaxHashKeyLength = 255;
 constexpr std::size_t kIfNameMax = 15;  // IFNAMSIZ - 1
@@ -489,6 +495,89 @@ std::uint16_t min_mtu_v6(const Settings& s) {
     return kMinMtuV6 + kGueOverhead + (s.second_chance.enabled ? kHintV6 : 0);
 }
 
+// An explicit syn_cookies auto or always is a promise: every condition the
+// data path needs must hold (unset, the VIP quietly runs without cookies:
+// effective_syn_cookies()).
+void check_syn_cookies(const VipSpec& vip, const Settings* settings, const Out& out) {
+    if (!vip.syn_cookies || *vip.syn_cookies == SynCookies::kOff) return;
+    const std::string found = std::string("found ") + to_string(*vip.syn_cookies);
+    if (vip.protocol != Protocol::kTcp) {
+        out.add("syn_cookies",
+                found + " on a " + to_string(vip.protocol) +
+                    " VIP, expected off or no syn_cookies (cookies answer TCP handshakes)",
+                {"protocol"});
+        return;
+    }
+    if (!vip.conntrack) {
+        out.add("syn_cookies",
+                found +
+                    " with conntrack: false, expected conntrack: true (a cookie's ACK becomes "
+                    "a connection-table entry)",
+                {"conntrack"});
+        return;
+    }
+    if (settings && settings->encap != Encap::kGue) {
+        out.add("syn_cookies",
+                found + " with encap: " + to_string(settings->encap) +
+                    ", expected encap: gue (the handshake's options reach the backend in the GUE "
+                    "header)",
+                {}, {"encap"});
+        return;
+    }
+    std::vector<std::string> missing, deps;
+    for (std::size_t i = 0; i < vip.backends.size(); ++i) {
+        const BackendSpec& b = vip.backends[i];
+        if (b.state == AdminState::kDisabled || b.cookie_acks) continue;
+        const std::string at = "backends[" + std::to_string(i) + "]";
+        missing.push_back(b.address.to_string() + " (" + at + ")");
+        deps.insert(deps.end(), {at + ".cookie_acks", at + ".state", at + ".address"});
+    }
+    if (missing.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < missing.size() && i < 3; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > 3) list += " and " + std::to_string(missing.size() - 3) + " more";
+    out.add("syn_cookies",
+            found + " but backend" +
+                (missing.size() > 1 ? "s " + list + " lack" : " " + list + " lacks") +
+                " cookie_acks: true, expected every backend that is not disabled to accept "
+                "cookie ACKs (xlb-decap with its cookie program; docs/syn-cookies.md)",
+            deps);
+}
+
+// Source lists: of the VIP's family, each prefix once, and none in both.
+void check_sources(const VipSpec& vip, const Out& out) {
+    std::map<net::Prefix, std::string> seen;
+    for (auto [key, list] : {std::pair{"allow_sources", &vip.allow_sources},
+                             std::pair{"deny_sources", &vip.deny_sources}}) {
+        if (list->size() > kMaxSourcePrefixes) {
+            out.add(key, "found " + std::to_string(list->size()) + " prefixes, expected at most " +
+                             std::to_string(kMaxSourcePrefixes));
+            continue;
+        }
+        for (std::size_t i = 0; i < list->size(); ++i) {
+            const net::Prefix& p = (*list)[i];
+            const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+            if (p.address.family != vip.address.family) {
+                out.add(at,
+                        "found " + p.to_string() + ", an " + family_name(p.address) +
+                            " prefix, expected " + family_name(vip.address) +
+                            " prefixes (the VIP's family)",
+                        {"address"});
+                continue;
+            }
+            if (auto [it, fresh] = seen.emplace(p, at); !fresh) {
+                const bool same_list = it->second.starts_with(key);
+                out.add(at,
+                        "found " + p.to_string() + " again (also " + it->second + "), " +
+                            (same_list ? "expected each prefix once"
+                                       : "expected a prefix in one of the lists (a denied "
+                                         "prefix is refused whatever allow_sources says)"),
+                        {it->second});
+            }
+        }
+    }
+}
+
 void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out) {
     if (!is_unicast(vip.address)) {
         out.add("address", "found " + vip.address.to_string() + ", expected a unicast address");
@@ -552,6 +641,8 @@ void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out
                         " and below 30 days (entry times wrap after 52 days)");
         }
     }
+    check_syn_cookies(vip, settings, out);
+    check_sources(vip, out);
     check_health(vip.health_check, vip, out);
     check_backends(vip, settings, out);
 }
@@ -712,6 +803,24 @@ void check_settings(const Settings& s, const Out& out) {
                 "found 0, expected a positive duration (how long a VIP keeps its previous ring, "
                 "e.g. 10m)");
     }
+    const SynFloodSettings& sf = s.syn_flood;
+    if (sf.start_rate < kMinSynFloodRate || sf.start_rate > kMaxSynFloodRate) {
+        out.add("syn_flood.start_rate",
+                "found " + std::to_string(sf.start_rate) + ", expected an integer " +
+                    std::to_string(kMinSynFloodRate) + "-" + std::to_string(kMaxSynFloodRate) +
+                    " (SYNs per second on one CPU that start a flood)");
+    } else if (sf.end_rate < kMinSynFloodRate || sf.end_rate > sf.start_rate) {
+        out.add("syn_flood.end_rate",
+                "found " + std::to_string(sf.end_rate) + ", expected an integer " +
+                    std::to_string(kMinSynFloodRate) + "-" + std::to_string(sf.start_rate) +
+                    " (at most start_rate: below it on every CPU, the flood ends)",
+                {"syn_flood.start_rate"});
+    }
+    if (sf.end_after < kMinSynFloodEndAfter || sf.end_after > kMaxSynFloodEndAfter) {
+        out.add("syn_flood.end_after", "found " + dur(sf.end_after) + ", expected " +
+                                           dur(kMinSynFloodEndAfter) + " to " +
+                                           dur(kMaxSynFloodEndAfter));
+    }
     if (s.health_history > kMaxHealthHistory) {
         out.add("health_history", "found " + std::to_string(s.health_history) +
                                       ", expected an integer 0-" +
@@ -807,6 +916,8 @@ void check_config(const Config& config, std::vector<Issue>& issues) {
     std::map<std::string, std::size_t> names;
     std::set<net::IpAddress> distinct;
     bool backends_reported = false;
+    std::size_t source_entries = 0;
+    bool sources_reported = false;
     for (std::size_t i = 0; i < config.vips.size(); ++i) {
         const std::string at = "vips[" + std::to_string(i) + "]";
         const VipSpec& vip = config.vips[i];
@@ -818,6 +929,15 @@ void check_config(const Config& config, std::vector<Issue>& issues) {
                     {"maps.max_vips"});
         }
         check_vip_into(vip, &s, Out{issues, at});
+        source_entries += source_range_entry_bound(vip);
+        if (!sources_reported && source_entries > kMaxSourceRangeEntries) {
+            sources_reported = true;
+            top.add(at + (vip.allow_sources.empty() ? ".deny_sources" : ".allow_sources"),
+                    "found more than " + std::to_string(kMaxSourceRangeEntries) +
+                        " source prefixes over all VIPs (each VIP's allow_sources and "
+                        "deny_sources, plus one per VIP with allow_sources), expected at most " +
+                        std::to_string(kMaxSourceRangeEntries));
+        }
         if (auto [it, fresh] = keys.emplace(vip.vip_key(), i); !fresh) {
             const std::string other = "vips[" + std::to_string(it->second) + "]";
             top.add(at,

@@ -387,6 +387,14 @@ struct Config {
     VipSpec* find_vip(const std::string& key);
 };
 
+// Source lists: prefixes per list of a VIP, and the data path's entries for
+// all VIPs together (its trie's size, XLB_SOURCE_RANGES_DEFAULT).
+inline constexpr std::size_t kMaxSourcePrefixes = 1024;
+inline constexpr std::size_t kMaxSourceRangeEntries = 16384;
+// The most entries a VIP's lists take in the data path: each prefix, and
+// the family's whole space with an allow list.
+std::size_t source_range_entry_bound(const VipSpec& vip);
+
 // The SYN cookie mode a VIP runs with, and why it is off when it is: the
 // mode asked for (auto when unset), off when the VIP cannot use cookies (not
 // TCP, no connection table, encap not gue, a backend without cookie_acks).
