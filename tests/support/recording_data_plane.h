@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "xlb/control/data_plane.h"
@@ -16,8 +17,26 @@ namespace xlb::test {
 
 class RecordingDataPlane : public control::DataPlane {
 public:
-    xlb::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    xlb::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value& value) override {
+        vip_flags[value.vip_id] = value.flags;
+        events.push_back("put_vip " + std::to_string(value.vip_id) + " flags " +
+                         std::to_string(value.flags));
+        return {};
+    }
     xlb::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    xlb::Result<void> set_source_ranges(
+        const xlb_vip_key&, std::uint32_t vip_id,
+        const std::vector<datapath::SourceRangeEntry>& entries) override {
+        source_ranges[vip_id] = entries;
+        events.push_back("set_source_ranges " + std::to_string(vip_id) + " " +
+                         std::to_string(entries.size()));
+        return {};
+    }
+    xlb::Result<void> remove_source_ranges(std::uint32_t vip_id) override {
+        source_ranges.erase(vip_id);
+        events.push_back("remove_source_ranges " + std::to_string(vip_id));
+        return {};
+    }
     xlb::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
         backends[id] = be;
         return {};
@@ -56,6 +75,9 @@ public:
     }
 
     bool reports_live_rings = false;
+    std::map<std::uint32_t, std::uint32_t> vip_flags;  // by VIP id, as last put
+    std::map<std::uint32_t, std::vector<datapath::SourceRangeEntry>> source_ranges;
+    std::vector<std::string> events;  // VIP entries and source ranges, in order
     std::map<std::uint32_t, xlb_backend> backends;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
     std::map<std::uint32_t, std::vector<std::uint32_t>> previous_rings;  // second chance

@@ -6,7 +6,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -187,6 +189,216 @@ TEST(DatapathSetup, VipKeyValueAndFlags) {
     const xlb_vip_value value = vip_value(v, 7);
     EXPECT_EQ(value.vip_id, 7u);
     EXPECT_EQ(value.flags, vip_flags(v));
+}
+
+TEST(DatapathSetup, VipFlagsFollowCookiesAndSourceLists) {
+    config::VipSpec v;
+    v.address = ip("198.51.100.10");
+    v.port = 443;
+    config::BackendSpec b;
+    b.address = ip("203.0.113.11");
+    b.cookie_acks = true;
+    v.backends.push_back(b);
+    // Unset: auto where possible (gue), off with ipip.
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue),
+              static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_AUTO));
+    EXPECT_EQ(vip_flags(v, config::Encap::kIpip), 0u);
+    v.syn_cookies = config::SynCookies::kAlways;
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue),
+              static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_ALWAYS));
+    v.syn_cookies = config::SynCookies::kOff;
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue), 0u);
+    v.syn_cookies.reset();
+    v.backends[0].cookie_acks = false;
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue), 0u);
+    v.backends[0].state = config::AdminState::kDisabled;
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue),
+              static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_AUTO));
+    v.conntrack = false;
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue),
+              static_cast<std::uint32_t>(XLB_VIP_F_NO_CONNTRACK));
+    v.conntrack = true;
+    v.protocol = config::Protocol::kUdp;
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue), 0u);
+    v.deny_sources.push_back(*net::Prefix::parse("192.0.2.0/24"));
+    EXPECT_EQ(vip_flags(v, config::Encap::kGue),
+              static_cast<std::uint32_t>(XLB_VIP_F_SOURCE_RANGES));
+    v.deny_sources.clear();
+    v.allow_sources.push_back(*net::Prefix::parse("192.0.2.0/24"));
+    EXPECT_EQ(vip_value(v, 3, config::Encap::kGue).flags,
+              static_cast<std::uint32_t>(XLB_VIP_F_SOURCE_RANGES));
+}
+
+// The trie entries of a VIP as "prefix verdict" lines, the key decoded back.
+std::vector<std::string> entries_of(const config::VipSpec& vip, std::uint32_t vip_id) {
+    std::vector<std::string> out;
+    for (const SourceRangeEntry& e : source_range_entries(vip, vip_id)) {
+        EXPECT_EQ(ntohl(e.key.vip_id), vip_id);
+        EXPECT_GE(e.key.prefixlen, 32u);
+        const auto* b = reinterpret_cast<const std::uint8_t*>(e.key.addr);
+        const bool v4 = vip.address.is_v4();
+        std::string text;
+        if (v4) {
+            // ::ffff:a.b.c.d, the length counted from the IPv6 address's start
+            for (int i = 0; i < 10; ++i) EXPECT_EQ(b[i], 0) << i;
+            EXPECT_EQ(b[10], 0xff);
+            EXPECT_EQ(b[11], 0xff);
+            EXPECT_GE(e.key.prefixlen, 32u + 96u);
+            text = net::IpAddress::v4(b[12], b[13], b[14], b[15]).to_string() + "/" +
+                   std::to_string(e.key.prefixlen - 32 - 96);
+        } else {
+            net::IpAddress a;
+            a.family = 6;
+            std::memcpy(a.bytes.data(), b, 16);
+            text = a.to_string() + "/" + std::to_string(e.key.prefixlen - 32);
+        }
+        text += e.verdict == XLB_SOURCE_ALLOW  ? " allow"
+                : e.verdict == XLB_SOURCE_DENY ? " deny"
+                                               : " ?";
+        out.push_back(text);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+config::VipSpec vip_with(const char* address, std::vector<const char*> allow,
+                         std::vector<const char*> deny) {
+    config::VipSpec v;
+    v.address = ip(address);
+    for (const char* p : allow) v.allow_sources.push_back(*net::Prefix::parse(p));
+    for (const char* p : deny) v.deny_sources.push_back(*net::Prefix::parse(p));
+    return v;
+}
+
+using Lines = std::vector<std::string>;
+
+TEST(SourceRanges, NoListsNoEntries) {
+    EXPECT_TRUE(source_range_entries(vip_with("198.51.100.10", {}, {}), 1).empty());
+}
+
+TEST(SourceRanges, AllowListDeniesTheRestOfTheFamily) {
+    EXPECT_EQ(entries_of(vip_with("198.51.100.10", {"192.0.2.0/24", "198.18.0.7"}, {}), 5),
+              (Lines{"0.0.0.0/0 deny", "192.0.2.0/24 allow", "198.18.0.7/32 allow"}));
+}
+
+TEST(SourceRanges, DenyListAloneAllowsTheRest) {
+    EXPECT_EQ(entries_of(vip_with("198.51.100.10", {}, {"192.0.2.0/24", "10.0.0.0/8"}), 5),
+              (Lines{"10.0.0.0/8 deny", "192.0.2.0/24 deny"}));
+}
+
+TEST(SourceRanges, DenyInsideAllowIsCarvedOut) {
+    EXPECT_EQ(entries_of(vip_with("198.51.100.10", {"192.0.2.0/24"}, {"192.0.2.128/25"}), 5),
+              (Lines{"0.0.0.0/0 deny", "192.0.2.0/24 allow", "192.0.2.128/25 deny"}));
+}
+
+TEST(SourceRanges, AllowInsideDenyStaysDenied) {
+    // A more specific ALLOW would win the longest match: it is left out.
+    EXPECT_EQ(
+        entries_of(vip_with("198.51.100.10", {"10.1.0.0/16", "192.0.2.0/24"}, {"10.0.0.0/8"}), 5),
+        (Lines{"0.0.0.0/0 deny", "10.0.0.0/8 deny", "192.0.2.0/24 allow"}));
+}
+
+TEST(SourceRanges, AllowingTheWholeSpaceKeepsItsAllow) {
+    EXPECT_EQ(entries_of(vip_with("198.51.100.10", {"0.0.0.0/0"}, {"192.0.2.0/24"}), 5),
+              (Lines{"0.0.0.0/0 allow", "192.0.2.0/24 deny"}));
+}
+
+TEST(SourceRanges, Ipv6PrefixesCountFromTheAddress) {
+    EXPECT_EQ(entries_of(vip_with("2001:db8::10", {"2001:db8:c::/48"}, {"2001:db8:c:1::/64"}), 9),
+              (Lines{"2001:db8:c:1::/64 deny", "2001:db8:c::/48 allow", "::/0 deny"}));
+    const auto raw = source_range_entries(vip_with("2001:db8::10", {}, {"2001:db8:c::/48"}), 9);
+    ASSERT_EQ(raw.size(), 1u);
+    EXPECT_EQ(raw[0].key.prefixlen, 32u + 48u);
+    EXPECT_EQ(raw[0].key.addr[0], htonl(0x20010db8));
+    EXPECT_EQ(raw[0].key.addr[1], htonl(0x000c0000));
+}
+
+TEST(SourceRanges, TheVipIdIsBigEndianInTheKey) {
+    const auto raw =
+        source_range_entries(vip_with("198.51.100.10", {}, {"192.0.2.0/24"}), 0x01020304);
+    ASSERT_EQ(raw.size(), 1u);
+    const auto bytes = bytes_of(raw[0].key);
+    EXPECT_EQ((std::vector<std::uint8_t>(bytes.begin() + 4, bytes.begin() + 8)),
+              (std::vector<std::uint8_t>{1, 2, 3, 4}));
+    EXPECT_EQ(raw[0].key.prefixlen, 32u + 96u + 24u);
+}
+
+// The reconciler never lets a packet see the source flag without the
+// entries: entries before the flag, the flag's removal before theirs.
+TEST(SourceRanges, ReconcilerWritesEntriesAroundTheFlag) {
+    config::VipSpec vip = vip_with("198.51.100.10", {"192.0.2.0/24"}, {});
+    vip.port = 80;
+    vip.health_check.type = config::HealthCheckType::kNone;
+    config::BackendSpec b;
+    b.address = ip("203.0.113.11");
+    vip.backends.push_back(b);
+    test::RecordingDataPlane dp;
+    control::Reconciler rec{dp, {16, 1024}};
+    auto settle = [&] {
+        for (int i = 0; i < 50; ++i) {
+            auto r = rec.reconcile(control::Clock::now());
+            ASSERT_TRUE(r) << r.error().message();
+            if (rec.all_published()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        FAIL() << "not published";
+    };
+    rec.set_vips({vip});
+    settle();
+    ASSERT_EQ(dp.events.size(), 2u);
+    const std::uint32_t id = dp.vip_flags.begin()->first;
+    const std::string sid = std::to_string(id);
+    EXPECT_EQ(dp.events[0], "set_source_ranges " + sid + " 2");
+    EXPECT_EQ(dp.events[1], "put_vip " + sid + " flags " + std::to_string(XLB_VIP_F_SOURCE_RANGES));
+    EXPECT_EQ(dp.source_ranges[id], source_range_entries(vip, id));
+
+    // Narrowed: new entries, the flag unchanged (no VIP write).
+    dp.events.clear();
+    vip.deny_sources.push_back(*net::Prefix::parse("192.0.2.128/25"));
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(dp.events, (Lines{"set_source_ranges " + sid + " 3"}));
+    EXPECT_EQ(dp.source_ranges[id], source_range_entries(vip, id));
+
+    // Lists gone: the flag first, then the entries.
+    dp.events.clear();
+    vip.allow_sources.clear();
+    vip.deny_sources.clear();
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(dp.events, (Lines{"put_vip " + sid + " flags 0", "remove_source_ranges " + sid}));
+
+    // A VIP removed with lists: its entries go with it.
+    vip.deny_sources.push_back(*net::Prefix::parse("10.0.0.0/8"));
+    rec.set_vips({vip});
+    settle();
+    dp.events.clear();
+    rec.set_vips({});
+    settle();
+    EXPECT_EQ(dp.events, (Lines{"remove_source_ranges " + sid}));
+    EXPECT_TRUE(dp.source_ranges.empty());
+}
+
+// A reload that changes encap writes the flags again: cookies follow it.
+TEST(SourceRanges, EncapChangeRewritesCookieFlags) {
+    config::VipSpec vip = vip_with("198.51.100.10", {}, {});
+    vip.port = 80;
+    vip.health_check.type = config::HealthCheckType::kNone;
+    config::BackendSpec b;
+    b.address = ip("203.0.113.11");
+    b.cookie_acks = true;
+    vip.backends.push_back(b);
+    test::RecordingDataPlane dp;
+    control::Reconciler rec{dp, {16, 1024}};
+    rec.set_vips({vip});
+    for (int i = 0; i < 50 && !rec.all_published(); ++i)
+        ASSERT_TRUE(rec.reconcile(control::Clock::now()));
+    ASSERT_EQ(dp.vip_flags.size(), 1u);
+    EXPECT_EQ(dp.vip_flags.begin()->second, 0u);
+    rec.set_encap(config::Encap::kGue);
+    for (int i = 0; i < 50 && !rec.all_published(); ++i)
+        ASSERT_TRUE(rec.reconcile(control::Clock::now()));
+    EXPECT_EQ(dp.vip_flags.begin()->second, static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_AUTO));
 }
 
 TEST(DatapathSetup, FlowKey) {

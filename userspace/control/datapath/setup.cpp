@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,18 +70,85 @@ xlb_vip_key vip_key(const config::VipSpec& vip) {
     return vip_key(vip.address, vip.port, static_cast<std::uint8_t>(vip.protocol));
 }
 
-std::uint32_t vip_flags(const config::VipSpec& vip) {
+std::uint32_t vip_flags(const config::VipSpec& vip, config::Encap encap) {
     std::uint32_t flags = 0;
     if (!vip.conntrack) flags |= XLB_VIP_F_NO_CONNTRACK;
     if (vip.hash == config::HashMode::kSourceIp) flags |= XLB_VIP_F_HASH_SRC_ONLY;
+    if (!vip.allow_sources.empty() || !vip.deny_sources.empty()) flags |= XLB_VIP_F_SOURCE_RANGES;
+    config::Settings settings;
+    settings.encap = encap;
+    switch (config::effective_syn_cookies(vip, settings).mode) {
+        case config::SynCookies::kOff: break;
+        case config::SynCookies::kAuto: flags |= XLB_VIP_F_COOKIES_AUTO; break;
+        case config::SynCookies::kAlways: flags |= XLB_VIP_F_COOKIES_ALWAYS; break;
+    }
     return flags;
 }
 
-xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id) {
+xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id, config::Encap encap) {
     xlb_vip_value value{};
     value.vip_id = vip_id;
-    value.flags = vip_flags(vip);
+    value.flags = vip_flags(vip, encap);
     return value;
+}
+
+static_assert(config::kMaxSourceRangeEntries == XLB_SOURCE_RANGES_DEFAULT,
+              "the configuration's bound is the trie's size");
+
+bool SourceRangeEntry::operator==(const SourceRangeEntry& other) const {
+    return std::memcmp(&key, &other.key, sizeof(key)) == 0 && verdict == other.verdict;
+}
+
+xlb_src_range_key source_range_key(std::uint32_t vip_id, const net::Prefix& prefix) {
+    xlb_src_range_key key{};
+    key.vip_id = htonl(vip_id);
+    auto* bytes = reinterpret_cast<std::uint8_t*>(key.addr);
+    if (prefix.address.is_v4()) {
+        bytes[10] = 0xff;
+        bytes[11] = 0xff;
+        std::memcpy(bytes + 12, prefix.address.bytes.data(), 4);
+        key.prefixlen = 32 + 96 + prefix.length;
+    } else {
+        std::memcpy(bytes, prefix.address.bytes.data(), 16);
+        key.prefixlen = 32 + prefix.length;
+    }
+    return key;
+}
+
+namespace {
+// Whether `outer` contains all of `inner` (same family).
+bool covers(const net::Prefix& outer, const net::Prefix& inner) {
+    return outer.length <= inner.length && outer.contains(inner.address);
+}
+}  // namespace
+
+std::vector<SourceRangeEntry> source_range_entries(const config::VipSpec& vip,
+                                                   std::uint32_t vip_id) {
+    using Bytes = std::array<std::uint8_t, sizeof(xlb_src_range_key)>;
+    std::map<Bytes, SourceRangeEntry> out;
+    auto add = [&](const net::Prefix& prefix, std::uint8_t verdict) {
+        SourceRangeEntry e{source_range_key(vip_id, prefix), verdict};
+        Bytes bytes;
+        std::memcpy(bytes.data(), &e.key, sizeof(e.key));
+        out.try_emplace(bytes, e);  // the first verdict for a key stands
+    };
+    // Deny first: a prefix in both lists (refused by the validation) stays denied.
+    for (const net::Prefix& p : vip.deny_sources) add(p, XLB_SOURCE_DENY);
+    for (const net::Prefix& p : vip.allow_sources) {
+        const bool denied = std::any_of(vip.deny_sources.begin(), vip.deny_sources.end(),
+                                        [&](const net::Prefix& d) { return covers(d, p); });
+        if (!denied) add(p, XLB_SOURCE_ALLOW);
+    }
+    // Last: an allow prefix of the whole space keeps its ALLOW.
+    if (!vip.allow_sources.empty()) {
+        net::IpAddress any;
+        any.family = vip.address.family;
+        add(net::Prefix{any, 0}, XLB_SOURCE_DENY);
+    }
+    std::vector<SourceRangeEntry> entries;
+    entries.reserve(out.size());
+    for (auto& [bytes, e] : out) entries.push_back(e);
+    return entries;
 }
 
 xlb_flow_key flow_key(const net::Endpoint& src, const net::Endpoint& dst, std::uint8_t protocol) {

@@ -377,6 +377,11 @@ Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
     if (vip_id) {
         auto ok = data_plane_.remove_ring(*vip_id);
         if (!ok) return ok;
+        // The id may go to another VIP: none of these entries may be its.
+        if (v.source_entries && !v.source_entries->empty()) {
+            if (auto gone = data_plane_.remove_source_ranges(*vip_id); !gone) return gone;
+        }
+        v.source_entries.reset();
     }
     v.spec.backends.clear();
     auto ok = release_removed_backends(v);
@@ -385,15 +390,34 @@ Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
     return {};
 }
 
+// The source lists and the VIP entry, in the order that never lets a packet
+// see the flag without its entries: new entries go in before the flag does,
+// and the flag goes before the entries are removed.
 Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
-    const xlb_vip_value value = datapath::vip_value(v.spec, vip_id);
-    if (v.vip_entry_written && v.vip_value.vip_id == value.vip_id &&
-        v.vip_value.flags == value.flags)
+    const xlb_vip_value value = datapath::vip_value(v.spec, vip_id, options_.encap);
+    const xlb_vip_key key = datapath::vip_key(v.spec);
+    std::vector<datapath::SourceRangeEntry> entries =
+        datapath::source_range_entries(v.spec, vip_id);
+    const bool ranges_changed = v.source_entries != entries;
+    const bool with_ranges = !entries.empty();
+    auto write_ranges = [&]() -> Result<void> {
+        if (!ranges_changed) return {};
+        auto ok = with_ranges ? data_plane_.set_source_ranges(key, vip_id, entries)
+                              : data_plane_.remove_source_ranges(vip_id);
+        if (!ok) return ok;
+        v.source_entries = std::move(entries);
         return {};
-    auto ok = data_plane_.put_vip(datapath::vip_key(v.spec), value);
-    if (!ok) return ok;
-    v.vip_entry_written = true;
-    v.vip_value = value;
+    };
+    if (with_ranges)
+        if (auto ok = write_ranges(); !ok) return ok;
+    if (!v.vip_entry_written || v.vip_value.vip_id != value.vip_id ||
+        v.vip_value.flags != value.flags) {
+        auto ok = data_plane_.put_vip(key, value);
+        if (!ok) return ok;
+        v.vip_entry_written = true;
+        v.vip_value = value;
+    }
+    if (!with_ranges) return write_ranges();
     return {};
 }
 
@@ -610,6 +634,12 @@ PreviousRing Reconciler::previous_ring_for(const VipState& v) const {
                              v.table_ring_size == v.spec.ring_size &&
                              v.pending_plan->same_table_members(*v.table_plan);
     return weight_only ? PreviousRing::kUnchanged : PreviousRing::kLiveRing;
+}
+
+void Reconciler::set_encap(config::Encap encap) {
+    if (options_.encap == encap) return;
+    options_.encap = encap;
+    for (auto& [key, v] : vips_) v.plan_version += 1;
 }
 
 void Reconciler::set_second_chance(std::optional<Clock::duration> window) {

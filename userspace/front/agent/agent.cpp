@@ -737,7 +737,7 @@ Agent::Step Agent::open_data_plane() {
     data_plane_.emplace(*lb_);
     reconciler_.emplace(*data_plane_,
                         control::Reconciler::Options{s.maps.max_vips, s.maps.max_backends,
-                                                     second_chance_window(s)});
+                                                     second_chance_window(s), s.encap});
     // Generations already in the (pinned) backends map: a reused id must
     // never repeat one a recorded flow may hold.
     for (std::uint32_t id = 0; id < s.maps.max_backends; ++id)
@@ -1176,6 +1176,7 @@ api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config n
                          if (auto ok = write_datapath_config(mac); !ok)
                              out.warnings.push_back(ok.error().message());
                          r.set_second_chance(second_chance_window(applied));
+                         r.set_encap(applied.encap);
                          health_.set_history_capacity(applied.health_history);
                          // lookups hash with the seed the data path now uses
                          if (api_settings_) api_settings_->set(applied);

@@ -62,6 +62,9 @@ constexpr std::array kSettingRows = {
     // A flag of xlb_config and the reconciler's window: from the next
     // packet and the next table (turned off, previous rings go at once).
     row<&S::second_chance>("second_chance", true),
+    // The flood detector's thresholds: it takes the new ones at its next
+    // sample; no flow or table depends on them.
+    row<&S::syn_flood>("syn_flood", true),
     row<&S::maps>("maps", false),
     row<&S::api_socket>("api.socket", false),
     row<&S::api_group>("api.group", false),

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "xlb/kernel/bpf_data_plane.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/ring.h"
 
@@ -13,6 +18,56 @@ xlb::Result<void> BpfDataPlane::put_vip(const xlb_vip_key& key, const xlb_vip_va
 xlb::Result<void> BpfDataPlane::remove_vip(const xlb_vip_key& key) {
     auto erased = program_.erase_vip(key);
     if (!erased) return std::unexpected(erased.error());
+    return {};
+}
+
+xlb::Result<std::map<std::uint32_t, BpfDataPlane::RangeKeys>*> BpfDataPlane::range_keys() {
+    if (!range_keys_) {
+        auto keys = program_.source_ranges().keys();
+        if (!keys) return std::unexpected(keys.error());
+        std::map<std::uint32_t, RangeKeys> by_vip;
+        for (const xlb_src_range_key& k : *keys) by_vip[ntohl(k.vip_id)].push_back(k);
+        range_keys_ = std::move(by_vip);
+    }
+    return &*range_keys_;
+}
+
+xlb::Result<void> BpfDataPlane::set_source_ranges(
+    const xlb_vip_key& key, std::uint32_t vip_id,
+    const std::vector<datapath::SourceRangeEntry>& entries) {
+    auto known = range_keys();
+    if (!known) return std::unexpected(known.error());
+    const auto trie = program_.source_ranges();
+    // New entries first: a packet meets the old lists or the new ones, never
+    // a list with a prefix missing.
+    RangeKeys written;
+    written.reserve(entries.size());
+    for (const datapath::SourceRangeEntry& e : entries) {
+        if (auto ok = trie.put(e.key, e.verdict); !ok) return ok;
+        written.push_back(e.key);
+    }
+    auto same = [](const xlb_src_range_key& a, const xlb_src_range_key& b) {
+        return std::memcmp(&a, &b, sizeof(a)) == 0;
+    };
+    for (const xlb_src_range_key& old : (**known)[vip_id]) {
+        if (std::any_of(written.begin(), written.end(),
+                        [&](const xlb_src_range_key& k) { return same(k, old); }))
+            continue;
+        if (auto gone = trie.erase(old); !gone) return std::unexpected(gone.error());
+    }
+    (**known)[vip_id] = std::move(written);
+    return program_.renew_vip_epoch(key);
+}
+
+xlb::Result<void> BpfDataPlane::remove_source_ranges(std::uint32_t vip_id) {
+    auto known = range_keys();
+    if (!known) return std::unexpected(known.error());
+    auto it = (*known)->find(vip_id);
+    if (it == (*known)->end()) return {};
+    const auto trie = program_.source_ranges();
+    for (const xlb_src_range_key& old : it->second)
+        if (auto gone = trie.erase(old); !gone) return std::unexpected(gone.error());
+    (*known)->erase(it);
     return {};
 }
 

@@ -385,6 +385,16 @@ Result<bool> LbProgram::erase_vip(const xlb_vip_key& key) const {
     return true;
 }
 
+Result<void> LbProgram::renew_vip_epoch(const xlb_vip_key& key) const {
+    const std::uint32_t bucket = xlb_vip_bucket(key.addr);
+    auto current = vip_buckets().get(bucket);
+    if (!current) return std::unexpected(current.error());
+    if (*current == 0) return {};
+    auto epoch = next_vip_epoch(vip_buckets());
+    if (!epoch) return std::unexpected(epoch.error());
+    return vip_buckets().put(bucket, *epoch);
+}
+
 Result<void> LbProgram::clear_vips() const {
     if (auto ok = vips().clear(); !ok) return ok;
     const xlb_vip_candidates empty{};

@@ -57,9 +57,30 @@ xlb_config make_config(const config::Settings& settings, const net::MacAddress& 
 // port), IP protocol number, family.
 xlb_vip_key vip_key(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol);
 xlb_vip_key vip_key(const config::VipSpec& vip);
-// XLB_VIP_F_* of a VIP: no connection table, source-only hash.
-std::uint32_t vip_flags(const config::VipSpec& vip);
-xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id);
+// XLB_VIP_F_* of a VIP: no connection table, source-only hash, source lists
+// and its SYN cookie mode (config::effective_syn_cookies, which needs the
+// settings' encap: without it, cookies are off; the flow hash reads only the
+// hash flags, so `xlbctl lookup` can leave it out).
+std::uint32_t vip_flags(const config::VipSpec& vip, config::Encap encap = config::Encap::kIpip);
+xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id,
+                        config::Encap encap = config::Encap::kIpip);
+
+// One entry of the source-range trie (XLB_MAP_SOURCE_RANGES).
+struct SourceRangeEntry {
+    xlb_src_range_key key{};
+    std::uint8_t verdict = 0;  // XLB_SOURCE_ALLOW or XLB_SOURCE_DENY
+    bool operator==(const SourceRangeEntry& other) const;
+};
+// A prefix as a key of the trie: the VIP id, then the address as IPv6 (IPv4
+// as ::ffff:a.b.c.d/96 + length).
+xlb_src_range_key source_range_key(std::uint32_t vip_id, const net::Prefix& prefix);
+// The trie entries of a VIP's allow_sources and deny_sources, by the rule in
+// abi.h above struct xlb_src_range_key: each deny prefix DENY, each allow
+// prefix that no deny prefix covers ALLOW, and with an allow list the VIP
+// family's whole space DENY (unless an allow prefix is that space). Sorted by
+// key, no key twice; empty when the VIP has no lists.
+std::vector<SourceRangeEntry> source_range_entries(const config::VipSpec& vip,
+                                                   std::uint32_t vip_id);
 
 // A flow's key (connection table, flow hash): as the program fills it from a
 // packet, ports in network order, the family of the source.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "xlb/abi.h"
+#include "xlb/datapath/setup.h"
 #include "xlb/error.h"
 
 namespace xlb::control {
@@ -48,6 +49,16 @@ public:
     virtual Result<void> remove_ring(std::uint32_t vip_id) = 0;
     // Ends a VIP's second-chance window: its previous ring goes (none: no-op).
     virtual Result<void> remove_previous_ring(std::uint32_t vip_id) = 0;
+    // Makes `entries` a VIP's source-range entries (datapath::
+    // source_range_entries): writes them, then removes the id's entries not
+    // among them, then renews the VIP's bucket epoch so that flows the data
+    // path cached are checked against the new lists.
+    virtual Result<void> set_source_ranges(const xlb_vip_key&, std::uint32_t,
+                                           const std::vector<datapath::SourceRangeEntry>&) {
+        return {};
+    }
+    // Removes a VIP id's source-range entries (the VIP is gone).
+    virtual Result<void> remove_source_ranges(std::uint32_t) { return {}; }
     // The ring live now for a VIP id (nullopt: none or unknown), so a
     // restarted agent can adopt an identical table instead of publishing it
     // again (and bumping its epoch).

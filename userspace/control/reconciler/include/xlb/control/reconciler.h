@@ -162,6 +162,9 @@ public:
         // Second chance (docs/second-chance.md): how long a VIP keeps its
         // previous ring after each new one; nullopt: off (no previous rings).
         std::optional<Clock::duration> second_chance_window;
+        // The settings' encap: SYN cookies need gue (config::
+        // effective_syn_cookies), which the VIP flags follow.
+        config::Encap encap = config::Encap::kIpip;
     };
 
     Reconciler(DataPlane& data_plane, Options options);
@@ -172,6 +175,9 @@ public:
     // from the next publish; turned off, every previous ring goes at the
     // next expire_previous_rings().
     void set_second_chance(std::optional<Clock::duration> window);
+    // The settings' encap changed (a reload): every VIP's flags are written
+    // again at the next plan.
+    void set_encap(config::Encap encap);
     // Removes the previous rings whose window has ended. A previous ring this
     // process did not publish (found pinned after a restart) gets a whole
     // window from the first call. The earliest end still to come, if any.
@@ -287,6 +293,9 @@ private:
         std::uint64_t live_version = 0;     // last version fully applied
         bool vip_entry_written = false;
         xlb_vip_value vip_value{};
+        // The source-range entries written for the VIP (nullopt: none yet
+        // by this process, whatever is pinned).
+        std::optional<std::vector<datapath::SourceRangeEntry>> source_entries;
         std::optional<PanicVerdict> current_panic;  // of the latest plan
         std::optional<VipPlan> table_plan;          // inputs of the live table
         std::uint32_t table_ring_size = 0;

@@ -27,8 +27,16 @@ public:
     Result<void> remove_ring(std::uint32_t vip_id) override;
     Result<void> remove_previous_ring(std::uint32_t vip_id) override;
     Result<std::optional<std::vector<std::uint32_t>>> live_ring(std::uint32_t vip_id) override;
+    Result<void> set_source_ranges(const xlb_vip_key& key, std::uint32_t vip_id,
+                                   const std::vector<datapath::SourceRangeEntry>& entries) override;
+    Result<void> remove_source_ranges(std::uint32_t vip_id) override;
 
 private:
+    using RangeKeys = std::vector<xlb_src_range_key>;
+    // The trie's keys by VIP id, read from the map once (it may be pinned
+    // with entries of an earlier run), then kept in step with each write.
+    Result<std::map<std::uint32_t, RangeKeys>*> range_keys();
+
     // Ring maps made after a publish for the ring sizes it used, so that the
     // next publish of those sizes only writes slots (see bpf::BlankRing).
     void make_spare_rings(const std::vector<RingUpdate>& published);
@@ -38,6 +46,7 @@ private:
 
     const bpf::LbProgram& program_;
     std::map<std::uint32_t, bpf::BlankRing> spare_rings_;  // by ring size
+    std::optional<std::map<std::uint32_t, RangeKeys>> range_keys_;
 };
 
 }  // namespace xlb::control

@@ -100,6 +100,11 @@ public:
     // no other VIP address falls in it, else renewed.
     Result<bool> erase_vip(const xlb_vip_key& key) const;
     Result<void> clear_vips() const;
+    // Renews the epoch of the bucket of a VIP's address (abi.h,
+    // XLB_MAP_VIP_BUCKETS) after a change the data path's cached flows must
+    // see, e.g. its source lists; an empty bucket (no VIP there yet) stays
+    // empty.
+    Result<void> renew_vip_epoch(const xlb_vip_key& key) const;
     MapView rings() const;  // ARRAY_OF_MAPS: use ring.h to publish
     // Each VIP's previous ring, kept for second chance (abi.h, struct
     // xlb_gue_hint); same layout as rings().
