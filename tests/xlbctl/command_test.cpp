@@ -635,6 +635,9 @@ TEST(XlbctlParse, EveryVipKeyOfTheFileIsAnOption) {
     full.announce = announce::Policy::kNever;
     full.conntrack_idle_timeout = std::chrono::minutes(5);
     full.health_consensus = config::HealthConsensus::kAnyDown;
+    full.syn_cookies = config::SynCookies::kAlways;
+    full.allow_sources.push_back(*net::Prefix::parse("192.0.2.0/24"));
+    full.deny_sources.push_back(*net::Prefix::parse("192.0.2.128/25"));
     std::vector<std::string> keys;
     std::function<void(const nlohmann::json&, const std::string&)> walk =
         [&](const nlohmann::json& j, const std::string& prefix) {
@@ -667,6 +670,29 @@ TEST(XlbctlParse, EveryVipKeyOfTheFileIsAnOption) {
     EXPECT_HAS(set_help.out, "--health-check.failure-accrual.min-probes");
     EXPECT_HAS(set_help.out, "--allow-disruptive");
     EXPECT_HAS(add_help.out, "--dry-run");
+}
+
+TEST(XlbctlParse, VipSourceListsAndCookieMode) {
+    Command c =
+        parse_ok({"vip", "add", "198.51.100.10:443", "--syn-cookies", "always", "--allow-sources",
+                  "192.0.2.0/24,198.51.100.7", "--deny-sources", "192.0.2.128/25"});
+    ASSERT_TRUE(c.spec.syn_cookies);
+    EXPECT_EQ(*c.spec.syn_cookies, config::SynCookies::kAlways);
+    ASSERT_EQ(c.spec.allow_sources.size(), 2u);
+    EXPECT_EQ(c.spec.allow_sources[1].to_string(), "198.51.100.7/32");
+    ASSERT_EQ(c.spec.deny_sources.size(), 1u);
+    const auto body = nlohmann::json::parse(build_request(c).body);
+    EXPECT_EQ(body["syn_cookies"], "always");
+    EXPECT_EQ(body["allow_sources"], nlohmann::json::parse(R"(["192.0.2.0/24", "198.51.100.7"])"));
+    // vip set: "" empties a list (a reload's way to open the VIP again).
+    EXPECT_EQ(settings_object({{"allow_sources", ""}, {"deny_sources", "10.0.0.0/8"}}),
+              nlohmann::json::parse(R"({"allow_sources": [], "deny_sources": ["10.0.0.0/8"]})"));
+    // Refused as the file refuses it, with the option named.
+    auto bad = parse_command({"vip", "add", "198.51.100.10:443", "--deny-sources", "192.0.2.7/24"},
+                             nullptr);
+    ASSERT_TRUE(std::holds_alternative<ParseExit>(bad));
+    EXPECT_HAS(std::get<ParseExit>(bad).error, "--deny-sources");
+    EXPECT_HAS(std::get<ParseExit>(bad).error, "has host bits set");
 }
 
 TEST(XlbctlParse, VipAddTakesEverySetting) {

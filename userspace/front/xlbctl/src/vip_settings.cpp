@@ -23,6 +23,7 @@ const std::map<std::string, std::string>& accepted_words() {
         {"on_unhealthy", "reschedule or keep"},
         {"announce", "when_serving, always or never"},
         {"health_consensus", "local, majority or any_down"},
+        {"syn_cookies", "off, auto or always"},
         {"health_check.type", "none, tcp, http, https or udp"},
         {"health_check.expected_statuses", "statuses and ranges, e.g. 200-299,301"},
     };
@@ -84,6 +85,9 @@ const json& default_vip() {
     static const json vip = [] {
         config::VipSpec spec;
         json j = spec;
+        // Written only when set: typed as the lists they are.
+        j["allow_sources"] = json::array();
+        j["deny_sources"] = json::array();
         return j;
     }();
     return vip;
@@ -126,6 +130,9 @@ json typed(const std::string& path, const std::string& text) {
     if (def->is_number()) return number_or_text(text);
     if (def->is_array()) {
         json items = json::array();
+        // A source list can be emptied; an empty list of statuses is not a
+        // value, and its decoder says so.
+        if (text.empty() && (path == "allow_sources" || path == "deny_sources")) return items;
         std::size_t start = 0;
         while (start <= text.size()) {
             const std::size_t comma = std::min(text.find(',', start), text.size());
@@ -145,6 +152,8 @@ const std::vector<VipSetting>& vip_settings() {
         json all = default_vip();
         // Written only when set: present here with their defaults' form.
         all["announce"] = announce::to_string(announce::Policy::kWhenServing);
+        all.erase("allow_sources");
+        all.erase("deny_sources");
         collect(all, "", out);
         // Optional keys whose default is not a value the file could hold.
         auto optional_key = [&](std::string path, std::string type_name, std::string help) {
@@ -161,6 +170,14 @@ const std::vector<VipSetting>& vip_settings() {
         optional_key("health_consensus", "TEXT",
                      "local, majority or any_down; file key health_consensus (default: majority "
                      "on a fleet's hosts, local elsewhere)");
+        optional_key("syn_cookies", "TEXT",
+                     "off, auto or always; file key syn_cookies (default: auto where the VIP can "
+                     "use cookies, else off)");
+        optional_key("allow_sources", "LIST",
+                     "prefixes, e.g. 192.0.2.0/24,198.51.100.7; file key allow_sources (default "
+                     "none: every client; \"\" empties it)");
+        optional_key("deny_sources", "LIST",
+                     "prefixes; file key deny_sources (default none; \"\" empties it)");
         return out;
     }();
     return settings;
