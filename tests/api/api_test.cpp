@@ -123,6 +123,11 @@ public:
         auto it = drop_counters.find(vip_id);
         return it == drop_counters.end() ? xlb_vip_drops{} : it->second;
     }
+    xlb::Result<xlb_vip_cookie_stats> vip_cookies(std::uint32_t vip_id) const override {
+        std::lock_guard lock(mu);
+        auto it = cookie_counters.find(vip_id);
+        return it == cookie_counters.end() ? xlb_vip_cookie_stats{} : it->second;
+    }
 
     std::atomic<bool> fail_publish{false};
     mutable std::mutex mu;
@@ -132,6 +137,7 @@ public:
     std::map<std::uint32_t, xlb_backend_stats> backend_counters;
     std::map<std::uint32_t, std::uint64_t> hint_counters;
     std::map<std::uint32_t, xlb_vip_drops> drop_counters;
+    std::map<std::uint32_t, xlb_vip_cookie_stats> cookie_counters;
 };
 
 config::VipSpec web_vip() {
@@ -236,6 +242,7 @@ protected:
             }};
         s.conntrack = conntrack;
         s.conntrack_status = ct_status;
+        s.syn_flood = syn_flood;
         // Age 0: every request scans, so a test sees what it just added.
         s.connections = std::make_shared<conntrack::ConnectionsCache>(conntrack, 0ms);
         return s;
@@ -300,6 +307,8 @@ protected:
     std::unique_ptr<httplib::Client> client;
     std::shared_ptr<test::FakeConntrack> conntrack = std::make_shared<test::FakeConntrack>(4096, 2);
     std::shared_ptr<conntrack::StatusBoard> ct_status = std::make_shared<conntrack::StatusBoard>();
+    std::shared_ptr<conntrack::SynFloodBoard> syn_flood =
+        std::make_shared<conntrack::SynFloodBoard>();
 };
 
 // ---- reading ---------------------------------------------------------------
@@ -553,6 +562,9 @@ TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
     }
     Reply r = get("/v1/stats");
     ASSERT_EQ(r.status, 200) << r.text;
+    // What SYN cookies add is SynCookieApiTest's.
+    ASSERT_TRUE(r.body["vips"][0]["syn_cookies"].is_object()) << r.text;
+    r.body["vips"][0].erase("syn_cookies");
     EXPECT_EQ(r.body["outcomes"].size(), static_cast<std::size_t>(XLB_OUT__MAX));
     EXPECT_EQ(r.body["outcomes"]["tx"], 1000);
     EXPECT_EQ(r.body["outcomes"]["drop_no_backend"], 7);
@@ -1279,9 +1291,17 @@ TEST_F(ApiTest, MetricsExposition) {
         xlb_vip_drops drops{};
         drops.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_NO_BACKEND)] = 7;
         drops.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_TOO_BIG)] = 3;
+        drops.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_SOURCE_DENIED)] = 5;
         dp.drop_counters[vip_id] = drops;
         dp.backend_counters[backend_id] = {333, 44444, 21};
+        dp.cookie_counters[vip_id] = {
+            .syns = 5000, .cookies_sent = 4000, .acks_valid = 30, .acks_invalid = 12};
     }
+    syn_flood->update([](conntrack::SynFloodStatus& s) {
+        s.state = conntrack::SynFloodState::kAnswering;
+        s.floods = 2;
+        s.rate_per_cpu = {25'000.5, 10};
+    });
     // Backend 203.0.113.11: two active connections and one inactive.
     conntrack->set_backend(backend_id, ip("203.0.113.11"), 1);
     conntrack->set_now_ms(100'000);
@@ -1363,8 +1383,9 @@ TEST_F(ApiTest, MetricsExposition) {
     };
     EXPECT_EQ(drops("drop_no_backend"), "7");
     EXPECT_EQ(drops("drop_too_big"), "3");
-    for (const char* zero : {"drop_no_table", "drop_family", "drop_bad_backend", "drop_headroom",
-                             "source_denied", "cookie_invalid"})
+    EXPECT_EQ(drops("source_denied"), "5");
+    for (const char* zero :
+         {"drop_no_table", "drop_family", "drop_bad_backend", "drop_headroom", "cookie_invalid"})
         EXPECT_EQ(drops(zero), "0") << "every reason has its series: " << zero;
     EXPECT_EQ(values["xlb_vip_drops_total" + v], "") << "no series without a reason";
     EXPECT_EQ(types["xlb_applies_total"], "counter");
@@ -1372,6 +1393,23 @@ TEST_F(ApiTest, MetricsExposition) {
         << "the first table and the one after the weight change";
     EXPECT_EQ(values["xlb_applies_total{vip=\"198.51.100.10:80/tcp\",result=\"failed\"}"], "0");
     EXPECT_EQ(values["xlb_second_chance_hints_total" + v], "17");
+    for (const char* f : {"xlb_syns_total", "xlb_syn_cookies_sent_total",
+                          "xlb_syn_cookie_acks_total", "xlb_syn_floods_total"})
+        EXPECT_EQ(types[f], "counter") << f;
+    for (const char* f : {"xlb_syn_flood_state", "xlb_syn_flood_syn_rate"})
+        EXPECT_EQ(types[f], "gauge") << f;
+    EXPECT_EQ(values["xlb_syns_total" + v], "5000");
+    EXPECT_EQ(values["xlb_syn_cookies_sent_total" + v], "4000");
+    EXPECT_EQ(values["xlb_syn_cookie_acks_total{vip=\"198.51.100.10:80/tcp\",result=\"valid\"}"],
+              "30");
+    EXPECT_EQ(values["xlb_syn_cookie_acks_total{vip=\"198.51.100.10:80/tcp\",result=\"invalid\"}"],
+              "12");
+    EXPECT_EQ(values["xlb_syn_flood_state{state=\"answering\"}"], "1");
+    EXPECT_EQ(values["xlb_syn_flood_state{state=\"calm\"}"], "0");
+    EXPECT_EQ(values["xlb_syn_flood_state{state=\"recent\"}"], "0");
+    EXPECT_EQ(values["xlb_syn_floods_total"], "2");
+    EXPECT_EQ(values["xlb_syn_flood_syn_rate{cpu=\"0\"}"], "25000.5");
+    EXPECT_EQ(values["xlb_syn_flood_syn_rate{cpu=\"1\"}"], "10");
     EXPECT_EQ(values["xlb_backend_packets_total" + b11], "333");
     EXPECT_EQ(values["xlb_backend_bytes_total" + b11], "44444");
     EXPECT_EQ(types["xlb_backend_new_flows_total"], "counter");
@@ -1504,6 +1542,122 @@ std::vector<config::VipSpec> by_key(std::vector<config::VipSpec> vips) {
     std::sort(vips.begin(), vips.end(),
               [](const config::VipSpec& a, const config::VipSpec& b) { return a.key() < b.key(); });
     return vips;
+}
+
+// SYN cookies (docs/syn-cookies.md): each VIP's effective mode and state,
+// its counters from the data plane, the host's flood state from the
+// detector's board.
+class SynCookieApiTest : public ApiTest {
+protected:
+    static constexpr const char* kTls = "198.51.100.10:443/tcp";
+    static constexpr const char* kLegacy = "198.51.100.10:8080/tcp";
+    static constexpr const char* kQuiet = "198.51.100.10:8443/tcp";
+
+    void configure() override {
+        settings.encap = config::Encap::kGue;
+        settings.syn_flood = {.start_rate = 30'000, .end_rate = 5'000, .end_after = 2s};
+        for (auto& b : initial[0].backends) b.cookie_acks = true;
+        auto variant = [&](std::uint16_t port, std::optional<config::SynCookies> mode,
+                           bool cookie_acks) {
+            config::VipSpec v = web_vip();
+            v.port = port;
+            v.name = "v" + std::to_string(port);
+            v.syn_cookies = mode;
+            for (auto& b : v.backends) b.cookie_acks = cookie_acks;
+            initial.push_back(v);
+        };
+        variant(443, config::SynCookies::kAlways, true);
+        variant(8080, std::nullopt, false);
+        variant(8443, config::SynCookies::kOff, true);
+    }
+
+    static json cookies_of(const json& body, const std::string& key) {
+        for (const json& v : body["vips"])
+            if (v["vip"] == key) return v["syn_cookies"];
+        ADD_FAILURE() << key << " not in " << body.dump();
+        return nullptr;
+    }
+};
+
+TEST_F(SynCookieApiTest, StatusAndStatsShowEachVipsModeStateAndCounters) {
+    const std::uint32_t web_id = vip(kWeb)["vip_id"];
+    {
+        std::lock_guard lock(dp.mu);
+        dp.cookie_counters[web_id] = {
+            .syns = 9000, .cookies_sent = 8000, .acks_valid = 70, .acks_invalid = 3};
+    }
+    for (const char* path : {"/v1/status", "/v1/stats"}) {
+        SCOPED_TRACE(path);
+        Reply r = get(path);
+        ASSERT_EQ(r.status, 200) << r.text;
+        EXPECT_EQ(cookies_of(r.body, kWeb), (json{{"mode", "auto"},
+                                                  {"state", "auto idle"},
+                                                  {"reason", nullptr},
+                                                  {"syns", 9000},
+                                                  {"cookies_sent", 8000},
+                                                  {"acks_valid", 70},
+                                                  {"acks_invalid", 3}}));
+        EXPECT_EQ(cookies_of(r.body, kTls)["state"], "always");
+        EXPECT_EQ(cookies_of(r.body, kTls)["cookies_sent"], 0);
+        const json legacy = cookies_of(r.body, kLegacy);
+        EXPECT_EQ(legacy["mode"], "off");
+        EXPECT_EQ(legacy["state"], "off");
+        EXPECT_EQ(legacy["reason"], "backend 203.0.113.11 has no cookie_acks");
+        EXPECT_EQ(cookies_of(r.body, kQuiet)["state"], "off");
+        EXPECT_EQ(cookies_of(r.body, kQuiet)["reason"], nullptr) << "asked off: nothing missing";
+        const json& flood = r.body["syn_flood"];
+        EXPECT_EQ(flood["state"], "calm");
+        EXPECT_EQ(flood["since"], nullptr);
+        EXPECT_EQ(flood["floods"], 0);
+        EXPECT_EQ(flood["peak_cpu"], nullptr) << "no flood yet";
+        EXPECT_EQ(flood["start_rate"], 30'000);
+        EXPECT_EQ(flood["end_rate"], 5'000);
+        EXPECT_EQ(flood["end_after_ms"], 2'000);
+    }
+
+    syn_flood->update([](conntrack::SynFloodStatus& s) {
+        s.state = conntrack::SynFloodState::kAnswering;
+        s.since = std::chrono::system_clock::now();
+        s.floods = 1;
+        s.peak_rate = 45'000;
+        s.peak_cpu = 3;
+        s.rate_per_cpu = {0, 0, 0, 45'000};
+    });
+    for (const char* path : {"/v1/status", "/v1/stats"}) {
+        SCOPED_TRACE(path);
+        Reply r = get(path);
+        ASSERT_EQ(r.status, 200) << r.text;
+        EXPECT_EQ(cookies_of(r.body, kWeb)["state"], "answering");
+        EXPECT_EQ(cookies_of(r.body, kTls)["state"], "always");
+        EXPECT_EQ(cookies_of(r.body, kLegacy)["state"], "off");
+        const json& flood = r.body["syn_flood"];
+        EXPECT_EQ(flood["state"], "answering");
+        EXPECT_TRUE(flood["since"].is_string());
+        EXPECT_EQ(flood["peak_cpu"], 3);
+        EXPECT_DOUBLE_EQ(flood["peak_rate"].get<double>(), 45'000);
+        EXPECT_EQ(flood["rate_per_cpu"].size(), 4u);
+    }
+
+    // RECENT: SYNs go to backends again, so auto is idle.
+    syn_flood->update(
+        [](conntrack::SynFloodStatus& s) { s.state = conntrack::SynFloodState::kRecent; });
+    EXPECT_EQ(cookies_of(get("/v1/stats").body, kWeb)["state"], "auto idle");
+}
+
+TEST_F(ApiTest, CookiesOffSayWhyAndNoDetectorShowsNull) {
+    Reply r = get("/v1/status");
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& k = r.body["vips"][0]["syn_cookies"];
+    EXPECT_EQ(k["state"], "off");
+    EXPECT_EQ(k["reason"], "encap is not gue") << "the default encapsulation is ipip";
+
+    Services s = services();
+    s.syn_flood.reset();
+    server->stop();
+    server = std::make_unique<ApiServer>(s, ApiServer::Options{settings.api_socket});
+    ASSERT_TRUE(server->start());
+    EXPECT_EQ(get("/v1/status").body["syn_flood"], nullptr);
+    EXPECT_EQ(get("/v1/stats").body["syn_flood"], nullptr);
 }
 
 class ExportTest : public ApiTest {

@@ -54,11 +54,12 @@ using api::hex64;
 // Per-backend and per-VIP counters for a status snapshot. Missing entries:
 // the read failed (the first error is returned, for logs and bodies).
 struct Counters {
-    std::map<std::uint32_t, xlb_vip_stats> vips;          // by VIP id
-    std::map<std::uint32_t, std::uint64_t> vip_hints;     // by VIP id: second-chance hints
-    std::map<std::uint32_t, xlb_vip_drops> vip_drops;     // by VIP id: drops by reason
-    std::map<std::uint32_t, xlb_backend_stats> backends;  // by backend id
-    std::optional<Error> error;                           // the first read that failed
+    std::map<std::uint32_t, xlb_vip_stats> vips;                // by VIP id
+    std::map<std::uint32_t, std::uint64_t> vip_hints;           // by VIP id: second-chance hints
+    std::map<std::uint32_t, xlb_vip_drops> vip_drops;           // by VIP id: drops by reason
+    std::map<std::uint32_t, xlb_vip_cookie_stats> vip_cookies;  // by VIP id: SYN cookies
+    std::map<std::uint32_t, xlb_backend_stats> backends;        // by backend id
+    std::optional<Error> error;                                 // the first read that failed
     // Valid entries by (VIP id, backend id); nullopt: no connection table,
     // or its scan failed (add_connections).
     std::optional<conntrack::ConnectionsByBackend> connections;
@@ -91,6 +92,24 @@ json backend_history_json(const std::string& vip_key, const control::BackendStat
                           const std::optional<std::vector<health::Transition>>& history,
                           std::uint32_t capacity);
 json vip_stats_json(const control::VipStatus& vip, const Counters& counters);
+
+// SYN cookies (docs/syn-cookies.md). A VIP's state in words: its effective
+// mode, with `auto` told apart by the host's flood state (nullopt: no
+// detector runs, so auto never answers).
+inline constexpr const char* kCookiesOff = "off";
+inline constexpr const char* kCookiesAutoIdle = "auto idle";
+inline constexpr const char* kCookiesAnswering = "answering";
+inline constexpr const char* kCookiesAlways = "always";
+const char* syn_cookie_state(config::SynCookies mode, std::optional<conntrack::SynFloodState> host);
+// The "syn_cookies" object of a VIP in /v1/status and /v1/stats: mode, state,
+// reason (why off, null otherwise) and the counters (null: unread).
+json syn_cookies_json(const control::VipStatus& vip, const config::Settings& settings,
+                      std::optional<conntrack::SynFloodState> host, const Counters& counters);
+// The host's "syn_flood" object, and null without a detector.
+json syn_flood_json(const conntrack::SynFloodStatus& status,
+                    const config::SynFloodSettings& settings);
+std::optional<conntrack::SynFloodState> host_syn_flood(const Services& services);
+json host_syn_flood_json(const Services& services, const config::Settings& settings);
 
 // The connection table (GET /v1/conntrack/count, GET /v1/conntrack, POST
 // /v1/conntrack/flush, the "conntrack" object of GET /v1/status):

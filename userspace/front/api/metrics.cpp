@@ -210,6 +210,36 @@ std::string render_metrics(const MetricsInput& in) {
                      it->second.by_reason[r]);
     }
 
+    // SYN cookies (docs/syn-cookies.md): every VIP has the series, zeros
+    // while its cookies are off, as for drops.
+    using CookieField = __u64 xlb_vip_cookie_stats::*;
+    auto cookie_counter = [&](const char* name, const char* help, CookieField field,
+                              const char* result = nullptr) {
+        if (help) w.family(name, "counter", help);
+        for (const control::VipStatus& v : in.vips) {
+            if (!v.vip_id) continue;
+            auto it = in.vip_cookies.find(*v.vip_id);
+            if (it == in.vip_cookies.end()) continue;
+            if (result)
+                w.sample(name, {{"vip", v.spec.key()}, {"result", result}}, it->second.*field);
+            else
+                w.sample(name, {{"vip", v.spec.key()}}, it->second.*field);
+        }
+    };
+    cookie_counter("xlb_syns_total",
+                   "SYNs to the VIP while its SYN cookies were on (auto or always), answered "
+                   "or not: the SYN flood detector's input.",
+                   &xlb_vip_cookie_stats::syns);
+    cookie_counter("xlb_syn_cookies_sent_total",
+                   "SYNs the LB answered itself with a SYN cookie (a SYN-ACK back to the client).",
+                   &xlb_vip_cookie_stats::cookies_sent);
+    cookie_counter("xlb_syn_cookie_acks_total",
+                   "ACKs without a connection-table entry checked for a SYN cookie, by result: "
+                   "valid (balanced as a new connection) or invalid (dropped while answering).",
+                   &xlb_vip_cookie_stats::acks_valid, "valid");
+    cookie_counter("xlb_syn_cookie_acks_total", nullptr, &xlb_vip_cookie_stats::acks_invalid,
+                   "invalid");
+
     w.family("xlb_second_chance_hints_total", "counter",
              "Packets sent with a second-chance hint naming the backend the VIP's previous "
              "table chose (docs/second-chance.md).");
@@ -516,6 +546,27 @@ std::string render_metrics(const MetricsInput& in) {
         }
     }
 
+    if (in.syn_flood) {
+        const conntrack::SynFloodStatus& f = *in.syn_flood;
+        w.family("xlb_syn_flood_state", "gauge",
+                 "1 for the host's SYN flood state (calm, answering: VIPs with syn_cookies auto "
+                 "answer SYNs with cookies, recent: a flood ended and its cookies are still "
+                 "accepted), 0 for the others.");
+        for (auto state : {conntrack::SynFloodState::kCalm, conntrack::SynFloodState::kAnswering,
+                           conntrack::SynFloodState::kRecent})
+            w.sample("xlb_syn_flood_state", {{"state", conntrack::to_string(state)}},
+                     f.state == state ? 1 : 0);
+        w.family("xlb_syn_floods_total", "counter",
+                 "SYN floods detected since the agent started (a CPU over syn_flood.start_rate).");
+        w.sample("xlb_syn_floods_total", {}, f.floods);
+        w.family("xlb_syn_flood_syn_rate", "gauge",
+                 "SYNs per second to VIPs with SYN cookies on, by CPU, over the detector's last "
+                 "interval (100 ms).");
+        for (std::size_t i = 0; i < f.rate_per_cpu.size(); ++i)
+            w.sample("xlb_syn_flood_syn_rate", {{"cpu", std::to_string(i)}},
+                     number(f.rate_per_cpu[i]));
+    }
+
     w.family("xlb_publishes_total", "counter", "Table publishes (one per VIP table made live).");
     w.sample("xlb_publishes_total", {}, in.publishes.publishes);
     w.histogram(
@@ -603,6 +654,7 @@ Result<void> MetricsServer::start() {
         in.vip_stats = std::move(counters.vips);
         in.vip_hints = std::move(counters.vip_hints);
         in.vip_drops = std::move(counters.vip_drops);
+        in.vip_cookies = std::move(counters.vip_cookies);
         in.backend_stats = std::move(counters.backends);
         if (auto outcomes = s.data_plane.outcomes())
             in.outcomes = *outcomes;
@@ -620,6 +672,7 @@ Result<void> MetricsServer::start() {
         if (s.fleet.status) in.fleet = s.fleet.status();
         if (s.host.bgp) in.bgp = s.host.bgp();
         if (s.conntrack_status) in.conntrack = s.conntrack_status->get();
+        if (s.syn_flood) in.syn_flood = s.syn_flood->get();
         res.status = 200;
         res.set_content(render_metrics(in), "text/plain; version=0.0.4; charset=utf-8");
     });

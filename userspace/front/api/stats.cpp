@@ -24,9 +24,18 @@ void stats(Api& api, const httplib::Request& req, httplib::Response& res) {
     json by_outcome = json::object();
     for (std::uint32_t i = 0; i < XLB_OUT__MAX; ++i) by_outcome[outcome_name(i)] = (*outcomes)[i];
     const Counters counters = read_counters(api.s.data_plane, vips);
+    const config::Settings settings = api.s.settings->get();
+    const auto host = host_syn_flood(api.s);
     json list = json::array();
-    for (const auto& v : vips) list.push_back(vip_stats_json(v, counters));
-    send_json(res, 200, json{{"outcomes", std::move(by_outcome)}, {"vips", std::move(list)}});
+    for (const auto& v : vips) {
+        json j = vip_stats_json(v, counters);
+        j["syn_cookies"] = syn_cookies_json(v, settings, host, counters);
+        list.push_back(std::move(j));
+    }
+    send_json(res, 200,
+              json{{"outcomes", std::move(by_outcome)},
+                   {"vips", std::move(list)},
+                   {"syn_flood", host_syn_flood_json(api.s, settings)}});
 }
 
 }  // namespace xlb::api::detail

@@ -96,10 +96,24 @@ void status(Api& api, const httplib::Request& req, httplib::Response& res) {
     if (!snap) return reject(req, res, snap.error());
     std::optional<std::string> not_attached = api.s.readiness ? api.s.readiness() : std::nullopt;
     const std::optional<BgpInfo> bgp = api.s.host.bgp ? api.s.host.bgp() : std::nullopt;
-    const std::uint32_t seed = api.s.settings->get().hash_seed;
+    const config::Settings settings = api.s.settings->get();
+    const std::uint32_t seed = settings.hash_seed;
     json vips = json::array();
     const bool fleet_host = !api.s.fleet.refusal.empty();
-    for (const auto& v : snap->vips) vips.push_back(vip_status_json(v, seed, bgp, fleet_host));
+    // Only the cookie counters: status reads no other per-VIP counter.
+    Counters counters;
+    for (const auto& v : snap->vips)
+        if (v.vip_id)
+            if (auto k = api.s.data_plane.vip_cookies(*v.vip_id))
+                counters.vip_cookies[*v.vip_id] = *k;
+    const auto host = host_syn_flood(api.s);
+    for (const auto& v : snap->vips) {
+        // Not in vip_status_json: a fleet's host record would change with
+        // every counter.
+        json j = vip_status_json(v, seed, bgp, fleet_host);
+        j["syn_cookies"] = syn_cookies_json(v, settings, host, counters);
+        vips.push_back(std::move(j));
+    }
     const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
         std::chrono::steady_clock::now() - api.s.info.started);
     json body{
@@ -113,6 +127,7 @@ void status(Api& api, const httplib::Request& req, httplib::Response& res) {
         {"bgp", bgp_json(api.s.host.state ? api.s.host.state() : HostState{}, bgp)},
         {"conntrack", api.s.conntrack_status ? conntrack_status_json(api.s.conntrack_status->get())
                                              : json(nullptr)},
+        {"syn_flood", host_syn_flood_json(api.s, settings)},
         {"vips", std::move(vips)}};
     // Only on a fleet's host: a host configured by its file answers as before.
     if (api.s.fleet.status) body["fleet"] = fleet_json(api.s.fleet.status());

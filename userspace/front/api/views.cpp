@@ -89,6 +89,10 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
                 c.vip_drops[*v.vip_id] = *d;
             else
                 note(d.error(), "drops by reason of VIP " + v.spec.key());
+            if (auto k = view.vip_cookies(*v.vip_id))
+                c.vip_cookies[*v.vip_id] = *k;
+            else
+                note(k.error(), "SYN cookie counters of VIP " + v.spec.key());
         }
         for (const control::BackendStatus& b : v.backends) {
             if (!b.id) continue;

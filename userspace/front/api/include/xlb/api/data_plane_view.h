@@ -36,6 +36,11 @@ public:
     // The VIP's drops by reason (abi.h, struct xlb_vip_drops). A view
     // without them counts none.
     virtual Result<xlb_vip_drops> vip_drops(std::uint32_t) const { return xlb_vip_drops{}; }
+    // The VIP's SYN cookie counters (abi.h, struct xlb_vip_cookie_stats). A
+    // view without them counts none.
+    virtual Result<xlb_vip_cookie_stats> vip_cookies(std::uint32_t) const {
+        return xlb_vip_cookie_stats{};
+    }
     // The balancer POST /v1/capture turns a capture on in (its one write:
     // the capture flag and filter, docs/capture.md); null: none to capture.
     virtual const bpf::LbProgram* capture_program() const { return nullptr; }

@@ -96,11 +96,12 @@ struct MetricsInput {
     std::string version;                  // xlb_build_info
     std::optional<ProcessStats> process;  // nullopt: no process_* families
     std::vector<control::VipStatus> vips;
-    std::optional<OutcomeCounts> outcomes;                     // nullopt: read failed
-    std::map<std::uint32_t, xlb_vip_stats> vip_stats;          // by VIP id
-    std::map<std::uint32_t, std::uint64_t> vip_hints;          // by VIP id: second-chance hints
-    std::map<std::uint32_t, xlb_vip_drops> vip_drops;          // by VIP id: drops by reason
-    std::map<std::uint32_t, xlb_backend_stats> backend_stats;  // by backend id
+    std::optional<OutcomeCounts> outcomes;                      // nullopt: read failed
+    std::map<std::uint32_t, xlb_vip_stats> vip_stats;           // by VIP id
+    std::map<std::uint32_t, std::uint64_t> vip_hints;           // by VIP id: second-chance hints
+    std::map<std::uint32_t, xlb_vip_drops> vip_drops;           // by VIP id: drops by reason
+    std::map<std::uint32_t, xlb_vip_cookie_stats> vip_cookies;  // by VIP id: SYN cookies
+    std::map<std::uint32_t, xlb_backend_stats> backend_stats;   // by backend id
     // Connections by (VIP id, backend id); nullopt: no xlb_backend_connections.
     std::optional<conntrack::ConnectionsByBackend> connections;
     PublishMetrics::Snapshot publishes;
@@ -109,11 +110,12 @@ struct MetricsInput {
     std::optional<ProbeEngineInfo> probe_engine;
     // Reloads by outcome, in kReloadOutcomes order; nullopt: no reloads shown.
     std::optional<std::array<std::uint64_t, std::size(kReloadOutcomes)>> reloads;
-    std::uint32_t hash_seed = 0;                 // for xlb_vip_table_info's inputs_checksum
-    std::optional<HostState> host;               // nullopt: no host control
-    std::optional<BgpInfo> bgp;                  // nullopt: BGP announcements off
-    std::optional<conntrack::Status> conntrack;  // nullopt: no connection-table series
-    std::optional<FleetInfo> fleet;              // nullopt: not a fleet's host
+    std::uint32_t hash_seed = 0;                         // for xlb_vip_table_info's inputs_checksum
+    std::optional<HostState> host;                       // nullopt: no host control
+    std::optional<BgpInfo> bgp;                          // nullopt: BGP announcements off
+    std::optional<conntrack::Status> conntrack;          // nullopt: no connection-table series
+    std::optional<conntrack::SynFloodStatus> syn_flood;  // nullopt: no SYN flood detector
+    std::optional<FleetInfo> fleet;                      // nullopt: not a fleet's host
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE per family, label

@@ -22,6 +22,7 @@
 #include "xlb/announce/announcer.h"
 #include "xlb/config/model.h"
 #include "xlb/conntrack/status.h"
+#include "xlb/conntrack/syn_flood.h"
 #include "xlb/conntrack/table.h"
 #include "xlb/control/loop.h"
 #include "xlb/health/backend_health.h"
@@ -289,6 +290,9 @@ struct Services {
     // (null: status shows "conntrack": null, no metrics).
     std::shared_ptr<const conntrack::Table> conntrack;
     std::shared_ptr<const conntrack::StatusBoard> conntrack_status;
+    // The SYN flood detector's last word (docs/syn-cookies.md); null: no
+    // detector ("syn_flood": null, no series, VIPs on auto shown idle).
+    std::shared_ptr<const conntrack::SynFloodBoard> syn_flood;
     // Connections per backend for /v1/backends and /metrics, one scan of the
     // table shared by the readers of a second (null: those fields are null).
     std::shared_ptr<conntrack::ConnectionsCache> connections;
