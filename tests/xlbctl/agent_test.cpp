@@ -208,9 +208,14 @@ TEST_F(XlbctlAgent, Status) {
     // so none is called healthy.
     EXPECT_HAS(out, "198.51.100.10:80/tcp  web   3 unchecked               -  no");
     EXPECT_HAS(out, "198.51.100.20:0/tcp   any   2 unchecked");
-    EXPECT_HAS(out, "live\n");
+    // The lab encapsulates with IPIP: no SYN cookies, and status says why.
+    EXPECT_HAS(out, "live   off (encap is not gue)\n");
+    EXPECT_HAS(out, "\nSYN flood: calm (answers over 20000 SYNs/s on a CPU; 0 floods so far)\n");
 
     const json j = ok_json({"status"});
+    EXPECT_EQ(j["syn_flood"]["state"], "calm") << "the agent's detector runs";
+    EXPECT_EQ(j["vips"][0]["syn_cookies"]["reason"], "encap is not gue");
+    EXPECT_EQ(j["vips"][0]["syn_cookies"]["cookies_sent"], 0) << "read from the program's map";
     EXPECT_TRUE(j["version"].is_string());
     EXPECT_EQ(j["interface"], Lab::kInterface);
     EXPECT_EQ(j["xdp_mode"], "native");

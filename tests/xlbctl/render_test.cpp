@@ -756,6 +756,110 @@ TEST(XlbctlRender, ConntrackFlush) {
               "2.5 ms)\n");
 }
 
+json cookies(const char* mode, const char* state, json reason, std::uint64_t sent,
+             std::uint64_t valid, std::uint64_t invalid) {
+    return json{{"mode", mode},           {"state", state},       {"reason", reason},
+                {"syns", sent + 100},     {"cookies_sent", sent}, {"acks_valid", valid},
+                {"acks_invalid", invalid}};
+}
+
+json syn_flood(const char* state, std::uint64_t floods) {
+    return json{{"state", state},
+                {"since", "2026-12-06T22:00:00Z"},
+                {"floods", floods},
+                {"peak_rate", 45000.4},
+                {"peak_cpu", floods ? json(3) : json()},
+                {"rate_per_cpu", {0.0, 45000.4}},
+                {"start_rate", 20000},
+                {"end_rate", 10000},
+                {"end_after_ms", 5000}};
+}
+
+TEST(XlbctlRender, StatusShowsSynCookies) {
+    json r = status_reply();
+    r["syn_flood"] = syn_flood("answering", 2);
+    r["vips"][0]["syn_cookies"] = cookies("auto", "answering", nullptr, 8000, 70, 3);
+    r["vips"][1]["syn_cookies"] = cookies("off", "off", "encap is not gue", 0, 0, 0);
+    const std::string out = render_human(cmd(Verb::kStatus), r, kPlain);
+    EXPECT_HAS(out,
+               "SYN flood: answering since 2026-12-06T22:00:00Z (peak 45000 SYNs/s on CPU 3): "
+               "VIPs on auto answer SYNs with cookies\n");
+    EXPECT_HAS(out, "TABLE    SYN COOKIES             COOKIES SENT  ACKS VALID  ACKS INVALID\n");
+    EXPECT_HAS(out, "live     answering                       8000          70             3\n");
+    EXPECT_HAS(out, "off (encap is not gue)             0           0             0\n");
+    expect_aligned(
+        out, {"VIP", "NAME", "TABLE", "SYN COOKIES", "COOKIES SENT", "ACKS VALID", "ACKS INVALID"});
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kColour), "\x1b[31manswering\x1b[0m since");
+
+    r["syn_flood"] = syn_flood("recent", 2);
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kPlain),
+               "SYN flood: recent (ended 2026-12-06T22:00:00Z, peak 45000 SYNs/s on CPU 3): SYNs "
+               "go to backends, cookies already sent are still accepted\n");
+    r["syn_flood"] = syn_flood("calm", 0);
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kPlain),
+               "SYN flood: calm (answers over 20000 SYNs/s on a CPU; 0 floods so far)\n");
+
+    // Every VIP off: the state says why, no counter columns.
+    r["vips"][0]["syn_cookies"] = cookies("off", "off", nullptr, 0, 0, 0);
+    const std::string off = render_human(cmd(Verb::kStatus), r, kPlain);
+    EXPECT_HAS(off, "SYN COOKIES\n");
+    EXPECT_EQ(off.find("COOKIES SENT"), std::string::npos) << off;
+    // An agent before cookies: neither the line nor the column.
+    const std::string old = render_human(cmd(Verb::kStatus), status_reply(), kPlain);
+    EXPECT_EQ(old.find("SYN"), std::string::npos) << old;
+}
+
+TEST(XlbctlRender, TopShowsCookieRates) {
+    auto backends_reply = [](std::uint64_t packets) {
+        return json{
+            {"vips",
+             {{{"vip", "198.51.100.10:80/tcp"},
+               {"epoch", 3},
+               {"backends",
+                {backend("203.0.113.11", "active", "healthy", 100, 251, 1.0, json(packets))}}}}}};
+    };
+    auto stats_reply = [](std::uint64_t n, const char* state) {
+        json v = {{"vip", "198.51.100.10:80/tcp"},
+                  {"name", "web"},
+                  {"packets", n},
+                  {"bytes", n * 100},
+                  {"new_flows", n / 10},
+                  {"conntrack_hits", n},
+                  {"drops", 0},
+                  {"syn_cookies", cookies("auto", state, nullptr, n, n / 100, n / 10)}};
+        return json{{"vips", {v}}, {"syn_flood", syn_flood(state, 1)}};
+    };
+    const json sample =
+        top_sample(backends_reply(1000), stats_reply(1000, "auto idle"), backends_reply(3000),
+                   stats_reply(5000, "answering"), 2.0, "2026-12-06T22:00:02Z");
+    const json& k = sample["vips"][0]["syn_cookies"];
+    EXPECT_EQ(k["state"], "answering") << "as of the last reply";
+    EXPECT_DOUBLE_EQ(k["cookies_sent_per_s"].get<double>(), 2000.0);
+    EXPECT_DOUBLE_EQ(k["acks_valid_per_s"].get<double>(), 20.0);
+    EXPECT_DOUBLE_EQ(k["acks_invalid_per_s"].get<double>(), 200.0);
+    EXPECT_DOUBLE_EQ(k["syns_per_s"].get<double>(), 2000.0);
+    EXPECT_EQ(sample["syn_flood"]["state"], "answering");
+
+    const std::string out = render_top(sample, kPlain, std::nullopt, std::nullopt);
+    EXPECT_HAS(out, "SYN flood: answering");
+    EXPECT_HAS(out, "SYN COOKIES  COOKIES  ACKS OK  ACKS BAD\n");
+    EXPECT_HAS(out, "answering    2.00k/s     20/s     200/s\n");
+    EXPECT_HAS(render_top(sample, kColour, std::nullopt, std::nullopt), "\x1b[31m200/s");
+
+    // Cookies off everywhere: no cookie columns, nothing hidden for them.
+    json calm_before = stats_reply(1000, "off"), calm_after = stats_reply(5000, "off");
+    for (json* s : {&calm_before, &calm_after}) {
+        (*s)["vips"][0]["syn_cookies"]["mode"] = "off";
+        (*s)["syn_flood"]["state"] = "calm";
+    }
+    const json calm = top_sample(backends_reply(1000), calm_before, backends_reply(3000),
+                                 calm_after, 2.0, "2026-12-06T22:00:02Z");
+    const std::string plain = render_top(calm, kPlain, std::nullopt, 200);
+    EXPECT_EQ(plain.find("COOKIES"), std::string::npos) << plain;
+    EXPECT_EQ(plain.find("SYN flood"), std::string::npos) << plain;
+    EXPECT_EQ(plain.find("hidden"), std::string::npos) << plain;
+}
+
 TEST(XlbctlRender, DrainCounts) {
     const auto v4 = *net::IpAddress::parse("203.0.113.11");
     EXPECT_EQ(backend_entries(count_reply(), "198.51.100.10:80/tcp", v4), 10u);

@@ -174,6 +174,54 @@ std::string conntrack_line(const json& ct, const Style& style) {
     return out + "\n";
 }
 
+std::string syn_flood_line(const json& f, const Style& style) {
+    const std::string state = str(f, "state");
+    const std::uint64_t floods = u64(f, "floods");
+    const std::string since = f.value("since", json()).is_string() ? str(f, "since") : "";
+    std::string peak;
+    if (floods > 0 && f.value("peak_cpu", json()).is_number())
+        peak = fmt::format("peak {} SYNs/s on CPU {}",
+                           format_number(std::round(number(f, "peak_rate"))), u64(f, "peak_cpu"));
+    std::string out = "SYN flood: ";
+    if (state == "answering") {
+        out += paint("answering", Colour::kRed, style);
+        if (!since.empty()) out += " since " + since;
+        out += " (" + peak + "): VIPs on auto answer SYNs with cookies";
+    } else if (state == "recent") {
+        out += paint("recent", Colour::kYellow, style);
+        out += " (ended" + (since.empty() ? "" : " " + since) + ", " + peak +
+               "): SYNs go to backends, cookies already sent are still accepted";
+    } else {
+        out += state;
+        out += fmt::format(" (answers over {} SYNs/s on a CPU; {} flood{} so far)",
+                           u64(f, "start_rate"), floods, floods == 1 ? "" : "s");
+    }
+    return out + "\n";
+}
+
+Cell syn_cookies_cell(const json& vip) {
+    const auto it = vip.find("syn_cookies");
+    if (it == vip.end() || !it->is_object()) return Cell{"-"};
+    const std::string state = str(*it, "state");
+    const json& reason = it->value("reason", json());
+    if (state == "off" && reason.is_string())
+        return Cell{"off (" + reason.get<std::string>() + ")"};
+    return Cell{state, state == "answering" ? Colour::kRed : Colour::kNone};
+}
+
+bool any_cookies_on(const json& vips) {
+    for (const json& v : vips)
+        if (const auto it = v.find("syn_cookies"); it != v.end() && it->is_object())
+            if (it->value("mode", std::string("off")) != "off") return true;
+    return false;
+}
+
+bool any_cookies_shown(const json& vips) {
+    for (const json& v : vips)
+        if (const auto it = v.find("syn_cookies"); it != v.end() && it->is_object()) return true;
+    return false;
+}
+
 std::string header_line(const json& r, const Style& style) {
     return paint("VIP " + str(r, "vip"), Colour::kBold, style) +
            fmt::format("  epoch {}  checksum {}", u64(r, "epoch"), str(r, "checksum"));
@@ -330,6 +378,22 @@ json top_sample(const json& backends_before, const json& stats_before, const jso
         }
         v["bits_per_s"] =
             v["bytes_per_s"].is_null() ? json() : json(v["bytes_per_s"].get<double>() * 8);
+        // Agents before SYN cookies have none: no "syn_cookies" either.
+        if (now && now->contains("syn_cookies") && now->at("syn_cookies").is_object()) {
+            const json& k = now->at("syn_cookies");
+            const json* was =
+                then && then->contains("syn_cookies") ? &then->at("syn_cookies") : nullptr;
+            json c = {{"mode", k.value("mode", json())},
+                      {"state", k.value("state", json())},
+                      {"reason", k.value("reason", json())}};
+            for (const char* field : {"syns", "cookies_sent", "acks_valid", "acks_invalid"}) {
+                const json& later = k.contains(field) ? k.at(field) : kNone;
+                const json& earlier = was && was->contains(field) ? was->at(field) : kNone;
+                c[field] = later;
+                c[std::string(field) + "_per_s"] = rate(earlier, later, seconds);
+            }
+            v["syn_cookies"] = std::move(c);
+        }
         json backends = json::array();
         for (const json& b : vb.at("backends")) {
             const json* prev = nullptr;
@@ -360,7 +424,10 @@ json top_sample(const json& backends_before, const json& stats_before, const jso
         v["backends"] = std::move(backends);
         vips.push_back(std::move(v));
     }
-    return {{"time", time_utc}, {"interval_s", seconds}, {"vips", std::move(vips)}};
+    json out = {{"time", time_utc}, {"interval_s", seconds}, {"vips", std::move(vips)}};
+    if (const auto f = stats_after.find("syn_flood"); f != stats_after.end() && f->is_object())
+        out["syn_flood"] = *f;
+    return out;
 }
 
 namespace {
@@ -416,10 +483,16 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
                                          {"THROUGHPUT", Align::kRight},
                                          {"NEW FLOWS", Align::kRight},
                                          {"DROPS", Align::kRight},
-                                         {"CONNS", Align::kRight}};
+                                         {"CONNS", Align::kRight},
+                                         {"SYN COOKIES"},
+                                         {"COOKIES", Align::kRight},
+                                         {"ACKS OK", Align::kRight},
+                                         {"ACKS BAD", Align::kRight}};
     // Left out in this order while the table is wider than the terminal, as
-    // top(1) does: VIP / BACKEND, HEALTH and PACKETS always stay.
-    constexpr std::size_t kDropOrder[] = {1, 6, 5, 4, 11, 9, 10, 2, 8};
+    // top(1) does: VIP / BACKEND, HEALTH and PACKETS always stay. The cookie
+    // columns (12-15) are there only while a VIP has cookies on.
+    constexpr std::size_t kDropOrder[] = {1, 13, 14, 6, 5, 4, 11, 9, 15, 10, 2, 12, 8};
+    const bool cookies_on = any_cookies_on(s.at("vips"));
     std::vector<std::vector<Cell>> cells;
     for (const json& v : s.at("vips")) {
         const json& drops = v.at("drops_per_s");
@@ -431,6 +504,19 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
              rate_text(v.at("new_flows_per_s"), format_per_second),
              Cell{rate_text(drops, format_per_second), dropping ? Colour::kRed : Colour::kNone},
              ""});
+        const auto k = v.find("syn_cookies");
+        if (k != v.end() && k->is_object()) {
+            const json& bad = k->value("acks_invalid_per_s", json());
+            const bool refusing = bad.is_number() && bad.get<double>() > 0;
+            cells.back().insert(
+                cells.back().end(),
+                {syn_cookies_cell(v),
+                 rate_text(k->value("cookies_sent_per_s", json()), format_per_second),
+                 rate_text(k->value("acks_valid_per_s", json()), format_per_second),
+                 Cell{rate_text(bad, format_per_second), refusing ? Colour::kRed : Colour::kNone}});
+        } else {
+            cells.back().insert(cells.back().end(), {"-", "-", "-", "-"});
+        }
         for (const json& b : v.at("backends"))
             cells.push_back({"  " + str(b, "address"), "", state_cell(str(b, "state")),
                              health_cell(str(b, "health")), std::to_string(u64(b, "weight")),
@@ -439,9 +525,11 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
                              rate_text(b.at("packets_per_s"), format_pps),
                              rate_text(b.at("bits_per_s"), format_bits),
                              rate_text(b.at("new_flows_per_s"), format_per_second), "",
-                             count_or_dash(b, "connections")});
+                             count_or_dash(b, "connections"), "", "", "", ""});
     }
     std::vector<bool> shown(all.size(), true);
+    if (!cookies_on)
+        for (std::size_t i = 12; i < all.size(); ++i) shown[i] = false;
     auto table = [&](const Style& with) {
         std::vector<Table::Column> cols;
         for (std::size_t i = 0; i < all.size(); ++i)
@@ -460,6 +548,7 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
     if (columns)
         for (std::size_t drop : kDropOrder) {
             if (widest_line(table(Style{})) <= width) break;
+            if (!shown[drop]) continue;
             shown[drop] = false;
             ++hidden;
         }
@@ -468,6 +557,13 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
         paint(fmt::format("every {}s", format_number(s.at("interval_s").get<double>())),
               Colour::kBold, style) +
         fmt::format("  {}  (q or Ctrl-C to stop)", str(s, "time"));
+    if (const auto f = s.find("syn_flood"); f != s.end() && f->is_object()) {
+        const std::string state = f->value("state", std::string());
+        if (state == "answering")
+            head += "  " + paint("SYN flood: answering", Colour::kRed, style);
+        else if (state == "recent")
+            head += "  " + paint("SYN flood: recent", Colour::kYellow, style);
+    }
     if (hidden > 0) head += fmt::format("  {} column{} hidden", hidden, hidden == 1 ? "" : "s");
     if (columns && visible_width(head) > width) {
         head = fmt::format("every {}s  {}", format_number(s.at("interval_s").get<double>()),

@@ -38,6 +38,14 @@ std::string entries_text(std::uint64_t n);
 // "1234 of 4096 entries (30.13%)"
 std::string occupancy_text(std::uint64_t entries, std::uint64_t capacity);
 std::string conntrack_line(const json& ct, const Style& style);
+// SYN cookies (docs/syn-cookies.md): the host's flood state, one line
+// ("syn_flood" of /v1/status); a VIP's cookie state ("answering", "off (encap
+// is not gue)"); whether any VIP of a reply has cookies on, or says anything
+// of them at all (agents before cookies do not).
+std::string syn_flood_line(const json& flood, const Style& style);
+Cell syn_cookies_cell(const json& vip);
+bool any_cookies_on(const json& vips);
+bool any_cookies_shown(const json& vips);
 // "VIP v  epoch N  checksum C"
 std::string header_line(const json& r, const Style& style);
 // A backend's effective weight on its configured weight's scale.

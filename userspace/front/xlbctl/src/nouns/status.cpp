@@ -60,6 +60,9 @@ std::string render_status(const json& r, const Style& style) {
     // Agents before the connection table's ages have no "conntrack".
     if (const auto ct = r.find("conntrack"); ct != r.end() && ct->is_object())
         out += conntrack_line(*ct, style);
+    // Agents before SYN cookies have no "syn_flood"; null: no detector.
+    if (const auto f = r.find("syn_flood"); f != r.end() && f->is_object())
+        out += syn_flood_line(*f, style);
     const bool announcing = bgp && bgp->value("enabled", false);
     const json& vips = r.at("vips");
     if (vips.empty()) {
@@ -75,6 +78,11 @@ std::string render_status(const json& r, const Style& style) {
                                        {"CHECKSUM"},
                                        {"TABLE"}};
     if (announcing) columns.push_back({"BGP"});
+    const bool cookies_shown = any_cookies_shown(vips), cookies_on = any_cookies_on(vips);
+    if (cookies_shown) columns.push_back({"SYN COOKIES"});
+    if (cookies_on)
+        for (const char* c : {"COOKIES SENT", "ACKS VALID", "ACKS INVALID"})
+            columns.push_back({c, Align::kRight});
     Table t(columns);
     for (const json& v : vips) {
         const bool unchecked =
@@ -90,6 +98,14 @@ std::string render_status(const json& r, const Style& style) {
             str(v, "checksum"),
             table_state_cell(v)};
         if (announcing) row.push_back(announcement_cell(v));
+        if (cookies_shown) row.push_back(syn_cookies_cell(v));
+        if (cookies_on) {
+            static const json kNone = json::object();
+            const auto it = v.find("syn_cookies");
+            const json& k = it != v.end() && it->is_object() ? *it : kNone;
+            for (const char* key : {"cookies_sent", "acks_valid", "acks_invalid"})
+                row.push_back(k.contains(key) ? Cell{count_or_dash(k, key)} : Cell{"-"});
+        }
         t.add(row);
     }
     return out + t.render(style) + vip_errors(vips, style);
@@ -98,7 +114,8 @@ std::string render_status(const json& r, const Style& style) {
 constexpr VerbSpec kStatusVerbs[] = {
     {.verb = Verb::kStatus,
      .help = "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
-             "healthy/total backends, panic, epoch, table checksum and announcement.\n"
+             "healthy/total backends, panic, epoch, table checksum, announcement and SYN\n"
+             "cookies (off, auto idle, answering, always; the counts while on).\n"
              "With --peers, compares this host's tables with other LB hosts' and exits 1\n"
              "when they differ (docs/scale-out.md).",
      .examples = "  xlbctl status\n"
