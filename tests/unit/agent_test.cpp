@@ -18,12 +18,15 @@
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
 #include "xlb/agent/reload.h"
+#include "xlb/agent/syn_flood_watch.h"
 #include "xlb/bpf/ct_clock.h"
 #include "xlb/bpf/fd.h"
 #include "xlb/kernel/conntrack_bpf_table.h"
 
 namespace xlb::agent {
 namespace {
+
+using namespace std::chrono_literals;
 
 namespace fs = std::filesystem;
 
@@ -234,6 +237,15 @@ TEST(Reload, ConntrackBudgetAndSweepApplyAtOnceResizeWaits) {
     EXPECT_EQ(applied.conntrack.resize, config::ConntrackResize::kRefuse);
 }
 
+TEST(Reload, SynFloodSettingsApplyAtOnce) {
+    config::Settings running, next;
+    next.syn_flood.start_rate = 50'000;
+    next.syn_flood.end_after = std::chrono::seconds(10);
+    EXPECT_EQ(reloadable_changes(running, next), (std::vector<std::string>{"syn_flood"}));
+    EXPECT_TRUE(restart_only_changes(running, next).empty());
+    EXPECT_EQ(reloadable_settings(running, next).syn_flood, next.syn_flood);
+}
+
 // A reload takes the file's version of every VIP the file's edit touches,
 // runtime changes to it or not (with a warning), and keeps every other
 // VIP as it runs, runtime changes included.
@@ -370,6 +382,87 @@ TEST(ConntrackSweeper, SamplesEachBackendsNewFlows) {
     readable = false;
     sweeper.sample_backends();
     EXPECT_EQ(status->get().backend_new_flows_per_s, rates) << "kept";
+}
+
+// What the agent wires around the detector: the program gets each change
+// of state, the board every sample, a read that fails changes nothing.
+TEST(SynFloodWatch, WritesEachChangeIntoTheProgramAndTheBoard) {
+    conntrack::SynCounts counts{{7, {0, 0}}};
+    bool readable = true;
+    std::vector<std::uint32_t> written;
+    auto status = std::make_shared<conntrack::SynFloodBoard>();
+    SynFloodWatch watch(
+        SynFloodWatch::Inputs{[&]() -> Result<conntrack::SynCounts> {
+                                  if (!readable) return xlb::fail(EPERM, "read xlb_vip_cookies");
+                                  return counts;
+                              },
+                              [&](std::uint32_t state) { written.push_back(state); }, status},
+        config::SynFloodSettings{.start_rate = 1'000, .end_rate = 500, .end_after = 200ms});
+    constexpr std::uint64_t kMs = 1'000'000;
+    watch.sample(0);
+    counts[7][1] += 150;  // 1500/s over 100 ms
+    watch.sample(100 * kMs);
+    EXPECT_EQ(written, std::vector<std::uint32_t>{XLB_SYN_FLOOD_ANSWERING});
+    conntrack::SynFloodStatus s = status->get();
+    EXPECT_EQ(s.state, conntrack::SynFloodState::kAnswering);
+    EXPECT_TRUE(s.since.has_value());
+    EXPECT_EQ(s.floods, 1u);
+    EXPECT_EQ(s.peak_cpu, 1u);
+    ASSERT_EQ(s.rate_per_cpu.size(), 2u);
+    EXPECT_DOUBLE_EQ(s.rate_per_cpu[1], 1'500);
+
+    readable = false;
+    watch.sample(200 * kMs);
+    EXPECT_EQ(status->get().state, conntrack::SynFloodState::kAnswering) << "kept";
+    readable = true;
+    // A reload's end_after of 100 ms: the next quiet sample ends it.
+    watch.set_settings({.start_rate = 1'000, .end_rate = 500, .end_after = 100ms});
+    watch.sample(300 * kMs);
+    watch.sample(400 * kMs);
+    EXPECT_EQ(written, (std::vector<std::uint32_t>{XLB_SYN_FLOOD_ANSWERING, XLB_SYN_FLOOD_RECENT}));
+    EXPECT_EQ(status->get().state, conntrack::SynFloodState::kRecent);
+    EXPECT_DOUBLE_EQ(status->get().rate_per_cpu[1], 0);
+}
+
+TEST(SynFloodWatch, SaysWhatChangedAndWhy) {
+    const config::SynFloodSettings settings;
+    EXPECT_EQ(describe_syn_flood({conntrack::SynFloodState::kCalm,
+                                  conntrack::SynFloodState::kAnswering,
+                                  3,
+                                  45'210.4,
+                                  {}},
+                                 settings),
+              "SYN flood started: 45210 SYNs/s on CPU 3 (start_rate 20000/s); VIPs with "
+              "syn_cookies auto answer SYNs with cookies");
+    EXPECT_EQ(describe_syn_flood({conntrack::SynFloodState::kAnswering,
+                                  conntrack::SynFloodState::kRecent, 3, 45'210.4, 12'300ms},
+                                 settings),
+              "SYN flood ended after 12.3 s (peak 45210 SYNs/s on CPU 3; every CPU below end_rate "
+              "10000/s for 5000 ms); SYNs go to backends again, cookies already sent are still "
+              "accepted for 130 s");
+    EXPECT_NE(describe_syn_flood({conntrack::SynFloodState::kRecent,
+                                  conntrack::SynFloodState::kCalm, 3, 45'210.4, 12'300ms},
+                                 settings)
+                  .find("have expired"),
+              std::string::npos);
+}
+
+TEST(SynFloodWatch, ThreadSamplesAtOnceAndStopsPromptly) {
+    std::atomic<int> reads{0};
+    auto status = std::make_shared<conntrack::SynFloodBoard>();
+    SynFloodWatch watch(SynFloodWatch::Inputs{[&]() -> Result<conntrack::SynCounts> {
+                                                  ++reads;
+                                                  return conntrack::SynCounts{};
+                                              },
+                                              [](std::uint32_t) {}, status},
+                        {});
+    watch.start();
+    for (int i = 0; i < 200 && reads < 2; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_GE(reads.load(), 2) << "every 100 ms";
+    const auto before = std::chrono::steady_clock::now();
+    watch.stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(500));
 }
 
 TEST(ConntrackSweeper, ThreadStartsAndStopsPromptly) {

@@ -155,6 +155,7 @@ private:
     void start_watching();
     void stop_watching();
     ConntrackSweeperComponent::Setup sweeper_setup();
+    SynFloodComponent::Setup syn_flood_setup();
 
     api::ReloadReport reload(const std::string& source, bool allow_disruptive);
     api::ReloadReport reload_locked(api::ReloadReport report, bool allow_disruptive);
@@ -232,6 +233,8 @@ private:
     // The connection table: scanned by the API's threads and the sweeper.
     std::shared_ptr<const conntrack::Table> ct_table_;
     std::shared_ptr<conntrack::StatusBoard> ct_status_ = std::make_shared<conntrack::StatusBoard>();
+    std::shared_ptr<conntrack::SynFloodBoard> syn_flood_ =
+        std::make_shared<conntrack::SynFloodBoard>();
     api::PublishMetrics publish_metrics_;
     std::optional<bpf::XdpAttachment> xdp_;
     // via_vip probes: the tc egress encapsulator, attached on first need
@@ -262,6 +265,7 @@ private:
     HealthEngineComponent* engine_ = nullptr;
     AnnouncerComponent* announce_ = nullptr;
     ConntrackSweeperComponent* sweeper_ = nullptr;
+    SynFloodComponent* syn_flood_watch_ = nullptr;
     // Fleet mode: empty for a host configured by its file. fleet_info_ is
     // what status shows (fleet_mu_); the snapshot the start applied seeds
     // the watch; the record's body and time are the writer thread's.
@@ -560,6 +564,9 @@ void Agent::add_components() {
         [this] { close_data_plane(); });
     ct_clock_ = &components_.add<CtClockComponent>(
         [this](std::uint32_t units) { lb_->set_ct_clock(units); });
+    // Before anything attaches the program: a restart's new program then
+    // starts answering a flood that goes on before it takes the traffic.
+    syn_flood_watch_ = &components_.add<SynFloodComponent>([this] { return syn_flood_setup(); });
     components_.add<StepComponent>(
         "control loop", [this] { return prepare_loop(); }, [this] { loop_->stop(); });
     components_.add<StepComponent>("drain state", [this]() -> Step {
@@ -860,6 +867,7 @@ api::Services Agent::services() {
     };
     services.conntrack = ct_table_;
     services.conntrack_status = ct_status_;
+    services.syn_flood = syn_flood_;
     if (ct_table_)
         services.connections =
             std::make_shared<conntrack::ConnectionsCache>(ct_table_, std::chrono::seconds(1));
@@ -972,6 +980,46 @@ ConntrackSweeperComponent::Setup Agent::sweeper_setup() {
                     return out;
                 }},
             config_.settings.conntrack.sweep_interval};
+}
+
+// The VIPs with a cookie flag are those the program has now (the flags the
+// publisher wrote), looked up again every second: their counters every
+// sample, a few syscalls.
+SynFloodComponent::Setup Agent::syn_flood_setup() {
+    struct Flagged {
+        std::vector<std::uint32_t> ids;
+        std::optional<std::chrono::steady_clock::time_point> read_at;
+    };
+    auto read = [vips = lb_->vips(), cookies = lb_->vip_cookies(),
+                 flagged = std::make_shared<Flagged>()]() -> Result<conntrack::SynCounts> {
+        const auto now = std::chrono::steady_clock::now();
+        if (!flagged->read_at || now - *flagged->read_at >= std::chrono::seconds(1)) {
+            auto keys = vips.keys();
+            if (!keys) return std::unexpected(keys.error());
+            std::vector<std::uint32_t> ids;
+            for (const xlb_vip_key& key : *keys) {
+                auto value = vips.get(key);
+                if (!value) return std::unexpected(value.error());
+                if (*value &&
+                    ((*value)->flags & (XLB_VIP_F_COOKIES_AUTO | XLB_VIP_F_COOKIES_ALWAYS)) != 0)
+                    ids.push_back((*value)->vip_id);
+            }
+            flagged->ids = std::move(ids);
+            flagged->read_at = now;
+        }
+        conntrack::SynCounts out;
+        for (std::uint32_t id : flagged->ids) {
+            auto per_cpu = cookies.get_per_cpu(id);
+            if (!per_cpu) return std::unexpected(per_cpu.error());
+            std::vector<std::uint64_t>& syns = out[id];
+            for (const xlb_vip_cookie_stats& cpu : *per_cpu) syns.push_back(cpu.syns);
+        }
+        return out;
+    };
+    return {SynFloodWatch::Inputs{std::move(read),
+                                  [this](std::uint32_t state) { lb_->set_syn_flood(state); },
+                                  syn_flood_},
+            config_.settings.syn_flood};
 }
 
 // A reload through the API may replace the watcher at any time, until the
@@ -1192,6 +1240,7 @@ api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config n
     if (dry_run || report.outcome != Outcome::kApplied) return report;
     config_.vips = new_file;
     sweeper_->set_interval(config_.settings.conntrack.sweep_interval);
+    syn_flood_watch_->set_settings(config_.settings.syn_flood);
     // not once the watcher's component has stopped: nothing would stop it again
     if (hop_changed && watching_) watch_next_hop();
     return report;

@@ -64,6 +64,26 @@ void ConntrackSweeperComponent::set_interval(std::chrono::milliseconds interval)
     if (sweeper_) sweeper_->set_interval(interval);
 }
 
+Result<void> SynFloodComponent::start() {
+    Setup setup = setup_();
+    std::lock_guard lock(mu_);
+    watch_ = std::make_unique<SynFloodWatch>(std::move(setup.inputs), setup.settings);
+    watch_->start();
+    return {};
+}
+
+// The program keeps the last state written: a flood going on when the agent
+// stops is still answered until the next agent's first samples.
+void SynFloodComponent::stop() {
+    std::lock_guard lock(mu_);
+    watch_.reset();
+}
+
+void SynFloodComponent::set_settings(const config::SynFloodSettings& settings) {
+    std::lock_guard lock(mu_);
+    if (watch_) watch_->set_settings(settings);
+}
+
 Result<void> SystemdComponent::start() {
     stopping_ = false;
     spdlog::info("{}", ready_line_);

@@ -61,6 +61,7 @@ inline constexpr const char* kEventHealth = "health";
 inline constexpr const char* kEventPublish = "publish";
 inline constexpr const char* kEventPanic = "panic";
 inline constexpr const char* kEventFlood = "flood";
+inline constexpr const char* kEventSynFlood = "syn_flood";
 
 // Logs an event through spdlog's default logger.
 void emit(Priority priority, std::string_view message, const Fields& fields = {});

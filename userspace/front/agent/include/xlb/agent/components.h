@@ -17,6 +17,7 @@
 #include "xlb/agent/announce_link.h"
 #include "xlb/agent/component.h"
 #include "xlb/agent/conntrack_sweeper.h"
+#include "xlb/agent/syn_flood_watch.h"
 #include "xlb/api/metrics.h"
 #include "xlb/api/server.h"
 #include "xlb/api/services.h"
@@ -135,6 +136,26 @@ private:
     std::function<Setup()> setup_;
     std::mutex mu_;
     std::unique_ptr<ConntrackSweeper> sweeper_;
+};
+
+// The SYN flood detector (syn_flood_watch.h). set_settings() may come from
+// any thread (a reload through the API), as the sweeper's set_interval().
+class SynFloodComponent : public Component {
+public:
+    struct Setup {
+        SynFloodWatch::Inputs inputs;
+        config::SynFloodSettings settings;
+    };
+    explicit SynFloodComponent(std::function<Setup()> setup) : setup_(std::move(setup)) {}
+    std::string name() const override { return "SYN flood detector"; }
+    Result<void> start() override;
+    void stop() override;
+    void set_settings(const config::SynFloodSettings& settings);
+
+private:
+    std::function<Setup()> setup_;
+    std::mutex mu_;
+    std::unique_ptr<SynFloodWatch> watch_;
 };
 
 // systemd's notifications: READY=1 once everything before it runs (after
