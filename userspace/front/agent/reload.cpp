@@ -81,8 +81,6 @@ constexpr std::array kSettingRows = {
     field_row<&S::conntrack, &Ct::sweep_interval>("conntrack.sweep_interval", true),
     // Decided when the maps are loaded.
     field_row<&S::conntrack, &Ct::resize>("conntrack.resize", false),
-    // The SYN flood detector judges its next sample by them.
-    row<&S::syn_flood>("syn_flood", true),
     // The histories are resized at once (a smaller one drops the oldest).
     row<&S::health_history>("health_history", true),
     // Which store, and this host's name in it: read at start.
