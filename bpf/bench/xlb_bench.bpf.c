@@ -57,7 +57,11 @@ int xlb_bench_wrapper(struct xdp_md *ctx)
 	int delta = (int)(data_end - data) - XLB_BENCH_FRAME_LEN;
 	__u32 offset = vary_offset;
 
-	if (delta != 0 && bpf_xdp_adjust_head(ctx, delta))
+	/* An encapsulation grew the frame at its head; an answer written in
+	 * place (a SYN cookie's SYN-ACK) shortened it at its tail. */
+	if (delta > 0 && bpf_xdp_adjust_head(ctx, delta))
+		return XDP_ABORTED;
+	if (delta < 0 && bpf_xdp_adjust_tail(ctx, -delta))
 		return XDP_ABORTED;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;

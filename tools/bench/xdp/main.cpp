@@ -97,7 +97,16 @@ T must(xlb::Result<T> result) {
 constexpr std::uint32_t kVipTcp4 = 0;      // kVipV4:80/tcp, connection table
 constexpr std::uint32_t kVipTcp6 = 1;      // kVipV6:80/tcp, connection table
 constexpr std::uint32_t kVipUdp4NoCt = 2;  // kVipV4:53/udp, XLB_VIP_F_NO_CONNTRACK
-constexpr std::uint32_t kVipCount = 3;
+constexpr std::uint32_t kVipCookie4 = 3;   // kVipV4:443/tcp, XLB_VIP_F_COOKIES_ALWAYS
+constexpr std::uint32_t kVipDenied4 = 4;   // kVipV4:8443/tcp, source lists refusing the client
+constexpr std::uint32_t kVipCount = 5;
+constexpr std::uint16_t kCookiePort = 443;
+constexpr std::uint16_t kDeniedPort = 8443;
+// The bench frames' TCP sequence number.
+constexpr std::uint32_t kSynSeq = 1000;
+// A Linux SYN's options: MSS 1460, SACK permitted, timestamps, NOP, window
+// scale 7 (syn_cookie_v4 reads every one of them).
+const Bytes kLinuxSynOptions = {2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7};
 constexpr std::uint32_t kBackendsPerFamily = 100;
 constexpr std::uint32_t kFirstV6Backend = kBackendsPerFamily;
 constexpr std::uint16_t kDnsPort = 53;
@@ -139,6 +148,8 @@ struct Counters {
     std::array<std::uint64_t, XLB_OUT__MAX> outcomes{};
     std::array<xlb_vip_stats, kVipCount> vips{};
     std::array<std::uint64_t, kVipCount> hints{};  // second-chance hints sent
+    xlb_vip_cookie_stats cookies{};                // kVipCookie4's, summed
+    std::uint64_t denied = 0;                      // kVipDenied4's source_denied drops
     std::uint64_t ct_inserts = 0, ct_skipped = 0;  // xlb_ct_cpu, summed
 };
 
@@ -176,18 +187,60 @@ public:
             c.ct_inserts += cpu.inserts;
             c.ct_skipped += cpu.skipped;
         }
+        for (const xlb_vip_cookie_stats& cpu : must(lb_.vip_cookies().get_per_cpu(kVipCookie4))) {
+            c.cookies.syns += cpu.syns;
+            c.cookies.cookies_sent += cpu.cookies_sent;
+            c.cookies.acks_valid += cpu.acks_valid;
+            c.cookies.acks_invalid += cpu.acks_invalid;
+        }
+        for (const xlb_vip_drops& cpu : must(lb_.vip_drops().get_per_cpu(kVipDenied4)))
+            c.denied += cpu.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_SOURCE_DENIED)];
         return c;
     }
 
-    // The insert budget, and second chance (GUE with hints) on or off: the
-    // configuration one case needs, written before it runs.
-    void use_config(xlb::datapath::CtBudget budget, bool second_chance) {
+    // The insert budget, GUE, and second chance (GUE with hints) on or off:
+    // the configuration one case needs, written before it runs.
+    void use_config(xlb::datapath::CtBudget budget, bool second_chance, bool gue = false) {
+        gue = gue || second_chance;
         if (budget.rate == budget_.rate && budget.burst == budget_.burst &&
-            second_chance == second_chance_)
+            second_chance == second_chance_ && gue == gue_)
             return;
-        must(lb_.config().put(0, config(budget, second_chance)));
+        must(lb_.config().put(0, config(budget, second_chance, gue)));
         budget_ = budget;
         second_chance_ = second_chance;
+        gue_ = gue;
+    }
+
+    // cookie_ack_v4's packet: the handshake's ACK (with `template_frame`'s
+    // payload) for the cookie this program answers `syn` with, valid for the
+    // kernel's two cookie periods (a run is far shorter).
+    Bytes cookie_ack(const Bytes& syn, const test::Flow& flow) {
+        use_config(kAmpleBudget, false, true);
+        const bpf::TestRunResult answer = must(bpf::test_run_xdp(lb_.prog_fd(), syn));
+        const std::size_t tcp = 14 + 20;
+        if (answer.action != XDP_TX || answer.frame.size() < tcp + 40)
+            throw Failure("the SYN was not answered with a cookie:\n" +
+                          test::describe(answer.frame));
+        auto be32 = [&](std::size_t at) {
+            return std::uint32_t{answer.frame[at]} << 24 |
+                   std::uint32_t{answer.frame[at + 1]} << 16 |
+                   std::uint32_t{answer.frame[at + 2]} << 8 | answer.frame[at + 3];
+        };
+        const std::uint32_t cookie = be32(tcp + 4);
+        const std::uint32_t tsval = be32(tcp + 20 + 8);
+        test::FrameOptions opt;
+        opt.eth_src = test::kClientSideMac;
+        opt.eth_dst = test::kLbMac;
+        opt.tcp_flags = test::kTcpAck;
+        opt.tcp_seq = kSynSeq + 1;
+        opt.tcp_ack = cookie + 1;
+        opt.tcp_options = {1, 1, 8, 10, 0, 0, 0, 1};
+        for (int shift = 24; shift >= 0; shift -= 8)
+            opt.tcp_options.push_back(static_cast<std::uint8_t>(tsval >> shift));
+        opt.payload.clear();
+        const std::size_t headers = test::make_frame(flow, opt).size();
+        opt.payload.assign(kFrameLen - headers, 'x');
+        return test::make_frame(flow, opt);
     }
 
     // second_chance_v4: the backend kVipTcp4's previous ring names for a flow.
@@ -224,12 +277,11 @@ public:
     }
 
 private:
-    static xlb_config config(xlb::datapath::CtBudget budget, bool second_chance = false) {
+    static xlb_config config(xlb::datapath::CtBudget budget, bool second_chance = false,
+                             bool gue = false) {
         xlb::config::Settings settings = test::bench_settings();
-        if (second_chance) {
-            settings.encap = xlb::config::Encap::kGue;
-            settings.second_chance.enabled = true;
-        }
+        if (gue || second_chance) settings.encap = xlb::config::Encap::kGue;
+        if (second_chance) settings.second_chance.enabled = true;
         return xlb::datapath::make_config(settings, test::kNextHopMac, budget);
     }
 
@@ -257,12 +309,30 @@ private:
         for (std::uint32_t& id : previous_v4_) id = (id + 1) % kBackendsPerFamily;
         std::vector<std::uint32_t> previous = previous_v4_;
         must(bpf::publish_ring(lb_.prev_rings().fd(), kVipTcp4, previous));
-        std::vector<std::uint32_t> copy = ring_v4_;
-        must(bpf::publish_ring(lb_.rings().fd(), kVipUdp4NoCt, copy));
+        for (std::uint32_t vip : {kVipUdp4NoCt, kVipCookie4, kVipDenied4}) {
+            std::vector<std::uint32_t> copy = ring_v4_;
+            must(bpf::publish_ring(lb_.rings().fd(), vip, copy));
+        }
+        // source_denied_v4: the client's /24 is denied.
+        xlb::config::VipSpec denied;
+        denied.address = test::kVipV4;
+        denied.port = kDeniedPort;
+        denied.deny_sources = {must_prefix("192.0.2.0/24")};
+        for (const xlb::datapath::SourceRangeEntry& e :
+             xlb::datapath::source_range_entries(denied, kVipDenied4))
+            must(lb_.source_ranges().put(e.key, e.verdict));
 
         add_vip(test::kVipV4, test::kVipPort, test::kProtoTcp, kVipTcp4, 0);
         add_vip(test::kVipV6, test::kVipPort, test::kProtoTcp, kVipTcp6, 0);
         add_vip(test::kVipV4, kDnsPort, test::kProtoUdp, kVipUdp4NoCt, XLB_VIP_F_NO_CONNTRACK);
+        add_vip(test::kVipV4, kCookiePort, test::kProtoTcp, kVipCookie4, XLB_VIP_F_COOKIES_ALWAYS);
+        add_vip(test::kVipV4, kDeniedPort, test::kProtoTcp, kVipDenied4, XLB_VIP_F_SOURCE_RANGES);
+    }
+
+    static xlb::net::Prefix must_prefix(const char* text) {
+        auto p = xlb::net::Prefix::parse(text);
+        if (!p) throw Failure(p.error());
+        return *p;
     }
 
     // The ring xlbd builds for kBackendsPerFamily equal-weight backends
@@ -288,6 +358,7 @@ private:
     std::vector<std::uint32_t> ring_v4_, ring_v6_, previous_v4_;
     xlb::datapath::CtBudget budget_;
     bool second_chance_ = false;
+    bool gue_ = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -305,6 +376,9 @@ enum class Path {
     kSecondChance,
     kNoConntrack,
     kNotVip,
+    kSynCookie,
+    kCookieAck,
+    kSourceDenied,
 };
 
 // Cases that insert a new flow on every repetition.
@@ -343,7 +417,9 @@ struct Case {
     // kEstablishedMany*: the varied field cycles through this many values
     // (established flows) from kManyFirstValue.
     std::uint32_t population = 0;
-    Bytes frame;
+    // cookie_ack_v4 renews its packet before each sample (a cookie is valid
+    // for two of the kernel's 64-second periods at most).
+    mutable Bytes frame;
 
     std::vector<double> ns, floor_ns, net_ns;
     // new_flow_v4 / _full / _all_cpus: entries in the connection table
@@ -353,11 +429,13 @@ struct Case {
 
 // Exactly kFrameLen bytes: TCP (an ACK unless the case is syn_v4) or UDP,
 // the payload filling the rest, valid lengths and checksums.
-Bytes bench_frame(const test::Flow& flow, std::uint8_t tcp_flags) {
+Bytes bench_frame(const test::Flow& flow, std::uint8_t tcp_flags, const Bytes& tcp_options = {}) {
     test::FrameOptions opt;
     opt.eth_src = test::kClientSideMac;
     opt.eth_dst = test::kLbMac;
     opt.tcp_flags = tcp_flags;
+    opt.tcp_seq = kSynSeq;
+    opt.tcp_options = tcp_options;
     opt.payload.clear();
     const std::size_t headers = test::make_frame(flow, opt).size();
     if (headers > kFrameLen) throw Failure("headers exceed the bench frame");
@@ -450,6 +528,32 @@ std::vector<Case> make_cases() {
                      .flow = Flow{test::kClientV4, test::kVipV4, 40006, test::kVipPort},
                      .vip_id = kVipTcp4,
                      .vary_offset = kIpv4SrcOffset});
+    // Answering a SYN must cost no more than balancing a new flow.
+    cases.push_back({.name = "syn_cookie_v4",
+                     .path = "TCP SYN, same flow each run, VIP with SYN cookies always: "
+                             "answered with a SYN-ACK, no backend, no insert",
+                     .kind = Path::kSynCookie,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40007, kCookiePort},
+                     .vip_id = kVipCookie4,
+                     .vip_flags = XLB_VIP_F_COOKIES_ALWAYS,
+                     .target_relative_to = "new_flow_v4",
+                     .target_factor = 1.0});
+    // A valid cookie ACK of one flow, over and over: the insert budget is
+    // spent so that no entry ends the cookie path (compare with
+    // new_flow_over_budget_v4, the same without the cookie checks).
+    cases.push_back({.name = "cookie_ack_v4",
+                     .path = "TCP ACK with a valid SYN cookie, same flow each run, insert budget "
+                             "spent: miss, three cookie checks, Maglev, GUE with the options",
+                     .kind = Path::kCookieAck,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40008, kCookiePort},
+                     .vip_id = kVipCookie4,
+                     .vip_flags = XLB_VIP_F_COOKIES_ALWAYS});
+    cases.push_back({.name = "source_denied_v4",
+                     .path = "TCP ACK from a denied source: VIP match, source-list lookup, drop",
+                     .kind = Path::kSourceDenied,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40009, kDeniedPort},
+                     .vip_id = kVipDenied4,
+                     .vip_flags = XLB_VIP_F_SOURCE_RANGES});
     cases.push_back({.name = "no_conntrack_v4",
                      .path = "UDP, VIP without conntrack: hash, Maglev",
                      .kind = Path::kNoConntrack,
@@ -486,7 +590,9 @@ std::vector<Case> make_cases() {
         cases.push_back(std::move(copy));
     }
     for (Case& c : cases)
-        c.frame = bench_frame(c.flow, c.kind == Path::kSyn ? test::kTcpSyn : test::kTcpAck);
+        c.frame = c.kind == Path::kSynCookie
+                      ? bench_frame(c.flow, test::kTcpSyn, kLinuxSynOptions)
+                      : bench_frame(c.flow, c.kind == Path::kSyn ? test::kTcpSyn : test::kTcpAck);
     return cases;
 }
 
@@ -1006,9 +1112,14 @@ private:
 
     double measure(const Case& c, std::uint32_t repeat, bool floor) {
         Balancer& balancer = balancer_for(c);
+        if (c.kind == Path::kCookieAck)
+            c.frame =
+                balancer.cookie_ack(bench_frame(c.flow, test::kTcpSyn, kLinuxSynOptions), c.flow);
         if (!floor) {
-            const bool spent = c.kind == Path::kNewFlowOverBudget;
-            balancer.use_config(spent ? kSpentBudget : kAmpleBudget, c.kind == Path::kSecondChance);
+            const bool spent = c.kind == Path::kNewFlowOverBudget || c.kind == Path::kCookieAck;
+            const bool gue = c.kind == Path::kSynCookie || c.kind == Path::kCookieAck;
+            balancer.use_config(spent ? kSpentBudget : kAmpleBudget, c.kind == Path::kSecondChance,
+                                gue);
             if (spent) balancer.empty_buckets();
         }
         must(harness_.set_target(program_for(c, floor)));
@@ -1251,6 +1362,60 @@ private:
                 check.expect_inserts(0, 0);
                 check.expect_frame(c.frame);
                 break;
+            case Path::kSynCookie: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX_SYN_COOKIE);
+                check.expect_vip(c.vip_id, 0, 0);
+                check.expect_inserts(0, 0);
+                check.expect_eq(s.after.cookies.cookies_sent - s.before.cookies.cookies_sent, n,
+                                "cookies sent grew by");
+                const Bytes& out = s.result.frame;
+                check.expect_eq(out.size(), std::size_t{14 + 20 + 40}, "SYN-ACK frame length");
+                if (out.size() == 14 + 20 + 40) {
+                    check.expect_eq(out[14 + 20 + 13], std::uint8_t{0x12}, "SYN-ACK flags");
+                    check.expect(std::equal(test::kVipV4.bytes.begin(),
+                                            test::kVipV4.bytes.begin() + 4, out.begin() + 26),
+                                 "the SYN-ACK is not from the VIP");
+                    check.expect(test::checksum_errors(out).empty(),
+                                 "SYN-ACK checksums: " + test::checksum_errors(out));
+                }
+                check.expect(!balancer.conntrack_entry(last_key).has_value(),
+                             "an answered SYN left a connection-table entry");
+                break;
+            }
+            case Path::kCookieAck: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_eq(s.after.cookies.acks_valid - s.before.cookies.acks_valid, n,
+                                "valid cookie ACKs grew by");
+                check.expect_eq(s.after.cookies.acks_invalid - s.before.cookies.acks_invalid,
+                                std::uint64_t{0}, "invalid cookie ACKs grew by");
+                const Bytes& out = s.result.frame;
+                const std::size_t gue = 14 + 20 + 8;
+                check.expect_eq(out.size(),
+                                std::size_t{kFrameLen + 20 + XLB_GUE_OVERHEAD + XLB_GUE_COOKIE_LEN},
+                                "cookie ACK frame length");
+                if (out.size() > gue + 4 + XLB_GUE_COOKIE_LEN) {
+                    check.expect_eq(out[gue], std::uint8_t{XLB_GUE_COOKIE_LEN / 4}, "GUE Hlen");
+                    check.expect_eq(out[gue + 4], std::uint8_t{XLB_GUE_COOKIE_MAGIC},
+                                    "cookie data magic");
+                    const IpAddress& backend = balancer.backend_address(ring_backend);
+                    check.expect(std::equal(backend.bytes.begin(), backend.bytes.begin() + 4,
+                                            out.begin() + 30),
+                                 "the cookie ACK is not sent to the ring's backend");
+                }
+                check.expect(!balancer.conntrack_entry(last_key).has_value(),
+                             "the spent budget let the cookie ACK record its flow");
+                break;
+            }
+            case Path::kSourceDenied: {
+                check.expect_action(XDP_DROP);
+                check.expect_outcomes(XLB_OUT_DROP_SOURCE_DENIED);
+                check.expect_eq(s.after.denied - s.before.denied, n, "source_denied drops grew by");
+                check.expect_inserts(0, 0);
+                break;
+            }
         }
         check.finish();
     }
