@@ -82,9 +82,12 @@ Checked<net::IpAddress> check_address(const std::string& text, const std::string
 }
 
 // Permissive settings: client-side checks are those of the VIP itself. The
-// agent still applies its settings (encapsulation sources, MTU, map sizes).
+// agent still applies its settings (encapsulation sources, encap, MTU, map
+// sizes): gue here, so that syn_cookies is refused for an encap only by the
+// agent, which knows its own.
 config::Settings client_settings() {
     config::Settings s;
+    s.encap = config::Encap::kGue;
     s.encap_source.ipv4 = net::IpAddress::v4(192, 0, 2, 1);
     s.encap_source.ipv6 = *net::IpAddress::parse("2001:db8::1");
     return s;
