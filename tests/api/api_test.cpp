@@ -73,8 +73,24 @@ net::IpAddress ip(const char* s) { return *net::IpAddress::parse(s); }
 class FakeDataPlane : public control::DataPlane, public DataPlaneView {
 public:
     // DataPlane (control thread)
-    xlb::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value&) override { return {}; }
+    xlb::Result<void> put_vip(const xlb_vip_key&, const xlb_vip_value& value) override {
+        std::lock_guard lock(mu);
+        vip_flags[value.vip_id] = value.flags;
+        return {};
+    }
     xlb::Result<void> remove_vip(const xlb_vip_key&) override { return {}; }
+    xlb::Result<void> set_source_ranges(
+        const xlb_vip_key&, std::uint32_t vip_id,
+        const std::vector<datapath::SourceRangeEntry>& entries) override {
+        std::lock_guard lock(mu);
+        source_ranges[vip_id] = entries;
+        return {};
+    }
+    xlb::Result<void> remove_source_ranges(std::uint32_t vip_id) override {
+        std::lock_guard lock(mu);
+        source_ranges.erase(vip_id);
+        return {};
+    }
     xlb::Result<void> put_backend(std::uint32_t, const xlb_backend&) override { return {}; }
     xlb::Result<control::PublishTiming> publish(
         const std::vector<control::RingUpdate>& updates) override {
@@ -132,6 +148,8 @@ public:
     std::atomic<bool> fail_publish{false};
     mutable std::mutex mu;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
+    std::map<std::uint32_t, std::uint32_t> vip_flags;  // by VIP id, as last put
+    std::map<std::uint32_t, std::vector<datapath::SourceRangeEntry>> source_ranges;
     OutcomeCounts outcome_counts{};
     std::map<std::uint32_t, xlb_vip_stats> vip_counters;
     std::map<std::uint32_t, xlb_backend_stats> backend_counters;
@@ -204,7 +222,9 @@ protected:
 
         // What the agent does at start: apply, publish, persist, then serve.
         store = std::make_unique<StateStore>(settings.state_file, initial);
-        rec = std::make_unique<control::Reconciler>(dp, control::Reconciler::Options{16, 64});
+        // With the settings' encap, as the agent makes it: cookies follow it.
+        rec = std::make_unique<control::Reconciler>(
+            dp, control::Reconciler::Options{16, 64, std::nullopt, settings.encap});
         rec->set_vips(initial);
         auto published = rec->reconcile(control::Clock::now());
         ASSERT_TRUE(published) << published.error().message();
@@ -861,6 +881,221 @@ TEST_F(ApiTest, IPv6VipRejectsIPv4Backend) {
                         R"({"address": "203.0.113.20"})");
         },
         400, "IPv4 address 203.0.113.20 in an IPv6 VIP");
+}
+
+// --- SYN cookies and source lists through the API -----------------------------
+
+// The VIP keys syn_cookies, allow_sources, deny_sources and the backends'
+// cookie_acks: decoded and checked as the file's, persisted, and handed to
+// the data plane (flags and source-range entries).
+class CookieApiTest : public ApiTest {
+protected:
+    void configure() override { settings.encap = config::Encap::kGue; }
+
+    std::uint32_t flags_of(const std::string& key) {
+        const std::uint32_t id = vip(key)["vip_id"];
+        std::lock_guard lock(dp.mu);
+        return dp.vip_flags.at(id);
+    }
+    std::optional<std::vector<datapath::SourceRangeEntry>> ranges_of(const std::string& key) {
+        const std::uint32_t id = vip(key)["vip_id"];
+        std::lock_guard lock(dp.mu);
+        auto it = dp.source_ranges.find(id);
+        if (it == dp.source_ranges.end()) return std::nullopt;
+        return it->second;
+    }
+    // The entries the VIP's spec as the API shows it must have.
+    std::vector<datapath::SourceRangeEntry> entries_for(const std::string& key) {
+        const json v = vip(key);
+        auto spec = config::vip_from_json(v["spec"]);
+        EXPECT_TRUE(spec) << spec.error();
+        if (!spec) return {};
+        return datapath::source_range_entries(*spec, v["vip_id"].get<std::uint32_t>());
+    }
+};
+
+TEST_F(CookieApiTest, AVipWithCookiesAndSourceListsRoundTrips) {
+    const json spec = json::parse(R"({
+        "address": "198.51.100.20", "port": 443, "ring_size": 251,
+        "syn_cookies": "always",
+        "allow_sources": ["192.0.2.0/24", "198.51.100.7"],
+        "deny_sources": ["192.0.2.128/25"],
+        "backends": [{"address": "203.0.113.21", "cookie_acks": true},
+                     {"address": "203.0.113.22", "state": "disabled"}]})");
+    Reply added = post("/v1/vips", spec.dump());
+    ASSERT_EQ(added.status, 201) << added.text;
+    const std::string key = "198.51.100.20:443/tcp";
+    const json got = vip(key)["spec"];
+    EXPECT_EQ(got["syn_cookies"], "always");
+    EXPECT_EQ(got["allow_sources"], json::parse(R"(["192.0.2.0/24", "198.51.100.7/32"])"))
+        << "an address alone is its /32";
+    EXPECT_EQ(got["deny_sources"], json::parse(R"(["192.0.2.128/25"])"));
+    EXPECT_EQ(got["backends"][0]["cookie_acks"], true);
+    EXPECT_FALSE(got["backends"][1].contains("cookie_acks")) << "written only when true";
+    EXPECT_EQ(added.body["spec"], got);
+    // What GET shows is what POST takes: adding it again elsewhere gives it back.
+    json again = got;
+    again["port"] = 444;
+    ASSERT_EQ(post("/v1/vips", again.dump()).status, 201);
+    json second = vip("198.51.100.20:444/tcp")["spec"];
+    second["port"] = 443;
+    EXPECT_EQ(second, got);
+
+    // Persisted, and given to the data path.
+    StateStore reader(settings.state_file);
+    auto loaded = reader.load();
+    ASSERT_TRUE(loaded && loaded->has_value());
+    const auto saved = std::find_if((*loaded)->vips.begin(), (*loaded)->vips.end(),
+                                    [&](const config::VipSpec& v) { return v.key() == key; });
+    ASSERT_NE(saved, (*loaded)->vips.end());
+    EXPECT_EQ(json(*saved), got);
+    EXPECT_EQ(flags_of(key),
+              static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_ALWAYS | XLB_VIP_F_SOURCE_RANGES));
+    auto ranges = ranges_of(key);
+    ASSERT_TRUE(ranges);
+    EXPECT_EQ(*ranges, entries_for(key));
+    EXPECT_EQ(ranges->size(), 4u) << "0/0 deny, two allows, the carved-out deny";
+}
+
+TEST_F(CookieApiTest, BadSourceListsAre400NamingTheField) {
+    auto post_vip = [&](const std::string& body) {
+        return [this, body] { return post("/v1/vips", body); };
+    };
+    const json base = {{"address", "198.51.100.20"}, {"port", 443}, {"ring_size", 251}};
+    json host_bits = base;
+    host_bits["allow_sources"] = {"192.0.2.0/24", "10.0.0.1/8"};
+    expect_rejected(post_vip(host_bits.dump()), 400,
+                    "allow_sources[1]: '10.0.0.1/8' has host bits set");
+    json not_prefix = base;
+    not_prefix["deny_sources"] = {"192.0.2.0/33"};
+    expect_rejected(post_vip(not_prefix.dump()), 400, "deny_sources[0]");
+    json other_family = base;
+    other_family["deny_sources"] = {"2001:db8::/32"};
+    expect_rejected(post_vip(other_family.dump()), 400,
+                    "deny_sources[0]: found 2001:db8::/32, an IPv6 prefix, expected IPv4");
+    json v4_in_v6 = {{"address", "2001:db8::20"},
+                     {"port", 443},
+                     {"ring_size", 251},
+                     {"allow_sources", {"192.0.2.0/24"}}};
+    expect_rejected(post_vip(v4_in_v6.dump()), 400,
+                    "allow_sources[0]: found 192.0.2.0/24, an IPv4 prefix, expected IPv6");
+    json mode = base;
+    mode["syn_cookies"] = "sometimes";
+    expect_rejected(post_vip(mode.dump()), 400, "syn_cookies: found \"sometimes\"");
+    // The same through PATCH /v1/vip.
+    expect_rejected(
+        [&] { return patch("/v1/vip?" + vq(kWeb), R"({"allow_sources": ["2001:db8::/32"]})"); },
+        400, "allow_sources[0]: found 2001:db8::/32, an IPv6 prefix");
+}
+
+// encap ipip (ApiTest's): cookies cannot run, and asking for them is an error.
+TEST_F(ApiTest, SynCookiesAlwaysWithIpipIs400) {
+    json spec = {{"address", "198.51.100.20"},
+                 {"port", 443},
+                 {"ring_size", 251},
+                 {"syn_cookies", "always"},
+                 {"backends", {{{"address", "203.0.113.21"}, {"cookie_acks", true}}}}};
+    expect_rejected([&] { return post("/v1/vips", spec.dump()); }, 400,
+                    "syn_cookies: found always with encap: ipip, expected encap: gue");
+    expect_rejected([&] { return patch("/v1/vip?" + vq(kWeb), R"({"syn_cookies": "auto"})"); }, 400,
+                    "syn_cookies: found auto with encap: ipip");
+    // Unset is no promise: the VIP runs without cookies.
+    spec.erase("syn_cookies");
+    ASSERT_EQ(post("/v1/vips", spec.dump()).status, 201);
+    const std::uint32_t id = vip("198.51.100.20:443/tcp")["vip_id"];
+    std::lock_guard lock(dp.mu);
+    EXPECT_EQ(dp.vip_flags.at(id), 0u);
+}
+
+// A reload-free narrowing: PATCH /v1/vip with a smaller allow list is
+// applied (new entries in the data plane), not refused as disruptive; an
+// empty list opens the VIP again.
+TEST_F(CookieApiTest, NarrowingAllowSourcesIsApplied) {
+    const std::string path = "/v1/vip?" + vq(kWeb);
+    Reply wide = patch(path, R"({"allow_sources": ["192.0.2.0/24", "198.18.0.0/15"]})");
+    ASSERT_EQ(wide.status, 200) << wide.text;
+    const auto wide_entries = ranges_of(kWeb);
+    ASSERT_TRUE(wide_entries);
+    EXPECT_EQ(*wide_entries, entries_for(kWeb));
+    EXPECT_NE(flags_of(kWeb) & XLB_VIP_F_SOURCE_RANGES, 0u);
+
+    Reply narrow = patch(path, R"({"allow_sources": ["192.0.2.0/25"]})");
+    ASSERT_EQ(narrow.status, 200) << narrow.text;
+    EXPECT_EQ(narrow.body["spec"]["allow_sources"], json::parse(R"(["192.0.2.0/25"])"));
+    EXPECT_EQ(narrow.body["changes"],
+              json::parse(R"([{"key": "allow_sources", "from": ["192.0.2.0/24", "198.18.0.0/15"],
+                               "to": ["192.0.2.0/25"]}])"));
+    EXPECT_EQ(vip(kWeb)["spec"]["allow_sources"], json::parse(R"(["192.0.2.0/25"])"));
+    const auto narrowed = ranges_of(kWeb);
+    ASSERT_TRUE(narrowed);
+    EXPECT_EQ(*narrowed, entries_for(kWeb));
+    EXPECT_NE(*narrowed, *wide_entries);
+    EXPECT_NE(read_file(settings.state_file).find("192.0.2.0/25"), std::string::npos)
+        << "persisted";
+
+    Reply open = patch(path, R"({"allow_sources": []})");
+    ASSERT_EQ(open.status, 200) << open.text;
+    EXPECT_FALSE(open.body["spec"].contains("allow_sources"));
+    EXPECT_FALSE(ranges_of(kWeb)) << "the entries went with the list";
+    EXPECT_EQ(flags_of(kWeb) & XLB_VIP_F_SOURCE_RANGES, 0u);
+}
+
+// cookie_acks at runtime: PATCH /v1/backends takes it, and every change is
+// checked against the VIP's explicit syn_cookies like the file.
+TEST_F(CookieApiTest, CookieAcksChangesAreCheckedAgainstTheVipsCookies) {
+    const json spec = json::parse(R"({
+        "address": "198.51.100.20", "port": 443, "ring_size": 251, "syn_cookies": "always",
+        "backends": [{"address": "203.0.113.21", "cookie_acks": true},
+                     {"address": "203.0.113.22", "state": "disabled"}]})");
+    ASSERT_EQ(post("/v1/vips", spec.dump()).status, 201);
+    const std::string key = "198.51.100.20:443/tcp";
+    const std::string path = "/v1/backends?" + vq(key);
+    auto pa = [&](const std::string& address, const std::string& body) {
+        return [this, path, address, body] { return patch(path + "&address=" + address, body); };
+    };
+    const std::string lacks =
+        "invalid backend for VIP 198.51.100.20:443/tcp: syn_cookies: found always but backend ";
+    expect_rejected(pa("203.0.113.21", R"({"cookie_acks": false})"), 400,
+                    lacks + "203.0.113.21 (backends[0]) lacks cookie_acks: true");
+    // Enabling the disabled backend that lacks it is refused too.
+    expect_rejected(pa("203.0.113.22", R"({"state": "active"})"), 400,
+                    lacks + "203.0.113.22 (backends[1]) lacks cookie_acks: true");
+    expect_rejected([&] { return post(path, R"({"address": "203.0.113.23"})"); }, 400,
+                    lacks + "203.0.113.23 (backends[2]) lacks cookie_acks: true");
+    expect_rejected(pa("203.0.113.21", R"({"cookie_acks": "yes"})"), 400,
+                    "cookie_acks: found \"yes\", expected true or false");
+
+    Reply both = pa("203.0.113.22", R"({"state": "active", "cookie_acks": true})")();
+    ASSERT_EQ(both.status, 200) << both.text;
+    EXPECT_EQ(both.body["spec"]["backends"][1]["cookie_acks"], true);
+    EXPECT_EQ(both.body["backends"][1]["state"], "active");
+    Reply added = post(path, R"({"address": "203.0.113.23", "cookie_acks": true})");
+    ASSERT_EQ(added.status, 201) << added.text;
+    EXPECT_EQ(added.body["spec"]["backends"][2]["cookie_acks"], true);
+    // Disabled, a backend may lack it.
+    ASSERT_EQ(pa("203.0.113.23", R"({"state": "disabled"})")().status, 200);
+    Reply dropped = pa("203.0.113.23", R"({"cookie_acks": false})")();
+    ASSERT_EQ(dropped.status, 200) << dropped.text;
+    EXPECT_FALSE(dropped.body["spec"]["backends"][2].contains("cookie_acks"));
+    EXPECT_EQ(flags_of(key), static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_ALWAYS));
+}
+
+// Unset syn_cookies: auto once every backend takes cookie ACKs; the data
+// path's flags follow each change.
+TEST_F(CookieApiTest, CookieAcksOnEveryBackendTurnsAutoOn) {
+    const std::string path = "/v1/backends?" + vq(kWeb);
+    EXPECT_EQ(flags_of(kWeb), 0u);
+    for (const char* b : {"203.0.113.11", "203.0.113.12", "203.0.113.13"}) {
+        EXPECT_EQ(flags_of(kWeb) & XLB_VIP_F_COOKIES_AUTO, 0u) << "before " << b;
+        Reply r = patch(path + "&address=" + b, R"({"cookie_acks": true})");
+        ASSERT_EQ(r.status, 200) << r.text;
+    }
+    EXPECT_EQ(flags_of(kWeb), static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_AUTO));
+    for (const json& b : vip(kWeb)["spec"]["backends"]) EXPECT_EQ(b["cookie_acks"], true);
+    Reply off = patch(path + "&address=203.0.113.12", R"({"cookie_acks": false})");
+    ASSERT_EQ(off.status, 200) << off.text;
+    EXPECT_EQ(flags_of(kWeb), 0u);
+    EXPECT_NE(read_file(settings.state_file).find("cookie_acks"), std::string::npos);
 }
 
 // The audit log (audit.h): one notice per change with the caller's uid and

@@ -2219,6 +2219,24 @@ TEST(JsonBackendPatch, DecodesWeightStateOrBoth) {
     EXPECT_EQ(heavy->weight, 20000u);
 }
 
+TEST(JsonBackendPatch, DecodesCookieAcks) {
+    auto on = backend_patch_from_json(json::parse(R"({"cookie_acks": true})"));
+    ASSERT_TRUE(on) << on.error();
+    EXPECT_EQ(on->cookie_acks, true);
+    EXPECT_FALSE(on->weight);
+    EXPECT_FALSE(on->state);
+    auto off = backend_patch_from_json(json::parse(R"({"cookie_acks": false, "weight": 5})"));
+    ASSERT_TRUE(off) << off.error();
+    EXPECT_EQ(off->cookie_acks, false) << "false is a change, not nothing";
+    EXPECT_EQ(off->weight, 5u);
+    auto bad = backend_patch_from_json(json::parse(R"({"cookie_acks": "yes"})"));
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error(),
+              backend_from_json(json::parse(R"({"address": "203.0.113.11", "cookie_acks": "yes"})"))
+                  .error());
+    EXPECT_EQ(bad.error(), "cookie_acks: found \"yes\", expected true or false");
+}
+
 TEST(JsonBackendPatch, ValueErrorsAreTheBackendDecodersOwn) {
     for (const char* value : {"-1", "1.5", "\"heavy\"", "4294967296", "true"}) {
         const std::string weight = std::string(R"({"weight": )") + value + "}";
@@ -2243,8 +2261,9 @@ TEST(JsonBackendPatch, UnknownFieldsAndNothingToChangeAreRefused) {
     auto unknown = backend_patch_from_json(json::parse(R"({"colour": "red"})"));
     ASSERT_FALSE(unknown);
     EXPECT_EQ(unknown.error(),
-              "found unknown field \"colour\", expected an object with \"weight\" (0-10000) "
-              "and/or \"state\" (active, drain or disabled), e.g. {\"weight\": 50}");
+              "found unknown field \"colour\", expected an object with \"weight\" (0-10000), "
+              "\"state\" (active, drain or disabled) and/or \"cookie_acks\" (true or false), "
+              "e.g. {\"weight\": 50}");
     auto empty = backend_patch_from_json(json::object());
     ASSERT_FALSE(empty);
     EXPECT_EQ(empty.error(), "nothing to change, expected " + std::string(kBackendPatchExpected));

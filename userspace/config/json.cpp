@@ -239,8 +239,8 @@ std::expected<BackendPatch, std::string> backend_patch_from_json(const json& j) 
                         "found " + v.found() + ", expected " + std::string(kBackendPatchExpected));
                 return out;
             }
-            // The weight and state readers are decode_backend's, so that a patch
-            // and a new backend refuse a value in the same words.
+            // The readers are decode_backend's, so that a patch and a new
+            // backend refuse a value in the same words.
             for (const auto& entry : v.entries()) {
                 const std::string& key = *entry.key;
                 if (key == "weight") {
@@ -251,13 +251,15 @@ std::expected<BackendPatch, std::string> backend_patch_from_json(const json& j) 
                     out.state = detail::read_enum<AdminState>(entry.value, detail::join(p, key), s,
                                                               parse_admin_state,
                                                               "active, drain or disabled");
+                } else if (key == "cookie_acks") {
+                    out.cookie_acks = detail::read_bool(entry.value, detail::join(p, key), s);
                 } else {
                     s.error(p, entry.key_location,
                             "found unknown field " + entry.key_found + ", expected " +
                                 std::string(kBackendPatchExpected));
                 }
             }
-            if (s.count() == 0 && !out.weight && !out.state)
+            if (s.count() == 0 && !out.weight && !out.state && !out.cookie_acks)
                 s.error(p, v.location(),
                         "nothing to change, expected " + std::string(kBackendPatchExpected));
             return out;

@@ -153,6 +153,11 @@ void patch_backend(Api& api, const httplib::Request& req, httplib::Response& res
                         config::to_string(*patch.state);
                 b->state = *patch.state;
             }
+            if (patch.cookie_acks && *patch.cookie_acks != b->cookie_acks) {
+                what += std::string(" cookie_acks ") + (b->cookie_acks ? "true" : "false") +
+                        " -> " + (*patch.cookie_acks ? "true" : "false");
+                b->cookie_acks = *patch.cookie_acks;
+            }
             if (what == "backend " + address.to_string()) what += " unchanged";
             const auto index = static_cast<std::size_t>(b - found->list.begin());
             return Change{std::move(vips), key, false, index, what};

@@ -40,16 +40,17 @@ std::expected<HealthCheck, std::string> health_check_from_json(const nlohmann::j
 std::expected<SlowStart, std::string> slow_start_from_json(const nlohmann::json& j);
 
 // A change to one existing backend (PATCH /v1/backends): at least one of
-// weight and state. The errors name the field as backend_from_json does
-// ("weight: found -1, expected an integer 0-10000"); an unknown field or an
-// empty object is refused with kBackendPatchExpected.
+// weight, state and cookie_acks. The errors name the field as
+// backend_from_json does ("weight: found -1, expected an integer 0-10000");
+// an unknown field or an empty object is refused with kBackendPatchExpected.
 struct BackendPatch {
     std::optional<std::uint32_t> weight;
     std::optional<AdminState> state;
+    std::optional<bool> cookie_acks;
 };
 inline constexpr std::string_view kBackendPatchExpected =
-    "an object with \"weight\" (0-10000) and/or \"state\" (active, drain or disabled), e.g. "
-    "{\"weight\": 50}";
+    "an object with \"weight\" (0-10000), \"state\" (active, drain or disabled) and/or "
+    "\"cookie_acks\" (true or false), e.g. {\"weight\": 50}";
 std::expected<BackendPatch, std::string> backend_patch_from_json(const nlohmann::json& j);
 
 // What a packet capture selects and how long it runs (POST /v1/capture);
