@@ -191,7 +191,7 @@ TEST(XlbctlParse, UnknownArgumentsNameTheHelp) {
     EXPECT_HAS(parse_error({"backend", "add", "198.51.100.10:80"}), "ADDR is required");
     EXPECT_HAS(parse_error({"lookup", "198.51.100.10:80"}), "--src is required");
     EXPECT_HAS(parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11"}),
-               "--weight is required");
+               "--weight or --cookie-acks is required");
 }
 
 TEST(XlbctlParse, VipKeys) {
@@ -281,6 +281,36 @@ TEST(XlbctlParse, BackendVerbs) {
     EXPECT_EQ(v6.backend.to_string(), "2001:db8:b::11");
     // IPv4 VIP, IPv6 backend: IPv4-in-IPv6 is supported.
     EXPECT_EQ(parse_ok({"backend", "add", "198.51.100.10:80", "2001:db8:b::11"}).backend.family, 6);
+}
+
+// add: --cookie-acks is a flag; set: --cookie-acks true|false, with or
+// without --weight, and only what was given is sent.
+TEST(XlbctlParse, BackendCookieAcks) {
+    Command add = parse_ok({"backend", "add", "198.51.100.10:80", "203.0.113.11", "--cookie-acks"});
+    EXPECT_EQ(add.cookie_acks, true);
+    EXPECT_EQ(nlohmann::json::parse(build_request(add).body),
+              nlohmann::json::parse(R"({"address": "203.0.113.11", "cookie_acks": true})"));
+    EXPECT_FALSE(parse_ok({"backend", "add", "198.51.100.10:80", "203.0.113.11"}).cookie_acks)
+        << "not given: the agent's default";
+    Command off =
+        parse_ok({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--cookie-acks", "false"});
+    EXPECT_EQ(off.cookie_acks, false);
+    EXPECT_FALSE(off.weight);
+    EXPECT_EQ(build_request(off).body, R"({"cookie_acks":false})");
+    Command both = parse_ok({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--weight", "5",
+                             "--cookie-acks", "true"});
+    EXPECT_EQ(nlohmann::json::parse(build_request(both).body),
+              nlohmann::json::parse(R"({"weight": 5, "cookie_acks": true})"));
+    const std::string bad =
+        parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--cookie-acks", "yes"});
+    EXPECT_HAS(bad, "--cookie-acks: found 'yes', expected true or false");
+    EXPECT_HAS(bad, "--cookie-acks true");
+    // A flag of add, a value of set: neither takes the other's form.
+    EXPECT_NE(parse_error(
+                  {"backend", "add", "198.51.100.10:80", "203.0.113.11", "--cookie-acks", "true"}),
+              "");
+    EXPECT_HAS(parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11", "--cookie-acks"}),
+               "--cookie-acks");
 }
 
 TEST(XlbctlParse, Stats) {

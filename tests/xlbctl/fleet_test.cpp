@@ -207,6 +207,37 @@ TEST(XlbctlFleet, WriteVerbsChangeTheValueAndKeepWhoWroteIt) {
     EXPECT_TRUE(fleet::decode_drain(d->kvs[0].value)->drained);
 }
 
+// backend add --cookie-acks and backend set --cookie-acks with a fleet: the
+// value changes as the agent's PATCH would change it, and a VIP that asks
+// for cookies (the fleet's encap: gue) refuses a backend without them.
+TEST(XlbctlFleet, CookieAcksOfBackendsFollowTheAgentsRules) {
+    Harness h;
+    const std::string file = write_file("xlbctl-fleet-cookies.yaml", kFile);
+    ASSERT_EQ(h.run({"fleet", "import", file}), 0) << h.err.str();
+    ASSERT_EQ(h.run({"backend", "add", kVip, "203.0.113.13", "--cookie-acks"}), 0) << h.err.str();
+    EXPECT_HAS(h.out.str(), "backend 203.0.113.13 added (weight 100, active, cookie ACKs)");
+    ASSERT_EQ(h.vip().vip->backends.size(), 3u);
+    EXPECT_TRUE(h.vip().vip->backends[2].cookie_acks);
+    ASSERT_EQ(
+        h.run({"backend", "set", kVip, "203.0.113.11", "--cookie-acks", "true", "--weight", "60"}),
+        0)
+        << h.err.str();
+    EXPECT_HAS(h.out.str(), "backend 203.0.113.11 weight 100 -> 60 cookie_acks false -> true");
+    ASSERT_EQ(h.run({"backend", "set", kVip, "203.0.113.12", "--cookie-acks", "true"}), 0)
+        << h.err.str();
+    EXPECT_TRUE(h.vip().vip->backends[1].cookie_acks);
+    EXPECT_EQ(h.vip().vip->backends[1].weight, 50u) << "no --weight: kept";
+    ASSERT_EQ(h.run({"vip", "set", kVip, "--syn-cookies", "always"}), 0) << h.err.str();
+    const int writes = h.store.writes;
+    EXPECT_EQ(h.run({"backend", "set", kVip, "203.0.113.12", "--cookie-acks", "false"}), 1);
+    EXPECT_HAS(h.err.str(), "backend 203.0.113.12 (backends[1]) lacks cookie_acks: true");
+    EXPECT_EQ(h.run({"backend", "add", kVip, "203.0.113.14"}), 1);
+    EXPECT_HAS(h.err.str(), "backend 203.0.113.14 (backends[3]) lacks cookie_acks: true");
+    EXPECT_EQ(h.store.writes, writes) << "refused: nothing written";
+    ASSERT_EQ(h.run({"backend", "set", kVip, "203.0.113.12", "--cookie-acks", "true"}), 0);
+    EXPECT_HAS(h.out.str(), "backend 203.0.113.12 unchanged (cookie_acks true)");
+}
+
 TEST(XlbctlFleet, TwoWritersOnOneRevisionOneWinsTheOtherIsRefusedNamingIt) {
     Harness h;
     ASSERT_EQ(h.run({"vip", "add", kVip, "--backend", "203.0.113.11", "--backend", "203.0.113.12"}),

@@ -420,6 +420,22 @@ TEST(XlbctlRender, BackendChanges) {
     }
 }
 
+// --cookie-acks given: the line says what the backend now takes.
+TEST(XlbctlRender, BackendCookieAcks) {
+    const json reply = vip_detail({backend("203.0.113.14", "active", "healthy", 50, 21846, 1.0)});
+    Command set = cmd(Verb::kBackendSet);
+    set.backend = *net::IpAddress::parse("203.0.113.14");
+    set.cookie_acks = false;
+    EXPECT_EQ(render_human(set, reply, kPlain),
+              "backend 203.0.113.14 of 198.51.100.10:80/tcp: weight 50 (effective 50), 21846 "
+              "slots (100.00%), takes no cookie ACKs, epoch 4\n");
+    Command add = cmd(Verb::kBackendAdd);
+    add.backend = set.backend;
+    add.cookie_acks = true;
+    EXPECT_HAS(render_human(add, reply, kPlain),
+               "21846 slots (100.00%), accepts cookie ACKs, epoch 4\n");
+}
+
 TEST(XlbctlRender, VipAddAndDel) {
     json reply = vip_detail({backend("203.0.113.11", "active", "healthy", 100, 251, 1.0)});
     reply["epoch"] = 1;

@@ -34,6 +34,9 @@ struct Raw {
     std::string timeout;
     bool json = false;
     std::string vip, address, weight, hash_key;
+    // backend add --cookie-acks (a flag); backend set --cookie-acks true|false
+    bool cookie_acks_flag = false;
+    std::string cookie_acks;
     std::string name, hash, ring_size, panic_threshold;
     bool no_conntrack = false;
     bool dry_run = false;

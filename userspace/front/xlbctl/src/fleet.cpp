@@ -28,6 +28,7 @@ std::string quoted(const std::string& text) { return config::shown_value(text); 
 std::string backend_text(const config::BackendSpec& b) {
     std::string out = fmt::format("weight {}, {}", b.weight, config::to_string(b.state));
     if (!b.hash_key.empty()) out += ", hash key " + b.hash_key;
+    if (b.cookie_acks) out += ", cookie ACKs";
     return out;
 }
 
@@ -125,6 +126,7 @@ std::expected<VipApplied, std::string> apply_to_vip(const Command& c,
             b.address = c.backend;
             b.weight = c.weight.value_or(config::kDefaultWeight);
             b.hash_key = c.hash_key;
+            b.cookie_acks = c.cookie_acks.value_or(false);
             next.backends.push_back(b);
             out.summary = "backend " + address + " added (" + backend_text(b) + ")";
             out.next = std::move(next);
@@ -147,12 +149,26 @@ std::expected<VipApplied, std::string> apply_to_vip(const Command& c,
                 next.backends.erase(b);
                 out.summary = "backend " + address + " removed";
             } else if (c.verb == Verb::kBackendSet) {
-                const std::uint32_t w = c.weight.value_or(0);
-                out.summary =
-                    b->weight == w
-                        ? "backend " + address + " unchanged (weight " + std::to_string(w) + ")"
-                        : fmt::format("backend {} weight {} -> {}", address, b->weight, w);
-                b->weight = w;
+                // As the API's PATCH words it: each setting that changed.
+                std::string changed, kept;
+                if (c.weight) {
+                    if (b->weight == *c.weight)
+                        kept += fmt::format("weight {}", *c.weight);
+                    else
+                        changed += fmt::format(" weight {} -> {}", b->weight, *c.weight);
+                    b->weight = *c.weight;
+                }
+                if (c.cookie_acks) {
+                    if (b->cookie_acks == *c.cookie_acks)
+                        kept += fmt::format("{}cookie_acks {}", kept.empty() ? "" : ", ",
+                                            *c.cookie_acks);
+                    else
+                        changed +=
+                            fmt::format(" cookie_acks {} -> {}", b->cookie_acks, *c.cookie_acks);
+                    b->cookie_acks = *c.cookie_acks;
+                }
+                out.summary = changed.empty() ? "backend " + address + " unchanged (" + kept + ")"
+                                              : "backend " + address + changed;
             } else {
                 const config::AdminState state =
                     c.verb == Verb::kBackendDrain    ? config::AdminState::kDrain

@@ -113,9 +113,15 @@ std::string render_backend_history(const json& r, const Style& style) {
 struct Change {
     std::string addr, vip, epoch;
     const json* b = nullptr;
+    std::optional<bool> cookie_acks;  // as the command gave it
     std::string weights() const {
         return fmt::format("weight {} (effective {}), {}", u64(*b, "weight"), effective_text(*b),
                            slots_text(*b));
+    }
+    // ", accepts cookie ACKs" when the command set it; "" when not given.
+    std::string cookies() const {
+        if (!cookie_acks) return "";
+        return *cookie_acks ? ", accepts cookie ACKs" : ", takes no cookie ACKs";
     }
 };
 
@@ -128,6 +134,7 @@ std::string render_change(const Command& c, const json& r, const Style& style, S
     if (c.dry_run) return render_dry_run(c, r, style);
     Change x{c.backend.to_string(), str(r, "vip"), fmt::format("epoch {}", u64(r, "epoch"))};
     x.b = find_backend(r, x.addr);
+    x.cookie_acks = c.cookie_acks;
     if (std::string text = said(x); !text.empty()) return text;
     return fmt::format("backend {} of {}: done, {}\n", x.addr, x.vip, x.epoch);
 }
@@ -146,8 +153,8 @@ std::string example_of(const Command& c) {
            (c.verb == Verb::kBackendSet ? " --weight 50" : "");
 }
 
-// ADDR, --weight and --hash-key, checked with the agent's rules as a
-// backend of the VIP.
+// ADDR, --weight, --hash-key and add's --cookie-acks, checked with the
+// agent's rules as a backend of the VIP.
 Checked<void> backend_check(const Raw& raw, Command& c) {
     const Examples ex = examples_for(c.vip_key);
     auto address = check_address(raw.address, "ADDR", ex);
@@ -159,12 +166,31 @@ Checked<void> backend_check(const Raw& raw, Command& c) {
         c.weight = *w;
     }
     c.hash_key = raw.hash_key;
+    if (raw.cookie_acks_flag) c.cookie_acks = true;
     c.dry_run = raw.dry_run;
     config::BackendSpec b;
     b.address = c.backend;
     b.weight = c.weight.value_or(config::kDefaultWeight);
     b.hash_key = c.hash_key;
+    b.cookie_acks = c.cookie_acks.value_or(false);
     return check_backend(*c.vip_key, b, example_of(c));
+}
+
+// backend set: --weight and/or --cookie-acks true|false (the words the file
+// takes for a boolean).
+Checked<void> set_check(const Raw& raw, Command& c) {
+    if (auto ok = backend_check(raw, c); !ok) return ok;
+    const Examples ex = examples_for(c.vip_key);
+    if (raw.cookie_acks == "true" || raw.cookie_acks == "false")
+        c.cookie_acks = raw.cookie_acks == "true";
+    else if (!raw.cookie_acks.empty())
+        return std::unexpected("--cookie-acks: found " + in_quotes(raw.cookie_acks) +
+                               ", expected true or false, e.g. xlbctl backend set " + ex.vip + " " +
+                               ex.backend + " --cookie-acks true");
+    if (!c.weight && !c.cookie_acks)
+        return std::unexpected("--weight or --cookie-acks is required (nothing to set), e.g. " +
+                               example_of(c));
+    return {};
 }
 
 Checked<void> drain_check(const Raw& raw, Command& c) {
@@ -251,6 +277,9 @@ constexpr VerbSpec kBackendVerbs[] = {
              app.add_option("--hash-key", raw.hash_key,
                             "stable identity for Maglev (default: the address)")
                  ->type_name("KEY");
+             app.add_flag("--cookie-acks", raw.cookie_acks_flag,
+                          "the backend runs xlb-decap with its cookie program and accepts "
+                          "handshakes the LB answered with SYN cookies (default: it does not)");
          },
      .check = backend_check,
      .request =
@@ -258,14 +287,15 @@ constexpr VerbSpec kBackendVerbs[] = {
              nlohmann::json body{{"address", c.backend.to_string()}};
              if (c.weight) body["weight"] = *c.weight;
              if (!c.hash_key.empty()) body["hash_key"] = c.hash_key;
+             if (c.cookie_acks) body["cookie_acks"] = *c.cookie_acks;
              return HttpRequest{"POST", "/v1/backends?" + vip_query(c) + dry_run(c), body.dump()};
          },
      .render =
          [](const Command& c, const json& r, const Style& style) {
              return render_change(c, r, style, [](const Change& x) -> std::string {
                  if (!x.b) return "";
-                 return fmt::format("added backend {} to {}: {}, {}\n", x.addr, x.vip, x.weights(),
-                                    x.epoch);
+                 return fmt::format("added backend {} to {}: {}{}, {}\n", x.addr, x.vip,
+                                    x.weights(), x.cookies(), x.epoch);
              });
          }},
     {.verb = Verb::kBackendDel,
@@ -289,28 +319,36 @@ constexpr VerbSpec kBackendVerbs[] = {
          }},
     {.verb = Verb::kBackendSet,
      .name = "set",
-     .help = "Change a backend's weight.",
+     .help = "Change a backend's weight, or whether it accepts cookie ACKs (a VIP\n"
+             "with syn_cookies: auto or always refuses a backend that does not).",
      .examples = "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
                  "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 0  "
-                 " # no new flows\n",
+                 " # no new flows\n"
+                 "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --cookie-acks true\n",
      .options =
          [](CLI::App& app, Raw& raw) {
              change_options(app, raw);
-             app.add_option("--weight", raw.weight, "relative weight 0-10000")
-                 ->type_name("W")
-                 ->required();
+             app.add_option("--weight", raw.weight, "relative weight 0-10000")->type_name("W");
+             app.add_option("--cookie-acks", raw.cookie_acks,
+                            "true: the backend runs xlb-decap with its cookie program and "
+                            "accepts handshakes the LB answered with SYN cookies; false: it "
+                            "does not")
+                 ->type_name("true|false");
          },
-     .check = backend_check,
+     .check = set_check,
      .request =
          [](const Command& c) {
-             return patch(c, nlohmann::json{{"weight", c.weight.value_or(0)}});
+             nlohmann::json body = nlohmann::json::object();
+             if (c.weight) body["weight"] = *c.weight;
+             if (c.cookie_acks) body["cookie_acks"] = *c.cookie_acks;
+             return patch(c, body);
          },
      .render =
          [](const Command& c, const json& r, const Style& style) {
              return render_change(c, r, style, [](const Change& x) -> std::string {
                  if (!x.b) return "";
-                 return fmt::format("backend {} of {}: {}, {}\n", x.addr, x.vip, x.weights(),
-                                    x.epoch);
+                 return fmt::format("backend {} of {}: {}{}, {}\n", x.addr, x.vip, x.weights(),
+                                    x.cookies(), x.epoch);
              });
          }},
     {.verb = Verb::kBackendDrain,

@@ -104,6 +104,9 @@ struct Command {
     net::IpAddress backend;
     std::optional<std::uint32_t> weight;  // add (agent default 100), set (required)
     std::string hash_key;                 // add
+    // add (--cookie-acks: true), set (--cookie-acks true|false); nullopt:
+    // not given (add: the agent's default, false).
+    std::optional<bool> cookie_acks;
     // --dry-run: the agent builds the table the change would give, publishes
     // nothing, and answers with the share of slots that would change owner.
     bool dry_run = false;
