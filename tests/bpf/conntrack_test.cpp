@@ -26,30 +26,6 @@ namespace {
 constexpr std::uint32_t kVipId = 3;
 constexpr std::uint64_t kSecond = 1'000'000'000ULL;
 
-// Keeps the test thread on one CPU, so every run uses the same bucket.
-class PinnedToOneCpu {
-public:
-    PinnedToOneCpu() {
-        have_old_ = ::sched_getaffinity(0, sizeof old_, &old_) == 0;
-        cpu_ = ::sched_getcpu();
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu_, &one);
-        ok_ = ::sched_setaffinity(0, sizeof one, &one) == 0;
-    }
-    ~PinnedToOneCpu() {
-        if (have_old_) ::sched_setaffinity(0, sizeof old_, &old_);
-    }
-    bool ok() const { return ok_; }
-    int cpu() const { return cpu_; }
-
-private:
-    cpu_set_t old_{};
-    bool have_old_ = false;
-    bool ok_ = false;
-    int cpu_ = 0;
-};
-
 class ConntrackTest : public LbTest {
 protected:
     void SetUp() override {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <array>
 #include <cstdint>
@@ -84,6 +85,32 @@ protected:
 
 private:
     static std::optional<bpf::LbProgram> program_;
+};
+
+// Keeps the test thread on one CPU (BPF_PROG_TEST_RUN runs the program on
+// the caller's), so that every run uses the same per-CPU bucket, budget and
+// flow cache; the old affinity comes back at the end of the scope.
+class PinnedToOneCpu {
+public:
+    PinnedToOneCpu() {
+        have_old_ = ::sched_getaffinity(0, sizeof old_, &old_) == 0;
+        cpu_ = ::sched_getcpu();
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu_, &one);
+        ok_ = ::sched_setaffinity(0, sizeof one, &one) == 0;
+    }
+    ~PinnedToOneCpu() {
+        if (have_old_) ::sched_setaffinity(0, sizeof old_, &old_);
+    }
+    bool ok() const { return ok_; }
+    int cpu() const { return cpu_; }
+
+private:
+    cpu_set_t old_{};
+    bool have_old_ = false;
+    bool ok_ = false;
+    int cpu_ = 0;
 };
 
 // flow_key(const Flow&): testbed.h.

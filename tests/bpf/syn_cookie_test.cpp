@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "lb_fixture.h"
 #include "testbed.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/kernel/bpf_data_plane.h"
 
 namespace xlb::test {
 namespace {
@@ -502,6 +504,124 @@ TEST_F(SourceRangeTest, ANarrowedListStopsTheFlowsItNoLongerAllows) {
     vip(false, XLB_VIP_F_SOURCE_RANGES);
     expect_allowed(ip("192.0.2.10"));
     expect_denied(ip("192.0.2.200"));
+}
+
+// The agent's own layer over the real maps: control::BpfDataPlane given a
+// VIP's lists as the reconciler hands them (datapath::source_range_entries,
+// entries before the flag, the flag cleared before the entries go).
+class SourceRangeDataPlaneTest : public SourceRangeTest {
+protected:
+    static config::VipSpec lists(std::vector<const char*> allow, std::vector<const char*> deny) {
+        config::VipSpec v;
+        v.address = kVipV4;
+        v.port = kVipPort;
+        v.syn_cookies = config::SynCookies::kOff;  // only the lists at work here
+        for (const char* p : allow) v.allow_sources.push_back(*net::Prefix::parse(p));
+        for (const char* p : deny) v.deny_sources.push_back(*net::Prefix::parse(p));
+        return v;
+    }
+
+    // The VIP's flags and entries, in the reconciler's order.
+    void apply(control::BpfDataPlane& dp, const config::VipSpec& v, bool flag_changes) {
+        const auto entries = datapath::source_range_entries(v, kVipId);
+        const xlb_vip_key key = datapath::vip_key(v);
+        if (!entries.empty()) {
+            auto ok = dp.set_source_ranges(key, kVipId, entries);
+            ASSERT_TRUE(ok) << ok.error().message();
+        }
+        if (flag_changes) {
+            auto ok = dp.put_vip(key, datapath::vip_value(v, kVipId, config::Encap::kGue));
+            ASSERT_TRUE(ok) << ok.error().message();
+        }
+        if (entries.empty()) {
+            auto ok = dp.remove_source_ranges(kVipId);
+            ASSERT_TRUE(ok) << ok.error().message();
+        }
+    }
+
+    // The trie's keys of one VIP id.
+    static std::vector<xlb_src_range_key> keys_of(std::uint32_t vip_id) {
+        auto keys = lb().source_ranges().keys();
+        EXPECT_TRUE(keys) << keys.error().message();
+        std::vector<xlb_src_range_key> out;
+        if (keys)
+            for (const xlb_src_range_key& k : *keys)
+                if (ntohl(k.vip_id) == vip_id) out.push_back(k);
+        return out;
+    }
+
+    static bool same_keys(std::vector<xlb_src_range_key> a,
+                          const std::vector<datapath::SourceRangeEntry>& want) {
+        if (a.size() != want.size()) return false;
+        for (const auto& e : want)
+            if (std::none_of(a.begin(), a.end(), [&](const xlb_src_range_key& k) {
+                    return std::memcmp(&k, &e.key, sizeof k) == 0;
+                }))
+                return false;
+        return true;
+    }
+};
+
+TEST_F(SourceRangeDataPlaneTest, ListsAreAppliedNarrowedAndRemoved) {
+    PinnedToOneCpu pinned;  // one flow cache for every run below
+    ASSERT_TRUE(pinned.ok());
+    vip(false, 0);
+    control::BpfDataPlane dp{lb()};
+    // Another VIP's entries, which nothing below may touch.
+    const config::VipSpec other = lists({}, {"203.0.113.0/24"});
+    const auto other_entries = datapath::source_range_entries(other, kVipId + 1);
+    ASSERT_TRUE(dp.set_source_ranges(datapath::vip_key(other), kVipId + 1, other_entries));
+
+    const config::VipSpec wide = lists({"192.0.2.0/24", "198.18.0.0/15"}, {"192.0.2.64/26"});
+    apply(dp, wide, true);
+    EXPECT_TRUE(same_keys(keys_of(kVipId), datapath::source_range_entries(wide, kVipId)));
+    expect_allowed(ip("192.0.2.10"));
+    expect_allowed(ip("192.0.2.200"));
+    expect_allowed(ip("198.19.3.4"));
+    expect_denied(ip("192.0.2.70"));  // the deny inside the allow
+    expect_denied(ip("10.0.0.1"));    // outside every allow
+    // Established: each flow again, from its entry or this CPU's cache.
+    for (int i = 0; i < 3; ++i) {
+        expect_allowed(ip("192.0.2.10"));
+        expect_allowed(ip("192.0.2.200"));
+    }
+
+    // Narrowed: only new entries and the epoch, no VIP write (its flag is
+    // unchanged), yet the established flow it no longer allows stops.
+    const config::VipSpec narrow = lists({"192.0.2.0/25"}, {"192.0.2.64/26"});
+    apply(dp, narrow, false);
+    EXPECT_TRUE(same_keys(keys_of(kVipId), datapath::source_range_entries(narrow, kVipId)))
+        << "stale entries of the wide lists were removed";
+    expect_denied(ip("192.0.2.200"));
+    expect_allowed(ip("192.0.2.10"));
+    expect_denied(ip("198.19.3.4"));
+    expect_denied(ip("192.0.2.70"));
+
+    // Lists gone: every client passes, and the trie holds nothing of the VIP.
+    apply(dp, lists({}, {}), true);
+    EXPECT_TRUE(keys_of(kVipId).empty());
+    for (const char* client : {"192.0.2.10", "192.0.2.200", "192.0.2.70", "10.0.0.1"})
+        expect_allowed(ip(client));
+    EXPECT_TRUE(same_keys(keys_of(kVipId + 1), other_entries)) << "the other VIP's stay";
+}
+
+// A restarted agent (a new BpfDataPlane over the same maps) removes the
+// entries an earlier one left for the VIP id.
+TEST_F(SourceRangeDataPlaneTest, ARestartedAgentRemovesEntriesItDidNotWrite) {
+    vip(false, 0);
+    {
+        control::BpfDataPlane before{lb()};
+        apply(before, lists({"192.0.2.0/24"}, {}), true);
+    }
+    control::BpfDataPlane after{lb()};
+    const config::VipSpec deny_only = lists({}, {"192.0.2.128/25"});
+    apply(after, deny_only, true);
+    EXPECT_TRUE(same_keys(keys_of(kVipId), datapath::source_range_entries(deny_only, kVipId)));
+    expect_allowed(ip("10.0.0.1"));  // the old 0.0.0.0/0 deny is gone
+    expect_denied(ip("192.0.2.200"));
+    control::BpfDataPlane again{lb()};
+    ASSERT_TRUE(again.remove_source_ranges(kVipId));
+    EXPECT_TRUE(keys_of(kVipId).empty());
 }
 
 }  // namespace
