@@ -564,6 +564,31 @@ TEST_F(XlbctlAgent, BackendVerbs) {
                "xlbctl: xlbd: no VIP 198.51.100.99:80/tcp");
 }
 
+// cookie_acks through the real agent: set and taken back, and syn_cookies
+// refused by the agent (the lab's encap is ipip), not by xlbctl, which
+// leaves the encap to the agent.
+TEST_F(XlbctlAgent, BackendCookieAcksAndTheAgentsEncap) {
+    EXPECT_HAS(ok({"backend", "add", kWeb, "203.0.113.14", "--cookie-acks"}),
+               "accepts cookie ACKs, epoch ");
+    json vip = ok_json({"vip", "list"});
+    auto spec_of = [&](const json& list) {
+        for (const json& v : list["vips"])
+            if (v["vip"] == kWeb) return v["spec"];
+        ADD_FAILURE() << "no " << kWeb << " in " << list.dump();
+        return json::object();
+    };
+    EXPECT_EQ(spec_of(vip)["backends"][3]["cookie_acks"], true);
+    EXPECT_HAS(ok({"backend", "set", kWeb, "203.0.113.14", "--cookie-acks", "false"}),
+               "takes no cookie ACKs, epoch ");
+    EXPECT_FALSE(spec_of(ok_json({"vip", "list"}))["backends"][3].contains("cookie_acks"));
+    EXPECT_HAS(refused({"vip", "set", kWeb, "--syn-cookies", "always"}),
+               "xlbctl: xlbd: invalid VIP 198.51.100.10:80/tcp: syn_cookies: found always with "
+               "encap: ipip, expected encap: gue");
+    EXPECT_HAS(
+        refused_before_sending({"backend", "set", kWeb, "203.0.113.14", "--cookie-acks", "maybe"}),
+        "--cookie-acks: found 'maybe', expected true or false");
+}
+
 // A real probe's verdict change, as the agent recorded it. The backend is the
 // router (203.0.113.1): nothing listens on its port 80, so the probe is
 // refused (or, behind a filter, times out) and the backend turns unhealthy
