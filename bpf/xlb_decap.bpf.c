@@ -14,6 +14,14 @@
  * data names another backend is delivered only when this host's kernel knows
  * its TCP flow; otherwise it goes back out, re-addressed to that backend,
  * through the next hop the loader set (docs/second-chance.md).
+ *
+ * SYN cookies (abi.h, struct xlb_gue_cookie): the handshake's ACK for a SYN
+ * the balancer answered itself carries the negotiated options as private
+ * data. It is decapsulated and those 16 bytes are left in xlb_cookie_acks
+ * under the ACK's addresses and ports, for the tc program that builds the
+ * connection from them (bpf/xlb_cookie.bpf.c; abi.h says why not XDP
+ * metadata); when the loader attached none, the ACK is dropped: the kernel
+ * would only answer it with a reset.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -46,6 +54,22 @@ struct {
 
 XLB_OUTCOME_COUNTERS(xlb_decap_stats, XLB_DECAP_OUT__MAX);
 
+/* Cookie ACKs decapsulated and not yet taken by the cookie acceptor, which
+ * shares these two maps (abi.h, XLB_MAP_COOKIE_ACKS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XLB_COOKIE_ACKS_MAX);
+	__type(key, struct xlb_cookie_ack_key);
+	__type(value, struct xlb_gue_cookie);
+} xlb_cookie_acks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} xlb_cookie_pending SEC(".maps");
+
 /* Packets passed on, per hinted backend. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
@@ -62,6 +86,11 @@ volatile __u16 xlb_gue_port = XLB_GUE_PORT_DEFAULT;
  * which forwards them to the hinted backend. All zero: none set; such
  * packets are decapsulated here (DecapProgram::set_next_hop_mac). */
 volatile __u8 xlb_next_hop_mac[6];
+
+/* Non-zero: the cookie acceptor (bpf/xlb_cookie.bpf.c) is attached to this
+ * interface's tc ingress, so cookie ACKs are decapsulated for it; zero: they
+ * are dropped (DecapProgram::set_cookie_acceptor). */
+volatile __u8 xlb_cookie_acceptor;
 
 static __always_inline int xlb_decap_outcome(enum xlb_decap_outcome outcome, int action)
 {
@@ -99,6 +128,48 @@ static __always_inline int xlb_strip(struct xdp_md *ctx, __u32 outer_len, __u16 
 	__builtin_memcpy(eth, &saved, sizeof(saved));
 	eth->h_proto = bpf_htons(inner_proto);
 	return xlb_decap_outcome(done, XDP_PASS);
+}
+
+/* Leaves the cookie data of the TCP packet at `inner` (an IP header of
+ * EtherType inner_proto, fully in the packet) for the cookie acceptor.
+ * Returns -1 when the packet is no TCP the acceptor could take. */
+static __always_inline int xlb_leave_cookie(void *inner, void *data_end, __u16 inner_proto,
+					    const struct xlb_gue_cookie *cookie)
+{
+	struct xlb_cookie_ack_key key = {};
+	struct tcphdr *th;
+	__u32 zero = 0;
+	__u64 *pending;
+
+	if (inner_proto == ETH_P_IP) {
+		struct iphdr *iph = inner;
+
+		if ((void *)(iph + 1) > data_end || iph->protocol != IPPROTO_TCP || iph->ihl < 5)
+			return -1;
+		th = inner + iph->ihl * 4;
+		key.saddr[0] = iph->saddr;
+		key.daddr[0] = iph->daddr;
+		key.family = XLB_FAMILY_V4;
+	} else {
+		struct ipv6hdr *ip6h = inner;
+
+		if ((void *)(ip6h + 1) > data_end || ip6h->nexthdr != IPPROTO_TCP)
+			return -1;
+		th = (void *)(ip6h + 1);
+		__builtin_memcpy(key.saddr, &ip6h->saddr, 16);
+		__builtin_memcpy(key.daddr, &ip6h->daddr, 16);
+		key.family = XLB_FAMILY_V6;
+	}
+	if ((void *)(th + 1) > data_end)
+		return -1;
+	key.sport = th->source;
+	key.dport = th->dest;
+	if (bpf_map_update_elem(&xlb_cookie_acks, &key, cookie, BPF_ANY))
+		return -1;
+	pending = bpf_map_lookup_elem(&xlb_cookie_pending, &zero);
+	if (pending)
+		__sync_fetch_and_add(pending, 1);
+	return 0;
 }
 
 /*
@@ -281,6 +352,7 @@ static __always_inline int xlb_strip_gue(struct xdp_md *ctx, struct ethhdr *eth,
 					 __u8 family, struct udphdr *udp, __u32 ip_len)
 {
 	void *data_end = (void *)(long)ctx->data_end;
+	struct xlb_gue_cookie *cookie;
 	struct xlb_gue_hint *hint;
 	__u16 inner_proto;
 	__u32 tunnel_len;
@@ -290,6 +362,21 @@ static __always_inline int xlb_strip_gue(struct xdp_md *ctx, struct ethhdr *eth,
 	tunnel_len = xlb_gue_len(udp, data_end, &inner_proto);
 	if (tunnel_len == 0)
 		return xlb_decap_outcome(XLB_DECAP_OUT_PASS_NOT_ENCAP, XDP_PASS);
+	cookie = (void *)(udp + 1) + sizeof(struct xlb_guehdr);
+	if (tunnel_len == sizeof(*udp) + sizeof(struct xlb_guehdr) + XLB_GUE_COOKIE_LEN &&
+	    (void *)(cookie + 1) <= data_end && cookie->magic == XLB_GUE_COOKIE_MAGIC) {
+		struct xlb_gue_cookie copy;
+
+		if (!xlb_cookie_acceptor)
+			return xlb_decap_outcome(XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR, XDP_DROP);
+		__builtin_memcpy(&copy, cookie, sizeof(copy));
+		/* Not TCP: nothing to accept; the kernel judges it as any packet. */
+		if (xlb_leave_cookie((void *)udp + tunnel_len, data_end, inner_proto, &copy))
+			return xlb_strip(ctx, ip_len + tunnel_len, inner_proto,
+					 XLB_DECAP_OUT_DECAPSULATED);
+		return xlb_strip(ctx, ip_len + tunnel_len, inner_proto,
+				 XLB_DECAP_OUT_DECAPSULATED_COOKIE);
+	}
 	hint = xlb_pass_on_hint((void *)(udp + 1), data_end, family);
 	if (hint && !xlb_flow_is_local(ctx, (void *)udp + tunnel_len, data_end, inner_proto)) {
 		if (xlb_pass_on(eth, outer, family, udp, hint) == 0)

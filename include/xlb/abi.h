@@ -591,8 +591,8 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_gue_hint) == 20, "xlb_gue_hint layout");
  * SYN cookies (docs/syn-cookies.md): the handshake's ACK, when the LB answered
  * the SYN with a cookie, reaches the backend with this in the GUE header's
  * private data (Hlen 4, never with a second-chance hint: the connection is
- * new). The backend's xlb_decap hands it on as XDP metadata to its tc program,
- * which builds the request socket the backend's kernel never made
+ * new). The backend's xlb_decap hands it on (XLB_MAP_COOKIE_ACKS) to its tc
+ * program, which builds the request socket the backend's kernel never made
  * (bpf_sk_assign_tcp_reqsk). The ISNs are the ACK's own (seq - 1, ack - 1).
  */
 struct xlb_gue_cookie {
@@ -844,8 +844,8 @@ enum xlb_decap_outcome {
 	XLB_DECAP_OUT_PASSED_ON = 5,
 	/* the same, but no next hop is set to send it on: decapsulated */
 	XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP = 6,
-	/* a cookie ACK (struct xlb_gue_cookie), decapsulated with the cookie
-	 * data as metadata for the tc program that accepts it */
+	/* a cookie ACK (struct xlb_gue_cookie), decapsulated, its cookie data
+	 * left in XLB_MAP_COOKIE_ACKS for the tc program that accepts it */
 	XLB_DECAP_OUT_DECAPSULATED_COOKIE = 7,
 	/* a cookie ACK and no tc program to accept it: dropped */
 	XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR = 8,
@@ -856,6 +856,49 @@ enum xlb_decap_outcome {
  * struct xlb_decap_addr -> __u64). */
 #define XLB_MAP_DECAP_PASSED "xlb_decap_pass"
 #define XLB_DECAP_PASSED_MAX 1024
+
+/*
+ * The backend's cookie acceptor (bpf/xlb_cookie.bpf.c), a tc ingress program
+ * beside xlb_decap: an ACK that xlb_decap decapsulated from GUE with a struct
+ * xlb_gue_cookie is handed to its listener as a request socket built from
+ * that data (kfunc bpf_sk_assign_tcp_reqsk). The data travels from XDP to tc
+ * in XLB_MAP_COOKIE_ACKS, keyed by the inner packet's addresses and ports:
+ * XDP metadata would be the natural carrier, but this kernel refuses
+ * bpf_xdp_adjust_meta to XDP programs (measured), and tc may run on another
+ * CPU than XDP (RPS). XLB_MAP_COOKIE_PENDING counts the entries written and
+ * not yet taken, so that tc looks up the table only while there are some.
+ * xlb_decap drops cookie ACKs (XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR) unless
+ * its loader said an acceptor is attached (its global `xlb_cookie_acceptor`).
+ */
+struct xlb_cookie_ack_key {
+	__be32 saddr[4]; /* the client's address (IPv4: the first word) */
+	__be32 daddr[4]; /* the VIP */
+	__be16 sport;
+	__be16 dport;
+	__u8 family; /* XLB_FAMILY_V4 or XLB_FAMILY_V6 */
+	__u8 pad[3];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_cookie_ack_key) == 40, "xlb_cookie_ack_key layout");
+#define XLB_MAP_COOKIE_ACKS "xlb_cookie_acks" /* LRU hash: key -> struct xlb_gue_cookie */
+#define XLB_COOKIE_ACKS_MAX 16384
+#define XLB_MAP_COOKIE_PENDING "xlb_cookie_pending" /* one __u64, changed atomically */
+
+/* Outcomes of the cookie acceptor, per-CPU counters in its own map; packets
+ * that are not cookie ACKs pass uncounted. Never renumber. */
+enum xlb_cookie_outcome {
+	/* a request socket was built: the kernel completes the handshake */
+	XLB_COOKIE_OUT_ASSIGNED = 0,
+	/* the flow has a socket already (e.g. the ACK came again): passed untouched */
+	XLB_COOKIE_OUT_PASS_ESTABLISHED = 1,
+	/* no socket listens on the ACK's address and port: passed (the kernel resets) */
+	XLB_COOKIE_OUT_PASS_NO_LISTENER = 2,
+	/* cookie data for a packet that is not a plain TCP ACK: passed to the kernel */
+	XLB_COOKIE_OUT_PASS_NOT_ACK = 3,
+	/* the kernel refused the request socket (attributes, memory): dropped */
+	XLB_COOKIE_OUT_DROP_ASSIGN_FAILED = 4,
+	XLB_COOKIE_OUT__MAX = 5,
+};
+#define XLB_MAP_COOKIE_STATS "xlb_cookie_stats"
 
 /*
  * Probes through the data path (health checks with via_vip). The agent's

@@ -2,6 +2,7 @@
 #include "xlb/bpf/programs.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -18,6 +19,7 @@
 #include "conntrack_load.h"
 #include "pin_session.h"
 #include "xlb/flow_hash.h"
+#include "xlb_cookie.skel.h"
 #include "xlb_decap.skel.h"
 #include "xlb_lb.skel.h"
 
@@ -534,6 +536,18 @@ void DecapProgram::set_next_hop_mac(const std::optional<std::array<std::uint8_t,
     for (std::size_t i = 0; i < bytes.size(); ++i)
         __atomic_store_n(&skel_->bss->xlb_next_hop_mac[i], bytes[i], __ATOMIC_RELAXED);
 }
+void DecapProgram::set_cookie_acceptor(bool attached) {
+    __atomic_store_n(&skel_->bss->xlb_cookie_acceptor, attached ? 1 : 0, __ATOMIC_RELAXED);
+}
+bool DecapProgram::cookie_acceptor() const {
+    return __atomic_load_n(&skel_->bss->xlb_cookie_acceptor, __ATOMIC_RELAXED) != 0;
+}
+HashMap<xlb_cookie_ack_key, xlb_gue_cookie> DecapProgram::cookie_acks() const {
+    return {bpf_map__fd(skel_->maps.xlb_cookie_acks), XLB_MAP_COOKIE_ACKS};
+}
+ArrayMap<std::uint64_t> DecapProgram::cookie_pending() const {
+    return {bpf_map__fd(skel_->maps.xlb_cookie_pending), XLB_MAP_COOKIE_PENDING};
+}
 Result<std::vector<std::pair<xlb_decap_addr, std::uint64_t>>> DecapProgram::passed_on() const {
     const int fd = bpf_map__fd(skel_->maps.xlb_decap_pass);
     HashMap<xlb_decap_addr, std::uint64_t> map{fd, XLB_MAP_DECAP_PASSED};
@@ -551,6 +565,53 @@ Result<std::vector<std::pair<xlb_decap_addr, std::uint64_t>>> DecapProgram::pass
         out.emplace_back(key, total);
     }
     return out;
+}
+
+// ---- CookieProgram ----------------------------------------------------------------
+
+void CookieProgram::SkeletonDeleter::operator()(xlb_cookie* skel) const {
+    xlb_cookie__destroy(skel);
+}
+
+CookieProgram::CookieProgram(std::unique_ptr<xlb_cookie, SkeletonDeleter> skel)
+    : skel_(std::move(skel)) {}
+CookieProgram::CookieProgram(CookieProgram&&) noexcept = default;
+CookieProgram& CookieProgram::operator=(CookieProgram&&) noexcept = default;
+CookieProgram::~CookieProgram() = default;
+
+Result<bool> CookieProgram::kernel_supports() {
+    btf* vmlinux = btf__load_vmlinux_btf();
+    if (vmlinux == nullptr) return fail(errno, "read the kernel's BTF (/sys/kernel/btf/vmlinux)");
+    const bool found =
+        btf__find_by_name_kind(vmlinux, "bpf_sk_assign_tcp_reqsk", BTF_KIND_FUNC) > 0;
+    btf__free(vmlinux);
+    return found;
+}
+
+Result<CookieProgram> CookieProgram::load(const DecapProgram& decap) {
+    auto supported = kernel_supports();
+    if (!supported) return std::unexpected(supported.error());
+    if (!*supported)
+        return fail(EOPNOTSUPP, "load the xlb_cookie BPF program",
+                    "this kernel has no kfunc bpf_sk_assign_tcp_reqsk (Linux 6.9 or later, "
+                    "built with CONFIG_SYN_COOKIES)");
+    std::unique_ptr<xlb_cookie, SkeletonDeleter> skel(xlb_cookie__open());
+    if (!skel) return fail(errno, "open the xlb_cookie BPF object");
+    for (auto [map, fd] : {std::pair{skel->maps.xlb_cookie_acks, decap.cookie_acks().fd()},
+                           std::pair{skel->maps.xlb_cookie_pending, decap.cookie_pending().fd()}}) {
+        if (int rc = bpf_map__reuse_fd(map, fd); rc != 0)
+            return fail(rc, std::string("share xlb_decap's map ") + bpf_map__name(map) + " (fd " +
+                                std::to_string(fd) + ") with xlb_cookie");
+    }
+    if (int rc = xlb_cookie__load(skel.get()); rc != 0)
+        return fail(rc, "load the xlb_cookie BPF program", load_hint(-rc));
+    return CookieProgram(std::move(skel));
+}
+
+int CookieProgram::prog_fd() const { return bpf_program__fd(skel_->progs.xlb_cookie); }
+
+PerCpuArrayMap<std::uint64_t> CookieProgram::outcomes() const {
+    return {bpf_map__fd(skel_->maps.xlb_cookie_stats), XLB_MAP_COOKIE_STATS};
 }
 
 }  // namespace xlb::bpf

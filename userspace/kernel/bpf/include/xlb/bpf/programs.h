@@ -20,6 +20,7 @@
 
 struct xlb_lb;
 struct xlb_decap;
+struct xlb_cookie;
 
 namespace xlb::bpf {
 
@@ -203,6 +204,17 @@ public:
     void set_next_hop_mac(const std::optional<std::array<std::uint8_t, 6>>& mac);
     // Packets passed on so far, per hinted backend address (summed over CPUs).
     Result<std::vector<std::pair<xlb_decap_addr, std::uint64_t>>> passed_on() const;
+    // SYN cookies: whether a cookie acceptor (CookieProgram) is attached to
+    // the interface's tc ingress. Without one (the default) ACKs carrying
+    // cookie data are dropped (XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR): the
+    // kernel would answer them with a reset. Set it once the acceptor is
+    // attached, clear it before detaching it.
+    void set_cookie_acceptor(bool attached);
+    bool cookie_acceptor() const;
+    // Cookie data of decapsulated ACKs not yet taken by the acceptor, and
+    // their count (abi.h, XLB_MAP_COOKIE_ACKS): shared with CookieProgram.
+    HashMap<xlb_cookie_ack_key, xlb_gue_cookie> cookie_acks() const;
+    ArrayMap<std::uint64_t> cookie_pending() const;
 
 private:
     struct SkeletonDeleter {
@@ -212,6 +224,37 @@ private:
 
     std::unique_ptr<xlb_decap, SkeletonDeleter> skel_;
     PinReport pins_;
+};
+
+// The backend's cookie acceptor (bpf/xlb_cookie.bpf.c): a tc ingress program
+// that turns a cookie ACK decapsulated by xlb_decap into a connection
+// (bpf_sk_assign_tcp_reqsk). Attach it with TcAttachment (probe.h) at
+// cookie_tc_options() on decap's interface, then
+// DecapProgram::set_cookie_acceptor(true).
+class CookieProgram {
+public:
+    // Loads it with decap's cookie maps (the same kernel maps). Fails with
+    // EOPNOTSUPP, saying so, on a kernel without the kfunc (kernel_supports()).
+    static Result<CookieProgram> load(const DecapProgram& decap);
+    // Whether the running kernel has bpf_sk_assign_tcp_reqsk (Linux 6.9 or
+    // later built with SYN cookies), from its BTF.
+    static Result<bool> kernel_supports();
+
+    CookieProgram(CookieProgram&&) noexcept;
+    CookieProgram& operator=(CookieProgram&&) noexcept;
+    ~CookieProgram();
+
+    int prog_fd() const;
+    // Per-CPU counters indexed by enum xlb_cookie_outcome.
+    PerCpuArrayMap<std::uint64_t> outcomes() const;
+
+private:
+    struct SkeletonDeleter {
+        void operator()(xlb_cookie* skel) const;
+    };
+    explicit CookieProgram(std::unique_ptr<xlb_cookie, SkeletonDeleter> skel);
+
+    std::unique_ptr<xlb_cookie, SkeletonDeleter> skel_;
 };
 
 // Sums a per-CPU counter vector.
