@@ -3,10 +3,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <utility>
 
+#include "extack.h"
 #include "xlb/bpf/programs.h"
 #include "xlb_probe.skel.h"
 
@@ -91,11 +93,19 @@ Result<TcAttachment> TcAttachment::attach(int prog_fd, const Interface& iface,
     TcAttachment out;
     out.iface_ = iface;
     out.options_ = options;
-    int rc = bpf_tc_hook_create(&hook);
+    int rc = 0;
+    std::string said;
+    {
+        // EEXIST (a clsact qdisc is there) is expected: no kernel message.
+        detail::ExtackCapture quiet;
+        rc = bpf_tc_hook_create(&hook);
+        said = quiet.message();
+    }
     if (rc == 0)
         out.created_qdisc_ = true;
     else if (rc != -EEXIST)
-        return fail(rc, "create the clsact qdisc for " + at, tc_hint(-rc));
+        return fail(rc, "create the clsact qdisc for " + at,
+                    said.empty() ? tc_hint(-rc) : "the kernel: " + said);
 
     LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE,
                 .handle = options.handle, .priority = options.priority);
@@ -122,7 +132,8 @@ TcAttachment::TcAttachment(TcAttachment&& other) noexcept
     : iface_(std::move(other.iface_)),
       options_(other.options_),
       prog_id_(std::exchange(other.prog_id_, 0)),
-      created_qdisc_(std::exchange(other.created_qdisc_, false)) {}
+      created_qdisc_(std::exchange(other.created_qdisc_, false)),
+      kept_(other.kept_) {}
 
 TcAttachment& TcAttachment::operator=(TcAttachment&& other) noexcept {
     if (this != &other) {
@@ -131,11 +142,13 @@ TcAttachment& TcAttachment::operator=(TcAttachment&& other) noexcept {
         options_ = other.options_;
         prog_id_ = std::exchange(other.prog_id_, 0);
         created_qdisc_ = std::exchange(other.created_qdisc_, false);
+        kept_ = other.kept_;
     }
     return *this;
 }
 
 TcAttachment::~TcAttachment() {
+    if (kept_) return;
     if (auto done = detach(); !done)
         std::fprintf(stderr, "xlb: %s\n", done.error().message().c_str());
 }
@@ -173,11 +186,49 @@ Result<std::uint32_t> query_tc(const Interface& iface, const TcAttachOptions& op
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = iface.ifindex,
                 .attach_point = attach_point(options.direction));
     LIBBPF_OPTS(bpf_tc_opts, opts, .handle = options.handle, .priority = options.priority);
+    detail::ExtackCapture quiet;  // "no such filter" is an answer here
     int rc = bpf_tc_query(&hook, &opts);
     // ENOENT: no such filter; EINVAL: no clsact qdisc at all.
     if (rc == -ENOENT || rc == -EINVAL) return 0u;
-    if (rc != 0) return fail(rc, "query " + where(iface, options.direction), tc_hint(-rc));
+    if (rc != 0)
+        return fail(rc, "query " + where(iface, options.direction),
+                    quiet.message().empty() ? tc_hint(-rc) : "the kernel: " + quiet.message());
     return opts.prog_id;
+}
+
+Result<std::string> query_tc_name(const Interface& iface, const TcAttachOptions& options) {
+    auto id = query_tc(iface, options);
+    if (!id) return std::unexpected(id.error());
+    if (*id == 0) return std::string();
+    const int fd = bpf_prog_get_fd_by_id(*id);
+    if (fd < 0) {
+        if (errno == ENOENT) return std::string();  // detached meanwhile
+        return fail(errno, "open BPF program id " + std::to_string(*id));
+    }
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    const int rc = bpf_obj_get_info_by_fd(fd, &info, &len);
+    const int saved = errno;
+    close(fd);
+    if (rc != 0) return fail(saved, "inspect BPF program id " + std::to_string(*id));
+    return std::string(info.name);
+}
+
+Result<bool> detach_tc(const Interface& iface, const TcAttachOptions& options,
+                       std::string_view prog_name) {
+    auto name = query_tc_name(iface, options);
+    if (!name) return std::unexpected(name.error());
+    if (name->empty() || *name != prog_name) return false;
+    LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = iface.ifindex,
+                .attach_point = attach_point(options.direction));
+    LIBBPF_OPTS(bpf_tc_opts, opts, .handle = options.handle, .priority = options.priority);
+    if (int err = bpf_tc_detach(&hook, &opts); err != 0) {
+        if (err == -ENOENT) return false;
+        return fail(err,
+                    "detach " + std::string(prog_name) + " from " + where(iface, options.direction),
+                    tc_hint(-err));
+    }
+    return true;
 }
 
 }  // namespace xlb::bpf

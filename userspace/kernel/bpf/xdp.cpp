@@ -17,62 +17,14 @@
 #include <mutex>
 #include <utility>
 
+#include "extack.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/names.h"
 
 namespace xlb::bpf {
 namespace {
 
-// --- the kernel's own words -------------------------------------------------
-// A failed netlink request carries an extended ack ("Underlying driver does
-// not support XDP in native mode", "Peer MTU is too large to set XDP", ...).
-// libbpf 1.1 only logs it, through its print callback; ExtackCapture installs
-// a callback for the duration of one request that keeps the message of the
-// calling thread and forwards everything else to the previous callback.
-
-std::mutex g_print_mutex;
-std::atomic<libbpf_print_fn_t> g_previous_print{nullptr};
-thread_local std::string* t_extack = nullptr;
-
-int capture_print(enum libbpf_print_level level, const char* fmt, va_list args) {
-    if (t_extack != nullptr && level == LIBBPF_WARN) {
-        va_list copy;
-        va_copy(copy, args);
-        char buf[512];
-        int n = std::vsnprintf(buf, sizeof buf, fmt, copy);
-        va_end(copy);
-        std::string_view line(buf, n > 0 ? std::min<std::size_t>(n, sizeof buf - 1) : 0);
-        constexpr std::string_view kPrefix = "libbpf: Kernel error message: ";
-        if (line.starts_with(kPrefix)) {
-            line.remove_prefix(kPrefix.size());
-            while (!line.empty() && (line.back() == '\n' || line.back() == ' '))
-                line.remove_suffix(1);
-            *t_extack = line;
-            return 0;  // it becomes part of our error instead
-        }
-    }
-    libbpf_print_fn_t previous = g_previous_print.load();
-    return previous ? previous(level, fmt, args) : 0;
-}
-
-class ExtackCapture {
-public:
-    ExtackCapture() : lock_(g_print_mutex) {
-        g_previous_print.store(libbpf_set_print(capture_print));
-        t_extack = &message_;
-    }
-    ~ExtackCapture() {
-        t_extack = nullptr;
-        libbpf_set_print(g_previous_print.load());
-    }
-    ExtackCapture(const ExtackCapture&) = delete;
-    ExtackCapture& operator=(const ExtackCapture&) = delete;
-    const std::string& message() const { return message_; }
-
-private:
-    std::lock_guard<std::mutex> lock_;
-    std::string message_;
-};
+using detail::ExtackCapture;
 
 struct KernelError {
     int code = 0;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "xlb/abi.h"
 #include "xlb/bpf/error.h"
@@ -90,6 +91,12 @@ struct TcAttachOptions {
     bool remove_created_qdisc = false;
 };
 
+// Where xlb-decap attaches the cookie acceptor (programs.h, CookieProgram):
+// tc ingress, a priority of its own beside xlb_probe's.
+constexpr TcAttachOptions cookie_tc_options() {
+    return {.direction = TcDirection::kIngress, .handle = 1, .priority = 0x636b};  // "ck"
+}
+
 class TcAttachment {
 public:
     // Creates the clsact qdisc on iface when it has none, then attaches
@@ -111,6 +118,9 @@ public:
     bool attached() const { return prog_id_ != 0; }
     // true when this attachment created the clsact qdisc (and so removes it).
     bool created_qdisc() const { return created_qdisc_; }
+    // Leave the filter attached when this object goes away (a tool that
+    // attaches and exits; detach_tc removes it later).
+    void keep() { kept_ = true; }
 
     // Detaches our filter when it is still ours (another program at the same
     // handle/priority is left alone: false), then removes the clsact qdisc
@@ -124,9 +134,20 @@ private:
     TcAttachOptions options_;
     std::uint32_t prog_id_ = 0;
     bool created_qdisc_ = false;
+    bool kept_ = false;
 };
 
 // The program id attached at iface's hook with that handle/priority (0: none).
 Result<std::uint32_t> query_tc(const Interface& iface, const TcAttachOptions& options = {});
+
+// The name of the program attached at iface's hook with that handle/priority
+// (empty: none).
+Result<std::string> query_tc_name(const Interface& iface, const TcAttachOptions& options);
+
+// Detaches the filter at iface's hook with that handle/priority when its
+// program is named prog_name (anything else is left alone). false: there was
+// none. For a tool that cleans up after a kept attachment.
+Result<bool> detach_tc(const Interface& iface, const TcAttachOptions& options,
+                       std::string_view prog_name);
 
 }  // namespace xlb::bpf
