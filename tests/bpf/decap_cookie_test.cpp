@@ -178,8 +178,7 @@ TEST_F(DecapCookieTest, CookieAckBecomesTheClientsAckWithTheCookieLeftForTheAcce
 TEST_F(DecapCookieTest, WithoutAnAcceptorCookieAcksAreDroppedAndCounted) {
     program_->set_cookie_acceptor(false);
     EXPECT_FALSE(program_->cookie_acceptor());
-    const Bytes cookie =
-        cookie_data(XLB_GUE_COOKIE_F_WSCALE, 7, XLB_COOKIE_RCV_WSCALE, 1460, 0, 0);
+    const Bytes cookie = cookie_data(XLB_GUE_COOKIE_F_WSCALE, 7, XLB_COOKIE_RCV_WSCALE, 1460, 0, 0);
     for (const CookieCase& c : cookie_cases()) {
         SCOPED_TRACE(c.name);
         const Bytes in = wrap_gue(make_ip_packet(c.flow), c.to, cookie);
@@ -201,17 +200,17 @@ TEST_F(DecapCookieTest, DataThatIsNotACookieIsDecapsulatedAsBefore) {
         // 16 bytes with another magic: unknown private data, skipped.
         Bytes wrong_magic = cookie;
         wrong_magic[0] = 0x64;
-        expect_run(wrap_gue(ack, kBackendV4[0], wrong_magic), XDP_PASS,
-                   XLB_DECAP_OUT_DECAPSULATED, delivered(ack));
+        expect_run(wrap_gue(ack, kBackendV4[0], wrong_magic), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED,
+                   delivered(ack));
         // The magic, but 8 bytes of data (Hlen 2): not a cookie.
         const Bytes short_data(cookie.begin(), cookie.begin() + 8);
-        expect_run(wrap_gue(ack, kBackendV4[0], short_data), XDP_PASS,
-                   XLB_DECAP_OUT_DECAPSULATED, delivered(ack));
+        expect_run(wrap_gue(ack, kBackendV4[0], short_data), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED,
+                   delivered(ack));
         // The magic and 20 bytes (Hlen 5): not a cookie either.
         Bytes long_data = cookie;
         long_data.resize(20, 0);
-        expect_run(wrap_gue(ack, kBackendV4[0], long_data), XDP_PASS,
-                   XLB_DECAP_OUT_DECAPSULATED, delivered(ack));
+        expect_run(wrap_gue(ack, kBackendV4[0], long_data), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED,
+                   delivered(ack));
         // Cut inside the cookie data: left to the kernel untouched.
         Bytes cut = wrap_gue(ack, kBackendV4[0], cookie);
         cut.resize(14 + 20 + 8 + 4 + 10);
@@ -220,8 +219,8 @@ TEST_F(DecapCookieTest, DataThatIsNotACookieIsDecapsulatedAsBefore) {
         expect_run(wrap_gue(ack, kBackendV4[0], second_chance_hint(kBackendV4[1], 2)), XDP_PASS,
                    XLB_DECAP_OUT_DECAPSULATED, delivered(ack));
         // Plain IP-in-IP and GUE without data are untouched by the flag.
-        expect_run(encapsulate(ack, from_lb(kBackendV4[0])), XDP_PASS,
-                   XLB_DECAP_OUT_DECAPSULATED, delivered(ack));
+        expect_run(encapsulate(ack, from_lb(kBackendV4[0])), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED,
+                   delivered(ack));
         expect_run(wrap_gue(ack, kBackendV4[0], {}), XDP_PASS, XLB_DECAP_OUT_DECAPSULATED,
                    delivered(ack));
     }
@@ -246,8 +245,7 @@ TEST_F(DecapCookieTest, AcceptorTakesTheDataLeftForItsFlow) {
     for (const CookieCase& c : cookie_cases()) {
         SCOPED_TRACE(c.name);
         const Bytes ack = make_ip_packet(c.flow);
-        auto decapsulated =
-            bpf::test_run_xdp(program_->prog_fd(), wrap_gue(ack, c.to, cookie));
+        auto decapsulated = bpf::test_run_xdp(program_->prog_fd(), wrap_gue(ack, c.to, cookie));
         ASSERT_TRUE(decapsulated) << decapsulated.error().message();
         ASSERT_EQ(pending(), 1u);
         const std::uint64_t no_listener = count(XLB_COOKIE_OUT_PASS_NO_LISTENER);
@@ -284,8 +282,7 @@ TEST_F(DecapCookieTest, AcceptorTakesTheDataLeftForItsFlow) {
     // The data of a SYN (not an ACK) is taken and the packet left to the kernel.
     FrameOptions syn;
     syn.tcp_flags = kTcpSyn;
-    auto syn_out =
-        bpf::test_run_tc(acceptor->prog_fd(), delivered(make_ip_packet(other, syn)));
+    auto syn_out = bpf::test_run_tc(acceptor->prog_fd(), delivered(make_ip_packet(other, syn)));
     ASSERT_TRUE(syn_out);
     EXPECT_EQ(syn_out->action, 0u);
     EXPECT_EQ(count(XLB_COOKIE_OUT_PASS_NOT_ACK), 1u);

@@ -8,6 +8,10 @@
 // the lab script) like any daemon; nothing is pinned, so nothing is left
 // behind when it exits, however it exits. `xlb-decap setup` applies or
 // checks the rest of what a backend needs (setup.h).
+//
+// SYN cookies: unless --no-cookies, the cookie acceptor (xlb_cookie.bpf.c)
+// goes on the same interface's tc ingress, so that an ACK for a SYN the
+// balancer answered with a cookie becomes a connection here.
 #include <fmt/core.h>
 #include <net/if.h>
 #include <signal.h>
@@ -24,6 +28,7 @@
 
 #include "setup.h"
 #include "xlb/abi.h"
+#include "xlb/bpf/probe.h"
 #include "xlb/bpf/programs.h"
 #include "xlb/bpf/xdp.h"
 #include "xlb/cli/suggest.h"
@@ -41,7 +46,25 @@ std::uint64_t total(const xlb::bpf::DecapProgram& prog, std::uint32_t outcome) {
     return xlb::bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
 }
 
-void print_counters(const xlb::bpf::DecapProgram& prog) {
+std::uint64_t total(const xlb::bpf::CookieProgram& prog, std::uint32_t outcome) {
+    auto per_cpu = prog.outcomes().get_per_cpu(outcome);
+    if (!per_cpu) return 0;
+    return xlb::bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
+}
+
+const char* cookie_outcome_name(std::uint32_t outcome) {
+    switch (static_cast<xlb_cookie_outcome>(outcome)) {
+        case XLB_COOKIE_OUT_ASSIGNED: return "assigned";
+        case XLB_COOKIE_OUT_PASS_ESTABLISHED: return "pass_established";
+        case XLB_COOKIE_OUT_PASS_NO_LISTENER: return "pass_no_listener";
+        case XLB_COOKIE_OUT_PASS_NOT_ACK: return "pass_not_ack";
+        case XLB_COOKIE_OUT_DROP_ASSIGN_FAILED: return "drop_assign_failed";
+        case XLB_COOKIE_OUT__MAX: break;
+    }
+    return "unknown";
+}
+
+void print_counters(const xlb::bpf::DecapProgram& prog, const xlb::bpf::CookieProgram* cookies) {
     fmt::print(
         "xlb-decap: decapsulated {}, passed (not encapsulated) {}, passed (malformed) {}, "
         "passed (fragment) {}, dropped (headroom) {}\n",
@@ -51,6 +74,18 @@ void print_counters(const xlb::bpf::DecapProgram& prog) {
     fmt::print("xlb-decap: second chance: passed on {}, decapsulated for want of a next hop {}\n",
                total(prog, XLB_DECAP_OUT_PASSED_ON),
                total(prog, XLB_DECAP_OUT_DECAPSULATED_NO_NEXT_HOP));
+    fmt::print("xlb-decap: cookie ACKs: decapsulated {}, dropped (no acceptor) {}\n",
+               total(prog, XLB_DECAP_OUT_DECAPSULATED_COOKIE),
+               total(prog, XLB_DECAP_OUT_DROP_COOKIE_NO_ACCEPTOR));
+    if (cookies != nullptr)
+        fmt::print(
+            "xlb-decap: cookie acceptor: connections made {}, passed (socket exists) {}, "
+            "passed (no listener) {}, passed (not an ACK) {}, dropped (refused) {}\n",
+            total(*cookies, XLB_COOKIE_OUT_ASSIGNED),
+            total(*cookies, XLB_COOKIE_OUT_PASS_ESTABLISHED),
+            total(*cookies, XLB_COOKIE_OUT_PASS_NO_LISTENER),
+            total(*cookies, XLB_COOKIE_OUT_PASS_NOT_ACK),
+            total(*cookies, XLB_COOKIE_OUT_DROP_ASSIGN_FAILED));
     if (auto passed = prog.passed_on(); !passed) {
         fmt::print("xlb-decap: passed on, by backend: {}\n", passed.error().message());
     } else {
@@ -80,7 +115,8 @@ const char* outcome_name(std::uint32_t outcome) {
 
 // The counters in the Prometheus text format, for node_exporter's textfile
 // collector (docs/second-chance.md, "Observing it").
-std::string metrics_text(const xlb::bpf::DecapProgram& prog, const std::string& ifname) {
+std::string metrics_text(const xlb::bpf::DecapProgram& prog, const xlb::bpf::CookieProgram* cookies,
+                         const std::string& ifname) {
     xlb::exposition::Writer w;
     w.family("xlb_decap_packets_total", "counter",
              "Packets xlb_decap saw on the interface, by outcome.");
@@ -97,6 +133,14 @@ std::string metrics_text(const xlb::bpf::DecapProgram& prog, const std::string& 
                 {{"interface", ifname},
                  {"backend", xlb::net::IpAddress::from_words(addr.addr, addr.family).to_string()}},
                 count);
+    }
+    if (cookies != nullptr) {
+        w.family("xlb_decap_cookie_acks_total", "counter",
+                 "Cookie ACKs the cookie acceptor on tc ingress saw, by outcome.");
+        for (std::uint32_t o = 0; o < XLB_COOKIE_OUT__MAX; ++o)
+            w.sample("xlb_decap_cookie_acks_total",
+                     {{"interface", ifname}, {"outcome", cookie_outcome_name(o)}},
+                     total(*cookies, o));
     }
     return w.take();
 }
@@ -193,7 +237,11 @@ int main(int argc, char** argv) {
         "Options not given on the command line are taken from the environment\n"
         "variables named below (the systemd unit xlb-decap@IFACE reads them from\n"
         "/etc/xlb/decap-IFACE.conf): XLB_DECAP_ADDRESSES lists the addresses,\n"
-        "separated by spaces or commas. See xlb-decap(8)."};
+        "separated by spaces or commas. See xlb-decap(8).\n\n"
+        "SYN cookies: the cookie acceptor goes on the interface's tc ingress too, so\n"
+        "that an ACK for a SYN the balancer answered with a cookie becomes a\n"
+        "connection here (Linux 6.9 or later; on older kernels such ACKs are dropped\n"
+        "and counted). --no-cookies leaves tc alone."};
     std::string ifname;
     std::vector<std::string> addresses;
     std::string mode_text = "native";
@@ -201,6 +249,7 @@ int main(int argc, char** argv) {
     bool detach_only = false;
     bool quiet = false;
     bool keep = false;
+    bool no_cookies = false;
     std::uint16_t gue_port = XLB_GUE_PORT_DEFAULT;
     std::string next_hop_text;
     std::string metrics_file;
@@ -239,6 +288,11 @@ int main(int argc, char** argv) {
     app.add_flag("--keep", keep,
                  "attach, leave the program attached and exit at once (it stays until --detach "
                  "or until the interface goes away)");
+    app.add_flag("--no-cookies", no_cookies,
+                 "attach no cookie acceptor on tc ingress: ACKs the balancer sends with SYN "
+                 "cookie data are dropped (the balancer's backend must then have "
+                 "cookie_acks: false)")
+        ->envname("XLB_DECAP_NO_COOKIES");
     app.add_flag("-q,--quiet", quiet, "do not print the counters on exit");
     xlb::decap::SetupOptions setup_options;
     std::vector<std::string> setup_vips;
@@ -266,12 +320,17 @@ int main(int argc, char** argv) {
                      "what decapsulates: xdp (an xlb_decap program must be attached to the "
                      "interface) or kernel (the kernel's tunnel devices; not checked)")
         ->capture_default_str();
+    setup->add_flag("--cookies", setup_options.want_cookie_acceptor,
+                    "the balancer sends this backend SYN-cookie ACKs (its cookie_acks: true): "
+                    "the cookie acceptor must be on the interface's tc ingress too (needs "
+                    "--decap xdp)");
     setup->add_flag("--check", setup_check,
                     "change nothing: print each wrong setting and its fix, exit 1 if any");
     setup->footer(
         "Examples:\n"
         "  xlb-decap setup --interface eth0 --vip 198.51.100.10 --vip 2001:db8:f::10\n"
         "  xlb-decap setup --interface eth0 --vip 198.51.100.10 --mtu 1600 --check\n"
+        "  xlb-decap setup --interface eth0 --vip 198.51.100.10 --cookies --check\n"
         "Exit status: 0 done (or, with --check, every setting right), 1 a setting wrong\n"
         "or an error, 2 a wrong command line.");
     app.require_subcommand(0, 1);
@@ -305,6 +364,10 @@ int main(int argc, char** argv) {
             return usage_error(
                 fmt::format("setup --decap: found \"{}\", expected xdp or kernel", setup_decap));
         setup_options.want_decapsulator = setup_decap == "xdp";
+        if (setup_options.want_cookie_acceptor && !setup_options.want_decapsulator)
+            return usage_error(
+                "setup --cookies: needs --decap xdp (the kernel's tunnel devices do not hand "
+                "the cookie data on)");
         if (setup_mtu != 0) setup_options.mtu = setup_mtu;
         return run_setup(setup_options, setup_check);
     }
@@ -354,6 +417,11 @@ int main(int argc, char** argv) {
             return fail(fmt::format("detach from {}: {}", ifname, detached.error().message()));
         fmt::print("xlb-decap: {}\n",
                    *detached ? "detached from " + ifname : "no xlb_decap program on " + ifname);
+        auto acceptor = xlb::bpf::detach_tc(*iface, xlb::bpf::cookie_tc_options(), "xlb_cookie");
+        if (!acceptor)
+            return fail(fmt::format("detach the cookie acceptor from {}: {}", ifname,
+                                    acceptor.error().message()));
+        if (*acceptor) fmt::print("xlb-decap: detached the cookie acceptor from {}\n", ifname);
         return 0;
     }
 
@@ -375,6 +443,36 @@ int main(int argc, char** argv) {
                                     put.error().message()));
     }
 
+    // The acceptor first: from the moment xlb_decap runs, a cookie ACK has
+    // somewhere to go.
+    std::optional<xlb::bpf::CookieProgram> cookies;
+    std::optional<xlb::bpf::TcAttachment> cookie_tc;
+    std::string cookie_summary = "; cookie ACKs dropped (--no-cookies)";
+    if (!no_cookies) {
+        auto loaded = xlb::bpf::CookieProgram::load(*prog);
+        if (!loaded && loaded.error().code == EOPNOTSUPP) {
+            fmt::print(stderr,
+                       "xlb-decap: no cookie acceptor: {}; ACKs the balancer sends with SYN "
+                       "cookie data are dropped and counted (drop_cookie_no_acceptor)\n",
+                       loaded.error().message());
+            cookie_summary = "; cookie ACKs dropped (kernel without bpf_sk_assign_tcp_reqsk)";
+        } else if (!loaded) {
+            return fail(fmt::format("load xlb_cookie: {} (--no-cookies runs without it)",
+                                    loaded.error().message()));
+        } else {
+            auto tc = xlb::bpf::TcAttachment::attach(loaded->prog_fd(), *iface,
+                                                     xlb::bpf::cookie_tc_options());
+            if (!tc)
+                return fail(
+                    fmt::format("attach xlb_cookie to {}: {} (--no-cookies runs without it)",
+                                ifname, tc.error().message()));
+            cookies = std::move(*loaded);
+            cookie_tc = std::move(*tc);
+            prog->set_cookie_acceptor(true);
+            cookie_summary = "; accepting cookie ACKs (tc ingress)";
+        }
+    }
+
     // Taken synchronously (sigtimedwait), never by a handler: blocked from
     // here on, so none is lost while the program is being attached.
     sigset_t signals;
@@ -385,7 +483,9 @@ int main(int argc, char** argv) {
     sigprocmask(SIG_BLOCK, &signals, nullptr);
     auto write_metrics = [&] {
         if (metrics_file.empty()) return;
-        if (auto ok = xlb::files::write_file_atomic(metrics_file, metrics_text(*prog, ifname)); !ok)
+        if (auto ok = xlb::files::write_file_atomic(
+                metrics_file, metrics_text(*prog, cookies ? &*cookies : nullptr, ifname));
+            !ok)
             fmt::print(stderr, "xlb-decap: --metrics-file: {}\n", ok.error().message());
     };
 
@@ -396,13 +496,15 @@ int main(int argc, char** argv) {
             fmt::format("attach xlb_decap to {}: {}", ifname, attachment.error().message()));
     std::string joined;
     for (const std::string& a : addresses) joined += (joined.empty() ? "" : ", ") + a;
-    fmt::print("xlb-decap: {}; decapsulating for {}{}\n", attachment->summary(),
+    fmt::print("xlb-decap: {}; decapsulating for {}{}{}\n", attachment->summary(),
                joined.empty() ? "no address (pass-through)" : joined,
                next_hop_mac ? "; passing on through " + xlb::net::mac_to_string(*next_hop_mac)
-                            : std::string());
+                            : std::string(),
+               cookie_summary);
     std::fflush(stdout);
     if (keep) {
         attachment->keep();
+        if (cookie_tc) cookie_tc->keep();
         fmt::print("xlb-decap: left attached to {} (remove: xlb-decap -i {} --detach)\n", ifname,
                    ifname);
         return 0;
@@ -413,7 +515,7 @@ int main(int argc, char** argv) {
     while (true) {
         const int sig = sigtimedwait(&signals, nullptr, metrics_file.empty() ? nullptr : &interval);
         if (sig == SIGTERM || sig == SIGINT) break;
-        if (sig == SIGUSR1) print_counters(*prog);
+        if (sig == SIGUSR1) print_counters(*prog, cookies ? &*cookies : nullptr);
         if (sig < 0 && errno != EAGAIN && errno != EINTR)
             return fail(fmt::format("wait for signals: {}", std::strerror(errno)));
         write_metrics();
@@ -421,7 +523,7 @@ int main(int argc, char** argv) {
     write_metrics();
 
     auto detached = attachment->detach();
-    if (!quiet) print_counters(*prog);
+    if (!quiet) print_counters(*prog, cookies ? &*cookies : nullptr);
     if (!detached)
         return fail(
             fmt::format("detach xlb_decap from {}: {}", ifname, detached.error().message()));

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "xlb/bpf/fd.h"
+#include "xlb/bpf/probe.h"
 #include "xlb/bpf/xdp.h"
 #include "xlb/files/files.h"
 #include "xlb/netlink/address.h"
@@ -199,6 +200,21 @@ Result<std::vector<Finding>> check(const SetupOptions& o) {
                 xdp->attached() ? "another XDP program, " + xdp->describe() : "no XDP program",
                 "xlb_decap",
                 {fmt::format("systemctl enable --now xlb-decap@{} (XLB_DECAP_ADDRESSES in "
+                             "/etc/xlb/decap-{}.conf)",
+                             ifname, ifname)},
+                {}});
+    }
+    if (o.want_cookie_acceptor) {
+        auto iface = bpf::Interface::by_name(ifname);
+        if (!iface) return std::unexpected(iface.error());
+        auto name = bpf::query_tc_name(*iface, bpf::cookie_tc_options());
+        if (!name) return std::unexpected(name.error());
+        if (*name != "xlb_cookie")
+            out.push_back(Finding{
+                fmt::format("cookie acceptor on {}", ifname),
+                name->empty() ? "no tc ingress program" : "another tc program, " + *name,
+                "xlb_cookie (xlb-decap without --no-cookies, Linux 6.9 or later)",
+                {fmt::format("systemctl restart xlb-decap@{} (without XLB_DECAP_NO_COOKIES in "
                              "/etc/xlb/decap-{}.conf)",
                              ifname, ifname)},
                 {}});

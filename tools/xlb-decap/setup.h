@@ -24,6 +24,9 @@ struct SetupOptions {
     // Whether an xlb_decap program must be attached to the interface (false
     // when the kernel's tunnel devices decapsulate).
     bool want_decapsulator = true;
+    // Whether the balancer sends this backend cookie ACKs (its cookie_acks):
+    // the cookie acceptor must then be on the interface's tc ingress too.
+    bool want_cookie_acceptor = false;
 };
 
 // One setting that is not as a backend needs it.
@@ -44,7 +47,7 @@ struct Finding {
 
 // Every setting that is wrong now, in a fixed order: the VIPs on lo, then
 // arp_ignore, arp_announce and rp_filter (with an IPv4 VIP), the MTU, the
-// decapsulator. An error only when a setting cannot be read at all (no such
+// decapsulator, the cookie acceptor. An error only when a setting cannot be read at all (no such
 // interface, no /proc/sys).
 Result<std::vector<Finding>> check(const SetupOptions& options);
 
