@@ -92,6 +92,10 @@
 #   --health       give the VIPs an HTTP health check (GET /healthz, 500ms)
 #   --via-vip      with --health: probe through the VIPs (via_vip: true)
 #   --panic-threshold X   the VIPs' panic_threshold (default: the agent's, 0.5)
+#   --syn-cookies MODE  encap: gue, every VIP's syn_cookies MODE (off, auto or
+#                  always) and its backends cookie_acks: true; the backends'
+#                  xlb-decap attaches its cookie acceptor (the default) and
+#                  up checks it is there (setup --cookies --check)
 #   --second-chance  encap: gue with second_chance on; the backends' xlb-decap
 #                  passes packets of flows they do not know on through the
 #                  router (--next-hop), which needs a pass-through XDP
@@ -129,6 +133,7 @@ health=0
 via_vip=0
 panic_threshold=""
 second_chance=0
+syn_cookies=""
 start_agent=0
 fleet=0
 client=1
@@ -175,6 +180,7 @@ while [ $# -gt 0 ]; do
     --via-vip) via_vip=1; shift ;;
     --panic-threshold) panic_threshold="${2:?--panic-threshold needs a value}"; shift 2 ;;
     --second-chance) second_chance=1; shift ;;
+    --syn-cookies) syn_cookies="${2:?--syn-cookies needs a value}"; shift 2 ;;
     --agent) start_agent=1; shift ;;
     --fleet) fleet=1; shift ;;
     --no-client) client=0; shift ;;
@@ -188,6 +194,8 @@ done
 [[ "${prefix}" =~ ^[a-z0-9]{1,10}$ ]] || die "--prefix: found '${prefix}', expected 1-10 characters a-z 0-9"
 [[ "${nbackends}" =~ ^[0-9]$ ]] || die "--backends: found '${nbackends}', expected 0-9"
 [[ "${nlb}" =~ ^[1-4]$ ]] || die "--lb-hosts: found '${nlb}', expected 1-4"
+[ -z "${syn_cookies}" ] || [[ "${syn_cookies}" =~ ^(off|auto|always)$ ]] ||
+  die "--syn-cookies: found '${syn_cookies}', expected off, auto or always"
 [[ "${router_mode}" =~ ^(static|bgp)$ ]] || die "--router: found '${router_mode}', expected static or bgp"
 [ -n "${in_config}" ] || in_config=$((nbackends < 3 ? nbackends : 3))
 [[ "${in_config}" =~ ^[0-9]$ ]] && [ "${in_config}" -le "${nbackends}" ] ||
@@ -428,9 +436,9 @@ config_yaml() {
   echo "encap_source: {ipv4: $(lb_v4 "${k}"), ipv6: \"$(lb_v6 "${k}")\"}"
   [ "${part}" = host ] || echo "hash_seed: 0x5eed1234"
   echo "mtu: 1600"
-  if [ "${second_chance}" -eq 1 ] && [ "${part}" != host ]; then
-    echo "encap: gue"
-    echo "second_chance: {enabled: true, window: 10m}"
+  if [ "${part}" != host ]; then
+    [ "${second_chance}" -eq 0 ] && [ -z "${syn_cookies}" ] || echo "encap: gue"
+    [ "${second_chance}" -eq 0 ] || echo "second_chance: {enabled: true, window: 10m}"
   fi
   echo "maps: {max_vips: 16, max_backends: ${max_backends}, conntrack_entries: 65536}"
   echo "api: {socket: ${dir}/xlbd.sock}"
@@ -461,11 +469,13 @@ config_yaml() {
     echo "${hc}"
     [ -z "${panic_threshold}" ] || echo "    panic_threshold: ${panic_threshold}"
     echo "    slow_start: {window: 3s, floor: 0.1}"
+    [ -z "${syn_cookies}" ] || echo "    syn_cookies: ${syn_cookies}"
     # an empty backend list must be written inline
     [ "${in_config}" -gt 0 ] || echo "    backends: []"
     [ "${in_config}" -eq 0 ] || echo "    backends:"
     for ((i = 1; i <= in_config; i++)); do
       w="${ws[$((i - 1))]}"
+      [ -z "${syn_cookies}" ] || w="${w}, cookie_acks: true"
       if [ "$3" = v4 ]; then
         echo "      - {address: \"$(backend_v4 "$i")\", weight: ${w}}"
       else
@@ -1021,7 +1031,7 @@ lab_up() {
     done
     # and every setting is as the guide's check wants it
     nsx "$(backend_ns "$i")" "${decap_bin}" setup --interface eth0 --vip "${vip4}" \
-      --vip "${vipmix}" --vip "${vip6}" --mtu 1600 --check >"${state_dir}/check-b$i.log" 2>&1 ||
+      --vip "${vipmix}" --vip "${vip6}" --mtu 1600 ${syn_cookies:+--cookies} --check >"${state_dir}/check-b$i.log" 2>&1 ||
       die "backend b$i: xlb-decap setup --check: $(cat "${state_dir}/check-b$i.log")"
   done
 
