@@ -36,9 +36,11 @@ std::string quote(const std::string& s) {
     return out + "'";
 }
 
-// A TCP connection to vip:port, made in the calling thread's namespace. -1 and
-// error set on failure.
-int connect_to(const std::string& vip, int port, std::string& error, int timeout_ms = 3000) {
+// A TCP connection to vip:port, made in the calling thread's namespace, from
+// `source` when not empty (an address of the namespace). -1 and error set on
+// failure.
+int connect_to(const std::string& vip, int port, std::string& error, int timeout_ms = 3000,
+               const std::string& source = "") {
     addrinfo hints{};
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
     hints.ai_socktype = SOCK_STREAM;
@@ -56,6 +58,22 @@ int connect_to(const std::string& vip, int port, std::string& error, int timeout
     if (fd < 0) {
         error = std::string("socket: ") + strerror(errno);
         return -1;
+    }
+    if (!source.empty()) {
+        addrinfo* local = nullptr;
+        hints.ai_family = family;
+        if (int rc = getaddrinfo(source.c_str(), "0", &hints, &local); rc != 0) {
+            error = "source " + source + ": " + gai_strerror(rc);
+            close(fd);
+            return -1;
+        }
+        const int bound = bind(fd, local->ai_addr, local->ai_addrlen);
+        freeaddrinfo(local);
+        if (bound != 0) {
+            error = "bind " + source + ": " + strerror(errno);
+            close(fd);
+            return -1;
+        }
     }
     if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS) {
         error = std::string("connect: ") + strerror(errno);
@@ -127,9 +145,9 @@ bool send_all(int fd, const std::string& data, std::string& error) {
     return true;
 }
 
-std::string http_get_name(const std::string& vip, int port) {
+std::string http_get_name(const std::string& vip, int port, const std::string& source = "") {
     std::string error;
-    int fd = connect_to(vip, port, error);
+    int fd = connect_to(vip, port, error, 3000, source);
     if (fd < 0) return "error: " + error;
     std::string buf;
     bool ok = send_all(fd, "GET / HTTP/1.0\r\nHost: lab\r\n\r\n", error) &&
@@ -187,8 +205,18 @@ Lab::Reply Lab::api(const std::string& method, const std::string& path, const st
 
 // ---- clients -------------------------------------------------------------------
 
-std::string get_backend_name(const std::string& ns, const std::string& vip, int port) {
-    return in_netns(ns, [&] { return http_get_name(vip, port); });
+int connect_in(const std::string& ns, const std::string& vip, int port, std::string& error,
+               const std::string& source) {
+    return in_netns(ns, [&] {
+        const int fd = connect_to(vip, port, error, 3000, source);
+        if (fd >= 0) error.clear();
+        return fd;
+    });
+}
+
+std::string get_backend_name(const std::string& ns, const std::string& vip, int port,
+                             const std::string& source) {
+    return in_netns(ns, [&] { return http_get_name(vip, port, source); });
 }
 
 std::map<std::string, int> count_backends(const std::string& ns, const std::string& vip, int n) {
@@ -219,13 +247,14 @@ std::string format_counts(const std::map<std::string, int>& counts) {
     return out;
 }
 
-Streams::Streams(const std::string& ns, const std::string& vip, int count) {
+Streams::Streams(const std::string& ns, const std::string& vip, int count,
+                 const std::string& source) {
     conns_ = in_netns(ns, [&] {
         std::vector<Conn> conns;
         for (int i = 0; i < count; ++i) {
             Conn c;
             std::string error, buf;
-            c.fd = connect_to(vip, 80, error);
+            c.fd = connect_to(vip, 80, error, 3000, source);
             if (c.fd >= 0 && send_all(c.fd, "GET /echo HTTP/1.0\r\n\r\n", error) &&
                 read_until(c.fd, buf, "\r\n\r\n", 3000, error) &&
                 buf.rfind("HTTP/1.0 200", 0) == 0) {

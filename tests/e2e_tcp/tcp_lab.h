@@ -64,8 +64,16 @@ public:
 };
 
 // One HTTP GET / through the VIP from the client namespace: the backend's
-// name ("b1"), or "error: ..." .
-std::string get_backend_name(const std::string& ns, const std::string& vip, int port = 80);
+// name ("b1"), or "error: ..." . `source`: the client's address to use (one
+// of the namespace's), else the kernel's choice.
+std::string get_backend_name(const std::string& ns, const std::string& vip, int port = 80,
+                             const std::string& source = "");
+
+// A TCP connection to vip:port made in namespace ns (blocking, 3 s to
+// connect), from `source` when not empty: its fd, owned by the caller, or -1
+// with error set.
+int connect_in(const std::string& ns, const std::string& vip, int port, std::string& error,
+               const std::string& source = "");
 
 // n sequential connections (varied source ports, as the kernel picks them):
 // count per backend name, and errors under "error".
@@ -86,7 +94,9 @@ public:
         std::string error;    // empty while healthy
         bool closed = false;  // by close_on(), not by the peer
     };
-    Streams(const std::string& ns, const std::string& vip, int count);
+    // `source`: as for get_backend_name.
+    Streams(const std::string& ns, const std::string& vip, int count,
+            const std::string& source = "");
     ~Streams();
     // Worst round trip since the last reset_worst().
     void reset_worst();
