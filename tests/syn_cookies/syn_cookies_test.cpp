@@ -15,7 +15,8 @@
 //            against one made without, on the same backend; the window
 //            scales both ends use (TCP_INFO) must agree.
 //   auto   : with a low syn_flood.start_rate the host starts answering
-//            within a second of the flood and stops after it ends, logged.
+//            within a second of the flood and stops after it ends, logged;
+//            connections made all along, across both switches, succeed.
 //   ranges : allow_sources and deny_sources, IPv4 and IPv6, and a reload
 //            that narrows the allowed range.
 // Each test prints what it measured (MEASURED lines).
@@ -637,13 +638,32 @@ TEST_F(SynCookies, AutoAnswersOnlyDuringTheFlood) {
             std::this_thread::sleep_until(next);
         }
     });
+    // connections all along: through cookies while answering, to the
+    // backends before and after, and across both switches (a cookie sent
+    // just before the end must still be taken)
+    int made = 0, failures = 0;
+    std::string first_error;
+    std::thread legit([&] {
+        while (!stop) {
+            const auto next = Clock::now() + 20ms;
+            const std::string name = get_backend_name(lab_.client_ns(), kVip4);
+            ++made;
+            if (failed(name) && failures++ == 0) first_error = name;
+            std::this_thread::sleep_until(next);
+        }
+    });
     const FloodReport fr = flood(kFloodRate, kAutoFloodSeconds);
     const double flood_end = seconds_since(t0);
     const json during = lab_.cookies(vip_key4());
     std::this_thread::sleep_for(3s);
     stop = true;
     watch.join();
+    legit.join();
     ASSERT_EQ(fr.rc, 0) << fr.output;
+    std::printf(
+        "MEASURED [auto] connections before, during and after the flood: %d of %d succeeded\n",
+        made - failures, made);
+    EXPECT_GE(made - failures, 0.99 * made) << "first failure: " << first_error;
 
     std::optional<double> on, off, first_syns;
     bool left_early = false;
