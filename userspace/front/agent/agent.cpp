@@ -983,8 +983,10 @@ ConntrackSweeperComponent::Setup Agent::sweeper_setup() {
 }
 
 // The VIPs with a cookie flag are those the program has now (the flags the
-// publisher wrote), looked up again every second: their counters every
-// sample, a few syscalls.
+// publisher wrote), looked up again every second, and every sample while
+// none has one (so that a start's first publish is seen at once, not up to
+// a second later while a flood goes on): their counters every sample, a few
+// syscalls.
 SynFloodComponent::Setup Agent::syn_flood_setup() {
     struct Flagged {
         std::vector<std::uint32_t> ids;
@@ -993,7 +995,8 @@ SynFloodComponent::Setup Agent::syn_flood_setup() {
     auto read = [vips = lb_->vips(), cookies = lb_->vip_cookies(),
                  flagged = std::make_shared<Flagged>()]() -> Result<conntrack::SynCounts> {
         const auto now = std::chrono::steady_clock::now();
-        if (!flagged->read_at || now - *flagged->read_at >= std::chrono::seconds(1)) {
+        if (!flagged->read_at || flagged->ids.empty() ||
+            now - *flagged->read_at >= std::chrono::seconds(1)) {
             auto keys = vips.keys();
             if (!keys) return std::unexpected(keys.error());
             std::vector<std::uint32_t> ids;
