@@ -25,6 +25,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xlb/abi.h"
+#include "lib/cookie_maps.h"
 #include "lib/counters.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -55,21 +56,6 @@ extern int bpf_sk_assign_tcp_reqsk(struct __sk_buff *skb, struct sock *sk,
 				   struct bpf_tcp_req_attrs *attrs, int attrs__sz) __ksym;
 
 XLB_OUTCOME_COUNTERS(xlb_cookie_stats, XLB_COOKIE_OUT__MAX);
-
-/* xlb_decap's (CookieProgram::load shares them): the same definitions. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, XLB_COOKIE_ACKS_MAX);
-	__type(key, struct xlb_cookie_ack_key);
-	__type(value, struct xlb_gue_cookie);
-} xlb_cookie_acks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} xlb_cookie_pending SEC(".maps");
 
 static __always_inline int xlb_cookie_outcome(enum xlb_cookie_outcome outcome, int action)
 {

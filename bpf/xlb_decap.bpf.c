@@ -34,6 +34,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xlb/abi.h"
+#include "lib/cookie_maps.h"
 #include "lib/counters.h"
 #include "lib/csum.h"
 #include "lib/eth.h"
@@ -53,22 +54,6 @@ struct {
 } xlb_decap_addrs SEC(".maps");
 
 XLB_OUTCOME_COUNTERS(xlb_decap_stats, XLB_DECAP_OUT__MAX);
-
-/* Cookie ACKs decapsulated and not yet taken by the cookie acceptor, which
- * shares these two maps (abi.h, XLB_MAP_COOKIE_ACKS). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, XLB_COOKIE_ACKS_MAX);
-	__type(key, struct xlb_cookie_ack_key);
-	__type(value, struct xlb_gue_cookie);
-} xlb_cookie_acks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} xlb_cookie_pending SEC(".maps");
 
 /* Packets passed on, per hinted backend. */
 struct {

@@ -238,24 +238,28 @@ static __always_inline int xlb_pick_backend(const struct xlb_vip_value *vip,
 	return 0;
 }
 
-/* cookie: the GUE data of a cookie ACK (never with a hint), or NULL. */
+/* With cookie_ack, *cookie is the GUE data of a cookie ACK (never with a
+ * hint). A flag rather than a pointer that may be NULL: the verifier keeps
+ * apart states whose pointers differ in kind, and every path after the
+ * choice would be checked twice. */
 static __always_inline int xlb_encap(struct xdp_md *ctx, const struct xlb_packet *pkt,
 				     const struct xlb_backend *be, const struct xlb_config *cfg,
 				     __u32 hash, __u64 frame_len, const struct xlb_backend *hint,
-				     const struct xlb_gue_cookie *cookie)
+				     const struct xlb_gue_cookie *cookie, int cookie_ack)
 {
 	__u64 packet_len = sizeof(struct ethhdr) + pkt->ip_len;
 
 	if (be->family == XLB_FAMILY_V4 && pkt->key.family != XLB_FAMILY_V4)
 		return -XLB_OUT_DROP_FAMILY;
-	if (pkt->ip_len + xlb_encap_overhead(be, cfg, hint) + (cookie ? XLB_GUE_COOKIE_LEN : 0) >
+	if (pkt->ip_len + xlb_encap_overhead(be, cfg, hint) +
+		    (cookie_ack ? XLB_GUE_COOKIE_LEN : 0) >
 	    cfg->mtu)
 		return -XLB_OUT_DROP_TOO_BIG;
 	/* Ethernet padding after the IP packet would ride inside the outer
 	 * packet, past its length: cut it off first. */
 	if (frame_len > packet_len && bpf_xdp_adjust_tail(ctx, -(int)(frame_len - packet_len)))
 		return -XLB_OUT_DROP_HEADROOM;
-	if (cookie)
+	if (cookie_ack)
 		return xlb_push_encap_cookie(ctx, pkt, be, cfg, hash, cookie);
 	return xlb_push_encap(ctx, pkt, be, cfg, hash, hint);
 }
@@ -373,10 +377,10 @@ int xlb_lb(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	__u32 zero = 0, backend_id = 0, vip_id = XLB_CAPTURE_NO_VIP, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
-	int proto, err, icmp_error = 0, hit = 0, from_entry = 0, matched, action, answering = 0;
+	int proto, err, icmp_error = 0, hit = 0, from_entry = 0, matched, action;
+	int cookie_ack = 0;
 	struct xlb_flow_cache_entry *fc = NULL;
-	struct xlb_vip_cookie_stats *cstats = NULL;
-	struct xlb_gue_cookie cookie_data, *cookie = NULL;
+	struct xlb_gue_cookie cookie_data;
 	__u32 l4_off = 0;
 	enum xlb_outcome outcome;
 
@@ -491,24 +495,15 @@ int xlb_lb(struct xdp_md *ctx)
 
 		/* SYN cookies (lib/cookie.h): a SYN answered here goes to no
 		 * backend and makes no entry. */
-		answering = 0;
 		if ((vip->flags & (XLB_VIP_F_COOKIES_AUTO | XLB_VIP_F_COOKIES_ALWAYS)) &&
 		    !icmp_error && pkt.key.proto == IPPROTO_TCP && xlb_gue(cfg)) {
-			cstats = bpf_map_lookup_elem(&xlb_vip_cookies, &vip_id);
-			answering = (vip->flags & XLB_VIP_F_COOKIES_ALWAYS) ||
-				    xlb_syn_flood == XLB_SYN_FLOOD_ANSWERING;
-			if (pkt.tcp_syn && cstats)
-				cstats->syns += 1;
 			l4_off = (__u32)((long)cur.pos - (long)ctx->data);
-			if (pkt.tcp_syn && answering) {
-				err = xlb_cookie_answer(ctx, &pkt, l4_off);
-				if (err == 0) {
-					if (cstats)
-						cstats->cookies_sent += 1;
+			if (pkt.tcp_syn) {
+				err = xlb_cookie_syn(ctx, &pkt, l4_off, vip);
+				if (err == XLB_OUT_TX_SYN_COOKIE)
 					XLB_VERDICT(XLB_OUT_TX_SYN_COOKIE, XDP_TX);
-				}
-				if (err < 0)
-					XLB_VERDICT(-err, XDP_DROP);
+				if (err > 0)
+					XLB_VERDICT(err, XDP_DROP);
 			}
 		}
 
@@ -535,19 +530,18 @@ int xlb_lb(struct xdp_md *ctx)
 				xlb_ct_lookup(&pkt.key, vip_id, &ct);
 			/* An ACK that finds no entry may be a handshake whose SYN
 			 * this host answered (while cookies could be out). */
-			if (cstats && ct.present && !ct.found && !pkt.tcp_syn &&
-			    (answering || xlb_syn_flood != XLB_SYN_FLOOD_CALM)) {
-				if (xlb_cookie_check(ctx, &pkt, l4_off, &cookie_data) > 0) {
-					cookie = &cookie_data;
-					cstats->acks_valid += 1;
-					pick &= ~XLB_PICK_SECOND_CHANCE;
-				} else if (answering) {
-					cstats->acks_invalid += 1;
+			if ((vip->flags & (XLB_VIP_F_COOKIES_AUTO | XLB_VIP_F_COOKIES_ALWAYS)) &&
+			    ct.present && !ct.found && !pkt.tcp_syn && !icmp_error &&
+			    pkt.key.proto == IPPROTO_TCP && xlb_gue(cfg)) {
+				cookie_ack = xlb_cookie_ack(ctx, &pkt, l4_off, vip, &cookie_data);
+				if (cookie_ack < 0) {
 					if (vstats)
 						vstats->drops += 1;
 					xlb_count_vip_drop(vip_id, XLB_OUT_DROP_COOKIE_INVALID);
 					XLB_VERDICT(XLB_OUT_DROP_COOKIE_INVALID, XDP_DROP);
 				}
+				if (cookie_ack)
+					pick &= ~XLB_PICK_SECOND_CHANCE;
 			}
 			err = xlb_pick_backend(vip, &pkt.key, cfg, &ct, pick, hash,
 					       icmp_error ? NULL : vstats, &backend_id, &be, &hint,
@@ -567,7 +561,8 @@ int xlb_lb(struct xdp_md *ctx)
 					    seen_epoch, hash, now);
 	}
 	if (err == 0)
-		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len, hint, cookie);
+		err = xlb_encap(ctx, &pkt, be, cfg, hash, frame_len, hint, &cookie_data,
+				cookie_ack);
 	if (err == -XLB_OUT_DROP_TOO_BIG && (cfg->flags & XLB_CFG_F_ICMP_TOO_BIG) && !icmp_error) {
 		/* the largest packet that still fits once encapsulated */
 		__u32 room = cfg->mtu - xlb_encap_overhead(be, cfg, hint);
@@ -596,7 +591,7 @@ int xlb_lb(struct xdp_md *ctx)
 		bstats->bytes += frame_len;
 		/* A connection started (abi.h, struct xlb_backend_stats). */
 		if (!hit && !from_entry && !icmp_error &&
-		    (pkt.tcp_syn || cookie || (pkt.key.proto != IPPROTO_TCP && ct.present)))
+		    (pkt.tcp_syn || cookie_ack || (pkt.key.proto != IPPROTO_TCP && ct.present)))
 			bstats->new_flows += 1;
 	}
 	if (hint) {

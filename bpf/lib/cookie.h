@@ -86,12 +86,32 @@ static __always_inline __u32 xlb_tcp_copy(struct xdp_md *ctx, const struct tcphd
 	return len;
 }
 
-/* A header copied out of the packet (lib/cookie.h, xlb_tcp_copy), with room
- * for an option that starts at byte 59 to be read whole. */
+/* A header copied out of the packet (xlb_tcp_copy), with room for an
+ * option that starts at byte 59 to be read whole, and its options: one per
+ * CPU in a map (abi.h, XLB_MAP_COOKIE_SCRATCH), not on the stack. */
 struct xlb_opt_walk {
 	__u8 buf[XLB_TCP_BUF + 8];
 	struct xlb_tcp_opts opts;
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xlb_opt_walk);
+} xlb_cookie_tmp SEC(".maps");
+
+/* This CPU's walk, zeroed (the helpers read the header's buffer whole), or
+ * NULL. */
+static __always_inline struct xlb_opt_walk *xlb_opt_walk_get(void)
+{
+	__u32 zero = 0;
+	struct xlb_opt_walk *w = bpf_map_lookup_elem(&xlb_cookie_tmp, &zero);
+
+	if (w)
+		__builtin_memset(w, 0, sizeof(*w));
+	return w;
+}
 
 /*
  * The options the handshake needs from the header of `len` bytes in w->buf.
@@ -234,14 +254,15 @@ static __always_inline __u32 xlb_sum16(const void *p, int n, __u32 sum)
  * -XLB_OUT_DROP_HEADROOM when the frame was moved and is lost. IPv4 options,
  * IPv6 extension headers and any data of the SYN are not carried over.
  */
-/* Out of line, checked once by the verifier on its own: packet pointers
- * cannot cross into it, so it takes where the TCP header starts (l4_off). */
-__noinline int xlb_cookie_answer(struct xdp_md *ctx, const struct xlb_packet *pkt, __u32 l4_off)
+/* Inlined into xlb_cookie_syn, out of line: packet pointers cannot cross
+ * into it, so it takes where the TCP header starts (l4_off). */
+static __always_inline int xlb_cookie_answer(struct xdp_md *ctx, const struct xlb_packet *pkt,
+					     __u32 l4_off)
 {
 	void *data, *data_end;
-	struct xlb_opt_walk walk = {};
-	__u8 *buf = walk.buf;
-	struct xlb_tcp_opts *opts = &walk.opts;
+	struct xlb_opt_walk *walk = xlb_opt_walk_get();
+	__u8 *buf;
+	struct xlb_tcp_opts *opts;
 	struct ethhdr *eth;
 	const struct tcphdr *th;
 	__u8 client_mac[ETH_ALEN], our_mac[ETH_ALEN];
@@ -250,8 +271,10 @@ __noinline int xlb_cookie_answer(struct xdp_md *ctx, const struct xlb_packet *pk
 	__u16 mss;
 	int delta;
 
-	if (!ctx || !pkt || l4_off > 255)
+	if (!ctx || !pkt || !walk || l4_off > 255)
 		return 1;
+	buf = walk->buf;
+	opts = &walk->opts;
 	/* Bounded in the register the verifier follows (clang tests a copy
 	 * and drops a plain mask it can prove redundant). */
 	asm volatile("%0 &= 0xff" : "+r"(l4_off));
@@ -283,7 +306,7 @@ __noinline int xlb_cookie_answer(struct xdp_md *ctx, const struct xlb_packet *pk
 		return 1;
 	cookie = (__u32)gen;
 	mss = (__u16)(gen >> 32);
-	xlb_tcp_parse_opts(&walk, len);
+	xlb_tcp_parse_opts(walk, len);
 	client_seq = bpf_ntohl(((struct tcphdr *)buf)->seq);
 
 	/* Headers are rebuilt from the frame's start: grow at the head (XDP
@@ -372,19 +395,21 @@ static __always_inline int xlb_cookie_valid_below(void *iph, __u8 family, __u8 *
  * xlb_gue_cookie) when it carries a valid one, 0 when not, -1 when it
  * cannot be read.
  */
-__noinline int xlb_cookie_check(struct xdp_md *ctx, const struct xlb_packet *pkt, __u32 l4_off,
-				struct xlb_gue_cookie *out)
+static __always_inline int xlb_cookie_check(struct xdp_md *ctx, const struct xlb_packet *pkt,
+					    __u32 l4_off, struct xlb_gue_cookie *out)
 {
 	void *data, *data_end, *iph;
 	const struct tcphdr *th;
-	struct xlb_opt_walk walk = {};
-	__u8 *buf = walk.buf;
-	struct xlb_tcp_opts opts;
+	struct xlb_opt_walk *walk = xlb_opt_walk_get();
+	__u8 *buf;
+	const struct xlb_tcp_opts *opts;
 	__u8 family;
 	__u32 len, ack, index;
 
-	if (!ctx || !pkt || !out || l4_off > 255)
+	if (!ctx || !pkt || !out || !walk || l4_off > 255)
 		return -1;
+	buf = walk->buf;
+	opts = &walk->opts;
 	asm volatile("%0 &= 0xff" : "+r"(l4_off));
 	family = pkt->key.family;
 	data = (void *)(long)ctx->data;
@@ -413,19 +438,18 @@ __noinline int xlb_cookie_check(struct xdp_md *ctx, const struct xlb_packet *pkt
 	else
 		index = xlb_cookie_valid_below(iph, family, buf, ack, 1) ? 1 : 0;
 	((struct tcphdr *)buf)->ack_seq = bpf_htonl(ack);
-	xlb_tcp_parse_opts(&walk, len);
-	opts = walk.opts;
+	xlb_tcp_parse_opts(walk, len);
 
 	__builtin_memset(out, 0, sizeof(*out));
 	out->magic = XLB_GUE_COOKIE_MAGIC;
 	out->rcv_wscale = XLB_COOKIE_RCV_WSCALE;
 	out->mss = bpf_htons(xlb_cookie_mss(family, index));
-	if (opts.has_ts) {
-		__u32 echoed = opts.tsecr;
+	if (opts->has_ts) {
+		__u32 echoed = opts->tsecr;
 
 		out->flags |= XLB_GUE_COOKIE_F_TSTAMP;
-		out->tsval = bpf_htonl(opts.tsval);
-		out->tsecr = bpf_htonl(opts.tsecr);
+		out->tsval = bpf_htonl(opts->tsval);
+		out->tsecr = bpf_htonl(opts->tsecr);
 		if (echoed & XLB_TS_OPT_SACK)
 			out->flags |= XLB_GUE_COOKIE_F_SACK;
 		if ((echoed & XLB_TS_OPT_WSCALE_MASK) != XLB_TS_OPT_WSCALE_MASK) {
@@ -486,6 +510,80 @@ static __always_inline int xlb_source_denied(__u32 vip_id, const struct xlb_flow
 	}
 	verdict = bpf_map_lookup_elem(&xlb_src_ranges, &k);
 	return verdict && *verdict == XLB_SOURCE_DENY;
+}
+
+/* Whether a VIP with a cookie flag answers SYNs now: always, or auto
+ * during a flood. */
+static __always_inline int xlb_cookies_answering(__u32 vip_flags)
+{
+	return (vip_flags & XLB_VIP_F_COOKIES_ALWAYS) || xlb_syn_flood == XLB_SYN_FLOOD_ANSWERING;
+}
+
+/*
+ * A SYN to a VIP with a cookie flag: counted (the flood detector's input),
+ * and answered while the VIP answers. Returns 0 (not answered, the frame
+ * untouched: balance it as usual), XLB_OUT_TX_SYN_COOKIE (the frame is the
+ * SYN-ACK) or another outcome to drop it with. Out of line, like the two
+ * below, so that the choices made here do not multiply the paths the
+ * verifier walks through the rest of the balancer. The caller has checked
+ * that the balancer encapsulates in GUE, which carries the ACK's options.
+ */
+__noinline int xlb_cookie_syn(struct xdp_md *ctx, const struct xlb_packet *pkt, __u32 l4_off,
+			      const struct xlb_vip_value *vip)
+{
+	struct xlb_vip_cookie_stats *stats;
+	__u32 vip_id;
+	int err;
+
+	if (!ctx || !pkt || !vip)
+		return 0;
+	vip_id = vip->vip_id;
+	stats = bpf_map_lookup_elem(&xlb_vip_cookies, &vip_id);
+	if (stats)
+		stats->syns += 1;
+	if (!xlb_cookies_answering(vip->flags))
+		return 0;
+	err = xlb_cookie_answer(ctx, pkt, l4_off);
+	if (err > 0)
+		return 0;
+	if (err < 0)
+		return -err;
+	if (stats)
+		stats->cookies_sent += 1;
+	return XLB_OUT_TX_SYN_COOKIE;
+}
+
+/*
+ * An ACK without entry to a VIP with a cookie flag, while cookies sent may
+ * come back (the VIP answers, or a flood ended less than
+ * XLB_SYN_FLOOD_RECENT_MS ago): 1 with *out filled when it carries a valid
+ * cookie, 0 to balance it as usual, -XLB_OUT_DROP_COOKIE_INVALID to drop it
+ * (no valid cookie while the VIP answers).
+ */
+__noinline int xlb_cookie_ack(struct xdp_md *ctx, const struct xlb_packet *pkt, __u32 l4_off,
+			      const struct xlb_vip_value *vip, struct xlb_gue_cookie *out)
+{
+	struct xlb_vip_cookie_stats *stats;
+	int answering;
+	__u32 vip_id;
+
+	if (!ctx || !pkt || !vip || !out)
+		return 0;
+	answering = xlb_cookies_answering(vip->flags);
+	if (!answering && xlb_syn_flood == XLB_SYN_FLOOD_CALM)
+		return 0;
+	vip_id = vip->vip_id;
+	stats = bpf_map_lookup_elem(&xlb_vip_cookies, &vip_id);
+	if (xlb_cookie_check(ctx, pkt, l4_off, out) > 0) {
+		if (stats)
+			stats->acks_valid += 1;
+		return 1;
+	}
+	if (!answering)
+		return 0;
+	if (stats)
+		stats->acks_invalid += 1;
+	return -XLB_OUT_DROP_COOKIE_INVALID;
 }
 
 #endif /* XLB_BPF_COOKIE_H */

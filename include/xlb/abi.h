@@ -81,6 +81,10 @@
 #define XLB_MAP_FLOW_CACHE "xlb_flow_cache"
 /* Per loaded program, never pinned: an insert's scratch space (ct_set.h). */
 #define XLB_MAP_CT_SCRATCH "xlb_ct_scratch"
+/* Per loaded program, never pinned: a TCP header copied for the SYN-cookie
+ * helpers and its options (bpf/lib/cookie.h), off the stack (the balancer
+ * and a cookie function together may use at most 512 bytes of it). */
+#define XLB_MAP_COOKIE_SCRATCH "xlb_cookie_tmp"
 
 /*
  * A 5-tuple. Used as the connection-table key and as the input of the flow

@@ -1259,10 +1259,10 @@ TEST_F(LifecycleTest, DecapMapsPinAndUnpinToo) {
     {
         auto decap = DecapProgram::load({.pin_dir = dir});
         ASSERT_TRUE(decap) << decap.error().message();
-        EXPECT_EQ(
-            decap->pins().names(PinAction::kCreated),
-            (std::vector<std::string>{XLB_MAP_DECAP_ADDRS, XLB_MAP_DECAP_STATS, XLB_MAP_COOKIE_ACKS,
-                                      XLB_MAP_COOKIE_PENDING, XLB_MAP_DECAP_PASSED}));
+        EXPECT_EQ(decap->pins().names(PinAction::kCreated),
+                  (std::vector<std::string>{XLB_MAP_COOKIE_ACKS, XLB_MAP_COOKIE_PENDING,
+                                            XLB_MAP_DECAP_ADDRS, XLB_MAP_DECAP_STATS,
+                                            XLB_MAP_DECAP_PASSED}));
     }
     auto decap = DecapProgram::load({.pin_dir = dir});
     ASSERT_TRUE(decap) << decap.error().message();

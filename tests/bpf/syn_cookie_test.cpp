@@ -26,19 +26,6 @@ constexpr std::uint32_t kVipId = 5;
 constexpr std::uint32_t kClientSeq = 0x11223344;
 constexpr std::uint32_t kClientTsval = 0x01020304;
 
-std::uint32_t get32(const Bytes& b, std::size_t at) {
-    return (std::uint32_t{b.at(at)} << 24) | (std::uint32_t{b.at(at + 1)} << 16) |
-           (std::uint32_t{b.at(at + 2)} << 8) | b.at(at + 3);
-}
-void put16(Bytes& b, std::uint16_t v) {
-    b.push_back(static_cast<std::uint8_t>(v >> 8));
-    b.push_back(static_cast<std::uint8_t>(v));
-}
-void put32(Bytes& b, std::uint32_t v) {
-    put16(b, static_cast<std::uint16_t>(v >> 16));
-    put16(b, static_cast<std::uint16_t>(v));
-}
-
 // What a client's SYN offers.
 struct Offer {
     std::uint16_t mss = 1460;
@@ -50,13 +37,13 @@ struct Offer {
 // The SYN's options as Linux orders them, padded with NOPs to 4-byte words.
 Bytes syn_options(const Offer& o) {
     Bytes b{2, 4};
-    put16(b, o.mss);
+    append_be16(b, o.mss);
     if (o.sack) b.insert(b.end(), {4, 2});
     if (o.timestamps) {
         if (!o.sack) b.insert(b.end(), {1, 1});
         b.insert(b.end(), {8, 10});
-        put32(b, kClientTsval);
-        put32(b, 0);
+        append_be32(b, kClientTsval);
+        append_be32(b, 0);
     }
     if (o.wscale) b.insert(b.end(), {1, 3, 3, *o.wscale});
     while (b.size() % 4) b.push_back(1);
@@ -66,15 +53,15 @@ Bytes syn_options(const Offer& o) {
 // The SYN-ACK's 20-byte option block (lib/cookie.h).
 Bytes synack_options(std::uint16_t mss, const Offer& o, std::uint32_t tsval) {
     Bytes b{2, 4};
-    put16(b, mss);
+    append_be16(b, mss);
     if (o.sack)
         b.insert(b.end(), {4, 2});
     else
         b.insert(b.end(), {1, 1});
     if (o.timestamps) {
         b.insert(b.end(), {8, 10});
-        put32(b, tsval);
-        put32(b, kClientTsval);
+        append_be32(b, tsval);
+        append_be32(b, kClientTsval);
     } else {
         b.insert(b.end(), 10, 1);
     }
@@ -98,10 +85,10 @@ std::uint32_t monotonic_ms() {
 Bytes cookie_data(std::uint8_t flags, std::uint8_t snd_wscale, std::uint16_t mss,
                   std::uint32_t tsval, std::uint32_t tsecr) {
     Bytes b{XLB_GUE_COOKIE_MAGIC, flags, snd_wscale, XLB_COOKIE_RCV_WSCALE};
-    put16(b, mss);
-    put16(b, 0);
-    put32(b, tsval);
-    put32(b, tsecr);
+    append_be16(b, mss);
+    append_be16(b, 0);
+    append_be32(b, tsval);
+    append_be32(b, tsecr);
     return b;
 }
 
@@ -174,8 +161,8 @@ protected:
             ADD_FAILURE() << "short answer: " << describe(r.frame);
             return {};
         }
-        const std::uint32_t cookie = get32(r.frame, tcp_at + 4);
-        const std::uint32_t tsval = o.timestamps ? get32(r.frame, tcp_at + 20 + 8) : 0;
+        const std::uint32_t cookie = read_be32(r.frame, tcp_at + 4);
+        const std::uint32_t tsval = o.timestamps ? read_be32(r.frame, tcp_at + 20 + 8) : 0;
 
         FrameOptions back;
         back.eth_src = FrameOptions{}.eth_dst;
@@ -213,8 +200,8 @@ protected:
         opt.tcp_window = 502;
         if (tsecr) {
             opt.tcp_options = {1, 1, 8, 10};
-            put32(opt.tcp_options, kClientTsval + 7);
-            put32(opt.tcp_options, *tsecr);
+            append_be32(opt.tcp_options, kClientTsval + 7);
+            append_be32(opt.tcp_options, *tsecr);
         }
         opt.payload = std::move(payload);
         return opt;
@@ -324,7 +311,7 @@ TEST_F(SynCookieTest, ASynWithoutOptionsIsAnsweredWithTheDefaultMss) {
     back.eth_src = FrameOptions{}.eth_dst;
     back.eth_dst = FrameOptions{}.eth_src;
     back.tcp_flags = kTcpSyn | kTcpAck;
-    back.tcp_seq = r.frame.size() >= 58 ? get32(r.frame, 38) : 0;
+    back.tcp_seq = r.frame.size() >= 58 ? read_be32(r.frame, 38) : 0;
     back.tcp_ack = kClientSeq + 1;
     back.tcp_window = XLB_COOKIE_SYNACK_WINDOW;
     back.tcp_options = synack_options(536, o, 0);

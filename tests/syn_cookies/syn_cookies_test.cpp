@@ -55,19 +55,19 @@ using json = nlohmann::json;
 // Short floods: what they show is there within seconds (a flood SYN that got
 // through would leave a half-open connection on a backend for a minute), and
 // the suite shares CI's time with every other one.
-constexpr double kFloodSeconds = 6;
+constexpr double kFloodSeconds = 4;
 // As tests/conntrack: the rate the LB counts under a flood as fast as
 // xlb-flood can send, measured first, and 75% of it, the lab's maximum
 // sustainable rate (above it the legitimate connections' own packets lack
 // CPU). XLB_FLOOD_RATE=N skips the probe.
-constexpr double kProbeSeconds = 2;
+constexpr double kProbeSeconds = 1;
 constexpr double kRateMargin = 0.75;
 const char* const kSpoofedSources = "192.0.2.128/25";
 
 // The bulk VIPs: the web VIP's address, ports of their own, backend b1 only.
 constexpr int kBulkCookiePort = 5001;  // syn_cookies: always
 constexpr int kBulkPlainPort = 5002;   // syn_cookies: off
-constexpr double kBulkSeconds = 1.0;
+constexpr double kBulkSeconds = 0.5;
 
 std::string trim(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -593,7 +593,7 @@ std::optional<std::chrono::system_clock::time_point> logged_at(const std::string
 TEST_F(SynCookies, AutoAnswersOnlyDuringTheFlood) {
     // far below the lab's rate, far above the test's own connections
     constexpr int kStartRate = 5000, kEndRate = 2500;
-    constexpr double kFloodRate = 20000, kAutoFloodSeconds = 4;
+    constexpr double kFloodRate = 20000, kAutoFloodSeconds = 2.5;
     ASSERT_NO_FATAL_FAILURE(start("auto", "syn_flood: {start_rate: " + std::to_string(kStartRate) +
                                               ", end_rate: " + std::to_string(kEndRate) +
                                               ", end_after: 1s}\n"));

@@ -133,6 +133,13 @@ Bytes ipv6_packet(const IpAddress& src, const IpAddress& dst, std::uint8_t proto
 
 }  // namespace
 
+void append_be16(Bytes& b, std::uint16_t v) { put16(b, v); }
+void append_be32(Bytes& b, std::uint32_t v) { put32(b, v); }
+std::uint32_t read_be32(const Bytes& b, std::size_t at) {
+    if (at + 4 > b.size()) throw std::out_of_range("read_be32 past the packet's end");
+    return get32(b.data() + at);
+}
+
 std::uint16_t internet_checksum(const std::uint8_t* data, std::size_t len, std::uint32_t sum) {
     std::uint64_t acc = sum;
     for (std::size_t i = 0; i + 1 < len; i += 2) acc += get16(data + i);

@@ -62,6 +62,11 @@ struct FrameOptions {
 
 std::uint16_t internet_checksum(const std::uint8_t* data, std::size_t len, std::uint32_t sum = 0);
 
+// Big-endian fields: appended to a packet being written, read from one.
+void append_be16(Bytes& b, std::uint16_t v);
+void append_be32(Bytes& b, std::uint32_t v);
+std::uint32_t read_be32(const Bytes& b, std::size_t at);
+
 // The IP packet (no Ethernet header) of a TCP or UDP flow.
 Bytes make_ip_packet(const Flow& flow, const FrameOptions& opt = {});
 // Ethernet + make_ip_packet.

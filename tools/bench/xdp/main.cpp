@@ -221,13 +221,8 @@ public:
         if (answer.action != XDP_TX || answer.frame.size() < tcp + 40)
             throw Failure("the SYN was not answered with a cookie:\n" +
                           test::describe(answer.frame));
-        auto be32 = [&](std::size_t at) {
-            return std::uint32_t{answer.frame[at]} << 24 |
-                   std::uint32_t{answer.frame[at + 1]} << 16 |
-                   std::uint32_t{answer.frame[at + 2]} << 8 | answer.frame[at + 3];
-        };
-        const std::uint32_t cookie = be32(tcp + 4);
-        const std::uint32_t tsval = be32(tcp + 20 + 8);
+        const std::uint32_t cookie = test::read_be32(answer.frame, tcp + 4);
+        const std::uint32_t tsval = test::read_be32(answer.frame, tcp + 20 + 8);
         test::FrameOptions opt;
         opt.eth_src = test::kClientSideMac;
         opt.eth_dst = test::kLbMac;
@@ -235,8 +230,7 @@ public:
         opt.tcp_seq = kSynSeq + 1;
         opt.tcp_ack = cookie + 1;
         opt.tcp_options = {1, 1, 8, 10, 0, 0, 0, 1};
-        for (int shift = 24; shift >= 0; shift -= 8)
-            opt.tcp_options.push_back(static_cast<std::uint8_t>(tsval >> shift));
+        test::append_be32(opt.tcp_options, tsval);
         opt.payload.clear();
         const std::size_t headers = test::make_frame(flow, opt).size();
         opt.payload.assign(kFrameLen - headers, 'x');

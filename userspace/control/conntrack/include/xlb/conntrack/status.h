@@ -41,9 +41,11 @@ struct Status {
     }
 };
 
-class StatusBoard {
+// A status one thread writes and others read, whole, under a lock.
+template <class T>
+class Board {
 public:
-    Status get() const {
+    T get() const {
         std::lock_guard lock(mu_);
         return status_;
     }
@@ -55,7 +57,8 @@ public:
 
 private:
     mutable std::mutex mu_;
-    Status status_;
+    T status_;
 };
+using StatusBoard = Board<Status>;
 
 }  // namespace xlb::conntrack

@@ -14,6 +14,7 @@
 
 #include "xlb/abi.h"
 #include "xlb/config/model.h"
+#include "xlb/conntrack/status.h"
 
 namespace xlb::conntrack {
 
@@ -93,21 +94,6 @@ struct SynFloodStatus {
     std::uint64_t floods = 0;
 };
 
-class SynFloodBoard {
-public:
-    SynFloodStatus get() const {
-        std::lock_guard lock(mu_);
-        return status_;
-    }
-    template <class F>
-    void update(F&& change) {
-        std::lock_guard lock(mu_);
-        change(status_);
-    }
-
-private:
-    mutable std::mutex mu_;
-    SynFloodStatus status_;
-};
+using SynFloodBoard = Board<SynFloodStatus>;
 
 }  // namespace xlb::conntrack
