@@ -145,9 +145,10 @@ bool send_all(int fd, const std::string& data, std::string& error) {
     return true;
 }
 
-std::string http_get_name(const std::string& vip, int port, const std::string& source = "") {
+std::string http_get_name(const std::string& vip, int port, const std::string& source = "",
+                          int connect_ms = 3000) {
     std::string error;
-    int fd = connect_to(vip, port, error, 3000, source);
+    int fd = connect_to(vip, port, error, connect_ms, source);
     if (fd < 0) return "error: " + error;
     std::string buf;
     bool ok = send_all(fd, "GET / HTTP/1.0\r\nHost: lab\r\n\r\n", error) &&
@@ -215,8 +216,8 @@ int connect_in(const std::string& ns, const std::string& vip, int port, std::str
 }
 
 std::string get_backend_name(const std::string& ns, const std::string& vip, int port,
-                             const std::string& source) {
-    return in_netns(ns, [&] { return http_get_name(vip, port, source); });
+                             const std::string& source, int connect_ms) {
+    return in_netns(ns, [&] { return http_get_name(vip, port, source, connect_ms); });
 }
 
 std::map<std::string, int> count_backends(const std::string& ns, const std::string& vip, int n) {

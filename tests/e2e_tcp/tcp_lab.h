@@ -65,9 +65,10 @@ public:
 
 // One HTTP GET / through the VIP from the client namespace: the backend's
 // name ("b1"), or "error: ..." . `source`: the client's address to use (one
-// of the namespace's), else the kernel's choice.
+// of the namespace's), else the kernel's choice; connect_ms: how long the
+// connection may take (SYN retransmissions included).
 std::string get_backend_name(const std::string& ns, const std::string& vip, int port = 80,
-                             const std::string& source = "");
+                             const std::string& source = "", int connect_ms = 3000);
 
 // A TCP connection to vip:port made in namespace ns (blocking, 3 s to
 // connect), from `source` when not empty: its fd, owned by the caller, or -1

@@ -55,7 +55,7 @@ using json = nlohmann::json;
 // Short floods: what they show is there within seconds (a flood SYN that got
 // through would leave a half-open connection on a backend for a minute), and
 // the suite shares CI's time with every other one.
-constexpr double kFloodSeconds = 4;
+constexpr double kFloodSeconds = 6;
 // As tests/conntrack: the rate the LB counts under a flood as fast as
 // xlb-flood can send, measured first, and 75% of it, the lab's maximum
 // sustainable rate (above it the legitimate connections' own packets lack
@@ -270,7 +270,10 @@ TEST_F(SynCookies, AlwaysKeepsTheFloodFromTheBackends) {
     std::thread legit([&] {
         while (!stop) {
             const auto next = Clock::now() + 10ms;
-            const std::string name = get_backend_name(lab_.client_ns(), kVip4);
+            // 7 s to connect: a SYN the lab's own overloaded links lose
+            // before the LB is sent again after 1 s and 3 s, as by any
+            // client; the LB must answer one of them.
+            const std::string name = get_backend_name(lab_.client_ns(), kVip4, 80, "", 7000);
             ++made;
             if (failed(name) && failures++ == 0) first_error = name;
             std::this_thread::sleep_until(next);
@@ -646,7 +649,10 @@ TEST_F(SynCookies, AutoAnswersOnlyDuringTheFlood) {
     std::thread legit([&] {
         while (!stop) {
             const auto next = Clock::now() + 20ms;
-            const std::string name = get_backend_name(lab_.client_ns(), kVip4);
+            // 7 s to connect: a SYN the lab's own overloaded links lose
+            // before the LB is sent again after 1 s and 3 s, as by any
+            // client; the LB must answer one of them.
+            const std::string name = get_backend_name(lab_.client_ns(), kVip4, 80, "", 7000);
             ++made;
             if (failed(name) && failures++ == 0) first_error = name;
             std::this_thread::sleep_until(next);
