@@ -236,17 +236,6 @@ static __always_inline void xlb_synack_tcp(__u8 *out, __be16 sport, __be16 dport
 	}
 }
 
-/* Sum of the 16-bit words of n bytes (n even, a constant). */
-static __always_inline __u32 xlb_sum16(const void *p, int n, __u32 sum)
-{
-	const __u16 *w = p;
-
-#pragma unroll
-	for (int i = 0; i < n / 2; i++)
-		sum += w[i];
-	return sum;
-}
-
 /*
  * Turns the SYN in the frame into its cookie SYN-ACK. Returns 0; 1 when the
  * SYN cannot be answered and the frame is untouched (the helper refuses it,
@@ -346,9 +335,9 @@ static __always_inline int xlb_cookie_answer(struct xdp_md *ctx, const struct xl
 		iph->daddr = pkt->key.src[0];
 		xlb_ipv4_set_csum(iph);
 		xlb_synack_tcp(out, pkt->key.dport, pkt->key.sport, cookie, client_seq, mss, opts);
-		sum = xlb_sum16(&iph->saddr, 8, 0);
+		sum = xlb_csum_add_words(&iph->saddr, 4, 0);
 		sum += bpf_htons(IPPROTO_TCP) + bpf_htons(XLB_SYNACK_TCP_LEN);
-		sum = xlb_sum16(out, XLB_SYNACK_TCP_LEN, sum);
+		sum = xlb_csum_add_words(out, XLB_SYNACK_TCP_LEN / 2, sum);
 		((struct tcphdr *)out)->check = xlb_csum_fold(sum);
 	} else {
 		struct ipv6hdr *ip6h = (void *)(eth + 1);
@@ -364,10 +353,10 @@ static __always_inline int xlb_cookie_answer(struct xdp_md *ctx, const struct xl
 		__builtin_memcpy(&ip6h->saddr, pkt->key.dst, 16);
 		__builtin_memcpy(&ip6h->daddr, pkt->key.src, 16);
 		xlb_synack_tcp(out, pkt->key.dport, pkt->key.sport, cookie, client_seq, mss, opts);
-		sum = xlb_sum16(pkt->key.src, 16, 0);
-		sum = xlb_sum16(pkt->key.dst, 16, sum);
+		sum = xlb_csum_add_words(pkt->key.src, 8, 0);
+		sum = xlb_csum_add_words(pkt->key.dst, 8, sum);
 		sum += bpf_htons(XLB_SYNACK_TCP_LEN) + bpf_htons(IPPROTO_TCP);
-		sum = xlb_sum16(out, XLB_SYNACK_TCP_LEN, sum);
+		sum = xlb_csum_add_words(out, XLB_SYNACK_TCP_LEN / 2, sum);
 		((struct tcphdr *)out)->check = xlb_csum_fold(sum);
 	}
 	return 0;

@@ -14,6 +14,17 @@ static __always_inline __u16 xlb_csum_fold(__u32 sum)
 	return (__u16)~sum;
 }
 
+/* Adds `words` 16-bit words at p (a constant count) to a checksum sum. */
+static __always_inline __u32 xlb_csum_add_words(const void *p, int words, __u32 sum)
+{
+	const __u16 *w = p;
+
+#pragma unroll
+	for (int i = 0; i < words; i++)
+		sum += w[i];
+	return sum;
+}
+
 /* Header checksum of an option-less IPv4 header (the outer header we build). */
 static __always_inline void xlb_ipv4_set_csum(struct iphdr *iph)
 {

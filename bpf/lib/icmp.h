@@ -29,16 +29,6 @@
 #define XLB_ICMP_QUOTE_V4 (sizeof(struct iphdr) + 8)
 #define XLB_ICMP_QUOTE_V6 (sizeof(struct ipv6hdr) + 8)
 
-static __always_inline __u32 xlb_csum_add_words(const void *p, int words, __u32 sum)
-{
-	const __u16 *w = p;
-
-#pragma unroll
-	for (int i = 0; i < words; i++)
-		sum += w[i];
-	return sum;
-}
-
 /* Turns the frame into eth + `grow` bytes of room for the reply's headers +
  * the first `quote` bytes of the packet, and writes the reply's Ethernet
  * header (back where the packet came from). Returns where the reply's IP

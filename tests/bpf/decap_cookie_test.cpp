@@ -80,31 +80,13 @@ protected:
         return ethernet(kLbMac, kNextHopMac, (inner_ip[0] >> 4) == 4 ? 0x0800 : 0x86dd, inner_ip);
     }
 
-    std::array<std::uint64_t, XLB_DECAP_OUT__MAX> counts() const {
-        std::array<std::uint64_t, XLB_DECAP_OUT__MAX> out{};
-        for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o) {
-            auto per_cpu = program_->outcomes().get_per_cpu(o);
-            EXPECT_TRUE(per_cpu);
-            if (per_cpu) out[o] = bpf::sum_per_cpu(*per_cpu, [](std::uint64_t v) { return v; });
-        }
-        return out;
-    }
-
     // Runs the program and checks the action, the whole output frame, that
     // `outcome` alone was counted, and what was left for the acceptor:
     // `cookie` under `flow`, or nothing at all.
     void expect_run(const Bytes& input, std::uint32_t action, xlb_decap_outcome outcome,
                     const Bytes& expected, const Flow* flow = nullptr, const Bytes& cookie = {}) {
-        const auto before = counts();
         const std::uint64_t pending_before = pending();
-        auto out = bpf::test_run_xdp(program_->prog_fd(), input);
-        ASSERT_TRUE(out) << out.error().message();
-        EXPECT_EQ(out->action, action);
-        expect_same_frame(out->frame, expected);
-        const auto after = counts();
-        for (std::uint32_t o = 0; o < XLB_DECAP_OUT__MAX; ++o)
-            EXPECT_EQ(after[o] - before[o], o == static_cast<std::uint32_t>(outcome) ? 1u : 0u)
-                << "decap outcome " << o;
+        expect_decap_run(*program_, input, action, outcome, expected);
         auto keys = program_->cookie_acks().keys();
         ASSERT_TRUE(keys);
         if (flow == nullptr) {

@@ -117,24 +117,13 @@ protected:
     xlb_vip_cookie_stats cookies() {
         auto per_cpu = lb().vip_cookies().get_per_cpu(kVipId);
         EXPECT_TRUE(per_cpu);
-        xlb_vip_cookie_stats sum{};
-        if (per_cpu)
-            for (const auto& c : *per_cpu) {
-                sum.syns += c.syns;
-                sum.cookies_sent += c.cookies_sent;
-                sum.acks_valid += c.acks_valid;
-                sum.acks_invalid += c.acks_invalid;
-            }
-        return sum;
+        return per_cpu ? datapath::sum_per_cpu(*per_cpu) : xlb_vip_cookie_stats{};
     }
 
     std::uint64_t vip_drops(xlb_outcome outcome) {
         auto per_cpu = lb().vip_drops().get_per_cpu(kVipId);
         EXPECT_TRUE(per_cpu);
-        std::uint64_t n = 0;
-        if (per_cpu)
-            for (const auto& d : *per_cpu) n += d.by_reason[xlb_vip_drop_slot(outcome)];
-        return n;
+        return per_cpu ? datapath::sum_per_cpu(*per_cpu).by_reason[xlb_vip_drop_slot(outcome)] : 0;
     }
 
     static FrameOptions syn_of(const Offer& o) {

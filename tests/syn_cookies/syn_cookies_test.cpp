@@ -542,7 +542,7 @@ TEST_F(SynCookies, BulkThroughACookieScalesItsWindow) {
         const Transfer& c = best[std::string("cookie ") + way];
         const Transfer& p = best[std::string("plain ") + way];
         std::printf(
-            "MEASURED [bulk %s, %.0f s] through a cookie %.0f Mbit/s, without %.0f Mbit/s "
+            "MEASURED [bulk %s, %.1f s] through a cookie %.0f Mbit/s, without %.0f Mbit/s "
             "(%.0f%%)\n",
             way, kBulkSeconds, c.mbit_s, p.mbit_s, p.mbit_s > 0 ? 100 * c.mbit_s / p.mbit_s : 0.0);
         EXPECT_GE(c.mbit_s, 0.7 * p.mbit_s) << way;

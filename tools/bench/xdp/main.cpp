@@ -187,14 +187,9 @@ public:
             c.ct_inserts += cpu.inserts;
             c.ct_skipped += cpu.skipped;
         }
-        for (const xlb_vip_cookie_stats& cpu : must(lb_.vip_cookies().get_per_cpu(kVipCookie4))) {
-            c.cookies.syns += cpu.syns;
-            c.cookies.cookies_sent += cpu.cookies_sent;
-            c.cookies.acks_valid += cpu.acks_valid;
-            c.cookies.acks_invalid += cpu.acks_invalid;
-        }
-        for (const xlb_vip_drops& cpu : must(lb_.vip_drops().get_per_cpu(kVipDenied4)))
-            c.denied += cpu.by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_SOURCE_DENIED)];
+        c.cookies = xlb::datapath::sum_per_cpu(must(lb_.vip_cookies().get_per_cpu(kVipCookie4)));
+        c.denied = xlb::datapath::sum_per_cpu(must(lb_.vip_drops().get_per_cpu(kVipDenied4)))
+                       .by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_SOURCE_DENIED)];
         return c;
     }
 

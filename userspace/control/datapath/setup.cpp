@@ -235,6 +235,19 @@ xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu) {
                       &xlb_backend_stats::new_flows>(per_cpu);
 }
 
+xlb_vip_cookie_stats sum_per_cpu(std::span<const xlb_vip_cookie_stats> per_cpu) {
+    return sum_fields<&xlb_vip_cookie_stats::syns, &xlb_vip_cookie_stats::cookies_sent,
+                      &xlb_vip_cookie_stats::acks_valid, &xlb_vip_cookie_stats::acks_invalid>(
+        per_cpu);
+}
+
+xlb_vip_drops sum_per_cpu(std::span<const xlb_vip_drops> per_cpu) {
+    xlb_vip_drops sum{};
+    for (const xlb_vip_drops& cpu : per_cpu)
+        for (std::size_t r = 0; r < XLB_VIP_DROP_REASONS; ++r) sum.by_reason[r] += cpu.by_reason[r];
+    return sum;
+}
+
 std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed) {
     std::vector<std::string> backends;
     for (const config::BackendSpec& b : vip.backends)

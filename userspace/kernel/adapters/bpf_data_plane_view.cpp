@@ -31,23 +31,13 @@ xlb::Result<xlb_vip_stats> BpfDataPlaneView::vip_stats(std::uint32_t vip_id) con
 xlb::Result<xlb_vip_drops> BpfDataPlaneView::vip_drops(std::uint32_t vip_id) const {
     auto per_cpu = program_.vip_drops().get_per_cpu(vip_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());
-    xlb_vip_drops sum{};
-    for (const xlb_vip_drops& cpu : *per_cpu)
-        for (std::size_t r = 0; r < XLB_VIP_DROP_REASONS; ++r) sum.by_reason[r] += cpu.by_reason[r];
-    return sum;
+    return datapath::sum_per_cpu(*per_cpu);
 }
 
 xlb::Result<xlb_vip_cookie_stats> BpfDataPlaneView::vip_cookies(std::uint32_t vip_id) const {
     auto per_cpu = program_.vip_cookies().get_per_cpu(vip_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());
-    xlb_vip_cookie_stats sum{};
-    for (const xlb_vip_cookie_stats& cpu : *per_cpu) {
-        sum.syns += cpu.syns;
-        sum.cookies_sent += cpu.cookies_sent;
-        sum.acks_valid += cpu.acks_valid;
-        sum.acks_invalid += cpu.acks_invalid;
-    }
-    return sum;
+    return datapath::sum_per_cpu(*per_cpu);
 }
 
 xlb::Result<std::uint64_t> BpfDataPlaneView::vip_hints(std::uint32_t vip_id) const {

@@ -456,9 +456,6 @@ HashMap<xlb_src_range_key, std::uint8_t> LbProgram::source_ranges() const {
 void LbProgram::set_syn_flood(std::uint32_t state) const {
     __atomic_store_n(&skel_->bss->xlb_syn_flood, state, __ATOMIC_RELAXED);
 }
-std::uint32_t LbProgram::syn_flood() const {
-    return __atomic_load_n(&skel_->bss->xlb_syn_flood, __ATOMIC_RELAXED);
-}
 void LbProgram::start_capture(const xlb_capture_filter& filter) const {
     stop_capture();
     auto* bss = skel_->data_capture;

@@ -132,5 +132,7 @@ std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t ha
 std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu);
 xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu);
 xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu);
+xlb_vip_cookie_stats sum_per_cpu(std::span<const xlb_vip_cookie_stats> per_cpu);
+xlb_vip_drops sum_per_cpu(std::span<const xlb_vip_drops> per_cpu);
 
 }  // namespace xlb::datapath

@@ -132,10 +132,9 @@ public:
     PerCpuArrayMap<xlb_vip_cookie_stats> vip_cookies() const;
     // Per-VIP source lists (abi.h, struct xlb_src_range_key): an LPM trie.
     HashMap<xlb_src_range_key, std::uint8_t> source_ranges() const;
-    // The program's `xlb_syn_flood` (abi.h, XLB_SYN_FLOOD_*): whether VIPs
-    // with cookies on `auto` answer SYNs now.
+    // Writes the program's `xlb_syn_flood` (abi.h, XLB_SYN_FLOOD_*):
+    // whether VIPs with cookies on `auto` answer SYNs now.
     void set_syn_flood(std::uint32_t state) const;
-    std::uint32_t syn_flood() const;
 
     // Packet capture (abi.h, struct xlb_capture_filter). start_capture
     // zeroes the counters, writes the filter, then turns the capture on;
