@@ -85,6 +85,15 @@
  * helpers and its options (bpf/lib/cookie.h), off the stack (the balancer
  * and a cookie function together may use at most 512 bytes of it). */
 #define XLB_MAP_COOKIE_SCRATCH "xlb_cookie_tmp"
+/* QUIC connection-ID routing (docs/quic.md): struct xlb_quic_config per VIP
+ * and config id, the backend of each server id, per-VIP counters. */
+#define XLB_MAP_QUIC_CONFIGS "xlb_quic_configs"
+#define XLB_MAP_QUIC_SERVERS "xlb_quic_servers"
+#define XLB_MAP_VIP_QUIC "xlb_vip_quic"
+/* Per loaded program, never pinned: the AES contexts of encrypted configs
+ * (struct xlb_quic_key), made by the program xlb_quic_key_install from a key
+ * the agent reads again at every start. */
+#define XLB_MAP_QUIC_KEYS "xlb_quic_keys"
 
 /*
  * A 5-tuple. Used as the connection-table key and as the input of the flow
@@ -170,6 +179,9 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_vip_candidates) == 128, "two cache lines a b
 /* The VIP has source lists in XLB_MAP_SOURCE_RANGES: each packet's source is
  * looked up there (a VIP without the flag costs nothing). */
 #define XLB_VIP_F_SOURCE_RANGES (1U << 4)
+/* A UDP VIP that routes QUIC packets by the server id in their connection ID
+ * (docs/quic.md; XLB_MAP_QUIC_CONFIGS holds its configs). */
+#define XLB_VIP_F_QUIC (1U << 5)
 
 struct xlb_vip_value {
 	__u32 vip_id; /* index into the rings map and the per-VIP stats */
@@ -668,7 +680,8 @@ enum xlb_outcome {
 	XLB_OUT_DROP_SOURCE_DENIED = 20, /* the VIP's source lists refuse the client */
 	XLB_OUT_TX_SYN_COOKIE = 21, /* a SYN answered with a SYN cookie (SYN-ACK sent back) */
 	XLB_OUT_DROP_COOKIE_INVALID = 22, /* while answering: ACK without entry, cookie wrong */
-	XLB_OUT__MAX = 23,
+	XLB_OUT_TX_QUIC_CID = 23, /* QUIC packet sent to the backend its connection ID names */
+	XLB_OUT__MAX = 24,
 };
 
 struct xlb_vip_stats {
@@ -744,6 +757,91 @@ struct xlb_vip_cookie_stats {
 	__u64 acks_invalid; /* ACKs dropped: no entry, no valid cookie, while answering */
 };
 XLB_STATIC_ASSERT(sizeof(struct xlb_vip_cookie_stats) == 32, "xlb_vip_cookie_stats layout");
+
+/*
+ * QUIC connection-ID routing (docs/quic.md), the format of
+ * draft-ietf-quic-load-balancers: a server's connection ID is one octet
+ * whose top three bits are the config id ("config rotation" bits), then the
+ * server id (server_id_len octets), then a nonce (nonce_len octets). An
+ * encrypted config (single-pass form: server_id_len + nonce_len == 16)
+ * encrypts those 16 octets with AES-128-ECB under the config's key.
+ *
+ * Per VIP with XLB_VIP_F_QUIC, config id c (0..6; 7 marks a CID no LB may
+ * route) has slot vip_id * XLB_QUIC_CONFIG_SLOTS + c of XLB_MAP_QUIC_CONFIGS
+ * (server_id_len 0: no such config) and, when encrypted, the same slot of
+ * XLB_MAP_QUIC_KEYS. A server id is the big-endian number in its octets (at
+ * most 8 of them non-zero); XLB_MAP_QUIC_SERVERS names its backend.
+ */
+#define XLB_QUIC_CONFIG_SLOTS 8
+#define XLB_QUIC_CONFIG_IDS 7 /* config ids 0..6 */
+#define XLB_QUIC_UNROUTABLE 7 /* config id of CIDs chosen without a config */
+#define XLB_QUIC_SERVER_ID_MAX 15
+#define XLB_QUIC_NONCE_MIN 4
+#define XLB_QUIC_NONCE_MAX 18
+#define XLB_QUIC_CID_MAX 20 /* RFC 9000: connection IDs are at most 20 octets */
+#define XLB_QUIC_SINGLE_PASS 16 /* server_id_len + nonce_len of the encrypted form */
+#define XLB_QUIC_MODE_PLAINTEXT 0
+#define XLB_QUIC_MODE_ENCRYPTED 1
+
+struct xlb_quic_config {
+	__u8 server_id_len; /* 1..15; 0: the slot holds no config */
+	__u8 nonce_len; /* 4..18, server_id_len + nonce_len <= 19 */
+	__u8 mode; /* XLB_QUIC_MODE_* */
+	__u8 pad[5];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_quic_config) == 8, "xlb_quic_config layout");
+
+/* The AES context of an encrypted config: a kernel object (struct
+ * bpf_crypto_ctx __kptr), 0 until installed. The map's BTF is built by the
+ * loader (clang 14 does not emit the kptr tag). */
+struct xlb_quic_key {
+	__u64 crypto_ctx;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_quic_key) == 8, "xlb_quic_key layout");
+
+/* What xlb_quic_key_install (a BPF_PROG_TYPE_SYSCALL program) takes through
+ * BPF_PROG_TEST_RUN: the slot and the 16-octet key; it answers in err. */
+struct xlb_quic_key_args {
+	__u32 slot; /* vip_id * XLB_QUIC_CONFIG_SLOTS + config id */
+	__s32 err; /* 0, or -errno from bpf_crypto_ctx_create or the slot */
+	__u8 key[16]; /* all zero with clear = 1 */
+	__u32 clear; /* 1: remove the slot's context */
+	__u32 pad;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_quic_key_args) == 32, "xlb_quic_key_args layout");
+
+struct xlb_quic_server_key {
+	__u32 vip_id;
+	__u32 pad;
+	__u64 server_id;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_quic_server_key) == 16, "xlb_quic_server_key layout");
+/* value: __u32 backend id (XLB_MAP_BACKENDS) */
+#define XLB_QUIC_SERVERS_DEFAULT 16384
+
+/* Why a packet of a VIP with XLB_VIP_F_QUIC was balanced by its 5-tuple
+ * (the ring and the connection table) instead of its connection ID. */
+enum xlb_quic_fallback {
+	/* a long header the client addressed with a CID of its own choosing
+	 * (Initial, 0-RTT), or of a version whose header we cannot read */
+	XLB_QUIC_FB_CLIENT_CID = 0,
+	XLB_QUIC_FB_UNKNOWN_CONFIG = 1, /* config id not configured (or 7) */
+	/* too short for the config's CID, or a long header's CID of another
+	 * length */
+	XLB_QUIC_FB_BAD_LENGTH = 2,
+	XLB_QUIC_FB_UNKNOWN_SERVER = 3, /* no backend owns the server id */
+	XLB_QUIC_FB_DEAD_BACKEND = 4, /* its backend is down or released */
+	XLB_QUIC_FB_NO_KEY = 5, /* encrypted config without a context, or decryption failed */
+	XLB_QUIC_FALLBACKS = 6,
+};
+
+/* Per VIP, per CPU (XLB_MAP_VIP_QUIC), for VIPs with XLB_VIP_F_QUIC. */
+struct xlb_vip_quic_stats {
+	__u64 routed; /* sent to the backend their CID names */
+	__u64 fallbacks[XLB_QUIC_FALLBACKS]; /* by enum xlb_quic_fallback */
+	__u64 pad;
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_vip_quic_stats) == 64, "xlb_vip_quic_stats layout");
 
 /*
  * Per-VIP source lists (XLB_MAP_SOURCE_RANGES, an LPM trie; only VIPs with

@@ -195,6 +195,7 @@ constexpr OutcomeName kOutcomes[] = {
     {XLB_OUT_DROP_SOURCE_DENIED, "DROP_SOURCE_DENIED", "source refused by the VIP's lists"},
     {XLB_OUT_TX_SYN_COOKIE, "TX_SYN_COOKIE", "SYN answered with a SYN cookie"},
     {XLB_OUT_DROP_COOKIE_INVALID, "DROP_COOKIE_INVALID", "ACK without entry, cookie wrong"},
+    {XLB_OUT_TX_QUIC_CID, "TX_QUIC_CID", "QUIC packet sent to the server its CID names"},
 };
 static_assert(std::size(kOutcomes) == XLB_OUT__MAX,
               "a new xlb_outcome needs a name in xlb-demo's table");

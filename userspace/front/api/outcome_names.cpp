@@ -28,6 +28,7 @@ const char* outcome_name(std::uint32_t outcome) {
         case XLB_OUT_DROP_SOURCE_DENIED: return "drop_source_denied";
         case XLB_OUT_TX_SYN_COOKIE: return "tx_syn_cookie";
         case XLB_OUT_DROP_COOKIE_INVALID: return "drop_cookie_invalid";
+        case XLB_OUT_TX_QUIC_CID: return "tx_quic_cid";
         case XLB_OUT__MAX: break;
     }
     return "unknown";

@@ -129,6 +129,23 @@ struct HealthCheck {
     bool operator==(const HealthCheck&) const = default;
 };
 
+// QUIC connection-ID routing (docs/quic.md, draft-ietf-quic-load-balancers).
+enum class QuicMode { kPlaintext, kEncrypted };
+
+// One QUIC-LB configuration of a UDP VIP: the CIDs its servers issue are
+// one octet whose top three bits are config_id, then server_id_length
+// octets of server id, then nonce_length octets of nonce; encrypted: those
+// 16 octets (server_id_length + nonce_length == 16) under AES-128-ECB with
+// the key in key_file (16 octets, raw or as 32 hex digits; root-only).
+struct QuicConfig {
+    std::uint8_t config_id = 0;  // 0..6
+    std::uint8_t server_id_length = 2;
+    std::uint8_t nonce_length = 6;
+    QuicMode mode = QuicMode::kPlaintext;
+    std::string key_file;  // encrypted only
+    bool operator==(const QuicConfig&) const = default;
+};
+
 struct SlowStart {
     Duration window{30'000};  // 0: off
     double floor = 0.1;       // share of the weight a backend starts from
@@ -145,6 +162,10 @@ struct BackendSpec {
     // The backend runs xlb-decap with its cookie program, so it can complete
     // a handshake whose SYN the LB answered with a cookie.
     bool cookie_acks = false;
+    // QUIC VIPs (VipSpec::quic): the server id this backend's QUIC server
+    // writes into its connection IDs (docs/quic.md). Unique within the VIP,
+    // below 2^(8 * server_id_length) for each of the VIP's configs.
+    std::optional<std::uint64_t> server_id;
     bool operator==(const BackendSpec&) const = default;
 
     // What Maglev hashes: maglev_identity(address, hash_key).
@@ -201,6 +222,10 @@ struct VipSpec {
     // never one in deny_sources. Of the VIP's family.
     std::vector<net::Prefix> allow_sources;
     std::vector<net::Prefix> deny_sources;
+    // UDP only: route QUIC packets by the server id in their connection ID.
+    // Several configs (distinct config ids) live at once during a key or
+    // format rotation; the first is the one servers should issue.
+    std::vector<QuicConfig> quic;
     std::vector<BackendSpec> backends;
     bool operator==(const VipSpec&) const = default;
 
