@@ -132,6 +132,22 @@ public:
     PerCpuArrayMap<xlb_vip_cookie_stats> vip_cookies() const;
     // Per-VIP source lists (abi.h, struct xlb_src_range_key): an LPM trie.
     HashMap<xlb_src_range_key, std::uint8_t> source_ranges() const;
+    // QUIC connection-ID routing (abi.h, struct xlb_quic_config): the
+    // configs by slot (vip_id * XLB_QUIC_CONFIG_SLOTS + config id), the
+    // backend of each server id, per-VIP counters.
+    ArrayMap<xlb_quic_config> quic_configs() const;
+    HashMap<xlb_quic_server_key, std::uint32_t> quic_servers() const;
+    PerCpuArrayMap<xlb_vip_quic_stats> vip_quic() const;
+    // Whether this kernel has the BPF crypto kfuncs that encrypted configs
+    // need (bpf_crypto_ctx_create, bpf_crypto_decrypt: Linux >= 6.10 with
+    // CONFIG_CRYPTO_ECB); without them the program is loaded with its
+    // decryption left out and install_quic_key fails.
+    bool quic_crypto_available() const;
+    // Makes the AES-128-ECB context of an encrypted config's slot from its
+    // key (replacing any), or removes it. Per loaded program: the keys are
+    // installed again after every load.
+    Result<void> install_quic_key(std::uint32_t slot, std::span<const std::uint8_t, 16> key) const;
+    Result<void> clear_quic_key(std::uint32_t slot) const;
     // Writes the program's `xlb_syn_flood` (abi.h, XLB_SYN_FLOOD_*):
     // whether VIPs with cookies on `auto` answer SYNs now.
     void set_syn_flood(std::uint32_t state) const;
