@@ -24,6 +24,7 @@
 #include "lib/encap.h"
 #include "lib/icmp.h"
 #include "lib/parse.h"
+#include "lib/quic.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -353,6 +354,33 @@ static __always_inline void xlb_count_vip_drop(__u32 vip_id, __u32 outcome)
 		drops->by_reason[reason] += 1;
 }
 
+/* A QUIC packet's backend by its connection ID (lib/quic.h): 1 with *be_out
+ * set when the CID names a live backend, else 0 (the packet goes by its
+ * 5-tuple). Counts either way. */
+static __always_inline int xlb_quic_pick(struct xdp_md *ctx, const struct xlb_cursor *cur,
+					 __u32 vip_id, __u32 *backend_id, struct xlb_backend **be_out)
+{
+	__u32 payload_off = (__u32)((long)cur->pos - (long)ctx->data) + sizeof(struct udphdr);
+	__u32 payload_end = (__u32)((long)cur->ip_end - (long)ctx->data);
+	struct xlb_vip_quic_stats *qs = bpf_map_lookup_elem(&xlb_vip_quic, &vip_id);
+	int r = xlb_quic_route(ctx, payload_off, payload_end, vip_id, backend_id);
+
+	if (r == XLB_QUIC_ROUTED) {
+		struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, backend_id);
+
+		if (be && be->generation != 0 && !(be->flags & XLB_BACKEND_F_DOWN)) {
+			if (qs)
+				qs->routed += 1;
+			*be_out = be;
+			return 1;
+		}
+		r = XLB_QUIC_FB_DEAD_BACKEND;
+	}
+	if (qs && r >= 0 && r < XLB_QUIC_FALLBACKS)
+		qs->fallbacks[r] += 1;
+	return 0;
+}
+
 /* Every verdict leaves through one exit, where a capture sees it. */
 #define XLB_VERDICT(out, act)    \
 	do {                     \
@@ -378,7 +406,7 @@ int xlb_lb(struct xdp_md *ctx)
 	__u32 zero = 0, backend_id = 0, vip_id = XLB_CAPTURE_NO_VIP, hash, bucket, *epoch;
 	__u64 frame_len = data_end - data;
 	int proto, err, icmp_error = 0, hit = 0, from_entry = 0, matched, action;
-	int cookie_ack = 0;
+	int cookie_ack = 0, quic_routed = 0;
 	struct xlb_flow_cache_entry *fc = NULL;
 	struct xlb_gue_cookie cookie_data;
 	__u32 l4_off = 0;
@@ -508,7 +536,13 @@ int xlb_lb(struct xdp_md *ctx)
 		}
 
 		hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
-		{
+		/* A CID names the server whatever the addresses: no table entry
+		 * is read or written for it. */
+		if ((vip->flags & XLB_VIP_F_QUIC) && !icmp_error && pkt.key.proto == IPPROTO_UDP)
+			quic_routed = xlb_quic_pick(ctx, &cur, vip_id, &backend_id, &be);
+		if (quic_routed) {
+			err = 0;
+		} else {
 			int use_ct = !(vip->flags & XLB_VIP_F_NO_CONNTRACK);
 			__u32 pick = 0;
 
@@ -600,7 +634,9 @@ int xlb_lb(struct xdp_md *ctx)
 		if (hinted)
 			*hinted += 1;
 	}
-	XLB_VERDICT(icmp_error ? XLB_OUT_TX_ICMP_ERROR : XLB_OUT_TX, XDP_TX);
+	if (icmp_error)
+		XLB_VERDICT(XLB_OUT_TX_ICMP_ERROR, XDP_TX);
+	XLB_VERDICT(quic_routed ? XLB_OUT_TX_QUIC_CID : XLB_OUT_TX, XDP_TX);
 
 out_err_proto:
 	/* Parsing outcomes: PASS_* go to the kernel, the rest are drops. */

@@ -45,8 +45,14 @@ void LbTest::SetUp() {
         ASSERT_TRUE(p.vip_hints().zero(v));
         ASSERT_TRUE(p.vip_drops().zero(v));
         ASSERT_TRUE(p.vip_cookies().zero(v));
+        ASSERT_TRUE(p.vip_quic().zero(v));
+        for (std::uint32_t c = 0; c < XLB_QUIC_CONFIG_SLOTS; ++c) {
+            ASSERT_TRUE(p.quic_configs().put(v * XLB_QUIC_CONFIG_SLOTS + c, xlb_quic_config{}));
+            ASSERT_TRUE(p.clear_quic_key(v * XLB_QUIC_CONFIG_SLOTS + c));
+        }
     }
     ASSERT_TRUE(p.source_ranges().clear());
+    ASSERT_TRUE(p.quic_servers().clear());
     p.set_syn_flood(XLB_SYN_FLOOD_CALM);
     for (std::uint32_t b = 0; b < kSizes.max_backends; ++b) {
         ASSERT_TRUE(p.backends().put(b, xlb_backend{}));

@@ -128,6 +128,8 @@ xlb::Result<std::pair<std::shared_ptr<void>, int>> load_copy(Skel* (*open)(), in
     std::shared_ptr<Skel> skel(open(), destroy);
     if (!skel) return bpf::fail(errno, std::string("open the ") + what + " BPF object");
     if (auto ok = share_maps(skel->obj, program); !ok) return std::unexpected(ok.error());
+    // Read-only globals are the copy's own: as the balancer was loaded.
+    skel->rodata->xlb_quic_crypto = program.quic_crypto_available() ? 1 : 0;
     if (int rc = load(skel.get()); rc != 0)
         return bpf::fail(rc, std::string("load the ") + what + " BPF program");
     const int fd = bpf_program__fd(skel->progs.xlb_lb);

@@ -99,7 +99,19 @@ constexpr std::uint32_t kVipTcp6 = 1;      // kVipV6:80/tcp, connection table
 constexpr std::uint32_t kVipUdp4NoCt = 2;  // kVipV4:53/udp, XLB_VIP_F_NO_CONNTRACK
 constexpr std::uint32_t kVipCookie4 = 3;   // kVipV4:443/tcp, XLB_VIP_F_COOKIES_ALWAYS
 constexpr std::uint32_t kVipDenied4 = 4;   // kVipV4:8443/tcp, source lists refusing the client
-constexpr std::uint32_t kVipCount = 5;
+// kVipV4:4433/udp, XLB_VIP_F_QUIC without a connection table: its
+// fallbacks take no_conntrack_v4's path after the CID check.
+constexpr std::uint32_t kVipQuic4 = 5;
+constexpr std::uint32_t kVipCount = 6;
+constexpr std::uint16_t kQuicPort = 4433;
+// kVipQuic4's configs: plaintext 0 (2 octets of server id, 6 of nonce) and
+// encrypted 1 (3 + 13, the single-pass form), and the server id both name.
+const xlb::config::QuicConfig kQuicPlain{0, 2, 6, xlb::config::QuicMode::kPlaintext, {}};
+const xlb::config::QuicConfig kQuicSealed{1, 3, 13, xlb::config::QuicMode::kEncrypted, {}};
+const xlb::quic::Key kQuicKey = {0x2b, 0x7e, 0x15, 0x16, 0x28, 0xae, 0xd2, 0xa6,
+                                 0xab, 0xf7, 0x15, 0x88, 0x09, 0xcf, 0x4f, 0x3c};
+constexpr std::uint64_t kQuicServerId = 7;
+constexpr std::uint32_t kQuicBackend = 42;
 constexpr std::uint16_t kCookiePort = 443;
 constexpr std::uint16_t kDeniedPort = 8443;
 // The bench frames' TCP sequence number.
@@ -150,6 +162,7 @@ struct Counters {
     std::array<std::uint64_t, kVipCount> hints{};  // second-chance hints sent
     xlb_vip_cookie_stats cookies{};                // kVipCookie4's, summed
     std::uint64_t denied = 0;                      // kVipDenied4's source_denied drops
+    xlb_vip_quic_stats quic{};                     // kVipQuic4's, summed
     std::uint64_t ct_inserts = 0, ct_skipped = 0;  // xlb_ct_cpu, summed
 };
 
@@ -190,6 +203,7 @@ public:
         c.cookies = xlb::datapath::sum_per_cpu(must(lb_.vip_cookies().get_per_cpu(kVipCookie4)));
         c.denied = xlb::datapath::sum_per_cpu(must(lb_.vip_drops().get_per_cpu(kVipDenied4)))
                        .by_reason[xlb_vip_drop_slot(XLB_OUT_DROP_SOURCE_DENIED)];
+        c.quic = xlb::datapath::sum_per_cpu(must(lb_.vip_quic().get_per_cpu(kVipQuic4)));
         return c;
     }
 
@@ -298,7 +312,7 @@ private:
         for (std::uint32_t& id : previous_v4_) id = (id + 1) % kBackendsPerFamily;
         std::vector<std::uint32_t> previous = previous_v4_;
         must(bpf::publish_ring(lb_.prev_rings().fd(), kVipTcp4, previous));
-        for (std::uint32_t vip : {kVipUdp4NoCt, kVipCookie4, kVipDenied4}) {
+        for (std::uint32_t vip : {kVipUdp4NoCt, kVipCookie4, kVipDenied4, kVipQuic4}) {
             std::vector<std::uint32_t> copy = ring_v4_;
             must(bpf::publish_ring(lb_.rings().fd(), vip, copy));
         }
@@ -316,6 +330,15 @@ private:
         add_vip(test::kVipV4, kDnsPort, test::kProtoUdp, kVipUdp4NoCt, XLB_VIP_F_NO_CONNTRACK);
         add_vip(test::kVipV4, kCookiePort, test::kProtoTcp, kVipCookie4, XLB_VIP_F_COOKIES_ALWAYS);
         add_vip(test::kVipV4, kDeniedPort, test::kProtoTcp, kVipDenied4, XLB_VIP_F_SOURCE_RANGES);
+        for (const xlb::config::QuicConfig& q : {kQuicPlain, kQuicSealed})
+            must(lb_.quic_configs().put(kVipQuic4 * XLB_QUIC_CONFIG_SLOTS + q.config_id,
+                                        xlb::datapath::quic_config_value(q)));
+        must(lb_.install_quic_key(kVipQuic4 * XLB_QUIC_CONFIG_SLOTS + kQuicSealed.config_id,
+                                  kQuicKey));
+        must(lb_.quic_servers().put(xlb_quic_server_key{kVipQuic4, 0, kQuicServerId},
+                                    kQuicBackend));
+        add_vip(test::kVipV4, kQuicPort, test::kProtoUdp, kVipQuic4,
+                XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK);
     }
 
     static xlb::net::Prefix must_prefix(const char* text) {
@@ -368,6 +391,8 @@ enum class Path {
     kSynCookie,
     kCookieAck,
     kSourceDenied,
+    kQuicCid,
+    kQuicFallback,
 };
 
 // Cases that insert a new flow on every repetition.
@@ -406,6 +431,8 @@ struct Case {
     // kEstablishedMany*: the varied field cycles through this many values
     // (established flows) from kManyFirstValue.
     std::uint32_t population = 0;
+    // kQuicCid: the config whose CID the packet carries.
+    const xlb::config::QuicConfig* quic = nullptr;
     // cookie_ack_v4 renews its packet before each sample (a cookie is valid
     // for two of the kernel's 64-second periods at most).
     mutable Bytes frame;
@@ -432,6 +459,36 @@ Bytes bench_frame(const test::Flow& flow, std::uint8_t tcp_flags, const Bytes& t
     Bytes frame = test::make_frame(flow, opt);
     if (frame.size() != kFrameLen) throw Failure("bench frame has the wrong length");
     return frame;
+}
+
+// A UDP frame of exactly kFrameLen bytes whose payload begins with `quic`.
+Bytes quic_frame(const test::Flow& flow, const Bytes& quic) {
+    test::FrameOptions opt;
+    opt.eth_src = test::kClientSideMac;
+    opt.eth_dst = test::kLbMac;
+    opt.payload.clear();
+    const std::size_t headers = test::make_frame(flow, opt).size();
+    if (headers + quic.size() > kFrameLen) throw Failure("QUIC header exceeds the bench frame");
+    opt.payload = quic;
+    opt.payload.resize(kFrameLen - headers, 'x');
+    return test::make_frame(flow, opt);
+}
+// A 1-RTT packet's first octets: the header octet and a CID of kQuicServerId.
+Bytes quic_short_header(const xlb::config::QuicConfig& config) {
+    const Bytes nonce(config.nonce_length, 0x5c);
+    const auto cid = must(xlb::quic::encode_cid(
+        config, kQuicServerId, nonce,
+        config.mode == xlb::config::QuicMode::kEncrypted ? std::optional(kQuicKey)
+                                                         : std::nullopt));
+    Bytes header{0x41};
+    header.insert(header.end(), cid.begin(), cid.end());
+    return header;
+}
+// A QUIC v1 Initial's first octets: its destination CID is the client's.
+Bytes quic_initial() {
+    Bytes header{0xc3, 0, 0, 0, 1, 8};
+    for (std::uint8_t i = 0; i < 8 + 1 + 8; ++i) header.push_back(i == 8 ? 8 : 0x90 + i);
+    return header;
 }
 
 std::vector<Case> make_cases() {
@@ -550,6 +607,35 @@ std::vector<Case> make_cases() {
                      .vip_id = kVipUdp4NoCt,
                      .vip_flags = XLB_VIP_F_NO_CONNTRACK,
                      .target_net_ns = 70});
+    // Routing by the server id in the CID must cost no more than hashing
+    // the 5-tuple into the ring; decrypting it at most twice that. A CID
+    // names its server whoever sends it: there is no per-flow state, so one
+    // flow is the common case too.
+    cases.push_back({.name = "quic_cid_plain_v4",
+                     .path = "QUIC 1-RTT, plaintext CID: CID check, server id lookup",
+                     .kind = Path::kQuicCid,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
+                     .vip_id = kVipQuic4,
+                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
+                     .target_relative_to = "no_conntrack_v4",
+                     .target_factor = 1.0,
+                     .quic = &kQuicPlain});
+    cases.push_back({.name = "quic_cid_encrypted_v4",
+                     .path = "QUIC 1-RTT, encrypted CID: CID check, AES-128 (BPF crypto), "
+                             "server id lookup",
+                     .kind = Path::kQuicCid,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
+                     .vip_id = kVipQuic4,
+                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
+                     .target_relative_to = "no_conntrack_v4",
+                     .target_factor = 2.0,
+                     .quic = &kQuicSealed});
+    cases.push_back({.name = "quic_fallback_v4",
+                     .path = "QUIC Initial (the client's CID): CID check, then hash, Maglev",
+                     .kind = Path::kQuicFallback,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
+                     .vip_id = kVipQuic4,
+                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK});
     cases.push_back({.name = "not_vip",
                      .path = "TCP to the LB's own address: pass",
                      .kind = Path::kNotVip,
@@ -579,7 +665,9 @@ std::vector<Case> make_cases() {
         cases.push_back(std::move(copy));
     }
     for (Case& c : cases)
-        c.frame = c.kind == Path::kSynCookie
+        c.frame = c.kind == Path::kQuicCid        ? quic_frame(c.flow, quic_short_header(*c.quic))
+                  : c.kind == Path::kQuicFallback ? quic_frame(c.flow, quic_initial())
+                  : c.kind == Path::kSynCookie
                       ? bench_frame(c.flow, test::kTcpSyn, kLinuxSynOptions)
                       : bench_frame(c.flow, c.kind == Path::kSyn ? test::kTcpSyn : test::kTcpAck);
     return cases;
@@ -1396,6 +1484,28 @@ private:
                 }
                 check.expect(!balancer.conntrack_entry(last_key).has_value(),
                              "the spent budget let the cookie ACK record its flow");
+                break;
+            }
+            case Path::kQuicCid: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX_QUIC_CID);
+                check.expect_vip(c.vip_id, 0, 0);
+                check.expect_inserts(0, 0);
+                check.expect_eq(s.after.quic.routed - s.before.quic.routed, n,
+                                "packets routed by CID grew by");
+                check.expect_encapsulated(last_frame, balancer.backend_address(kQuicBackend),
+                                          true);
+                break;
+            }
+            case Path::kQuicFallback: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(0, 0);
+                check.expect_eq(s.after.quic.fallbacks[XLB_QUIC_FB_CLIENT_CID] -
+                                    s.before.quic.fallbacks[XLB_QUIC_FB_CLIENT_CID],
+                                n, "client_cid fallbacks grew by");
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend), true);
                 break;
             }
             case Path::kSourceDenied: {

@@ -248,6 +248,24 @@ xlb_vip_drops sum_per_cpu(std::span<const xlb_vip_drops> per_cpu) {
     return sum;
 }
 
+xlb_vip_quic_stats sum_per_cpu(std::span<const xlb_vip_quic_stats> per_cpu) {
+    xlb_vip_quic_stats sum{};
+    for (const xlb_vip_quic_stats& cpu : per_cpu) {
+        sum.routed += cpu.routed;
+        for (std::size_t r = 0; r < XLB_QUIC_FALLBACKS; ++r) sum.fallbacks[r] += cpu.fallbacks[r];
+    }
+    return sum;
+}
+
+xlb_quic_config quic_config_value(const config::QuicConfig& config) {
+    xlb_quic_config value{};
+    value.server_id_len = config.server_id_length;
+    value.nonce_len = config.nonce_length;
+    value.mode = config.mode == config::QuicMode::kEncrypted ? XLB_QUIC_MODE_ENCRYPTED
+                                                             : XLB_QUIC_MODE_PLAINTEXT;
+    return value;
+}
+
 std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed) {
     std::vector<std::string> backends;
     for (const config::BackendSpec& b : vip.backends)

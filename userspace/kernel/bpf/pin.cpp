@@ -73,13 +73,14 @@ constexpr auto kLockWait = std::chrono::seconds(5);
 
 // Maps that belong to one loaded program and are never pinned: .rodata/.bss,
 // the established-flow cache, whose copies are only valid against the
-// program's own clock (abi.h, XLB_MAP_FLOW_CACHE), and the capture ring, read
-// by the agent that turned its program's capture on.
+// program's own clock (abi.h, XLB_MAP_FLOW_CACHE), the capture ring, read
+// by the agent that turned its program's capture on, and the QUIC keys'
+// kernel contexts, made again from the key files by every agent.
 bool per_program(const bpf_map* map) {
     const std::string_view name = bpf_map__name(map);
     return bpf_map__is_internal(map) || name == XLB_MAP_FLOW_CACHE ||
            name == XLB_MAP_CAPTURE_RING || name == XLB_MAP_CT_SCRATCH ||
-           name == XLB_MAP_COOKIE_SCRATCH;
+           name == XLB_MAP_COOKIE_SCRATCH || name == XLB_MAP_QUIC_KEYS;
 }
 
 std::string hex(std::uint32_t v) {

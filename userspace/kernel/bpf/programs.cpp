@@ -209,6 +209,45 @@ Result<void> sync_vip_buckets(const HashMap<xlb_vip_key, xlb_vip_value>& vips,
     return {};
 }
 
+// Whether the kernel has what encrypted QUIC configs need: the BPF crypto
+// kfuncs and their context type (Linux >= 6.10).
+Result<bool> kernel_has_bpf_crypto() {
+    btf* vmlinux = btf__load_vmlinux_btf();
+    if (vmlinux == nullptr) return fail(errno, "read the kernel's BTF (/sys/kernel/btf/vmlinux)");
+    const bool found =
+        btf__find_by_name_kind(vmlinux, "bpf_crypto_ctx_create", BTF_KIND_FUNC) > 0 &&
+        btf__find_by_name_kind(vmlinux, "bpf_crypto_decrypt", BTF_KIND_FUNC) > 0 &&
+        btf__find_by_name_kind(vmlinux, "bpf_crypto_ctx_release", BTF_KIND_FUNC) > 0 &&
+        btf__find_by_name_kind(vmlinux, "bpf_crypto_ctx", BTF_KIND_STRUCT) > 0;
+    btf__free(vmlinux);
+    return found;
+}
+
+// XLB_MAP_QUIC_KEYS with a BTF that says what clang 14 cannot: its value's
+// crypto_ctx is a referenced kptr to the kernel's struct bpf_crypto_ctx. The
+// verifier takes a map's field kinds from the map's BTF, so the program
+// (built without the tag) then reads the field as that pointer.
+Result<UniqueFd> create_quic_keys_map(std::uint32_t entries) {
+    std::unique_ptr<btf, decltype(&btf__free)> types(btf__new_empty(), btf__free);
+    if (!types) return fail(errno, "build the BTF of map " XLB_MAP_QUIC_KEYS);
+    const int u32 = btf__add_int(types.get(), "unsigned int", 4, 0);
+    const int ctx_type = btf__add_struct(types.get(), "bpf_crypto_ctx", 0);
+    const int tagged = ctx_type > 0 ? btf__add_type_tag(types.get(), "kptr", ctx_type) : -1;
+    const int ptr = tagged > 0 ? btf__add_ptr(types.get(), tagged) : -1;
+    const int value = ptr > 0 ? btf__add_struct(types.get(), "xlb_quic_key", 8) : -1;
+    if (u32 <= 0 || value <= 0 || btf__add_field(types.get(), "crypto_ctx", ptr, 0, 0) != 0)
+        return fail(EINVAL, "build the BTF of map " XLB_MAP_QUIC_KEYS);
+    if (int rc = btf__load_into_kernel(types.get()); rc != 0)
+        return fail(rc, "load the BTF of map " XLB_MAP_QUIC_KEYS);
+    LIBBPF_OPTS(bpf_map_create_opts, opts, .btf_fd = static_cast<__u32>(btf__fd(types.get())),
+                .btf_key_type_id = static_cast<__u32>(u32),
+                .btf_value_type_id = static_cast<__u32>(value));
+    const int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, XLB_MAP_QUIC_KEYS, sizeof(std::uint32_t),
+                                  sizeof(xlb_quic_key), entries, &opts);
+    if (fd < 0) return fail(errno, "create map " XLB_MAP_QUIC_KEYS);
+    return UniqueFd(fd);
+}
+
 Result<void> resize(bpf_map* map, std::uint32_t entries) {
     if (int rc = bpf_map__set_max_entries(map, entries); rc != 0)
         return fail(rc, std::string("size map ") + bpf_map__name(map) + " to " +
@@ -250,11 +289,26 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
           std::pair{maps.xlb_vip_hints, sizes.max_vips},
           std::pair{maps.xlb_vip_drops2, sizes.max_vips},
           std::pair{maps.xlb_vip_cookies, sizes.max_vips},
+          std::pair{maps.xlb_vip_quic, sizes.max_vips},
+          std::pair{maps.xlb_quic_configs, sizes.max_vips * XLB_QUIC_CONFIG_SLOTS},
+          std::pair{maps.xlb_quic_keys, sizes.max_vips * XLB_QUIC_CONFIG_SLOTS},
           std::pair{maps.xlb_backends, sizes.max_backends},
           std::pair{maps.xlb_backend_stats2, sizes.max_backends},
           std::pair{maps.xlb_conntrack5,
                     static_cast<std::uint32_t>(XLB_CT_ELEMENTS(sizes.conntrack_entries))}}) {
         if (auto ok = resize(map, entries); !ok) return std::unexpected(ok.error());
+    }
+    // Encrypted QUIC configs: without the kernel's crypto the program is
+    // loaded with its decryption left out (never reached: xlb_quic_crypto).
+    auto crypto = kernel_has_bpf_crypto();
+    if (!crypto) return std::unexpected(crypto.error());
+    skel->rodata->xlb_quic_crypto = *crypto ? 1 : 0;
+    if (*crypto) {
+        auto keys = create_quic_keys_map(sizes.max_vips * XLB_QUIC_CONFIG_SLOTS);
+        if (!keys) return std::unexpected(keys.error());
+        // libbpf keeps a duplicate of the descriptor.
+        if (int rc = bpf_map__reuse_fd(maps.xlb_quic_keys, keys->get()); rc != 0)
+            return fail(rc, "use map " XLB_MAP_QUIC_KEYS " in the xlb_lb BPF object");
     }
     auto session = open_pins(options);
     if (!session) return std::unexpected(session.error());
@@ -305,6 +359,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
                                   " a stopped writer had left claimed (their entries dropped)";
     LbProgram program(std::move(skel), sizes, std::move(*pins), std::move(conntrack_load),
                       std::move(candidates), std::move(*table));
+    program.quic_crypto_ = *crypto;
     if (auto ok = sync_vip_buckets(program.vips(), program.vip_buckets(), program.blocks()); !ok)
         return std::unexpected(ok.error());
     return program;
@@ -453,6 +508,50 @@ PerCpuArrayMap<xlb_vip_cookie_stats> LbProgram::vip_cookies() const {
 HashMap<xlb_src_range_key, std::uint8_t> LbProgram::source_ranges() const {
     return {bpf_map__fd(skel_->maps.xlb_src_ranges), XLB_MAP_SOURCE_RANGES};
 }
+ArrayMap<xlb_quic_config> LbProgram::quic_configs() const {
+    return {bpf_map__fd(skel_->maps.xlb_quic_configs), XLB_MAP_QUIC_CONFIGS};
+}
+HashMap<xlb_quic_server_key, std::uint32_t> LbProgram::quic_servers() const {
+    return {bpf_map__fd(skel_->maps.xlb_quic_servers), XLB_MAP_QUIC_SERVERS};
+}
+PerCpuArrayMap<xlb_vip_quic_stats> LbProgram::vip_quic() const {
+    return {bpf_map__fd(skel_->maps.xlb_vip_quic), XLB_MAP_VIP_QUIC};
+}
+bool LbProgram::quic_crypto_available() const { return quic_crypto_; }
+
+namespace {
+Result<void> run_quic_key_install(bpf_program* prog, xlb_quic_key_args& args, bool crypto) {
+    const std::string what = "install the AES key of QUIC config slot " + std::to_string(args.slot);
+    if (!crypto)
+        return fail(EOPNOTSUPP, what,
+                    "this kernel has no BPF crypto kfuncs (bpf_crypto_ctx_create, "
+                    "bpf_crypto_decrypt: Linux 6.10 or later)");
+    // A syscall program's run writes its context back through ctx_in.
+    LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof args);
+    if (bpf_prog_test_run_opts(bpf_program__fd(prog), &run) != 0) return fail(errno, what);
+    if (args.err == -ENOENT)
+        return fail(ENOENT, what, "no such slot (VIP id beyond the map's max_vips)");
+    if (args.err != 0)
+        return fail(-args.err, what, "bpf_crypto_ctx_create(\"ecb(aes)\") refused it");
+    return {};
+}
+}  // namespace
+
+Result<void> LbProgram::install_quic_key(std::uint32_t slot,
+                                         std::span<const std::uint8_t, 16> key) const {
+    xlb_quic_key_args args{};
+    args.slot = slot;
+    std::memcpy(args.key, key.data(), sizeof args.key);
+    return run_quic_key_install(skel_->progs.xlb_quic_key_install, args, quic_crypto_);
+}
+Result<void> LbProgram::clear_quic_key(std::uint32_t slot) const {
+    if (!quic_crypto_) return {};  // nothing can have been installed
+    xlb_quic_key_args args{};
+    args.slot = slot;
+    args.clear = 1;
+    return run_quic_key_install(skel_->progs.xlb_quic_key_install, args, quic_crypto_);
+}
+
 void LbProgram::set_syn_flood(std::uint32_t state) const {
     __atomic_store_n(&skel_->bss->xlb_syn_flood, state, __ATOMIC_RELAXED);
 }

@@ -128,11 +128,16 @@ std::uint32_t ring_index(const xlb_flow_key& key, std::uint32_t vip_flags, std::
 // tables (the checksum) then differ only where their health checks differ.
 std::uint64_t table_inputs_checksum(const config::VipSpec& vip, std::uint32_t hash_seed);
 
+// A QUIC config's value in XLB_MAP_QUIC_CONFIGS (abi.h, struct
+// xlb_quic_config).
+xlb_quic_config quic_config_value(const config::QuicConfig& config);
+
 // Sums of per-CPU values as the map lookups return them (one per CPU).
 std::uint64_t sum_per_cpu(std::span<const std::uint64_t> per_cpu);
 xlb_vip_stats sum_per_cpu(std::span<const xlb_vip_stats> per_cpu);
 xlb_backend_stats sum_per_cpu(std::span<const xlb_backend_stats> per_cpu);
 xlb_vip_cookie_stats sum_per_cpu(std::span<const xlb_vip_cookie_stats> per_cpu);
 xlb_vip_drops sum_per_cpu(std::span<const xlb_vip_drops> per_cpu);
+xlb_vip_quic_stats sum_per_cpu(std::span<const xlb_vip_quic_stats> per_cpu);
 
 }  // namespace xlb::datapath

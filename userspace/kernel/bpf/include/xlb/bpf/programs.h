@@ -192,6 +192,7 @@ private:
     ConntrackLoad conntrack_load_;
     std::unique_ptr<xlb_vip_candidates, Unmap> candidates_;  // XLB_VIP_BUCKETS blocks
     ConntrackTable conntrack_;
+    bool quic_crypto_ = false;
 };
 
 class DecapProgram {

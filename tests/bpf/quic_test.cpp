@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: Apache-2.0
+// QUIC connection-ID routing on the balancer (lib/quic.h, docs/quic.md). A
+// packet whose CID a server issued must reach that server's backend from any
+// client address and port, whole and encapsulated as the ring's choice would
+// be; every way a packet falls back to its 5-tuple is counted by its reason
+// and balanced by the ring. Encrypted CIDs are made here with OpenSSL, so the
+// program's AES (the kernel's, through the BPF crypto kfuncs) is checked
+// against an independent implementation.
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "lb_fixture.h"
+#include "testbed.h"
+#include "xlb/datapath/setup.h"
+
+namespace xlb::test {
+namespace {
+
+constexpr std::uint32_t kVipId = 6;
+constexpr std::uint16_t kQuicPort = 443;
+// Plaintext config 0: 2 octets of server id, 6 of nonce (CIDs of 9 octets).
+constexpr std::uint8_t kPlainConfig = 0;
+constexpr std::uint8_t kPlainSid = 2, kPlainNonce = 6;
+// Encrypted config 1: 3 + 13 octets (the single-pass form), CIDs of 17.
+constexpr std::uint8_t kSealedConfig = 1;
+constexpr std::uint8_t kSealedSid = 3, kSealedNonce = 13;
+// FIPS-197 appendix C.1's key.
+constexpr std::array<std::uint8_t, 16> kKey = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+                                               0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f};
+
+std::array<std::uint8_t, 16> aes_ecb(const std::array<std::uint8_t, 16>& key,
+                                     const std::array<std::uint8_t, 16>& block, bool encrypt) {
+    std::array<std::uint8_t, 16> out{};
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    int len = 0;
+    EXPECT_TRUE(ctx);
+    EXPECT_EQ(EVP_CipherInit_ex(ctx, EVP_aes_128_ecb(), nullptr, key.data(), nullptr, encrypt), 1);
+    EVP_CIPHER_CTX_set_padding(ctx, 0);
+    EXPECT_EQ(EVP_CipherUpdate(ctx, out.data(), &len, block.data(), 16), 1);
+    EXPECT_EQ(len, 16);
+    EVP_CIPHER_CTX_free(ctx);
+    return out;
+}
+
+// A CID in the QUIC-LB format: config id in the first octet's top bits
+// (its low five: the length minus one), then server id, then nonce.
+Bytes plain_cid(std::uint8_t config, std::uint64_t server_id, std::uint8_t sid_len,
+                std::uint8_t nonce_len, std::uint8_t nonce_seed = 0x5a) {
+    Bytes cid{static_cast<std::uint8_t>(config << 5 | ((sid_len + nonce_len) & 0x1f))};
+    for (int i = sid_len - 1; i >= 0; --i)
+        cid.push_back(static_cast<std::uint8_t>(i < 8 ? server_id >> (8 * i) : 0));
+    for (std::uint8_t i = 0; i < nonce_len; ++i)
+        cid.push_back(static_cast<std::uint8_t>(nonce_seed + 17 * i));
+    return cid;
+}
+Bytes sealed_cid(std::uint64_t server_id, const std::array<std::uint8_t, 16>& key,
+                 std::uint8_t nonce_seed = 0x33) {
+    Bytes cid = plain_cid(kSealedConfig, server_id, kSealedSid, kSealedNonce, nonce_seed);
+    std::array<std::uint8_t, 16> block{};
+    std::memcpy(block.data(), &cid[1], 16);
+    const auto sealed = aes_ecb(key, block, true);
+    std::memcpy(&cid[1], sealed.data(), 16);
+    return cid;
+}
+
+// A 1-RTT packet: the header octet, the CID, a packet number and enough
+// protected bytes to be a real one.
+Bytes short_header(const Bytes& cid, std::size_t body = 24) {
+    Bytes p{0x41};
+    p.insert(p.end(), cid.begin(), cid.end());
+    for (std::size_t i = 0; i < body; ++i) p.push_back(static_cast<std::uint8_t>(0xa0 + i));
+    return p;
+}
+// A long-header packet of `version` and type bits `type` to `dcid`.
+Bytes long_header(std::uint32_t version, std::uint8_t type, const Bytes& dcid) {
+    Bytes p{static_cast<std::uint8_t>(0xc0 | type << 4)};
+    append_be32(p, version);
+    p.push_back(static_cast<std::uint8_t>(dcid.size()));
+    p.insert(p.end(), dcid.begin(), dcid.end());
+    p.push_back(8);  // SCID length
+    for (int i = 0; i < 8; ++i) p.push_back(static_cast<std::uint8_t>(0x70 + i));
+    for (int i = 0; i < 40; ++i) p.push_back(static_cast<std::uint8_t>(i));
+    return p;
+}
+
+constexpr std::uint32_t kV1 = 0x00000001, kV2 = 0x6b3343cf;
+
+class QuicTest : public LbTest {
+protected:
+    void SetUp() override {
+        LbTest::SetUp();
+        for (std::uint32_t i = 0; i < 3; ++i) add_backend(10 + i, kBackendV4[i]);
+        for (std::uint32_t i = 0; i < 3; ++i) add_backend(20 + i, kBackendV6[i]);
+    }
+
+    // A UDP VIP with QUIC routing: plaintext config 0, and encrypted config
+    // 1 when `sealed`; server ids 1..3 owned by the family's backends.
+    void vip(bool v6, bool sealed = false, std::uint32_t flags = XLB_VIP_F_QUIC) {
+        add_vip(v6 ? kVipV6 : kVipV4, kQuicPort, kProtoUdp, kVipId, flags);
+        base_ = v6 ? 20 : 10;
+        ring_ = publish_maglev(kVipId, {{base_}, {base_ + 1}, {base_ + 2}});
+        put_config(kPlainConfig, {kPlainSid, kPlainNonce, XLB_QUIC_MODE_PLAINTEXT, {}});
+        if (sealed) {
+            put_config(kSealedConfig, {kSealedSid, kSealedNonce, XLB_QUIC_MODE_ENCRYPTED, {}});
+            auto ok = lb().install_quic_key(slot(kSealedConfig), kKey);
+            ASSERT_TRUE(ok) << ok.error().message();
+        }
+        for (std::uint32_t s = 1; s <= 3; ++s) own(s, base_ + s - 1);
+    }
+    static std::uint32_t slot(std::uint8_t config) {
+        return kVipId * XLB_QUIC_CONFIG_SLOTS + config;
+    }
+    void put_config(std::uint8_t config, const xlb_quic_config& value) {
+        ASSERT_TRUE(lb().quic_configs().put(slot(config), value));
+    }
+    void own(std::uint64_t server_id, std::uint32_t backend_id) {
+        auto ok = lb().quic_servers().put(xlb_quic_server_key{kVipId, 0, server_id}, backend_id);
+        ASSERT_TRUE(ok) << ok.error().message();
+    }
+
+    static Flow client(bool v6, std::uint16_t port, int host = 0) {
+        net::IpAddress src = v6 ? kClientV6 : kClientV4;
+        src.bytes[v6 ? 15 : 3] = static_cast<std::uint8_t>(src.bytes[v6 ? 15 : 3] + host);
+        return Flow{src, v6 ? kVipV6 : kVipV4, port, kQuicPort, kProtoUdp};
+    }
+
+    xlb_vip_quic_stats quic_stats() {
+        auto per_cpu = lb().vip_quic().get_per_cpu(kVipId);
+        EXPECT_TRUE(per_cpu);
+        return per_cpu ? datapath::sum_per_cpu(*per_cpu) : xlb_vip_quic_stats{};
+    }
+
+    // Sends the packet from `f` and expects it, whole, at backend `to` with
+    // `outcome`.
+    void expect_at(const Flow& f, const Bytes& payload, std::uint32_t to, xlb_outcome outcome) {
+        FrameOptions opt;
+        opt.payload = payload;
+        const Bytes input = make_frame(f, opt);
+        expect_outcome(input, XDP_TX, outcome, expected_encap(input, backend_addr_.at(to),
+                                                              flow_key(f)));
+    }
+    // Expects the CID to route to `to` from many clients (addresses and
+    // ports), and each to be counted as routed.
+    void expect_routed(bool v6, const Bytes& payload, std::uint32_t to) {
+        const auto before = quic_stats();
+        for (int host = 0; host < 4; ++host)
+            for (std::uint16_t port : {1024, 40000, 65535}) {
+                SCOPED_TRACE("client host +" + std::to_string(host) + " port " +
+                             std::to_string(port));
+                expect_at(client(v6, port, host), payload, to, XLB_OUT_TX_QUIC_CID);
+            }
+        EXPECT_EQ(quic_stats().routed - before.routed, 12u);
+    }
+    // Expects the ring's choice for the flow, counted under `reason`.
+    void expect_fallback(bool v6, const Bytes& payload, xlb_quic_fallback reason,
+                         std::uint16_t port = 40000) {
+        const auto before = quic_stats();
+        const Flow f = client(v6, port);
+        expect_at(f, payload, expected_backend(ring_, flow_key(f)), XLB_OUT_TX);
+        const auto after = quic_stats();
+        EXPECT_EQ(after.routed, before.routed);
+        for (int r = 0; r < XLB_QUIC_FALLBACKS; ++r)
+            EXPECT_EQ(after.fallbacks[r] - before.fallbacks[r], r == reason ? 1u : 0u)
+                << "reason " << r;
+    }
+
+    std::vector<std::uint32_t> ring_;
+    std::uint32_t base_ = 10;
+};
+
+TEST_F(QuicTest, PlaintextShortHeaderGoesToItsServerWhateverTheTuple) {
+    for (bool v6 : {false, true}) {
+        SCOPED_TRACE(v6 ? "IPv6" : "IPv4");
+        SetUp();
+        vip(v6);
+        for (std::uint64_t s = 1; s <= 3; ++s)
+            expect_routed(v6, short_header(plain_cid(kPlainConfig, s, kPlainSid, kPlainNonce)),
+                          base_ + static_cast<std::uint32_t>(s) - 1);
+    }
+}
+
+TEST_F(QuicTest, EncryptedShortHeaderDecryptsAsOpenSslEncrypted) {
+    for (bool v6 : {false, true}) {
+        SCOPED_TRACE(v6 ? "IPv6" : "IPv4");
+        SetUp();
+        vip(v6, true);
+        // Several nonces: each CID's 16 octets differ entirely once sealed.
+        for (std::uint64_t s = 1; s <= 3; ++s)
+            for (std::uint8_t nonce : {0x01, 0x80, 0xfe}) {
+                const Bytes cid = sealed_cid(s, kKey, nonce);
+                EXPECT_NE(Bytes(cid.begin() + 1, cid.begin() + 4),
+                          Bytes(plain_cid(kSealedConfig, s, kSealedSid, kSealedNonce, nonce)
+                                    .begin() + 1,
+                                plain_cid(kSealedConfig, s, kSealedSid, kSealedNonce, nonce)
+                                        .begin() + 4));
+                expect_routed(v6, short_header(cid), base_ + static_cast<std::uint32_t>(s) - 1);
+            }
+        // Both configs live at once (a rotation): the plaintext one still routes.
+        expect_routed(v6, short_header(plain_cid(kPlainConfig, 2, kPlainSid, kPlainNonce)),
+                      base_ + 1);
+    }
+}
+
+TEST_F(QuicTest, HandshakeLongHeaderGoesByItsServerChosenCid) {
+    vip(false, true);
+    const Bytes cid = plain_cid(kPlainConfig, 3, kPlainSid, kPlainNonce);
+    expect_routed(false, long_header(kV1, 2, cid), 12);   // v1 Handshake
+    expect_routed(false, long_header(kV2, 3, cid), 12);   // v2 Handshake
+    expect_routed(false, long_header(kV1, 2, sealed_cid(1, kKey)), 10);
+}
+
+TEST_F(QuicTest, ClientChosenCidsGoByTheRing) {
+    for (bool v6 : {false, true}) {
+        SCOPED_TRACE(v6 ? "IPv6" : "IPv4");
+        SetUp();
+        vip(v6);
+        // A client's Initial may by chance look like a routable CID: it is
+        // the client's, so the ring decides (and the table keeps it).
+        const Bytes lookalike = plain_cid(kPlainConfig, 3, kPlainSid, kPlainNonce);
+        expect_fallback(v6, long_header(kV1, 0, lookalike), XLB_QUIC_FB_CLIENT_CID);  // Initial
+        expect_fallback(v6, long_header(kV1, 1, lookalike), XLB_QUIC_FB_CLIENT_CID);  // 0-RTT
+        expect_fallback(v6, long_header(kV2, 1, lookalike), XLB_QUIC_FB_CLIENT_CID);  // v2 Initial
+        expect_fallback(v6, long_header(kV2, 2, lookalike), XLB_QUIC_FB_CLIENT_CID);  // v2 0-RTT
+        // A version we cannot read (and version negotiation's 0).
+        expect_fallback(v6, long_header(0xff00001d, 2, lookalike), XLB_QUIC_FB_CLIENT_CID);
+        expect_fallback(v6, long_header(0, 2, lookalike), XLB_QUIC_FB_CLIENT_CID);
+    }
+}
+
+TEST_F(QuicTest, UnroutableCidsAreCountedByReasonAndGoByTheRing) {
+    for (bool v6 : {false, true}) {
+        SCOPED_TRACE(v6 ? "IPv6" : "IPv4");
+        SetUp();
+        vip(v6, true);
+        // Config ids nobody configured, and 7 (chosen without a config).
+        expect_fallback(v6, short_header(plain_cid(4, 1, kPlainSid, kPlainNonce)),
+                        XLB_QUIC_FB_UNKNOWN_CONFIG);
+        expect_fallback(v6, short_header(plain_cid(7, 1, kPlainSid, kPlainNonce)),
+                        XLB_QUIC_FB_UNKNOWN_CONFIG);
+        // A Handshake whose CID has another length than its config's.
+        expect_fallback(v6, long_header(kV1, 2, plain_cid(kPlainConfig, 1, kPlainSid, 4)),
+                        XLB_QUIC_FB_BAD_LENGTH);
+        // A payload too short to be a QUIC packet with such a CID.
+        expect_fallback(v6, Bytes{0x41, 0x08, 0x00, 0x01, 1, 2, 3}, XLB_QUIC_FB_BAD_LENGTH);
+        expect_fallback(v6, Bytes{}, XLB_QUIC_FB_BAD_LENGTH);
+        // A server id no backend owns, and one wider than 64 bits can say.
+        expect_fallback(v6, short_header(plain_cid(kPlainConfig, 9, kPlainSid, kPlainNonce)),
+                        XLB_QUIC_FB_UNKNOWN_SERVER);
+        // Sealed under another key: decrypts to a server id nobody owns.
+        auto other = kKey;
+        other[0] ^= 0xff;
+        expect_fallback(v6, short_header(sealed_cid(1, other)), XLB_QUIC_FB_UNKNOWN_SERVER);
+    }
+}
+
+TEST_F(QuicTest, ServerIdBeyondSixtyFourBitsIsUnknown) {
+    vip(false);
+    put_config(2, {9, 5, XLB_QUIC_MODE_PLAINTEXT, {}});
+    Bytes cid = plain_cid(2, 1, 9, 5);
+    own(1, 11);
+    expect_routed(false, short_header(cid), 11);
+    cid[1] = 0x01;  // the ninth octet from the right: 2^64
+    expect_fallback(false, short_header(cid), XLB_QUIC_FB_UNKNOWN_SERVER);
+}
+
+TEST_F(QuicTest, ServerOfADeadBackendFallsBack) {
+    vip(false);
+    const Bytes to_second = short_header(plain_cid(kPlainConfig, 2, kPlainSid, kPlainNonce));
+    // Down: its connections move with the ring's choice.
+    ASSERT_TRUE(lb().backends().put(11, datapath::backend_entry(kBackendV4[1], 1, true)));
+    expect_fallback(false, to_second, XLB_QUIC_FB_DEAD_BACKEND);
+    // Released (removed from the VIP while the server id was still named).
+    ASSERT_TRUE(lb().backends().put(11, datapath::released_backend_entry(2)));
+    expect_fallback(false, to_second, XLB_QUIC_FB_DEAD_BACKEND, 40001);
+    // The others are untouched.
+    expect_routed(false, short_header(plain_cid(kPlainConfig, 1, kPlainSid, kPlainNonce)), 10);
+}
+
+TEST_F(QuicTest, EncryptedConfigWithoutItsKeyFallsBack) {
+    vip(false, true);
+    ASSERT_TRUE(lb().clear_quic_key(slot(kSealedConfig)));
+    expect_fallback(false, short_header(sealed_cid(1, kKey)), XLB_QUIC_FB_NO_KEY);
+    // Installed again (another key): routes by the new key only.
+    auto next = kKey;
+    next[15] ^= 0x5a;
+    ASSERT_TRUE(lb().install_quic_key(slot(kSealedConfig), next));
+    expect_routed(false, short_header(sealed_cid(2, next)), 11);
+    expect_fallback(false, short_header(sealed_cid(2, kKey)), XLB_QUIC_FB_UNKNOWN_SERVER, 40002);
+}
+
+TEST_F(QuicTest, VipWithoutQuicIgnoresCids) {
+    vip(false, false, 0);
+    const auto before = quic_stats();
+    const Flow f = client(false, 40000);
+    expect_at(f, short_header(plain_cid(kPlainConfig, 3, kPlainSid, kPlainNonce)),
+              expected_backend(ring_, flow_key(f)), XLB_OUT_TX);
+    const auto after = quic_stats();
+    EXPECT_EQ(after.routed, before.routed);
+    for (int r = 0; r < XLB_QUIC_FALLBACKS; ++r) EXPECT_EQ(after.fallbacks[r], before.fallbacks[r]);
+}
+
+TEST_F(QuicTest, RoutedPacketsNeitherReadNorWriteTheConnectionTable) {
+    vip(false);
+    const Flow f = client(false, 50000);
+    const std::uint32_t by_ring = expected_backend(ring_, flow_key(f));
+    // A server other than the ring's choice for this tuple.
+    const std::uint64_t server = by_ring == 10 ? 2 : 1;
+    const std::uint32_t owner = 10 + static_cast<std::uint32_t>(server) - 1;
+    expect_at(f, short_header(plain_cid(kPlainConfig, server, kPlainSid, kPlainNonce)), owner,
+              XLB_OUT_TX_QUIC_CID);
+    xlb_ct_value entry{};
+    EXPECT_FALSE(lb().conntrack().find(flow_key(f), kVipId, &entry))
+        << "a routed packet left a table entry";
+    // A fallback of the same tuple is recorded, and a later routed packet
+    // still follows its CID, not the entry.
+    expect_fallback(false, long_header(kV1, 0, plain_cid(kPlainConfig, 1, 2, 6)),
+                    XLB_QUIC_FB_CLIENT_CID, 50000);
+    EXPECT_TRUE(lb().conntrack().find(flow_key(f), kVipId, &entry));
+    expect_at(f, short_header(plain_cid(kPlainConfig, server, kPlainSid, kPlainNonce)), owner,
+              XLB_OUT_TX_QUIC_CID);
+}
+
+TEST_F(QuicTest, KeyInstallRefusesASlotBeyondTheMap) {
+    auto bad = lb().install_quic_key(kSizes.max_vips * XLB_QUIC_CONFIG_SLOTS, kKey);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message().find("no such slot"), std::string::npos)
+        << bad.error().message();
+}
+
+}  // namespace
+}  // namespace xlb::test
