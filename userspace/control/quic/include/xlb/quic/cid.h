@@ -16,10 +16,10 @@
 #include "xlb/abi.h"
 #include "xlb/config/model.h"
 #include "xlb/error.h"
+#include "xlb/quic/key_file.h"
 
 namespace xlb::quic {
 
-using Key = std::array<std::uint8_t, 16>;
 using Cid = std::vector<std::uint8_t>;
 
 // The length of the CIDs a config's servers issue: 1 + server id + nonce.
