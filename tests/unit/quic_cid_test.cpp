@@ -2,19 +2,17 @@
 // The QUIC-LB CID codec (xlb/quic/cid.h) and the key-file reader
 // (xlb/quic/key_file.h): round trips over every supported length, each
 // reason a CID names no server, the draft's test vectors and FIPS-197.
-#include "xlb/quic/cid.h"
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "xlb/quic/cid.h"
 #include "xlb/quic/key_file.h"
 
 namespace xlb::quic {
@@ -87,7 +85,8 @@ TEST(QuicCid, DraftSinglePassEncryptedVector) {
     ASSERT_TRUE(cid) << cid.error();
     EXPECT_EQ(to_hex(*cid), "504dd2d05a7b0de9b2b9907afb5ecf8cc3");
     const KeyOf keys[] = {{2, key}};
-    const auto decoded = decode_cid(std::span(&c, 1), keys, hex("504dd2d05a7b0de9b2b9907afb5ecf8cc3"));
+    const auto decoded =
+        decode_cid(std::span(&c, 1), keys, hex("504dd2d05a7b0de9b2b9907afb5ecf8cc3"));
     ASSERT_TRUE(decoded);
     EXPECT_EQ(decoded->config_id, 2);
     EXPECT_EQ(decoded->server_id, 0xed793a51d49b8f5fu);
@@ -107,8 +106,9 @@ TEST(QuicCid, RoundTripsEveryPlaintextLength) {
                 std::vector<std::uint8_t> nonce(nonce_len);
                 for (auto& o : nonce) o = static_cast<std::uint8_t>(rng());
                 const std::uint64_t random_id = std::uint64_t{rng()} << 32 | rng();
-                for (const std::uint64_t server_id : {std::uint64_t{0}, std::uint64_t{1},
-                                                      max_server_id(sid), random_id & max_server_id(sid)}) {
+                for (const std::uint64_t server_id :
+                     {std::uint64_t{0}, std::uint64_t{1}, max_server_id(sid),
+                      random_id & max_server_id(sid)}) {
                     auto cid = encode_cid(c, server_id, nonce);
                     ASSERT_TRUE(cid) << cid.error();
                     ASSERT_EQ(cid->size(), cid_length(c));
@@ -226,10 +226,12 @@ TEST(QuicCid, DecodeErrors) {
     EXPECT_EQ(why, DecodeError::kUnknownServer);
 
     // Reasons keep the data path's numbers and names.
-    EXPECT_STREQ(fallback_name(static_cast<std::uint32_t>(DecodeError::kUnknownConfig)), "unknown_config");
+    EXPECT_STREQ(fallback_name(static_cast<std::uint32_t>(DecodeError::kUnknownConfig)),
+                 "unknown_config");
     EXPECT_STREQ(fallback_name(static_cast<std::uint32_t>(DecodeError::kBadLength)), "bad_length");
     EXPECT_STREQ(fallback_name(static_cast<std::uint32_t>(DecodeError::kNoKey)), "no_key");
-    EXPECT_STREQ(fallback_name(static_cast<std::uint32_t>(DecodeError::kUnknownServer)), "unknown_server");
+    EXPECT_STREQ(fallback_name(static_cast<std::uint32_t>(DecodeError::kUnknownServer)),
+                 "unknown_server");
     EXPECT_STREQ(fallback_name(XLB_QUIC_FB_CLIENT_CID), "client_cid");
     EXPECT_STREQ(fallback_name(XLB_QUIC_FB_DEAD_BACKEND), "dead_backend");
     EXPECT_STREQ(fallback_name(XLB_QUIC_FALLBACKS), "unknown");
@@ -241,17 +243,23 @@ TEST(QuicCid, EncodeErrors) {
         ASSERT_FALSE(r);
         EXPECT_NE(r.error().message().find(part), std::string::npos) << r.error().message();
     };
-    expect_error(encode_cid(make(0, 2, 6), 0x10000, nonce6), "server id 65536 does not fit in 2 octets");
+    expect_error(encode_cid(make(0, 2, 6), 0x10000, nonce6),
+                 "server id 65536 does not fit in 2 octets");
     EXPECT_TRUE(encode_cid(make(0, 2, 6), 0xffff, nonce6));
-    expect_error(encode_cid(make(0, 2, 6), 1, std::vector<std::uint8_t>(5, 0)), "nonce of 5 octets");
+    expect_error(encode_cid(make(0, 2, 6), 1, std::vector<std::uint8_t>(5, 0)),
+                 "nonce of 5 octets");
     expect_error(encode_cid(make(7, 2, 6), 1, nonce6), "config id 7");
-    expect_error(encode_cid(make(0, 8, 8, QuicMode::kEncrypted), 1, std::vector<std::uint8_t>(8, 0)),
-                 "needs its key");
-    expect_error(encode_cid(make(0, 2, 6, QuicMode::kEncrypted), 1, nonce6, Key{}), "does not support");
+    expect_error(
+        encode_cid(make(0, 8, 8, QuicMode::kEncrypted), 1, std::vector<std::uint8_t>(8, 0)),
+        "needs its key");
+    expect_error(encode_cid(make(0, 2, 6, QuicMode::kEncrypted), 1, nonce6, Key{}),
+                 "does not support");
     expect_error(encode_cid(make(0, 2, 3), 1, std::vector<std::uint8_t>(3, 0)), "does not support");
     expect_error(encode_cid(make(0, 0, 6), 0, nonce6), "does not support");
-    expect_error(encode_cid(make(0, 16, 4), 1, std::vector<std::uint8_t>(4, 0)), "does not support");
-    expect_error(encode_cid(make(0, 2, 18), 1, std::vector<std::uint8_t>(18, 0)), "does not support");
+    expect_error(encode_cid(make(0, 16, 4), 1, std::vector<std::uint8_t>(4, 0)),
+                 "does not support");
+    expect_error(encode_cid(make(0, 2, 18), 1, std::vector<std::uint8_t>(18, 0)),
+                 "does not support");
 }
 
 TEST(QuicHex, ReadsSeparatorsAndPrefixAndWritesLowerCase) {

@@ -26,9 +26,9 @@ bool lengths_supported(const QuicConfig& c) {
 
 std::string describe(const QuicConfig& c) {
     return "config " + std::to_string(c.config_id) + " (" +
-           (c.mode == QuicMode::kEncrypted ? "encrypted" : "plaintext") +
-           ", server_id_length " + std::to_string(c.server_id_length) + ", nonce_length " +
-           std::to_string(c.nonce_length) + ")";
+           (c.mode == QuicMode::kEncrypted ? "encrypted" : "plaintext") + ", server_id_length " +
+           std::to_string(c.server_id_length) + ", nonce_length " + std::to_string(c.nonce_length) +
+           ")";
 }
 
 struct CipherCtxFree {
@@ -47,7 +47,8 @@ Result<std::array<std::uint8_t, 16>> aes_ecb(const Key& key, std::span<const std
     EVP_CIPHER_CTX_set_padding(ctx.get(), 0);
     std::array<std::uint8_t, 16> out{};
     int len = 0;
-    if (EVP_CipherUpdate(ctx.get(), out.data(), &len, in.data(), static_cast<int>(in.size())) != 1 ||
+    if (EVP_CipherUpdate(ctx.get(), out.data(), &len, in.data(), static_cast<int>(in.size())) !=
+            1 ||
         len != 16)
         return fail(std::string(what) + ": OpenSSL failed on the block");
     int tail = 0;
@@ -73,9 +74,9 @@ Result<Cid> encode_cid(const QuicConfig& config, std::uint64_t server_id,
                     "encrypted: sum exactly 16");
     const std::size_t sid_len = config.server_id_length;
     if (sid_len < 8 && server_id >> (8 * sid_len) != 0)
-        return fail("encode QUIC-LB CID: server id " + std::to_string(server_id) + " does not fit in " +
-                    std::to_string(sid_len) + (sid_len == 1 ? " octet" : " octets") + " of " +
-                    describe(config));
+        return fail("encode QUIC-LB CID: server id " + std::to_string(server_id) +
+                    " does not fit in " + std::to_string(sid_len) +
+                    (sid_len == 1 ? " octet" : " octets") + " of " + describe(config));
     if (nonce.size() != config.nonce_length)
         return fail("encode QUIC-LB CID: nonce of " + std::to_string(nonce.size()) + " octets, " +
                     describe(config) + " takes " + std::to_string(config.nonce_length));
@@ -106,9 +107,8 @@ std::optional<Decoded> decode_cid(std::span<const QuicConfig> configs, std::span
     };
     if (cid.empty()) return refuse(DecodeError::kBadLength);
     const std::uint8_t config_id = cid[0] >> 5;
-    const auto config = std::find_if(configs.begin(), configs.end(), [&](const QuicConfig& c) {
-        return c.config_id == config_id;
-    });
+    const auto config = std::find_if(configs.begin(), configs.end(),
+                                     [&](const QuicConfig& c) { return c.config_id == config_id; });
     if (config_id == XLB_QUIC_UNROUTABLE || config == configs.end())
         return refuse(DecodeError::kUnknownConfig);
     // The data path never holds a config with other lengths (validation
@@ -123,15 +123,15 @@ std::optional<Decoded> decode_cid(std::span<const QuicConfig> configs, std::span
         const auto key = std::find_if(keys.begin(), keys.end(),
                                       [&](const KeyOf& k) { return k.config_id == config_id; });
         if (key == keys.end()) return refuse(DecodeError::kNoKey);
-        auto block =
-            aes_ecb_decrypt(key->key, std::span<const std::uint8_t, 16>(plain.data(), 16));
+        auto block = aes_ecb_decrypt(key->key, std::span<const std::uint8_t, 16>(plain.data(), 16));
         if (!block) return refuse(DecodeError::kNoKey);
         std::copy(block->begin(), block->end(), plain.begin());
     }
 
     Decoded out;
     out.config_id = config_id;
-    out.server_id_octets.assign(plain.begin(), plain.begin() + static_cast<std::ptrdiff_t>(sid_len));
+    out.server_id_octets.assign(plain.begin(),
+                                plain.begin() + static_cast<std::ptrdiff_t>(sid_len));
     out.nonce.assign(plain.begin() + static_cast<std::ptrdiff_t>(sid_len),
                      plain.begin() + static_cast<std::ptrdiff_t>(sid_len + config->nonce_length));
     // Server ids are 64-bit numbers: octets above the low eight must be zero.
@@ -147,13 +147,13 @@ std::optional<Decoded> decode_cid(std::span<const QuicConfig> configs, std::span
 
 const char* fallback_name(std::uint32_t reason) {
     switch (reason) {
-    case XLB_QUIC_FB_CLIENT_CID: return "client_cid";
-    case XLB_QUIC_FB_UNKNOWN_CONFIG: return "unknown_config";
-    case XLB_QUIC_FB_BAD_LENGTH: return "bad_length";
-    case XLB_QUIC_FB_UNKNOWN_SERVER: return "unknown_server";
-    case XLB_QUIC_FB_DEAD_BACKEND: return "dead_backend";
-    case XLB_QUIC_FB_NO_KEY: return "no_key";
-    default: return "unknown";
+        case XLB_QUIC_FB_CLIENT_CID: return "client_cid";
+        case XLB_QUIC_FB_UNKNOWN_CONFIG: return "unknown_config";
+        case XLB_QUIC_FB_BAD_LENGTH: return "bad_length";
+        case XLB_QUIC_FB_UNKNOWN_SERVER: return "unknown_server";
+        case XLB_QUIC_FB_DEAD_BACKEND: return "dead_backend";
+        case XLB_QUIC_FB_NO_KEY: return "no_key";
+        default: return "unknown";
     }
 }
 
@@ -177,9 +177,12 @@ Result<std::vector<std::uint8_t>> from_hex(std::string_view text) {
     for (std::size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
         int digit = -1;
-        if (c >= '0' && c <= '9') digit = c - '0';
-        else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+        if (c >= '0' && c <= '9')
+            digit = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            digit = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            digit = c - 'A' + 10;
         if (digit < 0) {
             // Separators only between whole octets ("0a:1b", not "0:a1b").
             if ((c == ':' || c == '-') && high < 0 && !out.empty() && !after_separator &&
@@ -187,9 +190,10 @@ Result<std::vector<std::uint8_t>> from_hex(std::string_view text) {
                 after_separator = true;
                 continue;
             }
-            return fail("read hex \"" + std::string(original) + "\": '" + std::string(1, c) +
-                        "' at position " + std::to_string(i + (original.size() - text.size())) +
-                        (c == ':' || c == '-' ? " is not between two octets" : " is not a hex digit"));
+            return fail(
+                "read hex \"" + std::string(original) + "\": '" + std::string(1, c) +
+                "' at position " + std::to_string(i + (original.size() - text.size())) +
+                (c == ':' || c == '-' ? " is not between two octets" : " is not a hex digit"));
         }
         after_separator = false;
         if (high < 0) {

@@ -48,17 +48,20 @@ Result<Key> read_key_file(const std::string& path) {
     // between cannot pass them for another.
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return fail_on(errno, "stat QUIC-LB key file", path);
-    if (!S_ISREG(st.st_mode))
-        return fail_on(0, "QUIC-LB key file is not a regular file:", path);
+    if (!S_ISREG(st.st_mode)) return fail_on(0, "QUIC-LB key file is not a regular file:", path);
     if (st.st_uid != 0)
-        return fail_on(0, "QUIC-LB key file is not owned by root (uid " + std::to_string(st.st_uid) + "):",
-                       path, "chown root " + path);
+        return fail_on(
+            0,
+            "QUIC-LB key file is not owned by root (uid " + std::to_string(st.st_uid) + "):", path,
+            "chown root " + path);
     if ((st.st_mode & 077) != 0) {
         char mode[8];
         std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        return fail_on(0, std::string("QUIC-LB key file is readable or writable by group or others (mode ") +
-                              mode + "):",
-                       path, "chmod 600 " + path);
+        return fail_on(
+            0,
+            std::string("QUIC-LB key file is readable or writable by group or others (mode ") +
+                mode + "):",
+            path, "chmod 600 " + path);
     }
     const auto expected = static_cast<std::size_t>(st.st_size);
     if (expected != 16 && expected != 32 && expected != 33)
@@ -91,8 +94,9 @@ Result<Key> read_key_file(const std::string& path) {
         const int hi = hex_digit(buffer[2 * i]);
         const int lo = hex_digit(buffer[2 * i + 1]);
         if (hi < 0 || lo < 0)
-            return fail_on(0, "QUIC-LB key file holds a character that is not a hex digit at offset " +
-                                  std::to_string(hi < 0 ? 2 * i : 2 * i + 1) + ":",
+            return fail_on(0,
+                           "QUIC-LB key file holds a character that is not a hex digit at offset " +
+                               std::to_string(hi < 0 ? 2 * i : 2 * i + 1) + ":",
                            path, std::string(kFormat));
         key[i] = static_cast<std::uint8_t>(hi << 4 | lo);
     }
