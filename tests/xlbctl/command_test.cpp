@@ -135,7 +135,7 @@ TEST(XlbctlParse, MissingVerb) {
     EXPECT_HAS(
         parse_error({}),
         "expected a verb after 'xlbctl': status, host, vip, backend, conntrack, capture, top, "
-        "stats, table, lookup, reload, export, diff, fleet or gen-seed");
+        "stats, table, lookup, quic, reload, export, diff, fleet or gen-seed");
     EXPECT_HAS(parse_error({"conntrack"}),
                "expected a verb after 'xlbctl conntrack': count, list or flush");
     EXPECT_HAS(parse_error({"vip"}), "expected a verb after 'xlbctl vip': list, add, set or del");
@@ -172,10 +172,10 @@ TEST(XlbctlParse, TyposGetTheClosestVerbOrOption) {
                "unknown verb 'ad' after 'xlbctl backend': did you mean add?");
     EXPECT_HAS(parse_error({"conntrack", "cuont"}), "did you mean count?");
     // nothing close: the verbs there are
-    EXPECT_HAS(
-        parse_error({"frobnicate"}),
-        "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
-        "conntrack, capture, top, stats, table, lookup, reload, export, diff, fleet or gen-seed");
+    EXPECT_HAS(parse_error({"frobnicate"}),
+               "unknown verb 'frobnicate' after 'xlbctl': expected status, host, vip, backend, "
+               "conntrack, capture, top, stats, table, lookup, quic, reload, export, diff, fleet "
+               "or gen-seed");
     EXPECT_HAS(parse_error({"status", "--jsn"}),
                "unknown option '--jsn' for 'xlbctl status': did you mean --json?");
     EXPECT_HAS(parse_error({"stats", "--wacth=2"}), "did you mean --watch?");

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1161,6 +1162,194 @@ TEST_F(XlbctlTransport, PathTooLong) {
     auto r = send();
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().err, ENAMETOOLONG);
+}
+
+// A QUIC VIP as GET /v1/vip gives it: config 0 plaintext (2 + 4), config 2
+// encrypted (8 + 8) with a key file; two backends with server ids.
+json quic_vip(const std::string& key_file) {
+    json vip = vip_object();
+    vip["vip"] = "198.51.100.10:443/udp";
+    vip["backends"][0]["address"] = "203.0.113.14";
+    vip["spec"] = {
+        {"address", "198.51.100.10"},
+        {"port", 443},
+        {"protocol", "udp"},
+        {"quic",
+         {{{"config_id", 0}, {"server_id_length", 2}, {"nonce_length", 4}, {"mode", "plaintext"}},
+          {{"config_id", 2},
+           {"server_id_length", 8},
+           {"nonce_length", 8},
+           {"mode", "encrypted"},
+           {"key_file", key_file}}}},
+        {"backends",
+         {{{"address", "203.0.113.14"}, {"weight", 50}, {"server_id", 3}},
+          {{"address", "203.0.113.15"}, {"weight", 50}, {"server_id", 0xed793a51d49b8f5fULL}},
+          {{"address", "203.0.113.16"}, {"weight", 50}}}}};
+    return vip;
+}
+
+// The draft's single-pass key in a file only root can read.
+class XlbctlQuic : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/xlbctl-quic-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        key_ = dir_ + "/key";
+        std::ofstream(key_) << "8f95f09245765f80256934e50c66207f\n";
+        ASSERT_EQ(::chmod(key_.c_str(), 0600), 0);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string dir_, key_;
+};
+
+TEST_F(XlbctlQuic, CidEncodesTheServerIdUnderTheFirstConfig) {
+    Harness h;
+    h.replies.push_back(ok(quic_vip(key_)));
+    EXPECT_EQ(
+        h.run({"quic", "cid", "198.51.100.10:443", "--server-id", "3", "--nonce", "0a:0b:0c:0d"}),
+        0)
+        << h.err.str();
+    ASSERT_EQ(h.sent.size(), 1u);
+    // A QUIC VIP's key without /proto is UDP.
+    EXPECT_EQ(h.sent[0], (HttpRequest{"GET", "/v1/vip?vip=198.51.100.10%3A443%2Fudp", ""}));
+    // config 0, 6 octets after the first; server id 3 in two octets; the nonce
+    EXPECT_EQ(h.out.str(), "0600030a0b0c0d\n");
+    EXPECT_EQ(h.err.str(), "");
+
+    // A random nonce: another CID each time, the same server id in it.
+    Harness r1, r2;
+    r1.replies.push_back(ok(quic_vip(key_)));
+    r2.replies.push_back(ok(quic_vip(key_)));
+    ASSERT_EQ(r1.run({"quic", "cid", "198.51.100.10:443/udp", "--server-id", "3"}), 0);
+    ASSERT_EQ(r2.run({"quic", "cid", "198.51.100.10:443/udp", "--server-id", "3"}), 0);
+    EXPECT_EQ(r1.out.str().substr(0, 6), "060003");
+    EXPECT_EQ(r1.out.str().size(), 15u);
+    EXPECT_NE(r1.out.str(), r2.out.str());
+}
+
+TEST_F(XlbctlQuic, CidOfAnEncryptedConfigReadsItsKeyFile) {
+    if (::geteuid() != 0) GTEST_SKIP() << "key files must be owned by root";
+    Harness h;
+    h.replies.push_back(ok(quic_vip(key_)));
+    ASSERT_EQ(h.run({"quic", "cid", "198.51.100.10:443", "--server-id", "17111772382304636767",
+                     "--config-id", "2", "--nonce", "ee080dbf48c0d1e5", "--json"}),
+              0)
+        << h.err.str();
+    const json doc = json::parse(h.out.str());
+    // draft-ietf-quic-load-balancers' single-pass test vector
+    EXPECT_EQ(doc["cid"], "504dd2d05a7b0de9b2b9907afb5ecf8cc3");
+    EXPECT_EQ(doc["config_id"], 2);
+    EXPECT_EQ(doc["mode"], "encrypted");
+    EXPECT_EQ(doc["backend"], "203.0.113.15");
+
+    // --key-file instead of the config's own.
+    Harness k;
+    k.replies.push_back(ok(quic_vip("/nonexistent/key")));
+    ASSERT_EQ(k.run({"quic", "cid", "198.51.100.10:443", "--server-id", "17111772382304636767",
+                     "--config-id", "2", "--nonce", "ee080dbf48c0d1e5", "--key-file", key_}),
+              0)
+        << k.err.str();
+    EXPECT_EQ(k.out.str(), "504dd2d05a7b0de9b2b9907afb5ecf8cc3\n");
+}
+
+TEST_F(XlbctlQuic, DecodeNamesTheBackendOrTheFallback) {
+    if (::geteuid() != 0) GTEST_SKIP() << "key files must be owned by root";
+    Harness h;
+    h.replies.push_back(ok(quic_vip(key_)));
+    ASSERT_EQ(h.run({"quic", "decode", "198.51.100.10:443", "504dd2d05a7b0de9b2b9907afb5ecf8cc3"}),
+              0)
+        << h.err.str();
+    EXPECT_HAS(h.out.str(), "server id  17111772382304636767 (0xed793a51d49b8f5f)");
+    EXPECT_HAS(h.out.str(), "nonce      ee080dbf48c0d1e5");
+    EXPECT_HAS(h.out.str(), "backend    203.0.113.15");
+
+    // Plaintext, as --json; the backend's status from the reply.
+    Harness p;
+    p.replies.push_back(ok(quic_vip(key_)));
+    ASSERT_EQ(p.run({"quic", "decode", "198.51.100.10:443", "0x0600030a0b0c0d"}), 0);
+    Harness pj;
+    pj.replies.push_back(ok(quic_vip(key_)));
+    ASSERT_EQ(pj.run({"quic", "decode", "198.51.100.10:443", "0600030a0b0c0d", "--json"}), 0);
+    EXPECT_HAS(p.out.str(), "backend    203.0.113.14 (active, healthy)");
+    const json doc = json::parse(pj.out.str());
+    EXPECT_EQ(doc["server_id"], 3);
+    EXPECT_EQ(doc["config_id"], 0);
+    EXPECT_EQ(doc["nonce"], "0a0b0c0d");
+    EXPECT_EQ(doc["backend"], "203.0.113.14");
+    EXPECT_TRUE(doc["fallback"].is_null());
+
+    // The fallbacks, each by its reason's name.
+    for (const auto& [cid, reason] :
+         std::vector<std::pair<std::string, std::string>>{{"0600090a0b0c0d", "unknown_server"},
+                                                          {"2600030a0b0c0d", "unknown_config"},
+                                                          {"e600030a0b0c0d", "unknown_config"},
+                                                          {"0600030a0b0c", "bad_length"}}) {
+        Harness f;
+        f.replies.push_back(ok(quic_vip(key_)));
+        ASSERT_EQ(f.run({"quic", "decode", "198.51.100.10:443", cid, "--json"}), 0) << cid;
+        EXPECT_EQ(json::parse(f.out.str())["fallback"], reason) << cid;
+        EXPECT_TRUE(json::parse(f.out.str())["backend"].is_null()) << cid;
+        Harness t;
+        t.replies.push_back(ok(quic_vip(key_)));
+        ASSERT_EQ(t.run({"quic", "decode", "198.51.100.10:443", cid}), 0) << cid;
+        EXPECT_HAS(t.out.str(), "balanced by its 5-tuple, " + reason);
+    }
+}
+
+TEST_F(XlbctlQuic, ClearErrors) {
+    auto fails = [&](json vip, const std::vector<std::string>& args, int code,
+                     const std::string& part) {
+        Harness h;
+        h.replies.push_back(ok(std::move(vip)));
+        EXPECT_EQ(h.run(args), code) << h.err.str();
+        EXPECT_HAS(h.err.str(), part);
+        EXPECT_EQ(h.out.str(), "");
+    };
+    json plain_vip = vip_object();
+    fails(plain_vip, {"quic", "cid", "198.51.100.10:80/tcp", "--server-id", "1"}, 1,
+          "has no quic configuration");
+    fails(quic_vip(key_),
+          {"quic", "cid", "198.51.100.10:443", "--server-id", "1", "--config-id", "5"}, 1,
+          "--config-id: VIP 198.51.100.10:443/udp has no config 5; its configs: 0, 2");
+    fails(quic_vip(key_),
+          {"quic", "cid", "198.51.100.10:443", "--server-id", "1", "--nonce", "0a0b"}, 1,
+          "--nonce: found 2 octets");
+    fails(quic_vip(key_), {"quic", "cid", "198.51.100.10:443", "--server-id", "65536"}, 1,
+          "server id 65536 does not fit in 2 octets");
+    fails(quic_vip(dir_ + "/missing"),
+          {"quic", "cid", "198.51.100.10:443", "--server-id", "1", "--config-id", "2"}, 1,
+          "open QUIC-LB key file " + dir_ + "/missing: No such file or directory");
+    fails(quic_vip(""),
+          {"quic", "decode", "198.51.100.10:443", "504dd2d05a7b0de9b2b9907afb5ecf8cc3"}, 1,
+          "names no key_file: give its key with --key-file PATH");
+    ASSERT_EQ(::chmod(key_.c_str(), 0644), 0);
+    fails(quic_vip(key_),
+          {"quic", "decode", "198.51.100.10:443", "504dd2d05a7b0de9b2b9907afb5ecf8cc3"}, 1,
+          "chmod 600 " + key_);
+
+    // Usage: nothing sent.
+    for (const auto& [args, part] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"quic", "cid", "198.51.100.10:443", "--server-id", "x"}, "--server-id: found 'x'"},
+             {{"quic", "cid", "198.51.100.10:443", "--server-id", "1", "--config-id", "7"},
+              "--config-id: found '7', expected a config id 0-6"},
+             {{"quic", "cid", "198.51.100.10:443", "--server-id", "1", "--nonce", "abc"},
+              "--nonce: read hex \"abc\": odd number of hex digits"},
+             {{"quic", "decode", "198.51.100.10:443", "06:00:0g"}, "CID: read hex"},
+             {{"quic", "cid", "198.51.100.10:443"}, "--server-id"}}) {
+        Harness h;
+        EXPECT_EQ(h.run(args), 2) << h.err.str();
+        EXPECT_HAS(h.err.str(), part);
+        EXPECT_TRUE(h.sent.empty());
+    }
+}
+
+TEST_F(XlbctlQuic, WarnsWhenNoBackendHasTheServerId) {
+    Harness h;
+    h.replies.push_back(ok(quic_vip(key_)));
+    ASSERT_EQ(h.run({"quic", "cid", "198.51.100.10:443", "--server-id", "9"}), 0);
+    EXPECT_HAS(h.err.str(), "warning: no backend of VIP 198.51.100.10:443/udp has server_id 9");
+    EXPECT_EQ(h.out.str().substr(0, 6), "060009");
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ struct Raw {
     std::string file, output;
     bool replace = false;
     std::vector<std::string> diff;
+    // quic cid|decode
+    std::string server_id, config_id, nonce, key_file, cid;
     // vip add, vip set: the VIP settings' options (by path), and which were given.
     std::map<std::string, std::string> settings;
     std::vector<std::pair<std::string, std::string>> given;

@@ -23,6 +23,7 @@
 
 #include "xlb/files/files.h"
 #include "xlb/xlbctl/drain.h"
+#include "xlb/xlbctl/quic.h"
 #include "xlb/xlbctl/render.h"
 #include "xlb/xlbctl/request.h"
 
@@ -215,6 +216,23 @@ int diff(const Command& c, Transport& transport, Io& io, const Style& style,
     } catch (const json::exception& e) {
         return report.fail(Failure{kTrouble, std::string("malformed reload report: ") + e.what()});
     }
+}
+
+// quic cid|decode: the VIP from the agent, the CID computed here.
+int quic(const Command& c, Transport& transport, Io& io, const Style& style,
+         const Reporter& report) {
+    auto reply = exchange(transport, build_request(c), c);
+    if (!reply) return report.fail(reply.error());
+    try {
+        auto answer = quic_answer(c, reply->body, style);
+        if (!answer) return report.fail(Failure{kExitFailed, answer.error(), std::nullopt});
+        for (const std::string& warning : answer->warnings) report.warn(warning);
+        *io.out << (c.json ? render_json(answer->document) : answer->text);
+    } catch (const json::exception& e) {
+        return report.fail(malformed(c, e));
+    }
+    io.out->flush();
+    return kExitOk;
 }
 
 // A refresh drawn over the last one: home (the first one clears the screen),
@@ -656,6 +674,8 @@ int run(const std::vector<std::string>& args, Io& io) {
     if (c.verb == Verb::kExport) return export_state(c, *transport, io, report);
     if (c.verb == Verb::kDiff) return diff(c, *transport, io, style, report);
     if (c.verb == Verb::kCapture) return capture(c, *transport, io, report);
+    if (c.verb == Verb::kQuicCid || c.verb == Verb::kQuicDecode)
+        return quic(c, *transport, io, style, report);
     if (c.verb == Verb::kStatus && !c.peers.empty())
         return compare_with_peers(c, *transport, io, style, report);
 

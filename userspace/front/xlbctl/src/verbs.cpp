@@ -11,10 +11,10 @@
 namespace xlb::xlbctl {
 
 std::span<const Noun> nouns() {
-    static const std::array<Noun, 14> all{
-        noun::status(),  noun::host(),         noun::vip(),   noun::backend(), noun::conntrack(),
-        noun::capture(), noun::top(),          noun::stats(), noun::table(),   noun::lookup(),
-        noun::reload(),  noun::export_state(), noun::diff(),  noun::fleet(),
+    static const std::array<Noun, 15> all{
+        noun::status(),  noun::host(),   noun::vip(),          noun::backend(), noun::conntrack(),
+        noun::capture(), noun::top(),    noun::stats(),        noun::table(),   noun::lookup(),
+        noun::quic(),    noun::reload(), noun::export_state(), noun::diff(),    noun::fleet(),
     };
     return all;
 }

@@ -16,6 +16,7 @@ const Noun& top();
 const Noun& stats();
 const Noun& table();
 const Noun& lookup();
+const Noun& quic();
 const Noun& reload();
 const Noun& export_state();
 const Noun& diff();

@@ -74,6 +74,8 @@ enum class Verb {
     kFleetHistory,
     kExport,
     kDiff,
+    kQuicCid,
+    kQuicDecode,
     kTop,
 };
 
@@ -175,6 +177,15 @@ struct Command {
     std::string file_text;
     // fleet history VIP --diff REV1 REV2.
     std::optional<std::pair<std::int64_t, std::int64_t>> diff;
+
+    // quic cid VIP --server-id N [--config-id C] [--nonce HEX]; quic decode
+    // VIP CID; both [--key-file PATH] (docs/quic.md). Computed here from the
+    // VIP's configs, which the agent sends without their keys.
+    std::uint64_t server_id = 0;
+    std::optional<std::uint8_t> quic_config_id;
+    std::optional<std::vector<std::uint8_t>> nonce;  // nullopt: random
+    std::string key_file;                            // overrides the config's key_file
+    std::vector<std::uint8_t> cid;
 };
 
 // --help, --version, gen-seed's line, or a usage error: what to print and the
