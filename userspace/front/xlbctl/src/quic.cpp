@@ -60,8 +60,7 @@ std::expected<quic::Key, std::string> quic_key_for(const Command& cmd,
                                "PATH");
     auto key = quic::read_key_file(path);
     if (!key)
-        return std::unexpected("the key of " + quic_config_text(c) + ": " +
-                               key.error().message() +
+        return std::unexpected("the key of " + quic_config_text(c) + ": " + key.error().message() +
                                (cmd.key_file.empty()
                                     ? " (xlbctl reads the config's key_file itself: run it as "
                                       "root on the balancer, or give a copy with --key-file PATH)"
@@ -106,17 +105,18 @@ std::expected<QuicAnswer, std::string> quic_sample(const Command& cmd, const jso
             ids += (ids.empty() ? "" : ", ") + std::to_string(c.config_id);
         }
         if (!chosen)
-            return std::unexpected(fmt::format("--config-id: VIP {} has no config {}; its configs: {}",
-                                               key_text, *cmd.quic_config_id, ids));
+            return std::unexpected(
+                fmt::format("--config-id: VIP {} has no config {}; its configs: {}", key_text,
+                            *cmd.quic_config_id, ids));
     }
     const config::QuicConfig& c = *chosen;
     std::vector<std::uint8_t> nonce;
     if (cmd.nonce) {
         nonce = *cmd.nonce;
         if (nonce.size() != c.nonce_length)
-            return std::unexpected(fmt::format("--nonce: found {} octets, {} takes {} ({} hex digits)",
-                                               nonce.size(), quic_config_text(c), c.nonce_length,
-                                               2 * c.nonce_length));
+            return std::unexpected(
+                fmt::format("--nonce: found {} octets, {} takes {} ({} hex digits)", nonce.size(),
+                            quic_config_text(c), c.nonce_length, 2 * c.nonce_length));
     } else {
         std::random_device random;
         nonce.resize(c.nonce_length);
@@ -138,13 +138,14 @@ std::expected<QuicAnswer, std::string> quic_sample(const Command& cmd, const jso
             "no backend of VIP {} has server_id {}: the balancer would send this CID's packets by "
             "their 5-tuple (unknown_server)",
             key_text, cmd.server_id));
-    answer.document = json{{"vip", key_text},
-                           {"cid", quic::to_hex(*cid)},
-                           {"config_id", c.config_id},
-                           {"mode", c.mode == config::QuicMode::kEncrypted ? "encrypted" : "plaintext"},
-                           {"server_id", cmd.server_id},
-                           {"nonce", quic::to_hex(nonce)},
-                           {"backend", owner ? json(owner->address) : json(nullptr)}};
+    answer.document =
+        json{{"vip", key_text},
+             {"cid", quic::to_hex(*cid)},
+             {"config_id", c.config_id},
+             {"mode", c.mode == config::QuicMode::kEncrypted ? "encrypted" : "plaintext"},
+             {"server_id", cmd.server_id},
+             {"nonce", quic::to_hex(nonce)},
+             {"backend", owner ? json(owner->address) : json(nullptr)}};
     answer.text = quic::to_hex(*cid) + "\n";
     return answer;
 }
@@ -154,9 +155,8 @@ std::expected<QuicAnswer, std::string> quic_read(const Command& cmd, const json&
                                                  const Style& style) {
     const std::string key_text = str(vip, "vip");
     const std::uint8_t config_id = cmd.cid.front() >> 5;
-    const auto named = std::find_if(configs.begin(), configs.end(), [&](const auto& c) {
-        return c.config_id == config_id;
-    });
+    const auto named = std::find_if(configs.begin(), configs.end(),
+                                    [&](const auto& c) { return c.config_id == config_id; });
     std::vector<quic::KeyOf> keys;
     if (named != configs.end() && named->mode == config::QuicMode::kEncrypted &&
         cmd.cid.size() >= quic::cid_length(*named)) {
@@ -169,8 +169,9 @@ std::expected<QuicAnswer, std::string> quic_read(const Command& cmd, const json&
 
     QuicAnswer answer;
     json& doc = answer.document;
-    doc = json{{"vip", key_text},      {"cid", quic::to_hex(cmd.cid)}, {"config_id", config_id},
-               {"server_id", nullptr}, {"nonce", nullptr},             {"backend", nullptr},
+    doc = json{{"vip", key_text},        {"cid", quic::to_hex(cmd.cid)},
+               {"config_id", config_id}, {"server_id", nullptr},
+               {"nonce", nullptr},       {"backend", nullptr},
                {"fallback", nullptr}};
     std::string& out = answer.text;
     out = fmt::format("{}: CID {}\n", key_text, quic::to_hex(cmd.cid));
@@ -183,22 +184,24 @@ std::expected<QuicAnswer, std::string> quic_read(const Command& cmd, const json&
     if (!decoded) {
         fallback = quic::fallback_name(static_cast<std::uint32_t>(why));
         switch (why) {
-        case quic::DecodeError::kUnknownConfig: {
-            std::string ids;
-            for (const auto& c : configs) ids += (ids.empty() ? "" : ", ") + std::to_string(c.config_id);
-            reason = config_id == XLB_QUIC_UNROUTABLE
-                         ? "config id 7 marks a CID its server chose without a config"
-                         : fmt::format("the VIP has no config {} (its configs: {})", config_id, ids);
-            break;
-        }
-        case quic::DecodeError::kBadLength:
-            reason = fmt::format("{} octets, config {} reads {}", cmd.cid.size(), config_id,
-                                 quic::cid_length(*named));
-            break;
-        case quic::DecodeError::kUnknownServer:
-            reason = "the server id is above 2^64: no backend can own it";
-            break;
-        case quic::DecodeError::kNoKey: reason = "no key for the config"; break;
+            case quic::DecodeError::kUnknownConfig: {
+                std::string ids;
+                for (const auto& c : configs)
+                    ids += (ids.empty() ? "" : ", ") + std::to_string(c.config_id);
+                reason =
+                    config_id == XLB_QUIC_UNROUTABLE
+                        ? "config id 7 marks a CID its server chose without a config"
+                        : fmt::format("the VIP has no config {} (its configs: {})", config_id, ids);
+                break;
+            }
+            case quic::DecodeError::kBadLength:
+                reason = fmt::format("{} octets, config {} reads {}", cmd.cid.size(), config_id,
+                                     quic::cid_length(*named));
+                break;
+            case quic::DecodeError::kUnknownServer:
+                reason = "the server id is above 2^64: no backend can own it";
+                break;
+            case quic::DecodeError::kNoKey: reason = "no key for the config"; break;
         }
     } else {
         doc["server_id"] = decoded->server_id;
@@ -212,8 +215,7 @@ std::expected<QuicAnswer, std::string> quic_read(const Command& cmd, const json&
         if (const auto owner = quic_owner(vip, decoded->server_id)) {
             doc["backend"] = owner->address;
             std::string detail = owner->state;
-            if (!owner->health.empty())
-                detail += (detail.empty() ? "" : ", ") + owner->health;
+            if (!owner->health.empty()) detail += (detail.empty() ? "" : ", ") + owner->health;
             out += "  backend    " + paint(owner->address, Colour::kBold, style) +
                    (detail.empty() ? "" : " (" + detail + ")") + "\n";
             return answer;

@@ -68,10 +68,11 @@ constexpr VerbSpec kQuicVerbs[] = {
              "the VIP's QUIC-LB config (default: its first, the one servers issue now),\n"
              "with a random nonce unless --nonce is given. An encrypted config's key is\n"
              "read from its key_file (or --key-file).",
-     .examples = "  xlbctl quic cid 198.51.100.10:443/udp --server-id 3\n"
-                 "  xlbctl quic cid 198.51.100.10:443 --server-id 3 --config-id 1 "
-                 "--nonce 0a0b0c0d0e0f\n"
-                 "  xlbctl quic cid 198.51.100.10:443 --server-id 3 --key-file /root/k.hex --json\n",
+     .examples =
+         "  xlbctl quic cid 198.51.100.10:443/udp --server-id 3\n"
+         "  xlbctl quic cid 198.51.100.10:443 --server-id 3 --config-id 1 "
+         "--nonce 0a0b0c0d0e0f\n"
+         "  xlbctl quic cid 198.51.100.10:443 --server-id 3 --key-file /root/k.hex --json\n",
      .options =
          [](CLI::App& app, Raw& raw) {
              add_vip_arg(&app, raw);
@@ -94,9 +95,10 @@ constexpr VerbSpec kQuicVerbs[] = {
              "config id, server id, nonce, and the backend that owns that server id,\n"
              "or why its packets are balanced by their 5-tuple instead (the fallback\n"
              "reason: unknown_config, bad_length, unknown_server, no_key).",
-     .examples = "  xlbctl quic decode 198.51.100.10:443/udp 4a00030d2f8e1b7c5a\n"
-                 "  xlbctl quic decode 198.51.100.10:443 50:4d:d2:d0:5a:7b:0d:e9:b2:b9:90:7a:fb:5e:cf:"
-                 "8c:c3 --key-file /root/k.hex\n",
+     .examples =
+         "  xlbctl quic decode 198.51.100.10:443/udp 4a00030d2f8e1b7c5a\n"
+         "  xlbctl quic decode 198.51.100.10:443 50:4d:d2:d0:5a:7b:0d:e9:b2:b9:90:7a:fb:5e:cf:"
+         "8c:c3 --key-file /root/k.hex\n",
      .options =
          [](CLI::App& app, Raw& raw) {
              add_vip_arg(&app, raw);
@@ -117,8 +119,9 @@ const Noun& quic() {
     static const Noun noun{
         .name = "quic",
         .help = "QUIC-LB connection IDs of a VIP's servers: a sample one, or one decoded.",
-        .examples = "  xlbctl quic cid 198.51.100.10:443/udp --server-id 3\n"
-                    "  xlbctl quic decode 198.51.100.10:443/udp 4a00030d2f8e1b7c5a\n",
+        .examples =
+            "  xlbctl quic cid 198.51.100.10:443/udp --server-id 3\n"
+            "  xlbctl quic decode 198.51.100.10:443/udp 4a00030d2f8e1b7c5a\n",
         .verbs = kQuicVerbs};
     return noun;
 }
