@@ -357,18 +357,22 @@ static __always_inline void xlb_count_vip_drop(__u32 vip_id, __u32 outcome)
 /* A QUIC packet's backend by its connection ID (lib/quic.h): 1 with *be_out
  * set when the CID names a live backend, else 0 (the packet goes by its
  * 5-tuple). Counts either way. */
-static __always_inline int xlb_quic_pick(struct xdp_md *ctx, const struct xlb_cursor *cur,
-					 __u32 vip_id, __u32 *backend_id, struct xlb_backend **be_out)
+static __always_inline int xlb_quic_pick(struct xdp_md *ctx, __u32 l4_off, __u32 ip_len,
+					 __u32 vip_id, __u32 *backend_id,
+					 struct xlb_backend **be_out)
 {
-	__u32 payload_off = (__u32)((long)cur->pos - (long)ctx->data) + sizeof(struct udphdr);
-	__u32 payload_end = (__u32)((long)cur->ip_end - (long)ctx->data);
+	__u32 payload_off = l4_off + sizeof(struct udphdr);
+	__u32 payload_end = sizeof(struct ethhdr) + ip_len;
 	struct xlb_vip_quic_stats *qs = bpf_map_lookup_elem(&xlb_vip_quic, &vip_id);
 	int r = xlb_quic_route(ctx, payload_off, payload_end, vip_id, backend_id);
+	__u32 reason;
 
 	if (r == XLB_QUIC_ROUTED) {
 		struct xlb_backend *be = bpf_map_lookup_elem(&xlb_backends, backend_id);
 
-		if (be && be->generation != 0 && !(be->flags & XLB_BACKEND_F_DOWN)) {
+		/* Released ids keep their generation, family 0 (abi.h). */
+		if (be && be->generation != 0 && be->family != 0 &&
+		    !(be->flags & XLB_BACKEND_F_DOWN)) {
 			if (qs)
 				qs->routed += 1;
 			*be_out = be;
@@ -376,8 +380,10 @@ static __always_inline int xlb_quic_pick(struct xdp_md *ctx, const struct xlb_cu
 		}
 		r = XLB_QUIC_FB_DEAD_BACKEND;
 	}
-	if (qs && r >= 0 && r < XLB_QUIC_FALLBACKS)
-		qs->fallbacks[r] += 1;
+	/* Masked: the verifier knows nothing of a global function's result. */
+	reason = (__u32)r & 7;
+	if (qs && reason < XLB_QUIC_FALLBACKS)
+		qs->fallbacks[reason] += 1;
 	return 0;
 }
 
@@ -444,6 +450,10 @@ int xlb_lb(struct xdp_md *ctx)
 			proto = err;
 			goto out_err_proto;
 		}
+		/* Taken while the position is surely a packet pointer: later
+		 * clang may keep it as an integer, which the verifier cannot
+		 * subtract ctx->data from. */
+		l4_off = (__u32)((long)cur.pos - (long)data);
 	}
 
 	/* No VIP address in the destination's bucket: not ours, after one
@@ -525,7 +535,6 @@ int xlb_lb(struct xdp_md *ctx)
 		 * backend and makes no entry. */
 		if ((vip->flags & (XLB_VIP_F_COOKIES_AUTO | XLB_VIP_F_COOKIES_ALWAYS)) &&
 		    !icmp_error && pkt.key.proto == IPPROTO_TCP && xlb_gue(cfg)) {
-			l4_off = (__u32)((long)cur.pos - (long)ctx->data);
 			if (pkt.tcp_syn) {
 				err = xlb_cookie_syn(ctx, &pkt, l4_off, vip);
 				if (err == XLB_OUT_TX_SYN_COOKIE)
@@ -538,8 +547,10 @@ int xlb_lb(struct xdp_md *ctx)
 		hash = xlb_vip_flow_hash(&pkt.key, vip->flags, cfg->hash_seed);
 		/* A CID names the server whatever the addresses: no table entry
 		 * is read or written for it. */
-		if ((vip->flags & XLB_VIP_F_QUIC) && !icmp_error && pkt.key.proto == IPPROTO_UDP)
-			quic_routed = xlb_quic_pick(ctx, &cur, vip_id, &backend_id, &be);
+		if ((vip->flags & XLB_VIP_F_QUIC) && !icmp_error && pkt.key.proto == IPPROTO_UDP) {
+			quic_routed =
+				xlb_quic_pick(ctx, l4_off, pkt.ip_len, vip_id, &backend_id, &be);
+		}
 		if (quic_routed) {
 			err = 0;
 		} else {

@@ -42,7 +42,7 @@ const volatile __u32 xlb_quic_crypto = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT * XLB_QUIC_CONFIG_SLOTS);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT *XLB_QUIC_CONFIG_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xlb_quic_config);
 } xlb_quic_configs SEC(".maps");
@@ -52,10 +52,22 @@ struct {
  * verifier reads the kind of a map's fields from the map's own BTF. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XLB_MAX_VIPS_DEFAULT * XLB_QUIC_CONFIG_SLOTS);
+	__uint(max_entries, XLB_MAX_VIPS_DEFAULT *XLB_QUIC_CONFIG_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xlb_quic_key);
 } xlb_quic_keys SEC(".maps");
+
+struct xlb_quic_scratch {
+	__u8 sealed[XLB_QUIC_SINGLE_PASS];
+	__u8 plain[XLB_QUIC_SINGLE_PASS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xlb_quic_scratch);
+} xlb_quic_tmp SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -117,14 +129,22 @@ __noinline int xlb_quic_route(struct xdp_md *ctx, __u32 payload_off, __u32 paylo
 	void *data_end = (void *)(long)ctx->data_end;
 	struct xlb_quic_server_key server = {};
 	struct xlb_quic_config *qc;
-	__u8 *p, *cid, first, sid[XLB_QUIC_SINGLE_PASS];
+	__u8 *p, *cid, *sid, first;
 	__u32 slot, cid_len = 0, avail, *owner;
+	__u64 off;
 	int bad = 0;
 
-	if (!backend_id || payload_off > 0xffff || payload_end > 0xffff || payload_end < payload_off)
+	if (!backend_id || payload_off > 0x3fff || payload_end > 0x3fff ||
+	    payload_end < payload_off)
 		return XLB_QUIC_FB_BAD_LENGTH;
 	avail = payload_end - payload_off;
-	p = data + payload_off;
+	/* A bound the verifier sees: clang merges the checks above into one
+	 * it cannot read, and would drop a plain mask as redundant. Frames are
+	 * far shorter than 16 KiB, and the verifier gives a range to a packet
+	 * pointer only while its offset plus the range stays below 64 KiB. */
+	off = payload_off;
+	asm volatile("%[off] &= 0x3fff" : [off] "+r"(off));
+	p = data + off;
 	if (avail < XLB_QUIC_SHORT_MIN || (void *)(p + XLB_QUIC_SHORT_MIN) > data_end)
 		return XLB_QUIC_FB_BAD_LENGTH;
 	first = p[0];
@@ -147,8 +167,8 @@ __noinline int xlb_quic_route(struct xdp_md *ctx, __u32 payload_off, __u32 paylo
 		}
 		cid_len = p[5];
 		cid = p + 6;
-		first = cid[0];
 	}
+	first = cid[0];
 	slot = vip_id * XLB_QUIC_CONFIG_SLOTS + (first >> 5);
 	qc = bpf_map_lookup_elem(&xlb_quic_configs, &slot);
 	if (!qc || qc->server_id_len == 0 || (first >> 5) == XLB_QUIC_UNROUTABLE)
@@ -160,27 +180,31 @@ __noinline int xlb_quic_route(struct xdp_md *ctx, __u32 payload_off, __u32 paylo
 	if (qc->server_id_len > XLB_QUIC_SERVER_ID_MAX)
 		return XLB_QUIC_FB_UNKNOWN_CONFIG;
 
-	/* The 20 octets after the first lie in the frame (checked above). */
-	__builtin_memcpy(sid, cid + 1, sizeof(sid));
+	/* The server id's octets: in the packet (the 20 after the first lie
+	 * in the frame, checked above), or decrypted into scratch space. */
+	sid = cid + 1;
 	if (qc->mode == XLB_QUIC_MODE_ENCRYPTED) {
 		struct bpf_dynptr src, dst;
+		struct xlb_quic_scratch *tmp;
 		struct xlb_quic_key *key;
 		struct bpf_crypto_ctx *aes;
-		__u8 plain[XLB_QUIC_SINGLE_PASS];
+		__u32 zero = 0;
 
 		if (!xlb_quic_crypto)
 			return XLB_QUIC_FB_NO_KEY;
 		key = bpf_map_lookup_elem(&xlb_quic_keys, &slot);
-		if (!key)
+		tmp = bpf_map_lookup_elem(&xlb_quic_tmp, &zero);
+		if (!key || !tmp)
 			return XLB_QUIC_FB_NO_KEY;
 		aes = (struct bpf_crypto_ctx *)(unsigned long)key->crypto_ctx;
 		if (!aes)
 			return XLB_QUIC_FB_NO_KEY;
-		bpf_dynptr_from_mem(sid, sizeof(sid), 0, &src);
-		bpf_dynptr_from_mem(plain, sizeof(plain), 0, &dst);
+		__builtin_memcpy(tmp->sealed, sid, sizeof(tmp->sealed));
+		bpf_dynptr_from_mem(tmp->sealed, sizeof(tmp->sealed), 0, &src);
+		bpf_dynptr_from_mem(tmp->plain, sizeof(tmp->plain), 0, &dst);
 		if (bpf_crypto_decrypt(aes, &src, &dst, NULL) != 0)
 			return XLB_QUIC_FB_NO_KEY;
-		__builtin_memcpy(sid, plain, sizeof(sid));
+		sid = tmp->plain;
 	}
 	server.vip_id = vip_id;
 	server.server_id = xlb_quic_server_number(sid, qc->server_id_len, &bad);

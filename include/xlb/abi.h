@@ -94,6 +94,9 @@
  * (struct xlb_quic_key), made by the program xlb_quic_key_install from a key
  * the agent reads again at every start. */
 #define XLB_MAP_QUIC_KEYS "xlb_quic_keys"
+/* Per loaded program, never pinned: a CID's 16 octets and their decryption
+ * (bpf_dynptr_from_mem takes map values, not the stack). */
+#define XLB_MAP_QUIC_SCRATCH "xlb_quic_tmp"
 
 /*
  * A 5-tuple. Used as the connection-table key and as the input of the flow

@@ -556,8 +556,8 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
         LbProgram lb = load({.pin_dir = dir});
         const PinReport& pins = lb.pins();
         EXPECT_EQ(pins.dir, dir);
-        EXPECT_EQ(pins.maps.size(), 16u);
-        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 16u) << pins.summary();
+        EXPECT_EQ(pins.maps.size(), 19u);
+        EXPECT_EQ(pins.names(PinAction::kCreated).size(), 19u) << pins.summary();
         EXPECT_FALSE(pins.find(XLB_MAP_FLOW_CACHE)) << "the flow cache belongs to the program";
         EXPECT_FALSE(std::filesystem::exists(dir + "/" XLB_MAP_FLOW_CACHE));
         EXPECT_FALSE(pins.find(XLB_MAP_CAPTURE_RING)) << "a capture belongs to the program";
@@ -579,7 +579,7 @@ TEST_F(LifecycleTest, PinnedMapsSurviveAReload) {
     EXPECT_EQ(st.st_mode & 0777, 0700u);
 
     LbProgram lb = load({.pin_dir = dir});
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 16u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 19u) << lb.pins().summary();
     EXPECT_EQ(lb_map_ids(lb), ids);
     EXPECT_EQ(lb.conntrack_load().outcome, ConntrackLoad::Outcome::kReused);
     EXPECT_EQ(lb.conntrack_load().capacity, kSizes.conntrack_entries);
@@ -699,7 +699,7 @@ TEST_F(LifecycleTest, AnIncompatiblePinnedMapIsReplacedAndReported) {
         load({.pin_dir = dir, .conntrack_resize = ConntrackResize::kReplace}, {16, 64, 2048});
     const PinReport& pins = lb.pins();
     EXPECT_EQ(pins.names(PinAction::kReplaced), std::vector<std::string>{XLB_MAP_CONNTRACK});
-    EXPECT_EQ(pins.names(PinAction::kReused).size(), 15u);
+    EXPECT_EQ(pins.names(PinAction::kReused).size(), 18u);
     const MapPin* ct = pins.find(XLB_MAP_CONNTRACK);
     ASSERT_NE(ct, nullptr);
     // The map's own size: two header lines, then per bucket of 8 entries
@@ -933,7 +933,7 @@ TEST_F(LifecycleTest, RefuseKeepsThePinnedTableAtItsSize) {
               "kept the pinned connection table of 1024 entries, not the 4096 requested "
               "(replacing it copies its entries into a new table)");
     EXPECT_EQ(map_id(lb.conntrack().fd()), old_ct);
-    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 16u) << lb.pins().summary();
+    EXPECT_EQ(lb.pins().names(PinAction::kReused).size(), 19u) << lb.pins().summary();
     bpf_map_info info{};
     __u32 len = sizeof info;
     ASSERT_EQ(bpf_obj_get_info_by_fd(lb.conntrack().fd(), &info, &len), 0);
@@ -1196,7 +1196,7 @@ TEST_F(LifecycleTest, IncompatibleRingTemplateAndKeyLayoutAreDetected) {
     ASSERT_NE(v, nullptr);
     EXPECT_EQ(v->action, PinAction::kReplaced);
     EXPECT_EQ(v->reason, "key size 8, want 20");
-    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 14u);
+    EXPECT_EQ(pins.names(PinAction::kCreated).size(), 17u);
     EXPECT_EQ(pinned_map_id(dir + "/" XLB_MAP_RINGS), map_id(lb.rings().fd()));
     // The replacement takes rings of the current layout.
     const std::vector<std::uint32_t> ring = {1, 2, 3};

@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "lb_fixture.h"
@@ -140,8 +143,8 @@ protected:
         FrameOptions opt;
         opt.payload = payload;
         const Bytes input = make_frame(f, opt);
-        expect_outcome(input, XDP_TX, outcome, expected_encap(input, backend_addr_.at(to),
-                                                              flow_key(f)));
+        expect_outcome(input, XDP_TX, outcome,
+                       expected_encap(input, backend_addr_.at(to), flow_key(f)));
     }
     // Expects the CID to route to `to` from many clients (addresses and
     // ports), and each to be counted as routed.
@@ -192,11 +195,9 @@ TEST_F(QuicTest, EncryptedShortHeaderDecryptsAsOpenSslEncrypted) {
         for (std::uint64_t s = 1; s <= 3; ++s)
             for (std::uint8_t nonce : {0x01, 0x80, 0xfe}) {
                 const Bytes cid = sealed_cid(s, kKey, nonce);
-                EXPECT_NE(Bytes(cid.begin() + 1, cid.begin() + 4),
-                          Bytes(plain_cid(kSealedConfig, s, kSealedSid, kSealedNonce, nonce)
-                                    .begin() + 1,
-                                plain_cid(kSealedConfig, s, kSealedSid, kSealedNonce, nonce)
-                                        .begin() + 4));
+                const Bytes plain = plain_cid(kSealedConfig, s, kSealedSid, kSealedNonce, nonce);
+                EXPECT_FALSE(std::equal(cid.begin() + 1, cid.begin() + 4, plain.begin() + 1))
+                    << "the server id went out in clear";
                 expect_routed(v6, short_header(cid), base_ + static_cast<std::uint32_t>(s) - 1);
             }
         // Both configs live at once (a rotation): the plaintext one still routes.
@@ -205,11 +206,44 @@ TEST_F(QuicTest, EncryptedShortHeaderDecryptsAsOpenSslEncrypted) {
     }
 }
 
+Bytes from_hex(std::string_view text) {
+    Bytes out;
+    for (std::size_t i = 0; i + 1 < text.size(); i += 2)
+        out.push_back(
+            static_cast<std::uint8_t>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16)));
+    return out;
+}
+
+// draft-ietf-quic-load-balancers' test vectors ("Load Balancer Test
+// Vectors"): its plaintext one, and its 16-octet encrypted one, whose
+// decryption by the kernel's AES must give the draft's server id.
+TEST_F(QuicTest, DraftTestVectorsRouteToTheirServerIds) {
+    vip(false);
+    put_config(0, {3, 4, XLB_QUIC_MODE_PLAINTEXT, {}});
+    put_config(2, {8, 8, XLB_QUIC_MODE_ENCRYPTED, {}});
+    std::array<std::uint8_t, 16> key{};
+    const Bytes key_octets = from_hex("8f95f09245765f80256934e50c66207f");
+    std::copy(key_octets.begin(), key_octets.end(), key.begin());
+    ASSERT_TRUE(lb().install_quic_key(slot(2), key));
+    own(0xc4605e, 11);
+    own(0xed793a51d49b8f5fULL, 12);
+    const Bytes plain = from_hex("07c4605e4504cc4f");
+    const Bytes sealed = from_hex("504dd2d05a7b0de9b2b9907afb5ecf8cc3");
+    // The reference: OpenSSL opens the sealed CID to the same octets.
+    std::array<std::uint8_t, 16> block{};
+    std::copy(sealed.begin() + 1, sealed.end(), block.begin());
+    const auto opened = aes_ecb(key, block, false);
+    EXPECT_EQ(Bytes(opened.begin(), opened.end()), from_hex("ed793a51d49b8f5fee080dbf48c0d1e5"));
+    expect_routed(false, short_header(plain), 11);
+    expect_routed(false, short_header(sealed), 12);
+    expect_routed(false, long_header(kV1, 2, sealed), 12);
+}
+
 TEST_F(QuicTest, HandshakeLongHeaderGoesByItsServerChosenCid) {
     vip(false, true);
     const Bytes cid = plain_cid(kPlainConfig, 3, kPlainSid, kPlainNonce);
-    expect_routed(false, long_header(kV1, 2, cid), 12);   // v1 Handshake
-    expect_routed(false, long_header(kV2, 3, cid), 12);   // v2 Handshake
+    expect_routed(false, long_header(kV1, 2, cid), 12);  // v1 Handshake
+    expect_routed(false, long_header(kV2, 3, cid), 12);  // v2 Handshake
     expect_routed(false, long_header(kV1, 2, sealed_cid(1, kKey)), 10);
 }
 
@@ -312,14 +346,16 @@ TEST_F(QuicTest, RoutedPacketsNeitherReadNorWriteTheConnectionTable) {
     const std::uint32_t owner = 10 + static_cast<std::uint32_t>(server) - 1;
     expect_at(f, short_header(plain_cid(kPlainConfig, server, kPlainSid, kPlainNonce)), owner,
               XLB_OUT_TX_QUIC_CID);
-    xlb_ct_value entry{};
-    EXPECT_FALSE(lb().conntrack().find(flow_key(f), kVipId, &entry))
-        << "a routed packet left a table entry";
+    auto entry = lb().conntrack().get(flow_key(f));
+    ASSERT_TRUE(entry);
+    EXPECT_FALSE(*entry) << "a routed packet left a table entry";
     // A fallback of the same tuple is recorded, and a later routed packet
     // still follows its CID, not the entry.
     expect_fallback(false, long_header(kV1, 0, plain_cid(kPlainConfig, 1, 2, 6)),
                     XLB_QUIC_FB_CLIENT_CID, 50000);
-    EXPECT_TRUE(lb().conntrack().find(flow_key(f), kVipId, &entry));
+    entry = lb().conntrack().get(flow_key(f));
+    ASSERT_TRUE(entry);
+    EXPECT_TRUE(*entry) << "a fallback left no table entry";
     expect_at(f, short_header(plain_cid(kPlainConfig, server, kPlainSid, kPlainNonce)), owner,
               XLB_OUT_TX_QUIC_CID);
 }

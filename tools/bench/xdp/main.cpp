@@ -62,6 +62,7 @@
 #include "xlb/files/files.h"
 #include "xlb/flow_hash.h"
 #include "xlb/net/address.h"
+#include "xlb/quic/cid.h"
 
 namespace {
 
@@ -335,8 +336,8 @@ private:
                                         xlb::datapath::quic_config_value(q)));
         must(lb_.install_quic_key(kVipQuic4 * XLB_QUIC_CONFIG_SLOTS + kQuicSealed.config_id,
                                   kQuicKey));
-        must(lb_.quic_servers().put(xlb_quic_server_key{kVipQuic4, 0, kQuicServerId},
-                                    kQuicBackend));
+        must(
+            lb_.quic_servers().put(xlb_quic_server_key{kVipQuic4, 0, kQuicServerId}, kQuicBackend));
         add_vip(test::kVipV4, kQuicPort, test::kProtoUdp, kVipQuic4,
                 XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK);
     }
@@ -478,8 +479,7 @@ Bytes quic_short_header(const xlb::config::QuicConfig& config) {
     const Bytes nonce(config.nonce_length, 0x5c);
     const auto cid = must(xlb::quic::encode_cid(
         config, kQuicServerId, nonce,
-        config.mode == xlb::config::QuicMode::kEncrypted ? std::optional(kQuicKey)
-                                                         : std::nullopt));
+        config.mode == xlb::config::QuicMode::kEncrypted ? std::optional(kQuicKey) : std::nullopt));
     Bytes header{0x41};
     header.insert(header.end(), cid.begin(), cid.end());
     return header;
@@ -1493,8 +1493,7 @@ private:
                 check.expect_inserts(0, 0);
                 check.expect_eq(s.after.quic.routed - s.before.quic.routed, n,
                                 "packets routed by CID grew by");
-                check.expect_encapsulated(last_frame, balancer.backend_address(kQuicBackend),
-                                          true);
+                check.expect_encapsulated(last_frame, balancer.backend_address(kQuicBackend), true);
                 break;
             }
             case Path::kQuicFallback: {
