@@ -480,14 +480,17 @@ Bytes quic_short_header(const xlb::config::QuicConfig& config) {
     const auto cid = must(xlb::quic::encode_cid(
         config, kQuicServerId, nonce,
         config.mode == xlb::config::QuicMode::kEncrypted ? std::optional(kQuicKey) : std::nullopt));
-    Bytes header{0x41};
-    header.insert(header.end(), cid.begin(), cid.end());
+    Bytes header(1 + cid.size(), 0x41);
+    std::copy(cid.begin(), cid.end(), header.begin() + 1);
     return header;
 }
 // A QUIC v1 Initial's first octets: its destination CID is the client's.
 Bytes quic_initial() {
-    Bytes header{0xc3, 0, 0, 0, 1, 8};
-    for (std::uint8_t i = 0; i < 8 + 1 + 8; ++i) header.push_back(i == 8 ? 8 : 0x90 + i);
+    Bytes header(6 + 8 + 1 + 8, 0);
+    const std::uint8_t fixed[] = {0xc3, 0, 0, 0, 1, 8};
+    std::copy(std::begin(fixed), std::end(fixed), header.begin());
+    for (std::size_t i = 0; i < 8 + 1 + 8; ++i)
+        header[6 + i] = static_cast<std::uint8_t>(i == 8 ? 8 : 0x90 + i);
     return header;
 }
 
