@@ -58,7 +58,7 @@ struct {
 } xlb_quic_keys SEC(".maps");
 
 struct xlb_quic_scratch {
-	__u8 sealed[XLB_QUIC_SINGLE_PASS];
+	struct xlb_quic_opened_key opened; /* the sealed block, as the cache's key */
 	__u8 plain[XLB_QUIC_SINGLE_PASS];
 };
 
@@ -68,6 +68,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct xlb_quic_scratch);
 } xlb_quic_tmp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XLB_QUIC_OPENED_DEFAULT);
+	__type(key, struct xlb_quic_opened_key);
+	__type(value, __u8[XLB_QUIC_SINGLE_PASS]);
+} xlb_quic_opened SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -188,6 +195,7 @@ __noinline int xlb_quic_route(struct xdp_md *ctx, __u32 payload_off, __u32 paylo
 		struct xlb_quic_scratch *tmp;
 		struct xlb_quic_key *key;
 		struct bpf_crypto_ctx *aes;
+		__u8 *opened;
 		__u32 zero = 0;
 
 		if (!xlb_quic_crypto)
@@ -199,12 +207,22 @@ __noinline int xlb_quic_route(struct xdp_md *ctx, __u32 payload_off, __u32 paylo
 		aes = (struct bpf_crypto_ctx *)(unsigned long)key->crypto_ctx;
 		if (!aes)
 			return XLB_QUIC_FB_NO_KEY;
-		__builtin_memcpy(tmp->sealed, sid, sizeof(tmp->sealed));
-		bpf_dynptr_from_mem(tmp->sealed, sizeof(tmp->sealed), 0, &src);
-		bpf_dynptr_from_mem(tmp->plain, sizeof(tmp->plain), 0, &dst);
-		if (bpf_crypto_decrypt(aes, &src, &dst, NULL) != 0)
-			return XLB_QUIC_FB_NO_KEY;
-		sid = tmp->plain;
+		tmp->opened.slot = slot;
+		tmp->opened.generation = key->generation;
+		__builtin_memcpy(tmp->opened.sealed, sid, sizeof(tmp->opened.sealed));
+		opened = bpf_map_lookup_elem(&xlb_quic_opened, &tmp->opened);
+		if (opened) {
+			sid = opened;
+		} else {
+			bpf_dynptr_from_mem(tmp->opened.sealed, sizeof(tmp->opened.sealed), 0,
+					    &src);
+			bpf_dynptr_from_mem(tmp->plain, sizeof(tmp->plain), 0, &dst);
+			if (bpf_crypto_decrypt(aes, &src, &dst, NULL) != 0)
+				return XLB_QUIC_FB_NO_KEY;
+			/* A full cache evicts the CID seen longest ago. */
+			bpf_map_update_elem(&xlb_quic_opened, &tmp->opened, tmp->plain, BPF_ANY);
+			sid = tmp->plain;
+		}
 	}
 	server.vip_id = vip_id;
 	server.server_id = xlb_quic_server_number(sid, qc->server_id_len, &bad);
@@ -256,6 +274,7 @@ int xlb_quic_key_install(struct xlb_quic_key_args *args)
 	old = bpf_kptr_xchg(&key->crypto_ctx, aes);
 	if (old)
 		bpf_crypto_ctx_release(old);
+	__sync_fetch_and_add(&key->generation, 1);
 	args->err = 0;
 	return 0;
 }

@@ -97,6 +97,8 @@
 /* Per loaded program, never pinned: a CID's 16 octets and their decryption
  * (bpf_dynptr_from_mem takes map values, not the stack). */
 #define XLB_MAP_QUIC_SCRATCH "xlb_quic_tmp"
+/* Per loaded program, never pinned: struct xlb_quic_opened_key. */
+#define XLB_MAP_QUIC_OPENED "xlb_quic_opened"
 
 /*
  * A 5-tuple. Used as the connection-table key and as the input of the flow
@@ -799,8 +801,24 @@ XLB_STATIC_ASSERT(sizeof(struct xlb_quic_config) == 8, "xlb_quic_config layout")
  * loader (clang 14 does not emit the kptr tag). */
 struct xlb_quic_key {
 	__u64 crypto_ctx;
+	/* Bumped by every install and removal: the opened-CID cache's
+	 * entries made under an older key never match again. */
+	__u32 generation;
+	__u32 pad;
 };
-XLB_STATIC_ASSERT(sizeof(struct xlb_quic_key) == 8, "xlb_quic_key layout");
+XLB_STATIC_ASSERT(sizeof(struct xlb_quic_key) == 16, "xlb_quic_key layout");
+
+/* The opened-CID cache (XLB_MAP_QUIC_OPENED, an LRU hash, per program): a
+ * connection's packets carry one CID for its whole life, so each sealed
+ * block is decrypted once and then found here. */
+struct xlb_quic_opened_key {
+	__u32 slot;
+	__u32 generation; /* struct xlb_quic_key's when it was opened */
+	__u8 sealed[XLB_QUIC_SINGLE_PASS];
+};
+XLB_STATIC_ASSERT(sizeof(struct xlb_quic_opened_key) == 24, "xlb_quic_opened_key layout");
+/* value: the 16 octets decrypted */
+#define XLB_QUIC_OPENED_DEFAULT 65536
 
 /* What xlb_quic_key_install (a BPF_PROG_TYPE_SYSCALL program) takes through
  * BPF_PROG_TEST_RUN: the slot and the 16-octet key; it answers in err. */

@@ -324,6 +324,13 @@ TEST_F(QuicTest, EncryptedConfigWithoutItsKeyFallsBack) {
     ASSERT_TRUE(lb().install_quic_key(slot(kSealedConfig), next));
     expect_routed(false, short_header(sealed_cid(2, next)), 11);
     expect_fallback(false, short_header(sealed_cid(2, kKey)), XLB_QUIC_FB_UNKNOWN_SERVER, 40002);
+    // A CID opened under a key (and kept in the opened-CID cache) means
+    // nothing once the key is replaced.
+    auto third = next;
+    third[3] ^= 0x77;
+    ASSERT_TRUE(lb().install_quic_key(slot(kSealedConfig), third));
+    expect_fallback(false, short_header(sealed_cid(2, next)), XLB_QUIC_FB_UNKNOWN_SERVER, 40003);
+    expect_routed(false, short_header(sealed_cid(2, third)), 11);
 }
 
 TEST_F(QuicTest, VipWithoutQuicIgnoresCids) {

@@ -113,6 +113,9 @@ const xlb::quic::Key kQuicKey = {0x2b, 0x7e, 0x15, 0x16, 0x28, 0xae, 0xd2, 0xa6,
                                  0xab, 0xf7, 0x15, 0x88, 0x09, 0xcf, 0x4f, 0x3c};
 constexpr std::uint64_t kQuicServerId = 7;
 constexpr std::uint32_t kQuicBackend = 42;
+// The first four sealed octets of a 1-RTT packet's CID in a bench frame
+// (Ethernet, IPv4, UDP, the header octet, the CID's first octet).
+constexpr std::uint32_t kQuicSealedOffset = 14 + 20 + 8 + 1 + 1;
 constexpr std::uint16_t kCookiePort = 443;
 constexpr std::uint16_t kDeniedPort = 8443;
 // The bench frames' TCP sequence number.
@@ -393,6 +396,7 @@ enum class Path {
     kCookieAck,
     kSourceDenied,
     kQuicCid,
+    kQuicNewSealed,
     kQuicFallback,
 };
 
@@ -633,6 +637,19 @@ std::vector<Case> make_cases() {
                      .target_relative_to = "no_conntrack_v4",
                      .target_factor = 2.0,
                      .quic = &kQuicSealed});
+    // Every CID is opened once and then found in the opened-CID cache (a
+    // connection keeps its CID): the case above. A new sealed block each
+    // run, as a flood of made-up CIDs sends, pays the AES and an insert
+    // into the cache, then finds no server and goes by the ring.
+    cases.push_back({.name = "quic_cid_encrypted_new_v4",
+                     .path = "QUIC 1-RTT, a new encrypted CID each run: AES-128 (BPF crypto), "
+                             "cache insert, no such server: hash, Maglev",
+                     .kind = Path::kQuicNewSealed,
+                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
+                     .vip_id = kVipQuic4,
+                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
+                     .vary_offset = kQuicSealedOffset,
+                     .quic = &kQuicSealed});
     cases.push_back({.name = "quic_fallback_v4",
                      .path = "QUIC Initial (the client's CID): CID check, then hash, Maglev",
                      .kind = Path::kQuicFallback,
@@ -668,7 +685,8 @@ std::vector<Case> make_cases() {
         cases.push_back(std::move(copy));
     }
     for (Case& c : cases)
-        c.frame = c.kind == Path::kQuicCid        ? quic_frame(c.flow, quic_short_header(*c.quic))
+        c.frame = c.kind == Path::kQuicCid || c.kind == Path::kQuicNewSealed
+                      ? quic_frame(c.flow, quic_short_header(*c.quic))
                   : c.kind == Path::kQuicFallback ? quic_frame(c.flow, quic_initial())
                   : c.kind == Path::kSynCookie
                       ? bench_frame(c.flow, test::kTcpSyn, kLinuxSynOptions)
@@ -1497,6 +1515,18 @@ private:
                 check.expect_eq(s.after.quic.routed - s.before.quic.routed, n,
                                 "packets routed by CID grew by");
                 check.expect_encapsulated(last_frame, balancer.backend_address(kQuicBackend), true);
+                break;
+            }
+            case Path::kQuicNewSealed: {
+                check.expect_action(XDP_TX);
+                check.expect_outcomes(XLB_OUT_TX);
+                check.expect_vip(c.vip_id, n, 0);
+                check.expect_inserts(0, 0);
+                check.expect_eq(s.after.quic.fallbacks[XLB_QUIC_FB_UNKNOWN_SERVER] -
+                                    s.before.quic.fallbacks[XLB_QUIC_FB_UNKNOWN_SERVER],
+                                n, "unknown_server fallbacks grew by");
+                check.expect_encapsulated(last_frame, balancer.backend_address(ring_backend),
+                                          false);
                 break;
             }
             case Path::kQuicFallback: {

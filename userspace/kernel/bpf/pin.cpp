@@ -81,7 +81,7 @@ bool per_program(const bpf_map* map) {
     return bpf_map__is_internal(map) || name == XLB_MAP_FLOW_CACHE ||
            name == XLB_MAP_CAPTURE_RING || name == XLB_MAP_CT_SCRATCH ||
            name == XLB_MAP_COOKIE_SCRATCH || name == XLB_MAP_QUIC_KEYS ||
-           name == XLB_MAP_QUIC_SCRATCH;
+           name == XLB_MAP_QUIC_SCRATCH || name == XLB_MAP_QUIC_OPENED;
 }
 
 std::string hex(std::uint32_t v) {

@@ -234,8 +234,11 @@ Result<UniqueFd> create_quic_keys_map(std::uint32_t entries) {
     const int ctx_type = btf__add_struct(types.get(), "bpf_crypto_ctx", 0);
     const int tagged = ctx_type > 0 ? btf__add_type_tag(types.get(), "kptr", ctx_type) : -1;
     const int ptr = tagged > 0 ? btf__add_ptr(types.get(), tagged) : -1;
-    const int value = ptr > 0 ? btf__add_struct(types.get(), "xlb_quic_key", 8) : -1;
-    if (u32 <= 0 || value <= 0 || btf__add_field(types.get(), "crypto_ctx", ptr, 0, 0) != 0)
+    const int value =
+        ptr > 0 ? btf__add_struct(types.get(), "xlb_quic_key", sizeof(xlb_quic_key)) : -1;
+    if (u32 <= 0 || value <= 0 || btf__add_field(types.get(), "crypto_ctx", ptr, 0, 0) != 0 ||
+        btf__add_field(types.get(), "generation", u32, 64, 0) != 0 ||
+        btf__add_field(types.get(), "pad", u32, 96, 0) != 0)
         return fail(EINVAL, "build the BTF of map " XLB_MAP_QUIC_KEYS);
     if (int rc = btf__load_into_kernel(types.get()); rc != 0)
         return fail(rc, "load the BTF of map " XLB_MAP_QUIC_KEYS);
