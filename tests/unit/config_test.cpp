@@ -6,6 +6,8 @@
 #include "xlb/config/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -2002,6 +2004,284 @@ std::vector<ErrorCase> syn_cookie_cases() {
     };
 }
 INSTANTIATE_TEST_SUITE_P(SynCookies, ConfigErrorTable, ::testing::ValuesIn(syn_cookie_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// --- QUIC-LB (quic, server_id) -------------------------------------------------
+
+// A UDP VIP on lines 5-10 whose backends have server ids; quic goes on line 11.
+const std::string kQuicVip =
+    "  - address: 198.51.100.10\n"                        // 5
+    "    port: 443\n"                                     // 6
+    "    protocol: udp\n"                                 // 7
+    "    backends:\n"                                     // 8
+    "      - {address: 203.0.113.11, server_id: 1}\n"     // 9
+    "      - {address: 203.0.113.12, server_id: 258}\n";  // 10
+
+// A key file as the agent wants it: root's, mode 0600.
+class KeyFile {
+public:
+    explicit KeyFile(const std::string& content, mode_t mode = 0600) : file_(content) {
+        ::chmod(file_.path().c_str(), mode);
+    }
+    const std::string& path() const { return file_.path(); }
+
+private:
+    TempFile file_;
+};
+
+TEST(QuicConfig, MappingAndListAreReadAndWrittenBack) {
+    if (::geteuid() != 0) GTEST_SKIP() << "a key file must be root's";
+    const KeyFile key("00112233445566778899aabbccddeeff\n");
+    const Config c = parse_ok(kHead + kQuicVip +
+                              "    quic:\n"
+                              "      - {server_id_length: 2, nonce_length: 14, config_id: 3, "
+                              "mode: encrypted, key_file: " +
+                              key.path() +
+                              "}\n"
+                              "      - {server_id_length: 2, nonce_length: 6}\n");
+    const VipSpec& v = c.vips[0];
+    ASSERT_EQ(v.quic.size(), 2u);
+    EXPECT_EQ(v.quic[0], (QuicConfig{3, 2, 14, QuicMode::kEncrypted, key.path()}));
+    EXPECT_EQ(v.quic[1], (QuicConfig{0, 2, 6, QuicMode::kPlaintext, ""}))
+        << "config_id 0 and plaintext by default";
+    EXPECT_EQ(v.backends[0].server_id, 1u);
+    EXPECT_EQ(v.backends[1].server_id, 258u);
+
+    const std::string written = to_yaml(c);
+    auto reread = parse_config(written, "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error()) << "\n" << written;
+    EXPECT_EQ(*reread, c) << written;
+
+    const json vip = v;
+    EXPECT_EQ(vip["quic"], json::parse(R"([
+        {"config_id": 3, "server_id_length": 2, "nonce_length": 14, "mode": "encrypted",
+         "key_file": ")" + key.path() + R"("},
+        {"config_id": 0, "server_id_length": 2, "nonce_length": 6, "mode": "plaintext"}])"));
+    EXPECT_EQ(vip["backends"][1]["server_id"], 258);
+    EXPECT_EQ(vip.dump().find("00112233"), std::string::npos) << "never the key: " << vip.dump();
+    auto back = vip_from_json(vip);
+    ASSERT_TRUE(back.has_value()) << back.error();
+    EXPECT_EQ(*back, v);
+
+    // The mapping form is one config; JSON writes it as a list of one.
+    const Config one =
+        parse_ok(kHead + kQuicVip + "    quic: {server_id_length: 2, nonce_length: 8}\n");
+    ASSERT_EQ(one.vips[0].quic.size(), 1u);
+    EXPECT_EQ(one.vips[0].quic[0], (QuicConfig{0, 2, 8, QuicMode::kPlaintext, ""}));
+    EXPECT_TRUE(json(one.vips[0])["quic"].is_array());
+    auto from_object = vip_from_json(json::parse(
+        R"({"address": "198.51.100.10", "port": 443, "protocol": "udp",
+            "quic": {"server_id_length": 2, "nonce_length": 8}})"));
+    ASSERT_TRUE(from_object.has_value()) << from_object.error();
+    EXPECT_EQ(from_object->quic, one.vips[0].quic);
+}
+
+TEST(QuicConfig, OffIsNotWritten) {
+    const Config c = parse_ok(kHead + kVip);
+    EXPECT_TRUE(c.vips[0].quic.empty());
+    EXPECT_FALSE(c.vips[0].backends[0].server_id);
+    // A state file from before keeps its digest.
+    const json vip = c.vips[0];
+    EXPECT_FALSE(vip.contains("quic")) << vip.dump();
+    EXPECT_FALSE(vip["backends"][0].contains("server_id")) << vip.dump();
+    const std::string yaml = to_yaml(c);
+    for (const char* key : {"quic", "server_id"})
+        EXPECT_EQ(yaml.find(key), std::string::npos) << key << "\n" << yaml;
+}
+
+TEST(QuicConfig, LargestServerIdRoundTrips) {
+    Config c = parse_ok(kHead + kQuicVip + "    quic: {server_id_length: 8, nonce_length: 8}\n");
+    c.vips[0].backends[0].server_id = 18446744073709551615ULL;
+    EXPECT_TRUE(check_config(c).empty()) << check_config(c).size();
+    auto reread = parse_config(to_yaml(c), "written.yaml");
+    ASSERT_TRUE(reread.has_value()) << listing(reread.error());
+    EXPECT_EQ(*reread, c);
+    EXPECT_EQ(vip_from_json(json(c.vips[0])).value(), c.vips[0]);
+}
+
+// server_id_length 1: ids below 256; the first config that is too short
+// for a backend's id is named.
+TEST(QuicConfig, ServerIdMustFitEveryConfig) {
+    const auto errors = errors_of(kHead + kQuicVip +
+                                  "    quic:\n"
+                                  "      - {server_id_length: 2, nonce_length: 8, config_id: 0}\n"
+                                  "      - {server_id_length: 1, nonce_length: 8, config_id: 1}\n");
+    ASSERT_EQ(errors.size(), 1u) << listing(errors);
+    EXPECT_EQ(errors[0].line, 10);
+    EXPECT_NE(errors[0].message.find("vips[0].backends[1].server_id: found 258, expected below "
+                                     "256 (quic[1] has server_id_length 1)"),
+              std::string::npos)
+        << errors[0].message;
+}
+
+TEST(QuicConfig, EncryptedNeedsSixteenOctetsAndAKey) {
+    const auto errors = errors_of(kHead + kQuicVip +
+                                  "    quic: {server_id_length: 2, nonce_length: 8, mode: "
+                                  "encrypted}\n");
+    ASSERT_EQ(errors.size(), 2u) << listing(errors);
+    const std::string all = listing(errors);
+    EXPECT_NE(all.find("test.yaml:11:56: vips[0].quic.mode: found encrypted with "
+                       "server_id_length 2 + nonce_length 8 = 10, expected a sum of 16: only the "
+                       "single-pass form"),
+              std::string::npos)
+        << all;
+    EXPECT_NE(all.find("vips[0].quic.key_file: missing, expected the path of the file holding "
+                       "the 16-octet AES-128 key"),
+              std::string::npos)
+        << all;
+}
+
+// The key file is read where the configuration is checked: a key the agent
+// could not use stops the file, naming the file and the fix.
+TEST(QuicConfig, KeyFileIsCheckedWhenLoaded) {
+    if (::geteuid() != 0) GTEST_SKIP() << "a key file must be root's";
+    auto error_for = [](const std::string& path) {
+        const auto errors = errors_of(kHead + kQuicVip +
+                                      "    quic: {server_id_length: 3, nonce_length: 13, mode: "
+                                      "encrypted, key_file: \"" +
+                                      path + "\"}\n");
+        return errors.size() == 1 ? errors[0].to_string() : listing(errors);
+    };
+    const std::string hex = "00112233445566778899AABBccddeeff";
+    for (const std::string& good : {hex, hex + "\n", std::string(16, '\x07')}) {
+        const KeyFile key(good);
+        EXPECT_TRUE(errors_of(kHead + kQuicVip +
+                              "    quic: {server_id_length: 3, nonce_length: 13, mode: encrypted, "
+                              "key_file: " +
+                              key.path() + "}\n")
+                        .empty())
+            << error_for(key.path());
+        auto read = read_quic_key_file(key.path());
+        ASSERT_TRUE(read.has_value()) << read.error();
+        EXPECT_EQ((*read)[0], good.size() == 16 ? 7 : 0x00);
+        EXPECT_EQ((*read)[15], good.size() == 16 ? 7 : 0xff);
+    }
+    {
+        const KeyFile loose(hex, 0640);
+        const std::string e = error_for(loose.path());
+        EXPECT_NE(e.find("test.yaml:11:"), std::string::npos) << e;
+        EXPECT_NE(e.find("vips[0].quic.key_file: read the QUIC-LB key file " + loose.path()),
+                  std::string::npos)
+            << e;
+        EXPECT_NE(e.find("mode 0640"), std::string::npos) << e;
+        EXPECT_NE(e.find("chmod 600 " + loose.path()), std::string::npos) << e;
+    }
+    {
+        const KeyFile theirs(hex);
+        ASSERT_EQ(::chown(theirs.path().c_str(), 65534, 65534), 0);
+        const std::string e = error_for(theirs.path());
+        EXPECT_NE(e.find("owned by uid 65534, expected a file owned by root: chown root " +
+                         theirs.path()),
+                  std::string::npos)
+            << e;
+    }
+    for (const std::string& bad :
+         {hex.substr(1), hex + "0", std::string(17, 'a'), std::string("00112233")}) {
+        const KeyFile key(bad);
+        const std::string e = error_for(key.path());
+        EXPECT_NE(e.find("holds " + std::to_string(bad.size()) +
+                         " bytes, expected the 16-octet AES-128 key: 16 raw octets or 32 hex "
+                         "digits"),
+                  std::string::npos)
+            << e;
+    }
+    {
+        const KeyFile key(hex);
+        const std::string link = key.path() + ".link";
+        ASSERT_EQ(::symlink(key.path().c_str(), link.c_str()), 0);
+        EXPECT_NE(error_for(link).find("symbolic link"), std::string::npos) << error_for(link);
+        const std::string dir = std::filesystem::path(key.path()).parent_path();
+        EXPECT_NE(error_for(dir).find("not a regular file"), std::string::npos) << error_for(dir);
+        EXPECT_NE(error_for(dir + "/none").find("No such file or directory"), std::string::npos)
+            << error_for(dir + "/none");
+    }
+    EXPECT_NE(error_for("key.hex").find("expected an absolute path"), std::string::npos)
+        << error_for("key.hex");
+}
+
+// The API meets the same rules: check_vip on a VIP built in code.
+TEST(QuicConfig, RuntimeChangesMeetTheFileRules) {
+    Config c = parse_ok(kHead + kQuicVip + "    quic: {server_id_length: 2, nonce_length: 8}\n");
+    VipSpec v = c.vips[0];
+    EXPECT_TRUE(validate_vip(v, c.settings).empty());
+    v.backends[1].server_id = 1;
+    auto issues = check_vip(v, c.settings);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_EQ(issues[0].path, "backends[1].server_id");
+    EXPECT_NE(issues[0].message.find("found 1 again (also backends[0])"), std::string::npos)
+        << issues[0].message;
+    v.backends[1].server_id.reset();
+    v.quic.push_back(QuicConfig{0, 2, 8, QuicMode::kPlaintext, ""});
+    issues = check_vip(v, c.settings);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_EQ(issues[0].path, "quic[1].config_id") << "with two configs, each is named";
+    v.quic.clear();
+    issues = check_vip(v, c.settings);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_EQ(issues[0].path, "backends[0].server_id");
+}
+
+std::vector<ErrorCase> quic_cases() {
+    const std::string q = kHead + kQuicVip + "    quic: ";
+    return {
+        E("QuicNotAMapping", q + "yes\n", 11, 11,
+          {"vips[0].quic: found \"yes\", expected a mapping {server_id_length, nonce_length, "
+           "config_id, mode, key_file} or a list of them"}),
+        E("QuicServerIdLengthMissing", q + "{nonce_length: 8}\n", 11, 11,
+          {"vips[0].quic.server_id_length: missing, expected the server id's length in octets, "
+           "1-15 (required"}),
+        E("QuicNonceLengthMissing", q + "[{server_id_length: 2}]\n", 11, 12,
+          {"vips[0].quic[0].nonce_length: missing, expected the nonce's length in octets, 4-18 "
+           "(required"}),
+        E("QuicUnknownKey", q + "{server_id_length: 2, nonce_length: 8, keyfile: /k}\n", 11, 50,
+          {"vips[0].quic.keyfile: unknown key", "did you mean \"key_file\""}),
+        E("QuicUnknownMode", q + "{server_id_length: 2, nonce_length: 8, mode: aes}\n", 11, 56,
+          {"vips[0].quic.mode: found \"aes\", expected plaintext or encrypted"}),
+        E("QuicLengthNotANumber", q + "{server_id_length: two, nonce_length: 8}\n", 11, 30,
+          {"vips[0].quic.server_id_length: found \"two\", expected an integer 1-15"}),
+        E("QuicOnTcp", kHead + kVip + "    quic: {server_id_length: 2, nonce_length: 8}\n", 9, 11,
+          {"vips[0].quic: found on a tcp VIP, expected quic only on udp VIPs"}),
+        E("QuicConfigIdSeven", q + "{server_id_length: 2, nonce_length: 8, config_id: 7}\n", 11, 61,
+          {"vips[0].quic.config_id: found 7, expected 0-6"}),
+        E("QuicConfigIdTwice",
+          q + "[{server_id_length: 2, nonce_length: 8, config_id: 1},\n"
+              "           {server_id_length: 2, nonce_length: 9, config_id: 1}]\n",
+          12, 62,
+          {"vips[0].quic[1].config_id: found 1 again (also quic[0]), expected a distinct "
+           "config_id"}),
+        E("QuicServerIdLengthZero", q + "{server_id_length: 0, nonce_length: 8}\n", 11, 30,
+          {"vips[0].quic.server_id_length: found 0, expected 1-15"}),
+        E("QuicServerIdLengthSixteen", q + "{server_id_length: 16, nonce_length: 4}\n", 11, 30,
+          {"vips[0].quic.server_id_length: found 16, expected 1-15"}),
+        E("QuicNonceLengthThree", q + "{server_id_length: 2, nonce_length: 3}\n", 11, 47,
+          {"vips[0].quic.nonce_length: found 3, expected 4-18"}),
+        E("QuicNonceLengthNineteen", q + "{server_id_length: 2, nonce_length: 19}\n", 11, 47,
+          {"vips[0].quic.nonce_length: found 19, expected 4-18"}),
+        E("QuicLongerThanTwentyOctets", q + "{server_id_length: 10, nonce_length: 10}\n", 11, 48,
+          {"vips[0].quic.nonce_length: server_id_length 10 + nonce_length 10 = 20, expected at "
+           "most 19"}),
+        E("QuicPlaintextWithKeyFile",
+          q + "{server_id_length: 2, nonce_length: 8, key_file: /etc/xlb/quic.key}\n", 11, 60,
+          {"vips[0].quic.key_file: set while mode is plaintext, expected mode: encrypted"}),
+        E("QuicServerIdNegative",
+          kHead + kQuicVip + "      - {address: 203.0.113.13, server_id: -1}\n" +
+              "    quic: {server_id_length: 2, nonce_length: 8}\n",
+          11, 44, {"vips[0].backends[2].server_id: found \"-1\", expected a non-negative integer"}),
+        E("QuicServerIdTwice",
+          kHead + kQuicVip + "      - {address: 203.0.113.13, server_id: 258}\n" +
+              "    quic: {server_id_length: 2, nonce_length: 8}\n",
+          11, 44,
+          {"vips[0].backends[2].server_id: found 258 again (also backends[1]), expected a "
+           "distinct server_id"}),
+        E("QuicServerIdTooLarge", q + "{server_id_length: 1, nonce_length: 8}\n", 10, 44,
+          {"vips[0].backends[1].server_id: found 258, expected below 256 (quic has "
+           "server_id_length 1)"}),
+        E("QuicServerIdWithoutQuic",
+          kHead + kVip + "      - {address: 203.0.113.12, server_id: 5}\n", 9, 44,
+          {"vips[0].backends[1].server_id: set on a VIP without quic, expected quic on the VIP"}),
+    };
+}
+INSTANTIATE_TEST_SUITE_P(Quic, ConfigErrorTable, ::testing::ValuesIn(quic_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // fleet: the store's address and this host's name; the file then holds only

@@ -465,6 +465,19 @@ std::string to_yaml(const Config& config) {
             for (const net::Prefix& p : *list) e << p.to_string();
             e << YAML::EndSeq;
         }
+        if (!v.quic.empty()) {
+            e << YAML::Key << "quic" << YAML::Value << YAML::BeginSeq;
+            for (const QuicConfig& q : v.quic) {
+                e << YAML::Flow << YAML::BeginMap;
+                e << YAML::Key << "config_id" << YAML::Value << unsigned{q.config_id};
+                e << YAML::Key << "server_id_length" << YAML::Value << unsigned{q.server_id_length};
+                e << YAML::Key << "nonce_length" << YAML::Value << unsigned{q.nonce_length};
+                e << YAML::Key << "mode" << YAML::Value << to_string(q.mode);
+                optional_text("key_file", q.key_file);
+                e << YAML::EndMap;
+            }
+            e << YAML::EndSeq;
+        }
         const HealthCheck& h = v.health_check;
         e << YAML::Key << "health_check" << YAML::Value << YAML::BeginMap;
         e << YAML::Key << "type" << YAML::Value << to_string(h.type);
@@ -532,6 +545,7 @@ std::string to_yaml(const Config& config) {
             e << YAML::Key << "state" << YAML::Value << to_string(b.state);
             optional_text("hash_key", b.hash_key);
             if (b.cookie_acks) e << YAML::Key << "cookie_acks" << YAML::Value << true;
+            if (b.server_id) e << YAML::Key << "server_id" << YAML::Value << *b.server_id;
             e << YAML::EndMap;
         }
         e << YAML::EndSeq;

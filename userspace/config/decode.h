@@ -331,8 +331,10 @@ inline constexpr std::string_view kFailureAccrualKeys[] = {
     "enabled", "success_rate", "window", "min_probes", "min_penalty", "max_penalty", "jitter"};
 inline constexpr std::string_view kRateLimitBiasKeys[] = {"factor", "penalty", "max_retry_after"};
 inline constexpr std::string_view kFlappingKeys[] = {"changes", "window", "hold"};
-inline constexpr std::string_view kBackendKeys[] = {"address", "weight", "state", "hash_key",
-                                                    "cookie_acks"};
+inline constexpr std::string_view kBackendKeys[] = {"address",  "weight",      "state",
+                                                    "hash_key", "cookie_acks", "server_id"};
+inline constexpr std::string_view kQuicKeys[] = {"server_id_length", "nonce_length", "config_id",
+                                                 "mode", "key_file"};
 inline constexpr std::string_view kVipKeys[] = {"address",
                                                 "port",
                                                 "protocol",
@@ -350,6 +352,7 @@ inline constexpr std::string_view kVipKeys[] = {"address",
                                                 "syn_cookies",
                                                 "allow_sources",
                                                 "deny_sources",
+                                                "quic",
                                                 "backends"};
 
 template <class V>
@@ -518,6 +521,66 @@ BackendSpec decode_backend(const V& v, const std::string& path, Sink& s) {
           [&](const V& x, const std::string& p) { return read_text(x, p, s); });
     field(*f, path, "cookie_acks", out.cookie_acks,
           [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
+    field(*f, path, "server_id", out.server_id, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, ~std::uint64_t{0},
+                         "a non-negative integer (the server id its QUIC server writes in its "
+                         "connection IDs)");
+    });
+    return out;
+}
+
+// One QUIC-LB configuration. The lengths have no default: they must match
+// what the VIP's QUIC servers were set up with.
+template <class V>
+QuicConfig decode_quic_config(const V& v, const std::string& path, Sink& s) {
+    QuicConfig out;
+    auto f = read_fields(v, path, s, kQuicKeys,
+                         "a QUIC-LB config: server_id_length, nonce_length, config_id, mode, "
+                         "key_file");
+    if (!f) return out;
+    if (!f->get("server_id_length"))
+        missing(v, path, "server_id_length", s,
+                "the server id's length in octets, 1-15 (required: the length the VIP's QUIC "
+                "servers use)");
+    if (!f->get("nonce_length"))
+        missing(v, path, "nonce_length", s,
+                "the nonce's length in octets, 4-18 (required: the length the VIP's QUIC "
+                "servers use)");
+    field(*f, path, "server_id_length", out.server_id_length,
+          [&](const V& x, const std::string& p) {
+              return read_uint(x, p, s, 255, "an integer 1-15 (octets of server id)");
+          });
+    field(*f, path, "nonce_length", out.nonce_length, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 255, "an integer 4-18 (octets of nonce)");
+    });
+    field(*f, path, "config_id", out.config_id, [&](const V& x, const std::string& p) {
+        return read_uint(x, p, s, 255, "an integer 0-6");
+    });
+    field(*f, path, "mode", out.mode, [&](const V& x, const std::string& p) {
+        return read_enum<QuicMode>(x, p, s, parse_quic_mode, "plaintext or encrypted");
+    });
+    field(*f, path, "key_file", out.key_file,
+          [&](const V& x, const std::string& p) { return read_text(x, p, s); });
+    return out;
+}
+
+// `quic:` is one config (a mapping) or several (a list, during a rotation).
+template <class V>
+std::vector<QuicConfig> decode_quic(const V& v, const std::string& path, Sink& s) {
+    std::vector<QuicConfig> out;
+    s.note(path, v.location());
+    if (v.kind() == Kind::kMap) {
+        out.push_back(decode_quic_config(v, path, s));
+    } else if (v.kind() == Kind::kList) {
+        std::size_t i = 0;
+        for (const V& item : v.items())
+            out.push_back(decode_quic_config(item, index(path, i++), s));
+    } else {
+        s.error(path, v.location(),
+                "found " + v.found() + ", expected " + std::string(V::kMapNoun) +
+                    " {server_id_length, nonce_length, config_id, mode, key_file} or a list of "
+                    "them");
+    }
     return out;
 }
 
@@ -630,6 +693,7 @@ VipSpec decode_vip(const V& v, const std::string& path, Sink& s) {
           [&](const V& x, const std::string& p) { return read_prefix_list(x, p, s); });
     field(*f, path, "deny_sources", out.deny_sources,
           [&](const V& x, const std::string& p) { return read_prefix_list(x, p, s); });
+    if (const V* x = f->get("quic")) out.quic = decode_quic(*x, join(path, "quic"), s);
     if (const V* x = f->get("backends")) {
         out.backends = decode_backends(*x, join(path, "backends"), s);
     }

@@ -152,6 +152,16 @@ void to_json(json& j, const BackendSpec& b) {
     // Only when set, so that a backend that never set it keeps the digest
     // of its VIP's config (as conntrack_idle_timeout below).
     if (b.cookie_acks) j["cookie_acks"] = true;
+    if (b.server_id) j["server_id"] = *b.server_id;
+}
+
+// The key file's path only: the key itself never leaves the host's file.
+void to_json(json& j, const QuicConfig& q) {
+    j = json{{"config_id", q.config_id},
+             {"server_id_length", q.server_id_length},
+             {"nonce_length", q.nonce_length},
+             {"mode", to_string(q.mode)}};
+    if (!q.key_file.empty()) j["key_file"] = q.key_file;
 }
 
 void to_json(json& j, const VipSpec& v) {
@@ -180,6 +190,8 @@ void to_json(json& j, const VipSpec& v) {
     };
     if (!v.allow_sources.empty()) j["allow_sources"] = prefixes(v.allow_sources);
     if (!v.deny_sources.empty()) j["deny_sources"] = prefixes(v.deny_sources);
+    // Always a list, whichever form the file used.
+    if (!v.quic.empty()) j["quic"] = v.quic;
 }
 
 std::expected<VipSpec, std::string> vip_from_json(const json& j) {

@@ -53,6 +53,8 @@ constexpr std::pair<std::string_view, FleetAnnounce> kFleetAnnounce[] = {
     {"when_current", FleetAnnounce::kWhenCurrent}, {"always", FleetAnnounce::kAlways}};
 constexpr std::pair<std::string_view, SynCookies> kSynCookies[] = {
     {"off", SynCookies::kOff}, {"auto", SynCookies::kAuto}, {"always", SynCookies::kAlways}};
+constexpr std::pair<std::string_view, QuicMode> kQuicModes[] = {
+    {"plaintext", QuicMode::kPlaintext}, {"encrypted", QuicMode::kEncrypted}};
 
 template <class Enum, std::size_t N>
 const char* name_of(Enum value, const std::pair<std::string_view, Enum> (&names)[N]) {
@@ -75,6 +77,7 @@ const char* to_string(ConntrackResize v) { return name_of(v, kResizes); }
 const char* to_string(HealthConsensus v) { return name_of(v, kConsensus); }
 const char* to_string(FleetAnnounce v) { return name_of(v, kFleetAnnounce); }
 const char* to_string(SynCookies v) { return name_of(v, kSynCookies); }
+const char* to_string(QuicMode v) { return name_of(v, kQuicModes); }
 
 std::string format_hash_seed(std::uint32_t seed) {
     char text[16];
@@ -104,6 +107,7 @@ std::optional<FleetAnnounce> parse_fleet_announce(std::string_view t) {
     return lookup(t, kFleetAnnounce);
 }
 std::optional<SynCookies> parse_syn_cookies(std::string_view t) { return lookup(t, kSynCookies); }
+std::optional<QuicMode> parse_quic_mode(std::string_view t) { return lookup(t, kQuicModes); }
 
 std::size_t source_range_entry_bound(const VipSpec& vip) {
     return vip.allow_sources.size() + vip.deny_sources.size() + (vip.allow_sources.empty() ? 0 : 1);

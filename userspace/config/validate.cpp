@@ -578,6 +578,117 @@ void check_sources(const VipSpec& vip, const Out& out) {
     }
 }
 
+// QUIC-LB (docs/quic.md): the CID formats the data path can read, and the
+// server ids it maps to backends. Paths are "quic.<key>" for a VIP with one
+// config (the file's usual mapping form), "quic[i].<key>" with several.
+void check_quic(const VipSpec& vip, const Out& out) {
+    if (vip.quic.empty()) {
+        for (std::size_t i = 0; i < vip.backends.size(); ++i) {
+            if (!vip.backends[i].server_id) continue;
+            out.add("backends[" + std::to_string(i) + "].server_id",
+                    "set on a VIP without quic, expected quic on the VIP to use it (or leave it "
+                    "out)",
+                    {"quic"});
+        }
+        return;
+    }
+    if (vip.protocol != Protocol::kUdp) {
+        out.add("quic",
+                std::string("found on a ") + to_string(vip.protocol) +
+                    " VIP, expected quic only on udp VIPs (QUIC runs over UDP)",
+                {"protocol"});
+        return;
+    }
+    std::map<unsigned, std::size_t> ids;
+    for (std::size_t i = 0; i < vip.quic.size(); ++i) {
+        const QuicConfig& q = vip.quic[i];
+        const std::string at =
+            vip.quic.size() == 1 ? std::string("quic") : "quic[" + std::to_string(i) + "]";
+        auto add = [&](const std::string& key, std::string message,
+                       std::vector<std::string> deps = {}) {
+            deps.push_back("quic");
+            out.add(at + "." + key, std::move(message), std::move(deps));
+        };
+        if (q.config_id > 6) {
+            add("config_id", "found " + std::to_string(q.config_id) +
+                                 ", expected 0-6 (7 marks CIDs that no load balancer routes)");
+        } else if (auto [it, fresh] = ids.emplace(q.config_id, i); !fresh) {
+            add("config_id", "found " + std::to_string(q.config_id) + " again (also quic[" +
+                                 std::to_string(it->second) +
+                                 "]), expected a distinct config_id per config (the first octet "
+                                 "of a CID names its config)");
+        }
+        const bool sid_ok = q.server_id_length >= 1 && q.server_id_length <= 15;
+        const bool nonce_ok = q.nonce_length >= 4 && q.nonce_length <= 18;
+        if (!sid_ok)
+            add("server_id_length", "found " + std::to_string(q.server_id_length) +
+                                        ", expected 1-15 (octets of server id)");
+        if (!nonce_ok)
+            add("nonce_length",
+                "found " + std::to_string(q.nonce_length) + ", expected 4-18 (octets of nonce)");
+        const unsigned sum = q.server_id_length + q.nonce_length;
+        if (sid_ok && nonce_ok && sum > 19) {
+            add("nonce_length",
+                "server_id_length " + std::to_string(q.server_id_length) + " + nonce_length " +
+                    std::to_string(q.nonce_length) + " = " + std::to_string(sum) +
+                    ", expected at most 19 (a CID holds at most 20 octets, the first one of "
+                    "them the config's)",
+                {at + ".server_id_length"});
+        }
+        if (q.mode == QuicMode::kEncrypted) {
+            if (sid_ok && nonce_ok && sum != 16) {
+                add("mode",
+                    "found encrypted with server_id_length " + std::to_string(q.server_id_length) +
+                        " + nonce_length " + std::to_string(q.nonce_length) + " = " +
+                        std::to_string(sum) +
+                        ", expected a sum of 16: only the single-pass form (one AES-128 block) "
+                        "is supported, not the four-pass form",
+                    {at + ".server_id_length", at + ".nonce_length"});
+            }
+            if (q.key_file.empty()) {
+                add("key_file",
+                    "missing, expected the path of the file holding the 16-octet AES-128 key "
+                    "(mode encrypted)",
+                    {at + ".mode"});
+            } else if (auto key = read_quic_key_file(q.key_file); !key) {
+                add("key_file", key.error().message());
+            }
+        } else if (!q.key_file.empty()) {
+            add("key_file",
+                "set while mode is plaintext, expected mode: encrypted to use it (or leave it "
+                "out)",
+                {at + ".mode"});
+        }
+    }
+    std::map<std::uint64_t, std::size_t> servers;
+    for (std::size_t i = 0; i < vip.backends.size(); ++i) {
+        const BackendSpec& b = vip.backends[i];
+        if (!b.server_id) continue;
+        const std::string at = "backends[" + std::to_string(i) + "].server_id";
+        if (auto [it, fresh] = servers.emplace(*b.server_id, i); !fresh) {
+            out.add(at,
+                    "found " + std::to_string(*b.server_id) + " again (also backends[" +
+                        std::to_string(it->second) +
+                        "]), expected a distinct server_id per backend of the VIP",
+                    {"backends[" + std::to_string(it->second) + "].server_id"});
+            continue;
+        }
+        for (std::size_t c = 0; c < vip.quic.size(); ++c) {
+            const unsigned len = vip.quic[c].server_id_length;
+            if (len < 1 || len >= 8) continue;  // a bad length has its own error; >= 8 holds any
+            if (*b.server_id >> (8 * len) == 0) continue;
+            const std::string config =
+                vip.quic.size() == 1 ? std::string("quic") : "quic[" + std::to_string(c) + "]";
+            out.add(at,
+                    "found " + std::to_string(*b.server_id) + ", expected below " +
+                        std::to_string(std::uint64_t{1} << (8 * len)) + " (" + config +
+                        " has server_id_length " + std::to_string(len) + ")",
+                    {config + ".server_id_length", "quic"});
+            break;
+        }
+    }
+}
+
 void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out) {
     if (!is_unicast(vip.address)) {
         out.add("address", "found " + vip.address.to_string() + ", expected a unicast address");
@@ -643,6 +754,7 @@ void check_vip_into(const VipSpec& vip, const Settings* settings, const Out& out
     }
     check_syn_cookies(vip, settings, out);
     check_sources(vip, out);
+    check_quic(vip, out);
     check_health(vip.health_check, vip, out);
     check_backends(vip, settings, out);
 }

@@ -454,6 +454,7 @@ const char* to_string(ConntrackResize);
 const char* to_string(HealthConsensus);
 const char* to_string(FleetAnnounce);
 const char* to_string(SynCookies);
+const char* to_string(QuicMode);
 
 // A hash seed as the file and the API write it: "0x5eed1234".
 std::string format_hash_seed(std::uint32_t seed);
@@ -470,6 +471,7 @@ std::optional<ConntrackResize> parse_conntrack_resize(std::string_view);
 std::optional<HealthConsensus> parse_health_consensus(std::string_view);
 std::optional<FleetAnnounce> parse_fleet_announce(std::string_view);
 std::optional<SynCookies> parse_syn_cookies(std::string_view);
+std::optional<QuicMode> parse_quic_mode(std::string_view);
 
 // "10.0.0.10:80/tcp", "[2001:db8::1]:443/udp", or "10.0.0.10:80" (tcp). The
 // error says what was wrong and shows the expected form.
