@@ -883,6 +883,81 @@ TEST_F(ApiTest, IPv6VipRejectsIPv4Backend) {
         400, "IPv4 address 203.0.113.20 in an IPv6 VIP");
 }
 
+// --- QUIC-LB configs and server ids through the API ----------------------------
+
+// quic on a VIP and server_id on its backends: decoded and checked as the
+// file's, shown as a list (never a key), changed by PATCH and persisted.
+TEST_F(ApiTest, QuicConfigsAndServerIdsRoundTrip) {
+    const json spec = json::parse(R"({
+        "address": "198.51.100.20", "port": 443, "protocol": "udp", "ring_size": 251,
+        "quic": {"server_id_length": 1, "nonce_length": 8, "config_id": 2},
+        "backends": [{"address": "203.0.113.21", "server_id": 7},
+                     {"address": "203.0.113.22"}]})");
+    Reply added = post("/v1/vips", spec.dump());
+    ASSERT_EQ(added.status, 201) << added.text;
+    const std::string key = "198.51.100.20:443/udp";
+    const json got = vip(key)["spec"];
+    EXPECT_EQ(got["quic"], json::parse(R"([{"config_id": 2, "server_id_length": 1,
+                                            "nonce_length": 8, "mode": "plaintext"}])"))
+        << "always a list";
+    EXPECT_EQ(got["backends"][0]["server_id"], 7);
+    EXPECT_FALSE(got["backends"][1].contains("server_id")) << "written only when set";
+    EXPECT_EQ(added.body["spec"], got);
+
+    const std::string path = "/v1/backends?" + vq(key);
+    auto pa = [&](const std::string& address, const std::string& body) {
+        return [this, path, address, body] { return patch(path + "&address=" + address, body); };
+    };
+    const std::string invalid = "invalid backend for VIP 198.51.100.20:443/udp: ";
+    expect_rejected(pa("203.0.113.22", R"({"server_id": 7})"), 400,
+                    invalid + "server_id: found 7 again (also backends[0])");
+    expect_rejected(pa("203.0.113.22", R"({"server_id": 256})"), 400,
+                    invalid +
+                        "server_id: found 256, expected below 256 (quic has "
+                        "server_id_length 1)");
+    expect_rejected(pa("203.0.113.22", R"({"server_id": -3})"), 400,
+                    "server_id: found -3, expected a non-negative integer");
+    expect_rejected([&] { return post(path, R"({"address": "203.0.113.23", "server_id": 7})"); },
+                    400, invalid + "server_id: found 7 again (also backends[0])");
+
+    Reply set = pa("203.0.113.22", R"({"server_id": 255})")();
+    ASSERT_EQ(set.status, 200) << set.text;
+    EXPECT_EQ(set.body["spec"]["backends"][1]["server_id"], 255);
+    EXPECT_NE(read_file(settings.state_file).find("server_id"), std::string::npos);
+    Reply cleared = pa("203.0.113.21", R"({"server_id": null})")();
+    ASSERT_EQ(cleared.status, 200) << cleared.text;
+    EXPECT_FALSE(cleared.body["spec"]["backends"][0].contains("server_id"));
+
+    // A VIP change is checked as the file is: the id no longer fits.
+    expect_rejected(
+        [&] {
+            return patch("/v1/vip?" + vq(key),
+                         R"({"quic": [{"server_id_length": 1, "nonce_length": 8},
+                                      {"server_id_length": 2, "nonce_length": 8}]})");
+        },
+        400, "quic[1].config_id: found 0 again (also quic[0])");
+    Reply two = patch("/v1/vip?" + vq(key),
+                      R"({"quic": [{"server_id_length": 2, "nonce_length": 8, "config_id": 1},
+                                   {"server_id_length": 1, "nonce_length": 8}]})");
+    ASSERT_EQ(two.status, 200) << two.text;
+    EXPECT_EQ(vip(key)["spec"]["quic"].size(), 2u);
+    expect_rejected(
+        [&] {
+            return post("/v1/vips", R"({"address": "198.51.100.21", "port": 443,
+                "quic": {"server_id_length": 2, "nonce_length": 8}})");
+        },
+        400,
+        "invalid VIP 198.51.100.21:443/tcp: quic: found on a tcp VIP, expected quic only "
+        "on udp VIPs");
+    expect_rejected(
+        [&] {
+            return post("/v1/vips", R"({"address": "198.51.100.21", "port": 443,
+                "protocol": "udp", "quic": {"server_id_length": 2, "nonce_length": 8,
+                "mode": "encrypted", "key_file": "/nonexistent/quic.key"}})");
+        },
+        400, "quic.mode: found encrypted with server_id_length 2 + nonce_length 8 = 10");
+}
+
 // --- SYN cookies and source lists through the API -----------------------------
 
 // The VIP keys syn_cookies, allow_sources, deny_sources and the backends'

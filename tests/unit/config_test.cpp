@@ -2537,13 +2537,40 @@ TEST(JsonBackendPatch, ValueErrorsAreTheBackendDecodersOwn) {
                   .error());
 }
 
+// server_id: a number sets it, null clears it (absent: left as it is).
+TEST(JsonBackendPatch, ServerIdIsSetOrCleared) {
+    auto set = backend_patch_from_json(json::parse(R"({"server_id": 18446744073709551615})"));
+    ASSERT_TRUE(set) << set.error();
+    ASSERT_TRUE(set->server_id);
+    EXPECT_EQ(*set->server_id, 18446744073709551615ULL);
+    auto cleared = backend_patch_from_json(json::parse(R"({"server_id": null})"));
+    ASSERT_TRUE(cleared) << cleared.error();
+    ASSERT_TRUE(cleared->server_id) << "null is a change, not nothing";
+    EXPECT_FALSE(*cleared->server_id);
+    EXPECT_FALSE(backend_patch_from_json(json::parse(R"({"weight": 5})"))->server_id);
+    for (const char* value : {"-1", "\"7\"", "1.5", "true"}) {
+        auto bad =
+            backend_patch_from_json(json::parse(std::string(R"({"server_id": )") + value + "}"));
+        ASSERT_FALSE(bad) << value;
+        EXPECT_EQ(bad.error(),
+                  backend_from_json(
+                      json::parse(std::string(R"({"address": "203.0.113.11", "server_id": )") +
+                                  value + "}"))
+                      .error());
+        EXPECT_NE(bad.error().find("server_id: found " + std::string(value) +
+                                   ", expected a non-negative integer"),
+                  std::string::npos)
+            << bad.error();
+    }
+}
+
 TEST(JsonBackendPatch, UnknownFieldsAndNothingToChangeAreRefused) {
     auto unknown = backend_patch_from_json(json::parse(R"({"colour": "red"})"));
     ASSERT_FALSE(unknown);
     EXPECT_EQ(unknown.error(),
               "found unknown field \"colour\", expected an object with \"weight\" (0-10000), "
-              "\"state\" (active, drain or disabled) and/or \"cookie_acks\" (true or false), "
-              "e.g. {\"weight\": 50}");
+              "\"state\" (active, drain or disabled), \"cookie_acks\" (true or false) and/or "
+              "\"server_id\" (an integer, or null to clear it), e.g. {\"weight\": 50}");
     auto empty = backend_patch_from_json(json::object());
     ASSERT_FALSE(empty);
     EXPECT_EQ(empty.error(), "nothing to change, expected " + std::string(kBackendPatchExpected));

@@ -504,6 +504,13 @@ HealthCheck decode_health_check(const V& v, const std::string& path, Sink& s) {
 }
 
 template <class V>
+std::optional<std::uint64_t> read_server_id(const V& v, const std::string& path, Sink& s) {
+    return read_uint(v, path, s, ~std::uint64_t{0},
+                     "a non-negative integer (the server id its QUIC server writes in its "
+                     "connection IDs)");
+}
+
+template <class V>
 BackendSpec decode_backend(const V& v, const std::string& path, Sink& s) {
     BackendSpec out;
     auto f = read_fields(v, path, s, kBackendKeys, "a backend: address, weight, state, hash_key");
@@ -521,11 +528,8 @@ BackendSpec decode_backend(const V& v, const std::string& path, Sink& s) {
           [&](const V& x, const std::string& p) { return read_text(x, p, s); });
     field(*f, path, "cookie_acks", out.cookie_acks,
           [&](const V& x, const std::string& p) { return read_bool(x, p, s); });
-    field(*f, path, "server_id", out.server_id, [&](const V& x, const std::string& p) {
-        return read_uint(x, p, s, ~std::uint64_t{0},
-                         "a non-negative integer (the server id its QUIC server writes in its "
-                         "connection IDs)");
-    });
+    field(*f, path, "server_id", out.server_id,
+          [&](const V& x, const std::string& p) { return read_server_id(x, p, s); });
     return out;
 }
 

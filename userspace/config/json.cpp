@@ -265,13 +265,20 @@ std::expected<BackendPatch, std::string> backend_patch_from_json(const json& j) 
                                                               "active, drain or disabled");
                 } else if (key == "cookie_acks") {
                     out.cookie_acks = detail::read_bool(entry.value, detail::join(p, key), s);
+                } else if (key == "server_id") {
+                    if (entry.value.kind() == Kind::kNull) {
+                        out.server_id.emplace();
+                    } else if (auto id =
+                                   detail::read_server_id(entry.value, detail::join(p, key), s)) {
+                        out.server_id.emplace(*id);
+                    }
                 } else {
                     s.error(p, entry.key_location,
                             "found unknown field " + entry.key_found + ", expected " +
                                 std::string(kBackendPatchExpected));
                 }
             }
-            if (s.count() == 0 && !out.weight && !out.state && !out.cookie_acks)
+            if (s.count() == 0 && !out.weight && !out.state && !out.cookie_acks && !out.server_id)
                 s.error(p, v.location(),
                         "nothing to change, expected " + std::string(kBackendPatchExpected));
             return out;

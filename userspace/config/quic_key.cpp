@@ -59,7 +59,7 @@ Result<QuicKey> read_quic_key_file(const std::string& path) {
                            "at the file it names");
         return fail_on(err, what, path);
     }
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return fail_on(errno, what, path);
     if (!S_ISREG(st.st_mode))
         return fail_on(0, what, path, "not a regular file, expected a file holding the key");

@@ -158,6 +158,13 @@ void patch_backend(Api& api, const httplib::Request& req, httplib::Response& res
                         " -> " + (*patch.cookie_acks ? "true" : "false");
                 b->cookie_acks = *patch.cookie_acks;
             }
+            if (patch.server_id && *patch.server_id != b->server_id) {
+                auto shown = [](const std::optional<std::uint64_t>& id) {
+                    return id ? std::to_string(*id) : std::string("unset");
+                };
+                what += " server_id " + shown(b->server_id) + " -> " + shown(*patch.server_id);
+                b->server_id = *patch.server_id;
+            }
             if (what == "backend " + address.to_string()) what += " unchanged";
             const auto index = static_cast<std::size_t>(b - found->list.begin());
             return Change{std::move(vips), key, false, index, what};

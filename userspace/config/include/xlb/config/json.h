@@ -47,10 +47,13 @@ struct BackendPatch {
     std::optional<std::uint32_t> weight;
     std::optional<AdminState> state;
     std::optional<bool> cookie_acks;
+    // Outer: given; inner: the id, or nullopt (JSON null) to clear it.
+    std::optional<std::optional<std::uint64_t>> server_id;
 };
 inline constexpr std::string_view kBackendPatchExpected =
-    "an object with \"weight\" (0-10000), \"state\" (active, drain or disabled) and/or "
-    "\"cookie_acks\" (true or false), e.g. {\"weight\": 50}";
+    "an object with \"weight\" (0-10000), \"state\" (active, drain or disabled), "
+    "\"cookie_acks\" (true or false) and/or \"server_id\" (an integer, or null to clear it), "
+    "e.g. {\"weight\": 50}";
 std::expected<BackendPatch, std::string> backend_patch_from_json(const nlohmann::json& j);
 
 // What a packet capture selects and how long it runs (POST /v1/capture);
