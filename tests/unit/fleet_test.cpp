@@ -94,6 +94,25 @@ TEST(FleetValues, EachValueComesBackAsWritten) {
     EXPECT_EQ(r2->vips, r.vips);
 }
 
+// A QUIC VIP's configs and its backends' server ids travel through the
+// store as the API's JSON does: every host reads the same.
+TEST(FleetValues, QuicConfigsAndServerIdsComeBackAsWritten) {
+    config::VipSpec spec = vip("198.51.100.10", {"203.0.113.11", "203.0.113.12"});
+    spec.protocol = config::Protocol::kUdp;
+    spec.port = 443;
+    spec.quic = {config::QuicConfig{1, 2, 14, config::QuicMode::kEncrypted, "/etc/xlb/q.key"},
+                 config::QuicConfig{0, 8, 8, config::QuicMode::kPlaintext, ""}};
+    spec.backends[0].server_id = 18446744073709551615ULL;
+    VipValue v{spec, false, global(1).written};
+    auto v2 = decode_vip(encode(v));
+    ASSERT_TRUE(v2.has_value()) << v2.error().message();
+    ASSERT_TRUE(v2->vip);
+    EXPECT_EQ(*v2->vip, spec);
+    EXPECT_EQ(v2->vip->quic.size(), 2u);
+    EXPECT_EQ(v2->vip->backends[0].server_id, 18446744073709551615ULL);
+    EXPECT_FALSE(v2->vip->backends[1].server_id);
+}
+
 TEST(FleetValues, UnknownFormatsAndFieldsAreRefusedNotGuessed) {
     json j = json::parse(encode(global(1)));
     j["format"] = 2;

@@ -191,7 +191,70 @@ TEST(XlbctlParse, UnknownArgumentsNameTheHelp) {
     EXPECT_HAS(parse_error({"backend", "add", "198.51.100.10:80"}), "ADDR is required");
     EXPECT_HAS(parse_error({"lookup", "198.51.100.10:80"}), "--src is required");
     EXPECT_HAS(parse_error({"backend", "set", "198.51.100.10:80", "203.0.113.11"}),
-               "--weight or --cookie-acks is required");
+               "--weight, --cookie-acks or --server-id is required");
+}
+
+// --server-id: add N; set N, or none to clear it; checked by the agent
+// against the VIP's quic configs, which only it has.
+TEST(XlbctlParse, BackendServerId) {
+    Command add =
+        parse_ok({"backend", "add", "198.51.100.10:443/udp", "203.0.113.11", "--server-id", "7"});
+    ASSERT_TRUE(add.server_id);
+    EXPECT_EQ(*add.server_id, 7u);
+    EXPECT_EQ(nlohmann::json::parse(build_request(add).body),
+              nlohmann::json::parse(R"({"address": "203.0.113.11", "server_id": 7})"));
+    EXPECT_FALSE(parse_ok({"backend", "add", "198.51.100.10:80", "203.0.113.11"}).server_id);
+    Command set = parse_ok({"backend", "set", "198.51.100.10:443/udp", "203.0.113.11",
+                            "--server-id", "18446744073709551615"});
+    EXPECT_EQ(build_request(set).body, R"({"server_id":18446744073709551615})");
+    Command cleared = parse_ok(
+        {"backend", "set", "198.51.100.10:443/udp", "203.0.113.11", "--server-id", "none"});
+    ASSERT_TRUE(cleared.server_id);
+    EXPECT_FALSE(*cleared.server_id);
+    EXPECT_EQ(build_request(cleared).body, R"({"server_id":null})");
+    const std::string bad = parse_error(
+        {"backend", "set", "198.51.100.10:443/udp", "203.0.113.11", "--server-id", "-1"});
+    EXPECT_HAS(bad, "--server-id: found '-1', expected a non-negative integer");
+    EXPECT_HAS(bad, "or none (to clear it)");
+    EXPECT_HAS(parse_error({"backend", "add", "198.51.100.10:443/udp", "203.0.113.11",
+                            "--server-id", "none"}),
+               "--server-id: found 'none', expected a non-negative integer");
+}
+
+// --quic SPEC: the file's keys as key=value, configs separated by ';'.
+TEST(XlbctlParse, VipQuic) {
+    Command c = parse_ok({"vip", "add", "198.51.100.10:443/udp", "--quic",
+                          "server_id_length=2,nonce_length=8,config_id=1;"
+                          "server_id_length=1,nonce_length=6"});
+    ASSERT_EQ(c.spec.quic.size(), 2u);
+    EXPECT_EQ(c.spec.quic[0], (config::QuicConfig{1, 2, 8, config::QuicMode::kPlaintext, ""}));
+    EXPECT_EQ(c.spec.quic[1], (config::QuicConfig{0, 1, 6, config::QuicMode::kPlaintext, ""}));
+    EXPECT_EQ(nlohmann::json::parse(build_request(c).body)["quic"].size(), 2u);
+    EXPECT_EQ(settings_object({{"quic",
+                                "server_id_length=2,nonce_length=8,mode=encrypted,"
+                                "key_file=/etc/xlb/quic.key"}}),
+              nlohmann::json::parse(R"({"quic": [{"server_id_length": 2, "nonce_length": 8,
+                  "mode": "encrypted", "key_file": "/etc/xlb/quic.key"}]})"));
+    EXPECT_EQ(settings_object({{"quic", ""}}), nlohmann::json::parse(R"({"quic": []})"))
+        << "\"\" turns it off";
+    Command set = parse_ok(
+        {"vip", "set", "198.51.100.10:443/udp", "--quic", "server_id_length=2,nonce_length=8"});
+    EXPECT_EQ(nlohmann::json::parse(build_request(set).body),
+              nlohmann::json::parse(R"({"quic": [{"server_id_length": 2, "nonce_length": 8}]})"));
+    // Refused as the file refuses it, with the option named.
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:443/udp", "--quic",
+                            "server_id_length=2,nonce_length=30"}),
+               "--quic: found 30, expected 4-18");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:443/tcp", "--quic",
+                            "server_id_length=2,nonce_length=8"}),
+               "--quic: found on a tcp VIP, expected quic only on udp VIPs");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:443/udp", "--quic", "nonce_length=8"}),
+               "--quic: missing, expected the server id's length in octets");
+    EXPECT_HAS(parse_error({"vip", "add", "198.51.100.10:443/udp", "--quic", "two"}),
+               "--quic: found \"two\", expected an object");
+    EXPECT_HAS(parse_error({"vip", "set", "198.51.100.10:443/udp", "--quic",
+                            "server_id_length=2,nonce_length=8,mode=aes"}),
+               "expected plaintext or encrypted");
 }
 
 TEST(XlbctlParse, VipKeys) {
@@ -668,6 +731,7 @@ TEST(XlbctlParse, EveryVipKeyOfTheFileIsAnOption) {
     full.syn_cookies = config::SynCookies::kAlways;
     full.allow_sources.push_back(*net::Prefix::parse("192.0.2.0/24"));
     full.deny_sources.push_back(*net::Prefix::parse("192.0.2.128/25"));
+    full.quic.push_back(config::QuicConfig{});
     std::vector<std::string> keys;
     std::function<void(const nlohmann::json&, const std::string&)> walk =
         [&](const nlohmann::json& j, const std::string& prefix) {

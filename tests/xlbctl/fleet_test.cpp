@@ -266,6 +266,45 @@ TEST(XlbctlFleet, TwoWritersOnOneRevisionOneWinsTheOtherIsRefusedNamingIt) {
     EXPECT_EQ(v.vip->backends[1].weight, config::kDefaultWeight);
 }
 
+// quic and server_id through the store: set by the write verbs, checked by
+// the agent's rules, and exported as the file writes them.
+TEST(XlbctlFleet, QuicAndServerIdsRoundTripThroughTheStore) {
+    Harness h;
+    const std::string file = write_file("xlbctl-fleet-quic.yaml", kFile);
+    ASSERT_EQ(h.run({"fleet", "import", file}), 0) << h.err.str();
+    const std::string udp = "198.51.100.20:53/udp";
+    auto stored = [&] {
+        auto v = h.store.get(kLayout.vip(udp), 0);
+        return *fleet::decode_vip(v->kvs.at(0).value)->vip;
+    };
+    ASSERT_EQ(h.run({"vip", "set", udp, "--quic", "server_id_length=1,nonce_length=8"}), 0)
+        << h.err.str();
+    ASSERT_EQ(stored().quic.size(), 1u);
+    EXPECT_EQ(stored().quic[0].server_id_length, 1u);
+    ASSERT_EQ(h.run({"backend", "set", udp, "203.0.113.21", "--server-id", "9"}), 0) << h.err.str();
+    EXPECT_HAS(h.out.str(), "backend 203.0.113.21 server_id unset -> 9");
+    ASSERT_EQ(h.run({"backend", "add", udp, "203.0.113.22", "--server-id", "10"}), 0)
+        << h.err.str();
+    EXPECT_HAS(h.out.str(), "backend 203.0.113.22 added (weight 100, active, server id 10)");
+    EXPECT_EQ(stored().backends[0].server_id, 9u);
+    EXPECT_EQ(stored().backends[1].server_id, 10u);
+    const int writes = h.store.writes;
+    EXPECT_EQ(h.run({"backend", "set", udp, "203.0.113.22", "--server-id", "9"}), 1);
+    EXPECT_HAS(h.err.str(), "server_id: found 9 again (also backends[0])");
+    EXPECT_EQ(h.run({"backend", "set", udp, "203.0.113.22", "--server-id", "256"}), 1);
+    EXPECT_HAS(h.err.str(), "expected below 256 (quic has server_id_length 1)");
+    EXPECT_EQ(h.store.writes, writes) << "refused: nothing written";
+    ASSERT_EQ(h.run({"backend", "set", udp, "203.0.113.22", "--server-id", "none"}), 0)
+        << h.err.str();
+    EXPECT_HAS(h.out.str(), "backend 203.0.113.22 server_id 10 -> unset");
+
+    ASSERT_EQ(h.run({"fleet", "export"}), 0) << h.err.str();
+    auto parsed = config::parse_config(h.out.str(), "export");
+    ASSERT_TRUE(parsed) << h.out.str() << parsed.error().front().to_string();
+    ASSERT_NE(parsed->find_vip(udp), nullptr);
+    EXPECT_EQ(*parsed->find_vip(udp), stored());
+}
+
 TEST(XlbctlFleet, ImportWritesEverythingAtOneRevisionOnceAndExportRoundTrips) {
     Harness h;
     const std::string file = write_file("xlbctl-fleet-import.yaml", kFile);

@@ -436,6 +436,32 @@ TEST(XlbctlRender, BackendCookieAcks) {
                "21846 slots (100.00%), accepts cookie ACKs, epoch 4\n");
 }
 
+// --server-id given: the line says what the backend's id now is.
+TEST(XlbctlRender, BackendServerId) {
+    const json reply = vip_detail({backend("203.0.113.14", "active", "healthy", 50, 21846, 1.0)});
+    Command set = cmd(Verb::kBackendSet);
+    set.backend = *net::IpAddress::parse("203.0.113.14");
+    set.server_id.emplace(7);
+    EXPECT_HAS(render_human(set, reply, kPlain), "21846 slots (100.00%), server id 7, epoch 4\n");
+    set.server_id.emplace();
+    EXPECT_HAS(render_human(set, reply, kPlain), "21846 slots (100.00%), no server id, epoch 4\n");
+}
+
+// A QUIC VIP's backends: a SERVER ID column once one has an id, "-" for
+// those without.
+TEST(XlbctlRender, BackendListServerIds) {
+    json reply = backends_reply();
+    EXPECT_EQ(render_human(cmd(Verb::kBackendList), reply, kPlain).find("SERVER ID"),
+              std::string::npos);
+    reply["backends"][0]["server_id"] = 7;
+    reply["backends"][2]["server_id"] = 65535;
+    const std::string out = render_human(cmd(Verb::kBackendList), reply, kPlain);
+    EXPECT_HAS(out, "ADDRESS       SERVER ID  STATE   HEALTH     WEIGHT");
+    EXPECT_HAS(out, "203.0.113.11          7  active  healthy");
+    EXPECT_HAS(out, "203.0.113.12          -  drain   unknown");
+    EXPECT_HAS(out, "203.0.113.13      65535  active  unhealthy");
+}
+
 TEST(XlbctlRender, VipAddAndDel) {
     json reply = vip_detail({backend("203.0.113.11", "active", "healthy", 100, 251, 1.0)});
     reply["epoch"] = 1;

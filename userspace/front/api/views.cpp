@@ -290,6 +290,7 @@ json backend_json(const control::VipStatus& vip, const control::BackendStatus& b
     };
     auto h = health.find(std::pair{vip.spec.key(), b.address});
     add_health_fields(j, h == health.end() ? nullptr : &h->second);
+    if (spec && spec->server_id) j["server_id"] = *spec->server_id;
     return j;
 }
 

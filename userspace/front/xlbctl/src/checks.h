@@ -37,6 +37,8 @@ struct Raw {
     // backend add --cookie-acks (a flag); backend set --cookie-acks true|false
     bool cookie_acks_flag = false;
     std::string cookie_acks;
+    // backend add --server-id N; backend set --server-id N|none
+    std::string server_id;
     std::string name, hash, ring_size, panic_threshold;
     bool no_conntrack = false;
     bool dry_run = false;

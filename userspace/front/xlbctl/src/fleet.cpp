@@ -29,6 +29,7 @@ std::string backend_text(const config::BackendSpec& b) {
     std::string out = fmt::format("weight {}, {}", b.weight, config::to_string(b.state));
     if (!b.hash_key.empty()) out += ", hash key " + b.hash_key;
     if (b.cookie_acks) out += ", cookie ACKs";
+    if (b.server_id) out += fmt::format(", server id {}", *b.server_id);
     return out;
 }
 
@@ -127,6 +128,7 @@ std::expected<VipApplied, std::string> apply_to_vip(const Command& c,
             b.weight = c.weight.value_or(config::kDefaultWeight);
             b.hash_key = c.hash_key;
             b.cookie_acks = c.cookie_acks.value_or(false);
+            if (c.server_id) b.server_id = *c.server_id;
             next.backends.push_back(b);
             out.summary = "backend " + address + " added (" + backend_text(b) + ")";
             out.next = std::move(next);
@@ -166,6 +168,18 @@ std::expected<VipApplied, std::string> apply_to_vip(const Command& c,
                         changed +=
                             fmt::format(" cookie_acks {} -> {}", b->cookie_acks, *c.cookie_acks);
                     b->cookie_acks = *c.cookie_acks;
+                }
+                if (c.server_id) {
+                    auto shown = [](const std::optional<std::uint64_t>& id) {
+                        return id ? std::to_string(*id) : std::string("unset");
+                    };
+                    if (b->server_id == *c.server_id)
+                        kept += fmt::format("{}server_id {}", kept.empty() ? "" : ", ",
+                                            shown(b->server_id));
+                    else
+                        changed += fmt::format(" server_id {} -> {}", shown(b->server_id),
+                                               shown(*c.server_id));
+                    b->server_id = *c.server_id;
                 }
                 out.summary = changed.empty() ? "backend " + address + " unchanged (" + kept + ")"
                                               : "backend " + address + changed;

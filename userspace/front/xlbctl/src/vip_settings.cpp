@@ -119,7 +119,35 @@ json number_or_text(const std::string& text) {
     return text;
 }
 
+// --quic: "server_id_length=2,nonce_length=8,config_id=1,mode=encrypted,
+// key_file=/etc/xlb/quic.key", several configs separated by ';', the file's
+// keys and words; "" turns QUIC-LB off. What does not have that form is
+// passed on as text, for the decoder to name.
+json quic_configs(const std::string& text) {
+    json configs = json::array();
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const std::size_t semi = std::min(text.find(';', start), text.size());
+        const std::string spec = text.substr(start, semi - start);
+        json config = json::object();
+        std::size_t at = 0;
+        while (at <= spec.size()) {
+            const std::size_t comma = std::min(spec.find(',', at), spec.size());
+            const std::string pair = spec.substr(at, comma - at);
+            const std::size_t eq = pair.find('=');
+            if (eq == std::string::npos || eq == 0) return text;
+            const std::string key = pair.substr(0, eq), value = pair.substr(eq + 1);
+            config[key] = key == "mode" || key == "key_file" ? json(value) : number_or_text(value);
+            at = comma + 1;
+        }
+        configs.push_back(std::move(config));
+        start = semi + 1;
+    }
+    return configs;
+}
+
 json typed(const std::string& path, const std::string& text) {
+    if (path == "quic") return quic_configs(text);
     const json* def = default_at(path);
     if (!def || def->is_string() || def->is_null()) return text;
     if (def->is_boolean()) {
@@ -178,6 +206,11 @@ const std::vector<VipSetting>& vip_settings() {
                      "none: every client; \"\" empties it)");
         optional_key("deny_sources", "LIST",
                      "prefixes; file key deny_sources (default none; \"\" empties it)");
+        optional_key("quic", "SPEC",
+                     "UDP VIPs: route QUIC packets by the server id in their connection ID, e.g. "
+                     "server_id_length=2,nonce_length=8[,config_id=0][,mode=plaintext|encrypted]"
+                     "[,key_file=PATH], several separated by ';' (the first is the one servers "
+                     "issue); file key quic (default none; \"\" turns it off)");
         return out;
     }();
     return settings;

@@ -49,27 +49,43 @@ std::string render_backend_list(const json& r, const Style& style, bool quiet) {
     out = header_line(r, style) + "\n";
     if (backends.empty())
         return out + "no backends (add one: xlbctl backend add " + str(r, "vip") + " ADDR)\n";
-    Table t({{"ADDRESS"},
-             {"STATE"},
-             {"HEALTH"},
-             {"WEIGHT", Align::kRight},
-             {"EFFECTIVE", Align::kRight},
-             {"SLOTS", Align::kRight},
-             {"SHARE", Align::kRight},
-             {"ACTIVE", Align::kRight},
-             {"INACTIVE", Align::kRight},
-             {"NEW/S", Align::kRight},
-             {"PACKETS", Align::kRight},
-             {"BYTES", Align::kRight},
-             {"LAST FAILURE"}});
+    // The server ids of a QUIC VIP's backends: a column once one has one.
+    const bool server_ids = std::any_of(backends.begin(), backends.end(),
+                                        [](const json& b) { return b.contains("server_id"); });
+    std::vector<Table::Column> columns{{"ADDRESS"},
+                                       {"STATE"},
+                                       {"HEALTH"},
+                                       {"WEIGHT", Align::kRight},
+                                       {"EFFECTIVE", Align::kRight},
+                                       {"SLOTS", Align::kRight},
+                                       {"SHARE", Align::kRight},
+                                       {"ACTIVE", Align::kRight},
+                                       {"INACTIVE", Align::kRight},
+                                       {"NEW/S", Align::kRight},
+                                       {"PACKETS", Align::kRight},
+                                       {"BYTES", Align::kRight},
+                                       {"LAST FAILURE"}};
+    if (server_ids) columns.insert(columns.begin() + 1, Table::Column{"SERVER ID", Align::kRight});
+    Table t(std::move(columns));
     for (const json& b : backends) {
         const std::string failure = b.value("last_failure", "");
-        t.add({str(b, "address"), state_cell(str(b, "state")), health_cell(str(b, "health")),
-               std::to_string(u64(b, "weight")), effective_text(b), std::to_string(u64(b, "slots")),
-               format_percent(number(b, "share_of_slots")), count_or_dash(b, "connections"),
-               count_or_dash(b, "inactive_connections"),
-               rate_text(b.at("new_flows_per_s"), format_per_second), count_or_dash(b, "packets"),
-               bytes_or_dash(b, "bytes"), failure.empty() ? "-" : failure});
+        std::vector<Table::Cell> row{str(b, "address"),
+                                     state_cell(str(b, "state")),
+                                     health_cell(str(b, "health")),
+                                     std::to_string(u64(b, "weight")),
+                                     effective_text(b),
+                                     std::to_string(u64(b, "slots")),
+                                     format_percent(number(b, "share_of_slots")),
+                                     count_or_dash(b, "connections"),
+                                     count_or_dash(b, "inactive_connections"),
+                                     rate_text(b.at("new_flows_per_s"), format_per_second),
+                                     count_or_dash(b, "packets"),
+                                     bytes_or_dash(b, "bytes"),
+                                     failure.empty() ? "-" : failure};
+        if (server_ids)
+            row.insert(row.begin() + 1,
+                       b.contains("server_id") ? std::to_string(u64(b, "server_id")) : "-");
+        t.add(std::move(row));
     }
     return out + t.render(style) + shared_probes_note(backends);
 }
@@ -113,7 +129,8 @@ std::string render_backend_history(const json& r, const Style& style) {
 struct Change {
     std::string addr, vip, epoch;
     const json* b = nullptr;
-    std::optional<bool> cookie_acks;  // as the command gave it
+    std::optional<bool> cookie_acks;                        // as the command gave it
+    std::optional<std::optional<std::uint64_t>> server_id;  // likewise
     std::string weights() const {
         return fmt::format("weight {} (effective {}), {}", u64(*b, "weight"), effective_text(*b),
                            slots_text(*b));
@@ -122,6 +139,12 @@ struct Change {
     std::string cookies() const {
         if (!cookie_acks) return "";
         return *cookie_acks ? ", accepts cookie ACKs" : ", takes no cookie ACKs";
+    }
+    // ", server id 7" when the command set it, ", no server id" when it
+    // cleared it; "" when not given.
+    std::string server() const {
+        if (!server_id) return "";
+        return *server_id ? fmt::format(", server id {}", **server_id) : ", no server id";
     }
 };
 
@@ -135,6 +158,7 @@ std::string render_change(const Command& c, const json& r, const Style& style, S
     Change x{c.backend.to_string(), str(r, "vip"), fmt::format("epoch {}", u64(r, "epoch"))};
     x.b = find_backend(r, x.addr);
     x.cookie_acks = c.cookie_acks;
+    x.server_id = c.server_id;
     if (std::string text = said(x); !text.empty()) return text;
     return fmt::format("backend {} of {}: done, {}\n", x.addr, x.vip, x.epoch);
 }
@@ -167,6 +191,23 @@ Checked<void> backend_check(const Raw& raw, Command& c) {
     }
     c.hash_key = raw.hash_key;
     if (raw.cookie_acks_flag) c.cookie_acks = true;
+    if (!raw.server_id.empty()) {
+        // The agent checks the id against the VIP's quic configs, which only
+        // it has: not part of the backend checked here.
+        const bool set = c.verb == Verb::kBackendSet;
+        if (set && raw.server_id == "none") {
+            c.server_id.emplace();
+        } else if (auto id = parse_unsigned(raw.server_id)) {
+            c.server_id.emplace(*id);
+        } else {
+            return std::unexpected(
+                "--server-id: found " + in_quotes(raw.server_id) +
+                ", expected a non-negative integer (the server id the backend's QUIC server "
+                "writes in its connection IDs)" +
+                (set ? " or none (to clear it)" : "") + ", e.g. xlbctl " + verb_name(c.verb) + " " +
+                ex.vip + " " + ex.backend + " --server-id 7");
+        }
+    }
     c.dry_run = raw.dry_run;
     config::BackendSpec b;
     b.address = c.backend;
@@ -187,9 +228,10 @@ Checked<void> set_check(const Raw& raw, Command& c) {
         return std::unexpected("--cookie-acks: found " + in_quotes(raw.cookie_acks) +
                                ", expected true or false, e.g. xlbctl backend set " + ex.vip + " " +
                                ex.backend + " --cookie-acks true");
-    if (!c.weight && !c.cookie_acks)
-        return std::unexpected("--weight or --cookie-acks is required (nothing to set), e.g. " +
-                               example_of(c));
+    if (!c.weight && !c.cookie_acks && !c.server_id)
+        return std::unexpected(
+            "--weight, --cookie-acks or --server-id is required (nothing to set), e.g. " +
+            example_of(c));
     return {};
 }
 
@@ -280,6 +322,10 @@ constexpr VerbSpec kBackendVerbs[] = {
              app.add_flag("--cookie-acks", raw.cookie_acks_flag,
                           "the backend runs xlb-decap with its cookie program and accepts "
                           "handshakes the LB answered with SYN cookies (default: it does not)");
+             app.add_option("--server-id", raw.server_id,
+                            "QUIC VIPs: the server id the backend's QUIC server writes in its "
+                            "connection IDs (default: none, no packet is routed by its CID)")
+                 ->type_name("N");
          },
      .check = backend_check,
      .request =
@@ -288,14 +334,15 @@ constexpr VerbSpec kBackendVerbs[] = {
              if (c.weight) body["weight"] = *c.weight;
              if (!c.hash_key.empty()) body["hash_key"] = c.hash_key;
              if (c.cookie_acks) body["cookie_acks"] = *c.cookie_acks;
+             if (c.server_id && *c.server_id) body["server_id"] = **c.server_id;
              return HttpRequest{"POST", "/v1/backends?" + vip_query(c) + dry_run(c), body.dump()};
          },
      .render =
          [](const Command& c, const json& r, const Style& style) {
              return render_change(c, r, style, [](const Change& x) -> std::string {
                  if (!x.b) return "";
-                 return fmt::format("added backend {} to {}: {}{}, {}\n", x.addr, x.vip,
-                                    x.weights(), x.cookies(), x.epoch);
+                 return fmt::format("added backend {} to {}: {}{}{}, {}\n", x.addr, x.vip,
+                                    x.weights(), x.cookies(), x.server(), x.epoch);
              });
          }},
     {.verb = Verb::kBackendDel,
@@ -319,12 +366,14 @@ constexpr VerbSpec kBackendVerbs[] = {
          }},
     {.verb = Verb::kBackendSet,
      .name = "set",
-     .help = "Change a backend's weight, or whether it accepts cookie ACKs (a VIP\n"
-             "with syn_cookies: auto or always refuses a backend that does not).",
+     .help = "Change a backend's weight, whether it accepts cookie ACKs (a VIP\n"
+             "with syn_cookies: auto or always refuses a backend that does not), or\n"
+             "its QUIC server id.",
      .examples = "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 200\n"
                  "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --weight 0  "
                  " # no new flows\n"
-                 "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --cookie-acks true\n",
+                 "  xlbctl backend set 198.51.100.10:80/tcp 203.0.113.14 --cookie-acks true\n"
+                 "  xlbctl backend set 198.51.100.10:443/udp 203.0.113.14 --server-id 7\n",
      .options =
          [](CLI::App& app, Raw& raw) {
              change_options(app, raw);
@@ -334,6 +383,10 @@ constexpr VerbSpec kBackendVerbs[] = {
                             "accepts handshakes the LB answered with SYN cookies; false: it "
                             "does not")
                  ->type_name("true|false");
+             app.add_option("--server-id", raw.server_id,
+                            "QUIC VIPs: the server id the backend's QUIC server writes in its "
+                            "connection IDs; none: clear it")
+                 ->type_name("N|none");
          },
      .check = set_check,
      .request =
@@ -341,14 +394,16 @@ constexpr VerbSpec kBackendVerbs[] = {
              nlohmann::json body = nlohmann::json::object();
              if (c.weight) body["weight"] = *c.weight;
              if (c.cookie_acks) body["cookie_acks"] = *c.cookie_acks;
+             if (c.server_id)
+                 body["server_id"] = *c.server_id ? json(**c.server_id) : json(nullptr);
              return patch(c, body);
          },
      .render =
          [](const Command& c, const json& r, const Style& style) {
              return render_change(c, r, style, [](const Change& x) -> std::string {
                  if (!x.b) return "";
-                 return fmt::format("backend {} of {}: {}{}, {}\n", x.addr, x.vip, x.weights(),
-                                    x.cookies(), x.epoch);
+                 return fmt::format("backend {} of {}: {}{}{}, {}\n", x.addr, x.vip, x.weights(),
+                                    x.cookies(), x.server(), x.epoch);
              });
          }},
     {.verb = Verb::kBackendDrain,

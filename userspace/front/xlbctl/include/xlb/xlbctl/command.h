@@ -109,6 +109,9 @@ struct Command {
     // add (--cookie-acks: true), set (--cookie-acks true|false); nullopt:
     // not given (add: the agent's default, false).
     std::optional<bool> cookie_acks;
+    // add, set (--server-id N; set: none clears it): outer nullopt: not
+    // given; inner nullopt: cleared.
+    std::optional<std::optional<std::uint64_t>> server_id;
     // --dry-run: the agent builds the table the change would give, publishes
     // nothing, and answers with the share of slots that would change owner.
     bool dry_run = false;
