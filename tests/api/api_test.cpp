@@ -903,6 +903,10 @@ TEST_F(ApiTest, QuicConfigsAndServerIdsRoundTrip) {
     EXPECT_EQ(got["backends"][0]["server_id"], 7);
     EXPECT_FALSE(got["backends"][1].contains("server_id")) << "written only when set";
     EXPECT_EQ(added.body["spec"], got);
+    // The backends' rows carry it too (xlbctl backend list's column).
+    const json rows = get("/v1/backends?" + vq(key)).body["backends"];
+    EXPECT_EQ(rows[0]["server_id"], 7);
+    EXPECT_FALSE(rows[1].contains("server_id"));
 
     const std::string path = "/v1/backends?" + vq(key);
     auto pa = [&](const std::string& address, const std::string& body) {
