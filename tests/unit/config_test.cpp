@@ -2151,49 +2151,37 @@ TEST(QuicConfig, KeyFileIsCheckedWhenLoaded) {
                               key.path() + "}\n")
                         .empty())
             << error_for(key.path());
-        auto read = read_quic_key_file(key.path());
-        ASSERT_TRUE(read.has_value()) << read.error();
-        EXPECT_EQ((*read)[0], good.size() == 16 ? 7 : 0x00);
-        EXPECT_EQ((*read)[15], good.size() == 16 ? 7 : 0xff);
     }
+    // The reader is the QUIC library's (its own tests cover every form);
+    // here: each refusal stops the file at the key, naming the file.
+    auto expect_refused = [&](const std::string& path, const std::string& words) {
+        const std::string e = error_for(path);
+        EXPECT_NE(e.find("test.yaml:11:"), std::string::npos) << e;
+        EXPECT_NE(e.find("vips[0].quic.key_file: "), std::string::npos) << e;
+        EXPECT_NE(e.find(path), std::string::npos) << e;
+        EXPECT_NE(e.find(words), std::string::npos) << e;
+    };
     {
         const KeyFile loose(hex, 0640);
-        const std::string e = error_for(loose.path());
-        EXPECT_NE(e.find("test.yaml:11:"), std::string::npos) << e;
-        EXPECT_NE(e.find("vips[0].quic.key_file: read the QUIC-LB key file " + loose.path()),
-                  std::string::npos)
-            << e;
-        EXPECT_NE(e.find("mode 0640"), std::string::npos) << e;
-        EXPECT_NE(e.find("chmod 600 " + loose.path()), std::string::npos) << e;
+        expect_refused(loose.path(), "(mode 0640)");
+        expect_refused(loose.path(), "chmod 600 " + loose.path());
     }
     {
         const KeyFile theirs(hex);
         ASSERT_EQ(::chown(theirs.path().c_str(), 65534, 65534), 0);
-        const std::string e = error_for(theirs.path());
-        EXPECT_NE(e.find("owned by uid 65534, expected a file owned by root: chown root " +
-                         theirs.path()),
-                  std::string::npos)
-            << e;
+        expect_refused(theirs.path(), "not owned by root (uid 65534)");
+        expect_refused(theirs.path(), "chown root " + theirs.path());
     }
-    for (const std::string& bad :
-         {hex.substr(1), hex + "0", std::string(17, 'a'), std::string("00112233")}) {
+    for (const std::string& bad : {hex.substr(1), std::string(17, 'a')}) {
         const KeyFile key(bad);
-        const std::string e = error_for(key.path());
-        EXPECT_NE(e.find("holds " + std::to_string(bad.size()) +
-                         " bytes, expected the 16-octet AES-128 key: 16 raw octets or 32 hex "
-                         "digits"),
-                  std::string::npos)
-            << e;
+        expect_refused(key.path(), "holds " + std::to_string(bad.size()) + " octets");
     }
     {
-        const KeyFile key(hex);
-        const std::string link = key.path() + ".link";
-        ASSERT_EQ(::symlink(key.path().c_str(), link.c_str()), 0);
-        EXPECT_NE(error_for(link).find("symbolic link"), std::string::npos) << error_for(link);
+        const KeyFile key(std::string(31, '0') + "g");
+        expect_refused(key.path(), "not a hex digit");
         const std::string dir = std::filesystem::path(key.path()).parent_path();
-        EXPECT_NE(error_for(dir).find("not a regular file"), std::string::npos) << error_for(dir);
-        EXPECT_NE(error_for(dir + "/none").find("No such file or directory"), std::string::npos)
-            << error_for(dir + "/none");
+        expect_refused(dir, "not a regular file");
+        expect_refused(dir + "/none", "No such file or directory");
     }
     EXPECT_NE(error_for("key.hex").find("expected an absolute path"), std::string::npos)
         << error_for("key.hex");

@@ -18,6 +18,7 @@
 #include "xlb/files/files.h"
 #include "xlb/maglev/maglev.h"
 #include "xlb/net/address.h"
+#include "xlb/quic/key_file.h"
 
 namespace xlb::config {
 
@@ -650,7 +651,12 @@ void check_quic(const VipSpec& vip, const Out& out) {
                     "missing, expected the path of the file holding the 16-octet AES-128 key "
                     "(mode encrypted)",
                     {at + ".mode"});
-            } else if (auto key = read_quic_key_file(q.key_file); !key) {
+            } else if (q.key_file.front() != '/') {
+                add("key_file", "found " + shown_value(q.key_file) +
+                                    ", expected an absolute path to the file holding the key");
+            } else if (auto key = quic::read_key_file(q.key_file); !key) {
+                // Read where the configuration is checked: a key the agent
+                // could not install stops the file or the change.
                 add("key_file", key.error().message());
             }
         } else if (!q.key_file.empty()) {

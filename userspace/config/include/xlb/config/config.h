@@ -15,9 +15,7 @@
 
 #include <sys/un.h>
 
-#include <array>
 #include <cstddef>
-#include <cstdint>
 #include <expected>
 #include <optional>
 #include <string>
@@ -25,7 +23,6 @@
 #include <vector>
 
 #include "xlb/config/model.h"
-#include "xlb/error.h"
 
 namespace xlb::config {
 
@@ -111,15 +108,6 @@ std::vector<ValidationIssue> check_config(const Config& config);
 std::vector<std::string> validate_config(const Config& config);
 // The fleet: section alone, as check_config checks it ("fleet.endpoints[0]: ...").
 std::vector<ValidationIssue> check_fleet(const FleetSettings& fleet);
-
-// The AES-128 key of an encrypted QUIC-LB config (QuicConfig::key_file):
-// the file must be a regular file (not a link) owned by root without group
-// or other permission bits, holding 16 raw octets or 32 hex digits and an
-// optional newline. The error names the file and the fix ("chmod 600
-// FILE"). The configuration's checks read every key file through it, and so
-// does whatever installs the keys.
-using QuicKey = std::array<std::uint8_t, 16>;
-Result<QuicKey> read_quic_key_file(const std::string& path);
 
 // A YAML document that parse_config() reads back to an equal Config: every
 // key written out, defaults included: the effective configuration, for
