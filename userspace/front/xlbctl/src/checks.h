@@ -65,7 +65,8 @@ struct Raw {
     bool replace = false;
     std::vector<std::string> diff;
     // quic cid|decode
-    std::string server_id, config_id, nonce, key_file, cid;
+    // (--server-id is the backend verbs' raw server_id above)
+    std::string config_id, nonce, key_file, cid;
     // vip add, vip set: the VIP settings' options (by path), and which were given.
     std::map<std::string, std::string> settings;
     std::vector<std::pair<std::string, std::string>> given;

@@ -128,22 +128,22 @@ std::expected<QuicAnswer, std::string> quic_sample(const Command& cmd, const jso
         if (!k) return std::unexpected(k.error());
         key = *k;
     }
-    auto cid = quic::encode_cid(c, cmd.server_id, nonce, key);
+    auto cid = quic::encode_cid(c, cmd.quic_server_id, nonce, key);
     if (!cid) return std::unexpected("--server-id: " + cid.error().message());
 
     QuicAnswer answer;
-    const auto owner = quic_owner(vip, cmd.server_id);
+    const auto owner = quic_owner(vip, cmd.quic_server_id);
     if (!owner)
         answer.warnings.push_back(fmt::format(
             "no backend of VIP {} has server_id {}: the balancer would send this CID's packets by "
             "their 5-tuple (unknown_server)",
-            key_text, cmd.server_id));
+            key_text, cmd.quic_server_id));
     answer.document =
         json{{"vip", key_text},
              {"cid", quic::to_hex(*cid)},
              {"config_id", c.config_id},
              {"mode", c.mode == config::QuicMode::kEncrypted ? "encrypted" : "plaintext"},
-             {"server_id", cmd.server_id},
+             {"server_id", cmd.quic_server_id},
              {"nonce", quic::to_hex(nonce)},
              {"backend", owner ? json(owner->address) : json(nullptr)}};
     answer.text = quic::to_hex(*cid) + "\n";

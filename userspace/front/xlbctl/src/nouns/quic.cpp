@@ -33,7 +33,7 @@ Checked<void> quic_cid_check(const Raw& raw, Command& c) {
     if (!id)
         return std::unexpected("--server-id: found " + in_quotes(raw.server_id) +
                                ", expected the backend's server_id, a number, e.g. --server-id 3");
-    c.server_id = *id;
+    c.quic_server_id = *id;
     if (!raw.config_id.empty()) {
         auto config_id = parse_unsigned(raw.config_id);
         if (!config_id || *config_id >= XLB_QUIC_CONFIG_IDS)

@@ -184,7 +184,7 @@ struct Command {
     // quic cid VIP --server-id N [--config-id C] [--nonce HEX]; quic decode
     // VIP CID; both [--key-file PATH] (docs/quic.md). Computed here from the
     // VIP's configs, which the agent sends without their keys.
-    std::uint64_t server_id = 0;
+    std::uint64_t quic_server_id = 0;
     std::optional<std::uint8_t> quic_config_id;
     std::optional<std::vector<std::uint8_t>> nonce;  // nullopt: random
     std::string key_file;                            // overrides the config's key_file
