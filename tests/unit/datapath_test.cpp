@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -399,6 +401,124 @@ TEST(SourceRanges, EncapChangeRewritesCookieFlags) {
     for (int i = 0; i < 50 && !rec.all_published(); ++i)
         ASSERT_TRUE(rec.reconcile(control::Clock::now()));
     EXPECT_EQ(dp.vip_flags.begin()->second, static_cast<std::uint32_t>(XLB_VIP_F_COOKIES_AUTO));
+}
+
+// ---- QUIC connection-ID routing -------------------------------------------
+
+config::QuicConfig quic_config(std::uint8_t id, std::uint8_t sid, std::uint8_t nonce,
+                               config::QuicMode mode = config::QuicMode::kPlaintext) {
+    config::QuicConfig q;
+    q.config_id = id;
+    q.server_id_length = sid;
+    q.nonce_length = nonce;
+    q.mode = mode;
+    if (mode == config::QuicMode::kEncrypted) q.key_file = "/etc/xlb/quic.key";
+    return q;
+}
+
+config::VipSpec quic_vip(std::vector<config::QuicConfig> configs,
+                         std::vector<std::optional<std::uint64_t>> server_ids) {
+    config::VipSpec v;
+    v.address = ip("198.51.100.10");
+    v.port = 443;
+    v.protocol = config::Protocol::kUdp;
+    v.health_check.type = config::HealthCheckType::kNone;
+    v.quic = std::move(configs);
+    for (std::size_t i = 0; i < server_ids.size(); ++i) {
+        config::BackendSpec b;
+        b.address = net::IpAddress::v4(203, 0, 113, static_cast<std::uint8_t>(11 + i));
+        b.server_id = server_ids[i];
+        v.backends.push_back(b);
+    }
+    return v;
+}
+
+TEST(Quic, FlagOnlyForUdpVipsWithConfigs) {
+    config::VipSpec v = quic_vip({}, {});
+    EXPECT_EQ(vip_flags(v) & XLB_VIP_F_QUIC, 0u);
+    v.quic.push_back(quic_config(0, 2, 6));
+    EXPECT_EQ(vip_flags(v), static_cast<std::uint32_t>(XLB_VIP_F_QUIC));
+    EXPECT_EQ(vip_value(v, 4).flags, static_cast<std::uint32_t>(XLB_VIP_F_QUIC));
+    v.conntrack = false;
+    EXPECT_EQ(vip_flags(v), static_cast<std::uint32_t>(XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK));
+    // TCP carries no QUIC: never the flag, whatever reached the spec.
+    v.protocol = config::Protocol::kTcp;
+    v.conntrack = true;
+    EXPECT_EQ(vip_flags(v) & XLB_VIP_F_QUIC, 0u);
+}
+
+TEST(Quic, ConfigEntriesCoverEverySlotOfTheVip) {
+    const config::VipSpec v =
+        quic_vip({quic_config(2, 3, 5), quic_config(5, 4, 12, config::QuicMode::kEncrypted)}, {});
+    const std::uint32_t vip_id = 7;
+    const std::vector<QuicConfigEntry> entries = quic_config_entries(v, vip_id);
+    ASSERT_EQ(entries.size(), static_cast<std::size_t>(XLB_QUIC_CONFIG_SLOTS));
+    for (std::uint8_t c = 0; c < XLB_QUIC_CONFIG_SLOTS; ++c) {
+        EXPECT_EQ(entries[c].slot, vip_id * 8 + c);
+        EXPECT_EQ(entries[c].slot, quic_slot(vip_id, c));
+        const xlb_quic_config& value = entries[c].value;
+        EXPECT_EQ(value.pad[0] | value.pad[1] | value.pad[2] | value.pad[3] | value.pad[4], 0);
+        if (c == 2) {
+            EXPECT_EQ(value.server_id_len, 3);
+            EXPECT_EQ(value.nonce_len, 5);
+            EXPECT_EQ(value.mode, XLB_QUIC_MODE_PLAINTEXT);
+        } else if (c == 5) {
+            EXPECT_EQ(value.server_id_len, 4);
+            EXPECT_EQ(value.nonce_len, 12);
+            EXPECT_EQ(value.mode, XLB_QUIC_MODE_ENCRYPTED);
+        } else {
+            EXPECT_EQ(bytes_of(value), bytes_of(xlb_quic_config{})) << int(c);
+        }
+    }
+}
+
+TEST(Quic, NoRoutingNoConfigs) {
+    // A TCP VIP (refused by the validation) or a UDP VIP without configs:
+    // every slot zero, so writing them clears what an earlier spec had.
+    config::VipSpec v = quic_vip({quic_config(1, 2, 6)}, {5});
+    v.protocol = config::Protocol::kTcp;
+    for (const QuicConfigEntry& e : quic_config_entries(v, 3))
+        EXPECT_EQ(e.value.server_id_len, 0) << e.slot;
+    EXPECT_TRUE(quic_server_entries(v, 3, std::vector<std::optional<std::uint32_t>>{9}).empty());
+    v.protocol = config::Protocol::kUdp;
+    v.quic.clear();
+    for (const QuicConfigEntry& e : quic_config_entries(v, 3))
+        EXPECT_EQ(e.value.server_id_len, 0) << e.slot;
+}
+
+TEST(Quic, ConfigIdSevenIsNeverRoutable) {
+    const config::VipSpec v = quic_vip({quic_config(7, 2, 6), quic_config(0, 1, 4)}, {});
+    const auto entries = quic_config_entries(v, 0);
+    EXPECT_EQ(entries[7].value.server_id_len, 0);
+    EXPECT_EQ(entries[0].value.server_id_len, 1);
+}
+
+TEST(Quic, ServerEntriesNameTheBackendIds) {
+    config::VipSpec v =
+        quic_vip({quic_config(0, 2, 6)}, {0x0102, std::nullopt, 0x0a0b, 0x0001, 0x0c0d});
+    v.backends[4].state = config::AdminState::kDisabled;
+    // ids as the reconciler assigns them; the fourth backend has none yet
+    const std::vector<std::optional<std::uint32_t>> ids{40, 41, 42, std::nullopt, 44};
+    const std::vector<QuicServerEntry> entries = quic_server_entries(v, 9, ids);
+    ASSERT_EQ(entries.size(), 2u);
+    EXPECT_EQ(entries[0].key.vip_id, 9u);
+    EXPECT_EQ(entries[0].key.server_id, 0x0102u);
+    EXPECT_EQ(entries[0].backend_id, 40u);
+    EXPECT_EQ(entries[1].key.server_id, 0x0a0bu);
+    EXPECT_EQ(entries[1].backend_id, 42u);
+    for (const QuicServerEntry& e : entries) EXPECT_EQ(e.key.pad, 0u);
+}
+
+TEST(Quic, SumsPerCpu) {
+    std::vector<xlb_vip_quic_stats> cpus(3);
+    for (std::size_t c = 0; c < cpus.size(); ++c) {
+        cpus[c].routed = 100 * (c + 1);
+        for (std::size_t r = 0; r < XLB_QUIC_FALLBACKS; ++r) cpus[c].fallbacks[r] = (c + 1) * r;
+    }
+    const xlb_vip_quic_stats sum = sum_per_cpu(std::span<const xlb_vip_quic_stats>(cpus));
+    EXPECT_EQ(sum.routed, 600u);
+    for (std::size_t r = 0; r < XLB_QUIC_FALLBACKS; ++r) EXPECT_EQ(sum.fallbacks[r], 6 * r) << r;
+    EXPECT_EQ(sum.pad, 0u);
 }
 
 TEST(DatapathSetup, FlowKey) {

@@ -75,6 +75,7 @@ std::uint32_t vip_flags(const config::VipSpec& vip, config::Encap encap) {
     if (!vip.conntrack) flags |= XLB_VIP_F_NO_CONNTRACK;
     if (vip.hash == config::HashMode::kSourceIp) flags |= XLB_VIP_F_HASH_SRC_ONLY;
     if (!vip.allow_sources.empty() || !vip.deny_sources.empty()) flags |= XLB_VIP_F_SOURCE_RANGES;
+    if (vip.protocol == config::Protocol::kUdp && !vip.quic.empty()) flags |= XLB_VIP_F_QUIC;
     config::Settings settings;
     settings.encap = encap;
     switch (config::effective_syn_cookies(vip, settings).mode) {
@@ -148,6 +149,60 @@ std::vector<SourceRangeEntry> source_range_entries(const config::VipSpec& vip,
     std::vector<SourceRangeEntry> entries;
     entries.reserve(out.size());
     for (auto& [bytes, e] : out) entries.push_back(e);
+    return entries;
+}
+
+std::uint32_t quic_slot(std::uint32_t vip_id, std::uint8_t config_id) {
+    return vip_id * XLB_QUIC_CONFIG_SLOTS + config_id;
+}
+
+bool QuicConfigEntry::operator==(const QuicConfigEntry& other) const {
+    return slot == other.slot && std::memcmp(&value, &other.value, sizeof(value)) == 0;
+}
+
+bool QuicServerEntry::operator==(const QuicServerEntry& other) const {
+    return std::memcmp(&key, &other.key, sizeof(key)) == 0 && backend_id == other.backend_id;
+}
+
+namespace {
+bool routes_quic(const config::VipSpec& vip) { return (vip_flags(vip) & XLB_VIP_F_QUIC) != 0; }
+}  // namespace
+
+std::vector<QuicConfigEntry> quic_config_entries(const config::VipSpec& vip, std::uint32_t vip_id) {
+    std::vector<QuicConfigEntry> entries(XLB_QUIC_CONFIG_SLOTS);
+    for (std::uint8_t c = 0; c < XLB_QUIC_CONFIG_SLOTS; ++c) entries[c].slot = quic_slot(vip_id, c);
+    if (!routes_quic(vip)) return entries;
+    for (const config::QuicConfig& q : vip.quic) {
+        // 7 marks CIDs no balancer routes: its slot stays empty whatever
+        // the validation let through
+        if (q.config_id >= XLB_QUIC_CONFIG_IDS) continue;
+        xlb_quic_config& value = entries[q.config_id].value;
+        if (value.server_id_len != 0) continue;  // a config id twice: the first stands
+        value = quic_config_value(q);
+    }
+    return entries;
+}
+
+std::vector<QuicServerEntry> quic_server_entries(
+    const config::VipSpec& vip, std::uint32_t vip_id,
+    std::span<const std::optional<std::uint32_t>> backend_ids) {
+    std::map<std::uint64_t, std::uint32_t> by_server;
+    if (routes_quic(vip))
+        for (std::size_t i = 0; i < vip.backends.size() && i < backend_ids.size(); ++i) {
+            const config::BackendSpec& b = vip.backends[i];
+            if (!b.server_id || !backend_ids[i] || b.state == config::AdminState::kDisabled)
+                continue;
+            by_server.try_emplace(*b.server_id, *backend_ids[i]);
+        }
+    std::vector<QuicServerEntry> entries;
+    entries.reserve(by_server.size());
+    for (const auto& [server_id, backend_id] : by_server) {
+        QuicServerEntry e;
+        e.key.vip_id = vip_id;
+        e.key.server_id = server_id;
+        e.backend_id = backend_id;
+        entries.push_back(e);
+    }
     return entries;
 }
 

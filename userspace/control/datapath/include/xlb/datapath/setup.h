@@ -7,7 +7,9 @@
 // its own way. Pure functions, no I/O.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,10 +59,10 @@ xlb_config make_config(const config::Settings& settings, const net::MacAddress& 
 // port), IP protocol number, family.
 xlb_vip_key vip_key(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol);
 xlb_vip_key vip_key(const config::VipSpec& vip);
-// XLB_VIP_F_* of a VIP: no connection table, source-only hash, source lists
-// and its SYN cookie mode (config::effective_syn_cookies, which needs the
-// settings' encap: without it, cookies are off; the flow hash reads only the
-// hash flags, so `xlbctl lookup` can leave it out).
+// XLB_VIP_F_* of a VIP: no connection table, source-only hash, source lists,
+// QUIC routing (a UDP VIP with configs) and its SYN cookie mode (config::effective_syn_cookies,
+// which needs the settings' encap: without it, cookies are off; the flow hash reads only the hash
+// flags, so `xlbctl lookup` can leave it out).
 std::uint32_t vip_flags(const config::VipSpec& vip, config::Encap encap = config::Encap::kIpip);
 xlb_vip_value vip_value(const config::VipSpec& vip, std::uint32_t vip_id,
                         config::Encap encap = config::Encap::kIpip);
@@ -81,6 +83,44 @@ xlb_src_range_key source_range_key(std::uint32_t vip_id, const net::Prefix& pref
 // key, no key twice; empty when the VIP has no lists.
 std::vector<SourceRangeEntry> source_range_entries(const config::VipSpec& vip,
                                                    std::uint32_t vip_id);
+
+// QUIC connection-ID routing (abi.h, XLB_MAP_QUIC_CONFIGS and
+// XLB_MAP_QUIC_SERVERS). The slot of a VIP's config id in the configs map
+// and in the per-program key map.
+std::uint32_t quic_slot(std::uint32_t vip_id, std::uint8_t config_id);
+
+struct QuicConfigEntry {
+    std::uint32_t slot = 0;
+    xlb_quic_config value{};  // all zero: no config of that id
+    bool operator==(const QuicConfigEntry& other) const;
+};
+// Every slot of a VIP (XLB_QUIC_CONFIG_SLOTS of them, in slot order): the
+// VIP's config of that id, or zero, so that writing them all also clears a
+// config id the VIP no longer has. All zero for a VIP without QUIC routing.
+std::vector<QuicConfigEntry> quic_config_entries(const config::VipSpec& vip, std::uint32_t vip_id);
+
+struct QuicServerEntry {
+    xlb_quic_server_key key{};
+    std::uint32_t backend_id = 0;
+    bool operator==(const QuicServerEntry& other) const;
+};
+// The server ids of a VIP with QUIC routing and the backend ids that own
+// them. backend_ids: parallel to vip.backends, the id each backend has in
+// XLB_MAP_BACKENDS (nullopt: none, e.g. disabled). A backend without a
+// server_id or an id, or disabled, has no entry. Sorted by server id; a
+// server id twice (refused by the validation) keeps its first backend.
+// Empty for a VIP without QUIC routing.
+std::vector<QuicServerEntry> quic_server_entries(
+    const config::VipSpec& vip, std::uint32_t vip_id,
+    std::span<const std::optional<std::uint32_t>> backend_ids);
+
+// The 16-octet AES key of an encrypted config, installed at its slot.
+using QuicKey = std::array<std::uint8_t, 16>;
+struct QuicKeyEntry {
+    std::uint32_t slot = 0;
+    QuicKey key{};
+    bool operator==(const QuicKeyEntry&) const = default;
+};
 
 // A flow's key (connection table, flow hash): as the program fills it from a
 // packet, ports in network order, the family of the source.
