@@ -37,6 +37,30 @@ public:
         events.push_back("remove_source_ranges " + std::to_string(vip_id));
         return {};
     }
+    xlb::Result<void> set_quic(std::uint32_t vip_id,
+                               const std::vector<datapath::QuicConfigEntry>& configs,
+                               const std::vector<datapath::QuicServerEntry>& servers,
+                               const std::vector<datapath::QuicKeyEntry>& keys) override {
+        quic_configs[vip_id] = configs;
+        quic_servers[vip_id] = servers;
+        quic_keys[vip_id] = keys;
+        events.push_back("set_quic " + std::to_string(vip_id) + " servers " +
+                         std::to_string(servers.size()) + " keys " + std::to_string(keys.size()));
+        return {};
+    }
+    xlb::Result<void> remove_quic(std::uint32_t vip_id) override {
+        quic_configs.erase(vip_id);
+        quic_servers.erase(vip_id);
+        quic_keys.erase(vip_id);
+        events.push_back("remove_quic " + std::to_string(vip_id));
+        return {};
+    }
+    xlb::Result<void> install_quic_keys(const std::vector<datapath::QuicKeyEntry>& keys) override {
+        installed_keys.insert(installed_keys.end(), keys.begin(), keys.end());
+        events.push_back("install_quic_keys " + std::to_string(keys.size()));
+        return {};
+    }
+    bool quic_crypto_available() const override { return crypto; }
     xlb::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
         backends[id] = be;
         return {};
@@ -77,7 +101,13 @@ public:
     bool reports_live_rings = false;
     std::map<std::uint32_t, std::uint32_t> vip_flags;  // by VIP id, as last put
     std::map<std::uint32_t, std::vector<datapath::SourceRangeEntry>> source_ranges;
-    std::vector<std::string> events;  // VIP entries and source ranges, in order
+    std::vector<std::string> events;  // VIP entries, source ranges, QUIC, in order
+    // QUIC routing as last set, by VIP id; keys given to install_quic_keys
+    std::map<std::uint32_t, std::vector<datapath::QuicConfigEntry>> quic_configs;
+    std::map<std::uint32_t, std::vector<datapath::QuicServerEntry>> quic_servers;
+    std::map<std::uint32_t, std::vector<datapath::QuicKeyEntry>> quic_keys;
+    std::vector<datapath::QuicKeyEntry> installed_keys;
+    bool crypto = true;  // what quic_crypto_available() answers
     std::map<std::uint32_t, xlb_backend> backends;
     std::map<std::uint32_t, std::vector<std::uint32_t>> rings;
     std::map<std::uint32_t, std::vector<std::uint32_t>> previous_rings;  // second chance

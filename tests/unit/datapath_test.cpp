@@ -521,6 +521,197 @@ TEST(Quic, SumsPerCpu) {
     EXPECT_EQ(sum.pad, 0u);
 }
 
+// The reconciler's QUIC writes through a recording data plane.
+class QuicPublish : public ::testing::Test {
+protected:
+    // Fails the test when a released backend id is still named by a server
+    // entry at the moment of its release.
+    struct CheckingDataPlane : test::RecordingDataPlane {
+        xlb::Result<void> put_backend(std::uint32_t id, const xlb_backend& be) override {
+            if (be.family != 0) return RecordingDataPlane::put_backend(id, be);
+            for (const auto& [vip, entries] : quic_servers) {
+                for (const QuicServerEntry& e : entries) {
+                    EXPECT_NE(e.backend_id, id) << "backend id released while named";
+                }
+            }
+            return RecordingDataPlane::put_backend(id, be);
+        }
+    };
+
+    void settle() {
+        for (int i = 0; i < 50; ++i) {
+            auto r = rec.reconcile(control::Clock::now());
+            ASSERT_TRUE(r) << r.error().message();
+            if (rec.all_published()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        FAIL() << "not published";
+    }
+    // The backend id each server id of the VIP routes to, as published.
+    std::map<std::uint64_t, std::uint32_t> routes(std::uint32_t vip_id) {
+        std::map<std::uint64_t, std::uint32_t> out;
+        for (const QuicServerEntry& e : dp.quic_servers[vip_id]) {
+            EXPECT_EQ(e.key.vip_id, vip_id);
+            out[e.key.server_id] = e.backend_id;
+        }
+        return out;
+    }
+    std::uint32_t id_of(const config::VipSpec& vip, std::size_t backend) {
+        auto ref = rec.registry().find_backend(vip.key(), vip.backends[backend].address);
+        EXPECT_TRUE(ref);
+        return ref ? ref->id : ~0u;
+    }
+
+    // The VIP and QUIC writes in order (source ranges left out).
+    Lines events() const {
+        Lines out;
+        for (const std::string& e : dp.events)
+            if (e.find("source_ranges") == std::string::npos) out.push_back(e);
+        return out;
+    }
+
+    CheckingDataPlane dp;
+    control::Reconciler rec{dp, {16, 1024}};
+};
+
+TEST_F(QuicPublish, EntriesBeforeTheFlagAndServersFollowBackends) {
+    config::VipSpec vip = quic_vip({quic_config(1, 2, 6)}, {0x11, 0x22, std::nullopt});
+    rec.set_vips({vip});
+    settle();
+    ASSERT_EQ(dp.vip_flags.size(), 1u);
+    const std::uint32_t id = dp.vip_flags.begin()->first;
+    const std::string sid = std::to_string(id);
+    EXPECT_EQ(events(), (Lines{"set_quic " + sid + " servers 2 keys 0",
+                               "put_vip " + sid + " flags " + std::to_string(XLB_VIP_F_QUIC)}));
+    EXPECT_EQ(dp.quic_configs[id], quic_config_entries(vip, id));
+    EXPECT_EQ(routes(id), (std::map<std::uint64_t, std::uint32_t>{{0x11, id_of(vip, 0)},
+                                                                  {0x22, id_of(vip, 1)}}));
+
+    // A backend removed loses its entry before its id is released; one
+    // disabled likewise; a new one gets its own.
+    dp.events.clear();
+    vip.backends.erase(vip.backends.begin());
+    vip.backends[0].state = config::AdminState::kDisabled;
+    vip.backends[1].server_id = 0x33;
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(events(), (Lines{"set_quic " + sid + " servers 1 keys 0"}));
+    EXPECT_EQ(routes(id), (std::map<std::uint64_t, std::uint32_t>{{0x33, id_of(vip, 1)}}));
+
+    // QUIC off: the flag goes first, then the entries.
+    dp.events.clear();
+    vip.quic.clear();
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(events(), (Lines{"put_vip " + sid + " flags 0", "remove_quic " + sid}));
+    EXPECT_TRUE(dp.quic_servers.empty());
+}
+
+TEST_F(QuicPublish, RemovedVipLosesItsEntries) {
+    const config::VipSpec vip = quic_vip({quic_config(0, 2, 6)}, {7});
+    rec.set_vips({vip});
+    settle();
+    const std::uint32_t id = dp.vip_flags.begin()->first;
+    const std::uint32_t backend = id_of(vip, 0);
+    ASSERT_EQ(routes(id).at(7), backend);
+    dp.events.clear();
+    rec.set_vips({});
+    settle();
+    EXPECT_EQ(events(), (Lines{"remove_quic " + std::to_string(id)}));
+    EXPECT_TRUE(dp.quic_servers.empty());
+    EXPECT_EQ(dp.backends[backend].family, 0) << "released after";
+}
+
+TEST_F(QuicPublish, EncryptedConfigsCarryTheirKeysAndRotate) {
+    const QuicKey k1{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    const QuicKey k2{0xa0, 0xa1};
+    auto enc = [](std::uint8_t id, const char* file) {
+        config::QuicConfig q = quic_config(id, 4, 12, config::QuicMode::kEncrypted);
+        q.key_file = file;
+        return q;
+    };
+    config::VipSpec vip = quic_vip({enc(3, "/k/one")}, {1});
+    // No key read for the file: not applied, and said why.
+    rec.set_vips({vip});
+    (void)rec.reconcile(control::Clock::now());
+    EXPECT_FALSE(rec.all_published());
+    EXPECT_TRUE(dp.vip_flags.empty());
+    EXPECT_TRUE(dp.quic_configs.empty());
+    auto status = rec.vip_status(vip.key());
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->last_error, "VIP " + vip.key() + ": quic config 3: no key read from /k/one");
+
+    rec.set_quic_keys({{"/k/one", k1}, {"/k/two", k2}});
+    settle();
+    const std::uint32_t id = dp.vip_flags.begin()->first;
+    EXPECT_EQ(dp.quic_keys[id], (std::vector<QuicKeyEntry>{{id * 8 + 3, k1}}));
+
+    // Rotation: a second config with its own key, then the first removed.
+    vip.quic.push_back(enc(4, "/k/two"));
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(dp.quic_keys[id], (std::vector<QuicKeyEntry>{{id * 8 + 3, k1}, {id * 8 + 4, k2}}));
+    vip.quic.erase(vip.quic.begin());
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(dp.quic_keys[id], (std::vector<QuicKeyEntry>{{id * 8 + 4, k2}}));
+    EXPECT_EQ(dp.quic_configs[id][3].value.server_id_len, 0) << "slot cleared";
+    EXPECT_EQ(dp.quic_configs[id][4].value.mode, XLB_QUIC_MODE_ENCRYPTED);
+
+    // A key file read again with another key: written again.
+    dp.events.clear();
+    rec.set_quic_keys({{"/k/two", k1}});
+    settle();
+    EXPECT_EQ(events(), (Lines{"set_quic " + std::to_string(id) + " servers 1 keys 1"}));
+    EXPECT_EQ(dp.quic_keys[id], (std::vector<QuicKeyEntry>{{id * 8 + 4, k1}}));
+}
+
+TEST_F(QuicPublish, EncryptedWithoutKernelCryptoIsRefused) {
+    dp.crypto = false;
+    config::QuicConfig q = quic_config(2, 4, 12, config::QuicMode::kEncrypted);
+    config::VipSpec vip = quic_vip({quic_config(0, 2, 6), q}, {1});
+    rec.set_quic_keys({{q.key_file, QuicKey{}}});
+    rec.set_vips({vip});
+    (void)rec.reconcile(control::Clock::now());
+    EXPECT_FALSE(rec.all_published());
+    // Neither plaintext nor the ring alone: nothing of the VIP is written.
+    EXPECT_TRUE(events().empty());
+    EXPECT_TRUE(dp.rings.empty());
+    auto status = rec.vip_status(vip.key());
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->last_error, "VIP " + vip.key() +
+                                      ": quic config 2 is encrypted, but this kernel has no BPF "
+                                      "crypto kfuncs (bpf_crypto_decrypt; Linux >= 6.10)");
+    auto failures = rec.take_apply_failures();
+    ASSERT_FALSE(failures.empty());
+    EXPECT_EQ(failures[0].error.message(), status->last_error);
+    // Plaintext alone is served.
+    vip.quic.pop_back();
+    rec.set_vips({vip});
+    settle();
+    EXPECT_EQ(dp.vip_flags.begin()->second, static_cast<std::uint32_t>(XLB_VIP_F_QUIC));
+}
+
+TEST_F(QuicPublish, KeysOfRestoredVipsInstalledBeforeAnyPlan) {
+    config::QuicConfig q = quic_config(5, 4, 12, config::QuicMode::kEncrypted);
+    const config::VipSpec vip = quic_vip({q, quic_config(1, 2, 6)}, {1});
+    config::VipSpec other = quic_vip({q}, {2});
+    other.port = 8443;
+    const QuicKey k{9, 9, 9};
+    rec.set_quic_keys({{q.key_file, k}});
+    rec.set_vips({vip, other});
+    // As after a restart: the id of `vip` restored, `other` has none yet.
+    rec.registry().restore({{vip.key(), 6}}, {});
+    ASSERT_TRUE(rec.install_quic_keys());
+    EXPECT_EQ(events(), (Lines{"install_quic_keys 1"}));
+    EXPECT_EQ(dp.installed_keys, (std::vector<QuicKeyEntry>{{6 * 8 + 5, k}}));
+    // Without crypto nothing is installed: plan() refuses the VIP.
+    dp.crypto = false;
+    dp.events.clear();
+    ASSERT_TRUE(rec.install_quic_keys());
+    EXPECT_TRUE(events().empty());
+}
+
 TEST(DatapathSetup, FlowKey) {
     const xlb_flow_key k =
         flow_key(net::Endpoint{ip("192.0.2.7"), 40000}, net::Endpoint{ip("198.51.100.10"), 80}, 6);

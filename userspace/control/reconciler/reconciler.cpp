@@ -382,6 +382,12 @@ Result<void> Reconciler::remove_vip(const std::string& key, VipState& v) {
             if (auto gone = data_plane_.remove_source_ranges(*vip_id); !gone) return gone;
         }
         v.source_entries.reset();
+        // before its backends' ids are released: no server id may name one
+        // that another backend gets
+        if (v.quic_entries) {
+            if (auto gone = data_plane_.remove_quic(*vip_id); !gone) return gone;
+        }
+        v.quic_entries.reset();
     }
     v.spec.backends.clear();
     auto ok = release_removed_backends(v);
@@ -408,8 +414,31 @@ Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
         v.source_entries = std::move(entries);
         return {};
     };
+    // QUIC routing likewise: configs, their keys and server entries before
+    // the flag; the flag off before they go. The server entries follow the
+    // backends' ids, and are written here, before release_removed_backends()
+    // frees the ids of backends that are gone.
+    const bool with_quic = (value.flags & XLB_VIP_F_QUIC) != 0;
+    std::optional<QuicEntries> quic;
+    if (with_quic) {
+        auto keys = quic_keys(v.spec, vip_id);
+        if (!keys) return std::unexpected(std::move(keys.error()));
+        quic = QuicEntries{datapath::quic_config_entries(v.spec, vip_id),
+                           datapath::quic_server_entries(v.spec, vip_id, v.memo.ids),
+                           std::move(*keys)};
+    }
+    auto write_quic = [&]() -> Result<void> {
+        if (quic == v.quic_entries) return {};
+        auto ok = quic ? data_plane_.set_quic(vip_id, quic->configs, quic->servers, quic->keys)
+                       : data_plane_.remove_quic(vip_id);
+        if (!ok) return ok;
+        v.quic_entries = std::move(quic);
+        return {};
+    };
     if (with_ranges)
         if (auto ok = write_ranges(); !ok) return ok;
+    if (with_quic)
+        if (auto ok = write_quic(); !ok) return ok;
     if (!v.vip_entry_written || v.vip_value.vip_id != value.vip_id ||
         v.vip_value.flags != value.flags) {
         auto ok = data_plane_.put_vip(key, value);
@@ -417,8 +446,60 @@ Result<void> Reconciler::apply_vip_entry(VipState& v, std::uint32_t vip_id) {
         v.vip_entry_written = true;
         v.vip_value = value;
     }
+    if (!with_quic)
+        if (auto ok = write_quic(); !ok) return ok;
     if (!with_ranges) return write_ranges();
     return {};
+}
+
+Result<std::vector<datapath::QuicKeyEntry>> Reconciler::quic_keys(const config::VipSpec& spec,
+                                                                  std::uint32_t vip_id) const {
+    std::vector<datapath::QuicKeyEntry> keys;
+    if ((datapath::vip_flags(spec) & XLB_VIP_F_QUIC) == 0) return keys;
+    for (const config::QuicConfig& q : spec.quic) {
+        if (q.mode != config::QuicMode::kEncrypted || q.config_id >= XLB_QUIC_CONFIG_IDS) continue;
+        // Never served as plaintext or by the ring alone: refused.
+        if (!data_plane_.quic_crypto_available())
+            return fail("VIP " + spec.key() + ": quic config " + std::to_string(q.config_id) +
+                        " is encrypted, but this kernel has no BPF crypto kfuncs "
+                        "(bpf_crypto_decrypt; Linux >= 6.10)");
+        auto key = quic_keys_.find(q.key_file);
+        if (key == quic_keys_.end())
+            return fail("VIP " + spec.key() + ": quic config " + std::to_string(q.config_id) +
+                        ": no key read from " +
+                        (q.key_file.empty() ? "(no key_file)" : q.key_file));
+        keys.push_back({datapath::quic_slot(vip_id, q.config_id), key->second});
+    }
+    std::sort(keys.begin(), keys.end(),
+              [](const datapath::QuicKeyEntry& a, const datapath::QuicKeyEntry& b) {
+                  return a.slot < b.slot;
+              });
+    return keys;
+}
+
+void Reconciler::set_quic_keys(std::map<std::string, datapath::QuicKey> keys_by_file) {
+    if (keys_by_file == quic_keys_) return;
+    quic_keys_ = std::move(keys_by_file);
+    // VIPs with encrypted configs write their keys again (changed or not:
+    // set_quic installs only what differs from what it wrote)
+    for (auto& [key, v] : vips_)
+        if (std::any_of(v.spec.quic.begin(), v.spec.quic.end(), [](const config::QuicConfig& q) {
+                return q.mode == config::QuicMode::kEncrypted;
+            }))
+            v.plan_version += 1;
+}
+
+Result<void> Reconciler::install_quic_keys() {
+    std::vector<datapath::QuicKeyEntry> all;
+    for (const auto& [key, v] : vips_) {
+        auto vip_id = registry_.find_vip(key);
+        if (!vip_id) continue;
+        auto keys = quic_keys(v.spec, *vip_id);
+        if (!keys) continue;  // plan() reports it, and refuses the VIP
+        all.insert(all.end(), keys->begin(), keys->end());
+    }
+    if (all.empty()) return {};
+    return data_plane_.install_quic_keys(all);
 }
 
 // What follows a VIP's table going live (or a change that needs no table).
@@ -496,6 +577,12 @@ std::vector<BuildJob> Reconciler::plan(Clock::time_point now) {
         }
         if (auto ok = ensure_backend_entries(key, v); !ok) {
             retry_later(v, std::move(ok.error()), now);
+            continue;
+        }
+        // A VIP whose QUIC configs cannot be served is refused before its
+        // table is built (its entry, if any, keeps what it had).
+        if (auto keys = quic_keys(v.spec, *vip_id); !keys) {
+            retry_later(v, std::move(keys.error()), now);
             continue;
         }
         const bool needs_table = !v.table_plan || !plan.same_table_inputs(*v.table_plan) ||

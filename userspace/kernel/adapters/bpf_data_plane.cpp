@@ -71,6 +71,92 @@ xlb::Result<void> BpfDataPlane::remove_source_ranges(std::uint32_t vip_id) {
     return {};
 }
 
+xlb::Result<std::map<std::uint32_t, std::set<std::uint64_t>>*> BpfDataPlane::quic_server_ids() {
+    if (!quic_server_ids_) {
+        auto keys = program_.quic_servers().keys();
+        if (!keys) return std::unexpected(keys.error());
+        std::map<std::uint32_t, std::set<std::uint64_t>> by_vip;
+        for (const xlb_quic_server_key& k : *keys) by_vip[k.vip_id].insert(k.server_id);
+        quic_server_ids_ = std::move(by_vip);
+    }
+    return &*quic_server_ids_;
+}
+
+bool BpfDataPlane::quic_crypto_available() const { return program_.quic_crypto_available(); }
+
+xlb::Result<void> BpfDataPlane::install_keys(const std::vector<datapath::QuicKeyEntry>& keys) {
+    for (const datapath::QuicKeyEntry& k : keys) {
+        auto known = quic_keys_.find(k.slot);
+        if (known != quic_keys_.end() && known->second == k.key) continue;
+        if (auto ok = program_.install_quic_key(k.slot, k.key); !ok)
+            return std::unexpected(
+                std::move(ok.error())
+                    .add_context("install the QUIC key of slot " + std::to_string(k.slot)));
+        quic_keys_[k.slot] = k.key;
+    }
+    return {};
+}
+
+xlb::Result<void> BpfDataPlane::install_quic_keys(const std::vector<datapath::QuicKeyEntry>& keys) {
+    return install_keys(keys);
+}
+
+xlb::Result<void> BpfDataPlane::set_quic(std::uint32_t vip_id,
+                                         const std::vector<datapath::QuicConfigEntry>& configs,
+                                         const std::vector<datapath::QuicServerEntry>& servers,
+                                         const std::vector<datapath::QuicKeyEntry>& keys) {
+    auto known = quic_server_ids();
+    if (!known) return std::unexpected(known.error());
+    // What a config needs goes in first: a packet meets a config with its
+    // key and its servers, or the config before it.
+    if (auto ok = install_keys(keys); !ok) return ok;
+    const auto server_map = program_.quic_servers();
+    std::set<std::uint64_t> written;
+    for (const datapath::QuicServerEntry& e : servers) {
+        if (auto ok = server_map.put(e.key, e.backend_id); !ok)
+            return std::unexpected(
+                std::move(ok.error())
+                    .add_context("QUIC server id " + std::to_string(e.key.server_id)));
+        written.insert(e.key.server_id);
+    }
+    const auto config_map = program_.quic_configs();
+    for (const datapath::QuicConfigEntry& c : configs)
+        if (auto ok = config_map.put(c.slot, c.value); !ok) return ok;
+    // Then what no config or backend of the VIP has any more.
+    std::set<std::uint64_t>& had = (**known)[vip_id];
+    for (std::uint64_t server_id : had) {
+        if (written.contains(server_id)) continue;
+        xlb_quic_server_key key{};
+        key.vip_id = vip_id;
+        key.server_id = server_id;
+        if (auto gone = server_map.erase(key); !gone) return std::unexpected(gone.error());
+    }
+    had = std::move(written);
+    const std::uint32_t first = datapath::quic_slot(vip_id, 0);
+    for (auto it = quic_keys_.lower_bound(first);
+         it != quic_keys_.end() && it->first < first + XLB_QUIC_CONFIG_SLOTS;) {
+        const bool kept =
+            std::any_of(keys.begin(), keys.end(),
+                        [&](const datapath::QuicKeyEntry& k) { return k.slot == it->first; });
+        if (kept) {
+            ++it;
+            continue;
+        }
+        if (auto ok = program_.clear_quic_key(it->first); !ok) return ok;
+        it = quic_keys_.erase(it);
+    }
+    return {};
+}
+
+xlb::Result<void> BpfDataPlane::remove_quic(std::uint32_t vip_id) {
+    std::vector<datapath::QuicConfigEntry> cleared(XLB_QUIC_CONFIG_SLOTS);
+    for (std::uint8_t c = 0; c < XLB_QUIC_CONFIG_SLOTS; ++c)
+        cleared[c].slot = datapath::quic_slot(vip_id, c);
+    if (auto ok = set_quic(vip_id, cleared, {}, {}); !ok) return ok;
+    if (auto known = quic_server_ids(); known) (*known)->erase(vip_id);
+    return {};
+}
+
 xlb::Result<void> BpfDataPlane::put_backend(std::uint32_t id, const xlb_backend& backend) {
     return program_.backends().put(id, backend);
 }

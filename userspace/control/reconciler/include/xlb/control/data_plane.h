@@ -59,6 +59,28 @@ public:
     }
     // Removes a VIP id's source-range entries (the VIP is gone).
     virtual Result<void> remove_source_ranges(std::uint32_t) { return {}; }
+    // Makes a VIP's QUIC routing the one these entries give (datapath::
+    // quic_config_entries, quic_server_entries; keys: the AES key of each
+    // encrypted config's slot): keys installed and server entries written
+    // before the configs that need them, then the id's server entries and
+    // keys not among them removed.
+    virtual Result<void> set_quic(std::uint32_t, const std::vector<datapath::QuicConfigEntry>&,
+                                  const std::vector<datapath::QuicServerEntry>&,
+                                  const std::vector<datapath::QuicKeyEntry>&) {
+        return {};
+    }
+    // Removes a VIP id's QUIC routing: its configs cleared, then its keys
+    // and server entries removed (the flag is off, or the VIP gone).
+    virtual Result<void> remove_quic(std::uint32_t) { return {}; }
+    // Installs keys alone: a restarted agent's new program has none (they
+    // are per program, never pinned) while the pinned configs already send
+    // packets to them, so the keys go in before it is attached.
+    virtual Result<void> install_quic_keys(const std::vector<datapath::QuicKeyEntry>&) {
+        return {};
+    }
+    // Whether the kernel can decrypt encrypted configs' CIDs (the BPF
+    // crypto kfuncs); a VIP with such a config is refused without them.
+    virtual bool quic_crypto_available() const { return true; }
     // The ring live now for a VIP id (nullopt: none or unknown), so a
     // restarted agent can adopt an identical table instead of publishing it
     // again (and bumping its epoch).

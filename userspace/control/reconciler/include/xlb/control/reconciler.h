@@ -178,6 +178,14 @@ public:
     // The settings' encap changed (a reload): every VIP's flags are written
     // again at the next plan.
     void set_encap(config::Encap encap);
+    // The keys of encrypted QUIC configs, by key file (read by the caller:
+    // the reconciler does no I/O). A VIP whose keys changed is applied
+    // again; an encrypted config whose file has no key here is not applied.
+    void set_quic_keys(std::map<std::string, datapath::QuicKey> keys_by_file);
+    // Installs the keys of every VIP whose id is known (restored from the
+    // state file) into the data plane, before a restarted agent attaches a
+    // program that has none; VIPs it cannot serve are left to plan().
+    Result<void> install_quic_keys();
     // Removes the previous rings whose window has ended. A previous ring this
     // process did not publish (found pinned after a restart) gets a whole
     // window from the first call. The earliest end still to come, if any.
@@ -284,6 +292,14 @@ private:
         double healthy_share = 0;
     };
 
+    // What set_quic() was given for a VIP.
+    struct QuicEntries {
+        std::vector<datapath::QuicConfigEntry> configs;
+        std::vector<datapath::QuicServerEntry> servers;
+        std::vector<datapath::QuicKeyEntry> keys;
+        bool operator==(const QuicEntries&) const = default;
+    };
+
     struct VipState {
         config::VipSpec spec;
         ByAddress<ObservedBackend> observed;
@@ -296,6 +312,8 @@ private:
         // The source-range entries written for the VIP (nullopt: none yet
         // by this process, whatever is pinned).
         std::optional<std::vector<datapath::SourceRangeEntry>> source_entries;
+        // The QUIC routing written for the VIP (nullopt: none by this process).
+        std::optional<QuicEntries> quic_entries;
         std::optional<PanicVerdict> current_panic;  // of the latest plan
         std::optional<VipPlan> table_plan;          // inputs of the live table
         std::uint32_t table_ring_size = 0;
@@ -341,6 +359,10 @@ private:
     void retry_later(VipState& v, Error error, Clock::time_point now);
     Result<void> release_removed_backends(VipState& v);
     Result<void> apply_vip_entry(VipState& v, std::uint32_t vip_id);
+    // The keys of a VIP's encrypted configs, by slot; an error names the
+    // config that cannot be served (no key, or no crypto in the kernel).
+    Result<std::vector<datapath::QuicKeyEntry>> quic_keys(const config::VipSpec& spec,
+                                                          std::uint32_t vip_id) const;
     static void record_slots(VipState& v, const BuildResult& r);
     Result<void> finish_apply(VipState& v, const VipPlan& plan, std::uint32_t vip_id);
     Result<void> remove_vip(const std::string& key, VipState& v);
@@ -364,6 +386,7 @@ private:
     // every epoch its key ever had (an epoch names one table of a key, for
     // good), also across restarts (epoch_records() journals them).
     std::map<std::string, EpochRecord> known_epochs_;
+    std::map<std::string, datapath::QuicKey> quic_keys_;  // by key file
     EpochJournal epoch_journal_;
     std::vector<PanicChange> panic_changes_;
     std::vector<ApplyFailure> apply_failures_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "xlb/bpf/ring.h"
@@ -30,12 +31,22 @@ public:
     Result<void> set_source_ranges(const xlb_vip_key& key, std::uint32_t vip_id,
                                    const std::vector<datapath::SourceRangeEntry>& entries) override;
     Result<void> remove_source_ranges(std::uint32_t vip_id) override;
+    Result<void> set_quic(std::uint32_t vip_id,
+                          const std::vector<datapath::QuicConfigEntry>& configs,
+                          const std::vector<datapath::QuicServerEntry>& servers,
+                          const std::vector<datapath::QuicKeyEntry>& keys) override;
+    Result<void> remove_quic(std::uint32_t vip_id) override;
+    Result<void> install_quic_keys(const std::vector<datapath::QuicKeyEntry>& keys) override;
+    bool quic_crypto_available() const override;
 
 private:
     using RangeKeys = std::vector<xlb_src_range_key>;
     // The trie's keys by VIP id, read from the map once (it may be pinned
     // with entries of an earlier run), then kept in step with each write.
     Result<std::map<std::uint32_t, RangeKeys>*> range_keys();
+    // The server ids in xlb_quic_servers by VIP id, learnt the same way.
+    Result<std::map<std::uint32_t, std::set<std::uint64_t>>*> quic_server_ids();
+    Result<void> install_keys(const std::vector<datapath::QuicKeyEntry>& keys);
 
     // Ring maps made after a publish for the ring sizes it used, so that the
     // next publish of those sizes only writes slots (see bpf::BlankRing).
@@ -47,6 +58,10 @@ private:
     const bpf::LbProgram& program_;
     std::map<std::uint32_t, bpf::BlankRing> spare_rings_;  // by ring size
     std::optional<std::map<std::uint32_t, RangeKeys>> range_keys_;
+    std::optional<std::map<std::uint32_t, std::set<std::uint64_t>>> quic_server_ids_;
+    // Key slots installed in this program (its key map starts empty), with
+    // their keys: a key already there is not made again.
+    std::map<std::uint32_t, datapath::QuicKey> quic_keys_;
 };
 
 }  // namespace xlb::control
