@@ -641,6 +641,12 @@ TEST_F(QuicPublish, EncryptedConfigsCarryTheirKeysAndRotate) {
     ASSERT_TRUE(status);
     EXPECT_EQ(status->last_error, "VIP " + vip.key() + ": quic config 3: no key read from /k/one");
 
+    // A file that could not be read: its error.
+    rec.set_quic_keys({}, {{"/k/one", "/k/one: mode 0644 (chmod 600 /k/one)"}});
+    (void)rec.reconcile(control::Clock::now());
+    EXPECT_EQ(rec.vip_status(vip.key())->last_error,
+              "VIP " + vip.key() + ": quic config 3: /k/one: mode 0644 (chmod 600 /k/one)");
+
     rec.set_quic_keys({{"/k/one", k1}, {"/k/two", k2}});
     settle();
     const std::uint32_t id = dp.vip_flags.begin()->first;

@@ -464,10 +464,14 @@ Result<std::vector<datapath::QuicKeyEntry>> Reconciler::quic_keys(const config::
                         " is encrypted, but this kernel has no BPF crypto kfuncs "
                         "(bpf_crypto_decrypt; Linux >= 6.10)");
         auto key = quic_keys_.find(q.key_file);
-        if (key == quic_keys_.end())
-            return fail("VIP " + spec.key() + ": quic config " + std::to_string(q.config_id) +
-                        ": no key read from " +
+        if (key == quic_keys_.end()) {
+            const std::string config =
+                "VIP " + spec.key() + ": quic config " + std::to_string(q.config_id) + ": ";
+            if (auto why = quic_key_errors_.find(q.key_file); why != quic_key_errors_.end())
+                return fail(config + why->second);
+            return fail(config + "no key read from " +
                         (q.key_file.empty() ? "(no key_file)" : q.key_file));
+        }
         keys.push_back({datapath::quic_slot(vip_id, q.config_id), key->second});
     }
     std::sort(keys.begin(), keys.end(),
@@ -477,9 +481,11 @@ Result<std::vector<datapath::QuicKeyEntry>> Reconciler::quic_keys(const config::
     return keys;
 }
 
-void Reconciler::set_quic_keys(std::map<std::string, datapath::QuicKey> keys_by_file) {
-    if (keys_by_file == quic_keys_) return;
+void Reconciler::set_quic_keys(std::map<std::string, datapath::QuicKey> keys_by_file,
+                               std::map<std::string, std::string> errors_by_file) {
+    if (keys_by_file == quic_keys_ && errors_by_file == quic_key_errors_) return;
     quic_keys_ = std::move(keys_by_file);
+    quic_key_errors_ = std::move(errors_by_file);
     // VIPs with encrypted configs write their keys again (changed or not:
     // set_quic installs only what differs from what it wrote)
     for (auto& [key, v] : vips_)

@@ -48,6 +48,7 @@
 #include "xlb/log/event.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
+#include "xlb/quic/key_file.h"
 
 namespace xlb::agent {
 
@@ -77,6 +78,30 @@ bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
 }
 
 void notify(const std::string& text) { sd_notify(0, text.c_str()); }
+
+// Reads the key files of the VIPs' encrypted QUIC configs and gives the
+// reconciler the keys (it reads no files), and for a file that could not be
+// read its error, which the VIP's refusal then says. Read at each start,
+// reload and change of the VIPs: a key file rewritten takes effect with the
+// next reload.
+void give_quic_keys(control::Reconciler& r, const std::vector<config::VipSpec>& vips) {
+    std::map<std::string, datapath::QuicKey> keys;
+    std::map<std::string, std::string> errors;
+    for (const config::VipSpec& v : vips)
+        for (const config::QuicConfig& q : v.quic) {
+            if (q.mode != config::QuicMode::kEncrypted || q.key_file.empty()) continue;
+            if (keys.contains(q.key_file) || errors.contains(q.key_file)) continue;
+            auto key = quic::read_key_file(q.key_file);
+            if (key) {
+                keys[q.key_file] = *key;
+                continue;
+            }
+            spdlog::error("VIP {}: quic config {}: {}", v.key(), q.config_id,
+                          key.error().message());
+            errors[q.key_file] = key.error().message();
+        }
+    r.set_quic_keys(std::move(keys), std::move(errors));
+}
 
 std::string disruptive_refusal(std::size_t count) {
     return std::to_string(count) +
@@ -761,6 +786,7 @@ Agent::Step Agent::open_data_plane() {
                           saved.error().message());
         return saved;
     });
+    give_quic_keys(*reconciler_, decision.vips);
     reconciler_->set_vips(decision.vips);
     return {};
 }
@@ -851,7 +877,10 @@ api::Services Agent::services() {
     services.health_history = [this](const std::string& vip, const net::IpAddress& backend) {
         return health_.history(vip, backend);
     };
-    services.on_vips_changed = [this](control::Reconciler& r) { refresh_health(r); };
+    services.on_vips_changed = [this](control::Reconciler& r) {
+        give_quic_keys(r, r.vips());
+        refresh_health(r);
+    };
     services.probe_engine = [engine = engine_] { return engine->info(); };
     services.reload = [this](bool allow_disruptive) { return reload("api", allow_disruptive); };
     services.reload_dry_run = [this](const std::string& yaml, const std::string& file,
@@ -908,8 +937,15 @@ Agent::Step Agent::go_live() {
                          xdp_->report().native_error->message());
         return {};
     };
-    if (!first_start_)
+    if (!first_start_) {
+        // The pinned configs send encrypted CIDs to the new program's key
+        // map, empty until filled: the keys go in before it takes traffic.
+        // A failure leaves those packets to the ring (no_key) until the
+        // first publish installs them, or refuses the VIP saying why.
+        if (auto keys = reconciler_->install_quic_keys(); !keys)
+            spdlog::error("QUIC keys before the attach: {}", keys.error().message());
         if (auto ok = attach(); !ok) return ok;
+    }
 
     if (auto ok = write_datapath_config(mac_); !ok)
         return std::unexpected(std::move(ok.error()).add_context("write data-plane configuration"));
@@ -1232,6 +1268,7 @@ api::ReloadReport Agent::apply_locked(api::ReloadReport report, config::Config n
                          // lookups hash with the seed the data path now uses
                          if (api_settings_) api_settings_->set(applied);
                      }
+                     give_quic_keys(r, merged.vips);
                      r.set_vips(merged.vips);
                      refresh_health(r);
                      state_->set_config_vips(new_file);

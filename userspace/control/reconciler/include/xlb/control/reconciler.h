@@ -179,9 +179,12 @@ public:
     // again at the next plan.
     void set_encap(config::Encap encap);
     // The keys of encrypted QUIC configs, by key file (read by the caller:
-    // the reconciler does no I/O). A VIP whose keys changed is applied
-    // again; an encrypted config whose file has no key here is not applied.
-    void set_quic_keys(std::map<std::string, datapath::QuicKey> keys_by_file);
+    // the reconciler does no I/O), and why the files that could not be read
+    // were not. VIPs with encrypted configs are applied again when these
+    // change; an encrypted config whose file has no key here is not applied
+    // (its error says the reading's error, if given).
+    void set_quic_keys(std::map<std::string, datapath::QuicKey> keys_by_file,
+                       std::map<std::string, std::string> errors_by_file = {});
     // Installs the keys of every VIP whose id is known (restored from the
     // state file) into the data plane, before a restarted agent attaches a
     // program that has none; VIPs it cannot serve are left to plan().
@@ -387,6 +390,7 @@ private:
     // good), also across restarts (epoch_records() journals them).
     std::map<std::string, EpochRecord> known_epochs_;
     std::map<std::string, datapath::QuicKey> quic_keys_;  // by key file
+    std::map<std::string, std::string> quic_key_errors_;  // by key file
     EpochJournal epoch_journal_;
     std::vector<PanicChange> panic_changes_;
     std::vector<ApplyFailure> apply_failures_;
