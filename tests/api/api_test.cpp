@@ -42,6 +42,7 @@
 #include "xlb/api/metrics.h"
 #include "xlb/api/server.h"
 #include "xlb/api/state_store.h"
+#include "xlb/capture/capture.h"
 #include "xlb/config/config.h"
 #include "xlb/config/json.h"
 #include "xlb/config/vip_merge.h"
@@ -1892,6 +1893,29 @@ protected:
         return nullptr;
     }
 };
+
+// --outcome words: a verdict selects every outcome of it, those appended
+// after the drops too; a name selects its outcome alone.
+TEST(CaptureOutcomes, VerdictsCoverAppendedOutcomes) {
+    std::vector<const char*> names;
+    for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) names.push_back(outcome_name(o));
+    auto bits = [&](const char* word) {
+        auto b = capture::outcome_bits(word, names);
+        EXPECT_TRUE(b) << word;
+        return b ? *b : 0U;
+    };
+    EXPECT_EQ(bits("tx_quic_cid"), 1U << XLB_OUT_TX_QUIC_CID);
+    for (std::uint32_t o = 0; o < XLB_OUT__MAX; ++o) {
+        const std::string name = names[o];
+        const char* verdict = name.starts_with("tx")     ? "tx"
+                              : name.starts_with("pass") ? "pass"
+                                                         : "drop";
+        for (const char* word : {"tx", "pass", "drop"})
+            EXPECT_EQ((bits(word) >> o) & 1U, std::string(word) == verdict ? 1U : 0U)
+                << name << " under --outcome " << word;
+    }
+    EXPECT_FALSE(capture::outcome_bits("tx_quic", names)) << "no prefix matching";
+}
 
 TEST_F(SynCookieApiTest, StatusAndStatsShowEachVipsModeStateAndCounters) {
     const std::uint32_t web_id = vip(kWeb)["vip_id"];

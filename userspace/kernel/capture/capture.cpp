@@ -13,7 +13,11 @@ namespace xlb::capture {
 
 namespace {
 
-bool is_tx(std::uint32_t o) { return o <= XLB_OUT_TX_ICMP_TOO_BIG; }
+// Outcomes are appended as they come (tx_syn_cookie, tx_quic_cid after the
+// drops): the verdict is the name's, not a range of numbers.
+bool is_tx(std::uint32_t o) {
+    return o <= XLB_OUT_TX_ICMP_TOO_BIG || o == XLB_OUT_TX_SYN_COOKIE || o == XLB_OUT_TX_QUIC_CID;
+}
 bool is_pass(std::uint32_t o) {
     return o >= XLB_OUT_PASS_NO_CONFIG && o <= XLB_OUT_PASS_IPV6_EXT_LIMIT;
 }
