@@ -54,6 +54,7 @@
 #include "xlb/health/targets.h"
 #include "xlb/health/tracker.h"
 #include "xlb/log/event.h"
+#include "xlb/quic/cid.h"
 
 namespace xlb::api {
 
@@ -145,6 +146,12 @@ public:
         auto it = cookie_counters.find(vip_id);
         return it == cookie_counters.end() ? xlb_vip_cookie_stats{} : it->second;
     }
+    xlb::Result<xlb_vip_quic_stats> vip_quic(std::uint32_t vip_id) const override {
+        std::lock_guard lock(mu);
+        ++quic_reads[vip_id];
+        auto it = quic_counters.find(vip_id);
+        return it == quic_counters.end() ? xlb_vip_quic_stats{} : it->second;
+    }
 
     std::atomic<bool> fail_publish{false};
     mutable std::mutex mu;
@@ -157,6 +164,8 @@ public:
     std::map<std::uint32_t, std::uint64_t> hint_counters;
     std::map<std::uint32_t, xlb_vip_drops> drop_counters;
     std::map<std::uint32_t, xlb_vip_cookie_stats> cookie_counters;
+    std::map<std::uint32_t, xlb_vip_quic_stats> quic_counters;
+    mutable std::map<std::uint32_t, int> quic_reads;  // vip_quic() calls by VIP id
 };
 
 config::VipSpec web_vip() {
@@ -586,6 +595,10 @@ TEST_F(ApiTest, StatsShowOutcomesAndVipCounters) {
     // What SYN cookies add is SynCookieApiTest's.
     ASSERT_TRUE(r.body["vips"][0]["syn_cookies"].is_object()) << r.text;
     r.body["vips"][0].erase("syn_cookies");
+    // What QUIC adds is QuicApiTest's: null for a TCP VIP.
+    EXPECT_TRUE(r.body["vips"][0].contains("quic")) << r.text;
+    EXPECT_EQ(r.body["vips"][0]["quic"], nullptr) << r.text;
+    r.body["vips"][0].erase("quic");
     EXPECT_EQ(r.body["outcomes"].size(), static_cast<std::size_t>(XLB_OUT__MAX));
     EXPECT_EQ(r.body["outcomes"]["tx"], 1000);
     EXPECT_EQ(r.body["outcomes"]["drop_no_backend"], 7);
@@ -1915,6 +1928,140 @@ TEST(CaptureOutcomes, VerdictsCoverAppendedOutcomes) {
                 << name << " under --outcome " << word;
     }
     EXPECT_FALSE(capture::outcome_bits("tx_quic", names)) << "no prefix matching";
+}
+
+// A UDP VIP routing QUIC by connection ID beside the TCP one.
+class QuicApiTest : public ApiTest {
+protected:
+    static constexpr const char* kQuic = "198.51.100.10:443/udp";
+
+    void configure() override {
+        config::VipSpec v = web_vip();
+        v.port = 443;
+        v.protocol = config::Protocol::kUdp;
+        v.name = "quic";
+        v.health_check.type = config::HealthCheckType::kNone;
+        config::QuicConfig q;
+        q.config_id = 1;
+        v.quic.push_back(q);
+        for (std::size_t i = 0; i < v.backends.size(); ++i) v.backends[i].server_id = 100 + i;
+        initial.push_back(v);
+    }
+
+    static json quic_of(const json& body, const std::string& key) {
+        for (const json& v : body["vips"])
+            if (v["vip"] == key) return v.value("quic", json("missing"));
+        ADD_FAILURE() << key << " not in " << body.dump();
+        return nullptr;
+    }
+};
+
+TEST_F(QuicApiTest, StatusAndStatsShowRoutedAndFallbacksByReason) {
+    const std::uint32_t quic_id = vip(kQuic)["vip_id"];
+    xlb_vip_quic_stats counts{};
+    counts.routed = 9001;
+    for (std::uint32_t r = 0; r < XLB_QUIC_FALLBACKS; ++r) counts.fallbacks[r] = 10 + r;
+    {
+        std::lock_guard lock(dp.mu);
+        dp.quic_counters[quic_id] = counts;
+    }
+    for (const char* path : {"/v1/status", "/v1/stats"}) {
+        SCOPED_TRACE(path);
+        Reply r = get(path);
+        ASSERT_EQ(r.status, 200) << r.text;
+        EXPECT_EQ(quic_of(r.body, kQuic), (json{{"routed", 9001},
+                                                {"fallbacks",
+                                                 {{"client_cid", 10},
+                                                  {"unknown_config", 11},
+                                                  {"bad_length", 12},
+                                                  {"unknown_server", 13},
+                                                  {"dead_backend", 14},
+                                                  {"no_key", 15}}}}));
+        EXPECT_EQ(quic_of(r.body, kWeb), nullptr) << "a VIP without QUIC routing";
+    }
+    const std::uint32_t web_id = vip(kWeb)["vip_id"];
+    std::lock_guard lock(dp.mu);
+    EXPECT_EQ(dp.quic_reads[web_id], 0) << "only QUIC VIPs' counters are read";
+    EXPECT_GT(dp.quic_reads[quic_id], 0);
+}
+
+TEST_F(QuicApiTest, MetricsPerVipAndReason) {
+    const std::uint32_t quic_id = vip(kQuic)["vip_id"];
+    {
+        std::lock_guard lock(dp.mu);
+        xlb_vip_quic_stats counts{};
+        counts.routed = 77;
+        counts.fallbacks[XLB_QUIC_FB_UNKNOWN_SERVER] = 5;
+        counts.fallbacks[XLB_QUIC_FB_NO_KEY] = 2;
+        dp.quic_counters[quic_id] = counts;
+    }
+    MetricsServer metrics(services(), "127.0.0.1:0");
+    ASSERT_TRUE(metrics.start());
+    httplib::Client c("127.0.0.1", metrics.port());
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    std::map<std::string, std::string> values;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.starts_with("#") && line.find(' ') != std::string::npos)
+            values[line.substr(0, line.rfind(' '))] = line.substr(line.rfind(' ') + 1);
+    EXPECT_NE(r->body.find("# TYPE xlb_quic_routed_total counter"), std::string::npos);
+    EXPECT_NE(r->body.find("# TYPE xlb_quic_fallbacks_total counter"), std::string::npos);
+    const std::string v = "{vip=\"198.51.100.10:443/udp\"";
+    EXPECT_EQ(values["xlb_quic_routed_total" + v + "}"], "77");
+    auto fallback = [&](const char* reason) {
+        return values["xlb_quic_fallbacks_total" + v + ",reason=\"" + reason + "\"}"];
+    };
+    EXPECT_EQ(fallback("unknown_server"), "5");
+    EXPECT_EQ(fallback("no_key"), "2");
+    for (const char* zero : {"client_cid", "unknown_config", "bad_length", "dead_backend"})
+        EXPECT_EQ(fallback(zero), "0") << "every reason has its series: " << zero;
+    EXPECT_FALSE(values.contains("xlb_quic_routed_total{vip=\"198.51.100.10:80/tcp\"}"))
+        << "no series for a VIP without QUIC routing";
+}
+
+TEST_F(QuicApiTest, LookupByConnectionId) {
+    const config::QuicConfig& q = initial.back().quic[0];
+    const std::vector<std::uint8_t> nonce{1, 2, 3, 4, 5, 6};
+    auto cid = [&](std::uint64_t server_id) {
+        auto c = quic::encode_cid(q, server_id, nonce);
+        EXPECT_TRUE(c) << c.error().message();
+        return c ? quic::to_hex(*c) : std::string();
+    };
+    auto lookup = [&](const std::string& hex) {
+        return get("/v1/lookup?" + vq(kQuic) + "&src=192.0.2.7:5353&cid=" + hex);
+    };
+    // Server id 101 is the second backend's: routed there, the ring unread.
+    Reply r = lookup(cid(101));
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["outcome"], "tx_quic_cid");
+    EXPECT_EQ(r.body["backend"], "203.0.113.12");
+    EXPECT_EQ(r.body["backend_id"], vip(kQuic)["backends"][1]["id"]);
+    EXPECT_EQ(r.body["slot"], nullptr);
+    EXPECT_EQ(
+        r.body["quic"],
+        (json{{"cid", cid(101)}, {"config_id", 1}, {"server_id", 101}, {"fallback", nullptr}}));
+    // The same client without a CID: the ring's answer, which fallbacks give.
+    const Reply ring = get("/v1/lookup?" + vq(kQuic) + "&src=192.0.2.7:5353");
+    ASSERT_EQ(ring.status, 200) << ring.text;
+    auto expect_fallback = [&](const std::string& hex, const char* reason) {
+        SCOPED_TRACE(hex);
+        Reply f = lookup(hex);
+        ASSERT_EQ(f.status, 200) << f.text;
+        EXPECT_EQ(f.body["quic"]["fallback"], reason);
+        EXPECT_EQ(f.body["outcome"], "tx");
+        EXPECT_EQ(f.body["backend"], ring.body["backend"]);
+        EXPECT_EQ(f.body["slot"], ring.body["slot"]);
+    };
+    expect_fallback(cid(999), "unknown_server");
+    std::string other_config = cid(101);
+    other_config[0] = '6';  // config id 3: not configured
+    expect_fallback(other_config, "unknown_config");
+    expect_fallback(cid(101).substr(0, 8), "bad_length");
+
+    expect_error(lookup("xyz"), 400, "cid");
+    expect_error(get("/v1/lookup?" + vq(kWeb) + "&src=192.0.2.7:5353&cid=" + cid(101)), 400,
+                 "does not route QUIC");
 }
 
 TEST_F(SynCookieApiTest, StatusAndStatsShowEachVipsModeStateAndCounters) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ struct Counters {
     std::map<std::uint32_t, std::uint64_t> vip_hints;           // by VIP id: second-chance hints
     std::map<std::uint32_t, xlb_vip_drops> vip_drops;           // by VIP id: drops by reason
     std::map<std::uint32_t, xlb_vip_cookie_stats> vip_cookies;  // by VIP id: SYN cookies
+    std::map<std::uint32_t, xlb_vip_quic_stats> vip_quic;       // by VIP id: QUIC VIPs only
     std::map<std::uint32_t, xlb_backend_stats> backends;        // by backend id
     std::optional<Error> error;                                 // the first read that failed
     // Valid entries by (VIP id, backend id); nullopt: no connection table,
@@ -103,6 +105,25 @@ inline constexpr const char* kCookiesAlways = "always";
 const char* syn_cookie_state(config::SynCookies mode, std::optional<conntrack::SynFloodState> host);
 // The "syn_cookies" object of a VIP in /v1/status and /v1/stats: mode, state,
 // reason (why off, null otherwise) and the counters (null: unread).
+// Whether a VIP routes QUIC by connection ID (the flag its entry gets).
+bool routes_quic(const config::VipSpec& vip);
+// Reads the QUIC counters of the VIPs that route QUIC into `counters`.
+void read_quic_counters(const DataPlaneView& view, const std::vector<control::VipStatus>& vips,
+                        Counters& counters);
+// A VIP's "quic" in GET /v1/status and /v1/stats: null for a VIP without
+// QUIC routing; else packets routed by CID and fallbacks by reason (null:
+// not readable).
+json quic_json(const control::VipStatus& vip, const Counters& counters);
+// What the data path does with a short-header packet of a QUIC VIP whose
+// connection ID starts with `cid`: the body's "quic" ({"cid", "config_id",
+// "server_id", "fallback"}) and, when routed by it, the backend's id and
+// address. Encrypted configs' keys are read from their files.
+struct QuicLookup {
+    json body;
+    std::optional<std::uint32_t> backend_id;  // set: routed by the CID
+    std::string backend;
+};
+QuicLookup quic_lookup(const control::VipStatus& vip, std::span<const std::uint8_t> cid);
 json syn_cookies_json(const control::VipStatus& vip, const config::Settings& settings,
                       std::optional<conntrack::SynFloodState> host, const Counters& counters);
 // The host's "syn_flood" object, and null without a detector.

@@ -21,6 +21,7 @@
 #include "xlb/datapath/setup.h"
 #include "xlb/exposition/exposition.h"
 #include "xlb/files/files.h"
+#include "xlb/quic/cid.h"
 
 namespace xlb::api {
 
@@ -239,6 +240,30 @@ std::string render_metrics(const MetricsInput& in) {
                    &xlb_vip_cookie_stats::acks_valid, "valid");
     cookie_counter("xlb_syn_cookie_acks_total", nullptr, &xlb_vip_cookie_stats::acks_invalid,
                    "invalid");
+
+    // QUIC connection-ID routing (docs/quic.md): the VIPs that route QUIC,
+    // every reason, zeros too.
+    w.family("xlb_quic_routed_total", "counter",
+             "QUIC packets sent to the backend whose server id their connection ID carries.");
+    for (const control::VipStatus& v : in.vips) {
+        if (!v.vip_id) continue;
+        auto it = in.vip_quic.find(*v.vip_id);
+        if (it == in.vip_quic.end()) continue;
+        w.sample("xlb_quic_routed_total", {{"vip", v.spec.key()}}, it->second.routed);
+    }
+    w.family("xlb_quic_fallbacks_total", "counter",
+             "Packets of a QUIC VIP balanced by their addresses instead of their connection ID, "
+             "by reason: client_cid, unknown_config, bad_length, unknown_server, dead_backend, "
+             "no_key.");
+    for (const control::VipStatus& v : in.vips) {
+        if (!v.vip_id) continue;
+        auto it = in.vip_quic.find(*v.vip_id);
+        if (it == in.vip_quic.end()) continue;
+        for (std::uint32_t r = 0; r < XLB_QUIC_FALLBACKS; ++r)
+            w.sample("xlb_quic_fallbacks_total",
+                     {{"vip", v.spec.key()}, {"reason", quic::fallback_name(r)}},
+                     it->second.fallbacks[r]);
+    }
 
     w.family("xlb_second_chance_hints_total", "counter",
              "Packets sent with a second-chance hint naming the backend the VIP's previous "
@@ -655,6 +680,7 @@ Result<void> MetricsServer::start() {
         in.vip_hints = std::move(counters.vip_hints);
         in.vip_drops = std::move(counters.vip_drops);
         in.vip_cookies = std::move(counters.vip_cookies);
+        in.vip_quic = std::move(counters.vip_quic);
         in.backend_stats = std::move(counters.backends);
         if (auto outcomes = s.data_plane.outcomes())
             in.outcomes = *outcomes;

@@ -30,6 +30,7 @@ void stats(Api& api, const httplib::Request& req, httplib::Response& res) {
     for (const auto& v : vips) {
         json j = vip_stats_json(v, counters);
         j["syn_cookies"] = syn_cookies_json(v, settings, host, counters);
+        j["quic"] = quic_json(v, counters);
         list.push_back(std::move(j));
     }
     send_json(res, 200,

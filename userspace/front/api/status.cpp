@@ -100,18 +100,20 @@ void status(Api& api, const httplib::Request& req, httplib::Response& res) {
     const std::uint32_t seed = settings.hash_seed;
     json vips = json::array();
     const bool fleet_host = !api.s.fleet.refusal.empty();
-    // Only the cookie counters: status reads no other per-VIP counter.
+    // Only the cookie and QUIC counters: status reads no other per-VIP counter.
     Counters counters;
     for (const auto& v : snap->vips)
         if (v.vip_id)
             if (auto k = api.s.data_plane.vip_cookies(*v.vip_id))
                 counters.vip_cookies[*v.vip_id] = *k;
+    read_quic_counters(api.s.data_plane, snap->vips, counters);
     const auto host = host_syn_flood(api.s);
     for (const auto& v : snap->vips) {
         // Not in vip_status_json: a fleet's host record would change with
         // every counter.
         json j = vip_status_json(v, seed, bgp, fleet_host);
         j["syn_cookies"] = syn_cookies_json(v, settings, host, counters);
+        j["quic"] = quic_json(v, counters);
         vips.push_back(std::move(j));
     }
     const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(

@@ -7,6 +7,7 @@
 #include "handlers.h"
 #include "xlb/api/lookup.h"
 #include "xlb/config/config.h"
+#include "xlb/quic/cid.h"
 
 namespace xlb::api::detail {
 
@@ -65,6 +66,22 @@ void lookup(Api& api, const httplib::Request& req, httplib::Response& res) {
             {400, "VIP " + *key + " serves every port: dport is required, e.g. &dport=443"});
     }
 
+    std::optional<std::vector<std::uint8_t>> cid;
+    if (req.has_param("cid")) {
+        if (!routes_quic(spec))
+            return reject(req, res,
+                          {400, "cid: VIP " + *key +
+                                    " does not route QUIC by connection ID (a UDP VIP with "
+                                    "quic configs does)"});
+        auto octets = quic::from_hex(req.get_param_value("cid"));
+        if (!octets) return reject(req, res, {400, "cid: " + octets.error().message()});
+        if (octets->empty() || octets->size() > XLB_QUIC_CID_MAX)
+            return reject(req, res,
+                          {400, "cid: found " + std::to_string(octets->size()) +
+                                    " octets, expected 1 to 20 (a QUIC connection ID)"});
+        cid = std::move(*octets);
+    }
+
     std::optional<std::vector<std::uint32_t>> ring;
     if (vip->vip_id) {
         auto live = api.s.data_plane.ring(*vip->vip_id);
@@ -85,18 +102,25 @@ void lookup(Api& api, const httplib::Request& req, httplib::Response& res) {
             if (b.id == r.backend_id) backend = b.address.to_string();
     }
     auto opt = [](const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); };
-    send_json(res, 200,
-              json{{"vip", *key},
-                   {"src", src->to_string()},
-                   {"dport", dport},
-                   {"proto", config::to_string(spec.protocol)},
-                   {"hash", r.hash},
-                   {"ring_size", r.ring_size},
-                   {"slot", opt(r.slot)},
-                   {"backend_id", opt(r.backend_id)},
-                   {"backend", backend},
-                   {"outcome", r.outcome},
-                   {"epoch", vip->epoch}});
+    json body{{"vip", *key},         {"src", src->to_string()},
+              {"dport", dport},      {"proto", config::to_string(spec.protocol)},
+              {"hash", r.hash},      {"ring_size", r.ring_size},
+              {"slot", opt(r.slot)}, {"backend_id", opt(r.backend_id)},
+              {"backend", backend},  {"outcome", r.outcome},
+              {"epoch", vip->epoch}};
+    if (cid) {
+        // Routed by its CID, the packet never reads the ring; a fallback
+        // is the ring's answer above.
+        QuicLookup q = quic_lookup(*vip, *cid);
+        if (q.backend_id) {
+            body["slot"] = nullptr;
+            body["backend_id"] = *q.backend_id;
+            body["backend"] = q.backend;
+            body["outcome"] = outcome_name(XLB_OUT_TX_QUIC_CID);
+        }
+        body["quic"] = std::move(q.body);
+    }
+    send_json(res, 200, body);
 }
 
 }  // namespace xlb::api::detail

@@ -93,6 +93,12 @@ Counters read_counters(const DataPlaneView& view, const std::vector<control::Vip
                 c.vip_cookies[*v.vip_id] = *k;
             else
                 note(k.error(), "SYN cookie counters of VIP " + v.spec.key());
+            if (routes_quic(v.spec)) {
+                if (auto q = view.vip_quic(*v.vip_id))
+                    c.vip_quic[*v.vip_id] = *q;
+                else
+                    note(q.error(), "QUIC counters of VIP " + v.spec.key());
+            }
         }
         for (const control::BackendStatus& b : v.backends) {
             if (!b.id) continue;

@@ -40,6 +40,12 @@ xlb::Result<xlb_vip_cookie_stats> BpfDataPlaneView::vip_cookies(std::uint32_t vi
     return datapath::sum_per_cpu(*per_cpu);
 }
 
+xlb::Result<xlb_vip_quic_stats> BpfDataPlaneView::vip_quic(std::uint32_t vip_id) const {
+    auto per_cpu = program_.vip_quic().get_per_cpu(vip_id);
+    if (!per_cpu) return std::unexpected(per_cpu.error());
+    return datapath::sum_per_cpu(std::span<const xlb_vip_quic_stats>(*per_cpu));
+}
+
 xlb::Result<std::uint64_t> BpfDataPlaneView::vip_hints(std::uint32_t vip_id) const {
     auto per_cpu = program_.vip_hints().get_per_cpu(vip_id);
     if (!per_cpu) return std::unexpected(per_cpu.error());

@@ -41,6 +41,12 @@ public:
     virtual Result<xlb_vip_cookie_stats> vip_cookies(std::uint32_t) const {
         return xlb_vip_cookie_stats{};
     }
+    // The VIP's QUIC counters (abi.h, struct xlb_vip_quic_stats): packets
+    // routed by connection ID, fallbacks by reason. A view without them
+    // counts none.
+    virtual Result<xlb_vip_quic_stats> vip_quic(std::uint32_t) const {
+        return xlb_vip_quic_stats{};
+    }
     // The balancer POST /v1/capture turns a capture on in (its one write:
     // the capture flag and filter, docs/capture.md); null: none to capture.
     virtual const bpf::LbProgram* capture_program() const { return nullptr; }

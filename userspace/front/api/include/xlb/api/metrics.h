@@ -101,6 +101,7 @@ struct MetricsInput {
     std::map<std::uint32_t, std::uint64_t> vip_hints;           // by VIP id: second-chance hints
     std::map<std::uint32_t, xlb_vip_drops> vip_drops;           // by VIP id: drops by reason
     std::map<std::uint32_t, xlb_vip_cookie_stats> vip_cookies;  // by VIP id: SYN cookies
+    std::map<std::uint32_t, xlb_vip_quic_stats> vip_quic;       // by VIP id: QUIC VIPs only
     std::map<std::uint32_t, xlb_backend_stats> backend_stats;   // by backend id
     // Connections by (VIP id, backend id); nullopt: no xlb_backend_connections.
     std::optional<conntrack::ConnectionsByBackend> connections;

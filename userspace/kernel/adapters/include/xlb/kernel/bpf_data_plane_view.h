@@ -20,6 +20,7 @@ public:
     Result<std::uint64_t> vip_hints(std::uint32_t vip_id) const override;
     Result<xlb_vip_drops> vip_drops(std::uint32_t vip_id) const override;
     Result<xlb_vip_cookie_stats> vip_cookies(std::uint32_t vip_id) const override;
+    Result<xlb_vip_quic_stats> vip_quic(std::uint32_t vip_id) const override;
     const bpf::LbProgram* capture_program() const override { return &program_; }
 
 private:
