@@ -425,6 +425,19 @@ TEST(XlbctlParse, Lookup) {
     EXPECT_EQ(v6.src.address.family, 6);
 }
 
+TEST(XlbctlParse, LookupByConnectionId) {
+    Command c = parse_ok({"lookup", "198.51.100.10:443/udp", "--src", "192.0.2.7:5353", "--cid",
+                          "0x28:00:65:01:02:03:04:05:06"});
+    EXPECT_EQ(c.cid, (std::vector<std::uint8_t>{0x28, 0x00, 0x65, 1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(build_request(c).target,
+              "/v1/lookup?vip=198.51.100.10%3A443%2Fudp&src=192.0.2.7%3A5353"
+              "&cid=280065010203040506");
+    EXPECT_EQ(
+        build_request(parse_ok({"lookup", "198.51.100.10:443/udp", "--src", "192.0.2.7:5353"}))
+            .target.find("cid"),
+        std::string::npos);
+}
+
 // The usage errors: a command line xlbctl refuses (exit 2, one line), and
 // fragments its message must contain.
 struct UsageError {
@@ -588,7 +601,14 @@ INSTANTIATE_TEST_SUITE_P(
                    {"--dport: found '0', expected a port 1-65535, e.g. --dport 443"}},
         UsageError{"PortTooLarge",
                    {"lookup", "198.51.100.20:0", "--src", "192.0.2.7:1", "--dport", "65536"},
-                   {"expected a port 1-65535"}}),
+                   {"expected a port 1-65535"}},
+        UsageError{"CidNotHex",
+                   {"lookup", "198.51.100.10:443/udp", "--src", "192.0.2.7:1", "--cid", "28zz"},
+                   {"--cid: ", "e.g. --cid 280102a1b2c3d4e5f6"}},
+        UsageError{"CidTooLong",
+                   {"lookup", "198.51.100.10:443/udp", "--src", "192.0.2.7:1", "--cid",
+                    "000102030405060708090a0b0c0d0e0f1011121314"},
+                   {"--cid: found 21 octets, expected 1 to 20 (a QUIC connection ID)"}}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(

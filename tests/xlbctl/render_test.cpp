@@ -902,6 +902,115 @@ TEST(XlbctlRender, TopShowsCookieRates) {
     EXPECT_EQ(plain.find("hidden"), std::string::npos) << plain;
 }
 
+json quic_counts(std::uint64_t routed, std::uint64_t client_cid, std::uint64_t unknown_server) {
+    return json{{"routed", routed},
+                {"fallbacks",
+                 {{"client_cid", client_cid},
+                  {"unknown_config", 0},
+                  {"bad_length", 1},
+                  {"unknown_server", unknown_server},
+                  {"dead_backend", 0},
+                  {"no_key", 0}}}};
+}
+
+TEST(XlbctlRender, StatusShowsQuicPerVip) {
+    json r = status_reply();
+    r["vips"][0]["quic"] = quic_counts(903710, 3120, 7);
+    r["vips"][1]["quic"] = nullptr;
+    const std::string out = render_human(cmd(Verb::kStatus), r, kPlain);
+    const std::string vip = r["vips"][0]["vip"];
+    EXPECT_HAS(out, "quic " + vip +
+                        ": 903710 routed by connection ID, 3128 fallbacks (client_cid 3120, "
+                        "unknown_config 0, bad_length 1, unknown_server 7, dead_backend 0, "
+                        "no_key 0)\n");
+    EXPECT_EQ(out.find("quic " + std::string(r["vips"][1]["vip"])), std::string::npos) << out;
+    // Unreadable counters: dashes.
+    r["vips"][0]["quic"]["routed"] = nullptr;
+    r["vips"][0]["quic"]["fallbacks"]["no_key"] = nullptr;
+    EXPECT_HAS(render_human(cmd(Verb::kStatus), r, kPlain),
+               ": - routed by connection ID, 3128 fallbacks (client_cid 3120, unknown_config 0, "
+               "bad_length 1, unknown_server 7, dead_backend 0, no_key -)\n");
+    // An agent before QUIC routing: no line.
+    EXPECT_EQ(render_human(cmd(Verb::kStatus), status_reply(), kPlain).find("quic "),
+              std::string::npos);
+}
+
+TEST(XlbctlRender, TopShowsQuicRates) {
+    auto backends_reply = [](std::uint64_t packets) {
+        return json{
+            {"vips",
+             {{{"vip", "198.51.100.10:443/udp"},
+               {"epoch", 3},
+               {"backends",
+                {backend("203.0.113.11", "active", "healthy", 100, 251, 1.0, json(packets))}}}}}};
+    };
+    auto stats_reply = [](std::uint64_t n, json quic) {
+        json v = {{"vip", "198.51.100.10:443/udp"},
+                  {"name", "h3"},
+                  {"packets", n},
+                  {"bytes", n * 100},
+                  {"new_flows", n / 10},
+                  {"conntrack_hits", n},
+                  {"drops", 0},
+                  {"quic", std::move(quic)}};
+        return json{{"vips", {v}}};
+    };
+    const json sample = top_sample(
+        backends_reply(1000), stats_reply(1000, quic_counts(1000, 10, 0)), backends_reply(3000),
+        stats_reply(5000, quic_counts(9000, 50, 4)), 2.0, "2026-12-06T22:00:02Z");
+    const json& q = sample["vips"][0]["quic"];
+    EXPECT_DOUBLE_EQ(q["routed_per_s"].get<double>(), 4000.0);
+    EXPECT_DOUBLE_EQ(q["fallbacks_per_s"].get<double>(), 22.0);  // (55 - 11) / 2
+    EXPECT_EQ(q["fallbacks"]["unknown_server"], 4);
+    const std::string out = render_top(sample, kPlain, std::nullopt, std::nullopt);
+    EXPECT_HAS(out, "QUIC CID  QUIC FALLBACK\n");
+    EXPECT_HAS(out, "4.00 kpps         22 pps\n");
+    EXPECT_HAS(render_top(sample, kColour, std::nullopt, std::nullopt), "\x1b[33m");
+
+    // No QUIC VIP: no QUIC columns.
+    const json plain =
+        top_sample(backends_reply(1000), stats_reply(1000, nullptr), backends_reply(3000),
+                   stats_reply(5000, nullptr), 2.0, "2026-12-06T22:00:02Z");
+    const std::string none = render_top(plain, kPlain, std::nullopt, 200);
+    EXPECT_EQ(none.find("QUIC"), std::string::npos) << none;
+    EXPECT_EQ(none.find("hidden"), std::string::npos) << none;
+}
+
+TEST(XlbctlRender, LookupByConnectionId) {
+    json reply{{"vip", "198.51.100.10:443/udp"},
+               {"src", "192.0.2.7:5353"},
+               {"dport", 443},
+               {"proto", "udp"},
+               {"hash", 3954743863u},
+               {"ring_size", 65537},
+               {"slot", nullptr},
+               {"backend_id", 1},
+               {"backend", "203.0.113.12"},
+               {"outcome", "tx_quic_cid"},
+               {"epoch", 3},
+               {"quic",
+                {{"cid", "280065010203040506"},
+                 {"config_id", 1},
+                 {"server_id", 101},
+                 {"fallback", nullptr}}}};
+    EXPECT_EQ(render_human(cmd(Verb::kLookup), reply, kPlain),
+              "198.51.100.10:443/udp: a QUIC packet with connection ID 280065010203040506 goes to "
+              "203.0.113.12 by its connection ID\n"
+              "  config 1, server id 101, backend id 1, epoch 3\n");
+    reply["outcome"] = "tx";
+    reply["slot"] = 44672;
+    reply["backend_id"] = 2;
+    reply["backend"] = "203.0.113.13";
+    reply["quic"]["server_id"] = 999;
+    reply["quic"]["fallback"] = "unknown_server";
+    EXPECT_EQ(render_human(cmd(Verb::kLookup), reply, kPlain),
+              "198.51.100.10:443/udp: a QUIC packet with connection ID 280065010203040506 falls "
+              "back to the table (unknown_server: config 1, server id 999); from 192.0.2.7:5353:\n"
+              "198.51.100.10:443/udp: a new udp flow from 192.0.2.7:5353 to port 443 goes to "
+              "203.0.113.13\n"
+              "  backend id 2, slot 44672 of 65537, hash 3954743863 (0xebb89a37), epoch 3\n");
+}
+
 TEST(XlbctlRender, DrainCounts) {
     const auto v4 = *net::IpAddress::parse("203.0.113.11");
     EXPECT_EQ(backend_entries(count_reply(), "198.51.100.10:80/tcp", v4), 10u);

@@ -64,7 +64,7 @@ struct Raw {
     std::string file, output;
     bool replace = false;
     std::vector<std::string> diff;
-    // quic cid|decode
+    // quic cid|decode; cid: also lookup --cid
     // (--server-id is the backend verbs' raw server_id above)
     std::string config_id, nonce, key_file, cid;
     // vip add, vip set: the VIP settings' options (by path), and which were given.

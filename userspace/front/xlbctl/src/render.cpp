@@ -394,6 +394,31 @@ json top_sample(const json& backends_before, const json& stats_before, const jso
             }
             v["syn_cookies"] = std::move(c);
         }
+        // QUIC VIPs (agents before QUIC routing have no "quic"; null: not a
+        // QUIC VIP): routed by CID and all fallbacks together, with rates.
+        if (now && now->contains("quic") && now->at("quic").is_object()) {
+            const json& q = now->at("quic");
+            const json* was = then && then->contains("quic") && then->at("quic").is_object()
+                                  ? &then->at("quic")
+                                  : nullptr;
+            // The fallbacks' sum; null when one of them is unreadable.
+            auto fallbacks = [](const json& quic) -> json {
+                const auto f = quic.find("fallbacks");
+                if (f == quic.end() || !f->is_object()) return nullptr;
+                std::uint64_t sum = 0;
+                for (const auto& [reason, n] : f->items()) {
+                    if (!n.is_number()) return nullptr;
+                    sum += n.get<std::uint64_t>();
+                }
+                return sum;
+            };
+            json c = {{"routed", q.value("routed", json())},
+                      {"fallbacks", q.value("fallbacks", json())}};
+            c["routed_per_s"] =
+                rate(was ? was->value("routed", json()) : kNone, c["routed"], seconds);
+            c["fallbacks_per_s"] = rate(was ? fallbacks(*was) : kNone, fallbacks(q), seconds);
+            v["quic"] = std::move(c);
+        }
         json backends = json::array();
         for (const json& b : vb.at("backends")) {
             const json* prev = nullptr;
@@ -487,12 +512,18 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
                                          {"SYN COOKIES"},
                                          {"COOKIES", Align::kRight},
                                          {"ACKS OK", Align::kRight},
-                                         {"ACKS BAD", Align::kRight}};
+                                         {"ACKS BAD", Align::kRight},
+                                         {"QUIC CID", Align::kRight},
+                                         {"QUIC FALLBACK", Align::kRight}};
     // Left out in this order while the table is wider than the terminal, as
     // top(1) does: VIP / BACKEND, HEALTH and PACKETS always stay. The cookie
-    // columns (12-15) are there only while a VIP has cookies on.
-    constexpr std::size_t kDropOrder[] = {1, 13, 14, 6, 5, 4, 11, 9, 15, 10, 2, 12, 8};
+    // columns (12-15) are there only while a VIP has cookies on, the QUIC
+    // ones (16-17) while a VIP routes QUIC by connection ID.
+    constexpr std::size_t kDropOrder[] = {1, 13, 14, 17, 6, 5, 4, 11, 9, 15, 16, 10, 2, 12, 8};
     const bool cookies_on = any_cookies_on(s.at("vips"));
+    bool quic_on = false;
+    for (const json& v : s.at("vips"))
+        if (const auto q = v.find("quic"); q != v.end() && q->is_object()) quic_on = true;
     std::vector<std::vector<Cell>> cells;
     for (const json& v : s.at("vips")) {
         const json& drops = v.at("drops_per_s");
@@ -517,6 +548,17 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
         } else {
             cells.back().insert(cells.back().end(), {"-", "-", "-", "-"});
         }
+        if (const auto q = v.find("quic"); q != v.end() && q->is_object()) {
+            const json& fallbacks = q->value("fallbacks_per_s", json());
+            cells.back().insert(
+                cells.back().end(),
+                {rate_text(q->value("routed_per_s", json()), format_pps),
+                 Cell{rate_text(fallbacks, format_pps),
+                      fallbacks.is_number() && fallbacks.get<double>() > 0 ? Colour::kYellow
+                                                                           : Colour::kNone}});
+        } else {
+            cells.back().insert(cells.back().end(), {"-", "-"});
+        }
         for (const json& b : v.at("backends"))
             cells.push_back({"  " + str(b, "address"), "", state_cell(str(b, "state")),
                              health_cell(str(b, "health")), std::to_string(u64(b, "weight")),
@@ -525,11 +567,12 @@ std::string render_top(const json& s, const Style& style, std::optional<int> row
                              rate_text(b.at("packets_per_s"), format_pps),
                              rate_text(b.at("bits_per_s"), format_bits),
                              rate_text(b.at("new_flows_per_s"), format_per_second), "",
-                             count_or_dash(b, "connections"), "", "", "", ""});
+                             count_or_dash(b, "connections"), "", "", "", "", "", ""});
     }
     std::vector<bool> shown(all.size(), true);
     if (!cookies_on)
-        for (std::size_t i = 12; i < all.size(); ++i) shown[i] = false;
+        for (std::size_t i = 12; i <= 15; ++i) shown[i] = false;
+    if (!quic_on) shown[16] = shown[17] = false;
     auto table = [&](const Style& with) {
         std::vector<Table::Column> cols;
         for (std::size_t i = 0; i < all.size(); ++i)

@@ -8,10 +8,39 @@
 #include "../checks.h"
 #include "../render_parts.h"
 #include "nouns.h"
+#include "xlb/quic/cid.h"
 
 namespace xlb::xlbctl::noun {
 
 namespace {
+
+// One line per VIP that routes QUIC by connection ID (agents before QUIC
+// routing have no "quic"; null: not such a VIP): packets routed by CID and
+// the fallbacks by reason, a count "-" while unreadable.
+std::string quic_lines(const json& vips, const Style& style) {
+    std::string out;
+    for (const json& v : vips) {
+        const auto q = v.find("quic");
+        if (q == v.end() || !q->is_object()) continue;
+        std::string reasons;
+        std::uint64_t fell_back = 0;
+        static const json kNone = json::object();
+        const auto f = q->find("fallbacks");
+        const json& by_reason = f != q->end() && f->is_object() ? *f : kNone;
+        // in the data path's order, not the object's (alphabetical)
+        for (std::uint32_t r = 0; r < XLB_QUIC_FALLBACKS; ++r) {
+            const char* reason = quic::fallback_name(r);
+            const json n = by_reason.value(reason, json());
+            reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", reason,
+                                   n.is_number() ? std::to_string(n.get<std::uint64_t>()) : "-");
+            if (n.is_number()) fell_back += n.get<std::uint64_t>();
+        }
+        out += fmt::format("quic {}: {} routed by connection ID, {} fallbacks ({})\n",
+                           paint(str(v, "vip"), Colour::kBold, style), count_or_dash(*q, "routed"),
+                           fell_back, reasons);
+    }
+    return out;
+}
 
 std::string render_status(const json& r, const Style& style) {
     const bool ready = flag(r, "ready");
@@ -108,14 +137,15 @@ std::string render_status(const json& r, const Style& style) {
         }
         t.add(row);
     }
-    return out + t.render(style) + vip_errors(vips, style);
+    return out + t.render(style) + quic_lines(vips, style) + vip_errors(vips, style);
 }
 
 constexpr VerbSpec kStatusVerbs[] = {
     {.verb = Verb::kStatus,
      .help = "The agent (version, interface, XDP mode, uptime, readiness, BGP) and, per VIP,\n"
              "healthy/total backends, panic, epoch, table checksum, announcement and SYN\n"
-             "cookies (off, auto idle, answering, always; the counts while on).\n"
+             "cookies (off, auto idle, answering, always; the counts while on); for QUIC\n"
+             "VIPs, packets routed by connection ID and fallbacks by reason.\n"
              "With --peers, compares this host's tables with other LB hosts' and exits 1\n"
              "when they differ (docs/scale-out.md).",
      .examples = "  xlbctl status\n"

@@ -9,6 +9,7 @@
 #include "../render_parts.h"
 #include "../request_parts.h"
 #include "nouns.h"
+#include "xlb/quic/cid.h"
 
 namespace xlb::xlbctl::noun {
 
@@ -45,10 +46,36 @@ std::string render_table(const json& r, const Style& style) {
     return out + t.render(style);
 }
 
+// --cid: what the connection ID says, before the ring's answer when the
+// packet falls back to it.
+std::string render_quic_lookup(const json& r, const json& q, const Style& style) {
+    std::string out =
+        fmt::format("{}: a QUIC packet with connection ID {} ", str(r, "vip"), str(q, "cid"));
+    std::string decoded;
+    if (q.value("config_id", json()).is_number())
+        decoded = fmt::format("config {}, server id {}", u64(q, "config_id"), u64(q, "server_id"));
+    if (str(r, "outcome") == "tx_quic_cid") {
+        out +=
+            "goes to " + paint(str(r, "backend"), Colour::kBold, style) + " by its connection ID\n";
+        out += fmt::format("  {}, backend id {}, epoch {}\n", decoded, u64(r, "backend_id"),
+                           u64(r, "epoch"));
+        return out;
+    }
+    out += paint("falls back", Colour::kYellow, style) +
+           fmt::format(" to the table ({}{}); from {}:\n", str(q, "fallback"),
+                       decoded.empty() ? "" : ": " + decoded, str(r, "src"));
+    return out;
+}
+
 std::string render_lookup(const json& r, const Style& style) {
+    std::string out;
+    if (const auto q = r.find("quic"); q != r.end() && q->is_object()) {
+        out = render_quic_lookup(r, *q, style);
+        if (str(r, "outcome") == "tx_quic_cid") return out;
+    }
     const std::string outcome = str(r, "outcome");
-    std::string out = fmt::format("{}: a new {} flow from {} to port {} ", str(r, "vip"),
-                                  str(r, "proto"), str(r, "src"), u64(r, "dport"));
+    out += fmt::format("{}: a new {} flow from {} to port {} ", str(r, "vip"), str(r, "proto"),
+                       str(r, "src"), u64(r, "dport"));
     const std::uint64_t hash = u64(r, "hash");
     if (outcome == "tx" && !r.at("backend").is_null()) {
         out += "goes to " + paint(str(r, "backend"), Colour::kBold, style) + "\n";
@@ -110,6 +137,16 @@ Checked<void> lookup_check(const Raw& raw, Command& c) {
                                " serves every port: --dport is required, e.g. " + "xlbctl lookup " +
                                key.to_string() + " --src " + ex.src + " --dport 443");
     }
+    if (!raw.cid.empty()) {
+        auto cid = quic::from_hex(raw.cid);
+        if (!cid)
+            return std::unexpected("--cid: " + cid.error().message() +
+                                   ", e.g. --cid 280102a1b2c3d4e5f6");
+        if (cid->empty() || cid->size() > XLB_QUIC_CID_MAX)
+            return std::unexpected("--cid: found " + std::to_string(cid->size()) +
+                                   " octets, expected 1 to 20 (a QUIC connection ID)");
+        c.cid = std::move(*cid);
+    }
     return {};
 }
 
@@ -117,6 +154,7 @@ HttpRequest lookup_request(const Command& c) {
     std::string target = "/v1/lookup?" + vip_query(c) + "&src=" + url_encode(c.src.to_string());
     if (c.proto) target += "&proto=" + std::string(config::to_string(*c.proto));
     if (c.dport) target += "&dport=" + std::to_string(*c.dport);
+    if (!c.cid.empty()) target += "&cid=" + quic::to_hex(c.cid);
     return {"GET", target, ""};
 }
 
@@ -139,12 +177,16 @@ constexpr VerbSpec kLookup[] = {
     {.verb = Verb::kLookup,
      .help = "The backend the first packet of a new flow from --src would get:\n"
              "the kernel's hash, seed and live table. (Established flows follow\n"
-             "the connection table and may be elsewhere.)",
+             "the connection table and may be elsewhere.) With --cid, a QUIC VIP's\n"
+             "packet with that connection ID: the backend whose server id it\n"
+             "carries, or the fallback reason and then the table's answer.",
      .examples = "  xlbctl lookup 198.51.100.10:80/tcp --src 192.0.2.7:40000\n"
                  "  xlbctl lookup 198.51.100.10:53 --proto udp --src 192.0.2.7:5353\n"
                  "  xlbctl lookup 198.51.100.20:0/tcp --src 192.0.2.7:40000 --dport 443"
                  "   # every-port VIP\n"
-                 "  xlbctl lookup '[2001:db8::10]:443' --src '[2001:db8:c::7]:40000'\n",
+                 "  xlbctl lookup '[2001:db8::10]:443' --src '[2001:db8:c::7]:40000'\n"
+                 "  xlbctl lookup 198.51.100.10:443/udp --src 192.0.2.7:5353 --cid "
+                 "280102a1b2c3d4e5f6\n",
      .options =
          [](CLI::App& app, Raw& raw) {
              add_vip_arg(&app, raw);
@@ -156,6 +198,11 @@ constexpr VerbSpec kLookup[] = {
              app.add_option("--dport", raw.dport,
                             "destination port; required for an every-port (:0) VIP")
                  ->type_name("PORT");
+             app.add_option("--cid", raw.cid,
+                            "a QUIC VIP: the destination connection ID of a short-header "
+                            "packet, in hex; the backend it names, or why it falls back "
+                            "and the table's answer")
+                 ->type_name("HEX");
          },
      .check = lookup_check,
      .request = lookup_request,

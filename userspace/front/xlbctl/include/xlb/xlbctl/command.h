@@ -188,7 +188,7 @@ struct Command {
     std::optional<std::uint8_t> quic_config_id;
     std::optional<std::vector<std::uint8_t>> nonce;  // nullopt: random
     std::string key_file;                            // overrides the config's key_file
-    std::vector<std::uint8_t> cid;
+    std::vector<std::uint8_t> cid;                   // also lookup --cid (empty: none)
 };
 
 // --help, --version, gen-seed's line, or a usage error: what to print and the
