@@ -17,6 +17,7 @@
 #include "xlb/agent/conntrack_sweeper.h"
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
+#include "xlb/agent/quic_keys.h"
 #include "xlb/agent/reload.h"
 #include "xlb/agent/syn_flood_watch.h"
 #include "xlb/bpf/ct_clock.h"
@@ -43,6 +44,47 @@ public:
 private:
     std::string path_;
 };
+
+// ---- QUIC keys -------------------------------------------------------------------
+
+// The agent reads each encrypted config's key file once, and says why one
+// could not be read; plaintext configs name none.
+TEST(QuicKeys, ReadOncePerFileWithTheirErrors) {
+    if (::geteuid() != 0) GTEST_SKIP() << "key files must be owned by root";
+    TempDir dir;
+    auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
+        const std::string path = dir.path() + "/" + name;
+        std::ofstream(path) << text;
+        ::chmod(path.c_str(), mode);
+        return path;
+    };
+    const std::string good = write("good.key", "000102030405060708090a0b0c0d0e0f\n", 0600);
+    const std::string open = write("open.key", "000102030405060708090a0b0c0d0e0f\n", 0644);
+    auto config = [](std::uint8_t id, config::QuicMode mode, std::string file) {
+        config::QuicConfig q;
+        q.config_id = id;
+        q.server_id_length = 4;
+        q.nonce_length = 12;
+        q.mode = mode;
+        q.key_file = std::move(file);
+        return q;
+    };
+    config::VipSpec a, b;
+    a.quic = {config(0, config::QuicMode::kEncrypted, good),
+              config(1, config::QuicMode::kPlaintext, dir.path() + "/never-read")};
+    b.quic = {config(2, config::QuicMode::kEncrypted, good),
+              config(3, config::QuicMode::kEncrypted, open)};
+    const QuicKeys read = read_quic_keys({a, b});
+    ASSERT_EQ(read.keys.size(), 1u);
+    datapath::QuicKey expected{};
+    for (std::uint8_t i = 0; i < 16; ++i) expected[i] = i;
+    EXPECT_EQ(read.keys.at(good), expected);
+    ASSERT_EQ(read.errors.size(), 1u);
+    const std::string& why = read.errors.at(open);
+    EXPECT_NE(why.find(open), std::string::npos) << why;
+    EXPECT_NE(why.find("chmod 600"), std::string::npos) << why;
+    EXPECT_TRUE(read_quic_keys({}).keys.empty());
+}
 
 // ---- the interface lock ----------------------------------------------------------
 

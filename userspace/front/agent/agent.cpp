@@ -21,6 +21,7 @@
 #include "xlb/agent/health_link.h"
 #include "xlb/agent/instance_lock.h"
 #include "xlb/agent/preflight.h"
+#include "xlb/agent/quic_keys.h"
 #include "xlb/agent/reload.h"
 #include "xlb/api/audit.h"
 #include "xlb/api/data_plane_view.h"
@@ -48,7 +49,6 @@
 #include "xlb/log/event.h"
 #include "xlb/netlink/neighbor.h"
 #include "xlb/netlink/watcher.h"
-#include "xlb/quic/key_file.h"
 
 namespace xlb::agent {
 
@@ -79,28 +79,15 @@ bpf::XdpMode to_bpf_mode(config::XdpMode mode) {
 
 void notify(const std::string& text) { sd_notify(0, text.c_str()); }
 
-// Reads the key files of the VIPs' encrypted QUIC configs and gives the
-// reconciler the keys (it reads no files), and for a file that could not be
-// read its error, which the VIP's refusal then says. Read at each start,
-// reload and change of the VIPs: a key file rewritten takes effect with the
-// next reload.
+// Gives the reconciler (which reads no files) the keys of the VIPs'
+// encrypted QUIC configs, and for a file that could not be read its error,
+// which the VIP's refusal then says. Read at each start, reload and change
+// of the VIPs: a key file rewritten takes effect with the next reload.
 void give_quic_keys(control::Reconciler& r, const std::vector<config::VipSpec>& vips) {
-    std::map<std::string, datapath::QuicKey> keys;
-    std::map<std::string, std::string> errors;
-    for (const config::VipSpec& v : vips)
-        for (const config::QuicConfig& q : v.quic) {
-            if (q.mode != config::QuicMode::kEncrypted || q.key_file.empty()) continue;
-            if (keys.contains(q.key_file) || errors.contains(q.key_file)) continue;
-            auto key = quic::read_key_file(q.key_file);
-            if (key) {
-                keys[q.key_file] = *key;
-                continue;
-            }
-            spdlog::error("VIP {}: quic config {}: {}", v.key(), q.config_id,
-                          key.error().message());
-            errors[q.key_file] = key.error().message();
-        }
-    r.set_quic_keys(std::move(keys), std::move(errors));
+    QuicKeys read = read_quic_keys(vips);
+    for (const auto& [file, error] : read.errors)
+        spdlog::error("QUIC key file {}: {}", file, error);
+    r.set_quic_keys(std::move(read.keys), std::move(read.errors));
 }
 
 std::string disruptive_refusal(std::size_t count) {
