@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "lb_fixture.h"
 #include "testbed.h"
 #include "xlb/datapath/setup.h"
+#include "xlb/kernel/bpf_data_plane.h"
 
 namespace xlb::test {
 namespace {
@@ -372,6 +374,77 @@ TEST_F(QuicTest, KeyInstallRefusesASlotBeyondTheMap) {
     ASSERT_FALSE(bad);
     EXPECT_NE(bad.error().message().find("no such slot"), std::string::npos)
         << bad.error().message();
+}
+
+// What the reconciler publishes for a QUIC VIP, written by BpfDataPlane
+// into the real maps: its CIDs route; a backend removed, a config removed,
+// the whole routing removed each leave nothing that still routes.
+TEST_F(QuicTest, PublishedThroughTheDataPlane) {
+    add_vip(kVipV4, kQuicPort, kProtoUdp, kVipId, XLB_VIP_F_QUIC);
+    ring_ = publish_maglev(kVipId, {{10}, {11}, {12}});
+    const bool crypto = lb().quic_crypto_available();
+    config::VipSpec spec;
+    spec.address = kVipV4;
+    spec.port = kQuicPort;
+    spec.protocol = config::Protocol::kUdp;
+    config::QuicConfig plain;
+    plain.config_id = kPlainConfig;
+    plain.server_id_length = kPlainSid;
+    plain.nonce_length = kPlainNonce;
+    spec.quic.push_back(plain);
+    if (crypto) {
+        config::QuicConfig sealed = plain;
+        sealed.config_id = kSealedConfig;
+        sealed.server_id_length = kSealedSid;
+        sealed.nonce_length = kSealedNonce;
+        sealed.mode = config::QuicMode::kEncrypted;
+        spec.quic.push_back(sealed);
+    }
+    for (std::uint32_t i = 0; i < 3; ++i) {
+        config::BackendSpec b;
+        b.address = kBackendV4[i];
+        b.server_id = i + 1;
+        spec.backends.push_back(b);
+    }
+    std::vector<std::optional<std::uint32_t>> ids{10, 11, 12};
+    std::vector<datapath::QuicKeyEntry> keys;
+    if (crypto) keys.push_back({slot(kSealedConfig), kKey});
+    control::BpfDataPlane dp(lb());
+    auto publish = [&] {
+        auto ok = dp.set_quic(kVipId, datapath::quic_config_entries(spec, kVipId),
+                              datapath::quic_server_entries(spec, kVipId, ids), keys);
+        ASSERT_TRUE(ok) << ok.error().message();
+    };
+    publish();
+    const Bytes to_second = short_header(plain_cid(kPlainConfig, 2, kPlainSid, kPlainNonce));
+    expect_routed(false, to_second, 11);
+    if (crypto) expect_routed(false, short_header(sealed_cid(3, kKey)), 12);
+
+    // The backend of server 2 removed: its entry goes, the others stay.
+    spec.backends.erase(spec.backends.begin() + 1);
+    ids = {10, 12};
+    publish();
+    expect_fallback(false, to_second, XLB_QUIC_FB_UNKNOWN_SERVER);
+    expect_routed(false, short_header(plain_cid(kPlainConfig, 1, kPlainSid, kPlainNonce)), 10);
+    EXPECT_EQ(lb().quic_servers().get(xlb_quic_server_key{kVipId, 0, 2}).value(), std::nullopt);
+
+    // The encrypted config removed: its slot empty, its key gone.
+    if (crypto) {
+        spec.quic.pop_back();
+        keys.clear();
+        publish();
+        expect_fallback(false, short_header(sealed_cid(3, kKey)), XLB_QUIC_FB_UNKNOWN_CONFIG,
+                        40001);
+        EXPECT_EQ(lb().quic_configs().get(slot(kSealedConfig)).value().server_id_len, 0);
+    }
+
+    // All of it removed: no config, no server entry of the VIP id.
+    ASSERT_TRUE(dp.remove_quic(kVipId));
+    expect_fallback(false, short_header(plain_cid(kPlainConfig, 1, kPlainSid, kPlainNonce)),
+                    XLB_QUIC_FB_UNKNOWN_CONFIG, 40002);
+    auto left = lb().quic_servers().keys();
+    ASSERT_TRUE(left);
+    for (const xlb_quic_server_key& k : *left) EXPECT_NE(k.vip_id, kVipId) << k.server_id;
 }
 
 }  // namespace
