@@ -34,6 +34,10 @@ packages=(
   # checks (TLS on the probe engine's loop); openssl also makes the https
   # probe tests' certificates
   etcd-server etcd-client openssl libssl-dev
+  # QUIC: the lab's and the tests' QUIC echo server and client (tools/quic) on
+  # ngtcp2 0.12 with its GnuTLS crypto backend (no HTTP/3); ngtcp2-client is
+  # the upstream example client, to cross-check our server by hand
+  libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev ngtcp2-client
 )
 
 # etcd-server enables the distribution's etcd (etcd.service, or its SysV
