@@ -12,8 +12,6 @@
 #include <cstring>
 #include <vector>
 
-#include "xlb/files/files.h"
-
 namespace xlb::quic_tools {
 
 ngtcp2_tstamp now_ns() {
@@ -116,25 +114,6 @@ Result<gnutls_certificate_credentials_t> self_signed_credentials() {
         return tls_fail(rv, "make a self-signed certificate");
     }
     return cred;
-}
-
-Result<quic::Key> read_key_file(const std::string& path) {
-    auto content = files::read_file(path);
-    if (!content) return std::unexpected(content.error());
-    if (!*content) return fail_on(ENOENT, "read the QUIC-LB key file", path);
-    std::string text = **content;
-    quic::Key key{};
-    if (text.size() == key.size()) {
-        std::memcpy(key.data(), text.data(), key.size());
-        return key;
-    }
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    auto octets = quic::from_hex(text);
-    if (!octets || octets->size() != key.size())
-        return fail_on(0, "read the QUIC-LB key file", path,
-                       "it must hold 16 raw octets or 32 hex digits");
-    std::memcpy(key.data(), octets->data(), key.size());
-    return key;
 }
 
 Result<CidIssuer> CidIssuer::make(const config::QuicConfig& config, std::uint64_t server_id,

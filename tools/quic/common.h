@@ -54,9 +54,6 @@ std::unexpected<Error> tls_fail(int rv, std::string what);
 // tests need to reach (clients do not verify it).
 Result<gnutls_certificate_credentials_t> self_signed_credentials();
 
-// A QUIC-LB key file: 16 raw octets or 32 hex digits (+ newline).
-Result<quic::Key> read_key_file(const std::string& path);
-
 // Issues the server's connection IDs: config id, server id, then a random
 // nonce, in the QUIC-LB format (plaintext or encrypted).
 class CidIssuer {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common.h"
+#include "xlb/quic/key_file.h"
 
 namespace xlb::quic_tools {
 namespace {
@@ -482,7 +483,8 @@ int run(int argc, char** argv) {
     app.add_option("--nonce-length", nonce_len, "octets of the nonce (4..18)");
     app.add_option("--mode", mode, "plaintext or encrypted")
         ->check(CLI::IsMember({"plaintext", "encrypted"}));
-    app.add_option("--key-file", key_file, "the AES-128 key (16 octets or 32 hex digits)");
+    app.add_option("--key-file", key_file,
+                   "the AES-128 key: 16 octets or 32 hex digits, a file only root may read");
     app.add_option("--reset-key", reset_key,
                    "32 hex digits: the stateless-reset secret; servers of one VIP share it "
                    "(default: random)");
@@ -507,7 +509,7 @@ int run(int argc, char** argv) {
             make_error(0, "--config-id 0..6, --server-id-length 1..15, --nonce-length 4..18"));
     std::optional<quic::Key> key;
     if (!key_file.empty()) {
-        auto read = read_key_file(key_file);
+        auto read = quic::read_key_file(key_file);
         if (!read) return die(read.error());
         key = *read;
     }
