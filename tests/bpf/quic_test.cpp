@@ -447,5 +447,41 @@ TEST_F(QuicTest, PublishedThroughTheDataPlane) {
     for (const xlb_quic_server_key& k : *left) EXPECT_NE(k.vip_id, kVipId) << k.server_id;
 }
 
+// On a kernel without the BPF crypto kfuncs the program still loads (its
+// decryption never reached), an encrypted config cannot get a key, and its
+// CIDs fall back as no_key, never routed by a guess.
+TEST(QuicWithoutCrypto, LoadsRefusesKeysAndFallsBack) {
+    auto loaded = bpf::LbProgram::load({8, 32, 4096}, {.without_bpf_crypto = true});
+    ASSERT_TRUE(loaded) << loaded.error().message();
+    bpf::LbProgram& lb = *loaded;
+    EXPECT_FALSE(lb.quic_crypto_available());
+    auto refused = lb.install_quic_key(1 * XLB_QUIC_CONFIG_SLOTS + kSealedConfig, kKey);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message().find("no BPF crypto kfuncs"), std::string::npos)
+        << refused.error().message();
+    EXPECT_TRUE(lb.clear_quic_key(1 * XLB_QUIC_CONFIG_SLOTS + kSealedConfig));
+
+    ASSERT_TRUE(lb.config().put(0, bench_config()));
+    ASSERT_TRUE(lb.backends().put(3, datapath::backend_entry(kBackendV4[0], 1)));
+    std::vector<std::uint32_t> ring(7, 3);
+    ASSERT_TRUE(bpf::publish_ring(lb.rings().fd(), 1, ring));
+    ASSERT_TRUE(lb.put_vip(datapath::vip_key(kVipV4, kQuicPort, kProtoUdp),
+                           xlb_vip_value{1, XLB_VIP_F_QUIC}));
+    ASSERT_TRUE(lb.quic_configs().put(1 * XLB_QUIC_CONFIG_SLOTS + kSealedConfig,
+                                      {kSealedSid, kSealedNonce, XLB_QUIC_MODE_ENCRYPTED, {}}));
+    ASSERT_TRUE(lb.quic_servers().put(xlb_quic_server_key{1, 0, 1}, 3));
+    FrameOptions opt;
+    opt.payload = short_header(sealed_cid(1, kKey));
+    auto result = bpf::test_run_xdp(
+        lb.prog_fd(), make_frame(Flow{kClientV4, kVipV4, 40000, kQuicPort, kProtoUdp}, opt));
+    ASSERT_TRUE(result) << result.error().message();
+    EXPECT_EQ(result->action, XDP_TX);
+    auto per_cpu = lb.vip_quic().get_per_cpu(1);
+    ASSERT_TRUE(per_cpu);
+    const xlb_vip_quic_stats stats = datapath::sum_per_cpu(*per_cpu);
+    EXPECT_EQ(stats.routed, 0u);
+    EXPECT_EQ(stats.fallbacks[XLB_QUIC_FB_NO_KEY], 1u);
+}
+
 }  // namespace
 }  // namespace xlb::test

@@ -303,7 +303,7 @@ Result<LbProgram> LbProgram::load(const LbMapSizes& sizes, const LoadOptions& op
     }
     // Encrypted QUIC configs: without the kernel's crypto the program is
     // loaded with its decryption left out (never reached: xlb_quic_crypto).
-    auto crypto = kernel_has_bpf_crypto();
+    auto crypto = options.without_bpf_crypto ? Result<bool>(false) : kernel_has_bpf_crypto();
     if (!crypto) return std::unexpected(crypto.error());
     skel->rodata->xlb_quic_crypto = *crypto ? 1 : 0;
     if (*crypto) {

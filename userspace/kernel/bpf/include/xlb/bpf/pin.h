@@ -27,6 +27,10 @@ struct LoadOptions {
     // no pinning; the maps live exactly as long as the program object.
     std::string pin_dir;
     ConntrackResize conntrack_resize = ConntrackResize::kRefuse;
+    // Load as on a kernel without the BPF crypto kfuncs even where they
+    // exist (LbProgram::quic_crypto_available() false): what the tests use
+    // to check the program and the refusals of such a kernel here.
+    bool without_bpf_crypto = false;
 };
 
 enum class PinAction {
