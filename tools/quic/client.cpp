@@ -127,15 +127,7 @@ Result<std::unique_ptr<Connection>> connect(int index, const Options& options) {
     ngtcp2_settings settings;
     ngtcp2_settings_default(&settings);
     settings.initial_ts = now_ns();
-    ngtcp2_transport_params params;
-    ngtcp2_transport_params_default(&params);
-    params.initial_max_data = 1 << 20;
-    params.initial_max_stream_data_bidi_local = 256 << 10;
-    params.initial_max_stream_data_bidi_remote = 256 << 10;
-    params.initial_max_streams_bidi = 0;
-    params.max_idle_timeout = 30 * NGTCP2_SECONDS;
-    // Room for spare server CIDs: a migration takes an unused one.
-    params.active_connection_id_limit = 8;
+    ngtcp2_transport_params params = echo_transport_params(0);
 
     ngtcp2_callbacks cb{};
     cb.client_initial = ngtcp2_crypto_client_initial_cb;

@@ -14,6 +14,18 @@
 
 namespace xlb::quic_tools {
 
+ngtcp2_transport_params echo_transport_params(std::uint64_t streams_bidi) {
+    ngtcp2_transport_params params;
+    ngtcp2_transport_params_default(&params);
+    params.initial_max_data = 1 << 20;
+    params.initial_max_stream_data_bidi_local = 256 << 10;
+    params.initial_max_stream_data_bidi_remote = 256 << 10;
+    params.initial_max_streams_bidi = streams_bidi;
+    params.max_idle_timeout = 30 * NGTCP2_SECONDS;
+    params.active_connection_id_limit = 8;
+    return params;
+}
+
 ngtcp2_tstamp now_ns() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);

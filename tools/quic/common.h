@@ -29,6 +29,12 @@ inline constexpr const char* kTlsPriority =
 // CLOCK_MONOTONIC in nanoseconds: ngtcp2's timestamps.
 ngtcp2_tstamp now_ns();
 
+// The transport parameters both tools start from: 1 MiB of connection
+// credit, 256 KiB per stream, 30 s idle, room for 8 CIDs of the peer (a
+// migration takes an unused one); streams_bidi: the streams the peer may
+// open.
+ngtcp2_transport_params echo_transport_params(std::uint64_t streams_bidi);
+
 struct SockAddr {
     sockaddr_storage storage{};
     socklen_t len = 0;

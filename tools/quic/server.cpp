@@ -195,14 +195,7 @@ private:
         ngtcp2_settings settings;
         ngtcp2_settings_default(&settings);
         settings.initial_ts = now_ns();
-        ngtcp2_transport_params params;
-        ngtcp2_transport_params_default(&params);
-        params.initial_max_data = 1 << 20;
-        params.initial_max_stream_data_bidi_remote = 256 << 10;
-        params.initial_max_stream_data_bidi_local = 256 << 10;
-        params.initial_max_streams_bidi = 100;
-        params.max_idle_timeout = 30 * NGTCP2_SECONDS;
-        params.active_connection_id_limit = 8;
+        ngtcp2_transport_params params = echo_transport_params(100);
         // Clients may move: migration is what the QUIC-LB format is for.
         params.disable_active_migration = 0;
         params.original_dcid = hd.dcid;
