@@ -129,21 +129,9 @@ Result<std::unique_ptr<Connection>> connect(int index, const Options& options) {
     settings.initial_ts = now_ns();
     ngtcp2_transport_params params = echo_transport_params(0);
 
-    ngtcp2_callbacks cb{};
+    ngtcp2_callbacks cb = crypto_callbacks();
     cb.client_initial = ngtcp2_crypto_client_initial_cb;
-    cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
-    cb.encrypt = ngtcp2_crypto_encrypt_cb;
-    cb.decrypt = ngtcp2_crypto_decrypt_cb;
-    cb.hp_mask = ngtcp2_crypto_hp_mask_cb;
     cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
-    cb.update_key = ngtcp2_crypto_update_key_cb;
-    cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
-    cb.delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
-    cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
-    cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb;
-    cb.rand = [](std::uint8_t* dest, std::size_t len, const ngtcp2_rand_ctx*) {
-        gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
-    };
     cb.get_new_connection_id = [](ngtcp2_conn*, ngtcp2_cid* cid, std::uint8_t* token,
                                   std::size_t cidlen, void*) {
         random_cid(cid, cidlen);

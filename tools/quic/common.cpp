@@ -7,6 +7,7 @@
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
 #include <netinet/in.h>
+#include <ngtcp2/ngtcp2_crypto.h>
 #include <time.h>
 
 #include <cstring>
@@ -24,6 +25,23 @@ ngtcp2_transport_params echo_transport_params(std::uint64_t streams_bidi) {
     params.max_idle_timeout = 30 * NGTCP2_SECONDS;
     params.active_connection_id_limit = 8;
     return params;
+}
+
+ngtcp2_callbacks crypto_callbacks() {
+    ngtcp2_callbacks cb{};
+    cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+    cb.encrypt = ngtcp2_crypto_encrypt_cb;
+    cb.decrypt = ngtcp2_crypto_decrypt_cb;
+    cb.hp_mask = ngtcp2_crypto_hp_mask_cb;
+    cb.update_key = ngtcp2_crypto_update_key_cb;
+    cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+    cb.delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+    cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+    cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+    cb.rand = [](std::uint8_t* dest, std::size_t len, const ngtcp2_rand_ctx*) {
+        gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
+    };
+    return cb;
 }
 
 ngtcp2_tstamp now_ns() {

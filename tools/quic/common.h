@@ -35,6 +35,11 @@ ngtcp2_tstamp now_ns();
 // open.
 ngtcp2_transport_params echo_transport_params(std::uint64_t streams_bidi);
 
+// The callbacks both roles take from ngtcp2_crypto (the packet protection,
+// key updates, path challenges, version negotiation) and GnuTLS's random
+// numbers; each role adds its own initial and CID callbacks.
+ngtcp2_callbacks crypto_callbacks();
+
 struct SockAddr {
     sockaddr_storage storage{};
     socklen_t len = 0;

@@ -614,48 +614,45 @@ std::vector<Case> make_cases() {
                      .vip_id = kVipUdp4NoCt,
                      .vip_flags = XLB_VIP_F_NO_CONNTRACK,
                      .target_net_ns = 70});
+    // kVipQuic4's cases: one client, the VIP's flags; `quic`: the config
+    // whose CID the packet carries (none: an Initial).
+    auto quic_case = [](std::string name, std::string path, Path kind,
+                        const xlb::config::QuicConfig* quic) {
+        return Case{.name = std::move(name),
+                    .path = std::move(path),
+                    .kind = kind,
+                    .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
+                    .vip_id = kVipQuic4,
+                    .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
+                    .quic = quic};
+    };
     // Routing by the server id in the CID must cost no more than hashing
-    // the 5-tuple into the ring; decrypting it at most twice that. A CID
-    // names its server whoever sends it: there is no per-flow state, so one
-    // flow is the common case too.
-    cases.push_back({.name = "quic_cid_plain_v4",
-                     .path = "QUIC 1-RTT, plaintext CID: CID check, server id lookup",
-                     .kind = Path::kQuicCid,
-                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
-                     .vip_id = kVipQuic4,
-                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
-                     .target_relative_to = "no_conntrack_v4",
-                     .target_factor = 1.0,
-                     .quic = &kQuicPlain});
-    cases.push_back({.name = "quic_cid_encrypted_v4",
-                     .path = "QUIC 1-RTT, encrypted CID: CID check, AES-128 (BPF crypto), "
-                             "server id lookup",
-                     .kind = Path::kQuicCid,
-                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
-                     .vip_id = kVipQuic4,
-                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
-                     .target_relative_to = "no_conntrack_v4",
-                     .target_factor = 2.0,
-                     .quic = &kQuicSealed});
+    // the 5-tuple into the ring; decrypting it at most twice that. A
+    // plaintext CID names its server whoever sends it: there is no per-flow
+    // state, so one flow is the common case too.
+    cases.push_back(quic_case("quic_cid_plain_v4",
+                              "QUIC 1-RTT, plaintext CID: CID check, server id lookup",
+                              Path::kQuicCid, &kQuicPlain));
+    cases.back().target_relative_to = "no_conntrack_v4";
+    cases.back().target_factor = 1.0;
+    cases.push_back(quic_case("quic_cid_encrypted_v4",
+                              "QUIC 1-RTT, encrypted CID: CID check, AES-128 (BPF crypto), "
+                              "server id lookup",
+                              Path::kQuicCid, &kQuicSealed));
+    cases.back().target_relative_to = "no_conntrack_v4";
+    cases.back().target_factor = 2.0;
     // Every CID is opened once and then found in the opened-CID cache (a
     // connection keeps its CID): the case above. A new sealed block each
     // run, as a flood of made-up CIDs sends, pays the AES and an insert
     // into the cache, then finds no server and goes by the ring.
-    cases.push_back({.name = "quic_cid_encrypted_new_v4",
-                     .path = "QUIC 1-RTT, a new encrypted CID each run: AES-128 (BPF crypto), "
-                             "cache insert, no such server: hash, Maglev",
-                     .kind = Path::kQuicNewSealed,
-                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
-                     .vip_id = kVipQuic4,
-                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK,
-                     .vary_offset = kQuicSealedOffset,
-                     .quic = &kQuicSealed});
-    cases.push_back({.name = "quic_fallback_v4",
-                     .path = "QUIC Initial (the client's CID): CID check, then hash, Maglev",
-                     .kind = Path::kQuicFallback,
-                     .flow = Flow{test::kClientV4, test::kVipV4, 40000, kQuicPort, test::kProtoUdp},
-                     .vip_id = kVipQuic4,
-                     .vip_flags = XLB_VIP_F_QUIC | XLB_VIP_F_NO_CONNTRACK});
+    cases.push_back(quic_case("quic_cid_encrypted_new_v4",
+                              "QUIC 1-RTT, a new encrypted CID each run: AES-128 (BPF crypto), "
+                              "cache insert, no such server: hash, Maglev",
+                              Path::kQuicNewSealed, &kQuicSealed));
+    cases.back().vary_offset = kQuicSealedOffset;
+    cases.push_back(quic_case("quic_fallback_v4",
+                              "QUIC Initial (the client's CID): CID check, then hash, Maglev",
+                              Path::kQuicFallback, nullptr));
     cases.push_back({.name = "not_vip",
                      .path = "TCP to the LB's own address: pass",
                      .kind = Path::kNotVip,

@@ -183,6 +183,10 @@ std::vector<QuicConfigEntry> quic_config_entries(const config::VipSpec& vip, std
     return entries;
 }
 
+bool quic_server_published(const config::BackendSpec& backend) {
+    return backend.server_id && backend.state != config::AdminState::kDisabled;
+}
+
 std::vector<QuicServerEntry> quic_server_entries(
     const config::VipSpec& vip, std::uint32_t vip_id,
     std::span<const std::optional<std::uint32_t>> backend_ids) {
@@ -190,8 +194,7 @@ std::vector<QuicServerEntry> quic_server_entries(
     if (routes_quic(vip))
         for (std::size_t i = 0; i < vip.backends.size() && i < backend_ids.size(); ++i) {
             const config::BackendSpec& b = vip.backends[i];
-            if (!b.server_id || !backend_ids[i] || b.state == config::AdminState::kDisabled)
-                continue;
+            if (!quic_server_published(b) || !backend_ids[i]) continue;
             by_server.try_emplace(*b.server_id, *backend_ids[i]);
         }
     std::vector<QuicServerEntry> entries;

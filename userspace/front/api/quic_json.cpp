@@ -52,12 +52,12 @@ QuicLookup quic_lookup(const control::VipStatus& v, std::span<const std::uint8_t
     }
     out.body["config_id"] = decoded->config_id;
     out.body["server_id"] = decoded->server_id;
-    // The backend that owns the server id in xlb_quic_servers: one with an
-    // id and not disabled (datapath::quic_server_entries), then it must be live.
+    // The backend that owns the server id in xlb_quic_servers (as the
+    // publisher writes it), then it must be live.
     for (std::size_t i = 0; i < v.spec.backends.size() && i < v.backends.size(); ++i) {
         const config::BackendSpec& b = v.spec.backends[i];
         const control::BackendStatus& s = v.backends[i];
-        if (b.server_id != decoded->server_id || b.state == config::AdminState::kDisabled || !s.id)
+        if (!datapath::quic_server_published(b) || b.server_id != decoded->server_id || !s.id)
             continue;
         if (!s.live) {
             out.body["fallback"] = quic::fallback_name(XLB_QUIC_FB_DEAD_BACKEND);

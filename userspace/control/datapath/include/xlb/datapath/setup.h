@@ -104,6 +104,10 @@ struct QuicServerEntry {
     std::uint32_t backend_id = 0;
     bool operator==(const QuicServerEntry& other) const;
 };
+// Whether a backend's server id goes into XLB_MAP_QUIC_SERVERS: it has
+// one and is not disabled (it still needs a backend id to be written).
+bool quic_server_published(const config::BackendSpec& backend);
+
 // The server ids of a VIP with QUIC routing and the backend ids that own
 // them. backend_ids: parallel to vip.backends, the id each backend has in
 // XLB_MAP_BACKENDS (nullopt: none, e.g. disabled). A backend without a
